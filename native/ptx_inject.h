@@ -1,0 +1,756 @@
+/* ptx_inject.h - find injection sites in PTX text and replace them with stubs.
+   C99, single header, no allocation: the caller owns every byte of memory.
+
+   USAGE
+     #define PTX_INJECT_IMPLEMENTATION   (in exactly one .c file, before the include)
+     #include "ptx_inject.h"
+   Define PTX_INJECT_STATIC as well to make every function static (private copy). The
+   declarations also compile as C++; the implementation is C99 (compile it as C).
+   Public names start with ptxinj_ / PTXINJ_, private ones with ptxinj__.
+
+   MARKER FORMAT (one marker per line; leading spaces/tabs allowed; lines end in "\n" or
+   "\r\n", a trailing "\r" is tolerated everywhere)
+     numptx:
+       // PTX_INJECT_BEGIN <site>
+       // PTX_INJECT_VAR <kind> <dtype> <regtype> <reg> <name>     kind: in | out | mod
+       // PTX_INJECT_END
+     mm-ptx 1.x (legacy):
+       // PTX_INJECT_START <site>
+       // <reg> <i|o|m> <regtype> <dtype> <name>                    e.g. "// _x0 m f32 F32 acc"
+       // PTX_INJECT_END
+   A marker line is "//" as the first non-blank text of the line, optional spaces/tabs, then
+   PTX_INJECT_<KEYWORD> followed by whitespace or the end of the line ("PTX_INJECT_BEGINX" is
+   an ordinary comment). Tokens are runs of bytes other than space, tab, \r, \v, \f. <site> is
+   exactly one token; a VAR line has exactly 5 fields. Inside a block only variable lines and
+   blank lines may appear. Every other line of the PTX is ignored.
+   A site may appear several times (instances: unrolling, inlining). All instances of a site
+   must carry the identical variable list (count, and per variable kind and all four tokens).
+   An instance's region runs from the start of its BEGIN/START line (indentation included) to
+   just after the END line's terminator (or EOF); render replaces the region with a stub.
+
+   API
+     ptxinj_parse(ctx, ptx, len, mem, mem_size)
+       Parses `len` bytes (no NUL terminator needed; any bytes allowed) into the caller-owned
+       ctx. `mem` (any alignment) receives the arrays. With mem == NULL or mem_size too small
+       it returns PTXINJ_ERR_BUFFER_TOO_SMALL and sets ctx->mem_needed (> 0), found by a
+       counting scan; call again with that much. The PTX text must outlive ctx.
+       Results: ctx->sites (first-appearance order) with their variables ctx->vars[first_var ..
+       first_var + n_vars) and ctx->instances (PTX order). All positions are byte offsets
+       into the PTX. On an error, ctx->err_offset is the start of the line at fault (0 when no
+       line applies) and ctx->err_site the site involved (UINT32_MAX when none); the arrays
+       then hold the records completed so far (err_site indexes ctx->sites) - do not render.
+     ptxinj_find_site(ctx, name, len, &index)   hash lookup: OK or PTXINJ_ERR_UNKNOWN_SITE.
+     ptxinj_render(ctx, blob, blob_len, offsets, flags, out, out_cap, &out_len)
+       Writes the PTX with every instance region replaced by its site's stub. Stubs are slices
+       of `blob`: by default offsets holds n_sites + 1 non-decreasing values and site i's stub
+       is blob[offsets[i], offsets[i+1]) (a prefix sum of the stub lengths). With
+       PTXINJ_RENDER_PAIRS it holds 2 * n_sites values (offset, length) per site instead, and
+       an offset of PTXINJ_NO_STUB means "no stub" (same as empty). A non-empty stub that does
+       not end in '\n' gets one; an empty stub removes the region. With PTXINJ_RENDER_TAG every
+       region (empty and missing stubs included) becomes exactly
+         "\t// PTX_INJECT_STUB " <site> "\n" <stub bytes as given> "\n\t// PTX_INJECT_STUB_END\n"
+       (nothing is added to the stub itself), so a PTX assembler error can be traced back to
+       its stub; rendered text parses to 0 sites.
+       out == NULL: *out_len = bytes needed, OK (measure). out_cap < needed: BUFFER_TOO_SMALL,
+       *out_len = needed, nothing written. Otherwise out[0, needed) is filled (no NUL).
+       All stub slices and instance records are checked before anything is written.
+     ptxinj_line_of(ptx, len, offset)   1-based line of a byte offset (slow; error reports),
+       0 when ptx is NULL.
+     ptxinj_status_string(status)       static text for every status ("unknown status" else).
+
+   ERRORS (ptxinj_status; err_offset names the line)
+     INVALID_ARGUMENT       NULL pointer or inconsistent ctx/offsets/blob arguments
+     BUFFER_TOO_SMALL       parse: mem too small (see mem_needed); render: out_cap < needed
+     MALFORMED_MARKER       bad BEGIN/VAR/END line, VAR outside a block, other text in a block
+     MISSING_END            EOF inside a block (the BEGIN line)
+     UNEXPECTED_END         END outside a block
+     NESTED_SITE            BEGIN/START inside a block (the inner line)
+     DUPLICATE_VARIABLE     two variables of one site with the same name (the second line)
+     INCONSISTENT_INSTANCES a later instance differs: the differing line, or its BEGIN line
+                            when the variable counts differ
+     UNKNOWN_SITE           find_site: no such name
+     TOO_LARGE              PTX of UINT32_MAX bytes or more; render output over SIZE_MAX
+
+   COMPLEXITY
+     parse: a counting pass (it sizes `mem`), then the parse pass. Outside blocks memchr hunts
+     the 'J' of "PTX_INJECT_" (rare in PTX), so code and ordinary comments cost only memchr's
+     scan. A block byte-identical to the previous one or to its site's first instance (unrolled
+     loops) is taken whole with one memcmp; other blocks are tokenized line by line. Site names
+     and (site, variable name) pairs go through FNV-1a hashed open-addressing tables at most
+     half full: O(len) expected, never quadratic in sites or variables.
+     Memory (mem_needed): 40 B per BEGIN/START line (site + instance), 40 B per VAR line and
+     per line of a START block (repeated blocks not counted), 4 B per hash slot (2 to 4 slots
+     per counted line), plus 3 B of alignment slack.
+     render: O(n_sites + n_instances + output size): the measure is O(1) per site and per
+     instance (stubs are never scanned); the fill is memcpy's of PTX text, stubs and tags.
+   No recursion, no allocation, no global state; functions are re-entrant. */
+#ifndef PTX_INJECT_H
+#define PTX_INJECT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef PTX_INJECT_STATIC
+#define PTXINJ_DEF static
+#else
+#define PTXINJ_DEF extern
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum ptxinj_status {
+    PTXINJ_OK = 0,
+    PTXINJ_ERR_INVALID_ARGUMENT,
+    PTXINJ_ERR_BUFFER_TOO_SMALL,
+    PTXINJ_ERR_MALFORMED_MARKER,
+    PTXINJ_ERR_MISSING_END,
+    PTXINJ_ERR_UNEXPECTED_END,
+    PTXINJ_ERR_NESTED_SITE,
+    PTXINJ_ERR_DUPLICATE_VARIABLE,
+    PTXINJ_ERR_INCONSISTENT_INSTANCES,
+    PTXINJ_ERR_UNKNOWN_SITE,
+    PTXINJ_ERR_TOO_LARGE,
+    PTXINJ_STATUS_COUNT
+} ptxinj_status;
+
+enum { PTXINJ_IN = 0, PTXINJ_OUT = 1, PTXINJ_MOD = 2 };
+
+#define PTXINJ_NO_STUB 0xFFFFFFFFu
+#define PTXINJ_RENDER_TAG 1u    /* render flag: wrap every stub in PTX_INJECT_STUB / _STUB_END lines */
+#define PTXINJ_RENDER_PAIRS 2u  /* render flag: offsets are (offset, length) pairs per site */
+
+typedef struct ptxinj_var {      /* all offsets are byte offsets into the PTX text */
+    uint32_t kind;               /* PTXINJ_IN / PTXINJ_OUT / PTXINJ_MOD */
+    uint32_t dtype_off, dtype_len, regtype_off, regtype_len, reg_off, reg_len, name_off, name_len;
+    uint32_t line_off;           /* start of this variable's line (first instance) */
+} ptxinj_var;
+
+typedef struct ptxinj_site {
+    uint32_t name_off, name_len;
+    uint32_t first_var, n_vars;  /* ctx->vars[first_var .. first_var + n_vars) */
+    uint32_t n_instances;
+    uint32_t first_instance;     /* index into ctx->instances (UINT32_MAX while unfinished) */
+    uint32_t hash;               /* FNV-1a of the name */
+} ptxinj_site;
+
+typedef struct ptxinj_instance {
+    uint32_t site;               /* index into ctx->sites */
+    uint32_t begin, end;         /* region [begin, end) replaced by render */
+} ptxinj_instance;               /* stored in PTX order */
+
+typedef struct ptxinj_ctx {
+    const char *ptx; uint32_t ptx_len;
+    uint32_t n_sites, n_vars, n_instances;
+    ptxinj_site *sites; ptxinj_var *vars; ptxinj_instance *instances;
+    uint32_t *table; uint32_t table_mask;   /* private: open-addressing hash of site names */
+    uint32_t legacy;             /* 1 if any mm-ptx START block was seen */
+    size_t mem_needed;           /* bytes of `mem` parse needs (set whenever it could count) */
+    uint32_t err_offset;         /* after an error: start of the line at fault */
+    uint32_t err_site;           /* after an error: site index involved, or UINT32_MAX */
+} ptxinj_ctx;
+
+PTXINJ_DEF const char *ptxinj_status_string(int status);
+PTXINJ_DEF ptxinj_status ptxinj_parse(ptxinj_ctx *ctx, const char *ptx, size_t len,
+                                      void *mem, size_t mem_size);
+PTXINJ_DEF ptxinj_status ptxinj_find_site(const ptxinj_ctx *ctx, const char *name, size_t len,
+                                          uint32_t *index);
+PTXINJ_DEF ptxinj_status ptxinj_render(const ptxinj_ctx *ctx, const char *blob, size_t blob_len,
+                                       const uint32_t *offsets, uint32_t flags,
+                                       char *out, size_t out_cap, size_t *out_len);
+PTXINJ_DEF uint32_t ptxinj_line_of(const char *ptx, size_t len, size_t offset);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PTX_INJECT_H */
+
+/* ======================================================================================== */
+#ifdef PTX_INJECT_IMPLEMENTATION
+#ifndef PTX_INJECT_IMPLEMENTATION_DONE
+#define PTX_INJECT_IMPLEMENTATION_DONE
+
+#include <string.h>
+
+#define PTXINJ__NONE 0xFFFFFFFFu
+#define PTXINJ__PREFIX "PTX_INJECT_"
+#define PTXINJ__TAG "\t// PTX_INJECT_STUB "          /* then the site name and "\n" */
+#define PTXINJ__TAG_END "\n\t// PTX_INJECT_STUB_END\n"  /* right after the stub bytes */
+#define PTXINJ__TAG_LEN (sizeof(PTXINJ__TAG) - 1)
+#define PTXINJ__TAG_END_LEN (sizeof(PTXINJ__TAG_END) - 1)
+
+enum { PTXINJ__KW_NONE, PTXINJ__KW_BEGIN, PTXINJ__KW_START, PTXINJ__KW_VAR, PTXINJ__KW_END };
+
+typedef struct ptxinj__tok { uint32_t off, len; } ptxinj__tok;
+
+typedef struct ptxinj__parser {
+    ptxinj_ctx *c;
+    const char *s;
+    uint32_t cap_sites, cap_vars;   /* array capacities from the counting scan */
+    uint32_t *vtab, vmask;          /* hash of (site, variable name) for duplicate checks */
+    uint32_t site;                  /* open site, or PTXINJ__NONE outside blocks */
+    uint32_t begin;                 /* start of the open instance's BEGIN line */
+    uint32_t k;                     /* variable lines seen in the open instance */
+    int first;                      /* open instance is the site's first: record its vars */
+    int legacy;                     /* open block is an mm-ptx START block */
+} ptxinj__parser;
+
+/* Byte classes: 1 = token separator (space, tab, \r, \v, \f), 2 = line end. */
+static const unsigned char ptxinj__cls[256] = {
+    ['\t'] = 1, ['\n'] = 2, ['\v'] = 1, ['\f'] = 1, ['\r'] = 1, [' '] = 1
+};
+#define PTXINJ__SEP(ch) (ptxinj__cls[(unsigned char)(ch)] == 1)
+#define PTXINJ__ENDS_WORD(ch) (ptxinj__cls[(unsigned char)(ch)] != 0)
+
+static int ptxinj__indent(char ch) { return ch == ' ' || ch == '\t'; }
+
+static uint32_t ptxinj__fnv(const char *p, uint32_t n)
+{
+    uint32_t h = 2166136261u;
+    while (n--) { h ^= (unsigned char)*p++; h *= 16777619u; }
+    return h;
+}
+
+/* Hash slots for n keys: a power of two >= 2n (load <= 1/2 keeps probe chains short). */
+static uint64_t ptxinj__slots(uint64_t n)
+{
+    uint64_t c = 2;
+    while (c < 2 * n) c <<= 1;
+    return c;
+}
+
+/* Index of the '\n' ending the line that contains i, or len. */
+static uint32_t ptxinj__eol(const char *s, uint32_t len, uint32_t i)
+{
+    const char *nl = (const char *)memchr(s + i, '\n', len - i);
+    return nl ? (uint32_t)(nl - s) : len;
+}
+
+/* Keyword right after "PTX_INJECT_" (at p; the line ends at e or at a '\n'). It must be
+   followed by whitespace or the end of the line. *rest = the position after it. */
+static int ptxinj__kw(const char *s, uint32_t p, uint32_t e, uint32_t *rest)
+{
+    const char *w;
+    uint32_t n, i;
+    int k;
+    if (p >= e) return PTXINJ__KW_NONE;
+    switch (s[p]) {   /* the first letter picks the only candidate */
+    case 'B': w = "BEGIN"; n = 5; k = PTXINJ__KW_BEGIN; break;
+    case 'S': w = "START"; n = 5; k = PTXINJ__KW_START; break;
+    case 'V': w = "VAR"; n = 3; k = PTXINJ__KW_VAR; break;
+    case 'E': w = "END"; n = 3; k = PTXINJ__KW_END; break;
+    default: return PTXINJ__KW_NONE;
+    }
+    if (e - p < n) return PTXINJ__KW_NONE;
+    for (i = 1; i < n; i++)
+        if (s[p + i] != w[i]) return PTXINJ__KW_NONE;
+    if (p + n < e && !PTXINJ__ENDS_WORD(s[p + n])) return PTXINJ__KW_NONE;
+    *rest = p + n;
+    return k;
+}
+
+/* Marker keyword of a comment whose text starts at p (just after its "//"), line end e. */
+static int ptxinj__comment_kw(const char *s, uint32_t p, uint32_t e, uint32_t *rest)
+{
+    while (p < e && ptxinj__indent(s[p])) p++;
+    if (e - p < 11 || memcmp(s + p, PTXINJ__PREFIX, 11) != 0) return PTXINJ__KW_NONE;
+    return ptxinj__kw(s, p + 11, e, rest);
+}
+
+/* Next marker line at or after pos: the position of its "PTX_INJECT_" (len if none) and
+   *ls = the start of its line. memchr hunts the 'J' (rare in PTX), so code and ordinary
+   comments cost only memchr's scan; a hit is verified backwards over blanks, "//", blanks to
+   the line start. Each blank run is crossed by at most one hit, so the scan is linear. */
+static uint32_t ptxinj__next_marker(const char *s, uint32_t len, uint32_t pos, uint32_t *ls)
+{
+    while (pos < len) {
+        const char *q = (const char *)memchr(s + pos, 'J', len - pos);
+        uint32_t j, p;
+        if (!q) return len;
+        j = (uint32_t)(q - s);
+        pos = j + 1;
+        if (j < 8 || len - j < 5 || memcmp(s + j - 6, PTXINJ__PREFIX, 11) != 0) continue;
+        for (p = j - 6; p > 0 && ptxinj__indent(s[p - 1]); p--) {}
+        if (p < 2 || s[p - 1] != '/' || s[p - 2] != '/') continue;
+        for (p -= 2; p > 0 && ptxinj__indent(s[p - 1]); p--) {}
+        if (p > 0 && s[p - 1] != '\n') continue;
+        *ls = p;
+        return j - 6;
+    }
+    return len;
+}
+
+/* Split [b, e) up to the first '\n' into tokens: returns how many (up to max), or max + 1 if
+   there are more; *stop = where the line ends. t may be NULL when max is 0 (blank test). */
+static uint32_t ptxinj__split(const char *s, uint32_t b, uint32_t e, ptxinj__tok *t, uint32_t max,
+                              uint32_t *stop)
+{
+    uint32_t n = 0;
+    for (;;) {
+        while (b < e && PTXINJ__SEP(s[b])) b++;
+        if (b == e || s[b] == '\n') { *stop = b; return n; }
+        if (n == max) return max + 1;
+        t[n].off = b;
+        while (b < e && !PTXINJ__ENDS_WORD(s[b])) b++;
+        t[n].len = b - t[n].off;
+        n++;
+    }
+}
+
+static int ptxinj__same(const char *s, uint32_t ao, uint32_t al, uint32_t bo, uint32_t bl)
+{
+    return al == bl && memcmp(s + ao, s + bo, al) == 0;
+}
+
+static ptxinj_status ptxinj__fail(ptxinj_ctx *c, ptxinj_status st, uint32_t off, uint32_t site)
+{
+    c->err_offset = off;
+    c->err_site = site;
+    return st;
+}
+
+/* Site index of name, or PTXINJ__NONE with *slot = the empty slot where it would go. The
+   probe count is bounded so a corrupted (full) table cannot loop forever. */
+static uint32_t ptxinj__lookup(const ptxinj_ctx *c, const char *name, uint32_t len, uint32_t h,
+                               uint32_t *slot)
+{
+    uint32_t i = h & c->table_mask;
+    uint64_t n;
+    *slot = PTXINJ__NONE;
+    for (n = 0; n <= (uint64_t)c->table_mask; n++, i = (i + 1) & c->table_mask) {
+        uint32_t e = c->table[i];
+        const ptxinj_site *st;
+        if (e == 0) { *slot = i; break; }
+        if (e - 1 >= c->n_sites) continue;
+        st = &c->sites[e - 1];
+        if (st->hash == h && st->name_len == len && st->name_off <= c->ptx_len &&
+            len <= c->ptx_len - st->name_off && memcmp(c->ptx + st->name_off, name, len) == 0)
+            return e - 1;
+    }
+    return PTXINJ__NONE;
+}
+
+/* Counting scan for the memory bound. BEGIN/START lines bound sites and instances; VAR lines
+   and every line of a START block bound variables. A block byte-identical to the previous
+   block cannot hold a site's first instance (parse would have met that site already, or
+   stopped with an error), so it is skipped with one memcmp and adds no variables. */
+static void ptxinj__count(const char *s, uint32_t len, uint32_t *n_begin, uint32_t *n_other)
+{
+    uint32_t pos = 0, open = PTXINJ__NONE, pb = 0, pl = 0, ls = 0, rest = 0, m, e;
+    int legacy = 0, kw;
+    while (pos < len) {
+        if (legacy) {   /* mm-ptx variable lines carry no marker: count every line */
+            uint32_t j = pos;
+            ls = pos;
+            e = ptxinj__eol(s, len, pos);
+            pos = e < len ? e + 1 : len;
+            while (j < e && ptxinj__indent(s[j])) j++;
+            kw = e - j >= 2 && s[j] == '/' && s[j + 1] == '/' ? ptxinj__comment_kw(s, j + 2, e, &rest)
+                                                               : PTXINJ__KW_NONE;
+            if (kw == PTXINJ__KW_END) { pb = open; pl = pos - open; open = PTXINJ__NONE; legacy = 0; }
+            else if (kw == PTXINJ__KW_BEGIN || kw == PTXINJ__KW_START) { (*n_begin)++; open = ls; }
+            else (*n_other)++;
+            continue;
+        }
+        m = ptxinj__next_marker(s, len, pos, &ls);
+        if (m >= len) break;
+        kw = ptxinj__kw(s, m + 11, len, &rest);
+        pos = m + 11;
+        if (kw == PTXINJ__KW_BEGIN || kw == PTXINJ__KW_START) {
+            (*n_begin)++;
+            if (pl && pl <= len - ls && memcmp(s + ls, s + pb, pl) == 0) {   /* repeated block */
+                pos = ls + pl;
+                continue;
+            }
+            open = ls;
+            if (kw == PTXINJ__KW_START) {
+                legacy = 1;
+                e = ptxinj__eol(s, len, m);
+                pos = e < len ? e + 1 : len;
+            }
+        } else if (kw == PTXINJ__KW_VAR) {
+            (*n_other)++;
+        } else if (kw == PTXINJ__KW_END && open != PTXINJ__NONE) {
+            e = ptxinj__eol(s, len, m);
+            pos = e < len ? e + 1 : len;
+            pb = open; pl = pos - open; open = PTXINJ__NONE;
+        }
+    }
+}
+
+static ptxinj_status ptxinj__instance(ptxinj__parser *p, uint32_t site, uint32_t begin,
+                                      uint32_t end, int first)
+{
+    ptxinj_ctx *c = p->c;
+    ptxinj_instance *in;
+    if (c->n_instances >= p->cap_sites)   /* cannot happen: counted */
+        return ptxinj__fail(c, PTXINJ_ERR_BUFFER_TOO_SMALL, begin, site);
+    in = &c->instances[c->n_instances];
+    in->site = site; in->begin = begin; in->end = end;
+    if (first) c->sites[site].first_instance = c->n_instances;
+    c->sites[site].n_instances++;
+    c->n_instances++;
+    return PTXINJ_OK;
+}
+
+/* A BEGIN/START line at ls; rest = just after the keyword. Opens the block (*pos = next
+   line), or, when the instance is byte-identical to the site's first one, records it whole
+   (*pos = its end): identical bytes parse to identical variables. */
+static ptxinj_status ptxinj__open(ptxinj__parser *p, uint32_t ls, uint32_t rest, int legacy,
+                                  uint32_t *pos)
+{
+    ptxinj_ctx *c = p->c;
+    const char *s = p->s;
+    ptxinj__tok t;
+    uint32_t h, slot, idx, stop = rest;
+    if (ptxinj__split(s, rest, c->ptx_len, &t, 1, &stop) != 1)
+        return ptxinj__fail(c, PTXINJ_ERR_MALFORMED_MARKER, ls, PTXINJ__NONE);
+    *pos = stop < c->ptx_len ? stop + 1 : c->ptx_len;
+    if (legacy) c->legacy = 1;
+    h = ptxinj__fnv(s + t.off, t.len);
+    idx = ptxinj__lookup(c, s + t.off, t.len, h, &slot);
+    p->first = idx == PTXINJ__NONE;
+    if (p->first) {
+        ptxinj_site *st;
+        if (c->n_sites >= p->cap_sites || slot == PTXINJ__NONE)   /* cannot happen: counted */
+            return ptxinj__fail(c, PTXINJ_ERR_BUFFER_TOO_SMALL, ls, PTXINJ__NONE);
+        idx = c->n_sites;
+        st = &c->sites[idx];
+        st->name_off = t.off; st->name_len = t.len;
+        st->first_var = c->n_vars; st->n_vars = 0;
+        st->n_instances = 0; st->first_instance = PTXINJ__NONE; st->hash = h;
+        c->table[slot] = idx + 1;
+        c->n_sites++;
+    } else if (c->sites[idx].first_instance < c->n_instances) {
+        const ptxinj_instance *f = &c->instances[c->sites[idx].first_instance];
+        uint32_t n = f->end - f->begin;
+        if (n <= c->ptx_len - ls && memcmp(s + ls, s + f->begin, n) == 0) {
+            *pos = ls + n;
+            return ptxinj__instance(p, idx, ls, ls + n, 0);
+        }
+    }
+    p->site = idx; p->begin = ls; p->k = 0; p->legacy = legacy;
+    return PTXINJ_OK;
+}
+
+static uint32_t ptxinj__kind(const char *s, ptxinj__tok t, int legacy)
+{
+    const char *w = s + t.off;
+    if (legacy) {
+        if (t.len != 1) return PTXINJ__NONE;
+        return *w == 'i' ? PTXINJ_IN : *w == 'o' ? PTXINJ_OUT : *w == 'm' ? PTXINJ_MOD : PTXINJ__NONE;
+    }
+    if (t.len == 2 && memcmp(w, "in", 2) == 0) return PTXINJ_IN;
+    if (t.len == 3 && memcmp(w, "out", 3) == 0) return PTXINJ_OUT;
+    if (t.len == 3 && memcmp(w, "mod", 3) == 0) return PTXINJ_MOD;
+    return PTXINJ__NONE;
+}
+
+/* One variable line; b is where its 5 fields start. The first instance records the variable
+   (rejecting a repeated name via the (site, name) hash); later instances must match it. */
+static ptxinj_status ptxinj__var(ptxinj__parser *p, uint32_t ls, uint32_t b, uint32_t *stop)
+{
+    ptxinj_ctx *c = p->c;
+    ptxinj_site *st = &c->sites[p->site];
+    const char *s = p->s;
+    ptxinj__tok t[5];
+    ptxinj_var v;
+    if (ptxinj__split(s, b, c->ptx_len, t, 5, stop) != 5)
+        return ptxinj__fail(c, PTXINJ_ERR_MALFORMED_MARKER, ls, p->site);
+    if (p->legacy) {   /* <reg> <i|o|m> <regtype> <dtype> <name> */
+        v.kind = ptxinj__kind(s, t[1], 1);
+        v.reg_off = t[0].off; v.reg_len = t[0].len;
+        v.dtype_off = t[3].off; v.dtype_len = t[3].len;
+    } else {           /* <kind> <dtype> <regtype> <reg> <name> */
+        v.kind = ptxinj__kind(s, t[0], 0);
+        v.dtype_off = t[1].off; v.dtype_len = t[1].len;
+        v.reg_off = t[3].off; v.reg_len = t[3].len;
+    }
+    v.regtype_off = t[2].off; v.regtype_len = t[2].len;
+    v.name_off = t[4].off; v.name_len = t[4].len;
+    v.line_off = ls;
+    if (v.kind == PTXINJ__NONE) return ptxinj__fail(c, PTXINJ_ERR_MALFORMED_MARKER, ls, p->site);
+
+    if (p->first) {
+        uint32_t h = ptxinj__fnv(s + v.name_off, v.name_len) ^ (p->site * 0x9E3779B1u);
+        uint32_t i, e2;
+        h ^= h >> 15; h *= 0x85EBCA6Bu; h ^= h >> 13;   /* spread the site bits */
+        if (c->n_vars >= p->cap_vars)   /* cannot happen: counted */
+            return ptxinj__fail(c, PTXINJ_ERR_BUFFER_TOO_SMALL, ls, p->site);
+        for (i = h & p->vmask; (e2 = p->vtab[i]) != 0; i = (i + 1) & p->vmask) {
+            const ptxinj_var *o = &c->vars[e2 - 1];
+            if (e2 - 1 >= st->first_var &&
+                ptxinj__same(s, o->name_off, o->name_len, v.name_off, v.name_len))
+                return ptxinj__fail(c, PTXINJ_ERR_DUPLICATE_VARIABLE, ls, p->site);
+        }
+        p->vtab[i] = c->n_vars + 1;
+        c->vars[c->n_vars++] = v;
+        st->n_vars++;
+    } else {
+        const ptxinj_var *o;
+        if (p->k >= st->n_vars)
+            return ptxinj__fail(c, PTXINJ_ERR_INCONSISTENT_INSTANCES, p->begin, p->site);
+        o = &c->vars[st->first_var + p->k];
+        if (o->kind != v.kind ||
+            !ptxinj__same(s, o->dtype_off, o->dtype_len, v.dtype_off, v.dtype_len) ||
+            !ptxinj__same(s, o->regtype_off, o->regtype_len, v.regtype_off, v.regtype_len) ||
+            !ptxinj__same(s, o->reg_off, o->reg_len, v.reg_off, v.reg_len) ||
+            !ptxinj__same(s, o->name_off, o->name_len, v.name_off, v.name_len))
+            return ptxinj__fail(c, PTXINJ_ERR_INCONSISTENT_INSTANCES, ls, p->site);
+    }
+    p->k++;
+    return PTXINJ_OK;
+}
+
+/* The line at ls inside a block: blank, a variable line, END, or an error. *next = the start
+   of the following line (tokenizing finds the line end, so no separate newline search). */
+static ptxinj_status ptxinj__block_line(ptxinj__parser *p, uint32_t ls, uint32_t *next)
+{
+    const char *s = p->s;
+    uint32_t len = p->c->ptx_len, j = ls, rest = 0, stop = len, site = p->site;
+    ptxinj_status st = PTXINJ_OK;
+    int kw;
+    while (j < len && ptxinj__indent(s[j])) j++;
+    if (len - j < 2 || s[j] != '/' || s[j + 1] != '/') {
+        if (ptxinj__split(s, j, len, NULL, 0, &stop) != 0)   /* only blank lines are allowed */
+            st = ptxinj__fail(p->c, PTXINJ_ERR_MALFORMED_MARKER, ls, site);
+    } else {
+        kw = ptxinj__comment_kw(s, j + 2, len, &rest);
+        if (kw == PTXINJ__KW_BEGIN || kw == PTXINJ__KW_START) {
+            st = ptxinj__fail(p->c, PTXINJ_ERR_NESTED_SITE, ls, site);
+        } else if (kw == PTXINJ__KW_END) {
+            if (ptxinj__split(s, rest, len, NULL, 0, &stop) != 0)
+                return ptxinj__fail(p->c, PTXINJ_ERR_MALFORMED_MARKER, ls, site);
+            if (!p->first && p->k != p->c->sites[site].n_vars)
+                return ptxinj__fail(p->c, PTXINJ_ERR_INCONSISTENT_INSTANCES, p->begin, site);
+            *next = stop < len ? stop + 1 : len;
+            p->site = PTXINJ__NONE;
+            return ptxinj__instance(p, site, p->begin, *next, p->first);
+        } else if (kw == PTXINJ__KW_VAR && !p->legacy) {
+            st = ptxinj__var(p, ls, rest, &stop);
+        } else if (kw == PTXINJ__KW_NONE && p->legacy) {
+            st = ptxinj__var(p, ls, j + 2, &stop);
+        } else {
+            st = ptxinj__fail(p->c, PTXINJ_ERR_MALFORMED_MARKER, ls, site);
+        }
+    }
+    *next = stop < len ? stop + 1 : len;
+    return st;
+}
+
+PTXINJ_DEF ptxinj_status ptxinj_parse(ptxinj_ctx *ctx, const char *ptx, size_t len,
+                                      void *mem, size_t mem_size)
+{
+    uint32_t n_begin = 0, n_other = 0, pos = 0, n;
+    uint64_t scap, vcap, need;
+    char *m;
+    ptxinj__parser p;
+    ptxinj_status st = PTXINJ_OK;
+
+    if (!ctx) return PTXINJ_ERR_INVALID_ARGUMENT;
+    memset(ctx, 0, sizeof *ctx);
+    ctx->err_site = PTXINJ__NONE;
+    if (!ptx) return PTXINJ_ERR_INVALID_ARGUMENT;
+    if (len > (size_t)(UINT32_MAX - 1u)) return PTXINJ_ERR_TOO_LARGE;
+    n = (uint32_t)len;
+
+    ptxinj__count(ptx, n, &n_begin, &n_other);
+    scap = ptxinj__slots(n_begin);
+    vcap = ptxinj__slots(n_other);
+    need = 3 + (uint64_t)n_begin * (sizeof(ptxinj_site) + sizeof(ptxinj_instance)) +
+           (uint64_t)n_other * sizeof(ptxinj_var) + 4 * (scap + vcap);
+    if ((uint64_t)(size_t)need != need) return PTXINJ_ERR_TOO_LARGE;
+    ctx->mem_needed = (size_t)need;
+    if (!mem || mem_size < (size_t)need) return PTXINJ_ERR_BUFFER_TOO_SMALL;
+
+    /* carve the arrays; every record is uint32-only, so 4-byte alignment suffices */
+    m = (char *)mem + ((4u - (unsigned)((uintptr_t)mem & 3u)) & 3u);
+    ctx->sites = (ptxinj_site *)(void *)m;         m += (size_t)n_begin * sizeof(ptxinj_site);
+    ctx->instances = (ptxinj_instance *)(void *)m; m += (size_t)n_begin * sizeof(ptxinj_instance);
+    ctx->vars = (ptxinj_var *)(void *)m;           m += (size_t)n_other * sizeof(ptxinj_var);
+    ctx->table = (uint32_t *)(void *)m;            m += (size_t)scap * 4;
+    memset(ctx->table, 0, (size_t)(scap + vcap) * 4);
+    ctx->table_mask = (uint32_t)(scap - 1);
+    ctx->ptx = ptx;
+    ctx->ptx_len = n;
+
+    p.c = ctx; p.s = ptx;
+    p.cap_sites = n_begin; p.cap_vars = n_other;
+    p.vtab = (uint32_t *)(void *)m; p.vmask = (uint32_t)(vcap - 1);
+    p.site = PTXINJ__NONE; p.begin = 0; p.k = 0; p.first = 0; p.legacy = 0;
+
+    while (pos < n && st == PTXINJ_OK) {
+        uint32_t mk, ls = 0, rest = 0;
+        int kw;
+        if (p.site != PTXINJ__NONE) {   /* inside a block every line counts */
+            st = ptxinj__block_line(&p, pos, &pos);
+            continue;
+        }
+        mk = ptxinj__next_marker(ptx, n, pos, &ls);   /* outside: jump from marker to marker */
+        if (mk >= n) break;
+        kw = ptxinj__kw(ptx, mk + 11, n, &rest);
+        pos = mk + 11;
+        if (kw == PTXINJ__KW_BEGIN || kw == PTXINJ__KW_START) {
+            const ptxinj_instance *f = ctx->n_instances ? &ctx->instances[ctx->n_instances - 1] : NULL;
+            if (f && f->end - f->begin <= n - ls && memcmp(ptx + ls, ptx + f->begin, f->end - f->begin) == 0) {
+                pos = ls + (f->end - f->begin);   /* a copy of the previous block (unrolled loop) */
+                st = ptxinj__instance(&p, f->site, ls, pos, 0);
+            } else {
+                st = ptxinj__open(&p, ls, rest, kw == PTXINJ__KW_START, &pos);
+            }
+        } else if (kw == PTXINJ__KW_END)
+            st = ptxinj__fail(ctx, PTXINJ_ERR_UNEXPECTED_END, ls, PTXINJ__NONE);
+        else if (kw == PTXINJ__KW_VAR)
+            st = ptxinj__fail(ctx, PTXINJ_ERR_MALFORMED_MARKER, ls, PTXINJ__NONE);
+    }
+    if (st == PTXINJ_OK && p.site != PTXINJ__NONE)
+        st = ptxinj__fail(ctx, PTXINJ_ERR_MISSING_END, p.begin, p.site);
+    return st;
+}
+
+PTXINJ_DEF ptxinj_status ptxinj_find_site(const ptxinj_ctx *ctx, const char *name, size_t len,
+                                          uint32_t *index)
+{
+    uint32_t slot, idx;
+    if (!ctx || !name || !index) return PTXINJ_ERR_INVALID_ARGUMENT;
+    if (!ctx->table || !ctx->sites || !ctx->ptx || len == 0 || len > ctx->ptx_len)
+        return PTXINJ_ERR_UNKNOWN_SITE;
+    idx = ptxinj__lookup(ctx, name, (uint32_t)len, ptxinj__fnv(name, (uint32_t)len), &slot);
+    if (idx == PTXINJ__NONE) return PTXINJ_ERR_UNKNOWN_SITE;
+    *index = idx;
+    return PTXINJ_OK;
+}
+
+/* Stub slice of site i (validated by render before use). */
+static void ptxinj__stub(const uint32_t *offsets, uint32_t flags, uint32_t i,
+                         uint32_t *off, uint32_t *len)
+{
+    if (flags & PTXINJ_RENDER_PAIRS) {
+        *off = offsets[(size_t)i * 2];
+        *len = *off == PTXINJ_NO_STUB ? 0 : offsets[(size_t)i * 2 + 1];
+        if (*off == PTXINJ_NO_STUB) *off = 0;
+    } else {
+        *off = offsets[i];
+        *len = offsets[(size_t)i + 1] - offsets[i];
+    }
+}
+
+static char *ptxinj__put(char *w, const char *src, size_t n)
+{
+    if (n) memcpy(w, src, n);
+    return w + n;
+}
+
+static int ptxinj__add(size_t *total, uint64_t n)
+{
+    if (n > (uint64_t)(SIZE_MAX - *total)) return 0;
+    *total += (size_t)n;
+    return 1;
+}
+
+PTXINJ_DEF ptxinj_status ptxinj_render(const ptxinj_ctx *ctx, const char *blob, size_t blob_len,
+                                       const uint32_t *offsets, uint32_t flags,
+                                       char *out, size_t out_cap, size_t *out_len)
+{
+    const int tag = (flags & PTXINJ_RENDER_TAG) != 0;
+    uint32_t i, prev = 0, off, n;
+    size_t need = 0;
+    char *w;
+
+    if (!ctx || !out_len || (!ctx->ptx && ctx->ptx_len) || (!blob && blob_len) ||
+        (!offsets && ctx->n_sites) || (!ctx->sites && ctx->n_sites) ||
+        (!ctx->instances && ctx->n_instances) || (flags & ~(PTXINJ_RENDER_TAG | PTXINJ_RENDER_PAIRS)))
+        return PTXINJ_ERR_INVALID_ARGUMENT;
+    /* every stub slice must lie inside blob */
+    for (i = 0; i < ctx->n_sites; i++) {
+        if (flags & PTXINJ_RENDER_PAIRS) {
+            off = offsets[(size_t)i * 2];
+            n = offsets[(size_t)i * 2 + 1];
+            if (off != PTXINJ_NO_STUB && (off > blob_len || n > blob_len - off))
+                return PTXINJ_ERR_INVALID_ARGUMENT;
+        } else if (offsets[i + 1] < offsets[i] || offsets[i + 1] > blob_len) {
+            return PTXINJ_ERR_INVALID_ARGUMENT;
+        }
+        if (tag && (ctx->sites[i].name_off > ctx->ptx_len ||
+                    ctx->sites[i].name_len > ctx->ptx_len - ctx->sites[i].name_off))
+            return PTXINJ_ERR_INVALID_ARGUMENT;
+    }
+    /* instances must be ordered, disjoint and inside the PTX; sum the output size (O(1) per
+       instance: stubs are never scanned) */
+    for (i = 0; i < ctx->n_instances; i++) {
+        const ptxinj_instance *in = &ctx->instances[i];
+        if (in->site >= ctx->n_sites || in->begin < prev || in->end < in->begin || in->end > ctx->ptx_len)
+            return PTXINJ_ERR_INVALID_ARGUMENT;
+        ptxinj__stub(offsets, flags, in->site, &off, &n);
+        if (!ptxinj__add(&need, in->begin - prev)) return PTXINJ_ERR_TOO_LARGE;
+        if (tag) {
+            uint64_t extra = (uint64_t)PTXINJ__TAG_LEN + ctx->sites[in->site].name_len + 1 + n +
+                             PTXINJ__TAG_END_LEN;
+            if (!ptxinj__add(&need, extra)) return PTXINJ_ERR_TOO_LARGE;
+        } else if (n) {
+            if (!ptxinj__add(&need, (uint64_t)n + (blob[(size_t)off + n - 1] != '\n')))
+                return PTXINJ_ERR_TOO_LARGE;
+        }
+        prev = in->end;
+    }
+    if (!ptxinj__add(&need, ctx->ptx_len - prev)) return PTXINJ_ERR_TOO_LARGE;
+    *out_len = need;
+    if (!out) return PTXINJ_OK;
+    if (out_cap < need) return PTXINJ_ERR_BUFFER_TOO_SMALL;
+
+    w = out;
+    prev = 0;
+    for (i = 0; i < ctx->n_instances; i++) {
+        const ptxinj_instance *in = &ctx->instances[i];
+        w = ptxinj__put(w, ctx->ptx + prev, in->begin - prev);
+        ptxinj__stub(offsets, flags, in->site, &off, &n);
+        if (tag) {
+            const ptxinj_site *st = &ctx->sites[in->site];
+            memcpy(w, PTXINJ__TAG, PTXINJ__TAG_LEN);
+            w = ptxinj__put(w + PTXINJ__TAG_LEN, ctx->ptx + st->name_off, st->name_len);
+            *w++ = '\n';
+            w = ptxinj__put(w, blob + off, n);
+            memcpy(w, PTXINJ__TAG_END, PTXINJ__TAG_END_LEN);
+            w += PTXINJ__TAG_END_LEN;
+        } else if (n) {
+            w = ptxinj__put(w, blob + off, n);
+            if (blob[(size_t)off + n - 1] != '\n') *w++ = '\n';
+        }
+        prev = in->end;
+    }
+    ptxinj__put(w, ctx->ptx + prev, ctx->ptx_len - prev);
+    return PTXINJ_OK;
+}
+
+PTXINJ_DEF uint32_t ptxinj_line_of(const char *ptx, size_t len, size_t offset)
+{
+    const char *p = ptx, *e;
+    uint32_t line = 1;
+    if (!ptx) return 0;
+    e = ptx + (offset < len ? offset : len);
+    while (p < e && (p = (const char *)memchr(p, '\n', (size_t)(e - p))) != NULL) { line++; p++; }
+    return line;
+}
+
+PTXINJ_DEF const char *ptxinj_status_string(int status)
+{
+    static const char *const text[PTXINJ_STATUS_COUNT] = {
+        "ok",
+        "invalid argument",
+        "buffer too small",
+        "malformed PTX_INJECT marker",
+        "missing PTX_INJECT_END",
+        "PTX_INJECT_END outside a site",
+        "nested injection site",
+        "duplicate variable name in site",
+        "instances of a site differ",
+        "unknown site",
+        "input too large",
+    };
+    if (status < 0 || status >= PTXINJ_STATUS_COUNT) return "unknown status";
+    return text[status];
+}
+
+#endif /* PTX_INJECT_IMPLEMENTATION_DONE */
+#endif /* PTX_INJECT_IMPLEMENTATION */

@@ -1,0 +1,35 @@
+"""numptx: GPU kernel variants in microseconds.
+
+Compile a CUDA C++ (or numba) kernel template once, then make variants by injecting PTX stubs
+at named sites and assembling each variant with nvJitLink::
+
+    import numptx as nx
+    ptx = nx.cuda_to_ptx(SRC, arch="sm_90")        # once per template (NVRTC)
+    inj = nx.PtxInject(ptx)
+    site = inj.sites["combine"]
+    x, y, z = site["x"], site["y"], site["z"]
+    cubin = nx.ptx_to_cubin(inj.render({"combine": f"add.f32 %{z.reg}, %{x.reg}, %{y.reg};"}),
+                            arch="sm_90")           # once per variant (nvJitLink)
+"""
+from __future__ import annotations
+
+import logging
+
+from .annotate import process_cuda
+from .dtypes import DType, get_dtype, register_type
+from .errors import (AnnotationError, CompileError, LinkError, NumptxError, PtxParseError,
+                     RenderError, ToolchainError, TypeRegistryError)
+from .inject import PtxInject, Site, Variable
+from .jit.nvjitlink import ptx_to_cubin
+from .jit.nvrtc import cuda_to_ptx, include_dir
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "PtxInject", "Site", "Variable", "cuda_to_ptx", "ptx_to_cubin", "process_cuda", "include_dir",
+    "register_type", "get_dtype", "DType",
+    "NumptxError", "PtxParseError", "RenderError", "AnnotationError", "CompileError", "LinkError",
+    "ToolchainError", "TypeRegistryError", "__version__",
+]
+
+logging.getLogger(__name__).addHandler(logging.NullHandler())

@@ -1,0 +1,12 @@
+"""numptx.jit: the compile side of the pipeline.
+
+* :func:`numptx.jit.nvrtc.cuda_to_ptx` — CUDA C++ template -> PTX (NVRTC, once per template);
+* :func:`numptx.jit.nvjitlink.ptx_to_cubin` — injected PTX -> cubin (nvJitLink, once per variant).
+
+Numba templates, the cubin cache, parallel builds and launches arrive with later issues.
+"""
+from .arch import normalize_arch
+from .nvjitlink import ptx_to_cubin, nvjitlink_version
+from .nvrtc import cuda_to_ptx, nvrtc_version
+
+__all__ = ["cuda_to_ptx", "ptx_to_cubin", "normalize_arch", "nvrtc_version", "nvjitlink_version"]

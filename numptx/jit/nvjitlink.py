@@ -1,0 +1,121 @@
+"""PTX -> cubin with nvJitLink (through ``cuda.bindings``), the once-per-variant assembly.
+
+nvJitLink releases the GIL, so calls from several threads assemble in parallel.
+
+>>> cubin = ptx_to_cubin(rendered_ptx, arch="sm_90")        # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterable
+
+from ..errors import LinkError, ToolchainError
+from .arch import normalize_arch
+
+_LINE = re.compile(r"line (\d+); (error|warning)\s*:\s*(.*)")
+STUB_TAG = "// PTX_INJECT_STUB "
+STUB_END = "// PTX_INJECT_STUB_END"
+
+
+def _nvjitlink():
+    try:
+        from cuda.bindings import nvjitlink
+    except ImportError as e:  # pragma: no cover - depends on the install
+        raise ToolchainError("nvJitLink is unavailable: install numptx's dependencies "
+                             "(pip install 'numba-cuda[cu13]')") from e
+    return nvjitlink
+
+
+@functools.lru_cache(maxsize=1)
+def nvjitlink_version() -> tuple[int, int]:
+    """(major, minor) of the nvJitLink in use."""
+    return tuple(_nvjitlink().version())
+
+
+def _locate(lines: list[str], lineno: int) -> tuple[str | None, int | None, str]:
+    """Map a PTX line number to (site, line within the stub, text) using the comment lines that
+    render writes around each stub: ``// PTX_INJECT_STUB <site>`` ... ``// PTX_INJECT_STUB_END``."""
+    text = lines[lineno - 1].strip() if 0 < lineno <= len(lines) else ""
+    for i in range(min(lineno, len(lines) + 1) - 2, -1, -1):
+        s = lines[i].lstrip()
+        if s.startswith(STUB_END):
+            break
+        if s.startswith(STUB_TAG):
+            return s[len(STUB_TAG):].strip(), lineno - 1 - i, text
+        if s.startswith((".entry", ".visible", ".func")):
+            break
+    return None, None, text
+
+
+def _explain(ptx: str, log: str, arch: str) -> LinkError:
+    lines = ptx.splitlines()
+    found = []
+    for m in _LINE.finditer(log):
+        if m.group(2) == "error":
+            found.append((int(m.group(1)), m.group(3).strip()))
+    if not found:
+        hint = ""
+        m = re.search(r"^\s*\.target\s+(\w+)", ptx, re.M)
+        if "higher than" in log and m:
+            hint = (f": the PTX targets {m.group(1)}; compile the template for {arch} or lower "
+                    f"(cuda_to_ptx(..., arch={arch!r}))")
+        return LinkError(f"nvJitLink could not assemble the PTX for {arch}{hint}\n--- nvJitLink log ---\n"
+                         f"{log.rstrip()}", log=log)
+    msgs, first_site, first_stub_line = [], None, None
+    for lineno, msg in sorted(set(found)):
+        site, stub_lineno, text = _locate(lines, lineno)
+        if site is not None:
+            msgs.append(f"  stub of site {site!r}, stub line {stub_lineno} (PTX line {lineno}): "
+                        f"{text!r}: {msg}")
+            if first_site is None:
+                first_site, first_stub_line = site, text
+        else:
+            msgs.append(f"  PTX line {lineno}: {text!r}: {msg}")
+    head = (f"invalid stub for site {first_site!r}" if first_site else "PTX does not assemble")
+    return LinkError(f"{head} ({arch}):\n" + "\n".join(msgs) + f"\n--- nvJitLink log ---\n{log.rstrip()}",
+                     log=log, site=first_site, stub_line=first_stub_line)
+
+
+def ptx_to_cubin(ptx: str | bytes, arch: str | int | tuple = "sm_90", *,
+                 options: Iterable[str] = (), name: str = "numptx.ptx") -> bytes:
+    """Assemble PTX text to a cubin for ``arch`` with nvJitLink and return its bytes.
+
+    ``options`` are extra nvJitLink options (``"-O3"``, ``"-lineinfo"``, ``"-maxrregcount=64"``).
+    A failure raises :class:`numptx.LinkError` with the nvJitLink log; when the failing line is in
+    a stub injected by :meth:`numptx.PtxInject.render`, the message names the site and quotes the
+    stub line.
+    """
+    number, suffix = normalize_arch(arch)
+    arch_s = f"sm_{number}{suffix}"
+    data = ptx.encode() if isinstance(ptx, str) else bytes(ptx)
+    if not data.strip(b"\0 \t\r\n"):
+        raise LinkError(f"ptx_to_cubin: empty PTX for {arch_s}")
+    if not data.endswith(b"\0"):
+        data += b"\0"
+    opts = [f"-arch={arch_s}", *options]
+    nvj = _nvjitlink()
+    try:
+        handle = nvj.create(len(opts), opts)
+    except nvj.nvJitLinkError as e:
+        raise LinkError(f"nvJitLink rejected the options {opts}: {e}", options=tuple(opts)) from None
+    try:
+        try:
+            nvj.add_data(handle, nvj.InputType.PTX, data, len(data), name)
+            nvj.complete(handle)
+        except nvj.nvJitLinkError:
+            size = nvj.get_error_log_size(handle)
+            buf = bytearray(size)
+            if size:
+                nvj.get_error_log(handle, buf)
+            log = bytes(buf).rstrip(b"\0").decode(errors="replace")
+            text = ptx if isinstance(ptx, str) else data.decode(errors="replace")
+            err = _explain(text, log, arch_s)
+            err.options = tuple(opts)
+            raise err from None
+        size = nvj.get_linked_cubin_size(handle)
+        cubin = bytearray(size)
+        nvj.get_linked_cubin(handle, cubin)
+    finally:
+        nvj.destroy(handle)
+    return bytes(cubin)

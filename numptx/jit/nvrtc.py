@@ -1,0 +1,115 @@
+"""CUDA C++ -> PTX with NVRTC (through ``cuda.bindings``), the once-per-template compile.
+
+>>> import numptx as nx
+>>> ptx = nx.cuda_to_ptx('extern "C" __global__ void k(float* o) { o[0] = 1.0f; }')
+>>> ".entry k" in ptx
+True
+"""
+from __future__ import annotations
+
+import functools
+import logging
+import os
+from collections.abc import Iterable
+
+from ..annotate import check_macro_annotations, process_cuda, user_type_defines
+from ..errors import CompileError, ToolchainError
+from .arch import normalize_arch
+
+log = logging.getLogger(__name__)
+
+HEADER_NAME = "ptx_inject.cuh"
+
+
+def include_dir() -> str:
+    """Folder of numptx's CUDA header ``ptx_inject.cuh`` (for ``nvcc -I``)."""
+    return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "include")
+
+
+@functools.lru_cache(maxsize=1)
+def _header_text() -> bytes:
+    with open(os.path.join(include_dir(), HEADER_NAME), "rb") as f:
+        return f.read()
+
+
+@functools.lru_cache(maxsize=1)
+def _cuda_include_dir() -> str | None:
+    """The CUDA toolkit headers shipped as wheels (cuda_fp16.h, ...), if present."""
+    try:
+        from cuda.pathfinder import find_nvidia_header_directory
+        return find_nvidia_header_directory("cudart")
+    except Exception:  # pragma: no cover - optional
+        return None
+
+
+def _nvrtc():
+    try:
+        from cuda.bindings import nvrtc
+    except ImportError as e:  # pragma: no cover - depends on the install
+        raise ToolchainError("NVRTC is unavailable: install numptx's dependencies "
+                             "(pip install 'numba-cuda[cu13]')") from e
+    return nvrtc
+
+
+def nvrtc_version() -> tuple[int, int]:
+    """(major, minor) of the NVRTC in use."""
+    nvrtc = _nvrtc()
+    err, major, minor = nvrtc.nvrtcVersion()
+    return major, minor
+
+
+def _check(nvrtc, err, what: str) -> None:
+    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+        _, msg = nvrtc.nvrtcGetErrorString(err)
+        raise CompileError(f"NVRTC {what} failed: {msg.decode(errors='replace')}")
+
+
+def cuda_to_ptx(src: str, arch: str | int | tuple = "sm_90", *, options: Iterable[str] = (),
+                name: str = "numptx_template.cu", include_paths: Iterable[str] = (),
+                std: str = "c++17") -> str:
+    """Compile CUDA C++ ``src`` to PTX text for ``arch`` with NVRTC.
+
+    numptx's header (``PTX_INJECT`` macros) is included for you, comment-form annotations are
+    rewritten first (:func:`numptx.process_cuda`), and types registered with
+    :func:`numptx.register_type` are defined. The CUDA headers shipped as wheels (``cuda_fp16.h``
+    and friends) are on the include path. Errors raise :class:`numptx.CompileError` carrying the
+    NVRTC log, with line numbers of ``src`` as written.
+
+    >>> ptx = cuda_to_ptx(SRC, arch="sm_90")            # doctest: +SKIP
+    """
+    if not isinstance(src, str):
+        raise CompileError(f"cuda_to_ptx: source must be str, not {type(src).__name__}")
+    number, suffix = normalize_arch(arch)
+    processed = process_cuda(src, source_name=name)
+    check_macro_annotations(processed, source_name=name)
+    full = (f'#include "{HEADER_NAME}"\n{user_type_defines()}#line 1 "{name}"\n{processed}').encode()
+
+    opts = [f"--gpu-architecture=compute_{number}{suffix}", f"--std={std}",
+            f"-I{include_dir()}"]
+    cuda_inc = _cuda_include_dir()
+    if cuda_inc:
+        opts.append(f"-I{cuda_inc}")
+    opts += [f"-I{p}" for p in include_paths]
+    opts += list(options)
+
+    nvrtc = _nvrtc()
+    err, prog = nvrtc.nvrtcCreateProgram(full, name.encode(), 1, [_header_text()], [HEADER_NAME.encode()])
+    _check(nvrtc, err, "program creation")
+    try:
+        enc = [o.encode() for o in opts]
+        (err,) = nvrtc.nvrtcCompileProgram(prog, len(enc), enc)
+        _, size = nvrtc.nvrtcGetProgramLogSize(prog)
+        buf = b" " * size
+        nvrtc.nvrtcGetProgramLog(prog, buf)
+        compile_log = buf.rstrip(b"\0").decode(errors="replace")
+        if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+            raise CompileError(f"NVRTC could not compile {name} for compute_{number}{suffix}",
+                               log=compile_log, options=tuple(opts))
+        if compile_log.strip():
+            log.debug("NVRTC log for %s:\n%s", name, compile_log)
+        _, size = nvrtc.nvrtcGetPTXSize(prog)
+        ptx = b" " * size
+        _check(nvrtc, nvrtc.nvrtcGetPTX(prog, ptx)[0], "getPTX")
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
+    return ptx.rstrip(b"\0").decode("ascii", errors="replace")
