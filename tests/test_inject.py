@@ -424,3 +424,30 @@ def test_render_bytes_matches_render(spine_ptx):
         text = inj.render(stubs, missing=missing)
         assert inj.render_bytes(stubs, missing=missing) == text.encode()
     assert nx.ptx_to_cubin(inj.render_bytes({"mac": "", "post": "mov.f32 %v_r, %v_q;"}))
+
+
+# ---- robustness: mutated marker text never crashes, only NumptxError -------------------------------
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_PIECES = ["// PTX_INJECT_BEGIN s\n", "// PTX_INJECT_BEGIN t\n", "// PTX_INJECT_END\n",
+           "// PTX_INJECT_VAR in f32 f32 v_x x\n", "// PTX_INJECT_VAR out f32 f32 v_y y\n",
+           "// PTX_INJECT_VAR mod b32 b32 v_x x\n", "// PTX_INJECT_START s\n", "// _x0 i f32 F32 x\n",
+           "add.f32 %f1, %f2, %f3;\n", "\n", "\r\n", "//", "PTX_INJECT_", "\x00", "\xff", " ", "\t"]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(_PIECES), max_size=40), st.binary(max_size=16))
+def test_fuzz_marker_text(pieces, noise):
+    text = "".join(pieces).encode("utf-8", "surrogateescape") + noise
+    try:
+        inj = nx.PtxInject(text)
+    except nx.PtxParseError as e:
+        assert e.code and (e.line is None or e.line >= 1)
+        return
+    stubs = {name: f"// stub {i}" for i, name in enumerate(inj.sites)}
+    out = inj.render(stubs)
+    assert inj.render_bytes(stubs) == out.encode("utf-8", "surrogateescape")
+    assert len(nx.PtxInject(out).sites) == 0
+    for name, site in inj.sites.items():
+        assert out.count(f"// PTX_INJECT_STUB {name}\n") == site.instances
