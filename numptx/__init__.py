@@ -19,7 +19,9 @@ from .annotate import process_cuda
 from .dtypes import DType, get_dtype, register_type
 from .errors import (AnnotationError, CompileError, LinkError, NumptxError, PtxParseError,
                      RenderError, ToolchainError, TypeRegistryError)
+from .dsl.emulator import EmulationError, emulate
 from .inject import PtxInject, Site, Variable
+from .instructions import TABLE, Instr, add_instruction
 from .jit.nvjitlink import ptx_to_cubin
 from .jit.nvrtc import cuda_to_ptx, include_dir
 
@@ -29,7 +31,8 @@ __all__ = [
     "PtxInject", "Site", "Variable", "cuda_to_ptx", "ptx_to_cubin", "process_cuda", "include_dir",
     "register_type", "get_dtype", "DType",
     "NumptxError", "PtxParseError", "RenderError", "AnnotationError", "CompileError", "LinkError",
-    "ToolchainError", "TypeRegistryError", "__version__",
+    "ToolchainError", "TypeRegistryError", "EmulationError", "__version__",
+    "emulate", "TABLE", "Instr", "add_instruction",
 ]
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())

@@ -1,0 +1,497 @@
+"""Run a PTX stub on the CPU with NumPy: the reference the GPU results are checked against.
+
+    from numptx.dsl.emulator import emulate
+    stub = '''{
+    .reg .f32 %_s0;
+    mul.rn.f32 %_s0, %x, %y;
+    add.rn.f32 %z, %_s0, %x;
+    }'''
+    emulate(stub, {"x": np.float32([1, 2]), "y": 3.0}, ["z"])   # {'z': array([4., 8.], float32)}
+
+A stub is text made of instructions of the table (:data:`numptx.instructions.TABLE`, looked up by
+opcode), ``mov`` lines (also ``mov.b32 %r, {%lo, %hi}`` packing and the reverse unpacking),
+``.reg`` declarations (``.reg .f32 %a, %b;``, ``.reg .b32 %r<4>;``), braces, ``@%p`` / ``@!%p``
+guards, ``//`` and ``/* */`` comments and blank lines; several statements may share a line.
+Block scoping is ignored (one flat register namespace).
+
+Values (design, section 2): every register holds an array in the canonical NumPy representation
+of its type; a read with another type of the same size reinterprets the bits (``.view``).
+
+* ``inputs`` maps register names (without ``%``) to scalars or arrays, broadcast to one common
+  shape; the outputs have that shape. NumPy arrays and NumPy scalars are taken *as stored*: a read
+  with a type of the same size reinterprets their bits (a float32 array read by ``and.b32`` gives
+  its bit patterns), a read with another size converts the value. Python numbers and lists are
+  *values*: converted to the type that reads them (for bit types b16/b32/b64/f16x2/bf16x2 a Python
+  int is the bit pattern, a Python float is the bits of that float at the register's width).
+* Special registers come from ``inputs`` under their PTX name: ``{"%tid.x": np.arange(n)}``.
+  Missing ones read 0, except ``%laneid`` and ``%tid.x`` which default to ``arange(n) % 32``
+  over the flattened broadcast shape (n elements); ``%clock``-style registers read 0.
+* Literals: ``0f3F800000`` (f32 bits), ``0d3FF0000000000000`` (f64 bits), hex/octal/binary/decimal
+  integers (the bit pattern for bit types and f16/bf16, a wrapped value for s/u types; PTX
+  rejects them for f32/f64), decimal floats such as ``1.5`` (float types), and ``0``/``1`` for
+  predicates.
+* Warp-level instructions (mma) see consecutive groups of 32 elements as warps (lane = i % 32).
+* ``outputs`` is a list of register names (each returned in the canonical dtype of its declared
+  ``.reg`` type, else of the type that last wrote it) or a dict name -> type name to force one.
+
+Errors are :class:`EmulationError` (a :class:`numptx.NumptxError`) naming the stub line number and
+text: unknown instructions (with close matches), malformed lines, literals or operand counts,
+reads of undefined registers and unknown outputs. Each stub text is parsed once (cached).
+"""
+from __future__ import annotations
+
+import difflib
+import functools
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from .. import semantics as S
+from ..errors import NumptxError
+from .. import instructions as _instructions
+from ..instructions import NP_DTYPE, TYPES, UnknownInstructionError, parse_type_spec
+
+__all__ = ["emulate", "EmulationError"]
+
+
+class EmulationError(NumptxError):
+    """A stub the emulator cannot run; ``line`` (1-based) and ``text`` locate the stub line."""
+
+    def __init__(self, message: str, *, line: int | None = None, text: str | None = None):
+        self.line, self.text = line, text
+        where = f"stub line {line}: {text!r}: " if line is not None else ""
+        super().__init__(where + message)
+
+
+# PTX type suffixes of mov and .reg -> numptx type (u16/s16 use the 16-bit bit type)
+_PTX_TYPE = {t: t for t in TYPES}
+_PTX_TYPE.update({"u16": "b16", "s16": "b16"})
+_BIT_TYPES = ("b16", "b32", "b64", "f16x2", "bf16x2")
+_FLOAT_TYPES = ("f16", "bf16", "f32", "f64")
+_INT_TYPES = ("s32", "u32", "s64", "u64")
+_FLOAT_OF_SIZE = {2: np.float16, 4: np.float32, 8: np.float64}
+_LANE_DEFAULT = ("%laneid", "%tid.x")
+
+_REG = re.compile(r"^%[A-Za-z_$][\w$.]*$")
+_DECL = re.compile(r"^(%[A-Za-z_$][\w$]*)(?:<(\d+)>)?$")
+_GUARD = re.compile(r"^@(!?)(%[A-Za-z_$][\w$.]*)\s+(.*)$", re.S)
+_INT_LIT = re.compile(r"^[+-]?(0[xX][0-9a-fA-F]+|0[bB][01]+|0[0-7]*|[1-9][0-9]*)[uU]?$")
+_FLOAT_LIT = re.compile(r"^[+-]?(\d+\.\d*|\.\d+|\d+)([eE][+-]?\d+)?$")
+
+
+# ------------------------------------------------------------------------------ parsed program
+@dataclass(frozen=True)
+class _Const:
+    value: np.ndarray        # 1-element array, canonical dtype of the reading type
+
+
+@dataclass(frozen=True)
+class _Reg:
+    name: str                # without '%'
+    special: bool = False    # a special register (%tid.x ...): value from inputs or default
+
+
+_Operand = Any  # _Const | _Reg
+
+
+@dataclass(frozen=True)
+class _Step:
+    line: int
+    text: str
+    kind: str                            # "instr" | "mov"
+    instr: Any                           # Instr for kind == "instr"
+    dests: tuple                         # per result slot: tuple of register names
+    dest_types: tuple                    # per result slot: type name
+    srcs: tuple                          # per operand slot: tuple of _Operand
+    src_types: tuple                     # per operand slot: type name (of each component)
+    guard: tuple | None = None           # (register name, negate)
+    src_widths: tuple = ()               # per operand slot: vector width (1 = scalar)
+    dest_widths: tuple = ()              # per result slot
+
+
+@dataclass(frozen=True)
+class _Program:
+    steps: tuple
+    declared: Mapping[str, str]          # register (without %) -> numptx type
+
+
+def _strip_comments(text: str) -> str:
+    text = re.sub(r"/\*.*?\*/", lambda m: re.sub(r"[^\n]", " ", m.group(0)), text, flags=re.S)
+    return "\n".join(line.split("//", 1)[0] for line in text.split("\n"))
+
+
+def _split_top(s: str) -> list[str]:
+    """Split operands on commas outside braces."""
+    out, depth, cur = [], 0, []
+    for ch in s:
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append("".join(cur).strip())
+            cur = []
+        else:
+            cur.append(ch)
+    out.append("".join(cur).strip())
+    return out
+
+
+def _literal_value(tok: str, t: str) -> np.ndarray:
+    """A literal token as a 1-element array of type t's canonical dtype (ValueError if bad)."""
+    dt = NP_DTYPE[t]
+    low = tok.lower()
+    body = low.lstrip("+-")
+    neg = low.startswith("-")
+    if body.startswith(("0f", "0d")) and len(body) > 2:
+        nbits = 32 if body[1] == "f" else 64
+        digits = body[2:]
+        if not re.fullmatch(r"[0-9a-f]+", digits) or len(digits) > nbits // 4:
+            raise ValueError(f"bad {'0f' if nbits == 32 else '0d'} literal")
+        src = np.array([int(digits, 16)], np.uint32 if nbits == 32 else np.uint64)
+        src = src.view(np.float32 if nbits == 32 else np.float64)
+        if neg:
+            src = -src
+        return _convert(src, t, as_value=False)
+    if _INT_LIT.match(low):
+        digits = body.rstrip("u")
+        v = int(digits, 8) if re.fullmatch(r"0[0-7]+", digits) else int(digits, 0)
+        v = -v if neg else v
+        if t in ("f32", "f64"):
+            raise ValueError("PTX takes no integer literal for f32/f64 operands: write 0f.../0d... "
+                             "or a decimal like 1.0")
+        if t == "pred":
+            if v not in (0, 1):
+                raise ValueError("a predicate literal is 0 or 1")
+            return np.array([bool(v)])
+        bits = dt.itemsize * 8
+        u = v % (1 << bits)
+        udt = {2: np.uint16, 4: np.uint32, 8: np.uint64}[dt.itemsize]
+        return np.array([u], udt).view(dt)
+    if _FLOAT_LIT.match(low) and t in _FLOAT_TYPES:
+        return _convert(np.array([float(low)]), t, as_value=True)
+    raise ValueError(f"not a literal of type {t}")
+
+
+def _convert(arr: np.ndarray, t: str, *, as_value: bool) -> np.ndarray:
+    """Read ``arr`` as type t: bit reinterpretation when the sizes match and ``as_value`` is
+    false, else a value conversion."""
+    dt = NP_DTYPE[t]
+    if arr.dtype == dt:
+        return arr
+    if arr.dtype.kind in "OUSV" or arr.dtype.kind == "c":
+        raise TypeError(f"cannot use an array of dtype {arr.dtype} as {t}")
+    if t == "pred":
+        return arr != 0
+    if not as_value and arr.dtype.itemsize == dt.itemsize and arr.dtype != np.bool_:
+        return arr.view(dt)
+    kind = arr.dtype.kind
+    if t in _BIT_TYPES:
+        if kind == "f":                                  # the bits of that float at t's width
+            return arr.astype(_FLOAT_OF_SIZE[dt.itemsize]).view(dt)
+        return arr.astype(dt)
+    if t == "bf16":
+        if kind in "iu":
+            return S.int_to_float(arr.astype(np.int64 if kind == "i" else np.uint64),
+                                  "s64" if kind == "i" else "u64", "bf16")
+        return S.from_float(arr.astype(np.float64), "bf16")
+    if t in _INT_TYPES and kind in "iub" or t in ("f16", "f32", "f64"):
+        return arr.astype(dt)
+    with np.errstate(invalid="ignore"):
+        return arr.astype(dt)                            # float -> int: C truncation
+
+
+def _operand(tok: str, t: str) -> _Operand:
+    if tok.startswith("%"):
+        if not _REG.match(tok):
+            raise ValueError(f"bad register name {tok!r}")
+        table = _instructions.TABLE
+        special = tok in table and table[tok].is_special
+        return _Reg(tok if special else tok[1:], special)
+    try:
+        return _Const(_literal_value(tok, t))
+    except ValueError as e:
+        raise ValueError(f"bad operand {tok!r} for type {t}: {e}") from None
+
+
+def _slot_tokens(tok: str) -> list[str]:
+    tok = tok.strip()
+    if tok.startswith("{"):
+        if not tok.endswith("}"):
+            raise ValueError(f"unbalanced braces in {tok!r}")
+        return [p.strip() for p in tok[1:-1].split(",")]
+    return [tok]
+
+
+def _parse_statement(stmt: str, lineno: int, line: str, declared: dict) -> _Step | None:
+    err = functools.partial(EmulationError, line=lineno, text=line.strip())
+    stmt = stmt.strip()
+    while stmt[:1] in ("{", "}"):
+        stmt = stmt[1:].strip()
+    if not stmt:
+        return None
+    if stmt.startswith("."):
+        parts = stmt.split(None, 2)
+        if parts[0] != ".reg" or len(parts) < 3 or not parts[1].startswith("."):
+            raise err(f"unsupported directive {parts[0]!r} (only '.reg .<type> %name, ...;')")
+        t = _PTX_TYPE.get(parts[1][1:])
+        if t is None:
+            raise err(f"unsupported register type {parts[1]!r}")
+        for name in _split_top(parts[2]):
+            m = _DECL.match(name)
+            if not m:
+                raise err(f"bad register declaration {name!r}")
+            if m.group(2):
+                for k in range(int(m.group(2))):
+                    declared[f"{m.group(1)[1:]}{k}"] = t
+            else:
+                declared[m.group(1)[1:]] = t
+        return None
+    guard = None
+    g = _GUARD.match(stmt)
+    if g:
+        guard = (g.group(2)[1:], g.group(1) == "!")
+        stmt = g.group(3).strip()
+    parts = stmt.split(None, 1)
+    opcode, rest = parts[0], (parts[1] if len(parts) > 1 else "")
+    toks = _split_top(rest) if rest.strip() else []
+    try:
+        if opcode.startswith("mov."):
+            return _parse_mov(opcode, toks, lineno, line, guard)
+        try:
+            ins = _instructions.TABLE.by_opcode(opcode)
+        except UnknownInstructionError as e:
+            raise err(str(e)) from None
+        if len(toks) != ins.n_slots:
+            raise err(f"{opcode} takes {ins.n_slots} operands ({len(ins.results)} result(s) then "
+                      f"{len(ins.operands)} source(s)), got {len(toks)}")
+        specs = [parse_type_spec(s) for s in ins.results + ins.operands]
+        slots = []
+        for k, (tok, (t, w)) in enumerate(zip(toks, specs)):
+            parts_ = _slot_tokens(tok)
+            vec = tok.strip().startswith("{")
+            if (w > 1) != vec or len(parts_) != w:
+                raise err(f"operand {k} ({tok!r}) of {opcode} must be "
+                          + (f"a vector of {w} registers {{...}}" if w > 1 else "a single value"))
+            slots.append(tuple(_operand(p, t) for p in parts_))
+        nres = len(ins.results)
+        dests = []
+        for k in range(nres):
+            if not all(isinstance(o, _Reg) and not o.special for o in slots[k]):
+                raise err(f"result operand {k} of {opcode} must be a register")
+            dests.append(tuple(o.name for o in slots[k]))
+        return _Step(lineno, line.strip(), "instr", ins, tuple(dests),
+                     tuple(t for t, _ in specs[:nres]), tuple(slots[nres:]),
+                     tuple(t for t, _ in specs[nres:]), guard,
+                     tuple(w for _, w in specs[nres:]), tuple(w for _, w in specs[:nres]))
+    except ValueError as e:
+        raise err(str(e)) from None
+
+
+def _parse_mov(opcode: str, toks: list[str], lineno: int, line: str, guard) -> _Step:
+    t = _PTX_TYPE.get(opcode[4:])
+    if t is None:
+        raise ValueError(f"unsupported mov type {opcode!r}")
+    if len(toks) != 2:
+        raise ValueError(f"{opcode} takes 2 operands, got {len(toks)}")
+    d_parts, s_parts = _slot_tokens(toks[0]), _slot_tokens(toks[1])
+    if len(d_parts) > 1 and len(s_parts) > 1:
+        raise ValueError("mov cannot have vectors on both sides")
+    k = max(len(d_parts), len(s_parts))
+    if k > 1:                                  # pack / unpack: components of width/k bits
+        width = NP_DTYPE[t].itemsize * 8 if t != "pred" else 0
+        comp = {16: "b16", 32: "b32"}.get(width // k) if width % k == 0 else None
+        if t not in ("b32", "b64", "u32", "u64", "s32", "s64", "f16x2", "bf16x2") or comp is None:
+            raise ValueError(f"{opcode}: cannot pack/unpack {k} components")
+    else:
+        comp = t
+    dtype = comp if len(d_parts) > 1 else t
+    stype = comp if len(s_parts) > 1 else t
+    dests = tuple(_operand(p, dtype) for p in d_parts)
+    if not all(isinstance(o, _Reg) and not o.special for o in dests):
+        raise ValueError(f"the destination of {opcode} must be a register")
+    srcs = tuple(_operand(p, stype) for p in s_parts)
+    return _Step(lineno, line.strip(), "mov", None, (tuple(o.name for o in dests),), (dtype,),
+                 (srcs,), (stype,), guard)
+
+
+@functools.lru_cache(maxsize=512)
+def _parse(text: str, table_uid: int, table_version: int) -> _Program:
+    steps: list[_Step] = []
+    declared: dict[str, str] = {}
+    raw_lines = text.split("\n")
+    for lineno, line in enumerate(_strip_comments(text).split("\n"), 1):
+        if not line.strip():
+            continue
+        for stmt in line.split(";"):
+            step = _parse_statement(stmt, lineno, raw_lines[lineno - 1], declared)
+            if step is not None:
+                steps.append(step)
+    return _Program(tuple(steps), declared)
+
+
+# ------------------------------------------------------------------------------ execution
+@dataclass
+class _Val:
+    arr: np.ndarray          # flat, n elements
+    type: str | None         # numptx type when written by the stub; None for inputs
+    as_value: bool = False   # Python numbers/lists: convert by value on every read
+
+
+def _to_val(v: Any) -> _Val:
+    as_value = isinstance(v, (bool, int, float, list, tuple))
+    arr = np.asarray(v)
+    if arr.dtype.kind not in "biuf":
+        raise EmulationError(f"inputs must be numbers or numeric arrays, got dtype {arr.dtype}")
+    return _Val(arr, None, as_value)
+
+
+class _Machine:
+    def __init__(self, prog: _Program, inputs: Mapping[str, Any]):
+        self.prog = prog
+        vals: dict[str, _Val] = {}
+        self.special_inputs: dict[str, _Val] = {}
+        for k, v in inputs.items():
+            if not isinstance(k, str) or not k:
+                raise EmulationError(f"input names must be non-empty strings, got {k!r}")
+            table = _instructions.TABLE
+            if k.startswith("%") and k in table and table[k].is_special:
+                self.special_inputs[k] = _to_val(v)
+            else:
+                vals[k.lstrip("%")] = _to_val(v)
+        every = list(vals.values()) + list(self.special_inputs.values())
+        try:
+            self.shape = np.broadcast_shapes(*(x.arr.shape for x in every)) if every else ()
+        except ValueError as e:
+            raise EmulationError(f"inputs do not broadcast to one shape: {e}") from None
+        self.n = int(np.prod(self.shape, dtype=np.int64))
+        for x in every:
+            x.arr = np.ascontiguousarray(np.broadcast_to(x.arr, self.shape)).reshape(self.n)
+        self.regs = vals
+
+    def special(self, name: str) -> _Val:
+        """A special register's value (from inputs, converted to its type, or the default)."""
+        ins = _instructions.TABLE[name]
+        rt = ins.result_types[0]
+        if name in self.special_inputs:
+            v = self.special_inputs[name]
+            arr = _convert(v.arr, rt, as_value=True if v.arr.dtype.itemsize != NP_DTYPE[rt].itemsize
+                           else v.as_value)
+        elif name in _LANE_DEFAULT:
+            arr = (np.arange(self.n) % 32).astype(NP_DTYPE[rt])
+        else:
+            arr = np.full(self.n, ins.semantic(), NP_DTYPE[rt])
+        return _Val(arr, rt)
+
+    def read(self, op: _Operand, t: str, step: _Step) -> np.ndarray:
+        if isinstance(op, _Const):
+            return np.full(self.n, op.value[0], op.value.dtype)
+        v = self.special(op.name) if op.special else self.regs.get(op.name)
+        shown = op.name if op.special else "%" + op.name
+        if v is None:
+            known = sorted(self.regs)
+            close = difflib.get_close_matches(op.name, known, n=3)
+            hint = f"; did you mean {', '.join('%' + c for c in close)}?" if close else ""
+            raise EmulationError(f"register {shown} is read before it is written and is not "
+                                 f"an input{hint}", line=step.line, text=step.text)
+        if v.type is not None and v.type != t and (NP_DTYPE[v.type].itemsize != NP_DTYPE[t].itemsize
+                                                   or "pred" in (v.type, t)):
+            raise EmulationError(f"register {shown} holds a {v.type} value and cannot be read "
+                                 f"as {t} (different size)", line=step.line, text=step.text)
+        try:
+            return _convert(v.arr, t, as_value=v.as_value)
+        except TypeError as e:
+            raise EmulationError(str(e), line=step.line, text=step.text) from None
+
+    def write(self, name: str, arr: np.ndarray, t: str, mask: np.ndarray | None) -> None:
+        dt = NP_DTYPE[t]
+        arr = np.asarray(arr)
+        if arr.dtype != dt:
+            arr = arr.astype(dt)
+        arr = np.broadcast_to(arr, (self.n,)) if arr.shape != (self.n,) else arr
+        if mask is not None:
+            old = self.regs.get(name)
+            prev = (_convert(old.arr, t, as_value=old.as_value) if old is not None
+                    else np.zeros(self.n, dt))
+            arr = np.where(mask, arr, prev)
+        self.regs[name] = _Val(np.ascontiguousarray(arr), t)
+
+    def run(self) -> None:
+        for step in self.prog.steps:
+            mask = None
+            if step.guard is not None:
+                mask = self.read(_Reg(step.guard[0]), "pred", step)
+                if step.guard[1]:
+                    mask = ~mask
+            args = [tuple(self.read(o, t, step) for o in slot)
+                    for slot, t in zip(step.srcs, step.src_types)]
+            if step.kind == "mov":
+                self._mov(step, args[0], mask)
+                continue
+            ins = step.instr
+            call = [a if w > 1 else a[0] for a, w in zip(args, step.src_widths)]
+            try:
+                out = ins.apply(*call)
+            except (ValueError, TypeError, ArithmeticError) as e:
+                raise EmulationError(f"{ins.name}: {e}", line=step.line, text=step.text) from None
+            outs = (out,) if len(ins.results) == 1 else tuple(out)
+            for names, t, w, res in zip(step.dests, step.dest_types, step.dest_widths, outs):
+                comps = tuple(res) if w > 1 else (res,)
+                for name, comp in zip(names, comps):
+                    self.write(name, comp, t, mask)
+
+    def _mov(self, step: _Step, srcs: tuple, mask) -> None:
+        dests, dt, st = step.dests[0], step.dest_types[0], step.src_types[0]
+        if len(dests) == 1 and len(srcs) == 1:
+            self.write(dests[0], srcs[0], dt, mask)
+        elif len(srcs) > 1:                      # pack: element 0 in the lowest bits
+            wide = np.uint64 if NP_DTYPE[dt].itemsize == 8 else np.uint32
+            bits = NP_DTYPE[st].itemsize * 8
+            acc = np.zeros(self.n, wide)
+            for k, s in enumerate(srcs):
+                u = s.view({2: np.uint16, 4: np.uint32}[s.dtype.itemsize]).astype(wide)
+                acc |= u << wide(bits * k)
+            self.write(dests[0], acc.view(NP_DTYPE[dt]), dt, mask)
+        else:                                    # unpack
+            src = srcs[0]
+            wide = np.uint64 if src.dtype.itemsize == 8 else np.uint32
+            u = src.view(wide)
+            bits = NP_DTYPE[dt].itemsize * 8
+            narrow = {16: np.uint16, 32: np.uint32}[bits]
+            for k, name in enumerate(dests):
+                part = ((u >> wide(bits * k)) & wide((1 << bits) - 1)).astype(narrow)
+                self.write(name, part.view(NP_DTYPE[dt]), dt, mask)
+
+
+def emulate(stub: Any, inputs: Mapping[str, Any] | None = None,
+            outputs: Sequence[str] | Mapping[str, str] = ()) -> dict[str, np.ndarray]:
+    """Run ``stub`` (PTX text, or an object with a ``.text``) on ``inputs`` and return
+    ``{name: array}`` for each register named in ``outputs`` (see the module docstring)."""
+    text = getattr(stub, "text", stub)
+    if not isinstance(text, str):
+        raise EmulationError(f"stub must be PTX text (str) or have a .text, "
+                             f"got {type(stub).__name__}")
+    table = _instructions.TABLE
+    prog = _parse(text, table.uid, table.version)
+    m = _Machine(prog, inputs or {})
+    m.run()
+    if isinstance(outputs, str):
+        outputs = [outputs]
+    items = outputs.items() if isinstance(outputs, Mapping) else ((o, None) for o in outputs)
+    result: dict[str, np.ndarray] = {}
+    for name, forced in items:
+        key = name[1:] if name.startswith("%") else name
+        v = m.regs.get(key)
+        if v is None:
+            close = difflib.get_close_matches(key, sorted(m.regs), n=3)
+            hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+            raise EmulationError(f"unknown output {name!r}: no register of that name is written "
+                                 f"by the stub or given as an input{hint}")
+        t = forced or prog.declared.get(key) or v.type
+        if forced is not None and forced not in NP_DTYPE:
+            raise EmulationError(f"output {name!r}: unknown type {forced!r}")
+        arr = v.arr if t is None else _convert(v.arr, t, as_value=v.as_value)
+        result[name] = arr.reshape(m.shape).copy()
+    return result
