@@ -39,14 +39,60 @@ ptxinj_status ptxinj_render(const ptxinj_ctx *ctx, const char *blob, size_t blob
                             const uint32_t *offsets, uint32_t flags,
                             char *out, size_t out_cap, size_t *out_len);
 uint32_t ptxinj_line_of(const char *ptx, size_t len, size_t offset);
+
+/* native/stack_ptx.h */
+typedef enum stackptx_status {
+    STACKPTX_OK = 0, STACKPTX_ERR_INVALID_ARGUMENT, STACKPTX_ERR_BUFFER_TOO_SMALL,
+    STACKPTX_ERR_WORKSPACE_TOO_SMALL, STACKPTX_ERR_BAD_TABLE, STACKPTX_ERR_AST_UNDERFLOW,
+    STACKPTX_ERR_AST_TYPE_MISMATCH, STACKPTX_ERR_AST_LEFTOVER, STACKPTX_ERR_AST_TOO_FEW,
+    STACKPTX_ERR_AST_BAD_WORD, STACKPTX_ERR_AST_OUTPUT_TYPE, STACKPTX_ERR_LIMIT,
+    STACKPTX_ERR_STRICT_UNSATISFIED, STACKPTX_STATUS_COUNT
+} stackptx_status;
+typedef struct stackptx_instr {
+    const char *fmt; uint32_t fmt_len;
+    uint8_t n_results, n_operands;
+    uint8_t result_type[4], result_width[4];
+    uint8_t operand_type[4], operand_width[4];
+    uint32_t flags;
+} stackptx_instr;
+typedef struct stackptx_table {
+    const stackptx_instr *rows; uint32_t n_rows;
+    const char *const *reg_type_names;
+} stackptx_table;
+typedef struct stackptx_io {
+    uint32_t n_inputs;  const uint8_t *input_types;  const char *const *input_names;  const uint32_t *input_name_lens;
+    uint32_t n_outputs; const uint8_t *output_types; const char *const *output_names; const uint32_t *output_name_lens;
+} stackptx_io;
+typedef struct stackptx_limits {
+    uint32_t max_steps, max_nodes, max_depth, stack_capacity, meta_capacity, n_slots;
+} stackptx_limits;
+typedef struct stackptx_routines { const uint64_t *words; const uint32_t *offsets; uint32_t n; } stackptx_routines;
+typedef struct stackptx_diag {
+    uint32_t flags, n_noops, n_unsatisfied, unsatisfied_mask, steps, nodes, emitted;
+    uint32_t first_limit_word, error_word;
+} stackptx_diag;
+const char *stackptx_status_string(int status);
+size_t stackptx_workspace_size(const stackptx_limits *lim, const stackptx_io *io);
+stackptx_status stackptx_check_table(const stackptx_table *t, uint32_t *bad_row);
+stackptx_status stackptx_compile(const stackptx_table *t, const stackptx_io *io,
+    const stackptx_limits *lim, const uint64_t *words, size_t n_words, const stackptx_routines *r,
+    int strict, void *ws, size_t ws_size, char *out, size_t out_cap, size_t *out_len,
+    stackptx_diag *diag);
+stackptx_status stackptx_compile_many(const stackptx_table *t, const stackptx_io *io,
+    const stackptx_limits *lim, const uint64_t *words, const uint32_t *offsets, uint32_t n_programs,
+    const stackptx_routines *r, int strict, void *ws, size_t ws_size, char *out, size_t out_cap,
+    uint32_t *out_offsets, stackptx_diag *diags, uint32_t *n_done);
+stackptx_status astptx_compile(const stackptx_table *t, const stackptx_io *io,
+    const stackptx_limits *lim, const uint64_t *words, size_t n_words, const stackptx_routines *r,
+    void *ws, size_t ws_size, char *out, size_t out_cap, size_t *out_len, stackptx_diag *diag);
 """
 
 ffibuilder = FFI()
 ffibuilder.cdef(CDEF)
 ffibuilder.set_source(
     "numptx._native",
-    '#include "ptx_inject.h"\n',
-    sources=[os.path.relpath(os.path.join(HERE, "ptx_inject.c"))],
+    '#include "ptx_inject.h"\n#include "stack_ptx.h"\n',
+    sources=[os.path.relpath(os.path.join(HERE, name)) for name in ("ptx_inject.c", "stack_ptx.c")],
     include_dirs=[os.path.relpath(HERE)],
     extra_compile_args=["-std=c99", "-O2"],
 )

@@ -1,0 +1,688 @@
+"""Shared machinery of Stack PTX and AST PTX: ops and their uint64 encoding, the compiled
+:class:`Stub`, and the bridge to the C core (``native/stack_ptx.h``).
+
+The encoding, limits and stub format are specified in ``docs/design/programs.md``.
+"""
+from __future__ import annotations
+
+import re
+import struct
+import threading
+from array import array
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._native import ffi, lib
+from .errors import NumptxError
+from .instructions import TABLE, TYPES
+
+# ORDER KINDS: docs/design/programs.md section 3 and native/stack_ptx.h
+NOP, INPUT, CONST, CONST64, INSTR, META_CONST, META, ROUTINE, STORE, LOAD, RETURN = range(11)
+KIND_NAMES = ("nop", "input", "const", "const64", "instr", "meta_const", "meta", "routine",
+              "store", "load", "return")
+META_OPS = ("dup", "yank_dup", "swap", "swap_with", "replace", "drop", "clear", "rotate", "reverse")
+_WIDE = {"f64", "s64", "u64", "b64"}
+_IDENT = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*\Z")
+_TEMP = re.compile(r"_s\d+\Z")
+_U64 = struct.Struct("<Q")
+
+
+class ProgramError(NumptxError):
+    """A bad Stack PTX / AST PTX program, op or compile request."""
+
+
+class ASTError(ProgramError):
+    """A strict AST PTX error; ``index`` is the index of the op at fault (or None)."""
+
+    def __init__(self, message: str, *, index: int | None = None, code: str | None = None):
+        self.index, self.code = index, code
+        super().__init__(message)
+
+
+def _types():
+    return TYPES
+
+
+def type_id(dtype: str, context: str = "") -> int:
+    """Index of a value type in ORDER TYPES (``"f32"`` -> 5)."""
+    types = _types()
+    try:
+        return types.index(str(dtype).lower())
+    except ValueError:
+        where = f"{context}: " if context else ""
+        raise ProgramError(f"{where}unknown value type {dtype!r}; use one of {', '.join(types)}") from None
+
+
+class Op:
+    """One program instruction: its uint64 word (and a second data word for 64-bit constants).
+
+    Ops compare equal when they encode the same; ``repr`` shows the call that makes them.
+    """
+    __slots__ = ("word", "extra", "name", "text", "raw")
+
+    def __init__(self, kind: int, rest: int, *, extra: int | None = None, name: str | None = None,
+                 text: str = ""):
+        self.word = kind | rest
+        self.extra = extra
+        self.name = name          # input referenced by name, resolved when encoded
+        self.text = text
+        # the encoded little-endian bytes; empty for an input named by name (resolved per compile)
+        self.raw = (b"" if name is not None else
+                    _U64.pack(self.word) if extra is None else _U64.pack(self.word) + _U64.pack(extra))
+
+    @property
+    def kind(self) -> str:
+        return KIND_NAMES[self.word & 0xFF] if (self.word & 0xFF) < len(KIND_NAMES) else "?"
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, Op) and self.word == other.word and self.extra == other.extra
+                and self.name == other.name)
+
+    def __hash__(self) -> int:
+        return hash((self.word, self.extra, self.name))
+
+    def __repr__(self) -> str:
+        return self.text or f"Op(0x{self.word:016x})"
+
+
+def input(ref: str | int) -> Op:
+    """Push an input, by name (resolved against ``inputs=`` at compile time) or by index."""
+    if isinstance(ref, str):
+        if not ref:
+            raise ProgramError("input(''): an input needs a name")
+        return Op(INPUT, 0, name=ref, text=f"input({ref!r})")
+    if isinstance(ref, (int, np.integer)) and 0 <= int(ref) < 1 << 16:
+        return Op(INPUT, int(ref) << 16, text=f"input({int(ref)})")
+    raise ProgramError(f"input({ref!r}): give an input name (str) or index in [0, 65535]")
+
+
+def _bf16_bits(value: float) -> int:
+    bits = int(np.float32(value).view(np.uint32))
+    if (bits & 0x7F800000) == 0x7F800000 and bits & 0x7FFFFF:
+        return 0x7FC0 | ((bits >> 16) & 0x8000)            # NaN stays NaN
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF
+
+
+def _int_payload(value, bits: int, signed: bool, dtype: str) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise ProgramError(f"const({value!r}, {dtype!r}): an integer constant needs an int")
+    v = int(value)
+    lo = -(1 << (bits - 1)) if signed else -(1 << (bits - 1))   # accept two's complement spellings
+    if not lo <= v < 1 << bits:
+        raise ProgramError(f"const({value!r}, {dtype!r}): out of range for {bits}-bit {dtype}")
+    return v & ((1 << bits) - 1)
+
+
+def const(value, dtype: str) -> Op:
+    """Push a constant of value type ``dtype``: Python/NumPy numbers for f16, bf16, f32, f64 and
+    the integer types, a bool for pred, a pair of floats (or an int bit pattern) for f16x2/bf16x2.
+    """
+    t = type_id(dtype, f"const({value!r}, {dtype!r})")
+    name = _types()[t]
+    text = f"const({value!r}, {name!r})"
+    if name in _WIDE:
+        if name == "f64":
+            if not isinstance(value, (int, float, np.number)) or isinstance(value, bool):
+                raise ProgramError(f"{text}: an f64 constant needs a number")
+            bits = int(np.float64(value).view(np.uint64))
+        else:
+            bits = _int_payload(value, 64, name == "s64", name)
+        return Op(CONST64, t << 8, extra=bits, text=text)
+    if name == "pred":
+        if not isinstance(value, (bool, np.bool_, int)) or int(value) not in (0, 1):
+            raise ProgramError(f"{text}: a pred constant is True/False")
+        payload = int(bool(value))
+    elif name == "f32":
+        if not isinstance(value, (int, float, np.number)) or isinstance(value, bool):
+            raise ProgramError(f"{text}: an f32 constant needs a number")
+        payload = int(np.float32(value).view(np.uint32))
+    elif name in ("f16", "bf16"):
+        if not isinstance(value, (int, float, np.number)) or isinstance(value, bool):
+            raise ProgramError(f"{text}: an {name} constant needs a number")
+        payload = (int(np.float16(value).view(np.uint16)) if name == "f16" else _bf16_bits(value))
+    elif name in ("f16x2", "bf16x2"):
+        if isinstance(value, (tuple, list)) and len(value) == 2:
+            conv = (lambda v: int(np.float16(v).view(np.uint16))) if name == "f16x2" else _bf16_bits
+            payload = conv(value[0]) | conv(value[1]) << 16         # element 0 in the low half
+        else:
+            payload = _int_payload(value, 32, False, name)
+    elif name == "b16":
+        payload = _int_payload(value, 16, False, name)
+    else:                                                        # s32, u32, b32
+        payload = _int_payload(value, 32, name == "s32", name)
+    return Op(CONST, t << 8 | payload << 32, text=text)
+
+
+def instr(name: str) -> Op:
+    """Execute the table instruction ``name`` (``"add.rn.f32"``, ``"setp.lt.f32"``, ``"%tid.x"``)."""
+    index = TABLE.index(name)
+    return Op(INSTR, index << 16, text=f"instr({name!r})")
+
+
+def special(register: str) -> Op:
+    """Push a special register: ``special("tid.x")`` or ``special("%clock64")``."""
+    return instr(register if register.startswith("%") else "%" + register)
+
+
+# ---- encoding ---------------------------------------------------------------------------------
+def _input_index(inputs) -> dict[str, int]:
+    if inputs is None:
+        return {}
+    return {name: i for i, name in enumerate(inputs)}
+
+
+def encode(prog: Sequence[Op], inputs: Sequence[str] | Mapping[str, str] | None = None) -> np.ndarray:
+    """The program as a uint64 array (one word per op, two for 64-bit constants). Inputs named in
+    the program are numbered by their position in ``inputs``."""
+    return np.frombuffer(_encode(prog, _input_index(inputs)), dtype=np.uint64).copy()
+
+
+def _encode_fast(prog, name_raw: dict[str, bytes]) -> bytes | None:
+    """Encode with inputs resolved through ``name_raw`` (name -> the word's bytes): a join of
+    precomputed bytes, no per-word integer conversion. None when something needs the slow path."""
+    try:
+        return b"".join([op.raw or name_raw[op.name] for op in prog])
+    except (KeyError, AttributeError, TypeError):
+        return None
+
+
+def _encode(prog, index: dict[str, int]) -> array:
+    words = array("Q")
+    append = words.append
+    try:
+        for op in prog:
+            if op.name is not None:
+                try:
+                    append(op.word | index[op.name] << 16)
+                except KeyError:
+                    known = ", ".join(map(repr, index)) or "none"
+                    raise ProgramError(f"{op!r}: no input named {op.name!r} (inputs: {known})") from None
+            else:
+                append(op.word)
+                if op.extra is not None:
+                    append(op.extra)
+    except AttributeError:
+        bad = next(i for i, op in enumerate(prog) if not isinstance(op, Op))
+        raise ProgramError(f"program item {bad} is {prog[bad]!r}, not a Stack PTX op") from None
+    return words
+
+
+def decode(words: np.ndarray | Sequence[int], inputs: Sequence[str] | None = None) -> list[Op]:
+    """Ops of an encoded program, validated word by word (a :class:`ProgramError` names the index
+    of a word that is no valid op under the current instruction table)."""
+    types = _types()
+    names = list(inputs) if inputs is not None else None
+    w = [int(x) for x in np.asarray(words, dtype=np.uint64).ravel()]
+    out: list[Op] = []
+    i = 0
+    while i < len(w):
+        word = w[i]
+        kind, t, a, b = word & 0xFF, (word >> 8) & 0xFF, (word >> 16) & 0xFFFF, word >> 32
+        where = f"word {i} (0x{word:016x})"
+        if kind >= len(KIND_NAMES):
+            raise ProgramError(f"{where}: unknown kind {kind}")
+        if kind in (CONST, CONST64, META, STORE, LOAD) and t >= len(types):
+            raise ProgramError(f"{where}: unknown value type id {t}")
+        if kind == INPUT:
+            op = input(names[a]) if names is not None and a < len(names) else input(a)
+        elif kind == CONST:
+            if types[t] in _WIDE:
+                raise ProgramError(f"{where}: {types[t]} constants take two words (CONST64)")
+            op = Op(CONST, t << 8 | b << 32, text=f"const(0x{b:x}, {types[t]!r})")
+        elif kind == CONST64:
+            if i + 1 >= len(w):
+                raise ProgramError(f"{where}: CONST64 without its data word")
+            i += 1
+            op = Op(CONST64, t << 8, extra=w[i], text=f"const(0x{w[i]:x}, {types[t]!r})")
+        elif kind == INSTR:
+            if a >= len(TABLE):
+                raise ProgramError(f"{where}: instruction index {a} outside the table ({len(TABLE)} entries)")
+            op = instr(TABLE[a].name)
+        elif kind == META_CONST:
+            op = Op(META_CONST, a << 16, text=f"meta({a})")
+        elif kind == META:
+            if a >= len(META_OPS):
+                raise ProgramError(f"{where}: unknown meta operation {a}")
+            op = Op(META, t << 8 | a << 16, text=f"{META_OPS[a]}({types[t]!r})")
+        elif kind in (STORE, LOAD):
+            op = Op(kind, t << 8 | a << 16, text=f"{KIND_NAMES[kind]}({types[t]!r}, {a})")
+        elif kind == ROUTINE:
+            op = Op(ROUTINE, a << 16, text=f"routine({a})")
+        else:
+            op = Op(kind, 0, text=f"{KIND_NAMES[kind]}()" if kind != RETURN else "ret()")
+        if (kind not in (CONST,) and b) or (kind in (NOP, RETURN, INPUT, INSTR, ROUTINE, META_CONST) and t):
+            raise ProgramError(f"{where}: stray bits in unused fields")
+        out.append(op)
+        i += 1
+    return out
+
+
+# ---- compiled stubs -----------------------------------------------------------------------------
+_DIAG_FLAGS = ((1, "step limit reached"), (2, "DAG node limit reached"),
+               (4, "routine depth limit reached"), (8, "a stack overflowed"),
+               (16, "the meta stack overflowed"), (32, "malformed words were skipped"))
+
+
+_DIAG = struct.Struct("<9I")
+
+
+def _diag_fields(raw) -> tuple:
+    return _DIAG.unpack(raw) if isinstance(raw, (bytes, bytearray)) else tuple(raw)
+
+
+class Stub(str):
+    """A compiled PTX stub: the text itself (a ``str``), plus what the compiler noticed.
+
+    ``stub.diagnostics`` lists limits hit and outputs that got a zero value;
+    ``stub.unsatisfied`` names those outputs; ``stub.stats`` counts steps, DAG nodes, emitted
+    instructions and no-ops; ``stub.inputs`` / ``stub.outputs`` map register names to types.
+    """
+
+    def __new__(cls, text: str, inputs: dict, outputs: dict, diag=bytes(36)):
+        self = super().__new__(cls, text)
+        self._meta = (inputs, outputs, diag)          # diag: raw stackptx_diag bytes
+        return self
+
+    @property
+    def text(self) -> str:
+        return str.__str__(self)
+
+    @property
+    def inputs(self) -> dict:
+        return self._meta[0]
+
+    @property
+    def outputs(self) -> dict:
+        return self._meta[1]
+
+    @property
+    def _diag(self) -> tuple:
+        return _diag_fields(self._meta[2])
+
+    @property
+    def unsatisfied(self) -> tuple[str, ...]:
+        mask = self._diag[3]
+        return tuple(n for i, n in enumerate(self.outputs) if i < 32 and mask >> i & 1)
+
+    @property
+    def stats(self) -> dict[str, int]:
+        d = self._diag
+        return {"steps": d[4], "nodes": d[5], "emitted": d[6], "noops": d[1]}
+
+    @property
+    def diagnostics(self) -> tuple[str, ...]:
+        d = self._diag
+        flags, msgs = d[0], []
+        for bit, text in _DIAG_FLAGS:
+            if flags & bit:
+                at = f" (at word {d[7]})" if bit <= 4 and d[7] != 0xFFFFFFFF else ""
+                msgs.append(text + at)
+        unsat = self.unsatisfied
+        for name in unsat:
+            msgs.append(f"output {name!r} ({self.outputs[name]}) got no value: set to zero")
+        if d[2] > len(unsat):
+            msgs.append(f"{d[2] - len(unsat)} more output(s) beyond the 32nd got no value")
+        return tuple(msgs)
+
+    def __reduce__(self):
+        inputs, outputs, diag = self._meta
+        return (Stub, (self.text, inputs, outputs, bytes(diag)))
+
+    def __repr__(self) -> str:
+        return f"Stub({str.__repr__(self)})"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Compile limits (docs/design/programs.md); hitting one is reported in ``stub.diagnostics``."""
+    max_steps: int = 4096
+    max_nodes: int = 4096
+    max_depth: int = 8
+    stack_capacity: int = 256
+    meta_capacity: int = 256
+    n_slots: int = 16
+
+    def __post_init__(self):
+        for k, v in self.__dict__.items():
+            if not isinstance(v, int) or not 1 <= v <= 1 << 20:
+                raise ProgramError(f"Limits.{k} = {v!r}: must be an int in [1, 1048576]")
+
+
+DEFAULT_LIMITS = Limits()
+
+
+# ---- the bridge to the C core ------------------------------------------------------------------
+class _CTable:
+    """The instruction table as C rows (rebuilt when ``TABLE.version`` changes)."""
+
+    def __init__(self):
+        self.version = TABLE.version
+        n = len(TABLE)
+        rows = ffi.new("stackptx_instr[]", max(n, 1))
+        keep = []
+        for i in range(n):
+            ins, row = TABLE[i], rows[i]
+            fmt = ffi.new("char[]", ins.fmt.encode())
+            keep.append(fmt)
+            row.fmt, row.fmt_len = fmt, len(ins.fmt)
+            row.n_results, row.n_operands = len(ins.results), len(ins.operands)
+            for k, (t, w) in enumerate(zip(ins.result_type_ids, ins.result_widths)):
+                row.result_type[k], row.result_width[k] = t, w
+            for k, (t, w) in enumerate(zip(ins.operand_type_ids, ins.operand_widths)):
+                row.operand_type[k], row.operand_width[k] = t, w
+            row.flags = (1 if "volatile" in ins.flags else 0) | (2 if "commutative" in ins.flags else 0)
+        self.table = ffi.new("stackptx_table *")
+        self.table.rows, self.table.n_rows = rows, n
+        self.table.reg_type_names = ffi.NULL
+        bad = ffi.new("uint32_t *")
+        if lib.stackptx_check_table(self.table, bad) != lib.STACKPTX_OK:
+            raise ProgramError(f"instruction table row {bad[0]} is not usable by the C core")
+        self._keep = (rows, keep)
+
+
+_ctable_lock = threading.Lock()
+_ctable: _CTable | None = None
+
+
+def _table():
+    global _ctable
+    t = _ctable
+    if t is None or t.version != TABLE.version:
+        with _ctable_lock:
+            if _ctable is None or _ctable.version != TABLE.version:
+                _ctable = _CTable()
+            t = _ctable
+    return t.table
+
+
+class _IO:
+    """Inputs and outputs of a compile request, as C arrays (cached per signature)."""
+    __slots__ = ("c", "in_names", "out_types", "index", "name_words", "ws_need", "_keep")
+
+    def __init__(self, in_prog_names, in_regs, in_types, out_regs, out_types):
+        for reg in (*in_regs, *out_regs):
+            if not _IDENT.match(reg) or _TEMP.match(reg):
+                raise ProgramError(f"register name {reg!r} is not usable in a stub: it must be a PTX "
+                                   f"identifier and not of the form _s<number> (stub temporaries)")
+        if len(set(out_regs)) != len(out_regs):
+            raise ProgramError(f"outputs name a register twice: {out_regs}")
+        if len(set(in_prog_names)) != len(in_prog_names):
+            raise ProgramError(f"inputs name a variable twice: {in_prog_names}")
+        self.in_names = dict(zip(in_regs, in_types))
+        self.out_types = dict(zip(out_regs, out_types))
+        self.index = {n: i for i, n in enumerate(in_prog_names)}
+        self.name_words = {n: _U64.pack(INPUT | i << 16) for n, i in self.index.items()}
+        self.ws_need: dict = {}
+        c = ffi.new("stackptx_io *")
+        enc_in = [ffi.new("char[]", r.encode()) for r in in_regs]
+        enc_out = [ffi.new("char[]", r.encode()) for r in out_regs]
+        arrays = (
+            ffi.new("uint8_t[]", [TYPES.index(t) for t in in_types] or [0]),
+            ffi.new("char *[]", enc_in or [ffi.NULL]),
+            ffi.new("uint32_t[]", [len(r.encode()) for r in in_regs] or [0]),
+            ffi.new("uint8_t[]", [TYPES.index(t) for t in out_types] or [0]),
+            ffi.new("char *[]", enc_out or [ffi.NULL]),
+            ffi.new("uint32_t[]", [len(r.encode()) for r in out_regs] or [0]),
+        )
+        c.n_inputs, c.input_types, c.input_names, c.input_name_lens = len(in_regs), *arrays[:3]
+        c.n_outputs, c.output_types, c.output_names, c.output_name_lens = len(out_regs), *arrays[3:]
+        self.c = c
+        self._keep = (enc_in, enc_out, arrays)
+
+    def workspace_size(self, lim_key, lim_c) -> int:
+        need = self.ws_need.get(lim_key)
+        if need is None:
+            need = self.ws_need[lim_key] = lib.stackptx_workspace_size(lim_c, self.c)
+            if need == 0:
+                raise ProgramError("limits or inputs/outputs out of the C core's range")
+        return need
+
+
+_io_cache: dict = {}
+
+
+def _value_type(dtype: str, what: str) -> str:
+    """Map a site dtype (built-in or registered) or a value type name to a stack type."""
+    name = str(dtype).lower()
+    if name in TYPES:
+        return name
+    from .dtypes import get_dtype
+    from .errors import TypeRegistryError
+    try:
+        reg = get_dtype(name).reg
+    except TypeRegistryError:
+        raise ProgramError(f"{what}: unknown type {dtype!r}; value types are {', '.join(TYPES)}") from None
+    if reg not in TYPES:
+        raise ProgramError(f"{what}: type {dtype!r} lives in .{reg} registers, which no stack holds")
+    return reg
+
+
+def _io_for(inputs, outputs, site) -> _IO:
+    if site is not None:
+        if inputs is not None or outputs is not None:
+            raise ProgramError("pass either site= or inputs=/outputs=, not both")
+        key = ("site", id(site), site.signature)
+        io = _io_cache.get(key)
+        if io is None:
+            ins, outs = site.inputs, site.outputs
+            io = _IO([v.name for v in ins], [v.reg for v in ins],
+                     [_value_type(v.dtype, f"site {site.name!r} variable {v.name!r}") for v in ins],
+                     [v.reg for v in outs],
+                     [_value_type(v.dtype, f"site {site.name!r} variable {v.name!r}") for v in outs])
+            io._keep = (io._keep, site)       # the id() in the key stays valid while cached
+            _cache_put(key, io)
+        return io
+    if inputs is None:
+        inputs = {}
+    if outputs is None:
+        outputs = {}
+    try:
+        key = (*inputs.items(), None, *outputs.items())
+        io = _io_cache.get(key)
+    except (AttributeError, TypeError):
+        raise ProgramError("inputs and outputs map register names to value types, e.g. "
+                           "{'x': 'f32'}") from None
+    if io is None:
+        in_t = [_value_type(t, f"input {n!r}") for n, t in inputs.items()]
+        out_t = [_value_type(t, f"output {n!r}") for n, t in outputs.items()]
+        io = _IO(list(inputs), list(inputs), in_t, list(outputs), out_t)
+        _cache_put(key, io)
+    return io
+
+
+def _cache_put(key, io) -> None:
+    if len(_io_cache) > 4096:
+        _io_cache.clear()
+    _io_cache[key] = io
+
+
+class _Scratch(threading.local):
+    """Per-thread workspace, output buffer and result cells, grown on demand."""
+
+    def __init__(self):
+        self.ws, self.ws_size = None, 0
+        self.out, self.out_size = None, 0
+        self.diag = ffi.new("stackptx_diag *")
+        self.out_len = ffi.new("size_t *")
+
+
+_scratch = _Scratch()
+_limits_cache: dict = {}
+
+
+def _limits_c(limits: Limits | None):
+    lim = DEFAULT_LIMITS if limits is None else limits
+    c = _limits_cache.get(lim)
+    if c is None:
+        if not isinstance(lim, Limits):
+            raise ProgramError(f"limits must be a numptx.stack_ptx.Limits, not {type(lim).__name__}")
+        c = ffi.new("stackptx_limits *", [lim.max_steps, lim.max_nodes, lim.max_depth,
+                                          lim.stack_capacity, lim.meta_capacity, lim.n_slots])
+        _limits_cache[lim] = c
+    return lim, c
+
+
+def _words(prog, io: _IO, what: str = "program"):
+    if isinstance(prog, np.ndarray):
+        if prog.dtype != np.uint64 or prog.ndim != 1:
+            raise ProgramError(f"{what}: an encoded program is a 1-D uint64 array, not {prog.dtype} {prog.shape}")
+        arr = np.ascontiguousarray(prog)
+        return ffi.from_buffer("uint64_t[]", arr), len(arr), arr
+    words = _encode_fast(prog, io.name_words)
+    if words is None:
+        words = _encode(prog, io.index).tobytes()   # raises the precise error
+    return ffi.from_buffer("uint64_t[]", words), len(words) >> 3, words
+
+
+def _routines(routines, io: _IO):
+    if not routines:
+        return ffi.NULL, None
+    parts = [np.asarray(r, dtype=np.uint64) if isinstance(r, np.ndarray)
+             else np.frombuffer(_encode(r, io.index), dtype=np.uint64) for r in routines]
+    words = np.concatenate(parts) if parts else np.zeros(0, np.uint64)
+    offsets = np.zeros(len(parts) + 1, dtype=np.uint32)
+    np.cumsum([len(p) for p in parts], out=offsets[1:])
+    c = ffi.new("stackptx_routines *")
+    keep = (words, offsets)
+    c.words = ffi.from_buffer("uint64_t[]", words) if len(words) else ffi.NULL
+    c.offsets = ffi.from_buffer("uint32_t[]", offsets)
+    c.n = len(parts)
+    return c, keep
+
+
+def _status_name(code: int) -> str:
+    return ffi.string(lib.stackptx_status_string(code)).decode()
+
+
+_DIAG_SIZE = ffi.sizeof("stackptx_diag")
+
+
+def compile_words(mode: str, prog, inputs, outputs, *, site=None, routines=(), strict=False,
+                  limits=None) -> Stub:
+    """Compile one program with the Stack PTX (mode "stack") or AST PTX (mode "ast") core."""
+    io = _io_for(inputs, outputs, site)
+    table = _table()
+    lim_key, lim = _limits_c(limits)
+    words, n, keep = _words(prog, io)
+    rts, rkeep = _routines(routines, io) if routines else (ffi.NULL, None)
+    s = _scratch
+    need = io.workspace_size(lim_key, lim)
+    if s.ws_size < need:
+        s.ws, s.ws_size = ffi.new("char[]", need), need
+    if s.out is None:
+        s.out, s.out_size = ffi.new("char[]", 1 << 14), 1 << 14
+    diag, out_len = s.diag, s.out_len
+    for _ in range(2):
+        if mode == "stack":
+            st = lib.stackptx_compile(table, io.c, lim, words, n, rts, 1 if strict else 0, s.ws,
+                                      s.ws_size, s.out, s.out_size, out_len, diag)
+        else:
+            st = lib.astptx_compile(table, io.c, lim, words, n, rts, s.ws, s.ws_size, s.out,
+                                    s.out_size, out_len, diag)
+        if st != lib.STACKPTX_ERR_BUFFER_TOO_SMALL:
+            break
+        s.out_size = out_len[0] + 4096
+        s.out = ffi.new("char[]", s.out_size)
+    del keep, rkeep
+    d = ffi.buffer(diag, _DIAG_SIZE)[:]
+    if st == lib.STACKPTX_OK:
+        return Stub(ffi.unpack(s.out, out_len[0]).decode(), io.in_names, io.out_types, d)
+    if st == lib.STACKPTX_ERR_STRICT_UNSATISFIED:
+        raise ProgramError("strict compile: " + "; ".join(Stub("", io.in_names, io.out_types, d).diagnostics))
+    error_word = _diag_fields(d)[8]
+    if mode == "ast" and error_word != 0xFFFFFFFF:
+        ops = prog if not isinstance(prog, np.ndarray) else None
+        shown = f" ({_op_at(ops, error_word)!r})" if ops is not None else ""
+        index = _op_index(ops, error_word) if ops is not None else error_word
+        raise ASTError(f"AST PTX: {_status_name(st)} at op {index}{shown}", index=index,
+                       code=_status_name(st))
+    raise ProgramError(f"{mode} PTX compile failed: {_status_name(st)}")
+
+
+def _op_index(ops, word_index: int) -> int:
+    """Index in ``ops`` of the op that encodes word ``word_index`` (64-bit constants take two)."""
+    w = 0
+    for i, op in enumerate(ops):
+        if w >= word_index:
+            return i
+        w += 1 + (op.extra is not None)
+    return len(ops)
+
+
+def _op_at(ops, word_index: int):
+    i = _op_index(ops, word_index)
+    return ops[i] if i < len(ops) else "end of program"
+
+
+def compile_words_many(programs, inputs, outputs, *, site=None, routines=(), strict=False,
+                       limits=None) -> list[Stub]:
+    """Compile a batch with one call of the C loop (which runs with the GIL released)."""
+    io = _io_for(inputs, outputs, site)
+    programs = programs if isinstance(programs, list) else list(programs)
+    table = _table()
+    lim_key, lim = _limits_c(limits)
+    n = len(programs)
+    if n == 0:
+        return []
+    if all(isinstance(p, np.ndarray) for p in programs):
+        for p in programs:
+            if p.dtype != np.uint64 or p.ndim != 1:
+                raise ProgramError("compile_many: encoded programs are 1-D uint64 arrays")
+        allw = np.concatenate(programs)
+        lens = [len(p) for p in programs]
+    else:
+        parts = []
+        for p in programs:
+            if isinstance(p, np.ndarray):
+                parts.append(np.asarray(p, dtype=np.uint64))
+            else:
+                w = _encode_fast(p, io.name_words)
+                parts.append(np.frombuffer(w if w is not None else _encode(p, io.index).tobytes(),
+                                           dtype=np.uint64))
+        allw = np.concatenate(parts)
+        lens = [len(p) for p in parts]
+    offsets = np.zeros(n + 1, dtype=np.uint32)
+    np.cumsum(lens, out=offsets[1:])
+    rts, rkeep = _routines(routines, io)
+    ws = ffi.new("char[]", io.workspace_size(lim_key, lim))
+    diags = ffi.new("stackptx_diag[]", n)
+    n_done = ffi.new("uint32_t *")
+    cap = max(1 << 16, n * 512)
+    texts: list[str] = []
+    bounds: list[int] = []
+    done = 0
+    wptr = ffi.from_buffer("uint64_t[]", allw) if len(allw) else ffi.NULL
+    while done < n:
+        out = ffi.new("char[]", cap)
+        oo = np.zeros(n - done + 1, dtype=np.uint32)
+        st = lib.stackptx_compile_many(table, io.c, lim, wptr, ffi.from_buffer("uint32_t[]", offsets[done:]),
+                                       n - done, rts, 1 if strict else 0, ws, len(ws), out, cap,
+                                       ffi.from_buffer("uint32_t[]", oo), diags + done, n_done)
+        k = n_done[0] if st != lib.STACKPTX_ERR_STRICT_UNSATISFIED else n - done
+        if k:
+            text = ffi.unpack(out, int(oo[k])).decode()
+            ends = oo[:k + 1].tolist()
+            texts += [text[a:b] for a, b in zip(ends, ends[1:])]
+        done += k
+        if st in (lib.STACKPTX_OK, lib.STACKPTX_ERR_STRICT_UNSATISFIED):
+            break
+        if st == lib.STACKPTX_ERR_BUFFER_TOO_SMALL:
+            cap *= 2 if k else 4
+            continue
+        raise ProgramError(f"compile_many failed at program {done}: {_status_name(st)}")
+    del rkeep
+    raw = ffi.buffer(diags, n * _DIAG_SIZE)[:]
+    in_names, out_types = io.in_names, io.out_types
+    new, size, stubs = str.__new__, _DIAG_SIZE, []
+    append = stubs.append
+    for i, text in enumerate(texts):           # Stub(...) inlined: this loop is per program
+        stub = new(Stub, text)
+        stub._meta = (in_names, out_types, raw[i * size:(i + 1) * size])
+        append(stub)
+    if strict:
+        bad = [i for i, stub in enumerate(stubs) if stub.unsatisfied]
+        if bad:
+            raise ProgramError(f"strict compile of program {bad[0]}: " + "; ".join(stubs[bad[0]].diagnostics))
+    return stubs

@@ -1,0 +1,209 @@
+"""Stack PTX: programs of small typed-stack instructions that always compile to a valid PTX stub.
+
+>>> import numpy as np, numptx as nx
+>>> from numptx import stack_ptx as sp
+>>> prog = [sp.input("x"), sp.input("y"), sp.instr("mul.ftz.f32"),
+...         sp.const(1.0, "f32"), sp.instr("add.ftz.f32")]
+>>> stub = sp.compile(prog, inputs={"x": "f32", "y": "f32"}, outputs={"z": "f32"})
+>>> got = nx.emulate(stub, {"x": np.float32([2, 3]), "y": np.float32([4, 5])}, outputs=["z"])
+>>> got["z"].tolist()
+[9.0, 16.0]
+
+There is one stack per value type (``pred``, ``f16`` ... ``b64``). Operands are postfix, as in
+RPN: ``[a, b, sp.instr("sub.f32")]`` computes a - b. An instruction whose operands are missing
+does nothing, so every mutation of a program is still a valid program. Execution builds a DAG;
+only what the outputs need is emitted and a shared value is emitted once. With several outputs of
+one type, the first output takes the top of the stack. The encoding (``encode``), the limits and
+the stub format are specified in ``docs/design/programs.md``; the compiler is the C core
+``native/stack_ptx.h``.
+"""
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Mapping, Sequence
+
+import numpy as np
+
+from ._program import (ASTError, CONST, CONST64, INPUT, INSTR, LOAD, META, META_CONST, META_OPS,
+                       NOP, RETURN, ROUTINE, STORE, Limits, Op, ProgramError, Stub, compile_words,
+                       compile_words_many, const, decode, encode, input, instr, special, type_id)
+from .errors import NumptxError
+
+__all__ = [
+    "Op", "Stub", "Limits", "ProgramError", "input", "const", "instr", "special", "meta", "dup",
+    "yank_dup", "swap", "swap_with", "replace", "drop", "clear", "rotate", "reverse", "routine",
+    "store", "load", "ret", "nop", "encode", "decode", "compile", "compile_many", "dumps", "loads",
+]
+
+
+def meta(n: int) -> Op:
+    """Push the meta constant ``n`` (a depth for yank_dup, swap_with, replace, rotate, reverse)."""
+    if not isinstance(n, (int, np.integer)) or not 0 <= int(n) < 1 << 16:
+        raise ProgramError(f"meta({n!r}): the meta constant must be an int in [0, 65535]")
+    return Op(META_CONST, int(n) << 16, text=f"meta({int(n)})")
+
+
+def _meta_op(op_name: str):
+    code = META_OPS.index(op_name)
+
+    def make(dtype: str) -> Op:
+        t = type_id(dtype, f"sp.{op_name}")
+        return Op(META, t << 8 | code << 16, text=f"{op_name}({dtype!r})")
+    make.__name__ = op_name
+    make.__doc__ = f"Meta operation ``{op_name}`` on the ``dtype`` stack (see docs/design/programs.md)."
+    return make
+
+
+dup = _meta_op("dup")
+yank_dup = _meta_op("yank_dup")
+swap = _meta_op("swap")
+swap_with = _meta_op("swap_with")
+replace = _meta_op("replace")
+drop = _meta_op("drop")
+clear = _meta_op("clear")
+rotate = _meta_op("rotate")
+reverse = _meta_op("reverse")
+
+
+def routine(index: int) -> Op:
+    """Run routine ``index`` (from ``compile(..., routines=[...])``) inline."""
+    if not isinstance(index, (int, np.integer)) or not 0 <= int(index) < 1 << 16:
+        raise ProgramError(f"routine({index!r}): the index must be an int in [0, 65535]")
+    return Op(ROUTINE, int(index) << 16, text=f"routine({int(index)})")
+
+
+def store(dtype: str, slot: int) -> Op:
+    """Pop the top of the ``dtype`` stack into scratch slot ``slot``."""
+    return Op(STORE, type_id(dtype, "sp.store") << 8 | _slot(slot) << 16, text=f"store({dtype!r}, {slot})")
+
+
+def load(dtype: str, slot: int) -> Op:
+    """Push the value of scratch slot ``slot`` onto the ``dtype`` stack."""
+    return Op(LOAD, type_id(dtype, "sp.load") << 8 | _slot(slot) << 16, text=f"load({dtype!r}, {slot})")
+
+
+def _slot(slot) -> int:
+    if not isinstance(slot, (int, np.integer)) or not 0 <= int(slot) < 1 << 16:
+        raise ProgramError(f"scratch slot {slot!r} must be an int in [0, 65535]")
+    return int(slot)
+
+
+def ret() -> Op:
+    """Stop the program (inside a routine: return from it)."""
+    return Op(RETURN, 0, text="ret()")
+
+
+def nop() -> Op:
+    """Do nothing (a placeholder mutation operators may use)."""
+    return Op(NOP, 0, text="nop()")
+
+
+def compile(prog: Sequence[Op] | np.ndarray, inputs: Mapping[str, str] | None = None,
+            outputs: Mapping[str, str] | None = None, *, site=None, routines: Sequence = (),
+            strict: bool = False, limits: Limits | None = None) -> Stub:
+    """Compile a Stack PTX program to a PTX stub (a ``str`` subclass with ``.diagnostics``).
+
+    ``inputs``/``outputs`` map the register names the stub uses (no ``%``) to value types, in
+    order; or ``site=`` binds to a :class:`numptx.Site`: inputs are its in/mod variables (programs
+    name them by variable name), outputs its out/mod variables, and the stub uses the site's
+    registers. An output no value reaches gets the zero of its type and is listed in
+    ``stub.diagnostics`` (``strict=True`` raises :class:`ProgramError` instead).
+    """
+    return compile_words("stack", prog, inputs, outputs, site=site, routines=routines,
+                         strict=strict, limits=limits)
+
+
+def compile_many(programs: Iterable[Sequence[Op] | np.ndarray], inputs: Mapping[str, str] | None = None,
+                 outputs: Mapping[str, str] | None = None, *, site=None, routines: Sequence = (),
+                 strict: bool = False, limits: Limits | None = None) -> list[Stub]:
+    """Compile a batch of programs in one C loop with the GIL released.
+
+    Programs may be lists of ops or uint64 arrays from :func:`encode` (the fast form: evolutionary
+    search keeps its population encoded).
+    """
+    return compile_words_many(programs, inputs, outputs, site=site, routines=routines,
+                              strict=strict, limits=limits)
+
+
+# ---- serialization ------------------------------------------------------------------------------
+_MAGIC = b"NXSP"
+_VERSION = 1
+_HEADER = struct.Struct("<4sHH16sI")      # magic, version, flags, table hash (16 bytes), n_names
+
+
+class SerializationError(NumptxError):
+    """Bytes that are not a valid serialized Stack PTX program."""
+
+
+def dumps(prog: Sequence[Op]) -> bytes:
+    """Serialize a program: versioned, little-endian, checksummed bytes that carry the hash of the
+    instruction table the program indexes (so loading under another table is refused)::
+
+        data = sp.dumps(prog); assert sp.loads(data) == prog
+    """
+    import hashlib
+    from .instructions import TABLE
+    names: list[str] = []
+    for op in prog:
+        if not isinstance(op, Op):
+            raise SerializationError(f"dumps: {op!r} is not a Stack PTX op")
+        if op.name is not None and op.name not in names:
+            names.append(op.name)
+    words = encode(prog, inputs=names)
+    parts = [_HEADER.pack(_MAGIC, _VERSION, 0, bytes.fromhex(TABLE.hash())[:16], len(names))]
+    for n in names:
+        raw = n.encode()
+        parts.append(struct.pack("<H", len(raw)) + raw)
+    parts.append(struct.pack("<I", len(words)))
+    parts.append(words.astype("<u8").tobytes())
+    body = b"".join(parts)
+    return body + hashlib.blake2b(body, digest_size=8).digest()
+
+
+def loads(data: bytes, *, check_table: bool = True) -> list[Op]:
+    """Inverse of :func:`dumps`. Truncated, corrupted or hostile bytes raise
+    :class:`SerializationError`; a program saved under another instruction table raises unless
+    ``check_table=False``."""
+    import hashlib
+    from .instructions import TABLE
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise SerializationError(f"loads: expected bytes, not {type(data).__name__}")
+    data = bytes(data)
+    if len(data) < _HEADER.size + 4 + 8:
+        raise SerializationError(f"loads: {len(data)} bytes is too short for a Stack PTX program")
+    body, digest = data[:-8], data[-8:]
+    if hashlib.blake2b(body, digest_size=8).digest() != digest:
+        raise SerializationError("loads: checksum mismatch (truncated or corrupted data)")
+    magic, version, _flags, table_hash, n_names = _HEADER.unpack_from(body, 0)
+    if magic != _MAGIC:
+        raise SerializationError(f"loads: bad magic {magic!r}; not a numptx Stack PTX program")
+    if version != _VERSION:
+        raise SerializationError(f"loads: format version {version} is not supported (this numptx reads {_VERSION})")
+    if check_table and table_hash != bytes.fromhex(TABLE.hash())[:16]:
+        raise SerializationError("loads: the program was saved under a different instruction table "
+                                 "(pass check_table=False to load it anyway)")
+    pos = _HEADER.size
+    names = []
+    for i in range(n_names):
+        if pos + 2 > len(body):
+            raise SerializationError(f"loads: truncated input name {i}")
+        (ln,) = struct.unpack_from("<H", body, pos)
+        pos += 2
+        if pos + ln > len(body):
+            raise SerializationError(f"loads: truncated input name {i}")
+        try:
+            names.append(body[pos:pos + ln].decode())
+        except UnicodeDecodeError:
+            raise SerializationError(f"loads: input name {i} is not UTF-8") from None
+        pos += ln
+    if pos + 4 > len(body):
+        raise SerializationError("loads: truncated word count")
+    (n_words,) = struct.unpack_from("<I", body, pos)
+    pos += 4
+    if len(body) - pos != 8 * n_words:
+        raise SerializationError(f"loads: {n_words} words announced, {(len(body) - pos) / 8:g} present")
+    words = np.frombuffer(body, dtype="<u8", count=n_words, offset=pos).astype(np.uint64)
+    try:
+        return decode(words, inputs=names)
+    except ProgramError as e:
+        raise SerializationError(f"loads: {e}") from None
