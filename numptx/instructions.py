@@ -44,7 +44,7 @@ from .errors import NumptxError
 
 __all__ = [
     "TYPES", "TYPE_ID", "REG_TYPE", "NP_DTYPE", "TYPE_BITS", "FLAGS", "COMMUTATIVE", "VOLATILE",
-    "APPROX", "FTZ", "SPECIAL", "Instr", "Table", "TABLE", "add_instruction", "parse_type_spec",
+    "APPROX", "FTZ", "SPECIAL", "BITCAST", "Instr", "Table", "TABLE", "add_instruction", "parse_type_spec",
     "InstructionError", "UnknownInstructionError", "format_accuracy", "markdown_table",
 ]
 
@@ -62,12 +62,13 @@ NP_DTYPE = {"pred": np.dtype(np.bool_), "f16": np.dtype(np.float16), "f16x2": np
             "b16": np.dtype(np.uint16), "b32": np.dtype(np.uint32), "b64": np.dtype(np.uint64)}
 TYPE_BITS = {t: (1 if t == "pred" else NP_DTYPE[t].itemsize * 8) for t in TYPES}
 
-FLAGS = frozenset({"commutative", "volatile", "approx", "ftz", "special"})
+FLAGS = frozenset({"commutative", "volatile", "approx", "ftz", "special", "bitcast"})
 COMMUTATIVE = frozenset({"commutative"})
 VOLATILE = frozenset({"volatile"})
 APPROX = frozenset({"approx"})
 FTZ = frozenset({"ftz"})
 SPECIAL = frozenset({"special"})
+BITCAST = frozenset({"bitcast"})
 
 MAX_OPERANDS = 4
 MAX_RESULTS = 4
@@ -327,7 +328,14 @@ class Table:
             raise InstructionError(f"{where}: unknown flags {sorted(bad)}; known: {sorted(FLAGS)}")
         if not isinstance(ins.min_sm, int) or isinstance(ins.min_sm, bool) or ins.min_sm < 0:
             raise InstructionError(f"{where}: min_sm must be a non-negative int like 80")
-        if ins.is_special:
+        if "bitcast" in ins.flags:
+            ok = (len(ins.operands) == 1 and len(ins.results) == 1 and ins.opcode.startswith("mov.b")
+                  and TYPE_BITS[ins.operand_types[0]] == TYPE_BITS[ins.result_types[0]]
+                  == int(ins.opcode[5:] or 0) and ins.operand_widths == (1,) == ins.result_widths)
+            if not ok:
+                raise InstructionError(f"{where}: a bitcast entry is 'mov.b<bits> $0, $1;' between "
+                                       f"two scalar types of that size")
+        elif ins.is_special:
             if ins.operands or len(ins.results) != 1 or not ins.name.startswith("%"):
                 raise InstructionError(f"{where}: a special register entry is named '%reg', has "
                                        f"no operands and one result")
@@ -346,7 +354,7 @@ class Table:
         idx = len(self._rows)
         self._rows.append(ins)
         self._by_name[ins.name] = idx
-        if not ins.is_special:
+        if not ins.is_special and "bitcast" not in ins.flags:
             self._by_opcode[ins.opcode] = idx
         self.version += 1
         return idx
@@ -758,6 +766,18 @@ _row("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32", ("b32[4]", "b32[2]", 
      doc="warp-level D = A * B + C, 16x8x8, tf32 inputs (low 13 bits ignored), f32 accumulate "
          "(order/rounding of the sums: implementation-defined)")
 
+# ---- bit casts (appended last so earlier row indices stay stable) ----------------------------------
+# mov.b<bits> between same-size registers reinterprets the bits; these rows share mov opcodes
+# (like special registers, the emulator handles mov lines itself).
+for _a, _b in (("f16", "b16"), ("bf16", "b16"), ("f32", "b32"), ("s32", "b32"), ("u32", "b32"),
+               ("f16x2", "b32"), ("bf16x2", "b32"), ("f64", "b64"), ("s64", "b64"), ("u64", "b64")):
+    for _src, _dst in ((_a, _b), (_b, _a)):
+        _bits = TYPE_BITS[_src]
+        _row(f"bitcast.{_dst}.{_src}", (_src,), (_dst,),
+             (lambda v, d=NP_DTYPE[_dst]: np.asarray(v).view(d)), fmt=f"mov.b{_bits} $0, $1;",
+             flags=BITCAST, doc=f"reinterpret the {_bits} bits of a {_src} as {_dst}")
+
+
 for _ins in _ROWS:
     TABLE.add(_ins)
 del _ins
@@ -782,11 +802,11 @@ def markdown_table(table: Table = TABLE) -> str:
         "| # | name | operands -> results | accuracy | min sm | flags | semantics |",
         "|---|---|---|---|---|---|---|",
     ]
-    letters = {"commutative": "c", "volatile": "v", "approx": "a", "ftz": "z", "special": "s"}
+    letters = {"commutative": "c", "volatile": "v", "approx": "a", "ftz": "z", "special": "s",
+               "bitcast": "b"}
     for i, r in enumerate(table):
         sig = f"{', '.join(r.operands) or '-'} -> {', '.join(r.results)}"
-        flags = "".join(letters[f] for f in ("commutative", "volatile", "approx", "ftz", "special")
-                        if f in r.flags)
+        flags = "".join(letters[f] for f in letters if f in r.flags)
         doc = r.doc.replace("|", "\\|")
         lines.append(f"| {i} | `{r.name}` | {sig} | {format_accuracy(r.accuracy)} | {r.min_sm} | "
                      f"{flags} | {doc} |")
