@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import bisect
 import logging
+import os
 import re
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple, Union
@@ -53,29 +54,19 @@ _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 #: file name the prelude's own lines carry in compiler messages
 PRELUDE_NAME = "numptx_bits_prelude"
-#: helpers for ``bits``-mode types; the header defines the same ones under the same guard.
-BITS_PRELUDE = """\
-#ifndef PTX_INJECT_DETAIL_HELPERS
-#define PTX_INJECT_DETAIL_HELPERS
-namespace ptx_inject_detail {
-template <class C, class T>
-__device__ __forceinline__ C bits(const T &v) {
-    static_assert(sizeof(T) == sizeof(C), "numptx: value size differs from its PTX_INJECT type size");
-    T t = v;
-    C c;
-    memcpy(&c, &t, sizeof(C));
-    return c;
-}
-template <class T, class C>
-__device__ __forceinline__ void store(T &dst, const C &c) {
-    static_assert(sizeof(T) == sizeof(C), "numptx: lvalue size differs from its PTX_INJECT type size");
-    T t;
-    memcpy(&t, &c, sizeof(C));
-    dst = t;
-}
-} /* namespace ptx_inject_detail */
-#endif
-"""
+def _bits_prelude() -> str:
+    """The bit-copy helpers for ``bits``-mode types, taken from the header (one copy of the C++):
+    the block from ``#ifndef PTX_INJECT_DETAIL_HELPERS`` to its ``#endif``."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "include", "ptx_inject.cuh")
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    start = text.index("#ifndef PTX_INJECT_DETAIL_HELPERS")
+    end = text.index("#endif", text.index("} /* namespace ptx_inject_detail */", start))
+    return text[start:end] + "#endif\n"
+
+
+#: helpers for ``bits``-mode types (the header's own block, under the same guard).
+BITS_PRELUDE = _bits_prelude()
 
 
 class SiteVar(NamedTuple):
