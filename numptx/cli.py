@@ -3,6 +3,7 @@
     numptx demo [--arch sm_90]                 run the end-to-end demo on this machine
     numptx process a.cu b.cu -o outdir/        rewrite comment annotations into inline asm
     numptx sites kernel.cu|kernel.ptx          list the injection sites of a template
+    numptx cache info|clear                    show or empty the cubin cache (NUMPTX_CACHE_DIR)
 """
 from __future__ import annotations
 
@@ -51,6 +52,23 @@ def _cmd_sites(args) -> int:
     return 0
 
 
+def _cmd_cache(args) -> int:
+    from .jit.cache import default_cache
+    cache = default_cache()
+    if cache.directory is None:
+        print("the disk cache is off (NUMPTX_CACHE=0)")
+        return 0
+    if args.action == "clear":
+        n = cache.clear()
+        print(f"removed {n} entr{'y' if n == 1 else 'ies'} from {cache.directory}")
+        return 0
+    info = cache.info()
+    print(f"directory: {info.directory}")
+    print(f"entries:   {info.entries}")
+    print(f"size:      {info.bytes} bytes ({info.bytes / 2**20:.1f} MiB)")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="numptx", description="GPU kernel variants in microseconds.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
@@ -66,6 +84,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("file")
     p.add_argument("--arch", default="sm_90")
     p.set_defaults(fn=_cmd_sites)
+    p = sub.add_parser("cache", help="show (info) or empty (clear) the cubin cache")
+    p.add_argument("action", choices=("info", "clear"))
+    p.set_defaults(fn=_cmd_cache)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING)
     from .errors import NumptxError

@@ -3,7 +3,9 @@
 * :func:`numptx.jit.nvrtc.cuda_to_ptx` — CUDA C++ template -> PTX (NVRTC, once per template);
 * :func:`numptx.jit.nvjitlink.ptx_to_cubin` — injected PTX -> cubin (nvJitLink, once per variant).
 
-Numba templates, the cubin cache, parallel builds and launches arrive with later issues.
+``numba_site`` (``nx.site`` in numba kernels), ``kernel`` (``@nx.kernel``), ``template``
+(``CudaTemplate``, ``build_many``), ``cache`` (memory + disk cubin cache) and ``launch`` build
+and run variants.
 """
 from .arch import normalize_arch
 from .nvjitlink import ptx_to_cubin, nvjitlink_version

@@ -1,0 +1,451 @@
+"""``@nx.ptx_expr``: a Python formula as a PTX stub generator with a NumPy reference.
+
+    import numpy as np, numptx as nx
+
+    @nx.ptx_expr                                   # or @nx.ptx_expr(fastmath=True, backend="ast")
+    def dist(x: nx.f32, y: nx.f32) -> nx.f32:
+        return nx.sqrt(x * x + y * y)
+
+    dist(np.float32(3), np.float32(4))             # 5.0: NumPy reference on the declared dtypes
+    print(dist.graph)                              # the traced graph, one line per instruction
+    stub = dist.stub(inj.sites["combine"])         # x, y -> the site's in variables, z <- result
+    stub = dist.stub()                             # registers %x, %y -> %out
+    half = dist.bind(y=0.5)                        # y baked in as a constant
+
+Parameters are typed by annotations (``nx.f32`` ..., NumPy types, or strings such as ``"nx.f32"``)
+and default to f32. A formula returns one value, a tuple or a dict of named outputs. The traced
+graph is cached per fastmath setting and the lowered program per backend and output order, so
+``stub(site)`` for a new site only binds names and runs the C compiler.
+"""
+from __future__ import annotations
+
+import typing
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from .._program import _value_type, compile_words
+from . import types as T
+from .graph import Graph, canonical
+from .lower import PASS, Lowered, to_ast, to_stack
+from .trace import EagerTracer, EagerValue, GraphTracer, Proxy, TraceError, Tracer
+
+__all__ = ["PtxExpr", "ptx_expr", "BindError"]
+
+BACKENDS = ("stack", "ast")
+_BINDINGS: dict = {}        # signatures + site variables -> (None, rename, order)
+
+
+class BindError(TraceError):
+    """A formula whose parameters/outputs do not fit a site (count or types); the message shows
+    both signatures."""
+
+
+def ptx_expr(fn: Callable | None = None, *, fastmath: bool = False,
+             backend: str = "stack") -> Any:
+    """Decorator: ``@nx.ptx_expr`` or ``@nx.ptx_expr(fastmath=False, backend="stack")``.
+
+    ``fastmath=True`` lowers + - * to the contractible ``.ftz`` forms, / sqrt rcp rsqrt to
+    ``.approx.ftz`` and the transcendentals to mathlib's fast sequences; ``backend`` picks the
+    program form the stubs are compiled from (``"stack"``: Stack PTX, ``"ast"``: AST PTX).
+    """
+    if backend not in BACKENDS:
+        raise ValueError(f"ptx_expr: backend must be one of {BACKENDS}, not {backend!r}")
+    if fn is None:
+        return lambda f: PtxExpr(f, fastmath=fastmath, backend=backend)
+    return PtxExpr(fn, fastmath=fastmath, backend=backend)
+
+
+def _def_frame(fn) -> tuple:
+    code = fn.__code__
+    return (code, code.co_firstlineno)
+
+
+class PtxExpr:
+    """A traced formula (see the module docstring). Attributes: ``fn``, ``params`` (name ->
+    DType of the runtime inputs, in order), ``bound`` (name -> constant), ``fastmath``,
+    ``backend``."""
+
+    def __init__(self, fn: Callable, *, fastmath: bool = False, backend: str = "stack",
+                 bound: Mapping[str, Any] | None = None):
+        code = getattr(fn, "__code__", None)
+        if code is None:
+            raise TypeError(f"ptx_expr needs a Python function, not {type(fn).__name__}")
+        self.fn, self.fastmath, self.backend = fn, bool(fastmath), backend
+        self.__name__ = getattr(fn, "__name__", "expr")
+        self.__doc__ = fn.__doc__
+        self.__wrapped__ = fn
+        names = code.co_varnames[:code.co_argcount]
+        defaults = fn.__defaults__ or ()
+        self.defaults = dict(zip(names[len(names) - len(defaults):], defaults))
+        # a parameter whose default is not a number (a function, a flag object...) is a plain
+        # Python argument: not traced, not an input; the formula sees its default
+        names = tuple(n for n in names if n not in self.defaults
+                      or isinstance(self.defaults[n], (bool, int, float, np.generic)))
+        if code.co_flags & 0x0C:                  # *args / **kwargs
+            raise TraceError("ptx_expr formulas take named parameters (no *args/**kwargs)",
+                             frame=_def_frame(fn), fix="list the parameters: def f(x, y)")
+        ann = getattr(fn, "__annotations__", {}) or {}
+        glb = getattr(fn, "__globals__", None)
+        types: dict[str, T.DType] = {}
+        for n in names:
+            a = ann.get(n)
+            t = T.f32 if a is None else T.parse_annotation(a, glb)
+            if t is None:
+                raise TraceError(f"parameter {n!r}: annotation {a!r} is not a numptx type",
+                                 frame=_def_frame(fn),
+                                 fix="annotate with nx.f16, nx.bf16, nx.f32, nx.f64, nx.s32, "
+                                     "nx.u32, nx.s64, nx.u64 (or leave it out for f32)")
+            types[n] = t
+        self.all_params = types
+        self._n_positional = sum(1 for n in names if n not in self.defaults)
+        self.bound: dict[str, Any] = {}
+        for k, v in (bound or {}).items():
+            if k not in types:
+                raise TraceError(f"bind: {self.__name__} has no parameter {k!r} (it has "
+                                 f"{', '.join(types)})", frame=_def_frame(fn))
+            self.bound[k] = v
+        self.params = {k: t for k, t in types.items() if k not in self.bound}
+        self.returns = ann.get("return")
+        self._graphs: dict[bool, Graph] = {}
+        self._lowered: dict[tuple, Lowered] = {}
+        self._binds: dict[tuple, PtxExpr] = {}
+        self._sites: dict[tuple, tuple] = {}
+
+    # ---- tracing ----------------------------------------------------------------------------------
+    def trace(self, fastmath: bool | None = None) -> Graph:
+        """The traced graph (cached per fastmath setting)."""
+        fm = self.fastmath if fastmath is None else bool(fastmath)
+        g = self._graphs.get(fm)
+        if g is None:
+            g = Graph(self.__name__)
+            tr = GraphTracer(g, fm)
+            args = []
+            for name, t in self.all_params.items():
+                if name in self.bound:
+                    node = g.const_canonical(self._bound_scalar(name, t), t.name)
+                else:
+                    node = g.input(name, t.name)
+                args.append(Proxy(node, tr))
+            g.frame = None
+            ret = self._call(args)
+            g.frame = _def_frame(self.fn)
+            form, outs = self._outputs(ret, tr)
+            g.output_form = form
+            g.outputs = [(k, v) for k, v in outs]
+            self._graphs[fm] = g
+        return g
+
+    def _call(self, args: list) -> Any:
+        k = self._n_positional
+        if k == len(args):
+            return self.fn(*args)
+        return self.fn(*args[:k], **dict(zip(list(self.all_params)[k:], args[k:])))
+
+    @property
+    def graph(self) -> Graph:
+        """The traced graph of this expression (print it to see every instruction)."""
+        return self.trace()
+
+    def _bound_scalar(self, name: str, t: T.DType):
+        v = self.bound[name]
+        if isinstance(v, Proxy) or not isinstance(v, (bool, int, float, np.generic)):
+            raise TraceError(f"bind({name}=...): a bound value is a Python or NumPy number, "
+                             f"not {type(v).__name__}", frame=_def_frame(self.fn))
+        if isinstance(v, np.generic):
+            v = v.item()
+        return canonical(v, t.name)
+
+    def _return_types(self) -> list | None:
+        r = self.returns
+        if r is None:
+            return None
+        if isinstance(r, str):
+            t = T.parse_annotation(r, getattr(self.fn, "__globals__", None))
+            if t is not None:
+                return [t]
+            try:
+                r = eval(r, getattr(self.fn, "__globals__", {}))   # noqa: S307 - user annotation
+            except Exception:
+                return None
+        t = T.as_dtype(r) if not isinstance(r, (tuple, list)) else None
+        if t is not None:
+            return [t]
+        args = typing.get_args(r) if typing.get_origin(r) in (tuple,) else \
+            r if isinstance(r, (tuple, list)) else None
+        if args is None:
+            return None
+        ts = [T.parse_annotation(a) for a in args]
+        return ts if all(x is not None for x in ts) else None
+
+    def _outputs(self, ret: Any, tr: Tracer) -> tuple[str, list]:
+        """Normalize the returned value(s) to (form, [(name, node)])."""
+        frame = _def_frame(self.fn)
+        if isinstance(ret, dict):
+            form, items = "dict", list(ret.items())
+            for k, _ in items:
+                if not isinstance(k, str) or not k.isidentifier():
+                    raise TraceError(f"{self.__name__} returns a dict with key {k!r}; output "
+                                     f"names are identifiers", frame=frame)
+        elif isinstance(ret, (tuple, list)):
+            form, items = "tuple", [(f"out{i}", v) for i, v in enumerate(ret)]
+        else:
+            form, items = "single", [("out", ret)]
+        if not items:
+            raise TraceError(f"{self.__name__} returns nothing", frame=frame,
+                             fix="return a value, a tuple or a dict of outputs")
+        want = self._return_types()
+        if want is not None and len(want) != len(items):
+            want = None if form == "dict" else want
+            if want is not None:
+                raise TraceError(f"{self.__name__} returns {len(items)} value(s) but is annotated "
+                                 f"with {len(want)}", frame=frame)
+        out = []
+        for i, (name, v) in enumerate(items):
+            t = want[i] if want is not None else None
+            if isinstance(v, Proxy):
+                if v.tracer is not tr:
+                    raise TraceError(f"output {name!r} comes from another trace", frame=frame)
+                got = v.dtype
+                if t is not None and got is not t:
+                    raise TraceError(f"output {name!r} is {got.name} but {self.__name__} is "
+                                     f"annotated -> {t.name}", frame=frame,
+                                     fix=f"cast it: nx.{t.name}(value)")
+                out.append((name, v.node))
+            elif isinstance(v, (bool, int, float, np.generic)):
+                if t is None:
+                    t = (T.as_dtype(v.dtype) if isinstance(v, np.generic) else
+                         T.pred if isinstance(v, bool) else T.s32 if isinstance(v, int) else T.f32)
+                out.append((name, tr.cast(v, t).node))
+            else:
+                raise TraceError(f"{self.__name__} returns {type(v).__name__} for output "
+                                 f"{name!r}; return traced values or numbers (one, a tuple or "
+                                 f"a dict)", frame=frame)
+        return form, out
+
+    # ---- reference evaluation ------------------------------------------------------------------
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Evaluate on the CPU with NumPy's own functions on the declared dtypes; arguments
+        are scalars or arrays (broadcast), converted to the parameter types (bf16: float values
+        are rounded, uint16 arrays are taken as bit patterns)."""
+        names = list(self.params)
+        if len(args) > len(names):
+            raise TypeError(f"{self.__name__}() takes {len(names)} argument(s), got {len(args)}")
+        values = dict(zip(names, args))
+        for k, v in kwargs.items():
+            if k not in self.params or k in values:
+                raise TypeError(f"{self.__name__}() got an unexpected or repeated argument {k!r}")
+            values[k] = v
+        ev = EagerTracer()
+        proxies, scalar = [], True
+        for name, t in self.all_params.items():
+            if name in self.bound:
+                v = self.bound[name]
+            elif name in values:
+                v = values[name]
+            elif name in self.defaults:
+                v = self.defaults[name]
+            else:
+                raise TypeError(f"{self.__name__}() missing argument {name!r}")
+            arr = _as_array(v, t)
+            scalar = scalar and arr.ndim == 0
+            proxies.append(Proxy(EagerValue(arr, t), ev))
+        ret = self._call(proxies)
+        form, outs = self._outputs(ret, ev)
+        vals = [n.value[()] if scalar else n.value for _, n in outs]
+        if form == "single":
+            return vals[0]
+        if form == "tuple":
+            return tuple(vals)
+        return {k: v for (k, _), v in zip(outs, vals)}
+
+    # ---- binding -----------------------------------------------------------------------------------
+    def bind(self, **values: Any) -> PtxExpr:
+        """A new expression with these parameters baked in as constants (of their declared
+        types); the others stay runtime inputs."""
+        key = tuple(sorted((k, repr(v)) for k, v in values.items()))
+        hit = self._binds.get(key)
+        if hit is None:
+            hit = PtxExpr(self.fn, fastmath=self.fastmath, backend=self.backend,
+                          bound={**self.bound, **values})
+            for k in values:
+                hit._bound_scalar(k, self.all_params[k])       # validate now
+            self._binds[key] = hit
+        return hit
+
+    def signature(self) -> str:
+        """``dist(x: f32, y: f32) -> out: f32`` (runtime parameters and traced outputs)."""
+        g = self.graph
+        params = ", ".join(f"{k}: {t.name}" for k, t in self.params.items())
+        outs = ", ".join(f"{k}: {n.dtype}" for k, n in g.outputs)
+        return f"{self.__name__}({params}) -> {outs}"
+
+    def lowered(self, backend: str | None = None, order: tuple | None = None,
+                fastmath: bool | None = None) -> Lowered:
+        """The lowered program (cached per fastmath, backend and output order)."""
+        backend = backend or self.backend
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, not {backend!r}")
+        fm = self.fastmath if fastmath is None else bool(fastmath)
+        g = self.trace(fm)
+        if order is None:
+            order = tuple(range(len(g.outputs)))
+        key = (fm, backend, order)
+        low = self._lowered.get(key)
+        if low is None:
+            low = (to_stack if backend == "stack" else to_ast)(g, order)
+            self._lowered[key] = low
+        return low
+
+    def program(self, backend: str | None = None) -> list:
+        """The Stack PTX / AST PTX ops (inputs named by parameter, outputs in return order)."""
+        return self.lowered(backend).ops
+
+    def stub(self, site: Any = None, *, inputs: Mapping[str, str] | None = None,
+             outputs: Mapping[Any, str] | None = None, backend: str | None = None,
+             fastmath: bool | None = None):
+        """Compile a stub.
+
+        * ``stub(site)``: parameters bind to the site's in/mod variables by name (by
+          declaration order when the names differ and the counts match; parameters with
+          defaults that the site lacks are baked in); outputs bind to its out/mod variables
+          (a dict by name, a tuple in order, a single value to the single output; ``mod``
+          variables the formula does not return keep their value). Mismatches raise
+          :class:`BindError` showing both signatures.
+        * ``stub()``: over registers named after the parameters and outputs (``out`` for a
+          single value, ``out0, out1, ...`` for a tuple, the keys of a dict); ``inputs=`` /
+          ``outputs=`` rename them (parameter or output name -> register name).
+        """
+        backend = backend or self.backend
+        mode = "stack" if backend == "stack" else "ast"
+        if site is not None:
+            if inputs is not None or outputs is not None:
+                raise BindError("pass either a site or inputs=/outputs=, not both")
+            expr, rename, order = self._bind_site(site)
+            low = expr.lowered(backend, order, fastmath)
+            prog, routines = low.rename(rename)
+            return compile_words(mode, prog, None, None, site=site, routines=routines,
+                                 strict=True, limits=low.limits)
+        low = self.lowered(backend, None, fastmath)
+        g = self.trace(self.fastmath if fastmath is None else fastmath)
+        inputs = dict(inputs or {})
+        outputs = dict(outputs or {})
+        for k in inputs:
+            if k not in self.params:
+                raise BindError(f"inputs=: {k!r} is not a parameter of {self.signature()}")
+        out_names = [k for k, _ in g.outputs]
+        for k in outputs:
+            if k not in out_names and not (isinstance(k, int) and 0 <= k < len(out_names)):
+                raise BindError(f"outputs=: {k!r} is not an output of {self.signature()}")
+        regs_in = {inputs.get(k, k): t.name for k, t in self.params.items()}
+        regs_out = {}
+        for i, (k, n) in enumerate(g.outputs):
+            regs_out[outputs.get(k, outputs.get(i, k))] = n.dtype
+        prog, routines = low.rename({k: inputs[k] for k in inputs})
+        return compile_words(mode, prog, regs_in, regs_out, routines=routines, strict=True,
+                             limits=low.limits)
+
+    def _bind_site(self, site: Any) -> tuple[PtxExpr, dict, tuple]:
+        """(expression with defaults baked in, parameter -> variable name, output order),
+        cached per site variable list (sites declaring the same variables bind alike)."""
+        key = site.variables
+        hit = self._sites.get(key)
+        if hit is None:
+            # the binding depends only on the signatures: share it between expressions
+            g = self.graph
+            shape = (tuple((k, t.name) for k, t in self.params.items()),
+                     tuple(self.defaults), g.output_form,
+                     tuple((k, n.dtype) for k, n in g.outputs), key)
+            shared = _BINDINGS.get(shape)
+            if shared is not None and shared[0] is None:
+                hit = (self, shared[1], shared[2])
+            else:
+                hit = self._bind_site_uncached(site)
+                if hit[0] is self:
+                    if len(_BINDINGS) > 4096:
+                        _BINDINGS.clear()
+                    _BINDINGS[shape] = (None, hit[1], hit[2])
+            self._sites[key] = hit
+        return hit
+
+    def _bind_site_uncached(self, site: Any) -> tuple[PtxExpr, dict, tuple]:
+        ins, outs = site.inputs, site.outputs
+        in_names = [v.name for v in ins]
+        params = list(self.params)
+
+        def fail(why: str) -> BindError:
+            return BindError(f"cannot bind {self.signature()} to site {site.signature}: {why}",
+                             frame=_def_frame(self.fn))
+        if all(p in in_names for p in params):
+            mapping = {p: p for p in params}
+        elif len(params) == len(ins):
+            mapping = dict(zip(params, in_names))
+        else:
+            missing = [p for p in params if p not in in_names]
+            if missing and all(p in self.defaults for p in missing):
+                return self.bind(**{p: self.defaults[p] for p in missing})._bind_site(site)
+            raise fail(f"{len(params)} parameter(s) for {len(ins)} in/mod variable(s) and the "
+                       f"names differ ({', '.join(missing)} not in the site)")
+        by_name = {v.name: v for v in ins}
+        for p, var in mapping.items():
+            vt = _value_type(by_name[var].dtype, f"site {site.name!r} variable {var!r}")
+            if vt != self.params[p].name:
+                raise fail(f"parameter {p!r} is {self.params[p].name}, site variable {var!r} is "
+                           f"{by_name[var].dtype}")
+        g = self.graph
+        gout = g.outputs
+        out_vars = [v.name for v in outs]
+        if g.output_form == "dict":
+            pos = {k: i for i, (k, _) in enumerate(gout)}
+            unknown = [k for k in pos if k not in out_vars]
+            if unknown:
+                raise fail(f"output(s) {', '.join(unknown)} are not out/mod variables of the site")
+            order = []
+            for v in outs:
+                if v.name in pos:
+                    order.append(pos[v.name])
+                elif v.kind == "mod":
+                    order.append(v.name)
+                else:
+                    raise fail(f"site output {v.name!r} is not returned")
+        elif len(gout) == len(outs):
+            order = list(range(len(gout)))
+        elif len(gout) == sum(v.kind == "out" for v in outs):
+            k = iter(range(len(gout)))
+            order = [next(k) if v.kind == "out" else v.name for v in outs]
+        else:
+            raise fail(f"{len(gout)} output(s) for {len(outs)} out/mod variable(s)")
+        for v, o in zip(outs, order):
+            if isinstance(o, int):
+                vt = _value_type(v.dtype, f"site {site.name!r} variable {v.name!r}")
+                if vt != gout[o][1].dtype:
+                    raise fail(f"output {gout[o][0]!r} is {gout[o][1].dtype}, site variable "
+                               f"{v.name!r} is {v.dtype}")
+        rename = dict(mapping)
+        for o in order:
+            if isinstance(o, str):
+                rename[PASS + o] = o
+        return self, rename, tuple(order)
+
+    def __repr__(self) -> str:
+        params = ", ".join(f"{k}: {t.name}" for k, t in self.params.items())
+        extra = "".join(f", {k}={v!r}" for k, v in self.bound.items())
+        return f"<ptx_expr {self.__name__}({params}{extra}) fastmath={self.fastmath} " \
+               f"backend={self.backend!r}>"
+
+
+def _as_array(v: Any, t: T.DType) -> np.ndarray:
+    """A call argument as an array of ``t``'s canonical dtype."""
+    if isinstance(v, Proxy):
+        raise TraceError("a traced value passed to a reference evaluation",
+                         fix="call the formula with NumPy values")
+    arr = np.asarray(v)
+    if t.name == "bf16":
+        if arr.dtype == np.uint16:
+            return arr
+        from .. import semantics as S
+        return S.f64_to_bf16(arr.astype(np.float64)).reshape(arr.shape)
+    if arr.dtype != t.np:
+        with np.errstate(all="ignore"):
+            arr = arr.astype(t.np)
+    return arr

@@ -1,0 +1,465 @@
+"""The traced graph: a DAG of primitive nodes with CSE and constant folding.
+
+Every node is an input, a constant or one row of the instruction table
+(:data:`numptx.instructions.TABLE`). :class:`Graph` implements the builder protocol the DSL
+operations and ``mathlib`` are written against (docs/design/dsl.md)::
+
+    g = Graph()
+    x = g.input("x", "f32")
+    y = g.instr("mul.rn.f32", x, x)           # an instruction row by name
+    z = g.instr("add.rn.f32", y, g.const(1.0, "f32"))
+    assert g.instr("mul.rn.f32", x, x) is y   # hash-consing: the same node
+    g.outputs = [("z", z)]
+    print(g)                                  # one line per node, FX style
+
+Identical instructions on identical operands are one node (commutative rows are keyed with their
+first two operands in a canonical order, so ``x * y`` and ``y * x`` merge; volatile rows are never
+merged). An exact,
+non-volatile instruction whose operands are all constants is evaluated at once with the table's
+NumPy semantic (constant folding), so the graph holds what will actually run.
+"""
+from __future__ import annotations
+
+import linecache
+import os
+import struct
+from typing import Any, Iterable
+
+import numpy as np
+
+from ..errors import NumptxError
+from ..instructions import NP_DTYPE, TABLE, TYPES
+
+__all__ = ["Node", "Graph", "GraphError", "Frame", "frame_location", "frame_source"]
+
+Frame = tuple  # (code object, line number): a user source position, formatted lazily
+_PACK = {"f32": struct.Struct("<f").pack, "f64": struct.Struct("<d").pack}
+_INT_TYPES = frozenset({"s32", "u32", "s64", "u64", "b16", "b32", "b64"})
+_CANON: dict = {}   # (type, Python int/float) -> (canonical NumPy scalar, its bytes), all graphs
+
+
+def frame_location(frame: Frame | None) -> str:
+    """``"file.py:12"`` for a recorded frame (basename only), ``"?"`` without one."""
+    if frame is None:
+        return "?"
+    return f"{os.path.basename(frame[0].co_filename)}:{frame[1]}"
+
+
+def frame_source(frame: Frame | None) -> str:
+    """The stripped source line of a recorded frame ("" if unavailable)."""
+    if frame is None:
+        return ""
+    return linecache.getline(frame[0].co_filename, frame[1]).strip()
+
+
+class GraphError(NumptxError):
+    """A malformed graph or builder call (wrong instruction arity or operand types)."""
+
+
+class Node:
+    """One graph node. ``op`` is ``"input"``, ``"const"`` or ``"instr"``; ``target`` the input
+    name, the constant (a NumPy scalar in the canonical representation of ``dtype``) or the
+    instruction name; ``args`` the operand nodes; ``dtype`` the value type name (``"f32"``);
+    ``index`` the creation index; ``frame`` the user source position that created it; ``uses``
+    the number of operand references to it; ``key`` (constants) its type and bits."""
+    __slots__ = ("op", "target", "args", "dtype", "index", "frame", "uses", "key")
+
+    def __init__(self, op: str, target: Any, args: tuple, dtype: str, index: int, frame,
+                 key: tuple | None = None):
+        self.op = op
+        self.target = target
+        self.args = args
+        self.dtype = dtype
+        self.index = index
+        self.frame = frame
+        self.uses = 0             # operand references by instruction nodes (dead ones too)
+        self.key = key            # constants: ("c", type, bits)
+
+    @property
+    def is_const(self) -> bool:
+        return self.op == "const"
+
+    def __repr__(self) -> str:
+        if self.op == "const":
+            return f"<const {self.dtype} {format_const(self)}>"
+        return f"<{self.op} {self.target} : {self.dtype} #{self.index}>"
+
+
+def _simplify_selp(g: "Graph", name: str, args: tuple):
+    a, b, c = args
+    if c.op == "const":
+        return a if c.target else b
+    return b if a is b else None
+
+
+def _simplify_pred(g: "Graph", name: str, args: tuple):
+    x, y = args
+    if x.op == "const":
+        x, y = y, x
+    if y.op != "const":
+        return None
+    v = bool(y.target)
+    if name == "and.pred":
+        return x if v else y
+    if name == "or.pred":
+        return y if v else x
+    return g.instr("not.pred", x) if v else x      # xor.pred
+
+
+# algebraic identities with a constant operand (applied before CSE): selp with a constant
+# predicate, and/or/xor.pred with a constant
+SIMPLIFY = {"and.pred": _simplify_pred, "or.pred": _simplify_pred, "xor.pred": _simplify_pred}
+
+
+class _RowInfo:
+    __slots__ = ("row", "operands", "result", "foldable", "commutative", "volatile", "simplify",
+                 "plain", "plain1", "op0", "op1")
+
+    def __init__(self, row):
+        if len(row.results) != 1 or any(w != 1 for w in (*row.operand_widths, *row.result_widths)):
+            raise GraphError(f"instruction {row.name!r} has vector operands or several results; "
+                             f"the DSL graph holds single-result scalar instructions")
+        self.row = row
+        self.operands = row.operand_types
+        self.result = row.result_types[0]
+        self.volatile = row.is_volatile or row.is_special
+        self.foldable = row.is_exact and not self.volatile and bool(row.operands)
+        self.commutative = row.is_commutative
+        self.simplify = SIMPLIFY.get(row.name) or (_simplify_selp if row.opcode.startswith("selp.")
+                                                   else None)
+        self.plain = not self.volatile and self.simplify is None and len(self.operands) == 2
+        self.plain1 = not self.volatile and self.simplify is None and len(self.operands) == 1 \
+            and not self.commutative
+        self.op0, self.op1 = (self.operands + (None, None))[:2]
+
+
+_ROWS: dict[str, _RowInfo] = {}
+_ROWS_VERSION = [(-1, -1)]
+
+
+def row_info(name: str) -> _RowInfo:
+    """Cached facts about the table row ``name`` (refreshed when the table changes)."""
+    if _ROWS_VERSION[0] != (TABLE.uid, TABLE.version):
+        _ROWS.clear()
+        _ROWS_VERSION[0] = (TABLE.uid, TABLE.version)
+    info = _ROWS.get(name)
+    if info is None:
+        info = _ROWS[name] = _RowInfo(TABLE[TABLE.index(name)])
+    return info
+
+
+def _wrap_int(value: int, t: str) -> int:
+    bits = np.dtype(NP_DTYPE[t]).itemsize * 8
+    v = value & ((1 << bits) - 1)
+    if t[0] == "s" and v >> (bits - 1):
+        v -= 1 << bits
+    return v
+
+
+def canonical(value: Any, t: str):
+    """A Python/NumPy number as a NumPy scalar in the canonical representation of value type
+    ``t``: floats round to nearest (bf16: its bit pattern as uint16), integers wrap (two's
+    complement spellings such as ``0xFFFFFFFF`` for s32 are accepted), pred is a bool."""
+    if t == "bf16":
+        from .._program import _bf16_bits
+        return np.uint16(_bf16_bits(float(value)))
+    if t in ("f16", "f32", "f64"):
+        return NP_DTYPE[t].type(value)
+    if t == "pred":
+        return np.bool_(bool(value))
+    if t in ("s32", "u32", "s64", "u64", "b16", "b32", "b64"):
+        return NP_DTYPE[t].type(_wrap_int(int(value), t if t[0] != "b" else "u" + t[1:]))
+    raise GraphError(f"no constants of type {t!r} in the DSL")
+
+
+def const_value(node: Node) -> float | int | bool:
+    """The Python value of a constant node (bf16 bits decoded)."""
+    v = node.target
+    if node.dtype == "bf16":
+        return float(np.uint32(int(v) << 16).view(np.float32))
+    return v.item()
+
+
+def format_const(node: Node) -> str:
+    """The shortest spelling that round-trips in the constant's type (``0.1`` for an f32 0.1)."""
+    if node.dtype == "bf16":
+        return f"{const_value(node)!r}"
+    return str(node.target)
+
+
+class Graph:
+    """A DAG of primitive nodes in creation (topological) order; see the module docstring.
+
+    ``params`` maps parameter names to value types (declaration order), ``outputs`` is a list
+    of ``(name, node)`` pairs, ``output_form`` one of ``"single"``, ``"tuple"``, ``"dict"``.
+    ``frame`` is the user source position stamped on the nodes created next (the tracer sets
+    it once per DSL operation).
+    """
+
+    def __init__(self, name: str = "graph"):
+        self.name = name
+        self.nodes: list[Node] = []
+        self.params: dict[str, str] = {}
+        self.inputs: dict[str, Node] = {}
+        self.outputs: list[tuple[str, Node]] = []
+        self.output_form = "single"
+        self.frame: Frame | None = None
+        self._cse: dict = {}
+        self._lits: dict = {}           # (type, Python number) -> constant node
+        if _ROWS_VERSION[0] != (TABLE.uid, TABLE.version):
+            row_info("add.rn.f32")          # refresh the row cache for this table version
+
+    # ---- the builder protocol ------------------------------------------------------------------
+    def input(self, name: str, dtype: str) -> Node:
+        """The runtime input ``name`` of value type ``dtype`` (one node per name)."""
+        node = self.inputs.get(name)
+        if node is None:
+            node = Node("input", name, (), dtype, len(self.nodes), self.frame)
+            self.nodes.append(node)
+            self.inputs[name] = node
+            self.params.setdefault(name, dtype)
+        elif node.dtype != dtype:
+            raise GraphError(f"input {name!r} is {node.dtype}, not {dtype}")
+        return node
+
+    def const(self, value: Any, dtype: str) -> Node:
+        """A constant of value type ``dtype`` (see :func:`canonical`); equal bits share a node."""
+        c = value.__class__
+        if (c is float and value != 0.0) or c is int:     # -0.0 == 0.0 and NaN: by bits below
+            key = (dtype, value)
+            node = self._lits.get(key)
+            if node is None:
+                hit = _CANON.get(key)
+                if hit is None:
+                    bits = None
+                    if c is float and dtype in _PACK and -3.4e38 < value < 3.4e38:
+                        bits = _PACK[dtype](value)    # C rounding, as NumPy's (faster)
+                    scalar = canonical(value, dtype)
+                    if bits is None and not (c is int and (dtype in _INT_TYPES or (
+                            dtype in _PACK and -(1 << 64) < value < 1 << 64))):
+                        # (may overflow: NumPy warns each time, as before)
+                        return self._lits.setdefault(key, self.const_canonical(scalar, dtype))
+                    if len(_CANON) > 4096:
+                        _CANON.clear()
+                    hit = _CANON[key] = (scalar, scalar.tobytes() if bits is None else bits)
+                node = self._lits[key] = self.const_canonical(hit[0], dtype, hit[1])
+            return node
+        return self.const_canonical(canonical(value, dtype), dtype)
+
+    def const_canonical(self, scalar, dtype: str, bits: bytes | None = None) -> Node:
+        """A constant from a scalar already in the canonical representation of ``dtype``."""
+        key = ("c", dtype, scalar.tobytes() if bits is None else bits)
+        node = self._cse.get(key)
+        if node is None:
+            node = Node("const", scalar, (), dtype, len(self.nodes), self.frame, key)
+            self.nodes.append(node)
+            self._cse[key] = node
+        return node
+
+    def instr(self, name: str, *args: Any) -> Node:
+        """Apply the table row ``name`` to operand nodes (Python numbers become constants of the
+        operand's type). Folds constants and merges identical nodes."""
+        info = _ROWS.get(name) or row_info(name)
+        if info.plain and len(args) == 2:        # the common case, inlined
+            a, b = args
+            try:
+                if a.dtype == info.op0 and b.dtype == info.op1 and \
+                        (a.op != "const" or b.op != "const"):
+                    key = (name, b, a) if info.commutative and a.index > b.index else (name, a, b)
+                    node = self._cse.get(key)
+                    if node is None:
+                        nodes = self.nodes
+                        node = Node("instr", name, args, info.result, len(nodes), self.frame)
+                        a.uses += 1
+                        b.uses += 1
+                        nodes.append(node)
+                        self._cse[key] = node
+                    return node
+            except AttributeError:
+                pass
+        elif info.plain1 and len(args) == 1:     # unary, inlined likewise
+            a = args[0]
+            try:
+                if a.dtype == info.op0 and a.op != "const":
+                    key = (name, a)
+                    node = self._cse.get(key)
+                    if node is None:
+                        nodes = self.nodes
+                        node = Node("instr", name, args, info.result, len(nodes), self.frame)
+                        a.uses += 1
+                        nodes.append(node)
+                        self._cse[key] = node
+                    return node
+            except AttributeError:
+                pass
+        return self._instr(name, info, args)
+
+    def _instr(self, name: str, info: _RowInfo, args: tuple) -> Node:
+        ops = info.operands
+        n = len(args)
+        try:
+            if n == 2:
+                ok = args[0].dtype == ops[0] and args[1].dtype == ops[1]
+                const = args[0].op == "const" and args[1].op == "const"
+            elif n == 1:
+                ok = args[0].dtype == ops[0]
+                const = args[0].op == "const"
+            elif n == 3 and len(ops) == 3:
+                a, b, c = args
+                ok = a.dtype == ops[0] and b.dtype == ops[1] and c.dtype == ops[2]
+                const = a.op == "const" and b.op == "const" and c.op == "const"
+            else:
+                ok = n == len(ops) and all(a.dtype == t for a, t in zip(args, ops))
+                const = all(a.op == "const" for a in args)
+        except AttributeError:
+            ok = False
+        if not ok:
+            args = self._coerce(name, ops, args)
+            const = all(a.op == "const" for a in args)
+        if const and info.foldable:
+            return self._fold(info, args)
+        if info.simplify is not None:
+            node = info.simplify(self, name, args)
+            if node is not None:
+                return node
+        if info.volatile:
+            key = None
+        else:
+            if info.commutative and args[0].index > args[1].index:
+                key = (name, args[1], args[0], *args[2:])    # x*y and y*x: one node
+            else:
+                key = (name, *args)
+            node = self._cse.get(key)
+            if node is not None:
+                return node
+        node = Node("instr", name, args, info.result, len(self.nodes), self.frame)
+        for a in args:
+            a.uses += 1
+        self.nodes.append(node)
+        if key is not None:
+            self._cse[key] = node
+        return node
+
+    def _coerce(self, name: str, ops: tuple, args: tuple) -> tuple:
+        """Check operand count and types; Python numbers become constants."""
+        if len(args) != len(ops):
+            raise GraphError(f"{name} takes {len(ops)} operand(s) ({', '.join(ops)}), "
+                             f"got {len(args)}")
+        out = []
+        for i, a in enumerate(args):
+            if a.__class__ is not Node:
+                if isinstance(a, (int, float, np.number, bool)):
+                    out.append(self.const(a, ops[i]))
+                    continue
+                raise GraphError(f"{name}: operand {i} is {a!r}, not a graph value")
+            if a.dtype != ops[i]:
+                raise GraphError(f"{name}: operand {i} is {a.dtype}, the instruction takes "
+                                 f"{', '.join(ops)}")
+            out.append(a)
+        return tuple(out)
+
+    def _fold(self, info: _RowInfo, args) -> Node:
+        vals = [np.full(1, a.target, NP_DTYPE[a.dtype]) for a in args]
+        res = np.asarray(info.row.apply(*vals), dtype=NP_DTYPE[info.result]).reshape(-1)[0]
+        return self.const_canonical(res, info.result)
+
+    # ---- views -------------------------------------------------------------------------------------
+    def live(self) -> list[Node]:
+        """Nodes the outputs depend on, in creation order (inputs always included)."""
+        seen = {id(n) for n in self.inputs.values()}
+        stack = [n for _, n in self.outputs]
+        while stack:
+            n = stack.pop()
+            if id(n) not in seen:
+                seen.add(id(n))
+                stack.extend(n.args)
+        return [n for n in self.nodes if id(n) in seen]
+
+    def users(self, nodes: Iterable[Node] | None = None) -> dict[int, int]:
+        """Use counts by node id (operand uses among ``nodes`` plus output uses)."""
+        count: dict[int, int] = {}
+        for n in (self.live() if nodes is None else nodes):
+            for a in n.args:
+                count[id(a)] = count.get(id(a), 0) + 1
+        for _, n in self.outputs:
+            count[id(n)] = count.get(id(n), 0) + 1
+        return count
+
+    def names(self, nodes: Iterable[Node] | None = None) -> dict[int, str]:
+        """Unique printable names: inputs by name, instructions ``t0, t1, ...``."""
+        taken = set(self.inputs)
+        names: dict[int, str] = {id(n): n.target for n in self.inputs.values()}
+        k = 0
+        for n in (self.live() if nodes is None else nodes):
+            if n.op == "instr":
+                while f"t{k}" in taken:
+                    k += 1
+                names[id(n)] = f"t{k}"
+                k += 1
+        return names
+
+    def format(self, *, all_nodes: bool = False) -> str:
+        """The FX-style dump: a header, one line per instruction, the return line."""
+        nodes = self.nodes if all_nodes else self.live()
+        names = self.names(nodes)
+
+        def ref(n: Node) -> str:
+            return format_const(n) if n.op == "const" else f"%{names.get(id(n), '?')}"
+        params = ", ".join(f"{k}: {v}" for k, v in self.params.items())
+        outs = ", ".join(n.dtype for _, n in self.outputs)
+        lines = [f"graph {self.name}({params}) -> {outs or 'None'}:"]
+        for n in nodes:
+            if n.op != "instr":
+                continue
+            where = f"   # {frame_location(n.frame)}" if n.frame is not None else ""
+            lines.append(f"    %{names[id(n)]} : {n.dtype} = {n.target}"
+                         f"({', '.join(ref(a) for a in n.args)}){where}")
+        if self.output_form == "dict":
+            ret = "{" + ", ".join(f"{k!r}: {ref(n)}" for k, n in self.outputs) + "}"
+        elif self.output_form == "tuple":
+            ret = "(" + ", ".join(ref(n) for _, n in self.outputs) + ("," if len(self.outputs) == 1 else "") + ")"
+        else:
+            ret = ref(self.outputs[0][1]) if self.outputs else "None"
+        lines.append(f"    return {ret}")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.format()
+
+    def __repr__(self) -> str:
+        n = sum(1 for n in self.live() if n.op == "instr")
+        return f"<Graph {self.name}: {n} instructions, {len(self.outputs)} output(s)>"
+
+    def lint(self) -> None:
+        """Check topological order, operand arity and types against the table, value types and
+        unique names; a :class:`GraphError` carries the whole dump."""
+        problems = []
+        pos = {id(n): i for i, n in enumerate(self.nodes)}
+        for i, n in enumerate(self.nodes):
+            if n.dtype not in TYPES:
+                problems.append(f"node {i}: unknown type {n.dtype!r}")
+            for a in n.args:
+                if pos.get(id(a), i) >= i:
+                    problems.append(f"node {i} ({n.target}): operand #{getattr(a, 'index', '?')} "
+                                    f"is not an earlier node of this graph")
+            if n.op == "instr":
+                try:
+                    info = row_info(n.target)
+                except (GraphError, KeyError) as e:
+                    problems.append(f"node {i}: {e}")
+                    continue
+                if tuple(a.dtype for a in n.args) != info.operands or n.dtype != info.result:
+                    problems.append(f"node {i} ({n.target}, {frame_location(n.frame)}): types "
+                                    f"{tuple(a.dtype for a in n.args)} -> {n.dtype}, the row says "
+                                    f"{info.operands} -> {info.result}")
+            elif n.args:
+                problems.append(f"node {i}: a {n.op} node has operands")
+        for name, n in self.outputs:
+            if id(n) not in pos:
+                problems.append(f"output {name!r} is not a node of this graph")
+        names = list(self.names(self.nodes).values())
+        if len(set(names)) != len(names):
+            problems.append("node names are not unique")
+        if problems:
+            raise GraphError("graph lint failed:\n  " + "\n  ".join(problems)
+                             + "\n" + self.format(all_nodes=True))

@@ -1,0 +1,321 @@
+"""Lowering a traced :class:`~numptx.dsl.graph.Graph` to Stack PTX and AST PTX programs.
+
+    low = to_stack(graph, order)           # or to_ast(graph, order)
+    prog = low.program({"x": "a", "y": "b"})  # inputs renamed to the names a compile uses
+    stub = stack_ptx.compile(prog, inputs=..., outputs=..., limits=low.limits)
+
+* Stack PTX: postorder from each output; a node used more than once is computed once, kept with
+  ``dup`` + ``store(type, slot)`` and reused with ``load(type, slot)``, so the program is linear
+  in the graph size. Outputs are pushed last-first (the first output takes the top).
+* AST PTX: postorder with shared nodes evaluated again at each use (the C core's CSE merges
+  the repeats): small shared subtrees are repeated inline, bigger ones become routines called
+  where they are used, so the program stays linear while the executed words follow the
+  expanded tree (capped at ``AST_CAP``; beyond, TraceError suggests ``backend="stack"``).
+  Outputs are pushed first-first (bottom = first output).
+
+``order`` lists what each program output is: an ``int`` (index into ``graph.outputs``) or a
+``str`` (a pass-through input of that name, e.g. a site's ``mod`` variable the formula leaves
+alone). Inputs are named by parameter (pass-throughs by ``"\\x01" + name``) and renamed per
+binding with :meth:`Lowered.program`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+from .._program import CONST, CONST64, INPUT, Limits, Op, instr, type_id
+from ..stack_ptx import dup, load, routine, store
+from .graph import Graph, Node
+from .trace import TraceError
+
+__all__ = ["Lowered", "to_stack", "to_ast", "AST_CAP", "PASS"]
+
+AST_CAP = 1 << 20          # words an AST PTX program may execute (routines included)
+ROUTINE_MIN = 4            # a shared subtree of more ops than this becomes an AST routine
+PASS = "\x01"              # prefix of pass-through input names in a lowered program
+_WIDE = {"f64", "s64", "u64", "b64"}
+_INSTR_OPS: dict[str, Op] = {}
+_INPUT_OPS: dict[str, Op] = {}
+_CONST_OPS: dict = {}
+_META_OPS: dict = {}
+
+
+@dataclass
+class Lowered:
+    """A lowered program: ``ops`` (inputs named by parameter), ``routines`` (AST PTX: shared
+    subtrees), the positions of input ops (``inputs``: (routine or -1, index, name)), the
+    Limits it needs (None: the defaults) and the instruction count."""
+    backend: str
+    ops: list
+    inputs: list
+    limits: Limits | None
+    n_instructions: int
+    routines: list = field(default_factory=list)
+
+    def program(self, rename: dict[str, str] | None = None) -> list:
+        """The main ops with input names replaced through ``rename`` (missing names stay)."""
+        return self.rename(rename)[0]
+
+    def rename(self, rename: dict[str, str] | None = None) -> tuple[list, list]:
+        """(main ops, routines) with input names replaced through ``rename``."""
+        if not rename:
+            return self.ops, self.routines
+        prog = None
+        routines = None
+        for where, i, name in self.inputs:
+            new = rename.get(name)
+            if new is not None and new != name:
+                if where < 0:
+                    if prog is None:
+                        prog = list(self.ops)
+                    prog[i] = input_op(new)
+                else:
+                    if routines is None:
+                        routines = [list(r) for r in self.routines]
+                    routines[where][i] = input_op(new)
+        return (self.ops if prog is None else prog,
+                self.routines if routines is None else routines)
+
+
+def input_op(name: str) -> Op:
+    op = _INPUT_OPS.get(name)
+    if op is None:
+        op = _INPUT_OPS[name] = Op(INPUT, 0, name=name, text=f"input({name!r})")
+    return op
+
+
+def _instr_op(name: str) -> Op:
+    op = _INSTR_OPS.get(name)
+    if op is None:
+        op = _INSTR_OPS[name] = instr(name)
+    return op
+
+
+def const_op(node: Node) -> Op:
+    """The CONST/CONST64 op of a constant node, from its exact bits."""
+    op = _CONST_OPS.get(node.key)
+    if op is None:
+        t = type_id(node.dtype)
+        bits = int.from_bytes(node.key[2], "little")
+        text = f"const({node.target.item()!r}, {node.dtype!r})"
+        if node.dtype in _WIDE:
+            op = Op(CONST64, t << 8, extra=bits, text=text)
+        else:
+            op = Op(CONST, t << 8 | bits << 32, text=text)
+        _CONST_OPS[node.key] = op
+    return op
+
+
+_ROUTINE_OPS: dict[int, Op] = {}
+
+
+def _routine_op(k: int) -> Op:
+    op = _ROUTINE_OPS.get(k)
+    if op is None:
+        op = _ROUTINE_OPS[k] = routine(k)
+    return op
+
+
+def _meta(kind: str, dtype: str, slot: int | None = None) -> Op:
+    key = (kind, dtype, slot)
+    op = _META_OPS.get(key)
+    if op is None:
+        op = _META_OPS[key] = (dup(dtype) if kind == "dup" else
+                               store(dtype, slot) if kind == "store" else load(dtype, slot))
+    return op
+
+
+def _pow2(n: int, floor: int) -> int:
+    n = max(n, floor)
+    return min(1 << (n - 1).bit_length(), 1 << 20)
+
+
+def _limits(words: int, nodes: int, slots: int, depth: int) -> Limits | None:
+    if words <= 4096 and nodes <= 4096 and slots <= 16 and depth <= 256:
+        return None
+    return Limits(max_steps=_pow2(words, 4096), max_nodes=_pow2(nodes + 8, 4096),
+                  n_slots=_pow2(slots, 16), stack_capacity=_pow2(depth + 1, 256))
+
+
+def _roots(graph: Graph, order) -> list:
+    return [graph.outputs[o][1] if isinstance(o, int) else PASS + o for o in order]
+
+
+def _output_uses(roots) -> dict:
+    uses: dict = {}
+    for r in roots:
+        if r.__class__ is not str:
+            uses[r] = uses.get(r, 0) + 1
+    return uses
+
+
+def _finish(backend: str, ops: list, inputs: list, graph: Graph, slots: int,
+            n_instr: int, routines: list | None = None) -> Lowered:
+    """Attach the Limits a program needs (None when the defaults do: no stack can be deeper
+    than the number of ops)."""
+    n = len(ops)
+    if n <= 256 and slots <= 16:
+        return Lowered(backend, ops, inputs, None, n_instr, routines or [])
+    words = n + sum(1 for op in ops if op.extra is not None)
+    return Lowered(backend, ops, inputs, _limits(words, len(graph.nodes) + n, slots, n), n_instr,
+                   routines or [])
+
+
+_POST = object()           # to_stack's marker: the node below it has its operands done
+
+
+def to_stack(graph: Graph, order: tuple | None = None) -> Lowered:
+    """Stack PTX program for ``graph`` (outputs in ``order``; default: all, in order)."""
+    if order is None:
+        order = tuple(range(len(graph.outputs)))
+    roots = _roots(graph, order)
+    out_uses = _output_uses(roots)
+    out_get = out_uses.get
+    slots: dict = {}
+    slots_get = slots.get
+    ops: list = []
+    inputs: list = []
+    append = ops.append
+    n_instr = 0
+    POST = _POST
+    instr_ops, input_ops, const_ops, meta_ops = _INSTR_OPS, _INPUT_OPS, _CONST_OPS, _META_OPS
+    for root in reversed(roots):
+        if root.__class__ is str:
+            inputs.append((-1, len(ops), root))
+            append(input_op(root))
+            continue
+        stack = [root]
+        pop, push, extend = stack.pop, stack.append, stack.extend
+        while stack:
+            n = pop()
+            if n is POST:                                 # the node below: operands are done
+                n = pop()
+                t = n.target
+                append(instr_ops.get(t) or _instr_op(t))
+                n_instr += 1
+                if n.uses + out_get(n, 0) > 1:
+                    slot = slots[n] = len(slots)
+                    d = n.dtype
+                    append(meta_ops.get(("dup", d, None)) or _meta("dup", d))
+                    append(meta_ops.get(("store", d, slot)) or _meta("store", d, slot))
+                continue
+            op = n.op
+            if op == "instr":
+                slot = slots_get(n)
+                if slot is None:
+                    push(n)
+                    push(POST)
+                    extend(n.args[::-1])
+                else:
+                    append(meta_ops.get(("load", n.dtype, slot)) or _meta("load", n.dtype, slot))
+            elif op == "input":
+                inputs.append((-1, len(ops), n.target))
+                append(input_ops.get(n.target) or input_op(n.target))
+            else:
+                append(const_ops.get(n.key) or const_op(n))
+    return _finish("stack", ops, inputs, graph, len(slots), n_instr)
+
+
+def _ast_costs(roots, shared) -> tuple[dict, dict]:
+    """Per node: words executed to evaluate it (routine calls included) and routine nesting."""
+    cost: dict = {}
+    depth: dict = {}
+    for root in roots:
+        if root.__class__ is str:
+            continue
+        work = [root]
+        while work:
+            n = work[-1]
+            if n in cost:
+                work.pop()
+                continue
+            todo = [a for a in n.args if a not in cost]
+            if todo:
+                work.extend(todo)
+                continue
+            work.pop()
+            c, d = 1, 0
+            for a in n.args:
+                r = a in shared
+                c += cost[a] + r
+                d = max(d, depth[a] + r)
+            cost[n], depth[n] = c, d
+    return cost, depth
+
+
+def to_ast(graph: Graph, order: tuple | None = None, *, cap: int = AST_CAP) -> Lowered:
+    """AST PTX program for ``graph``: the expression trees of the outputs, in order. A shared
+    subtree of more than ``ROUTINE_MIN`` ops becomes a routine (called where it is used, run
+    again each time: the C core's CSE merges the repeats); smaller ones are repeated inline.
+    More than ``cap`` executed words raise TraceError suggesting ``backend="stack"``."""
+    if order is None:
+        order = tuple(range(len(graph.outputs)))
+    roots = _roots(graph, order)
+    out_uses = _output_uses(roots)
+    candidates = {n for n in graph.nodes if n.op == "instr" and n.uses + out_uses.get(n, 0) > 1}
+    cost, depth = _ast_costs(roots, ())
+    shared = {n for n in candidates if cost.get(n, 0) > ROUTINE_MIN}
+    cost, depth = _ast_costs(roots, shared)
+    steps = sum(1 if r.__class__ is str else cost[r] + (r in shared) for r in roots)
+    if steps > cap:
+        raise TraceError(f"the AST PTX program of {graph.name!r} would execute {steps} words "
+                         f"(over {cap}): shared subexpressions are evaluated again at each use",
+                         fix='use backend="stack", which keeps shared values in slots')
+    routine_of: dict = {}
+    bodies: list = []          # (node, ops)
+    inputs: list = []
+    n_instr = 0
+    instr_ops = _INSTR_OPS
+
+    def emit(root, ops: list, where: int, inline_root: bool) -> None:
+        nonlocal n_instr
+        append = ops.append
+        stack = [root]
+        pop, push = stack.pop, stack.append
+        first = inline_root
+        while stack:
+            n = pop()
+            if n.__class__ is tuple:
+                append(instr_ops.get(n[0].target) or _instr_op(n[0].target))
+                n_instr += 1
+                continue
+            op = n.op
+            if op == "instr":
+                if n in shared and not first:
+                    k = routine_of.get(n)
+                    if k is None:
+                        k = routine_of[n] = len(bodies)
+                        bodies.append((n, []))
+                    append(_routine_op(k))
+                    continue
+                first = False
+                push((n,))
+                args = n.args
+                for i in range(len(args) - 1, -1, -1):
+                    push(args[i])
+            elif op == "input":
+                inputs.append((where, len(ops), n.target))
+                append(input_op(n.target))
+            else:
+                append(const_op(n))
+    ops: list = []
+    for root in roots:
+        if root.__class__ is str:
+            inputs.append((-1, len(ops), root))
+            ops.append(input_op(root))
+        else:
+            emit(root, ops, -1, False)
+    k = 0
+    while k < len(bodies):                  # bodies may discover further routines
+        node, body = bodies[k]
+        emit(node, body, k, True)
+        k += 1
+    routines = [body for _, body in bodies]
+    low = _finish("ast", ops, inputs, graph, 0, n_instr, routines=routines)
+    if routines or steps > 4096:
+        nest = max([depth[r] + (r in shared) for r in roots if r.__class__ is not str] or [0])
+        low.limits = Limits(max_steps=_pow2(steps + 8, 4096),
+                            max_nodes=_pow2(len(graph.nodes) + 8, 4096),
+                            max_depth=min(_pow2(nest + 2, 8), 65536),
+                            stack_capacity=_pow2(3 * len(graph.nodes) + 8, 256))
+    return low

@@ -1,0 +1,260 @@
+"""The cubin cache: memory, then disk, keyed by everything that shapes a variant's cubin.
+
+A key is a blake2b digest of: the schema version, numptx's version, nvJitLink's version, the
+target architecture, the normalized link options, the template's digest (its PTX text and the
+compiler that produced it) and the stub of each site in site order. A variant whose key is cached
+skips both rendering and nvJitLink.
+
+On disk (``NUMPTX_CACHE_DIR``, default ``$XDG_CACHE_HOME/numptx`` or ``~/.cache/numptx``; set
+``NUMPTX_CACHE=0`` to keep the cache in memory only) each entry is ``cubin-v1/<ab>/<key>.cubin``:
+the raw cubin followed by a 40-byte footer (``NXCUBIN1`` and the blake2b-256 digest of the cubin),
+so ``cuobjdump`` still reads the file. Writes go to a unique temporary file in the same folder,
+are fsynced and moved into place with ``os.replace``: readers see a whole entry or none (atomic
+for readers, not crash-durable for the folder). A read whose footer or digest does not match is
+a miss (the entry is removed and rebuilt), never an error. Misses are explained at DEBUG level on
+the ``numptx.jit.cache`` logger.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import sys
+import tempfile
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from typing import NamedTuple
+
+__all__ = ["CubinCache", "CacheInfo", "default_cache", "default_cache_dir", "variant_key",
+           "template_digest", "SCHEMA"]
+
+log = logging.getLogger(__name__)
+
+#: bump when the key recipe or the file format changes
+SCHEMA = 1
+_SUBDIR = f"cubin-v{SCHEMA}"
+_MAGIC = b"NXCUBIN1"
+_FOOTER = len(_MAGIC) + 32
+
+
+def default_cache_dir() -> str:
+    """``NUMPTX_CACHE_DIR`` if set, else the platform's user cache folder + ``numptx``."""
+    env = os.environ.get("NUMPTX_CACHE_DIR")
+    if env:
+        return os.path.abspath(os.path.expanduser(env))
+    if sys.platform == "win32":
+        base = os.environ.get("LOCALAPPDATA") or os.path.expanduser("~\\AppData\\Local")
+        return os.path.join(base, "numptx", "Cache")
+    if sys.platform == "darwin":
+        return os.path.expanduser("~/Library/Caches/numptx")
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+    return os.path.join(base, "numptx")
+
+
+def _digest(*parts: bytes | str) -> str:
+    h = hashlib.blake2b(digest_size=32)
+    for p in parts:
+        b = p.encode("utf-8", "surrogateescape") if isinstance(p, str) else p
+        h.update(len(b).to_bytes(8, "little"))
+        h.update(b)
+    return h.hexdigest()
+
+
+def template_digest(ptx: str, producer: str = "") -> str:
+    """Digest of a template: its PTX text and a description of the compiler that made it."""
+    return _digest(b"template", producer, ptx)
+
+
+def _toolchain() -> tuple[str, str]:
+    from .. import __version__
+    from .nvjitlink import nvjitlink_version
+    return __version__, ".".join(map(str, nvjitlink_version()))
+
+
+def normalize_options(options: Iterable[str]) -> tuple[str, ...]:
+    """Link options as they reach nvJitLink, spelled one way (``-O3`` and ``-O 3`` collide)."""
+    out = []
+    for o in options:
+        o = " ".join(str(o).split())
+        if o.startswith("-") and " " in o and "=" not in o:
+            flag, _, val = o.partition(" ")
+            o = flag + val if len(flag) == 2 else f"{flag}={val}"
+        out.append(o)
+    return tuple(out)
+
+
+def variant_key(template: str, stubs: Sequence[str], arch: str,
+                options: Iterable[str] = ()) -> str:
+    """The cache key of a variant: ``template`` is :func:`template_digest`, ``stubs`` the stub
+    texts in site order, ``arch`` like ``sm_90``."""
+    numptx_v, nvj_v = _toolchain()
+    opts = normalize_options(options)
+    return _digest(f"numptx-cubin schema {SCHEMA}", numptx_v, nvj_v, arch, "\0".join(opts),
+                   template, str(len(stubs)), *stubs)
+
+
+class CacheInfo(NamedTuple):
+    """What :meth:`CubinCache.info` reports."""
+    directory: str | None
+    entries: int
+    bytes: int
+    memory_entries: int
+    hits: int
+    misses: int
+
+
+class CubinCache:
+    """Cubins by key: an in-memory LRU of ``memory_entries`` cubins, then files under
+    ``directory`` (``None``: memory only). Thread-safe; several processes may share a folder."""
+
+    def __init__(self, directory: str | None = None, *, memory_entries: int = 512,
+                 disk: bool | None = None):
+        if disk is None:
+            disk = os.environ.get("NUMPTX_CACHE", "1").strip().lower() not in ("0", "off", "no", "false")
+        self.directory = (os.path.abspath(directory) if directory else default_cache_dir()) if disk else None
+        self.memory_entries = memory_entries
+        self._mem: OrderedDict[str, bytes] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = self.misses = 0
+
+    def __repr__(self) -> str:
+        return f"<CubinCache {self.directory or 'memory only'}>"
+
+    def path(self, key: str) -> str | None:
+        """Where the entry of ``key`` lives on disk."""
+        if self.directory is None:
+            return None
+        return os.path.join(self.directory, _SUBDIR, key[:2], key + ".cubin")
+
+    # -- lookups ---------------------------------------------------------------------------------
+    def get(self, key: str, *, context: str = "") -> bytes | None:
+        """The cubin of ``key``, or None (a miss, explained at DEBUG level with ``context``)."""
+        with self._lock:
+            data = self._mem.get(key)
+            if data is not None:
+                self._mem.move_to_end(key)
+                self.hits += 1
+                return data
+        data, why = self._read(key)
+        with self._lock:
+            if data is None:
+                self.misses += 1
+            else:
+                self.hits += 1
+                self._remember(key, data)
+        if data is None and log.isEnabledFor(logging.DEBUG):
+            log.debug("cubin cache miss %s%s: %s", key[:16], f" ({context})" if context else "", why)
+        return data
+
+    def _read(self, key: str) -> tuple[bytes | None, str]:
+        path = self.path(key)
+        if path is None:
+            return None, "not in memory; the disk cache is off (NUMPTX_CACHE=0)"
+        try:
+            with open(path, "rb") as f:
+                raw = f.read()
+        except FileNotFoundError:
+            return None, f"not in memory, no file {path}"
+        except OSError as e:
+            return None, f"not in memory, {path} unreadable ({e})"
+        body, footer = raw[:-_FOOTER], raw[-_FOOTER:]
+        if (len(raw) <= _FOOTER or footer[:len(_MAGIC)] != _MAGIC
+                or hashlib.blake2b(body, digest_size=32).digest() != footer[len(_MAGIC):]):
+            self._discard(path)
+            return None, f"{path} is corrupt (bad footer or checksum): removed, rebuilding"
+        return body, ""
+
+    @staticmethod
+    def _discard(path: str) -> None:
+        try:
+            os.remove(path)
+        except OSError:
+            pass
+
+    def _remember(self, key: str, data: bytes) -> None:
+        if self.memory_entries <= 0:
+            return
+        self._mem[key] = data
+        self._mem.move_to_end(key)
+        while len(self._mem) > self.memory_entries:
+            self._mem.popitem(last=False)
+
+    # -- stores -----------------------------------------------------------------------------------
+    def put(self, key: str, cubin: bytes) -> None:
+        """Store ``cubin`` under ``key`` (memory, then an atomic file write; a failing disk
+        write is logged and ignored)."""
+        cubin = bytes(cubin)
+        with self._lock:
+            self._remember(key, cubin)
+        path = self.path(key)
+        if path is None:
+            return
+        folder = os.path.dirname(path)
+        tmp = None
+        try:
+            os.makedirs(folder, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{key[:16]}.", suffix=".tmp", dir=folder)
+            with os.fdopen(fd, "wb") as f:
+                f.write(cubin)
+                f.write(_MAGIC + hashlib.blake2b(cubin, digest_size=32).digest())
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+            tmp = None
+        except OSError as e:
+            log.warning("numptx: could not write the cubin cache entry %s: %s", path, e)
+        finally:
+            if tmp is not None:
+                self._discard(tmp)
+
+    # -- maintenance ----------------------------------------------------------------------------
+    def _files(self):
+        if self.directory is None:
+            return
+        root = os.path.join(self.directory, _SUBDIR)
+        for dirpath, _, names in os.walk(root):
+            for n in names:
+                if n.endswith(".cubin") or n.endswith(".tmp"):
+                    yield os.path.join(dirpath, n)
+
+    def info(self) -> CacheInfo:
+        """Folder, number and total size of disk entries, memory entries, hits and misses."""
+        entries = size = 0
+        for p in self._files():
+            if p.endswith(".cubin"):
+                try:
+                    size += os.path.getsize(p)
+                    entries += 1
+                except OSError:
+                    pass
+        with self._lock:
+            return CacheInfo(self.directory, entries, size, len(self._mem), self.hits, self.misses)
+
+    def clear(self) -> int:
+        """Remove every entry (memory and disk); return the number of disk entries removed."""
+        with self._lock:
+            self._mem.clear()
+        n = 0
+        for p in list(self._files()):
+            try:
+                os.remove(p)
+                n += p.endswith(".cubin")
+            except OSError:
+                pass
+        return n
+
+
+_default: CubinCache | None = None
+_default_lock = threading.Lock()
+
+
+def default_cache() -> CubinCache:
+    """The process-wide cache (rebuilt when ``NUMPTX_CACHE_DIR`` or ``NUMPTX_CACHE`` change)."""
+    global _default
+    with _default_lock:
+        want = default_cache_dir() if os.environ.get("NUMPTX_CACHE", "1").strip().lower() not in (
+            "0", "off", "no", "false") else None
+        if _default is None or _default.directory != want:
+            _default = CubinCache(want, disk=want is not None)
+        return _default

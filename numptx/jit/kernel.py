@@ -1,0 +1,230 @@
+"""``@nx.kernel``: a numba-cuda kernel with injection sites (:func:`numptx.site`).
+
+::
+
+    @nx.kernel                                   # or @nx.kernel(cc=(8, 0)), @nx.kernel("void(...)")
+    def apply(out, a, b):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = nx.site("combine", x=a[i], y=b[i], out={"z": nx.f32})
+
+    ptx = apply.ptx(out, a, b)                   # template PTX for these argument types
+    v = apply.inject(combine=stub)               # a KernelVariant
+    v.ptx, v.cubin, v.sites                      # for the last compiled (or declared) signature
+    v[blocks, threads](out, a, b)                # launch through numba-cuda (or the simulator)
+
+numba compiles the template once per argument-type signature and architecture (``cc``, default
+(9, 0)); the kernel name is read from the PTX ``.entry`` (numba mangles it).
+"""
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ..errors import NumptxError
+from .arch import normalize_arch
+from .cache import CubinCache
+from .numba_site import SIMULATOR
+from .template import Template, Variant
+
+__all__ = ["kernel", "Kernel", "KernelVariant", "NumbaTemplate"]
+
+
+def _cc(arch: Any) -> tuple[tuple[int, int], str]:
+    number, suffix = normalize_arch(arch)
+    return (number // 10, number % 10), suffix
+
+
+def _numba_types():
+    from numba.cuda import types
+    return types
+
+
+class NumbaTemplate(Template):
+    """The PTX numba-cuda made for one signature of a :class:`Kernel`; ``argtypes`` are the
+    numba argument types."""
+
+    def __init__(self, kernel: Kernel, argtypes: tuple, ptx: str, *, arch: str, producer: str):
+        self.kernel, self.argtypes = kernel, argtypes
+        super().__init__(ptx, arch=arch, link_options=kernel.link_options, producer=producer,
+                         cache=kernel._cache_opt)
+
+    def _launcher(self, variant: Variant, config):
+        return KernelVariant(self.kernel, variant.stub_map)[config]
+
+    def __repr__(self) -> str:
+        return f"<NumbaTemplate {self.kernel.__name__}{tuple(map(str, self.argtypes))} {self.arch}>"
+
+
+class Kernel:
+    """A numba-cuda kernel with sites: compile templates with :meth:`template`/:meth:`ptx`, make
+    variants with :meth:`inject` and :meth:`build_many`. Options: ``cc`` (architecture of the
+    templates, default (9, 0)), ``fastmath``, ``lineinfo``, ``opt`` (numba's), ``link_options``
+    (nvJitLink's), ``cache`` (True: the default cubin cache, None/False: none, or a
+    :class:`~numptx.jit.cache.CubinCache`)."""
+
+    def __init__(self, py_func, signature=None, *, cc: Any = (9, 0), fastmath: bool = False,
+                 lineinfo: bool = False, opt: bool = True, link_options: Iterable[str] = (),
+                 cache: CubinCache | None | bool = True):
+        if not callable(py_func):
+            raise NumptxError(f"nx.kernel decorates a Python function, not {type(py_func).__name__}")
+        self.py_func = py_func
+        self.__name__ = getattr(py_func, "__name__", "kernel")
+        self.__doc__ = getattr(py_func, "__doc__", None)
+        self.cc, self._suffix = _cc(cc)
+        self.options = {"fastmath": fastmath, "lineinfo": lineinfo, "opt": opt}
+        self.link_options = tuple(link_options)
+        self._cache_opt = cache
+        self._templates: dict[tuple, NumbaTemplate] = {}
+        self._lock = threading.RLock()
+        self._dispatcher = None
+        self._last: tuple | None = None
+        self._declared: tuple | None = None
+        if signature is not None:
+            self._declared = self._parse_signature(signature)
+
+    def __repr__(self) -> str:
+        return f"<nx.kernel {self.__name__} cc={self.cc}>"
+
+    # -- signatures -------------------------------------------------------------------------------
+    @staticmethod
+    def _parse_signature(signature) -> tuple:
+        from numba.cuda.core import sigutils
+        args, ret = sigutils.normalize_signature(signature)
+        if ret is not None and ret != _numba_types().none:
+            raise NumptxError(f"a kernel returns nothing; signature {signature!r} returns {ret}")
+        return tuple(args)
+
+    @property
+    def dispatcher(self):
+        """The numba-cuda dispatcher of the Python function (made on first use)."""
+        if self._dispatcher is None:
+            from numba import cuda
+            opts = {} if SIMULATOR else {"fastmath": self.options["fastmath"],
+                                         "lineinfo": self.options["lineinfo"],
+                                         "opt": self.options["opt"]}
+            self._dispatcher = cuda.jit(**opts)(self.py_func)
+        return self._dispatcher
+
+    def argtypes(self, *args: Any, signature=None) -> tuple:
+        """Numba argument types of example arguments (values, or numba types as they are), or
+        of ``signature``; with neither, the declared or most recently compiled signature."""
+        if signature is not None:
+            if args:
+                raise NumptxError("give example arguments or signature=, not both")
+            return self._parse_signature(signature)
+        if not args:
+            sig = self._declared or self._last
+            if sig is None:
+                raise NumptxError(f"kernel {self.__name__!r} has no signature yet: call "
+                                  f"{self.__name__}.ptx(*example_args) (or .template), or declare "
+                                  f"one with @nx.kernel('void(float32[:], ...)')")
+            return sig
+        types = _numba_types()
+        disp = self.dispatcher
+        return tuple(a if isinstance(a, types.Type) else disp.typeof_pyval(a) for a in args)
+
+    # -- templates --------------------------------------------------------------------------------
+    def template(self, *args: Any, signature=None, cc: Any = None) -> NumbaTemplate:
+        """The template for these argument types, compiled by numba-cuda on first use."""
+        if SIMULATOR:
+            raise NumptxError("numba-cuda's simulator (NUMBA_ENABLE_CUDASIM=1) compiles no PTX: "
+                              "templates, .ptx and .cubin need the real numba-cuda (no GPU needed); "
+                              "launching a variant works in the simulator")
+        argtypes = self.argtypes(*args, signature=signature)
+        ccv, suffix = (self.cc, self._suffix) if cc is None else _cc(cc)
+        key = (argtypes, ccv, suffix)
+        with self._lock:
+            t = self._templates.get(key)
+            if t is None:
+                t = self._templates[key] = self._compile(argtypes, ccv, suffix)
+            if args or signature is not None:
+                self._last = argtypes
+        return t
+
+    def _compile(self, argtypes: tuple, cc: tuple[int, int], suffix: str) -> NumbaTemplate:
+        from numba import cuda
+        import numba_cuda
+        ptx, _ = cuda.compile_ptx(self.py_func, argtypes, cc=cc, **self.options)
+        return NumbaTemplate(self, argtypes, ptx, arch=f"sm_{cc[0]}{cc[1]}{suffix}",
+                             producer=f"numba-cuda {numba_cuda.__version__} {self.options}")
+
+    def ptx(self, *args: Any, signature=None, cc: Any = None) -> str:
+        """Template PTX for example arguments (or ``signature``)."""
+        return self.template(*args, signature=signature, cc=cc).ptx
+
+    def sites(self, *args: Any, signature=None) -> Mapping:
+        return self.template(*args, signature=signature).sites
+
+    # -- variants ---------------------------------------------------------------------------------
+    def inject(self, stubs: Mapping[str, Any] | None = None, /, *, missing: str = "error",
+               **kw: Any) -> KernelVariant:
+        """A :class:`KernelVariant`: this kernel with stubs at its sites. Its ``ptx``/``cubin``
+        are for the declared or most recently compiled signature; a launch picks the template
+        for the launch's argument types."""
+        from .template import _merge
+        return KernelVariant(self, _merge(stubs, kw), missing=missing)
+
+    def build_many(self, batch: Iterable[Mapping[str, Any]], *, args: tuple = (), signature=None,
+                   **kw: Any) -> list:
+        """:meth:`Template.build_many` on the template of ``args`` / ``signature`` (default:
+        the declared or most recently compiled one)."""
+        return self.template(*args, signature=signature).build_many(batch, **kw)
+
+    def __getitem__(self, config):
+        raise NumptxError(f"kernel {self.__name__!r} has injection sites: launch a variant, "
+                          f"{self.__name__}.inject(site=stub, ...)[grid, block](...)")
+
+    def __call__(self, *args, **kwargs):
+        raise NumptxError(f"kernel {self.__name__!r} is launched as a variant: "
+                          f"{self.__name__}.inject(...)[grid, block](...)")
+
+
+class KernelVariant:
+    """A :class:`Kernel` with its stubs. ``specialize(*args)`` gives the :class:`Variant` of one
+    signature; ``ptx``, ``cubin``, ``sites``, ``entry``, ``arch`` and ``key`` are those of the
+    kernel's declared or most recently compiled signature; ``variant[grid, block](*args)``
+    launches through numba-cuda (or runs in the simulator)."""
+
+    def __init__(self, kernel: Kernel, stubs: dict[str, Any], *, missing: str = "error"):
+        self.kernel, self.stubs, self.missing = kernel, stubs, missing
+        self._variants: dict[int, Variant] = {}
+
+    def specialize(self, *args: Any, signature=None, cc: Any = None) -> Variant:
+        """The :class:`Variant` for these argument types (see :meth:`Kernel.template`)."""
+        return self.for_template(self.kernel.template(*args, signature=signature, cc=cc))
+
+    def for_template(self, template: Template) -> Variant:
+        v = self._variants.get(id(template))
+        if v is None or v.template is not template:
+            v = self._variants[id(template)] = template.inject(self.stubs, missing=self.missing)
+        return v
+
+    @property
+    def variant(self) -> Variant:
+        return self.specialize()
+
+    ptx = property(lambda self: self.variant.ptx, doc="rendered PTX (default signature)")
+    cubin = property(lambda self: self.variant.cubin, doc="cubin (default signature)")
+    sites = property(lambda self: self.variant.sites)
+    entry = property(lambda self: self.variant.entry)
+    arch = property(lambda self: self.variant.arch)
+    key = property(lambda self: self.variant.key)
+
+    def __getitem__(self, config):
+        from .launch import KernelLaunch
+        return KernelLaunch(self, config)
+
+    def __repr__(self) -> str:
+        return f"<KernelVariant {self.kernel.__name__} stubs for {', '.join(self.stubs) or 'none'}>"
+
+
+def kernel(fn=None, /, signature=None, **options: Any):
+    """Decorate a Python function as a :class:`Kernel` (``@nx.kernel``, ``@nx.kernel(cc=(8, 0))``
+    or ``@nx.kernel("void(float32[:], float32[:])")``)."""
+    if fn is not None and not callable(fn):
+        fn, signature = None, fn
+    if fn is None:
+        return lambda f: Kernel(f, signature, **options)
+    return Kernel(fn, signature, **options)

@@ -1,0 +1,257 @@
+"""Launching variants of numba kernels: ``variant[grid, block, stream, sharedmem](*args)``.
+
+On a GPU, numba-cuda compiles the kernel for the argument types and the device (its argument
+marshalling, array transfers and launch code are used as they are); numptx injects the stubs into
+that PTX, assembles it with nvJitLink (through the cubin cache), loads the cubin in the current
+context and launches its kernel with numba's launcher. Kernels that need numba to link more code
+(NRT, cooperative groups, ``link=[...]`` files) are refused.
+
+Under the simulator (``NUMBA_ENABLE_CUDASIM=1``) the Python function runs on the CPU and each
+``nx.site`` evaluates its stub: expressions with a ``.stub`` method are called with the site's
+inputs (their NumPy reference), PTX text and Stack PTX programs run in the stub emulator
+(:func:`numptx.emulate`).
+"""
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ..errors import NumptxError
+from ..inject import Site, Variable
+from . import numba_site
+from .numba_site import SIMULATOR, SiteError, SiteSpec
+
+__all__ = ["KernelLaunch", "LaunchError"]
+
+
+class LaunchError(NumptxError):
+    """A variant that cannot be launched here (no GPU, unsupported kernel)."""
+
+
+def _parse_config(config) -> tuple:
+    if not isinstance(config, tuple):
+        config = (config,)
+    if not 2 <= len(config) <= 4:
+        raise LaunchError(f"launch configuration is [grid, block] or [grid, block, stream, "
+                          f"sharedmem], got {len(config)} item(s)")
+    grid, block, stream, shared = (tuple(config) + (0, 0))[:4]
+    return grid, block, stream, shared
+
+
+class KernelLaunch:
+    """``variant[config]``: call it with the kernel's arguments."""
+
+    def __init__(self, kv, config):
+        self.kv = kv
+        self.config = _parse_config(config)
+
+    def __call__(self, *args: Any) -> None:
+        if SIMULATOR:
+            return _launch_simulator(self.kv, self.config, args)
+        return _launch_gpu(self.kv, self.config, args)
+
+
+# ---------------------------------------------------------------------------------------------
+# the simulator
+# ---------------------------------------------------------------------------------------------
+_sim_launch_lock = threading.Lock()
+
+
+def _np_dtype(dtype_name: str) -> np.dtype:
+    from ..instructions import NP_DTYPE
+    from ..dtypes import get_dtype
+    if dtype_name in NP_DTYPE:
+        return NP_DTYPE[dtype_name]
+    return {"h": np.dtype(np.uint16), "r": np.dtype(np.uint32), "l": np.dtype(np.uint64),
+            "f": np.dtype(np.float32), "d": np.dtype(np.float64)}[get_dtype(dtype_name).constraint]
+
+
+def _site_of(spec: SiteSpec) -> Site:
+    from ..dtypes import get_dtype
+    variables = tuple(Variable(n, k, t, get_dtype(t).reg, f"v_{n}") for k, t, n in spec.variables)
+    return Site(spec.name, variables, 1)
+
+
+def _typed_inputs(spec: SiteSpec, values: dict) -> dict:
+    out = {}
+    for k, t, n in spec.variables:
+        if k != "out":
+            v = np.asarray(values[n])
+            dt = _np_dtype(t)
+            out[n] = (v.astype(dt) if v.dtype.kind != dt.kind or v.dtype.itemsize != dt.itemsize
+                      else v)[()]
+    return out
+
+
+def _evaluator(stub: Any):
+    """fn(spec, values) -> the site's result, for one stub object."""
+    from ..dsl.emulator import emulate
+
+    def finish(spec: SiteSpec, got: dict):
+        res = []
+        for kind in ("out", "mod"):
+            for k, t, n in spec.variables:
+                if k == kind:
+                    res.append(np.asarray(got[n]).astype(_np_dtype(t)).reshape(())[()])
+        return None if not res else res[0] if len(res) == 1 else tuple(res)
+
+    def written(spec):
+        return [(n, t) for k, t, n in spec.variables if k != "in"]
+
+    if callable(getattr(stub, "stub", None)) and callable(stub):
+        # bound like .stub(site) binds: parameters by name (else in declaration order), results
+        # by name (dict), in out/mod declaration order (tuple), or to the outputs alone
+        params = getattr(stub, "params", None)
+
+        def run_expr(spec, values):
+            ins = _typed_inputs(spec, values)
+            if isinstance(params, Mapping) and not set(params) <= set(ins):
+                r = stub(*ins.values())
+            else:
+                r = stub(**ins)
+            outs = written(spec)
+            if isinstance(r, Mapping):
+                got = dict(r)
+            else:
+                seq = tuple(r) if isinstance(r, (tuple, list)) else (r,)
+                only_outs = [(n, t) for k, t, n in spec.variables if k == "out"]
+                if len(seq) == len(outs):
+                    got = {n: v for (n, _), v in zip(outs, seq)}
+                elif len(seq) == len(only_outs):
+                    got = {n: v for (n, _), v in zip(only_outs, seq)}
+                else:
+                    raise SiteError(f"site {spec.name!r}: the expression returned {len(seq)} "
+                                    f"value(s) for the output(s) {[n for n, _ in outs]}")
+            for k, t, n in spec.variables:      # mods the formula does not return keep their value
+                if k == "mod" and n not in got:
+                    got[n] = ins[n]
+            missing = [n for n, _ in outs if n not in got]
+            if missing:
+                raise SiteError(f"site {spec.name!r}: the expression gave no value for {missing}")
+            return finish(spec, got)
+        return run_expr
+
+    if isinstance(stub, str) or isinstance(stub, (list, tuple)) or type(stub).__name__ == "ndarray":
+        def run_ptx(spec, values):
+            text = stub
+            if not isinstance(stub, str):
+                from .. import stack_ptx as sp
+                text = sp.compile(stub, site=_site_of(spec))
+            ins = {f"v_{n}": v for n, v in _typed_inputs(spec, values).items()}
+            outs = {f"v_{n}": t for n, t in written(spec)}
+            res = emulate(str(text), ins, outs)
+            return finish(spec, {n: res[f"v_{n}"] for n, _ in written(spec)})
+        return run_ptx
+
+    raise LaunchError(f"the simulator cannot evaluate a stub of type {type(stub).__name__}")
+
+
+def _launch_simulator(kv, config, args) -> None:
+    grid, block, stream, shared = config
+    evaluators = {name: _evaluator(stub) for name, stub in kv.stubs.items()}
+    disp = kv.kernel.dispatcher
+    with _sim_launch_lock:
+        numba_site._sim_evaluators = evaluators
+        try:
+            disp[grid, block, stream, shared](*args)
+        finally:
+            numba_site._sim_evaluators = None
+
+
+# ---------------------------------------------------------------------------------------------
+# a GPU
+# ---------------------------------------------------------------------------------------------
+_HOW_TO_SIMULATE = ("no CUDA GPU is available to launch this variant; run the kernel on the CPU "
+                    "with numba-cuda's simulator: set NUMBA_ENABLE_CUDASIM=1 in the environment "
+                    "before Python starts (e.g. NUMBA_ENABLE_CUDASIM=1 python script.py), where "
+                    "nx.site evaluates the injected stubs")
+
+
+class _LoadedLibrary:
+    """Stands in for a numba code library in a copy of its kernel: hands out our function."""
+
+    def __init__(self, cufunc, original):
+        self._cufunc, self._original = cufunc, original
+
+    def get_cufunc(self):
+        return self._cufunc
+
+    def __getattr__(self, name):
+        return getattr(self._original, name)
+
+
+_gpu_lock = threading.Lock()
+_gpu_templates: dict = {}     # (kernel id, argtypes, cc) -> (numba _Kernel, NumbaTemplate)
+#: (variant key, device id) -> (launchable numba _Kernel copy, context, module); least recently
+#: launched first, modules beyond MAX_LOADED unloaded
+_gpu_functions: OrderedDict = OrderedDict()
+MAX_LOADED = 256
+
+
+def _launch_gpu(kv, config, args) -> None:
+    from numba import cuda
+    try:
+        available = cuda.is_available()
+    except Exception:   # noqa: BLE001 - a broken driver reads as "no GPU"
+        available = False
+    if not available:
+        raise LaunchError(_HOW_TO_SIMULATE)
+    from numba.cuda.cudadrv import devices
+    from .kernel import NumbaTemplate
+
+    k = kv.kernel
+    disp = k.dispatcher
+    argtypes = tuple(disp.typeof_pyval(a) for a in args)
+    ctx = devices.get_context()
+    cc = ctx.device.compute_capability
+    tkey = (id(k), argtypes, cc)
+    with _gpu_lock:
+        entry = _gpu_templates.get(tkey)
+    if entry is None:
+        nk = disp.compile(argtypes)
+        lib = nk._codelibrary
+        if getattr(lib, "_linking_files", None) or getattr(lib, "needs_cudadevrt", False):
+            raise LaunchError(f"kernel {k.__name__!r} needs numba to link more code (NRT, "
+                              f"cooperative groups or link= files), which numptx variants do not "
+                              f"support yet")
+        import numba_cuda
+        ptx = lib.get_asm_str(cc=cc)
+        tmpl = NumbaTemplate(k, argtypes, ptx, arch=f"sm_{cc[0]}{cc[1]}",
+                             producer=f"numba-cuda {numba_cuda.__version__} launch")
+        entry = (nk, tmpl)
+        with _gpu_lock:
+            _gpu_templates[tkey] = entry
+    nk, tmpl = entry
+    variant = kv.for_template(tmpl)
+    fkey = (variant.key, ctx.device.id)
+    with _gpu_lock:
+        hit = _gpu_functions.get(fkey)
+        if hit is not None:
+            _gpu_functions.move_to_end(fkey)
+    if hit is None:
+        module = ctx.create_module_image(variant.cubin)
+        cufunc = module.get_function(tmpl.entry)
+        # a shallow copy (numba kernels pickle through __reduce__, so copy.copy would rebuild)
+        launchable = object.__new__(type(nk))
+        launchable.__dict__.update(nk.__dict__)
+        launchable._codelibrary = _LoadedLibrary(cufunc, nk._codelibrary)
+        launchable.bind()
+        hit = (launchable, ctx, module)
+        with _gpu_lock:
+            _gpu_functions[fkey] = hit
+            evicted = []
+            while len(_gpu_functions) > MAX_LOADED:
+                evicted.append(_gpu_functions.popitem(last=False)[1])
+        for _, old_ctx, old_module in evicted:
+            try:
+                old_ctx.synchronize()          # its kernels may still run on some stream
+                old_ctx.unload_module(old_module)
+            except Exception:   # noqa: BLE001 - the context may be gone already
+                pass
+    launchable = hit[0]
+    cfg = disp.configure(*config)       # numba's checks of the dimensions and the stream
+    launchable.launch(args, cfg.griddim, cfg.blockdim, cfg.stream, cfg.sharedmem)

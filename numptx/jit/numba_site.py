@@ -1,0 +1,525 @@
+"""``nx.site``: injection sites inside numba-cuda kernels.
+
+::
+
+    @cuda.jit
+    def apply(out, a, b, acc):
+        i = cuda.grid(1)
+        z = nx.site("combine", x=a[i], y=b[i], out={"z": nx.f32})
+        z, s = nx.site("step", x=z, out={"z": nx.f32}, mod={"acc": acc[i]})
+
+Each call becomes one side-effecting inline-asm block with exactly the text that
+``PTX_INJECT`` emits in CUDA C++ (:func:`numptx.annotate.site_asm_text`), so
+:class:`numptx.PtxInject` parses numba templates like CUDA ones.
+
+Arguments: the site name (a string constant), then the variables as keyword arguments in
+declaration order: ``name=value`` is an input, ``out={"z": type, ...}`` declares outputs,
+``mod={"acc": value, ...}`` read-and-written values (``out`` and ``mod`` are reserved words).
+An input or mod value may carry an explicit type, ``x=(value, nx.u32)``; otherwise its type
+follows the numba type of the value (float16 f16, bfloat16 bf16, float32 f32, float64 f64,
+int32 s32, uint32 u32, int64 s64, uint64 u64, int16/uint16 b16; Python ints are int64). Types are
+written as names (``"f32"``), numptx DSL type objects, numba or NumPy types (``.name``). The call
+returns the outputs then the updated mods, in declaration order: one value alone, else a tuple.
+
+How it works: numba types keyword arguments but not dictionaries on the GPU, so a numba IR
+rewrite (``before-inference``, registered when this module is imported, i.e. by
+``import numptx``) turns each ``site(...)`` call into a call of an intrinsic generated for its
+name and variables, with the in/mod values as positional arguments. Site names, variable names
+and types must therefore be compile-time constants; ``out``/``mod`` must be dict literals in
+the same basic block as the call.
+
+Under the CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``) ``site`` is a plain Python function
+that evaluates the stub injected by the running variant (:mod:`numptx.jit.template`).
+"""
+from __future__ import annotations
+
+import os
+import re
+import threading
+import types as _pytypes
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
+
+from ..annotate import site_asm_text
+from ..dtypes import DType, get_dtype
+from ..errors import NumptxError
+
+__all__ = ["site", "SiteError", "SiteSpec", "dtype_name", "SIMULATOR"]
+
+#: whether numba-cuda runs as its simulator in this process
+SIMULATOR = os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
+
+_RESERVED = ("out", "mod")
+
+
+class SiteError(NumptxError):
+    """A malformed ``nx.site(...)`` call, or a site evaluated where no stub is available."""
+
+
+# ---------------------------------------------------------------------------------------------
+# types
+# ---------------------------------------------------------------------------------------------
+_ALIASES = {"float16": "f16", "half": "f16", "bfloat16": "bf16", "__nv_bfloat16": "bf16",
+            "float32": "f32", "float": "f32", "float64": "f64", "double": "f64",
+            "int32": "s32", "uint32": "u32", "int64": "s64", "uint64": "u64",
+            "int16": "b16", "uint16": "b16"}
+
+
+def dtype_name(obj: Any) -> str:
+    """The site type named by ``obj``: a type name (``"f32"``), an object whose ``.name`` is
+    one (DSL types, numba and NumPy types), or anything whose ``str()`` is one."""
+    if isinstance(obj, DType):
+        return obj.name
+    if isinstance(obj, str):
+        name = obj
+    elif isinstance(getattr(obj, "name", None), str):
+        name = obj.name
+    elif isinstance(obj, type) and hasattr(obj, "__name__"):
+        name = obj.__name__            # np.float32
+    else:
+        name = str(obj)
+    name = name.strip().lower()
+    return _ALIASES.get(name, name)
+
+
+def _resolve_dtype(obj: Any, what: str) -> DType:
+    try:
+        return get_dtype(dtype_name(obj))
+    except NumptxError as e:
+        raise SiteError(f"{what}: {e}") from None
+
+
+class SiteSpec(NamedTuple):
+    """A site as called: its name and variables ``(kind, dtype or None, name)`` in declaration
+    order; ``None`` means the type follows the value's type."""
+    name: str
+    variables: tuple
+
+    def asm_text(self, dtypes: list[DType]) -> str:
+        """The asm template with numba operand placeholders (``$0``...)."""
+        vs = [(k, dt, n) for (k, _, n), dt in zip(self.variables, dtypes)]
+        return re.sub(r"%(\d+)", r"$\1", site_asm_text(self.name, vs))
+
+    @property
+    def n_values(self) -> int:
+        return sum(1 for k, _, _ in self.variables if k != "out")
+
+
+def _check_name(spec_name: str, vname: str, what: str) -> None:
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", vname or ""):
+        raise SiteError(f"site {spec_name!r}: {what} name {vname!r} is not an identifier")
+
+
+# ---------------------------------------------------------------------------------------------
+# the Python function: the simulator's (and a clear error elsewhere)
+# ---------------------------------------------------------------------------------------------
+#: site name -> evaluator, set by a variant launch under the simulator (numptx.jit.launch)
+_sim_evaluators: dict[str, Callable] | None = None
+
+
+def _split_value(spec_name: str, vname: str, value: Any) -> tuple[Any, str | None]:
+    if isinstance(value, tuple):
+        if len(value) != 2:
+            raise SiteError(f"site {spec_name!r}: {vname}=(value, type) expects a pair")
+        return value[0], dtype_name(value[1])
+    return value, None
+
+
+def _value_dtype(value: Any) -> str:
+    """Site type of a simulator value, like numba would type it."""
+    import numpy as np
+    if isinstance(value, (bool, np.bool_)):
+        raise SiteError("booleans cannot feed a site; convert to int32 or float32")
+    if isinstance(value, int):
+        return "s64"
+    if isinstance(value, float):
+        return "f64"
+    name = np.asarray(value).dtype.name
+    if name in _ALIASES:
+        return _ALIASES[name]
+    raise SiteError(f"a site value of type {name} is not supported; cast to a supported type")
+
+
+def _sim_spec(name: Any, kwargs: Mapping[str, Any]) -> tuple[SiteSpec, dict[str, Any]]:
+    if not isinstance(name, str):
+        raise SiteError(f"site(): the first argument is the site name (a string), not {name!r}")
+    variables, values = [], {}
+    for key, value in kwargs.items():
+        if key == "out":
+            for vname, t in dict(value).items():
+                variables.append(("out", dtype_name(t), vname))
+        elif key == "mod":
+            for vname, v in dict(value).items():
+                v, t = _split_value(name, vname, v)
+                variables.append(("mod", t or _value_dtype(v), vname))
+                values[vname] = v
+        else:
+            v, t = _split_value(name, key, value)
+            variables.append(("in", t or _value_dtype(v), key))
+            values[key] = v
+    for _, t, vname in variables:
+        _check_name(name, vname, "variable")
+        _resolve_dtype(t, f"site {name!r}, variable {vname!r}")
+    return SiteSpec(name, tuple(variables)), values
+
+
+def site(name: str, /, **variables: Any) -> Any:
+    """Mark an injection site in a numba-cuda kernel (see the module documentation).
+
+    Inside ``@cuda.jit`` / ``@nx.kernel`` code this call is compiled into the site's inline asm.
+    Under the CUDA simulator it evaluates the stub that the launched variant injects here.
+    """
+    spec, values = _sim_spec(name, variables)
+    evaluators = _sim_evaluators
+    if evaluators is None:
+        if SIMULATOR:
+            raise SiteError(f"site {name!r} ran under the simulator without a stub: launch a "
+                            f"variant (kernel.inject({name}=...)[grid, block](...)), not the "
+                            f"template")
+        raise SiteError(f"nx.site({name!r}, ...) only works inside a numba-cuda kernel "
+                        f"(@cuda.jit or @nx.kernel) or under the simulator (NUMBA_ENABLE_CUDASIM=1)")
+    fn = evaluators.get(name)
+    if fn is None:
+        raise SiteError(f"site {name!r}: the launched variant has no stub for it "
+                        f"(stubs for: {', '.join(sorted(evaluators)) or 'none'})")
+    return fn(spec, values)
+
+
+# ---------------------------------------------------------------------------------------------
+# numba-cuda: the intrinsic and the IR rewrite
+# ---------------------------------------------------------------------------------------------
+_intrinsics: dict[SiteSpec, Any] = {}
+_intrinsics_lock = threading.Lock()
+
+
+def _numba_parts():
+    from llvmlite import ir as llir
+    from numba.cuda import types as nbt
+    return llir, nbt
+
+
+# numba type of the built-in value types; the others travel as the carrier of their constraint
+def _numba_type_of(dt: DType):
+    _, nbt = _numba_parts()
+    by_name = {"f16": nbt.float16, "bf16": nbt.bfloat16, "f32": nbt.float32, "f64": nbt.float64,
+               "s32": nbt.int32, "u32": nbt.uint32, "s64": nbt.int64, "u64": nbt.uint64}
+    if dt.builtin and dt.name in by_name:
+        return by_name[dt.name]
+    return {"h": nbt.uint16, "r": nbt.uint32, "l": nbt.uint64,
+            "f": nbt.float32, "d": nbt.float64}[dt.constraint]
+
+
+def _dtype_of_numba(ty) -> str | None:
+    _, nbt = _numba_parts()
+    ty = nbt.unliteral(ty)
+    if isinstance(ty, nbt.Boolean):
+        return None
+    return _ALIASES.get(str(ty)) if isinstance(ty, (nbt.Number,)) or ty == nbt.bfloat16 else None
+
+
+def _make_intrinsic(spec: SiteSpec):
+    from numba.cuda import types as nbt
+    from numba.cuda.extending import intrinsic
+    llir, _ = _numba_parts()
+    carriers = {"h": llir.IntType(16), "r": llir.IntType(32), "l": llir.IntType(64),
+                "f": llir.FloatType(), "d": llir.DoubleType()}
+
+    def variable(typingctx, kind, tname, vname, ty):
+        """(dtype, value type, carrier type, convert?) of one variable; value type is what
+        comes in (in, mod) or goes out (out, mod)."""
+        what = f"site {spec.name!r}, {kind} variable {vname!r}"
+        if kind == "out":
+            dt = _resolve_dtype(tname, what)
+            return dt, _numba_type_of(dt), _numba_type_of(dt), False
+        ty = nbt.unliteral(ty)
+        if tname is None:
+            inferred = _dtype_of_numba(ty)
+            if inferred is None:
+                raise SiteError(f"{what}: values of numba type {ty} cannot feed a site; cast "
+                                f"them (float32(v), int32(v), ...) or give a type: {vname}=(v, nx.f32)")
+            dt = get_dtype(inferred)
+        else:
+            dt = _resolve_dtype(tname, what)
+        carrier = _numba_type_of(dt)
+        if ty != carrier:
+            if dt.mode == "value":
+                if typingctx.can_convert(ty, carrier) is None:
+                    raise SiteError(f"{what}: cannot convert {ty} to {dt.name}")
+            elif getattr(ty, "bitwidth", None) != dt.size * 8:
+                raise SiteError(f"{what}: {dt.name} copies bits and needs a {dt.size * 8}-bit value, "
+                                f"got {ty}")
+        return dt, ty, carrier, dt.mode == "value"
+
+    def convert(context, builder, v, fromty, toty, by_value):
+        if fromty == toty:
+            return v
+        if by_value:
+            return context.cast(builder, v, fromty, toty)
+        return builder.bitcast(v, context.get_value_type(toty))
+
+    def typer(typingctx, *args):
+        if len(args) != spec.n_values:
+            return None
+        it = iter(args)
+        vs = [variable(typingctx, k, t, n, None if k == "out" else next(it))
+              for k, t, n in spec.variables]
+        order = ([i for i, v in enumerate(spec.variables) if v[0] == "out"]
+                 + [i for i, v in enumerate(spec.variables) if v[0] == "mod"])
+        results = [vs[i][1] for i in order]
+        ret = nbt.none if not results else results[0] if len(results) == 1 else nbt.Tuple(results)
+        text = spec.asm_text([v[0] for v in vs])
+
+        def codegen(context, builder, signature, llargs):
+            # every variable is an output operand ("=c", $i), in/mod ones tied to an input ("i"):
+            # the operand numbering of PTX_INJECT's "+c"/"=c" operands
+            lltys = [carriers[dt.constraint] for dt, _, _, _ in vs]
+            ins, cons = [], [f"={dt.constraint}" for dt, _, _, _ in vs]
+            vals = iter(llargs)
+            for i, ((kind, _, _), (dt, ty, carrier, by_value)) in enumerate(zip(spec.variables, vs)):
+                if kind != "out":
+                    v = convert(context, builder, next(vals), ty, carrier, by_value)
+                    ins.append(v if v.type == lltys[i] else builder.bitcast(v, lltys[i]))
+                    cons.append(str(i))
+            rty = (llir.VoidType() if not lltys else lltys[0] if len(lltys) == 1
+                   else llir.LiteralStructType(lltys))
+            asm = llir.InlineAsm(llir.FunctionType(rty, [v.type for v in ins]), text,
+                                 ",".join(cons), side_effect=True)
+            res = builder.call(asm, ins)
+            if not order:
+                return context.get_dummy_value()
+            outs = []
+            for i in order:
+                dt, ty, carrier, by_value = vs[i]
+                v = res if len(lltys) == 1 else builder.extract_value(res, i)
+                llty = context.get_value_type(carrier)
+                v = v if v.type == llty else builder.bitcast(v, llty)
+                outs.append(convert(context, builder, v, carrier, ty, by_value))
+            if len(outs) == 1:
+                return outs[0]
+            return context.make_tuple(builder, signature.return_type, outs)
+
+        return ret(*args), codegen
+
+    # numba folds the call's arguments with the typer's signature: give it one name per value
+    params = "".join(f", v{i}" for i in range(spec.n_values))
+    ns: dict = {"_typer": typer}
+    exec(f"def numptx_site_{spec.name}(typingctx{params}):\n"
+         f"    return _typer(typingctx{params})\n", ns)
+    return intrinsic(ns[f"numptx_site_{spec.name}"])
+
+
+def _intrinsic_for(spec: SiteSpec):
+    with _intrinsics_lock:
+        fn = _intrinsics.get(spec)
+        if fn is None:
+            fn = _intrinsics[spec] = _make_intrinsic(spec)
+        return fn
+
+
+def _register_rewrite() -> None:
+    from numba.cuda.core import ir
+    from numba.cuda.core.errors import UnsupportedError
+    from numba.cuda.core.rewrites import Rewrite, register_rewrite
+
+    _PURE = (ir.Global, ir.FreeVar, ir.Const)
+
+    def value_of(func_ir, var, depth=0):
+        """The compile-time Python value of ``var`` (a constant, a global or module attribute);
+        raises KeyError when it has none."""
+        if depth > 8:
+            raise KeyError(var)
+        try:
+            d = func_ir.get_definition(var)
+        except Exception:
+            raise KeyError(var) from None
+        if isinstance(d, _PURE):
+            return d.value
+        if isinstance(d, ir.Expr) and d.op == "getattr":
+            base = value_of(func_ir, d.value, depth + 1)
+            if isinstance(base, (_pytypes.ModuleType, type)):    # no user getattr code runs
+                try:
+                    return getattr(base, d.attr)
+                except AttributeError:
+                    raise KeyError(var) from None
+        if isinstance(d, ir.Var):
+            return value_of(func_ir, d, depth + 1)
+        raise KeyError(var)
+
+    def is_site_call(func_ir, expr) -> bool:
+        if not (isinstance(expr, ir.Expr) and expr.op == "call"):
+            return False
+        try:
+            return value_of(func_ir, expr.func) is site
+        except KeyError:
+            return False
+
+    def definition(func_ir, var):
+        try:
+            return func_ir.get_definition(var)
+        except Exception:
+            return None
+
+    def split_typed(func_ir, var, site_name, vname, loc):
+        """``value`` or ``(value, type)`` -> (value var, type name or None, dead vars)."""
+        d = definition(func_ir, var)
+        if isinstance(d, ir.Expr) and d.op == "build_tuple" and len(d.items) == 2:
+            try:
+                t = value_of(func_ir, d.items[1])
+            except KeyError:
+                raise UnsupportedError(f"numptx: site {site_name!r}: {vname}=(value, type) needs a "
+                                       f"constant type", loc) from None
+            return d.items[0], dtype_name(t), [var, d.items[1]]
+        return var, None, []
+
+    class SiteRewrite(Rewrite):
+        """``site("name", x=..., out={...}, mod={...})`` -> ``<intrinsic>(x, ..., mod values)``."""
+
+        def __init__(self, state=None):
+            super().__init__(state)
+            self.state = state
+
+        def match(self, func_ir, block, typemap, calltypes):
+            self.func_ir, self.block = func_ir, block
+            self.calls = [st for st in block.body if isinstance(st, ir.Assign)
+                          and is_site_call(func_ir, st.value)]
+            return bool(self.calls)
+
+        def _spec(self, call):
+            func_ir, loc = self.func_ir, call.loc
+            if call.vararg is not None or getattr(call, "varkwarg", None) is not None:
+                raise UnsupportedError("numptx: site(...) does not take *args or **kwargs", loc)
+            if len(call.args) != 1:
+                raise UnsupportedError("numptx: site(name, var=value, ..., out={...}, mod={...}) "
+                                       "takes the site name as its only positional argument", loc)
+            try:
+                name = value_of(func_ir, call.args[0])
+            except KeyError:
+                name = None
+            if not isinstance(name, str):
+                raise UnsupportedError("numptx: the site name must be a string constant", loc)
+            variables, args, dead = [], [], [call.func, call.args[0]]
+            for key, var in call.kws:
+                if key in _RESERVED:
+                    d = definition(func_ir, var)
+                    if not (isinstance(d, ir.Expr) and d.op == "build_map"):
+                        raise UnsupportedError(f"numptx: site {name!r}: {key}= must be a dict literal "
+                                               f"written in the call, e.g. {key}={{'z': nx.f32}}", loc)
+                    dead.append(var)
+                    for kvar, vvar in d.items:
+                        try:
+                            vname = value_of(func_ir, kvar)
+                        except KeyError:
+                            vname = None
+                        if not isinstance(vname, str):
+                            raise UnsupportedError(f"numptx: site {name!r}: {key}= keys must be "
+                                                   f"string constants", loc)
+                        dead.append(kvar)
+                        if key == "out":
+                            try:
+                                t = value_of(func_ir, vvar)
+                            except KeyError:
+                                raise UnsupportedError(f"numptx: site {name!r}: out={{{vname!r}: "
+                                                       f"...}} needs a constant type such as "
+                                                       f"nx.f32 or 'f32'", loc) from None
+                            variables.append(("out", dtype_name(t), vname))
+                            dead.append(vvar)
+                        else:
+                            v, t, more = split_typed(func_ir, vvar, name, vname, loc)
+                            variables.append(("mod", t, vname))
+                            args.append(v)
+                            dead += more
+                else:
+                    v, t, more = split_typed(func_ir, var, name, key, loc)
+                    variables.append(("in", t, key))
+                    args.append(v)
+                    dead += more
+            spec = SiteSpec(name, tuple(variables))
+            try:
+                _check_name(name, name, "site")
+                for _, t, vname in variables:
+                    _check_name(name, vname, "variable")
+                    if t is not None:
+                        _resolve_dtype(t, f"site {name!r}, variable {vname!r}")
+                site_asm_text(name, [(k, t or "b32", n) for k, t, n in variables])
+            except NumptxError as e:
+                raise UnsupportedError(f"numptx: {e}", loc) from None
+            return spec, args, dead
+
+        def apply(self):
+            func_ir, block = self.func_ir, self.block
+            new = block.copy()
+            new.clear()
+            dead = []
+            targets = {id(st) for st in self.calls}
+            for st in block.body:
+                if id(st) not in targets:
+                    new.append(st)
+                    continue
+                call = st.value
+                spec, args, more = self._spec(call)
+                dead += more
+                fvar = ir.Var(block.scope, block.scope.redefine("$numptx_site", call.loc).name,
+                              call.loc)
+                g = ir.Global(f"numptx_site_{spec.name}", _intrinsic_for(spec), call.loc)
+                new.append(ir.Assign(g, fvar, call.loc))
+                func_ir._definitions[fvar.name] = [g]
+                expr = ir.Expr.call(fvar, args, (), call.loc)
+                defs = func_ir._definitions.get(st.target.name)
+                if defs is not None:
+                    defs[:] = [expr if x is call else x for x in defs]
+                new.append(ir.Assign(expr, st.target, st.loc))
+            self._drop_dead(new, {v.name for v in dead})
+            # intrinsics made during this compile: let the typing context see them
+            typingctx = getattr(self.state, "typingctx", None)
+            if typingctx is not None:
+                typingctx.refresh()
+            return new
+
+        def _drop_dead(self, block, candidates):
+            """Remove the now unused definitions of the site function, dicts and types."""
+            def read(val):
+                return [val] if isinstance(val, ir.Var) else val.list_vars() if isinstance(val, ir.Expr) else []
+
+            def uses():
+                used = {}
+                for label, blk in self.func_ir.blocks.items():
+                    for st in (block if blk is self.block else blk).body:
+                        for v in (read(st.value) if isinstance(st, ir.Assign) else st.list_vars()):
+                            used[v.name] = used.get(v.name, 0) + 1
+                return used
+            changed = True
+            while changed and candidates:
+                changed = False
+                used = uses()
+                for st in list(block.body):
+                    if (isinstance(st, ir.Assign) and st.target.name in candidates
+                            and not used.get(st.target.name)
+                            and (isinstance(st.value, _PURE + (ir.Var,))
+                                 or (isinstance(st.value, ir.Expr)
+                                     and st.value.op in ("getattr", "build_map", "build_tuple")))):
+                        block.body.remove(st)
+                        candidates.discard(st.target.name)
+                        candidates.update(v.name for v in read(st.value))
+                        defs = self.func_ir._definitions.get(st.target.name)
+                        if defs and st.value in defs:
+                            defs.remove(st.value)
+                        changed = True
+                    elif isinstance(st, ir.Del) and st.value in candidates and not used.get(st.value):
+                        block.body.remove(st)
+
+    register_rewrite("before-inference")(SiteRewrite)
+
+
+_registered = False
+
+
+def register() -> None:
+    """Teach numba-cuda about ``site`` (done on import; idempotent; a no-op in the simulator)."""
+    global _registered
+    if _registered or SIMULATOR:
+        return
+    _register_rewrite()
+    _registered = True
+
+
+register()

@@ -1,0 +1,366 @@
+"""Templates and variants: a compiled kernel with sites, and that kernel with stubs injected.
+
+::
+
+    tmpl = nx.CudaTemplate(SRC, entry="kernel", arch="sm_90")     # NVRTC once
+    v = tmpl.inject(combine="add.f32 %v_z, %v_x, %v_y;")           # a Variant
+    v.ptx, v.cubin, v.sites, v.entry                                 # cubin: nvJitLink + cache
+    variants = tmpl.build_many([{"combine": s} for s in stubs])      # in parallel
+
+A stub may be PTX text (``str``, including Stack PTX stubs), a Stack PTX program (a list of
+``numptx.stack_ptx`` ops or its uint64 encoding, compiled with ``sp.compile(prog, site=site)``),
+or an object with a ``.stub(site)`` method (``@nx.ptx_expr`` expressions). Numba kernels
+(:func:`numptx.kernel`) give templates of the same class.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import re
+import sys
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Executor, ThreadPoolExecutor, as_completed
+from typing import Any
+
+from ..errors import NumptxError
+from ..inject import PtxInject, Site
+from .arch import normalize_arch
+from .cache import CubinCache, default_cache, template_digest, variant_key
+from .nvjitlink import ptx_to_cubin
+
+__all__ = ["Template", "CudaTemplate", "Variant", "BuildError", "resolve_stub", "find_entries"]
+
+log = logging.getLogger(__name__)
+
+_ENTRY = re.compile(r"^\s*(?:\.visible\s+|\.weak\s+)?\.entry\s+([A-Za-z_$.%][\w$.]*)", re.M)
+_TARGET = re.compile(r"^\s*\.target\s+(sm_\d+[af]?)", re.M)
+_EXTERN = re.compile(r"^\s*\.extern\s+\.func\s+(?:\([^)]*\)\s*)?([A-Za-z_$][\w$]*)", re.M)
+
+
+class BuildError(NumptxError):
+    """Some variants of a :meth:`Template.build_many` batch failed. ``errors`` maps each failing
+    index to its exception; ``variants`` holds the built variants (None where one failed)."""
+
+    def __init__(self, message: str, *, errors: dict[int, BaseException], variants: list):
+        super().__init__(message)
+        self.errors, self.variants = errors, variants
+
+
+def find_entries(ptx: str) -> list[str]:
+    """Names of the kernels (``.entry``) of a PTX text, in order."""
+    return _ENTRY.findall(ptx)
+
+
+def resolve_stub(stub: Any, site: Site) -> str:
+    """PTX text of ``stub`` for ``site`` (see the module documentation for what a stub may be)."""
+    if isinstance(stub, str):
+        return str(stub)
+    make = getattr(stub, "stub", None)
+    if callable(make):
+        out = make(site)
+        text = getattr(out, "text", out)
+        if not isinstance(text, str):
+            raise NumptxError(f"site {site.name!r}: {type(stub).__name__}.stub(site) returned "
+                              f"{type(out).__name__}, not PTX text")
+        return str(text)
+    if isinstance(stub, (list, tuple)) or type(stub).__name__ == "ndarray":
+        from .. import stack_ptx as sp
+        return str(sp.compile(stub, site=site))
+    raise NumptxError(f"site {site.name!r}: a stub is PTX text, a Stack PTX program or an object "
+                      f"with .stub(site), not {type(stub).__name__}")
+
+
+def _merge(stubs: Mapping[str, Any] | None, kw: Mapping[str, Any]) -> dict[str, Any]:
+    if stubs is not None and not isinstance(stubs, Mapping):
+        raise NumptxError(f"stubs are given as a mapping site name -> stub (or keywords), not "
+                          f"{type(stubs).__name__}")
+    both = dict(stubs or {})
+    dup = both.keys() & kw.keys()
+    if dup:
+        raise NumptxError(f"stub for site(s) {sorted(dup)} given twice")
+    both.update(kw)
+    return both
+
+
+class Template:
+    """PTX with injection sites, compiled once: ``ptx``, ``sites``, ``entry`` (the kernel name in
+    the PTX), ``arch`` (what variants are assembled for) and the nvJitLink ``link_options``."""
+
+    def __init__(self, ptx: str, *, entry: str | None = None, arch: Any = None,
+                 link_options: Iterable[str] = (), producer: str = "",
+                 cache: CubinCache | None | bool = True):
+        self.ptx = ptx
+        self.inj = PtxInject(ptx)
+        entries = find_entries(ptx)
+        if entry is None:
+            if len(entries) != 1:
+                raise NumptxError(f"the PTX has {len(entries)} kernels ({', '.join(entries) or 'none'}): "
+                                  f"name one with entry=")
+            entry = entries[0]
+        elif entry not in entries:
+            hint = (" (C++ names are mangled: declare the kernel extern \"C\")"
+                    if any(entry in e for e in entries) else "")
+            raise NumptxError(f"no kernel {entry!r} in the PTX; it has: "
+                              f"{', '.join(entries) or 'none'}{hint}")
+        self.entry = entry
+        if arch is None:
+            m = _TARGET.search(ptx)
+            arch = m.group(1) if m else "sm_90"
+        number, suffix = normalize_arch(arch)
+        self.arch = f"sm_{number}{suffix}"
+        self.link_options = tuple(link_options)
+        #: functions the PTX declares but does not define (numba links them from other files)
+        self.externs = tuple(_EXTERN.findall(ptx))
+        self.digest = template_digest(ptx, producer)
+        self._cache_opt = cache
+
+    @property
+    def cache(self) -> CubinCache | None:
+        c = self._cache_opt
+        if c is True:
+            return default_cache()
+        return c or None
+
+    @property
+    def sites(self) -> Mapping[str, Site]:
+        return self.inj.sites
+
+    def _explain(self, e: BaseException) -> BaseException:
+        """Add what the template lacks to a link error about undefined functions."""
+        if isinstance(e, NumptxError) and self.externs and "Undefined reference" in str(e):
+            e.args = (f"{e.args[0] if e.args else e}\nthe template calls functions defined "
+                      f"elsewhere ({', '.join(self.externs[:5])}): numba links them from separate "
+                      f"files (e.g. numba.cuda.bf16 helpers), which numptx variants do not link "
+                      f"yet; avoid those calls in kernels with sites",) + tuple(e.args[1:])
+        return e
+
+    def _launcher(self, variant: Variant, config):
+        raise NumptxError(f"variants of a {type(self).__name__} are not launched by numptx: load "
+                          f"variant.cubin and launch {self.entry!r} with cuda.core or the driver API")
+
+    def __repr__(self) -> str:
+        return (f"<{type(self).__name__} {self.entry} {self.arch}: "
+                f"{', '.join(s.signature for s in self.sites.values()) or 'no sites'}>")
+
+    # -- variants ---------------------------------------------------------------------------------
+    def resolve(self, stubs: Mapping[str, Any] | None = None, /, *, missing: str = "error",
+                **kw: Any) -> list[str]:
+        """Stub texts in site order (``missing="empty"`` leaves sites without one as no-ops)."""
+        given = _merge(stubs, kw)
+        unknown = [n for n in given if n not in self.sites]
+        if unknown:
+            raise NumptxError(f"no site named {', '.join(map(repr, unknown))} "
+                              f"(sites: {', '.join(map(repr, self.sites)) or 'none'})")
+        texts = []
+        for name, site in self.sites.items():
+            stub = given.get(name)
+            if stub is None:
+                if missing != "empty":
+                    raise NumptxError(f"no stub for site {name!r} (pass missing='empty' to leave "
+                                      f"it a no-op)")
+                texts.append("")
+            else:
+                texts.append(resolve_stub(stub, site))
+        return texts
+
+    def inject(self, stubs: Mapping[str, Any] | None = None, /, *, missing: str = "error",
+               **kw: Any) -> Variant:
+        """A :class:`Variant`: this template with a stub at each site (by name, as a mapping
+        and/or keywords). Rendering and assembly happen when ``.ptx``/``.cubin`` are read."""
+        return Variant(self, self.resolve(stubs, missing=missing, **kw))
+
+    def build_many(self, batch: Iterable[Mapping[str, Any]], *, executor: Executor | None = None,
+                   progress: bool | Callable[[int, int], Any] = False, errors: str = "raise",
+                   missing: str = "error", max_workers: int | None = None) -> list:
+        """Build the cubins of a batch of stub dictionaries in parallel; return the variants in
+        batch order, their ``cubin`` ready.
+
+        The default executor is a thread pool (nvJitLink releases the GIL); any
+        ``concurrent.futures.Executor`` works, process pools included (workers get PTX text and
+        return cubin bytes). Cached variants are not rebuilt. A failing variant does not stop
+        the others: with ``errors="raise"`` a :class:`BuildError` naming each failing index is
+        raised once all are done, with ``errors="return"`` its exception takes its place in the
+        list. ``progress``: True prints a counter on stderr; a callable gets ``(done, total)``.
+        """
+        if errors not in ("raise", "return"):
+            raise NumptxError(f"build_many(errors={errors!r}): use 'raise' or 'return'")
+        batch = list(batch)
+        total = len(batch)
+        results: list = [None] * total
+        failed: dict[int, BaseException] = {}
+        report = _progress(progress, total)
+        done = 0
+        pending: list[tuple[int, Variant]] = []
+        for i, stubs in enumerate(batch):
+            try:
+                v = self.inject(stubs, missing=missing)
+            except Exception as e:   # noqa: BLE001 - reported with the index
+                failed[i] = e
+                done += 1
+                report(done)
+                continue
+            results[i] = v
+            if v._lookup() is None:
+                pending.append((i, v))
+            else:
+                done += 1
+                report(done)
+        own = executor is None and len(pending) > 1
+        pool = executor
+        if own:
+            pool = ThreadPoolExecutor(max_workers=max_workers or min(32, os.cpu_count() or 1),
+                                      thread_name_prefix="numptx-build")
+        try:
+            if pool is None:
+                futures = None
+                for i, v in pending:
+                    try:
+                        v._store(_link(v.ptx, self.arch, self.link_options))
+                    except Exception as e:   # noqa: BLE001
+                        failed[i] = self._explain(e)
+                    done += 1
+                    report(done)
+            else:
+                futures = {pool.submit(_link, v.ptx, self.arch, self.link_options): (i, v)
+                           for i, v in pending}
+                for fut in as_completed(futures):
+                    i, v = futures[fut]
+                    try:
+                        v._store(fut.result())
+                    except Exception as e:   # noqa: BLE001
+                        failed[i] = self._explain(e)
+                    done += 1
+                    report(done)
+        finally:
+            if own:
+                pool.shutdown(wait=True)
+            report(None)
+        for i in failed:
+            results[i] = failed[i] if errors == "return" else None
+        if failed and errors == "raise":
+            lines = [f"  variant {i}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+                     for i, e in sorted(failed.items())[:10]]
+            more = f"\n  ... and {len(failed) - 10} more" if len(failed) > 10 else ""
+            raise BuildError(f"{len(failed)} of {total} variant(s) failed to build "
+                             f"({self.entry}, {self.arch}):\n" + "\n".join(lines) + more,
+                             errors=failed, variants=results)
+        return results
+
+
+def _link(ptx: str, arch: str, options: Sequence[str]) -> bytes:
+    """The unit of work of build_many (module-level so process pools can run it)."""
+    return ptx_to_cubin(ptx, arch, options=options)
+
+
+def _progress(progress, total: int) -> Callable[[int | None], None]:
+    if callable(progress):
+        return lambda done: None if done is None else progress(done, total)
+    if not progress:
+        return lambda done: None
+    lock = threading.Lock()
+
+    def show(done):
+        with lock:
+            if done is None:
+                sys.stderr.write("\n")
+            else:
+                sys.stderr.write(f"\rnumptx: built {done}/{total} variant(s)")
+            sys.stderr.flush()
+    return show
+
+
+class Variant:
+    """A template with its stubs: ``ptx`` (rendered on first use), ``cubin`` (assembled by
+    nvJitLink on first use, through the cubin cache), ``sites``, ``entry``, ``arch``, ``key``."""
+
+    def __init__(self, template: Template, stubs: Sequence[str]):
+        self.template = template
+        self.stubs = tuple(stubs)
+        self._ptx: str | None = None
+        self._cubin: bytes | None = None
+        self._key: str | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def sites(self) -> Mapping[str, Site]:
+        return self.template.sites
+
+    @property
+    def entry(self) -> str:
+        return self.template.entry
+
+    @property
+    def arch(self) -> str:
+        return self.template.arch
+
+    @property
+    def stub_map(self) -> dict[str, str]:
+        """Stub text by site name."""
+        return dict(zip(self.template.sites, self.stubs))
+
+    @property
+    def key(self) -> str:
+        """The cache key of this variant's cubin."""
+        if self._key is None:
+            t = self.template
+            self._key = variant_key(t.digest, self.stubs, t.arch, t.link_options)
+        return self._key
+
+    @property
+    def ptx(self) -> str:
+        if self._ptx is None:
+            self._ptx = self.template.inj.render(list(self.stubs))
+        return self._ptx
+
+    def _lookup(self) -> bytes | None:
+        if self._cubin is None:
+            cache = self.template.cache
+            if cache is not None:
+                self._cubin = cache.get(self.key, context=f"{self.entry} {self.arch}, template "
+                                        f"{self.template.digest[:12]}")
+        return self._cubin
+
+    def _store(self, cubin: bytes) -> None:
+        self._cubin = cubin
+        cache = self.template.cache
+        if cache is not None:
+            cache.put(self.key, cubin)
+
+    @property
+    def cubin(self) -> bytes:
+        if self._cubin is None:
+            with self._lock:
+                if self._lookup() is None:
+                    t = self.template
+                    try:
+                        cubin = ptx_to_cubin(self.ptx, t.arch, options=t.link_options)
+                    except NumptxError as e:
+                        raise t._explain(e)
+                    self._store(cubin)
+        return self._cubin
+
+    def __getitem__(self, config):
+        return self.template._launcher(self, config)
+
+    def __repr__(self) -> str:
+        return f"<Variant {self.entry} {self.arch} key={self.key[:12]}>"
+
+
+class CudaTemplate(Template):
+    """A CUDA C++ kernel with sites, compiled once with NVRTC (:func:`numptx.cuda_to_ptx`).
+
+    ``entry`` names the kernel (``extern "C"``; None: the only one); variants are assembled for
+    ``arch`` (default: the compile architecture). ``options`` go to NVRTC, ``link_options`` to
+    nvJitLink.
+    """
+
+    def __init__(self, src: str, entry: str | None = "kernel", *, arch: Any = "sm_90",
+                 options: Iterable[str] = (), link_options: Iterable[str] = (),
+                 name: str = "numptx_template.cu", include_paths: Iterable[str] = (),
+                 cache: CubinCache | None | bool = True):
+        from .nvrtc import cuda_to_ptx, nvrtc_version
+        self.src = src
+        ptx = cuda_to_ptx(src, arch=arch, options=options, name=name, include_paths=include_paths)
+        super().__init__(ptx, entry=entry, arch=arch, link_options=link_options,
+                         producer=f"nvrtc {nvrtc_version()}", cache=cache)

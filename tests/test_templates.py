@@ -1,0 +1,314 @@
+"""Templates, variants, @nx.kernel, build_many and launches (simulator in a subprocess; the GPU
+launch test needs a GPU)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+import numptx as nx
+from numptx import stack_ptx as sp
+
+from conftest import SPINE_SRC
+
+cuda = pytest.importorskip("numba.cuda")
+from numba.cuda import types as nbt  # noqa: E402
+
+SIM = nx.jit.numba_site.SIMULATOR
+ADD = "add.f32 %v_z, %v_x, %v_y;"
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("NUMPTX_CACHE_DIR", str(tmp_path / "cache"))
+
+
+class Expr:
+    """Stands in for a DSL expression: ``.stub(site)`` gives PTX, calling it evaluates it."""
+
+    def __init__(self, fn, ptx):
+        self.fn, self.ptx = fn, ptx
+
+    def stub(self, site):
+        return self.ptx
+
+    def __call__(self, **inputs):
+        return self.fn(**inputs)
+
+
+@pytest.fixture(scope="module")
+def spine():
+    return nx.CudaTemplate(SPINE_SRC, entry="kernel", arch="sm_90")
+
+
+# ---- CUDA C++ templates ------------------------------------------------------------------------
+def test_cuda_template_variant(spine):
+    assert spine.entry == "kernel" and spine.arch == "sm_90"
+    assert list(spine.sites) == ["combine"]
+    v = spine.inject(combine=ADD)
+    assert ADD in v.ptx and "PTX_INJECT_BEGIN" not in v.ptx
+    assert v.cubin[:4] == b"\x7fELF"
+    assert v.sites is spine.sites and v.entry == "kernel"
+    assert v.stub_map == {"combine": ADD}
+
+
+def test_stub_kinds_stack_ptx_and_expression(spine):
+    site = spine.sites["combine"]
+    prog = [sp.input("x"), sp.input("y"), sp.instr("mul.rn.f32")]
+    v = spine.inject({"combine": prog})
+    assert v.stubs[0] == str(sp.compile(prog, site=site))
+    assert v.cubin[:4] == b"\x7fELF"
+    e = Expr(lambda x, y: x + y, ADD)
+    assert spine.inject(combine=e).stubs == (ADD,)
+
+
+def test_stub_errors(spine):
+    with pytest.raises(nx.NumptxError, match="no stub for site 'combine'"):
+        spine.inject()
+    assert spine.inject(missing="empty").stubs == ("",)
+    with pytest.raises(nx.NumptxError, match="no site named 'nope'"):
+        spine.inject(combine=ADD, nope=ADD)
+    with pytest.raises(nx.NumptxError, match="not int"):
+        spine.inject(combine=3)
+    with pytest.raises(nx.LinkError) as info:
+        spine.inject(combine="add.f32 %v_z, %v_x, %nosuch;").cubin
+    assert info.value.site == "combine"
+
+
+def test_cuda_template_entry_names():
+    src = SPINE_SRC.replace('extern "C" ', "")
+    with pytest.raises(nx.NumptxError, match="extern \"C\""):
+        nx.CudaTemplate(src, entry="kernel")
+    assert "kernel" in nx.CudaTemplate(src, entry=None).entry      # the only kernel, mangled
+
+
+# ---- numba kernels -----------------------------------------------------------------------------
+needs_numba = pytest.mark.skipif(SIM, reason="needs the real numba-cuda")
+
+
+@needs_numba
+def test_numba_kernel_template_and_variant():
+    @nx.kernel
+    def apply(out, a, b):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = nx.site("combine", x=a[i], y=b[i], out={"z": "f32"})
+
+    with pytest.raises(nx.NumptxError, match="no signature yet"):
+        apply.inject(combine=ADD).ptx
+    a = np.zeros(8, np.float32)
+    ptx = apply.ptx(a, a, a)
+    t = apply.template()
+    assert t.ptx == ptx and t.argtypes == (nbt.float32[::1],) * 3
+    assert t.entry.startswith("_Z") and "apply" in t.entry and f".entry {t.entry}(" in ptx
+    assert t.arch == "sm_90"
+    v = apply.inject(combine=ADD)
+    assert v.sites["combine"].signature == "combine(in f32 x, in f32 y, out f32 z)"
+    assert v.cubin[:4] == b"\x7fELF" and v.entry == t.entry
+    assert apply.template(a, a, a) is t                           # compiled once per signature
+    with pytest.raises(nx.NumptxError, match="launch a variant"):
+        apply[1, 1](a, a, a)
+
+
+@needs_numba
+def test_numba_kernel_declared_signature_and_cc():
+    @nx.kernel("void(float64[:], float64[:])", cc=(8, 0))
+    def k(out, a):
+        i = cuda.grid(1)
+        out[i] = nx.site("s", x=a[i], out={"z": "f64"})
+
+    v = k.inject(s="mov.f64 %v_z, %v_x;")
+    assert v.arch == "sm_80" and ".target sm_80" in v.ptx
+    assert v.cubin[:4] == b"\x7fELF"
+    v90 = v.specialize(cc=(9, 0))
+    assert v90.arch == "sm_90" and v90.cubin[:4] == b"\x7fELF"
+
+
+@needs_numba
+def test_numba_kernel_link_error_explains_external_functions():
+    from numba.cuda import bf16
+
+    @nx.kernel("void(float32[:])")
+    def k(out):
+        i = cuda.grid(1)
+        out[i] = bf16.bfloat162float(nx.site("s", x=i, out={"z": "bf16"}))
+
+    with pytest.raises(nx.LinkError, match="functions defined elsewhere"):
+        k.inject(s="mov.b16 %v_z, 0;").cubin
+
+
+@needs_numba
+def test_numba_kernel_with_a_dsl_expression():
+    expr_mod = pytest.importorskip("numptx.dsl.expr")
+    T = pytest.importorskip("numptx.dsl.types")
+
+    @expr_mod.ptx_expr
+    def fma1(x: T.f32, y: T.f32) -> T.f32:
+        return x * y + 1
+
+    @nx.kernel("void(float32[:], float32[:], float32[:])")
+    def apply(out, a, b):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = nx.site("combine", x=a[i], y=b[i], out={"z": T.f32})
+
+    v = apply.inject(combine=fma1)
+    assert v.variant.stubs == (str(fma1.stub(v.sites["combine"])),)
+    assert v.cubin[:4] == b"\x7fELF"
+
+
+# ---- build_many --------------------------------------------------------------------------------
+def _stubs(n):
+    return [{"combine": f"add.f32 %v_z, %v_x, 0f{0x3F800000 + i:08X};"} for i in range(n)]
+
+
+def test_build_many_parallel_with_failures(spine):
+    batch = _stubs(6)
+    batch.insert(3, {"combine": "bogus.f32 %v_z;"})
+    batch.append({"nosuchsite": ADD})
+    seen = []
+    with pytest.raises(nx.BuildError) as info:
+        spine.build_many(batch, progress=lambda done, total: seen.append((done, total)))
+    err = info.value
+    assert sorted(err.errors) == [3, 7]
+    assert "variant 3: LinkError" in str(err) and "variant 7: NumptxError" in str(err)
+    assert isinstance(err.errors[3], nx.LinkError) and err.errors[3].site == "combine"
+    built = [v for v in err.variants if v is not None]
+    assert len(built) == 6 and all(v.cubin[:4] == b"\x7fELF" for v in built)
+    assert sorted(seen) == [(i, 8) for i in range(1, 9)]
+
+
+def test_build_many_executor_and_return_mode(spine):
+    batch = _stubs(4) + [{"combine": "bogus;"}]
+    with ThreadPoolExecutor(2) as pool:
+        out = spine.build_many(batch, executor=pool, errors="return")
+    assert [type(r).__name__ for r in out] == ["Variant"] * 4 + ["LinkError"]
+    again = spine.build_many(batch[:4])                               # all cached now
+    assert [v.cubin for v in again] == [v.cubin for v in out[:4]]
+    assert len({v.key for v in again}) == 4
+
+
+@needs_numba
+def test_kernel_build_many():
+    @nx.kernel("void(float32[:], float32[:])")
+    def k(out, a):
+        i = cuda.grid(1)
+        out[i] = nx.site("s", x=a[i], out={"z": "f32"})
+
+    vs = k.build_many([{"s": f"mul.f32 %v_z, %v_x, 0f{0x40000000 + i:08X};"} for i in range(3)])
+    assert len({v.cubin for v in vs}) == 3
+
+
+# ---- launching ---------------------------------------------------------------------------------
+@needs_numba
+def test_launch_without_gpu_says_how_to_simulate():
+    from conftest import gpu_available
+    if gpu_available():
+        pytest.skip("a GPU is present")
+
+    @nx.kernel
+    def k(out, a):
+        i = cuda.grid(1)
+        out[i] = nx.site("s", x=a[i], out={"z": "f32"})
+
+    a = np.zeros(4, np.float32)
+    with pytest.raises(nx.LaunchError, match="NUMBA_ENABLE_CUDASIM=1"):
+        k.inject(s="mov.f32 %v_z, %v_x;")[1, 4](a, a)
+
+
+SIM_SCRIPT = r'''
+import numpy as np, numptx as nx
+from numba import cuda
+from numptx import stack_ptx as sp
+
+class Expr:
+    def __init__(self, fn): self.fn = fn
+    def stub(self, site): raise AssertionError("no PTX in the simulator")
+    def __call__(self, **kw): return self.fn(**kw)
+
+@nx.kernel
+def apply(out, acc, a, b):
+    i = cuda.grid(1)
+    if i < out.size:
+        z = nx.site("combine", x=a[i], y=b[i], out={"z": "f32"})
+        z, s = nx.site("step", x=z, out={"z": "f32"}, mod={"acc": acc[i]})
+        acc[i] = s
+        out[i] = z
+
+a = np.arange(8, dtype=np.float32); b = np.full(8, 2, np.float32)
+out = np.zeros(8, np.float32); acc = np.ones(8, np.float64)
+apply.inject(combine="mul.rn.f32 %v_z, %v_x, %v_y;",
+             step=Expr(lambda x, acc: (x + 1, acc + x)))[1, 8](out, acc, a, b)
+assert np.array_equal(out, a * b + 1), out
+assert np.array_equal(acc, 1 + a * b), acc
+
+prog = [sp.input("x"), sp.input("y"), sp.instr("add.rn.f32")]
+apply.inject(combine=prog, step="mov.f32 %v_z, %v_x;\nadd.rn.f64 %v_acc, %v_acc, %v_acc;")[2, 4](
+    out, acc, a, b)
+assert np.array_equal(out, a + b), out
+assert np.array_equal(acc, 2 * (1 + a * b)), acc
+
+for bad in (lambda: apply.ptx(a, a, a, a), lambda: apply.inject(combine="", step="").cubin):
+    try:
+        bad()
+    except nx.NumptxError as e:
+        assert "simulator" in str(e)
+    else:
+        raise AssertionError("no error")
+try:
+    apply.inject(combine="mov.f32 %v_z, %v_x;")[1, 8](out, acc, a, b)
+except nx.SiteError as e:
+    assert "no stub for it" in str(e), e
+else:
+    raise AssertionError("no error")
+try:                                          # the @nx.ptx_expr DSL, when present
+    from numptx.dsl.expr import ptx_expr
+    from numptx.dsl import types as T
+except ImportError:
+    pass
+else:
+    @ptx_expr
+    def fma1(x: T.f32, y: T.f32) -> T.f32:
+        return x * y + 1
+
+    @ptx_expr
+    def step(x: T.f32, acc: T.f64):
+        return x, acc * 2
+
+    apply.inject(combine=fma1, step=step)[1, 8](out, acc, a, b)
+    assert np.array_equal(out, a * b + 1), out
+    assert np.array_equal(acc, 4 * (1 + a * b)), acc
+print("SIM OK")
+'''
+
+
+def test_simulator_runs_variants_on_the_cpu(tmp_path):
+    script = tmp_path / "sim.py"
+    script.write_text(SIM_SCRIPT)
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
+    r = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0 and "SIM OK" in r.stdout, r.stdout + r.stderr
+
+
+@pytest.mark.gpu
+def test_gpu_launch_matches_numpy():
+    @nx.kernel
+    def apply(out, a, b):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = nx.site("combine", x=a[i], y=b[i], out={"z": "f32"})
+
+    n = 1000
+    a = np.random.default_rng(0).random(n, dtype=np.float32)
+    b = np.random.default_rng(1).random(n, dtype=np.float32)
+    out = np.zeros(n, np.float32)
+    apply.inject(combine="mul.rn.f32 %v_z, %v_x, %v_y;")[(n + 127) // 128, 128](out, a, b)
+    np.testing.assert_array_equal(out, a * b)
+    d_out = cuda.to_device(np.zeros(n, np.float32))
+    apply.inject(combine=ADD)[(n + 127) // 128, 128](d_out, cuda.to_device(a), cuda.to_device(b))
+    np.testing.assert_array_equal(d_out.copy_to_host(), a + b)
