@@ -284,6 +284,21 @@ def test_special_values_pow(dtype):
 
 
 @pytest.mark.parametrize("dtype", ["f32", "f64"])
+def test_pow_large_exponents(dtype):
+    """|y log2 x| near the overflow limit with x where log2 is hardest (m near sqrt(2)^+-1):
+    the error of log2|x| is multiplied by |y log2 x|."""
+    rng = np.random.default_rng(5)
+    n = 20000 if dtype == "f32" else 5000
+    lim = 1000.0 if dtype == "f64" else 125.0
+    x = np.concatenate([rng.uniform(0.70, 0.72, n), rng.uniform(1.40, 1.42, n),
+                        rng.uniform(1.40, 1.42, n) * 2.0 ** rng.integers(-60, 60, n)])
+    y = lim / np.log2(x) * rng.uniform(-1, 1, 3 * n)
+    x, y = x.astype(NP[dtype]), y.astype(NP[dtype])
+    err = M.ulp_error(run("pow", x, y, dtype=dtype), reference("pow", (x, y), dtype), dtype)
+    assert err.max() <= 2, (x[np.argmax(err)], y[np.argmax(err)], err.max())
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
 @pytest.mark.parametrize("name", ["hypot", "arctan2"])
 def test_special_values_binary(name, dtype):
     t = NP[dtype]

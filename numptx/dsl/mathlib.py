@@ -1027,10 +1027,10 @@ def pow(b, x, y, *, dtype: str = "f32", fastmath: bool = False):
     wh = o.mul(y, zh)
     wl = o.fma(y, zl, o.fma(y, zh, o.neg(wh)))             # y (zh + zl) - wh
     lo, hi = _POW_CLAMP[o.t]
-    whc, above, below = o.clamp(wh, lo, hi)
-    wl = o.sel(0.0, wl, o.por(above, below))
-    kf = o.rint(whc)
-    r = o.add(o.sub(whc, kf), wl)
+    whc, above, below = o.clamp(wh, lo, hi)                # beyond: 2^kf over/underflows
+    wl = o.sel(0.0, wl, o.por(above, below))               # (and wl may be NaN from inf - inf)
+    kf = o.rint(o.add(whc, wl))                             # (wh, wl) need not be normalized
+    r = o.add(o.sub(whc, kf), wl)                           # whc - kf is exact
     res = o.scale(_exp2_poly(o, r), o.f2i(kf))
     # special cases (C99 Annex F, as np.power)
     zero, inf = o.cmp("eq", ax, 0.0), o.cmp("eq", ax, _INF)
