@@ -1,10 +1,21 @@
-"""``numptx demo``: the pipeline end to end on a CPU, with a stage-timing table.
+"""``numptx demo``: the pipeline end to end, with stage-timing tables.
 
-Compiles an annotated CUDA C++ template once (NVRTC), lists its sites, injects a few stubs and
-assembles each variant to a cubin (nvJitLink). No GPU is needed.
+Part 1 compiles an annotated CUDA C++ template once (NVRTC), lists its sites, injects a few
+hand-written PTX stubs and assembles each variant to a cubin (nvJitLink). No GPU is needed.
+
+Part 2 traces a formula with ``@nx.ptx_expr``, builds variants of it (a constant baked in with
+``bind``) from the same CUDA template and from a numba template (``@nx.kernel`` with ``nx.site``),
+then runs the numba variants and checks them against NumPy: on the GPU when
+``numba.cuda.is_available()``, otherwise on the CPU under numba-cuda's simulator. The simulator
+has to be switched on before numba.cuda is imported, so that part runs in a subprocess,
+``python -m numptx.demo --simulate`` with ``NUMBA_ENABLE_CUDASIM=1``.
 """
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 
@@ -80,4 +91,210 @@ def run(arch: str = "sm_90", out=print) -> dict[str, float]:
     per_variant = sum(v for k, v in timings.items() if k.startswith(("inject", "assemble"))) / len(DEMO_STUBS)
     out(f"\nA new variant costs {_fmt(per_variant).strip()} (inject + assemble) instead of a full "
         f"compile ({_fmt(t_nvrtc).strip()} of NVRTC alone).")
+    timings.update(run_formula(arch=arch, out=out))
     return timings
+
+
+# -- part 2: @nx.ptx_expr, CUDA and numba templates, running variants ----------------------------
+#: the constants baked into the formula's variants (one variant each)
+FORMULA_CONSTANTS = (0.5, 1.0, 2.0)
+N_ELEMENTS = 256
+cuda = None   # numba.cuda, imported by _numba_kernel (real numba-cuda or the simulator)
+
+
+def _formula():
+    """A fresh ``@nx.ptx_expr`` (a new decorator application: nothing traced yet)."""
+    import numptx as nx
+
+    @nx.ptx_expr
+    def blend(x: nx.f32, y: nx.f32, c: nx.f32) -> nx.f32:
+        return nx.fma(x, c, nx.sqrt(x * x + y * y))
+    return blend
+
+
+def _reference(x, y, c):
+    import numpy as np
+    x, y = x.astype(np.float32), y.astype(np.float32)
+    s = np.sqrt(x * x + y * y)                       # f32 throughout, rounded per operation
+    # fma(x, c, s): the f64 product of two f32 values is exact; one rounding of the sum to f32
+    # (a double rounding, f64 then f32, differs from a true fma only in rare ties)
+    return (x.astype(np.float64) * np.float32(c) + s.astype(np.float64)).astype(np.float32)
+
+
+def _numba_kernel():
+    """The numba template: a ``@nx.kernel`` with one site (made on demand: importing numba.cuda
+    decides between the real numba-cuda and the simulator)."""
+    global cuda   # a module global: the simulator swaps the kernel's global `cuda` for its own
+    import numptx as nx
+    from numba import cuda as _cuda
+    cuda = _cuda
+
+    @nx.kernel(cache=False)
+    def apply(out, a, b):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = nx.site("combine", x=a[i], y=b[i], out={"z": nx.f32})
+    return apply
+
+
+def _inputs():
+    import numpy as np
+    rng = np.random.default_rng(0)
+    a = rng.uniform(-4, 4, N_ELEMENTS).astype(np.float32)
+    b = rng.uniform(-4, 4, N_ELEMENTS).astype(np.float32)
+    return a, b
+
+
+def _run_and_check(apply, stubs: dict, out=print) -> tuple[float, float]:
+    """Launch one variant per stub, compare with NumPy; return (best run time, max abs error)."""
+    import numpy as np
+    a, b = _inputs()
+    best, worst = float("inf"), 0.0
+    for label, (c, stub) in stubs.items():
+        res = np.zeros_like(a)
+        t = time.perf_counter()
+        apply.inject(combine=stub)[(N_ELEMENTS + 63) // 64, 64](res, a, b)
+        best = min(best, time.perf_counter() - t)
+        ref = _reference(a, b, c)
+        err = float(np.max(np.abs(res - ref)))
+        ulp = float(np.max(np.abs(res - ref) / np.spacing(np.maximum(np.abs(ref), 1e-30))))
+        ok = np.allclose(res, ref, rtol=1e-6, atol=1e-6)
+        out(f"    {label:<24} {N_ELEMENTS} elements, max |err| {err:.2e} ({ulp:.1f} ulp) "
+            f"vs NumPy: {'OK' if ok else 'MISMATCH'}")
+        if not ok:
+            raise SystemExit(f"numptx demo: variant {label} does not match NumPy")
+        worst = max(worst, err)
+    return best, worst
+
+
+def _simulate_main() -> int:
+    """``python -m numptx.demo --simulate`` (with NUMBA_ENABLE_CUDASIM=1): run the numba
+    template's variants on the CPU; the last line of output is the timings as JSON."""
+    from .jit.numba_site import SIMULATOR
+    if not SIMULATOR:
+        print("numptx demo --simulate needs NUMBA_ENABLE_CUDASIM=1 in the environment", file=sys.stderr)
+        return 2
+    apply = _numba_kernel()
+    expr = _formula()
+    # the @ptx_expr variants run as their NumPy reference at the site; the PTX text that
+    # numptx injects into the numba template (registers %v_x, %v_y, %v_z) runs in the emulator
+    stubs = {f"expr c={c}": (c, expr.bind(c=c)) for c in FORMULA_CONSTANTS}
+    ptx_stubs = json.loads(os.environ.get("NUMPTX_DEMO_PTX_STUBS", "{}"))
+    stubs.update({f"PTX stub c={c}": (float(c), text) for c, text in ptx_stubs.items()})
+    t_run, _ = _run_and_check(apply, stubs)
+    print(json.dumps({"run": t_run}))
+    return 0
+
+
+def run_formula(arch: str = "sm_90", out=print) -> dict[str, float]:
+    """Part 2 of the demo; returns its stage timings in seconds."""
+    import numptx as nx
+    from . import demo as _self
+    from .jit.numba_site import SIMULATOR
+
+    out("\n" + "=" * 78)
+    if SIMULATOR:
+        out("Part 2 skipped: NUMBA_ENABLE_CUDASIM=1 is set, and numba templates need the real "
+            "numba-cuda (no GPU needed); run `numptx demo` without it")
+        return {}
+    out("Part 2: a formula in Python (@nx.ptx_expr) -> variants of a CUDA and a numba template\n")
+    out("    @nx.ptx_expr")
+    out("    def blend(x: nx.f32, y: nx.f32, c: nx.f32) -> nx.f32:")
+    out("        return nx.fma(x, c, nx.sqrt(x * x + y * y))")
+    out(f"    variants: c = {', '.join(map(str, FORMULA_CONSTANTS))} (expr.bind(c=...))\n")
+
+    def trace():
+        e = _formula()
+        e.graph
+        return e
+    expr, t_trace = _timed(trace, repeat=5)
+    out("Traced graph (print(blend.graph)):")
+    out("\n".join("    " + line for line in str(expr.graph).splitlines()) + "\n")
+
+    timings: dict[str, float] = {"trace formula": t_trace}
+
+    # the CUDA C++ template (the demo kernel, compiled once by NVRTC; no cache: real builds)
+    t = time.perf_counter()
+    ctmpl = nx.CudaTemplate(DEMO_SRC, entry="combine_kernel", arch=arch, cache=False)
+    t_ctmpl = time.perf_counter() - t
+    # the numba template, compiled once by numba-cuda (real numba here, not the simulator)
+    import numpy as np
+    apply = _numba_kernel()
+    x = np.zeros(4, np.float32)
+    t = time.perf_counter()
+    ntmpl = apply.template(x, x, x, cc=arch)
+    t_ntmpl = time.perf_counter() - t
+    out(f"Templates: CUDA C++ {ctmpl.entry!r} (NVRTC {_fmt(t_ctmpl).strip()}), numba "
+        f"{apply.__name__!r} (numba-cuda {_fmt(t_ntmpl).strip()}) — each compiled once\n")
+    timings["CUDA template (once)"] = t_ctmpl
+    timings["numba template (once)"] = t_ntmpl
+
+    ptx_stubs = {}
+    out("Variants (stub -> inject -> assemble, no cache):")
+    for label, tmpl in (("CUDA", ctmpl), ("numba", ntmpl)):
+        site = tmpl.sites["combine"]
+        t_stub = t_inj = t_asm = float("inf")
+        for c in FORMULA_CONSTANTS:
+            bound = expr.bind(c=c)
+            stub, dt = _timed(lambda: bound.stub(site))
+            t_stub = min(t_stub, dt)
+            text = getattr(stub, "text", stub)
+            variant = tmpl.inject(combine=text)
+            _, dt = _timed(lambda: variant.ptx)
+            t_inj = min(t_inj, dt)
+            cubin, dt = _timed(lambda: variant.cubin)
+            t_asm = min(t_asm, dt)
+            if label == "numba":
+                ptx_stubs[str(c)] = str(text)
+            out(f"    {label:<6} c={c:<4} {len(str(text).splitlines()):>3}-line stub -> cubin "
+                f"{len(cubin)} bytes, kernel {tmpl.entry[:32]}{'...' if len(tmpl.entry) > 32 else ''}")
+        timings[f"stub ({label})"] = t_stub
+        timings[f"inject ({label})"] = t_inj
+        timings[f"assemble ({label})"] = t_asm
+
+    # run the numba variants: on the GPU here, or under the simulator in a subprocess
+    gpu = False
+    try:
+        from numba import cuda
+        gpu = bool(cuda.is_available())
+    except Exception:   # noqa: BLE001 - no driver: the simulator
+        gpu = False
+    if gpu:
+        name = cuda.get_current_device().name
+        name = name.decode() if isinstance(name, bytes) else name
+        out(f"\nRun: on the GPU ({name}), numba template variants, checked against NumPy:")
+        t_run, _ = _run_and_check(apply, {f"expr c={c}": (c, expr.bind(c=c))
+                                          for c in FORMULA_CONSTANTS}, out=out)
+    else:
+        out("\nRun: no GPU here -> CPU, numba-cuda's simulator (subprocess with "
+            "NUMBA_ENABLE_CUDASIM=1), checked against NumPy:")
+        env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1",
+                   NUMPTX_DEMO_PTX_STUBS=json.dumps(ptx_stubs))
+        t = time.perf_counter()
+        res = subprocess.run([sys.executable, "-m", _self.__name__, "--simulate"], env=env,
+                             capture_output=True, text=True, timeout=300)
+        t_sub = time.perf_counter() - t
+        lines = res.stdout.rstrip().splitlines()
+        for line in lines[:-1]:
+            out(line)
+        if res.returncode != 0 or not lines:
+            out(res.stdout + res.stderr)
+            raise SystemExit("numptx demo: the simulator run failed")
+        t_run = json.loads(lines[-1])["run"]
+        out(f"    (expr variants run their NumPy reference at the site; PTX stubs run in numptx's "
+            f"PTX emulator; subprocess {t_sub:.1f} s in all)")
+    timings["run, CPU simulator" if not gpu else "run, GPU"] = t_run
+
+    out("\nStage timings, part 2 (best of the variants; "
+        f"{'GPU' if gpu else 'CPU only, run = simulator'}):")
+    out(f"    {'stage':<28}{'time':>12}")
+    out(f"    {'-' * 28}{'-' * 12}")
+    for stage, seconds in timings.items():
+        out(f"    {stage:<28}{_fmt(seconds):>12}")
+    return timings
+
+
+if __name__ == "__main__":
+    if "--simulate" in sys.argv[1:]:
+        sys.exit(_simulate_main())
+    run()

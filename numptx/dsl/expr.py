@@ -20,6 +20,7 @@ graph is cached per fastmath setting and the lowered program per backend and out
 from __future__ import annotations
 
 import typing
+import weakref
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -56,6 +57,36 @@ def ptx_expr(fn: Callable | None = None, *, fastmath: bool = False,
     return PtxExpr(fn, fastmath=fastmath, backend=backend)
 
 
+_SIGNATURES = weakref.WeakKeyDictionary()   # function -> (check, analysis): see _analyse
+
+
+def _analyse(fn, code, defaults: tuple, ann: dict) -> tuple:
+    """(defaults by name, parameter types, positional count, return annotation) of a formula:
+    what a fresh ``PtxExpr`` of ``fn`` needs, cached per function while its code, defaults
+    and annotations stay the same."""
+    names = code.co_varnames[:code.co_argcount]
+    defaults = dict(zip(names[len(names) - len(defaults):], defaults))
+    # a parameter whose default is not a number (a function, a flag object...) is a plain
+    # Python argument: not traced, not an input; the formula sees its default
+    names = tuple(n for n in names if n not in defaults
+                  or isinstance(defaults[n], (bool, int, float, np.generic)))
+    if code.co_flags & 0x0C:                  # *args / **kwargs
+        raise TraceError("ptx_expr formulas take named parameters (no *args/**kwargs)",
+                         frame=_def_frame(fn), fix="list the parameters: def f(x, y)")
+    glb = getattr(fn, "__globals__", None)
+    types: dict[str, T.DType] = {}
+    for n in names:
+        a = ann.get(n)
+        t = T.f32 if a is None else T.parse_annotation(a, glb)
+        if t is None:
+            raise TraceError(f"parameter {n!r}: annotation {a!r} is not a numptx type",
+                             frame=_def_frame(fn),
+                             fix="annotate with nx.f16, nx.bf16, nx.f32, nx.f64, nx.s32, "
+                                 "nx.u32, nx.s64, nx.u64 (or leave it out for f32)")
+        types[n] = t
+    return defaults, types, sum(1 for n in names if n not in defaults), ann.get("return")
+
+
 def _def_frame(fn) -> tuple:
     code = fn.__code__
     return (code, code.co_firstlineno)
@@ -75,38 +106,30 @@ class PtxExpr:
         self.__name__ = getattr(fn, "__name__", "expr")
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
-        names = code.co_varnames[:code.co_argcount]
-        defaults = fn.__defaults__ or ()
-        self.defaults = dict(zip(names[len(names) - len(defaults):], defaults))
-        # a parameter whose default is not a number (a function, a flag object...) is a plain
-        # Python argument: not traced, not an input; the formula sees its default
-        names = tuple(n for n in names if n not in self.defaults
-                      or isinstance(self.defaults[n], (bool, int, float, np.generic)))
-        if code.co_flags & 0x0C:                  # *args / **kwargs
-            raise TraceError("ptx_expr formulas take named parameters (no *args/**kwargs)",
-                             frame=_def_frame(fn), fix="list the parameters: def f(x, y)")
         ann = getattr(fn, "__annotations__", {}) or {}
-        glb = getattr(fn, "__globals__", None)
-        types: dict[str, T.DType] = {}
-        for n in names:
-            a = ann.get(n)
-            t = T.f32 if a is None else T.parse_annotation(a, glb)
-            if t is None:
-                raise TraceError(f"parameter {n!r}: annotation {a!r} is not a numptx type",
-                                 frame=_def_frame(fn),
-                                 fix="annotate with nx.f16, nx.bf16, nx.f32, nx.f64, nx.s32, "
-                                     "nx.u32, nx.s64, nx.u64 (or leave it out for f32)")
-            types[n] = t
-        self.all_params = types
-        self._n_positional = sum(1 for n in names if n not in self.defaults)
+        defaults = fn.__defaults__ or ()
+        check = (code, defaults, tuple(ann.items()))
+        try:
+            hit = _SIGNATURES.get(fn)
+        except TypeError:                         # not weakly referenceable: no cache
+            hit = None
+        if hit is None or hit[0] != check:
+            hit = (check, *_analyse(fn, code, defaults, ann))
+            try:
+                _SIGNATURES[fn] = hit
+            except TypeError:
+                pass
+        _, self.defaults, types, self._n_positional, self.returns = hit
+        self.defaults = dict(self.defaults)
+        self.all_params = types = dict(types)
         self.bound: dict[str, Any] = {}
         for k, v in (bound or {}).items():
             if k not in types:
                 raise TraceError(f"bind: {self.__name__} has no parameter {k!r} (it has "
                                  f"{', '.join(types)})", frame=_def_frame(fn))
             self.bound[k] = v
-        self.params = {k: t for k, t in types.items() if k not in self.bound}
-        self.returns = ann.get("return")
+        self.params = {k: t for k, t in types.items() if k not in self.bound} if self.bound \
+            else dict(types)
         self._graphs: dict[bool, Graph] = {}
         self._lowered: dict[tuple, Lowered] = {}
         self._binds: dict[tuple, PtxExpr] = {}
@@ -350,22 +373,24 @@ class PtxExpr:
         cached per site variable list (sites declaring the same variables bind alike)."""
         key = site.variables
         hit = self._sites.get(key)
-        if hit is None:
-            # the binding depends only on the signatures: share it between expressions
-            g = self.graph
-            shape = (tuple((k, t.name) for k, t in self.params.items()),
-                     tuple(self.defaults), g.output_form,
-                     tuple((k, n.dtype) for k, n in g.outputs), key)
-            shared = _BINDINGS.get(shape)
-            if shared is not None and shared[0] is None:
-                hit = (self, shared[1], shared[2])
-            else:
-                hit = self._bind_site_uncached(site)
-                if hit[0] is self:
-                    if len(_BINDINGS) > 4096:
-                        _BINDINGS.clear()
-                    _BINDINGS[shape] = (None, hit[1], hit[2])
-            self._sites[key] = hit
+        if hit is not None:
+            return (self, hit[1], hit[2]) if hit[0] is None else hit
+        # the binding depends only on the signatures: share it between expressions
+        g = self.graph
+        shape = (tuple((k, t.name) for k, t in self.params.items()),
+                 tuple(self.defaults), g.output_form,
+                 tuple((k, n.dtype) for k, n in g.outputs), key)
+        shared = _BINDINGS.get(shape)
+        if shared is not None and shared[0] is None:
+            hit = (self, shared[1], shared[2])
+        else:
+            hit = self._bind_site_uncached(site)
+            if hit[0] is self:
+                if len(_BINDINGS) > 4096:
+                    _BINDINGS.clear()
+                _BINDINGS[shape] = (None, hit[1], hit[2])
+        # (self is stored as None: no reference cycle, a dropped expression is freed at once)
+        self._sites[key] = (None, hit[1], hit[2]) if hit[0] is self else hit
         return hit
 
     def _bind_site_uncached(self, site: Any) -> tuple[PtxExpr, dict, tuple]:

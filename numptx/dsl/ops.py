@@ -33,7 +33,7 @@ from .. import semantics as S
 from . import types as T
 from .graph import canonical
 from .trace import (CONVERT, FAST_TYPES, OPS, EagerTracer, EagerValue, Proxy, TraceError,
-                    user_frame)
+                    fused_binary, fused_unary, user_frame)
 
 __all__ = ["DslOp", "OPS", "op_table"]
 
@@ -685,17 +685,9 @@ def _public(name: str, doc: str = ""):
     op = OPS[name]
 
     if op.arity == 1:
-        def fn(a):
-            if a.__class__ is Proxy:
-                return a.tracer.unary(op, a)
-            return apply(op, (a,))
+        fn = fused_unary(name, lambda args: apply(op, args))
     elif op.arity == 2:
-        def fn(a, b):
-            if a.__class__ is Proxy:
-                return a.tracer.binary(op, a, b)
-            if b.__class__ is Proxy:
-                return b.tracer.binary(op, a, b)
-            return apply(op, (a, b))
+        fn = fused_binary(name, eager=lambda args: apply(op, args))
     else:
         def fn(*args):
             for a in args:

@@ -28,13 +28,13 @@ import numpy as np
 
 from ..errors import NumptxError
 from . import types as T
-from .graph import Frame, Graph, Node, frame_source
+from .graph import _ROWS, Frame, Graph, Node, frame_source
 
 __all__ = ["TraceError", "Proxy", "Tracer", "GraphTracer", "EagerTracer", "EagerValue",
            "user_frame", "OPS"]
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-_INTERNAL: dict = {}
+_INTERNAL: dict = {}          # code file name -> inside numptx's package
 
 # DSL operations by name, filled by numptx.dsl.ops (the one table of DSL operations)
 OPS: dict = {}
@@ -46,9 +46,10 @@ def user_frame(depth: int = 2) -> Frame | None:
     internal = _INTERNAL
     while f is not None:
         code = f.f_code
-        inside = internal.get(code)
+        name = code.co_filename
+        inside = internal.get(name)       # by file name: a str caches its hash, a code does not
         if inside is None:
-            inside = internal[code] = code.co_filename.startswith(_PKG_DIR)
+            inside = internal[name] = name.startswith(_PKG_DIR)
         if not inside:
             return (code, f.f_lineno)
         f = f.f_back
@@ -223,27 +224,137 @@ _UNARY = {"neg": "neg", "pos": "pos", "abs": "abs", "invert": "invert", "floor":
           "ceil": "ceil", "trunc": "trunc"}
 
 
+_FUSED: dict = {}          # (op name, type, fastmath) -> the single row, or False
+
+
+def _fused_row(name: str, t: str, fm: bool):
+    op = OPS[name]
+    fast = op.fast_types
+    row = False
+    if fast is not None and t in fast:
+        row = op.rows.get((t, fm))
+        if row is None:
+            row = op.single_row(t, fm)
+    _FUSED[(name, t, fm)] = row
+    return row
+
+
+def fused_binary(op_name: str, swap: bool = False, eager: Any = None):
+    """``f(a, b)`` applying the DSL operation ``op_name`` (``swap``: to ``(b, a)``): the graph
+    tracer's common case (one row on two values of one type, or a value and a Python number)
+    in one frame; everything else through ``tracer.binary`` (same frame depth); ``eager(args)``
+    when neither is traced."""
+    rows = _ROWS
+    fused = _FUSED
+    internal = _INTERNAL
+    getframe = sys._getframe
+
+    def f(a, b):
+        if swap:
+            a, b = b, a
+        if a.__class__ is Proxy:
+            tr = a.tracer
+            if tr.__class__ is not GraphTracer:
+                return tr.binary(OPS[op_name], a, b)
+            na = a.node
+            t = na.dtype
+            cb = b.__class__
+            if cb is Proxy:
+                nb = b.node if b.tracer is tr else None
+            elif cb is float or cb is int:
+                nb = tr._fast_literal(b, t)
+            else:
+                nb = None
+        elif b.__class__ is Proxy:
+            tr = b.tracer
+            if tr.__class__ is not GraphTracer:
+                return tr.binary(OPS[op_name], a, b)
+            nb = b.node
+            t = nb.dtype
+            ca = a.__class__
+            na = tr._fast_literal(a, t) if ca is float or ca is int else None
+        else:
+            return eager((a, b))
+        if na is not None and nb is not None and na.dtype == t and nb.dtype == t:
+            fm = tr.fastmath
+            row = fused.get((op_name, t, fm))
+            if row is None:
+                row = _fused_row(op_name, t, fm)
+            info = rows.get(row) if row else None
+            if info is not None and info.plain and info.op0 == t and info.op1 == t \
+                    and (na.op != "const" or nb.op != "const"):
+                g = tr.graph
+                fr = getframe(1)
+                code = fr.f_code
+                g.frame = (code, fr.f_lineno) if internal.get(code.co_filename) is False \
+                    else user_frame(2)
+                key = (row, nb, na) if info.commutative and na.index > nb.index else \
+                    (row, na, nb)
+                cse = g._cse
+                node = cse.get(key)
+                if node is None:
+                    nodes = g.nodes
+                    node = Node("instr", row, (na, nb), info.result, len(nodes), g.frame)
+                    na.uses += 1
+                    nb.uses += 1
+                    nodes.append(node)
+                    cse[key] = node
+                return Proxy(node, tr)
+        return tr.binary(OPS[op_name], a, b)
+    return f
+
+
+def fused_unary(op_name: str, eager: Any = None):
+    """``f(a)``: the unary counterpart of :func:`fused_binary`."""
+    rows = _ROWS
+    fused = _FUSED
+    internal = _INTERNAL
+    getframe = sys._getframe
+
+    def f(a):
+        if a.__class__ is not Proxy:
+            return eager((a,))
+        tr = a.tracer
+        if tr.__class__ is GraphTracer:
+            na = a.node
+            t = na.dtype
+            fm = tr.fastmath
+            row = fused.get((op_name, t, fm))
+            if row is None:
+                row = _fused_row(op_name, t, fm)
+            info = rows.get(row) if row else None
+            if info is not None and info.plain1 and info.op0 == t and na.op != "const":
+                g = tr.graph
+                fr = getframe(1)
+                code = fr.f_code
+                g.frame = (code, fr.f_lineno) if internal.get(code.co_filename) is False \
+                    else user_frame(2)
+                key = (row, na)
+                cse = g._cse
+                node = cse.get(key)
+                if node is None:
+                    nodes = g.nodes
+                    node = Node("instr", row, (na,), info.result, len(nodes), g.frame)
+                    na.uses += 1
+                    nodes.append(node)
+                    cse[key] = node
+                return Proxy(node, tr)
+        return tr.unary(OPS[op_name], a)
+    return f
+
+
 def _install_operators() -> None:
-    def binary(op_name):
-        def fwd(self, other):
-            return self.tracer.binary(OPS[op_name], self, other)
-
-        def rev(self, other):
-            return self.tracer.binary(OPS[op_name], other, self)
-        return fwd, rev
-
     for dunder, op_name in _BINARY.items():
-        fwd, rev = binary(op_name)
+        fwd, rev = fused_binary(op_name), fused_binary(op_name, True)
         fwd.__name__, rev.__name__ = f"__{dunder}__", f"__r{dunder}__"
         setattr(Proxy, f"__{dunder}__", fwd)
         setattr(Proxy, f"__r{dunder}__", rev)
     for dunder, op_name in _COMPARE.items():
-        fwd, _ = binary(op_name)
+        fwd = fused_binary(op_name)
         fwd.__name__ = f"__{dunder}__"
         setattr(Proxy, f"__{dunder}__", fwd)
     for dunder, op_name in _UNARY.items():
-        def un(self, _n=op_name):
-            return self.tracer.unary(OPS[_n], self)
+        un = fused_unary(op_name)
         un.__name__ = f"__{dunder}__"
         setattr(Proxy, f"__{dunder}__", un)
 
@@ -500,7 +611,8 @@ class GraphTracer(Tracer):
                 g = self.graph
                 f = sys._getframe(2)
                 code = f.f_code
-                g.frame = (code, f.f_lineno) if _INTERNAL.get(code) is False else user_frame(2)
+                g.frame = (code, f.f_lineno) if _INTERNAL.get(code.co_filename) is False \
+                    else user_frame(2)
                 row = op.rows.get((t, self.fastmath))
                 if row is None:
                     row = op.single_row(t, self.fastmath)
@@ -518,7 +630,8 @@ class GraphTracer(Tracer):
                 g = self.graph
                 f = sys._getframe(2)
                 code = f.f_code
-                g.frame = (code, f.f_lineno) if _INTERNAL.get(code) is False else user_frame(2)
+                g.frame = (code, f.f_lineno) if _INTERNAL.get(code.co_filename) is False \
+                    else user_frame(2)
                 row = op.rows.get((t, self.fastmath))
                 if row is None:
                     row = op.single_row(t, self.fastmath)
