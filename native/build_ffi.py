@@ -85,14 +85,21 @@ stackptx_status stackptx_compile_many(const stackptx_table *t, const stackptx_io
 stackptx_status astptx_compile(const stackptx_table *t, const stackptx_io *io,
     const stackptx_limits *lim, const uint64_t *words, size_t n_words, const stackptx_routines *r,
     void *ws, size_t ws_size, char *out, size_t out_cap, size_t *out_len, stackptx_diag *diag);
+#define DAGLOWER_ROOT_INPUT ...
+size_t dag_lower_workspace_size(uint32_t n_nodes);
+stackptx_status dag_lower(const stackptx_table *t, const uint64_t *rec, size_t n_rec,
+                          const uint64_t *roots, uint32_t n_roots, void *ws, size_t ws_size,
+                          uint64_t *out, size_t out_cap, size_t *out_len, uint32_t *n_slots,
+                          uint32_t *n_instr, uint32_t *err_index);
 """
 
 ffibuilder = FFI()
 ffibuilder.cdef(CDEF)
 ffibuilder.set_source(
     "numptx._native",
-    '#include "ptx_inject.h"\n#include "stack_ptx.h"\n',
-    sources=[os.path.relpath(os.path.join(HERE, name)) for name in ("ptx_inject.c", "stack_ptx.c")],
+    '#include "ptx_inject.h"\n#include "stack_ptx.h"\n#include "dag_lower.h"\n',
+    sources=[os.path.relpath(os.path.join(HERE, name))
+             for name in ("ptx_inject.c", "stack_ptx.c", "dag_lower.c")],
     include_dirs=[os.path.relpath(HERE)],
     extra_compile_args=["-std=c99", "-O2"],
 )

@@ -563,10 +563,78 @@ def compile_words(mode: str, prog, inputs, outputs, *, site=None, routines=(), s
                   limits=None) -> Stub:
     """Compile one program with the Stack PTX (mode "stack") or AST PTX (mode "ast") core."""
     io = _io_for(inputs, outputs, site)
-    table = _table()
-    lim_key, lim = _limits_c(limits)
     words, n, keep = _words(prog, io)
     rts, rkeep = _routines(routines, io) if routines else (ffi.NULL, None)
+    try:
+        return _compile_c(mode, io, limits, words, n, rts, strict, prog)
+    finally:
+        del keep, rkeep
+
+
+def compile_lowered(mode: str, words: bytes, input_names: Sequence[str],
+                    rename: Mapping | None, inputs, outputs, *, site=None,
+                    routines: Sequence[bytes] = (), strict: bool = False, limits=None) -> Stub:
+    """Compile an encoded program whose input words refer to ``input_names`` by position
+    (after ``rename``: each is a site variable or an ``inputs`` register). The compile's
+    inputs are laid out in that order, so the words go to the C core as they are: the DSL's
+    path, no op objects on the way."""
+    if rename:
+        input_names = tuple([rename.get(n, n) for n in input_names])
+    io = _io_ordered(inputs, outputs, site, input_names)
+    cw = ffi.from_buffer("uint64_t[]", words)
+    rts, rkeep = _routines([np.frombuffer(r, dtype=np.uint64) for r in routines], io) \
+        if routines else (ffi.NULL, None)
+    try:
+        return _compile_c(mode, io, limits, cw, len(words) >> 3, rts, strict, None)
+    finally:
+        del rkeep
+
+
+def _io_ordered(inputs, outputs, site, names: tuple) -> _IO:
+    """Like :func:`_io_for`, with the inputs ``names`` first, in that order."""
+    if site is not None:
+        key = (id(site), names)
+        io = _io_cache.get(key)
+        if io is not None and io._keep[1] is site:
+            return io
+        ins, outs = list(site.inputs), site.outputs
+        what = f"site {site.name!r}"
+    else:
+        inputs, outputs = dict(inputs or {}), dict(outputs or {})
+        key = (*inputs.items(), None, *outputs.items(), None, *names)
+        io = _io_cache.get(key)
+        if io is not None:
+            return io
+        ins = [_Reg(n, n, t) for n, t in inputs.items()]
+        outs = [_Reg(n, n, t) for n, t in outputs.items()]
+        what = "inputs"
+    by_name = {v.name: v for v in ins}
+    missing = [n for n in names if n not in by_name]
+    if missing:
+        known = ", ".join(map(repr, by_name)) or "none"
+        raise ProgramError(f"input({missing[0]!r}): no input named {missing[0]!r} in {what} "
+                           f"(inputs: {known})")
+    ordered = [by_name[n] for n in names] + [v for v in ins if v.name not in names]
+    io = _IO([v.name for v in ordered], [v.reg for v in ordered],
+             [_value_type(v.dtype, f"{what} variable {v.name!r}") for v in ordered],
+             [v.reg for v in outs],
+             [_value_type(v.dtype, f"{what} variable {v.name!r}") for v in outs])
+    io._keep = (io._keep, site)          # the id() in the key stays valid while cached
+    _cache_put(key, io)
+    return io
+
+
+class _Reg:
+    """A register of an ``inputs=``/``outputs=`` compile, shaped like a site variable."""
+    __slots__ = ("name", "reg", "dtype")
+
+    def __init__(self, name: str, reg: str, dtype: str):
+        self.name, self.reg, self.dtype = name, reg, dtype
+
+
+def _compile_c(mode: str, io: _IO, limits, words, n: int, rts, strict: bool, prog) -> Stub:
+    table = _table()
+    lim_key, lim = _limits_c(limits)
     s = _scratch
     need = io.workspace_size(lim_key, lim)
     if s.ws_size < need:
@@ -585,7 +653,6 @@ def compile_words(mode: str, prog, inputs, outputs, *, site=None, routines=(), s
             break
         s.out_size = out_len[0] + 4096
         s.out = ffi.new("char[]", s.out_size)
-    del keep, rkeep
     d = ffi.buffer(diag, _DIAG_SIZE)[:]
     if st == lib.STACKPTX_OK:
         return Stub(ffi.unpack(s.out, out_len[0]).decode(), io.in_names, io.out_types, d)
@@ -593,12 +660,47 @@ def compile_words(mode: str, prog, inputs, outputs, *, site=None, routines=(), s
         raise ProgramError("strict compile: " + "; ".join(Stub("", io.in_names, io.out_types, d).diagnostics))
     error_word = _diag_fields(d)[8]
     if mode == "ast" and error_word != 0xFFFFFFFF:
-        ops = prog if not isinstance(prog, np.ndarray) else None
+        ops = prog if prog is not None and not isinstance(prog, np.ndarray) else None
         shown = f" ({_op_at(ops, error_word)!r})" if ops is not None else ""
         index = _op_index(ops, error_word) if ops is not None else error_word
         raise ASTError(f"AST PTX: {_status_name(st)} at op {index}{shown}", index=index,
                        code=_status_name(st))
     raise ProgramError(f"{mode} PTX compile failed: {_status_name(st)}")
+
+
+ROOT_INPUT = 1 << 63       # a dag_lower root that pushes input k as it is
+
+
+class _LowerScratch(threading.local):
+    def __init__(self):
+        self.ws, self.ws_size = None, 0
+        self.out, self.out_cap = None, 0
+        self.cells = ffi.new("size_t[1]"), ffi.new("uint32_t[3]")
+
+
+_lscratch = _LowerScratch()
+
+
+def lower_dag(rec: Sequence[int], roots: Sequence[int], n_nodes: int) -> tuple[bytes, int, int]:
+    """Stack PTX words for a DAG record (native/dag_lower.h): (words, slots, instructions)."""
+    s = _lscratch
+    n_rec = len(rec)
+    ws_need = lib.dag_lower_workspace_size(min(n_rec, 0x10000000))
+    if s.ws_size < ws_need:
+        s.ws, s.ws_size = ffi.new("char[]", ws_need), ws_need
+    cap = 9 * n_nodes + 2 * len(roots) + 8
+    if s.out_cap < cap:
+        s.out, s.out_cap = ffi.new("uint64_t[]", cap), cap
+    out_len, cells = s.cells
+    # (an array converts a list of ints far faster than ffi.new does)
+    crec = ffi.from_buffer("uint64_t[]", array("Q", rec)) if rec else ffi.NULL
+    croots = ffi.from_buffer("uint64_t[]", array("Q", roots)) if roots else ffi.NULL
+    st = lib.dag_lower(_table(), crec, n_rec, croots, len(roots), s.ws, s.ws_size, s.out,
+                       s.out_cap, out_len, cells, cells + 1, cells + 2)
+    if st != lib.STACKPTX_OK:
+        raise ProgramError(f"DAG lowering failed: {_status_name(st)} (record word or root "
+                           f"{cells[2]})")
+    return ffi.buffer(s.out, out_len[0] * 8)[:], cells[0], cells[1]
 
 
 def _op_index(ops, word_index: int) -> int:

@@ -488,3 +488,19 @@ def test_formula_matches_reference_both_backends(c, corpus):
         for backend in BACKENDS:
             _check(c, f, stubs[c.name, backend], inj.sites[f"{c.name}_{backend}"], v)
     run()
+
+
+@pytest.mark.parametrize("fastmath", [False, True])
+def test_c_lowering_matches_python_lowering(fastmath):
+    """native/dag_lower.h writes, word for word, what lower.to_stack_py writes: every corpus
+    formula, every output order, and a pass-through input root."""
+    from numptx.dsl.lower import to_stack, to_stack_py
+    for c in CASES:
+        g = expr_of(c, "stack").trace(fastmath)
+        n = len(g.outputs)
+        orders = [tuple(range(n)), tuple(reversed(range(n))), (0, "passed", 0)]
+        for order in orders:
+            a, b = to_stack(g, order), to_stack_py(g, order)
+            assert a.words == b.words, (c.name, order, a.ops, b.ops)
+            assert (a.input_names, a.limits, a.n_instructions) == \
+                (b.input_names, b.limits, b.n_instructions), (c.name, order)

@@ -25,11 +25,12 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from .._program import _value_type, compile_words
+from .._program import _value_type, compile_lowered
 from . import types as T
 from .graph import Graph, canonical
 from .lower import PASS, Lowered, to_ast, to_stack
-from .trace import EagerTracer, EagerValue, GraphTracer, Proxy, TraceError, Tracer
+from .trace import (EagerTracer, EagerValue, FramedGraphTracer, GraphTracer, Proxy, TraceError,
+                    Tracer)
 
 __all__ = ["PtxExpr", "ptx_expr", "BindError"]
 
@@ -57,7 +58,9 @@ def ptx_expr(fn: Callable | None = None, *, fastmath: bool = False,
     return PtxExpr(fn, fastmath=fastmath, backend=backend)
 
 
-_SIGNATURES = weakref.WeakKeyDictionary()   # function -> (check, analysis): see _analyse
+# code object -> (check, analysis): see _analyse (bounded; keyed by code, not function, so a
+# formula made afresh by the same ``def`` or ``exec`` text finds its analysis)
+_SIGNATURES: dict = {}
 
 
 def _analyse(fn, code, defaults: tuple, ann: dict) -> tuple:
@@ -84,7 +87,34 @@ def _analyse(fn, code, defaults: tuple, ann: dict) -> tuple:
                              fix="annotate with nx.f16, nx.bf16, nx.f32, nx.f64, nx.s32, "
                                  "nx.u32, nx.s64, nx.u64 (or leave it out for f32)")
         types[n] = t
-    return defaults, types, sum(1 for n in names if n not in defaults), ann.get("return")
+    ret = ann.get("return")
+    # the last item: bindings of this signature's expressions to sites, (id(site), outputs)
+    # -> (site, rename, order), shared by every fresh expression of the function
+    return (defaults, types, sum(1 for n in names if n not in defaults), ret,
+            _return_types(ret, glb), {})
+
+
+def _return_types(r: Any, glb: dict | None) -> list | None:
+    """The DTypes a return annotation declares (None: no usable annotation)."""
+    if r is None:
+        return None
+    if isinstance(r, str):
+        t = T.parse_annotation(r, glb)
+        if t is not None:
+            return [t]
+        try:
+            r = eval(r, glb or {})   # noqa: S307 - user annotation
+        except Exception:
+            return None
+    t = T.as_dtype(r) if not isinstance(r, (tuple, list)) else None
+    if t is not None:
+        return [t]
+    args = typing.get_args(r) if typing.get_origin(r) in (tuple,) else \
+        r if isinstance(r, (tuple, list)) else None
+    if args is None:
+        return None
+    ts = [T.parse_annotation(a) for a in args]
+    return ts if all(x is not None for x in ts) else None
 
 
 def _def_frame(fn) -> tuple:
@@ -108,18 +138,19 @@ class PtxExpr:
         self.__wrapped__ = fn
         ann = getattr(fn, "__annotations__", {}) or {}
         defaults = fn.__defaults__ or ()
-        check = (code, defaults, tuple(ann.items()))
+        glb = getattr(fn, "__globals__", None)
+        check = (defaults, tuple(ann.items()), id(glb))
+        hit = _SIGNATURES.get(code)
         try:
-            hit = _SIGNATURES.get(fn)
-        except TypeError:                         # not weakly referenceable: no cache
-            hit = None
-        if hit is None or hit[0] != check:
+            stale = hit is None or hit[0] != check
+        except (ValueError, TypeError):          # defaults that do not compare (arrays)
+            stale = True
+        if stale:
             hit = (check, *_analyse(fn, code, defaults, ann))
-            try:
-                _SIGNATURES[fn] = hit
-            except TypeError:
-                pass
-        _, self.defaults, types, self._n_positional, self.returns = hit
+            if len(_SIGNATURES) > 4096:
+                _SIGNATURES.clear()
+            _SIGNATURES[code] = hit
+        _, self.defaults, types, self._n_positional, self.returns, self._want, self._shared = hit
         self.defaults = dict(self.defaults)
         self.all_params = types = dict(types)
         self.bound: dict[str, Any] = {}
@@ -141,22 +172,28 @@ class PtxExpr:
         fm = self.fastmath if fastmath is None else bool(fastmath)
         g = self._graphs.get(fm)
         if g is None:
-            g = Graph(self.__name__)
-            tr = GraphTracer(g, fm)
-            args = []
-            for name, t in self.all_params.items():
-                if name in self.bound:
-                    node = g.const_canonical(self._bound_scalar(name, t), t.name)
-                else:
-                    node = g.input(name, t.name)
-                args.append(Proxy(node, tr))
-            g.frame = None
-            ret = self._call(args)
-            g.frame = _def_frame(self.fn)
-            form, outs = self._outputs(ret, tr)
-            g.output_form = form
-            g.outputs = [(k, v) for k, v in outs]
-            self._graphs[fm] = g
+            g = self._graphs[fm] = self._trace_new(fm, False)
+            ref = weakref.ref(self)
+            # source lines are recorded on demand (printing): the fast path skips them
+            g.retrace = lambda: (lambda e: e._trace_new(fm, True) if e is not None else None)(ref())
+        return g
+
+    def _trace_new(self, fm: bool, framed: bool) -> Graph:
+        g = Graph(self.__name__)
+        tr = (FramedGraphTracer if framed else GraphTracer)(g, fm)
+        args = []
+        for name, t in self.all_params.items():
+            if name in self.bound:
+                node = g.const_canonical(self._bound_scalar(name, t), t.name)
+            else:
+                node = g.input(name, t.name)
+            args.append(Proxy(node, tr))
+        g.frame = None
+        ret = self._call(args)
+        g.frame = _def_frame(self.fn)
+        form, outs = self._outputs(ret, tr)
+        g.output_form = form
+        g.outputs = [(k, v) for k, v in outs]
         return g
 
     def _call(self, args: list) -> Any:
@@ -179,28 +216,6 @@ class PtxExpr:
             v = v.item()
         return canonical(v, t.name)
 
-    def _return_types(self) -> list | None:
-        r = self.returns
-        if r is None:
-            return None
-        if isinstance(r, str):
-            t = T.parse_annotation(r, getattr(self.fn, "__globals__", None))
-            if t is not None:
-                return [t]
-            try:
-                r = eval(r, getattr(self.fn, "__globals__", {}))   # noqa: S307 - user annotation
-            except Exception:
-                return None
-        t = T.as_dtype(r) if not isinstance(r, (tuple, list)) else None
-        if t is not None:
-            return [t]
-        args = typing.get_args(r) if typing.get_origin(r) in (tuple,) else \
-            r if isinstance(r, (tuple, list)) else None
-        if args is None:
-            return None
-        ts = [T.parse_annotation(a) for a in args]
-        return ts if all(x is not None for x in ts) else None
-
     def _outputs(self, ret: Any, tr: Tracer) -> tuple[str, list]:
         """Normalize the returned value(s) to (form, [(name, node)])."""
         frame = _def_frame(self.fn)
@@ -217,7 +232,7 @@ class PtxExpr:
         if not items:
             raise TraceError(f"{self.__name__} returns nothing", frame=frame,
                              fix="return a value, a tuple or a dict of outputs")
-        want = self._return_types()
+        want = self._want
         if want is not None and len(want) != len(items):
             want = None if form == "dict" else want
             if want is not None:
@@ -346,9 +361,8 @@ class PtxExpr:
                 raise BindError("pass either a site or inputs=/outputs=, not both")
             expr, rename, order = self._bind_site(site)
             low = expr.lowered(backend, order, fastmath)
-            prog, routines = low.rename(rename)
-            return compile_words(mode, prog, None, None, site=site, routines=routines,
-                                 strict=True, limits=low.limits)
+            return compile_lowered(mode, low.words, low.input_names, rename, None, None, site=site,
+                                   routines=low.routines, strict=True, limits=low.limits)
         low = self.lowered(backend, None, fastmath)
         g = self.trace(self.fastmath if fastmath is None else fastmath)
         inputs = dict(inputs or {})
@@ -364,19 +378,24 @@ class PtxExpr:
         regs_out = {}
         for i, (k, n) in enumerate(g.outputs):
             regs_out[outputs.get(k, outputs.get(i, k))] = n.dtype
-        prog, routines = low.rename({k: inputs[k] for k in inputs})
-        return compile_words(mode, prog, regs_in, regs_out, routines=routines, strict=True,
-                             limits=low.limits)
+        return compile_lowered(mode, low.words, low.input_names, inputs, regs_in, regs_out,
+                               routines=low.routines, strict=True, limits=low.limits)
 
     def _bind_site(self, site: Any) -> tuple[PtxExpr, dict, tuple]:
         """(expression with defaults baked in, parameter -> variable name, output order),
         cached per site variable list (sites declaring the same variables bind alike)."""
+        g = self.graph
+        fast_key = None
+        if not self.bound:               # fresh expressions of one function bind alike
+            fast_key = (id(site), g.output_form, *[(k, n.dtype) for k, n in g.outputs])
+            hit = self._shared.get(fast_key)
+            if hit is not None and hit[0] is site:
+                return self, hit[1], hit[2]
         key = site.variables
         hit = self._sites.get(key)
         if hit is not None:
             return (self, hit[1], hit[2]) if hit[0] is None else hit
         # the binding depends only on the signatures: share it between expressions
-        g = self.graph
         shape = (tuple((k, t.name) for k, t in self.params.items()),
                  tuple(self.defaults), g.output_form,
                  tuple((k, n.dtype) for k, n in g.outputs), key)
@@ -391,6 +410,10 @@ class PtxExpr:
                 _BINDINGS[shape] = (None, hit[1], hit[2])
         # (self is stored as None: no reference cycle, a dropped expression is freed at once)
         self._sites[key] = (None, hit[1], hit[2]) if hit[0] is self else hit
+        if fast_key is not None and hit[0] is self:
+            if len(self._shared) > 1024:
+                self._shared.clear()
+            self._shared[fast_key] = (site, hit[1], hit[2])
         return hit
 
     def _bind_site_uncached(self, site: Any) -> tuple[PtxExpr, dict, tuple]:

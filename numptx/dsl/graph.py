@@ -36,6 +36,21 @@ Frame = tuple  # (code object, line number): a user source position, formatted l
 _PACK = {"f32": struct.Struct("<f").pack, "f64": struct.Struct("<d").pack}
 _INT_TYPES = frozenset({"s32", "u32", "s64", "u64", "b16", "b32", "b64"})
 _CANON: dict = {}   # (type, Python int/float) -> (canonical NumPy scalar, its bytes), all graphs
+_TID = {t: i for i, t in enumerate(TYPES)}
+_CONST_WORDS: dict = {}   # constant key -> its Stack PTX words (CONST, or CONST64 + data)
+_WIDE_TYPES = frozenset({"f64", "s64", "u64", "b64"})
+
+
+def _const_words(key: tuple) -> tuple:
+    """The CONST word (CONST64 and its data word) of a constant key ("c", type, bits)."""
+    _, dtype, bits = key
+    value = int.from_bytes(bits, "little")
+    words = (3 | _TID[dtype] << 8, value) if dtype in _WIDE_TYPES else \
+        (2 | _TID[dtype] << 8 | value << 32,)
+    if len(_CONST_WORDS) > 4096:
+        _CONST_WORDS.clear()
+    _CONST_WORDS[key] = words
+    return words
 
 
 def frame_location(frame: Frame | None) -> str:
@@ -113,7 +128,7 @@ SIMPLIFY = {"and.pred": _simplify_pred, "or.pred": _simplify_pred, "xor.pred": _
 
 class _RowInfo:
     __slots__ = ("row", "operands", "result", "foldable", "commutative", "volatile", "simplify",
-                 "plain", "plain1", "op0", "op1")
+                 "plain", "plain1", "op0", "op1", "word")
 
     def __init__(self, row):
         if len(row.results) != 1 or any(w != 1 for w in (*row.operand_widths, *row.result_widths)):
@@ -131,16 +146,21 @@ class _RowInfo:
         self.plain1 = not self.volatile and self.simplify is None and len(self.operands) == 1 \
             and not self.commutative
         self.op0, self.op1 = (self.operands + (None, None))[:2]
+        self.word = 4 | TABLE.index(row.name) << 16      # its Stack PTX INSTR word
 
 
 _ROWS: dict[str, _RowInfo] = {}
 _ROWS_VERSION = [(-1, -1)]
+#: callables run when the instruction table changes (caches derived from its rows)
+ON_TABLE_CHANGE: list = []
 
 
 def row_info(name: str) -> _RowInfo:
     """Cached facts about the table row ``name`` (refreshed when the table changes)."""
     if _ROWS_VERSION[0] != (TABLE.uid, TABLE.version):
         _ROWS.clear()
+        for fn in ON_TABLE_CHANGE:
+            fn()
         _ROWS_VERSION[0] = (TABLE.uid, TABLE.version)
     info = _ROWS.get(name)
     if info is None:
@@ -204,10 +224,17 @@ class Graph:
         self.outputs: list[tuple[str, Node]] = []
         self.output_form = "single"
         self.frame: Frame | None = None
+        #: () -> the same graph traced again with every node's source position (or None);
+        #: set by the tracer when its fast paths skipped recording them
+        self.retrace = None
         self._cse: dict = {}
         self._lits: dict = {}           # (type, Python number) -> constant node
         if _ROWS_VERSION[0] != (TABLE.uid, TABLE.version):
             row_info("add.rn.f32")          # refresh the row cache for this table version
+        #: every node as Stack PTX words, in creation order (native/dag_lower.h RECORD), for
+        #: the C lowering; valid for the table version ``rec_version``
+        self.rec: list[int] = []
+        self.rec_version = _ROWS_VERSION[0]
 
     # ---- the builder protocol ------------------------------------------------------------------
     def input(self, name: str, dtype: str) -> Node:
@@ -215,6 +242,7 @@ class Graph:
         node = self.inputs.get(name)
         if node is None:
             node = Node("input", name, (), dtype, len(self.nodes), self.frame)
+            self.rec.append(1 | _TID[dtype] << 8 | len(self.inputs) << 16)
             self.nodes.append(node)
             self.inputs[name] = node
             self.params.setdefault(name, dtype)
@@ -252,6 +280,7 @@ class Graph:
         node = self._cse.get(key)
         if node is None:
             node = Node("const", scalar, (), dtype, len(self.nodes), self.frame, key)
+            self.rec.extend(_CONST_WORDS.get(key) or _const_words(key))
             self.nodes.append(node)
             self._cse[key] = node
         return node
@@ -272,6 +301,7 @@ class Graph:
                         node = Node("instr", name, args, info.result, len(nodes), self.frame)
                         a.uses += 1
                         b.uses += 1
+                        self.rec += (info.word, a.index, b.index)
                         nodes.append(node)
                         self._cse[key] = node
                     return node
@@ -287,6 +317,7 @@ class Graph:
                         nodes = self.nodes
                         node = Node("instr", name, args, info.result, len(nodes), self.frame)
                         a.uses += 1
+                        self.rec += (info.word, a.index)
                         nodes.append(node)
                         self._cse[key] = node
                     return node
@@ -333,8 +364,11 @@ class Graph:
             if node is not None:
                 return node
         node = Node("instr", name, args, info.result, len(self.nodes), self.frame)
+        rec = self.rec
+        rec.append(info.word)
         for a in args:
             a.uses += 1
+            rec.append(a.index)
         self.nodes.append(node)
         if key is not None:
             self._cse[key] = node
@@ -398,8 +432,24 @@ class Graph:
                 k += 1
         return names
 
+    def fill_frames(self) -> None:
+        """Give nodes without a source position the one a re-trace records (when the re-trace
+        builds the same nodes; a formula whose trace changes between runs keeps none)."""
+        retrace, self.retrace = self.retrace, None
+        if retrace is None or all(n.frame is not None for n in self.nodes if n.op == "instr"):
+            return
+        other = retrace()
+        if other is None or len(other.nodes) != len(self.nodes) or any(
+                a.op != b.op or a.target is not b.target and a.target != b.target
+                for a, b in zip(self.nodes, other.nodes) if a.op == "instr"):
+            return
+        for a, b in zip(self.nodes, other.nodes):
+            if a.frame is None:
+                a.frame = b.frame
+
     def format(self, *, all_nodes: bool = False) -> str:
         """The FX-style dump: a header, one line per instruction, the return line."""
+        self.fill_frames()
         nodes = self.nodes if all_nodes else self.live()
         names = self.names(nodes)
 

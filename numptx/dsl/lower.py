@@ -23,7 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 
-from .._program import CONST, CONST64, INPUT, Limits, Op, instr, type_id
+from .._program import _U64, CONST, CONST64, INPUT, ROOT_INPUT, Limits, Op, instr, lower_dag, type_id
+from ..instructions import TABLE
 from ..stack_ptx import dup, load, routine, store
 from .graph import Graph, Node
 from .trace import TraceError
@@ -42,39 +43,37 @@ _META_OPS: dict = {}
 
 @dataclass
 class Lowered:
-    """A lowered program: ``ops`` (inputs named by parameter), ``routines`` (AST PTX: shared
-    subtrees), the positions of input ops (``inputs``: (routine or -1, index, name)), the
-    Limits it needs (None: the defaults) and the instruction count."""
+    """A lowered program, encoded: ``words`` (the main program's uint64 words, little-endian
+    bytes) and ``routines`` (AST PTX: shared subtrees, encoded likewise), whose input words
+    refer to ``input_names`` by position (a compile lays its inputs out in that order); the
+    Limits it needs (None: the defaults) and the instruction count. ``ops`` decodes the words
+    for display."""
     backend: str
-    ops: list
-    inputs: list
+    words: bytes
+    input_names: tuple
     limits: Limits | None
     n_instructions: int
     routines: list = field(default_factory=list)
 
+    @property
+    def ops(self) -> list:
+        """The main program as ops (inputs named by parameter)."""
+        return self.program()
+
     def program(self, rename: dict[str, str] | None = None) -> list:
         """The main ops with input names replaced through ``rename`` (missing names stay)."""
-        return self.rename(rename)[0]
+        return _decode(self.words, self.input_names, rename)
 
-    def rename(self, rename: dict[str, str] | None = None) -> tuple[list, list]:
-        """(main ops, routines) with input names replaced through ``rename``."""
-        if not rename:
-            return self.ops, self.routines
-        prog = None
-        routines = None
-        for where, i, name in self.inputs:
-            new = rename.get(name)
-            if new is not None and new != name:
-                if where < 0:
-                    if prog is None:
-                        prog = list(self.ops)
-                    prog[i] = input_op(new)
-                else:
-                    if routines is None:
-                        routines = [list(r) for r in self.routines]
-                    routines[where][i] = input_op(new)
-        return (self.ops if prog is None else prog,
-                self.routines if routines is None else routines)
+    def routine_ops(self, k: int, rename: dict[str, str] | None = None) -> list:
+        """Routine ``k`` as ops."""
+        return _decode(self.routines[k], self.input_names, rename)
+
+
+def _decode(words: bytes, names: tuple, rename: dict | None) -> list:
+    import numpy as np
+    from .._program import decode
+    rename = rename or {}
+    return decode(np.frombuffer(words, dtype=np.uint64), [rename.get(n, n) for n in names])
 
 
 def input_op(name: str) -> Op:
@@ -149,40 +148,116 @@ def _output_uses(roots) -> dict:
     return uses
 
 
-def _finish(backend: str, ops: list, inputs: list, graph: Graph, slots: int,
+def _encode_ops(ops: list, names: dict) -> bytes:
+    """Words of an op list; named inputs refer to their position in ``names`` (grown)."""
+    parts = []
+    for op in ops:
+        if op.name is not None:
+            k = names.get(op.name)
+            if k is None:
+                k = names[op.name] = len(names)
+            parts.append(_input_raw(k))
+        else:
+            parts.append(op.raw)
+    return b"".join(parts)
+
+
+def _finish(backend: str, words: bytes, names: dict, graph: Graph, slots: int,
             n_instr: int, routines: list | None = None) -> Lowered:
     """Attach the Limits a program needs (None when the defaults do: no stack can be deeper
-    than the number of ops)."""
-    n = len(ops)
+    than the number of words)."""
+    n = len(words) >> 3
     if n <= 256 and slots <= 16:
-        return Lowered(backend, ops, inputs, None, n_instr, routines or [])
-    words = n + sum(1 for op in ops if op.extra is not None)
-    return Lowered(backend, ops, inputs, _limits(words, len(graph.nodes) + n, slots, n), n_instr,
-                   routines or [])
+        return Lowered(backend, words, tuple(names), None, n_instr, routines or [])
+    return Lowered(backend, words, tuple(names), _limits(n, len(graph.nodes) + n, slots, n),
+                   n_instr, routines or [])
 
 
 _POST = object()           # to_stack's marker: the node below it has its operands done
+_INPUT_RAW: list = []      # k -> the word of input k
+
+
+def _input_raw(k: int) -> bytes:
+    while len(_INPUT_RAW) <= k:
+        _INPUT_RAW.append(_U64.pack(INPUT | len(_INPUT_RAW) << 16))
+    return _INPUT_RAW[k]
+_RAW: dict = {}            # instruction name / constant key / (meta, type, slot) -> words
+_RAW_VERSION = [None]
+
+
+def _raw_cache() -> dict:
+    """The encoded-word cache, emptied when the instruction table changes (indices move)."""
+    v = (TABLE.uid, TABLE.version)
+    if _RAW_VERSION[0] != v:
+        _RAW.clear()
+        _INSTR_OPS.clear()
+        _RAW_VERSION[0] = v
+    return _RAW
+
+
+def _raw_of(n: Node) -> bytes:
+    """The encoded word(s) of an instruction or constant node (cached)."""
+    if n.op == "instr":
+        raw = _RAW[n.target] = _instr_op(n.target).raw
+    else:
+        raw = _RAW[n.key] = const_op(n).raw
+    return raw
+
+
+def _raw_meta(kind: str, dtype: str, slot: int | None) -> bytes:
+    key = (kind, dtype, slot)
+    raw = _RAW.get(key)
+    if raw is None:
+        raw = _RAW[key] = _meta(kind, dtype, slot).raw
+    return raw
 
 
 def to_stack(graph: Graph, order: tuple | None = None) -> Lowered:
-    """Stack PTX program for ``graph`` (outputs in ``order``; default: all, in order)."""
+    """Stack PTX program for ``graph`` (outputs in ``order``; default: all, in order).
+
+    The graph's creation record goes to the C lowering (native/dag_lower.h);
+    :func:`to_stack_py` is the same algorithm in Python (used when the instruction table
+    changed since the trace)."""
+    if order is None:
+        order = tuple(range(len(graph.outputs)))
+    if graph.rec_version != (TABLE.uid, TABLE.version):
+        return to_stack_py(graph, order)
+    names = {name: k for k, name in enumerate(graph.inputs)}     # input -> its word's k
+    roots = []
+    for o in order:
+        if o.__class__ is int:
+            roots.append(graph.outputs[o][1].index)
+        else:                                  # a pass-through input: numbered after the rest
+            roots.append(ROOT_INPUT | names.setdefault(PASS + o, len(names)))
+    words, n_slots, n_instr = lower_dag(graph.rec, roots, len(graph.nodes))
+    return _finish("stack", words, names, graph, n_slots, n_instr)
+
+
+def to_stack_py(graph: Graph, order: tuple | None = None) -> Lowered:
+    """:func:`to_stack` in Python: the reference the C lowering is tested against."""
     if order is None:
         order = tuple(range(len(graph.outputs)))
     roots = _roots(graph, order)
     out_uses = _output_uses(roots)
     out_get = out_uses.get
+    raw = _raw_cache()
+    raw_get = raw.get
     slots: dict = {}
     slots_get = slots.get
-    ops: list = []
-    inputs: list = []
-    append = ops.append
+    parts: list = []               # one bytes object per op (64-bit constants: 16 bytes)
+    # input name -> its position in the compile's inputs: graph inputs in creation order, then
+    # pass-through inputs (as the graph's record numbers them)
+    names: dict = {name: k for k, name in enumerate(graph.inputs)}
+    names_get = names.get
+    append = parts.append
     n_instr = 0
     POST = _POST
-    instr_ops, input_ops, const_ops, meta_ops = _INSTR_OPS, _INPUT_OPS, _CONST_OPS, _META_OPS
     for root in reversed(roots):
         if root.__class__ is str:
-            inputs.append((-1, len(ops), root))
-            append(input_op(root))
+            k = names_get(root)
+            if k is None:
+                k = names[root] = len(names)
+            append(_input_raw(k))
             continue
         stack = [root]
         pop, push, extend = stack.pop, stack.append, stack.extend
@@ -190,14 +265,13 @@ def to_stack(graph: Graph, order: tuple | None = None) -> Lowered:
             n = pop()
             if n is POST:                                 # the node below: operands are done
                 n = pop()
-                t = n.target
-                append(instr_ops.get(t) or _instr_op(t))
+                append(raw_get(n.target) or _raw_of(n))
                 n_instr += 1
                 if n.uses + out_get(n, 0) > 1:
                     slot = slots[n] = len(slots)
                     d = n.dtype
-                    append(meta_ops.get(("dup", d, None)) or _meta("dup", d))
-                    append(meta_ops.get(("store", d, slot)) or _meta("store", d, slot))
+                    append(raw_get(("dup", d, None)) or _raw_meta("dup", d, None))
+                    append(raw_get(("store", d, slot)) or _raw_meta("store", d, slot))
                 continue
             op = n.op
             if op == "instr":
@@ -207,13 +281,16 @@ def to_stack(graph: Graph, order: tuple | None = None) -> Lowered:
                     push(POST)
                     extend(n.args[::-1])
                 else:
-                    append(meta_ops.get(("load", n.dtype, slot)) or _meta("load", n.dtype, slot))
+                    append(raw_get(("load", n.dtype, slot)) or _raw_meta("load", n.dtype, slot))
             elif op == "input":
-                inputs.append((-1, len(ops), n.target))
-                append(input_ops.get(n.target) or input_op(n.target))
+                name = n.target
+                k = names_get(name)
+                if k is None:
+                    k = names[name] = len(names)
+                append(_input_raw(k))
             else:
-                append(const_ops.get(n.key) or const_op(n))
-    return _finish("stack", ops, inputs, graph, len(slots), n_instr)
+                append(raw_get(n.key) or _raw_of(n))
+    return _finish("stack", b"".join(parts), names, graph, len(slots), n_instr)
 
 
 def _ast_costs(roots, shared) -> tuple[dict, dict]:
@@ -263,11 +340,11 @@ def to_ast(graph: Graph, order: tuple | None = None, *, cap: int = AST_CAP) -> L
                          fix='use backend="stack", which keeps shared values in slots')
     routine_of: dict = {}
     bodies: list = []          # (node, ops)
-    inputs: list = []
     n_instr = 0
+    _raw_cache()
     instr_ops = _INSTR_OPS
 
-    def emit(root, ops: list, where: int, inline_root: bool) -> None:
+    def emit(root, ops: list, inline_root: bool) -> None:
         nonlocal n_instr
         append = ops.append
         stack = [root]
@@ -294,24 +371,24 @@ def to_ast(graph: Graph, order: tuple | None = None, *, cap: int = AST_CAP) -> L
                 for i in range(len(args) - 1, -1, -1):
                     push(args[i])
             elif op == "input":
-                inputs.append((where, len(ops), n.target))
                 append(input_op(n.target))
             else:
                 append(const_op(n))
     ops: list = []
     for root in roots:
         if root.__class__ is str:
-            inputs.append((-1, len(ops), root))
             ops.append(input_op(root))
         else:
-            emit(root, ops, -1, False)
+            emit(root, ops, False)
     k = 0
     while k < len(bodies):                  # bodies may discover further routines
         node, body = bodies[k]
-        emit(node, body, k, True)
+        emit(node, body, True)
         k += 1
-    routines = [body for _, body in bodies]
-    low = _finish("ast", ops, inputs, graph, 0, n_instr, routines=routines)
+    names: dict = {name: k for k, name in enumerate(graph.inputs)}
+    words = _encode_ops(ops, names)
+    routines = [_encode_ops(body, names) for _, body in bodies]
+    low = _finish("ast", words, names, graph, 0, n_instr, routines=routines)
     if routines or steps > 4096:
         nest = max([depth[r] + (r in shared) for r in roots if r.__class__ is not str] or [0])
         low.limits = Limits(max_steps=_pow2(steps + 8, 4096),

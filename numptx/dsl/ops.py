@@ -33,7 +33,7 @@ from .. import semantics as S
 from . import types as T
 from .graph import canonical
 from .trace import (CONVERT, FAST_TYPES, OPS, EagerTracer, EagerValue, Proxy, TraceError,
-                    fused_binary, fused_unary, user_frame)
+                    fused_binary, fused_ternary, fused_unary, user_frame)
 
 __all__ = ["DslOp", "OPS", "op_table"]
 
@@ -688,6 +688,8 @@ def _public(name: str, doc: str = ""):
         fn = fused_unary(name, lambda args: apply(op, args))
     elif op.arity == 2:
         fn = fused_binary(name, eager=lambda args: apply(op, args))
+    elif op.arity == 3:
+        fn = fused_ternary(name, lambda args: apply(op, args))
     else:
         def fn(*args):
             for a in args:

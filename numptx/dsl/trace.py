@@ -28,9 +28,12 @@ import numpy as np
 
 from ..errors import NumptxError
 from . import types as T
-from .graph import _ROWS, Frame, Graph, Node, frame_source
+from ..instructions import TABLE
+from .graph import (_ROWS, _ROWS_VERSION, ON_TABLE_CHANGE, Frame, Graph, Node, frame_source,
+                    row_info)
 
-__all__ = ["TraceError", "Proxy", "Tracer", "GraphTracer", "EagerTracer", "EagerValue",
+__all__ = ["TraceError", "Proxy", "Tracer", "GraphTracer", "FramedGraphTracer", "EagerTracer",
+           "EagerValue", "fused_binary", "fused_unary", "fused_ternary",
            "user_frame", "OPS"]
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
@@ -224,30 +227,53 @@ _UNARY = {"neg": "neg", "pos": "pos", "abs": "abs", "invert": "invert", "floor":
           "ceil": "ceil", "trunc": "trunc"}
 
 
-_FUSED: dict = {}          # (op name, type, fastmath) -> the single row, or False
+_FUSED: list = []          # per fused operation: ({type: row info}, same with fastmath)
 
 
-def _fused_row(name: str, t: str, fm: bool):
-    op = OPS[name]
+def _fused_info(op_name: str, cache: dict, t: str, fm: bool, arity: int):
+    """The row one application of ``op_name`` on ``t`` values is, when the fast path can build
+    it directly (one plain row taking ``t`` operands), else False; cached in ``cache``."""
+    if _ROWS_VERSION[0] != (TABLE.uid, TABLE.version):
+        row_info("add.rn.f32")                   # a new table: refreshes every cache
+    op = OPS[op_name]
     fast = op.fast_types
-    row = False
+    info = False
     if fast is not None and t in fast:
         row = op.rows.get((t, fm))
         if row is None:
             row = op.single_row(t, fm)
-    _FUSED[(name, t, fm)] = row
-    return row
+        if row:
+            i = row_info(row)
+            if arity == 2 and i.plain and i.op0 == t and i.op1 == t:
+                info = (row, i.result, i.commutative, i.word)
+            elif arity == 1 and i.plain1 and i.op0 == t:
+                info = (row, i.result, False, i.word)
+    cache[t] = info
+    return info
+
+
+def _new_fused_caches() -> tuple[dict, dict]:
+    caches = ({}, {})
+    _FUSED.append(caches)
+    return caches
+
+
+def _clear_fused() -> None:
+    for a, b in _FUSED:
+        a.clear()
+        b.clear()
+
+
+ON_TABLE_CHANGE.append(_clear_fused)
 
 
 def fused_binary(op_name: str, swap: bool = False, eager: Any = None):
     """``f(a, b)`` applying the DSL operation ``op_name`` (``swap``: to ``(b, a)``): the graph
     tracer's common case (one row on two values of one type, or a value and a Python number)
-    in one frame; everything else through ``tracer.binary`` (same frame depth); ``eager(args)``
+    in one frame, with no source position recorded (:meth:`Graph.format` re-traces to show
+    them); everything else through ``tracer.binary`` (same frame depth); ``eager(args)``
     when neither is traced."""
-    rows = _ROWS
-    fused = _FUSED
-    internal = _INTERNAL
-    getframe = sys._getframe
+    plain, fast = _new_fused_caches()
 
     def f(a, b):
         if swap:
@@ -275,28 +301,25 @@ def fused_binary(op_name: str, swap: bool = False, eager: Any = None):
             na = tr._fast_literal(a, t) if ca is float or ca is int else None
         else:
             return eager((a, b))
-        if na is not None and nb is not None and na.dtype == t and nb.dtype == t:
+        if na is not None and nb is not None and na.dtype == t and nb.dtype == t and \
+                (na.op != "const" or nb.op != "const"):
             fm = tr.fastmath
-            row = fused.get((op_name, t, fm))
-            if row is None:
-                row = _fused_row(op_name, t, fm)
-            info = rows.get(row) if row else None
-            if info is not None and info.plain and info.op0 == t and info.op1 == t \
-                    and (na.op != "const" or nb.op != "const"):
-                g = tr.graph
-                fr = getframe(1)
-                code = fr.f_code
-                g.frame = (code, fr.f_lineno) if internal.get(code.co_filename) is False \
-                    else user_frame(2)
-                key = (row, nb, na) if info.commutative and na.index > nb.index else \
-                    (row, na, nb)
-                cse = g._cse
+            cache = fast if fm else plain
+            info = cache.get(t)
+            if info is None:
+                info = _fused_info(op_name, cache, t, fm, 2)
+            if info:
+                row, result, commutative, word = info
+                ia, ib = na.index, nb.index
+                key = (row, nb, na) if commutative and ia > ib else (row, na, nb)
+                cse = tr.cse
                 node = cse.get(key)
                 if node is None:
-                    nodes = g.nodes
-                    node = Node("instr", row, (na, nb), info.result, len(nodes), g.frame)
+                    nodes = tr.nodes
+                    node = Node("instr", row, (na, nb), result, len(nodes), None)
                     na.uses += 1
                     nb.uses += 1
+                    tr.rec += (word, ia, ib)
                     nodes.append(node)
                     cse[key] = node
                 return Proxy(node, tr)
@@ -306,10 +329,7 @@ def fused_binary(op_name: str, swap: bool = False, eager: Any = None):
 
 def fused_unary(op_name: str, eager: Any = None):
     """``f(a)``: the unary counterpart of :func:`fused_binary`."""
-    rows = _ROWS
-    fused = _FUSED
-    internal = _INTERNAL
-    getframe = sys._getframe
+    plain, fast = _new_fused_caches()
 
     def f(a):
         if a.__class__ is not Proxy:
@@ -317,29 +337,123 @@ def fused_unary(op_name: str, eager: Any = None):
         tr = a.tracer
         if tr.__class__ is GraphTracer:
             na = a.node
-            t = na.dtype
-            fm = tr.fastmath
-            row = fused.get((op_name, t, fm))
-            if row is None:
-                row = _fused_row(op_name, t, fm)
-            info = rows.get(row) if row else None
-            if info is not None and info.plain1 and info.op0 == t and na.op != "const":
-                g = tr.graph
-                fr = getframe(1)
-                code = fr.f_code
-                g.frame = (code, fr.f_lineno) if internal.get(code.co_filename) is False \
-                    else user_frame(2)
-                key = (row, na)
-                cse = g._cse
-                node = cse.get(key)
-                if node is None:
-                    nodes = g.nodes
-                    node = Node("instr", row, (na,), info.result, len(nodes), g.frame)
-                    na.uses += 1
-                    nodes.append(node)
-                    cse[key] = node
-                return Proxy(node, tr)
+            if na.op != "const":
+                t = na.dtype
+                fm = tr.fastmath
+                cache = fast if fm else plain
+                info = cache.get(t)
+                if info is None:
+                    info = _fused_info(op_name, cache, t, fm, 1)
+                if info:
+                    row = info[0]
+                    key = (row, na)
+                    cse = tr.cse
+                    node = cse.get(key)
+                    if node is None:
+                        nodes = tr.nodes
+                        node = Node("instr", row, (na,), info[1], len(nodes), None)
+                        na.uses += 1
+                        tr.rec += (info[3], na.index)
+                        nodes.append(node)
+                        cse[key] = node
+                    return Proxy(node, tr)
         return tr.unary(OPS[op_name], a)
+    return f
+
+
+def _ternary_info(op_name: str, cache: dict, t: str, fm: bool):
+    """(row, result type, commutative, word, operand order, simplifier) when one application
+    of the 3-operand ``op_name`` on ``t`` values (``where``: a predicate and two ``t``) is one
+    non-volatile row on its operands in some order; else False. Cached in ``cache``."""
+    if _ROWS_VERSION[0] != (TABLE.uid, TABLE.version):
+        row_info("add.rn.f32")
+    op = OPS[op_name]
+    info = False
+    types = ("pred", t, t) if op.kind == "where" else (t, t, t)
+    g = Graph()
+    xs = [g.input(f"a{i}", ty) for i, ty in enumerate(types)]
+    try:
+        r = op.lower(g, t, fm, *xs)
+    except Exception:       # noqa: BLE001 - no single row: the general path reports errors
+        r = None
+    if r is not None and r.op == "instr" and len(g.nodes) == 4 and sorted(
+            map(id, r.args)) == sorted(map(id, xs)):
+        i = row_info(r.target)
+        if not i.volatile:
+            info = (r.target, i.result, i.commutative, i.word,
+                    tuple(xs.index(a) for a in r.args), i.simplify)
+    cache[t] = info
+    return info
+
+
+def fused_ternary(op_name: str, eager: Any = None):
+    """``f(a, b, c)``: :func:`fused_binary` for 3-operand operations (fma, where): traced values
+    of one type (``where``: a traced predicate first) and Python numbers."""
+    plain, fast = _new_fused_caches()
+    is_where = OPS[op_name].kind == "where"
+
+    def f(*args):
+        if len(args) != 3:
+            for v in args:
+                if v.__class__ is Proxy:
+                    return v.tracer.apply(OPS[op_name], args)     # reports the arity
+            return eager(args)
+        a, b, c = args
+        tr = a.tracer if a.__class__ is Proxy else b.tracer if b.__class__ is Proxy else \
+            c.tracer if c.__class__ is Proxy else None
+        if tr is None:
+            return eager(args)
+        if tr.__class__ is GraphTracer:
+            vals = (b, c) if is_where else (a, b, c)
+            t = None
+            for v in vals:
+                if v.__class__ is Proxy:
+                    t = v.node.dtype
+                    break
+            ok = t is not None and (not is_where or (
+                a.__class__ is Proxy and a.tracer is tr and a.node.dtype == "pred"))
+            nodes = [a.node] if is_where and ok else []
+            if ok:
+                for v in vals:
+                    if v.__class__ is Proxy:
+                        n = v.node if v.tracer is tr and v.node.dtype == t else None
+                    else:
+                        c_ = v.__class__
+                        n = tr._fast_literal(v, t) if c_ is float or c_ is int else None
+                    if n is None:
+                        ok = False
+                        break
+                    nodes.append(n)
+            if ok and (nodes[0].op != "const" or nodes[1].op != "const" or
+                       nodes[2].op != "const"):
+                fm = tr.fastmath
+                cache = fast if fm else plain
+                info = cache.get(t)
+                if info is None:
+                    info = _ternary_info(op_name, cache, t, fm)
+                if info:
+                    row, result, commutative, word, perm, simplify = info
+                    args = (nodes[perm[0]], nodes[perm[1]], nodes[perm[2]])
+                    if simplify is not None:
+                        node = simplify(tr.graph, row, args)
+                        if node is not None:
+                            return Proxy(node, tr)
+                    x, y, z = args
+                    key = (row, y, x, z) if commutative and x.index > y.index else \
+                        (row, x, y, z)
+                    cse = tr.cse
+                    node = cse.get(key)
+                    if node is None:
+                        nodes_ = tr.nodes
+                        node = Node("instr", row, args, result, len(nodes_), None)
+                        x.uses += 1
+                        y.uses += 1
+                        z.uses += 1
+                        tr.rec += (word, x.index, y.index, z.index)
+                        nodes_.append(node)
+                        cse[key] = node
+                    return Proxy(node, tr)
+        return tr.apply(OPS[op_name], args)
     return f
 
 
@@ -584,12 +698,17 @@ class GraphTracer(Tracer):
 
     def __init__(self, graph: Graph, fastmath: bool = False):
         self.graph, self.fastmath = graph, fastmath
+        # the fast paths' direct handles
+        self.cse, self.nodes, self.rec = graph._cse, graph.nodes, graph.rec
 
     def dtype_of(self, node: Node) -> T.DType:
         return T.DTYPES[node.dtype]
 
+    framed = False          # record each node's source position (FramedGraphTracer)
+
     def begin(self) -> None:
-        self.graph.frame = user_frame(2)
+        if self.framed:
+            self.graph.frame = user_frame(2)
 
     def binary(self, op: Any, a: Any, b: Any) -> Any:
         """Fast path: two values (or a value and a Python float/int) of one type that the
@@ -609,10 +728,11 @@ class GraphTracer(Tracer):
                 na = nb = None
             if nb is not None and na is not None and nb.dtype == t and t in fast:
                 g = self.graph
-                f = sys._getframe(2)
-                code = f.f_code
-                g.frame = (code, f.f_lineno) if _INTERNAL.get(code.co_filename) is False \
-                    else user_frame(2)
+                if self.framed:
+                    f = sys._getframe(2)
+                    code = f.f_code
+                    g.frame = (code, f.f_lineno) if _INTERNAL.get(code.co_filename) is False \
+                        else user_frame(2)
                 row = op.rows.get((t, self.fastmath))
                 if row is None:
                     row = op.single_row(t, self.fastmath)
@@ -628,10 +748,11 @@ class GraphTracer(Tracer):
             t = na.dtype
             if t in fast:
                 g = self.graph
-                f = sys._getframe(2)
-                code = f.f_code
-                g.frame = (code, f.f_lineno) if _INTERNAL.get(code.co_filename) is False \
-                    else user_frame(2)
+                if self.framed:
+                    f = sys._getframe(2)
+                    code = f.f_code
+                    g.frame = (code, f.f_lineno) if _INTERNAL.get(code.co_filename) is False \
+                        else user_frame(2)
                 row = op.rows.get((t, self.fastmath))
                 if row is None:
                     row = op.single_row(t, self.fastmath)
@@ -665,7 +786,8 @@ class GraphTracer(Tracer):
                         return Tracer.apply(self, op, args)
                     nodes.append(n)
                 g = self.graph
-                g.frame = user_frame(2)
+                if self.framed:
+                    g.frame = user_frame(2)
                 if not start:                       # one table row on the operands (fma)?
                     row = op.rows.get((t, self.fastmath))
                     if row is None:
@@ -693,6 +815,12 @@ class GraphTracer(Tracer):
 
     def convert(self, node: Node, src: T.DType, dst: T.DType) -> Node:
         return CONVERT[0](self.graph, src.name, dst.name, node)
+
+
+class FramedGraphTracer(GraphTracer):
+    """A :class:`GraphTracer` that records the source position of every node (the fused fast
+    paths, which skip that, step aside for it): used to re-trace a graph for display."""
+    framed = True
 
 
 class EagerTracer(Tracer):

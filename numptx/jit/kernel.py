@@ -25,7 +25,7 @@ from typing import Any
 from ..errors import NumptxError
 from .arch import normalize_arch
 from .cache import CubinCache
-from .numba_site import SIMULATOR
+from .numba_site import SIMULATOR, register
 from .template import Template, Variant
 
 __all__ = ["kernel", "Kernel", "KernelVariant", "NumbaTemplate"]
@@ -100,6 +100,7 @@ class Kernel:
     def dispatcher(self):
         """The numba-cuda dispatcher of the Python function (made on first use)."""
         if self._dispatcher is None:
+            register()          # normally done by numba.cuda's import; raises what went wrong
             from numba import cuda
             opts = {} if SIMULATOR else {"fastmath": self.options["fastmath"],
                                          "lineinfo": self.options["lineinfo"],
@@ -144,6 +145,7 @@ class Kernel:
         return t
 
     def _compile(self, argtypes: tuple, cc: tuple[int, int], suffix: str) -> NumbaTemplate:
+        register()
         from numba import cuda
         import numba_cuda
         ptx, _ = cuda.compile_ptx(self.py_func, argtypes, cc=cc, **self.options)

@@ -233,7 +233,10 @@ def _launch_gpu(kv, config, args) -> None:
         if hit is not None:
             _gpu_functions.move_to_end(fkey)
     if hit is None:
-        module = ctx.create_module_image(variant.cubin)
+        from cuda.core import ObjectCode
+        # numba's create_module_image takes a cuda.core ObjectCode (it reads .handle)
+        module = ctx.create_module_image(ObjectCode.from_cubin(variant.cubin,
+                                                               name=f"{tmpl.entry}.cubin"))
         cufunc = module.get_function(tmpl.entry)
         # a shallow copy (numba kernels pickle through __reduce__, so copy.copy would rebuild)
         launchable = object.__new__(type(nk))

@@ -22,11 +22,11 @@ written as names (``"f32"``), numptx DSL type objects, numba or NumPy types (``.
 returns the outputs then the updated mods, in declaration order: one value alone, else a tuple.
 
 How it works: numba types keyword arguments but not dictionaries on the GPU, so a numba IR
-rewrite (``before-inference``, registered when this module is imported, i.e. by
-``import numptx``) turns each ``site(...)`` call into a call of an intrinsic generated for its
-name and variables, with the in/mod values as positional arguments. Site names, variable names
-and types must therefore be compile-time constants; ``out``/``mod`` must be dict literals in
-the same basic block as the call.
+rewrite (``before-inference``, registered as soon as ``numba.cuda`` is imported, so that
+``import numptx`` does not import numba; see :func:`register`) turns each ``site(...)`` call into
+a call of an intrinsic generated for its name and variables, with the in/mod values as
+positional arguments. Site names, variable names and types must therefore be compile-time
+constants; ``out``/``mod`` must be dict literals in the same basic block as the call.
 
 Under the CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``) ``site`` is a plain Python function
 that evaluates the stub injected by the running variant (:mod:`numptx.jit.template`).
@@ -511,15 +511,33 @@ def _register_rewrite() -> None:
 
 
 _registered = False
+_register_lock = threading.Lock()
 
 
 def register() -> None:
-    """Teach numba-cuda about ``site`` (done on import; idempotent; a no-op in the simulator)."""
-    global _registered
+    """Teach numba-cuda about ``site``: register the IR rewrite. Idempotent and thread-safe, a
+    no-op under the simulator. It runs by itself when ``numba.cuda`` is imported (or at import
+    of this module if it already is) and before ``@nx.kernel`` compiles; calling it yourself
+    only surfaces an error that the import hook turned into a warning.
+
+        import numptx as nx
+        nx.jit.numba_site.register()
+    """
     if _registered or SIMULATOR:
         return
-    _register_rewrite()
-    _registered = True
+    import numba.cuda  # noqa: F401 - before the lock: its import hook calls _register_now
+    _register_now()
 
 
-register()
+def _register_now() -> None:
+    global _registered
+    with _register_lock:
+        if not _registered:
+            _register_rewrite()
+            _registered = True
+
+
+# not at import: `import numptx` stays free of numba (~1 s); numba.cuda's import triggers it
+if not SIMULATOR:
+    from .after_import import when_imported
+    when_imported("numba.cuda", _register_now)

@@ -5,12 +5,15 @@
     tmpl = nx.CudaTemplate(SRC, entry="kernel", arch="sm_90")     # NVRTC once
     v = tmpl.inject(combine="add.f32 %v_z, %v_x, %v_y;")           # a Variant
     v.ptx, v.cubin, v.sites, v.entry                                 # cubin: nvJitLink + cache
+    v[grid, block](out, a, b, n)                                     # launch (numba-cuda, a GPU)
     variants = tmpl.build_many([{"combine": s} for s in stubs])      # in parallel
 
 A stub may be PTX text (``str``, including Stack PTX stubs), a Stack PTX program (a list of
 ``numptx.stack_ptx`` ops or its uint64 encoding, compiled with ``sp.compile(prog, site=site)``),
 or an object with a ``.stub(site)`` method (``@nx.ptx_expr`` expressions). Numba kernels
-(:func:`numptx.kernel`) give templates of the same class.
+(:func:`numptx.kernel`) give templates of the same class. Variants of CUDA C++ and PTX templates
+launch through numba-cuda (:mod:`numptx.jit.cuda_launch`; ``tmpl.params`` lists what the kernel
+takes).
 """
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor, as_completed
+from functools import cached_property
 from typing import Any
 
 from ..errors import NumptxError
@@ -28,6 +32,7 @@ from ..inject import PtxInject, Site
 from .arch import normalize_arch
 from .cache import CubinCache, default_cache, template_digest, variant_key
 from .nvjitlink import ptx_to_cubin
+from .params import Param, kernel_params
 
 __all__ = ["Template", "CudaTemplate", "Variant", "BuildError", "resolve_stub", "find_entries"]
 
@@ -135,9 +140,14 @@ class Template:
                       f"yet; avoid those calls in kernels with sites",) + tuple(e.args[1:])
         return e
 
+    @cached_property
+    def params(self) -> tuple[Param, ...]:
+        """The kernel's parameters, read from the PTX ``.entry`` (see :mod:`numptx.jit.params`)."""
+        return kernel_params(self.ptx, self.entry)
+
     def _launcher(self, variant: Variant, config):
-        raise NumptxError(f"variants of a {type(self).__name__} are not launched by numptx: load "
-                          f"variant.cubin and launch {self.entry!r} with cuda.core or the driver API")
+        from .cuda_launch import CudaLaunch
+        return CudaLaunch(variant, config)
 
     def __repr__(self) -> str:
         return (f"<{type(self).__name__} {self.entry} {self.arch}: "
@@ -352,7 +362,8 @@ class CudaTemplate(Template):
 
     ``entry`` names the kernel (``extern "C"``; None: the only one); variants are assembled for
     ``arch`` (default: the compile architecture). ``options`` go to NVRTC, ``link_options`` to
-    nvJitLink.
+    nvJitLink. ``params`` lists the kernel's parameters; ``variant[grid, block](*args)`` launches
+    a variant on the GPU through numba-cuda (:mod:`numptx.jit.cuda_launch`).
     """
 
     def __init__(self, src: str, entry: str | None = "kernel", *, arch: Any = "sm_90",
@@ -364,3 +375,9 @@ class CudaTemplate(Template):
         ptx = cuda_to_ptx(src, arch=arch, options=options, name=name, include_paths=include_paths)
         super().__init__(ptx, entry=entry, arch=arch, link_options=link_options,
                          producer=f"nvrtc {nvrtc_version()}", cache=cache)
+
+    @cached_property
+    def params(self) -> tuple[Param, ...]:
+        """The kernel's parameters: names and C types from the source, checked against the PTX
+        (which decides where the source cannot be read, e.g. macros or templates)."""
+        return kernel_params(self.ptx, self.entry, src=self.src)
