@@ -43,3 +43,18 @@ extern "C" __global__ void kernel(float* out, const float* a, const float* b, in
 def spine_ptx() -> str:
     import numptx as nx
     return nx.cuda_to_ptx(SPINE_SRC, arch="sm_90")
+
+
+def run_script(tmp_path, source: str, *, simulator: bool, marker: str) -> None:
+    """Run ``source`` as a fresh Python process (under numba-cuda's simulator, or with it
+    off) and check it exits 0 printing ``marker``."""
+    import subprocess
+    import sys
+    script = tmp_path / "script.py"
+    script.write_text(source)
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    if simulator:
+        env["NUMBA_ENABLE_CUDASIM"] = "1"
+    r = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0 and marker in r.stdout, r.stdout + r.stderr

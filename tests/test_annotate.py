@@ -48,16 +48,16 @@ def nvrtc_raw(src: str, *, name: str = "test.cu", include_header: bool = False,
     try:
         (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
         _, size = nvrtc.nvrtcGetProgramLogSize(prog)
-        buf = b" " * size
+        buf = bytearray(max(size, 1))       # fresh buffers: NVRTC writes into them
         nvrtc.nvrtcGetProgramLog(prog, buf)
         if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
-            raise NvrtcFailed(buf.rstrip(b"\0").decode(errors="replace"))
+            raise NvrtcFailed(bytes(buf).rstrip(b"\0").decode(errors="replace"))
         _, size = nvrtc.nvrtcGetPTXSize(prog)
-        ptx = b" " * size
+        ptx = bytearray(max(size, 1))
         nvrtc.nvrtcGetPTX(prog, ptx)
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
-    return ptx.rstrip(b"\0").decode()
+    return bytes(ptx).rstrip(b"\0").decode()
 
 
 def compile_ptx(src: str, *, name: str = "test.cu") -> str:

@@ -151,3 +151,38 @@ def test_entry_checksum_is_blake2b_of_the_cubin(tmp_path, spine_ptx):
     body, magic, digest = raw[:-40], raw[-40:-32], raw[-32:]
     assert body == cubin and magic == b"NXCUBIN1"
     assert digest == hashlib.blake2b(body, digest_size=32).digest()
+
+
+_WRITER = r'''
+import sys, time
+from numptx.jit.cache import CubinCache
+folder, key, k, start = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+while time.time() < start:            # all writers go at once
+    pass
+cache = CubinCache(folder)
+for _ in range(20):
+    cache.put(key, bytes([k]) * 200000)
+    got = CubinCache(folder).get(key)  # a fresh reader: disk only
+    assert got is not None and len(got) == 200000 and len(set(got)) == 1, "torn entry"
+print("ok")
+'''
+
+
+def test_processes_writing_one_key_at_once(tmp_path):
+    """Several processes put and read the same key concurrently: every read sees one whole
+    entry (never a torn or mixed one), and no temporary file is left behind."""
+    import subprocess
+    import sys
+    import time
+    folder, key = str(tmp_path / "c"), "ef" * 32
+    script = tmp_path / "writer.py"
+    script.write_text(_WRITER)
+    start = time.time() + 2.0
+    procs = [subprocess.Popen([sys.executable, str(script), folder, key, str(k), str(start)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for k in range(4)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert all(p.returncode == 0 and o.strip() == "ok" for p, (o, _) in zip(procs, outs)), outs
+    got = CubinCache(folder).get(key)
+    assert got in [bytes([k]) * 200000 for k in range(4)]
+    assert os.listdir(os.path.dirname(CubinCache(folder).path(key))) == [key + ".cubin"]

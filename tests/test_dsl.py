@@ -813,3 +813,56 @@ def test_docs_operation_table_is_current():
         assert f"| `{op.name}` |" in text
     for name in dsl_ops.PUBLIC:
         assert hasattr(nx, name)
+
+
+def test_graph_lines_come_from_a_retrace_and_survive_a_changing_formula():
+    """The fast tracing paths record no source lines; printing re-traces once to find them. A
+    formula whose trace changes between runs prints without lines rather than wrong ones."""
+    calls = []
+
+    @nx.ptx_expr
+    def stable(x, y):
+        return x * y + 1.0  # G:stable
+    g = stable.graph
+    assert all(n.frame is None for n in g.nodes if n.op == "instr")
+    assert f"# test_dsl.py:{line_of('# G:stable')}" in str(g)
+    assert all(n.frame is not None for n in g.nodes if n.op == "instr")
+
+    @nx.ptx_expr
+    def changing(x, y):
+        calls.append(1)
+        return x * y if len(calls) == 1 else x + y  # G:changing
+    text = str(changing.graph)
+    assert len(calls) == 2 and "mul.rn.f32" in text and "# test_dsl.py" not in text
+
+
+def test_lowering_falls_back_to_python_after_a_table_change(monkeypatch):
+    """A graph traced under another instruction table version is lowered by the Python
+    reference (its record holds the old row indices)."""
+    from numptx.dsl import lower as L
+    from numptx.instructions import TABLE
+
+    @nx.ptx_expr
+    def f(x, y):
+        return nx.sqrt(x * x + y * y)
+    g = f.graph
+    want = L.to_stack_py(g)
+    called = []
+    real = L.to_stack_py
+    monkeypatch.setattr(L, "to_stack_py", lambda *a: called.append(1) or real(*a))
+    assert L.to_stack(g).words == want.words and not called
+    monkeypatch.setattr(g, "rec_version", (TABLE.uid, TABLE.version - 1))
+    assert L.to_stack(g).words == want.words and called
+
+
+def test_c_lowering_reports_a_corrupt_record():
+    from numptx._program import ProgramError, lower_dag
+
+    @nx.ptx_expr
+    def f(x, y):
+        return x * y
+    g = f.graph
+    bad = list(g.rec)
+    bad[-1] = 99                                   # an operand index past the node
+    with pytest.raises(ProgramError, match="DAG lowering failed: invalid argument"):
+        lower_dag(bad, [len(g.nodes) - 1], len(g.nodes))

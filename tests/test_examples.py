@@ -59,3 +59,16 @@ def test_user_instruction_reaches_the_c_core():
     res = subprocess.run([sys.executable, "-c", _USER_INSTRUCTION], capture_output=True, text=True,
                          timeout=300)
     assert res.returncode == 0 and res.stdout.strip() == "ok", res.stderr
+
+
+def test_templates_example_runs_in_the_simulator():
+    """examples/templates_example.py under NUMBA_ENABLE_CUDASIM=1 (a fresh interpreter: the
+    simulator is chosen from the environment at import) runs its numba variants on the CPU."""
+    import subprocess
+    import sys
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
+    res = subprocess.run([sys.executable, os.path.join(EXAMPLES, "templates_example.py")],
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "rebuild: 3 hits, 0 misses" in res.stdout, res.stdout
+    assert "ran in the simulator and match NumPy" in res.stdout, res.stdout

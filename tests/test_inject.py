@@ -451,3 +451,15 @@ def test_fuzz_marker_text(pieces, noise):
     assert len(nx.PtxInject(out).sites) == 0
     for name, site in inj.sites.items():
         assert out.count(f"// PTX_INJECT_STUB {name}\n") == site.instances
+
+
+def test_nvrtc_leaves_python_objects_alone(spine_ptx):
+    """NVRTC writes its log and PTX into buffers numptx hands it: they must be fresh. (A
+    one-byte ``b" " * 1`` is the interpreter's shared object: an empty log once overwrote it,
+    and ``' '.encode()`` returned ``b'\\x00'`` for the rest of the process.)"""
+    from conftest import SPINE_SRC
+    for _ in range(3):
+        nx.cuda_to_ptx(SPINE_SRC, arch="sm_90")
+    # (compare byte values: every spelling of b" " is that same shared object)
+    assert " ".encode()[0] == 32 and list(b"x y") == [120, 32, 121]
+    assert "A B".encode("ascii").split()[1] == "B".encode()

@@ -12,6 +12,7 @@ import numptx as nx
 
 cuda = pytest.importorskip("numba.cuda")
 from numba.cuda import types as nbt  # noqa: E402
+from conftest import run_script  # noqa: E402
 
 pytestmark = pytest.mark.skipif(nx.jit.numba_site.SIMULATOR, reason="needs the real numba-cuda")
 
@@ -212,3 +213,12 @@ def test_errors_name_the_problem():
 def test_site_outside_a_kernel_says_where_it_works():
     with pytest.raises(nx.SiteError, match="inside a numba-cuda kernel"):
         nx.site("s", x=np.float32(1), out={"z": "f32"})
+
+
+SIM_TYPES = 'import numpy as np, numptx as nx\nfrom numba import cuda\n\nTYPES = {"f16": np.float16, "f32": np.float32, "f64": np.float64, "s32": np.int32,\n         "u32": np.uint32, "s64": np.int64, "u64": np.uint64}\nfor name, npt in TYPES.items():\n    T = getattr(nx, name)\n\n    @nx.kernel\n    def k(out, acc, a):\n        i = cuda.grid(1)\n        if i < out.size:\n            z, s = nx.site("twice", x=a[i], out={"z": T}, mod={"acc": acc[i]})\n            out[i] = z\n            acc[i] = s\n\n    def twice(x: T, acc: T):\n        return x + x, acc + x\n    f = nx.ptx_expr(twice)\n    a = np.arange(1, 9).astype(npt); out = np.zeros_like(a); acc = np.full_like(a, 3)\n    k.inject(twice=f)[1, 8](out, acc, a)\n    assert np.array_equal(out, a + a), (name, out)\n    assert np.array_equal(acc, 3 + a), (name, acc)\n\n@nx.kernel\ndef loop(out, a):\n    i = cuda.grid(1)\n    if i < out.size:\n        acc = a[i]\n        for j in range(4):                     # a site in an unrolled loop\n            acc = nx.site("step", x=a[i], out={}, mod={"acc": acc})\n        out[i] = acc\n\n@nx.ptx_expr\ndef step(x, acc):\n    return {"acc": acc * 2.0 + x}\na = np.arange(8, dtype=np.float32); out = np.zeros_like(a)\nloop.inject(step=step)[1, 8](out, a)\nwant = a.copy()\nfor _ in range(4):\n    want = want * 2 + a\nassert np.array_equal(out, want), out\nprint("TYPES OK")\n'
+
+
+def test_simulator_every_type_in_out_mod_and_a_site_in_an_unrolled_loop(tmp_path):
+    """Under NUMBA_ENABLE_CUDASIM=1 each site evaluates its @ptx_expr's reference: every type
+    with out + mod variables, and a site inside a loop (run once per iteration)."""
+    run_script(tmp_path, SIM_TYPES, simulator=True, marker="TYPES OK")

@@ -2,9 +2,6 @@
 launch test needs a GPU)."""
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -13,7 +10,7 @@ import pytest
 import numptx as nx
 from numptx import stack_ptx as sp
 
-from conftest import SPINE_SRC
+from conftest import SPINE_SRC, run_script
 
 cuda = pytest.importorskip("numba.cuda")
 from numba.cuda import types as nbt  # noqa: E402
@@ -287,12 +284,7 @@ print("SIM OK")
 
 
 def test_simulator_runs_variants_on_the_cpu(tmp_path):
-    script = tmp_path / "sim.py"
-    script.write_text(SIM_SCRIPT)
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
-    r = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
-                       timeout=300)
-    assert r.returncode == 0 and "SIM OK" in r.stdout, r.stdout + r.stderr
+    run_script(tmp_path, SIM_SCRIPT, simulator=True, marker="SIM OK")
 
 
 @pytest.mark.gpu
@@ -312,3 +304,36 @@ def test_gpu_launch_matches_numpy():
     d_out = cuda.to_device(np.zeros(n, np.float32))
     apply.inject(combine=ADD)[(n + 127) // 128, 128](d_out, cuda.to_device(a), cuda.to_device(b))
     np.testing.assert_array_equal(d_out.copy_to_host(), a + b)
+
+
+ACCEPTANCE = '''
+import numpy as np, numptx as nx
+from numba import cuda
+
+@nx.kernel                                   # a numba.cuda kernel with sites
+def apply(out, a, b):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = nx.site("combine", x=a[i], y=b[i], out={"z": nx.f32})
+
+@nx.ptx_expr
+def dist(x, y):
+    return nx.sqrt(x * x + y * y)
+
+k = apply.inject(combine=dist)               # stubs may also be raw PTX text or Stack PTX programs
+a = np.random.rand(1000).astype(np.float32); b = np.random.rand(1000).astype(np.float32)
+out = np.zeros_like(a)
+k[4, 256](out, a, b)                         # on a GPU; under the simulator on a CPU
+assert np.allclose(out, np.hypot(a, b), rtol=1e-6)
+print("ACCEPTANCE OK")
+'''
+
+
+def test_issue_acceptance_code_runs_in_the_simulator(tmp_path):
+    """The issue's example, as written, on the CPU under numba-cuda's simulator."""
+    run_script(tmp_path, ACCEPTANCE, simulator=True, marker="ACCEPTANCE OK")
+
+
+@pytest.mark.gpu
+def test_issue_acceptance_code_runs_on_the_gpu(tmp_path):
+    run_script(tmp_path, ACCEPTANCE, simulator=False, marker="ACCEPTANCE OK")

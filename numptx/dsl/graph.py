@@ -35,7 +35,7 @@ __all__ = ["Node", "Graph", "GraphError", "Frame", "frame_location", "frame_sour
 Frame = tuple  # (code object, line number): a user source position, formatted lazily
 _PACK = {"f32": struct.Struct("<f").pack, "f64": struct.Struct("<d").pack}
 _INT_TYPES = frozenset({"s32", "u32", "s64", "u64", "b16", "b32", "b64"})
-_CANON: dict = {}   # (type, Python int/float) -> (canonical NumPy scalar, its bytes), all graphs
+_CANON: dict = {}   # (type, Python int/float) -> (canonical scalar, constant key, words)
 _TID = {t: i for i, t in enumerate(TYPES)}
 _CONST_WORDS: dict = {}   # constant key -> its Stack PTX words (CONST, or CONST64 + data)
 _WIDE_TYPES = frozenset({"f64", "s64", "u64", "b64"})
@@ -269,8 +269,16 @@ class Graph:
                         return self._lits.setdefault(key, self.const_canonical(scalar, dtype))
                     if len(_CANON) > 4096:
                         _CANON.clear()
-                    hit = _CANON[key] = (scalar, scalar.tobytes() if bits is None else bits)
-                node = self._lits[key] = self.const_canonical(hit[0], dtype, hit[1])
+                    ckey = ("c", dtype, scalar.tobytes() if bits is None else bits)
+                    hit = _CANON[key] = (scalar, ckey, _CONST_WORDS.get(ckey) or _const_words(ckey))
+                scalar, ckey, words = hit
+                node = self._cse.get(ckey)
+                if node is None:                       # const_canonical, inlined
+                    node = Node("const", scalar, (), dtype, len(self.nodes), self.frame, ckey)
+                    self.rec.extend(words)
+                    self.nodes.append(node)
+                    self._cse[ckey] = node
+                self._lits[key] = node
             return node
         return self.const_canonical(canonical(value, dtype), dtype)
 

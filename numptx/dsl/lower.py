@@ -23,7 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 
-from .._program import _U64, CONST, CONST64, INPUT, ROOT_INPUT, Limits, Op, instr, lower_dag, type_id
+from .._program import (_U64, CONST, CONST64, INPUT, ROOT_INPUT, Limits, Op, instr, lower_dag,
+                       type_id)
 from ..instructions import TABLE
 from ..stack_ptx import dup, load, routine, store
 from .graph import Graph, Node

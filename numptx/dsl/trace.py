@@ -29,7 +29,7 @@ import numpy as np
 from ..errors import NumptxError
 from . import types as T
 from ..instructions import TABLE
-from .graph import (_ROWS, _ROWS_VERSION, ON_TABLE_CHANGE, Frame, Graph, Node, frame_source,
+from .graph import (_ROWS_VERSION, ON_TABLE_CHANGE, Frame, Graph, Node, frame_source,
                     row_info)
 
 __all__ = ["TraceError", "Proxy", "Tracer", "GraphTracer", "FramedGraphTracer", "EagerTracer",
@@ -227,6 +227,7 @@ _UNARY = {"neg": "neg", "pos": "pos", "abs": "abs", "invert": "invert", "floor":
           "ceil": "ceil", "trunc": "trunc"}
 
 
+_new = object.__new__
 _FUSED: list = []          # per fused operation: ({type: row info}, same with fastmath)
 
 
@@ -322,7 +323,9 @@ def fused_binary(op_name: str, swap: bool = False, eager: Any = None):
                     tr.rec += (word, ia, ib)
                     nodes.append(node)
                     cse[key] = node
-                return Proxy(node, tr)
+                p = _new(Proxy)          # Proxy(node, tr) without the __init__ call
+                p.node, p.tracer = node, tr
+                return p
         return tr.binary(OPS[op_name], a, b)
     return f
 
@@ -356,7 +359,9 @@ def fused_unary(op_name: str, eager: Any = None):
                         tr.rec += (info[3], na.index)
                         nodes.append(node)
                         cse[key] = node
-                    return Proxy(node, tr)
+                    p = _new(Proxy)          # Proxy(node, tr) without the __init__ call
+                    p.node, p.tracer = node, tr
+                    return p
         return tr.unary(OPS[op_name], a)
     return f
 
@@ -437,7 +442,9 @@ def fused_ternary(op_name: str, eager: Any = None):
                     if simplify is not None:
                         node = simplify(tr.graph, row, args)
                         if node is not None:
-                            return Proxy(node, tr)
+                            p = _new(Proxy)          # Proxy(node, tr) without the __init__ call
+                            p.node, p.tracer = node, tr
+                            return p
                     x, y, z = args
                     key = (row, y, x, z) if commutative and x.index > y.index else \
                         (row, x, y, z)
@@ -452,7 +459,9 @@ def fused_ternary(op_name: str, eager: Any = None):
                         tr.rec += (word, x.index, y.index, z.index)
                         nodes_.append(node)
                         cse[key] = node
-                    return Proxy(node, tr)
+                    p = _new(Proxy)          # Proxy(node, tr) without the __init__ call
+                    p.node, p.tracer = node, tr
+                    return p
         return tr.apply(OPS[op_name], args)
     return f
 

@@ -99,17 +99,19 @@ def cuda_to_ptx(src: str, arch: str | int | tuple = "sm_90", *, options: Iterabl
         enc = [o.encode() for o in opts]
         (err,) = nvrtc.nvrtcCompileProgram(prog, len(enc), enc)
         _, size = nvrtc.nvrtcGetProgramLogSize(prog)
-        buf = b" " * size
+        # a fresh writable buffer each time: NVRTC writes into it (``b" " * 1`` would be the
+        # interpreter's shared one-byte bytes object)
+        buf = bytearray(max(size, 1))
         nvrtc.nvrtcGetProgramLog(prog, buf)
-        compile_log = buf.rstrip(b"\0").decode(errors="replace")
+        compile_log = bytes(buf).rstrip(b"\0").decode(errors="replace")
         if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
             raise CompileError(f"NVRTC could not compile {name} for compute_{number}{suffix}",
                                log=compile_log, options=tuple(opts))
         if compile_log.strip():
             log.debug("NVRTC log for %s:\n%s", name, compile_log)
         _, size = nvrtc.nvrtcGetPTXSize(prog)
-        ptx = b" " * size
+        ptx = bytearray(max(size, 1))
         _check(nvrtc, nvrtc.nvrtcGetPTX(prog, ptx)[0], "getPTX")
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
-    return ptx.rstrip(b"\0").decode("ascii", errors="replace")
+    return bytes(ptx).rstrip(b"\0").decode("ascii", errors="replace")

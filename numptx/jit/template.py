@@ -249,13 +249,24 @@ class Template:
         for i in failed:
             results[i] = failed[i] if errors == "return" else None
         if failed and errors == "raise":
-            lines = [f"  variant {i}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+            lines = [f"  variant {i}: {type(e).__name__}: {_summary(e)}"
                      for i, e in sorted(failed.items())[:10]]
             more = f"\n  ... and {len(failed) - 10} more" if len(failed) > 10 else ""
             raise BuildError(f"{len(failed)} of {total} variant(s) failed to build "
                              f"({self.entry}, {self.arch}):\n" + "\n".join(lines) + more,
                              errors=failed, variants=results)
         return results
+
+
+def _summary(e: BaseException) -> str:
+    """One line for a failed variant: the message's first line, and the next one when the
+    first only introduces it (a LinkError's "invalid stub for site ...:" + the stub line)."""
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    if not lines:
+        return ""
+    if lines[0].endswith(":") and len(lines) > 1 and not lines[1].startswith("---"):
+        return f"{lines[0]} {lines[1]}"
+    return lines[0]
 
 
 def _link(ptx: str, arch: str, options: Sequence[str]) -> bytes:
@@ -360,9 +371,9 @@ class Variant:
 class CudaTemplate(Template):
     """A CUDA C++ kernel with sites, compiled once with NVRTC (:func:`numptx.cuda_to_ptx`).
 
-    ``entry`` names the kernel (``extern "C"``; None: the only one); variants are assembled for
-    ``arch`` (default: the compile architecture). ``options`` go to NVRTC, ``link_options`` to
-    nvJitLink. ``params`` lists the kernel's parameters; ``variant[grid, block](*args)`` launches
+    ``entry`` names the kernel (``extern "C"``; default ``"kernel"``, None: the only kernel in the
+    PTX); variants are assembled for ``arch`` (default: the compile architecture). ``options``
+    go to NVRTC, ``link_options`` to nvJitLink. ``params`` lists the kernel's parameters; ``variant[grid, block](*args)`` launches
     a variant on the GPU through numba-cuda (:mod:`numptx.jit.cuda_launch`).
     """
 
