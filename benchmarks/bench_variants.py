@@ -122,7 +122,7 @@ def main(argv=None) -> int:
     ptx_a = tmpl.inject(combine=combine.bind(c=fresh_c())).ptx
     # interleave the two so machine-load drift hits both alike
     ta, tb = [], []
-    for _ in range(max(rep, 9)):
+    for _ in range(max(3 * rep, 21)):
         t = time.perf_counter(); numptx_a(); ta.append(time.perf_counter() - t)
         t = time.perf_counter(); nx.ptx_to_cubin(ptx_a, arch=ARCH); tb.append(time.perf_counter() - t)
     a_np, a_bare = (min(ta), statistics.median(ta)), (min(tb), statistics.median(tb))

@@ -866,3 +866,21 @@ def test_c_lowering_reports_a_corrupt_record():
     bad[-1] = 99                                   # an operand index past the node
     with pytest.raises(ProgramError, match="DAG lowering failed: invalid argument"):
         lower_dag(bad, [len(g.nodes) - 1], len(g.nodes))
+
+
+def test_bind_keeps_a_bounded_cache_of_recent_bindings():
+    """A search binds thousands of constants: bind() reuses recent results and forgets the
+    oldest beyond a bound instead of growing without end."""
+    from numptx.dsl.expr import _MAX_BINDS
+
+    @nx.ptx_expr
+    def f(x, c):
+        return x * c
+    first = f.bind(c=0.0)
+    assert f.bind(c=0.0) is first
+    for k in range(1, _MAX_BINDS + 50):
+        f.bind(c=float(k))
+    assert len(f._binds) == _MAX_BINDS
+    assert f.bind(c=float(_MAX_BINDS + 48)) is f.bind(c=float(_MAX_BINDS + 48))
+    assert f.bind(c=0.0) is not first                # forgotten, made again, still right
+    assert float(f.bind(c=0.0)(np.float32(3))) == 0.0

@@ -35,6 +35,7 @@ from .trace import (EagerTracer, EagerValue, FramedGraphTracer, GraphTracer, Pro
 __all__ = ["PtxExpr", "ptx_expr", "BindError"]
 
 BACKENDS = ("stack", "ast")
+_MAX_BINDS = 256            # bound expressions kept per expression (bind() results)
 _BINDINGS: dict = {}        # signatures + site variables -> (None, rename, order)
 
 
@@ -302,13 +303,16 @@ class PtxExpr:
         """A new expression with these parameters baked in as constants (of their declared
         types); the others stay runtime inputs."""
         key = tuple(sorted((k, repr(v)) for k, v in values.items()))
-        hit = self._binds.get(key)
+        binds = self._binds
+        hit = binds.pop(key, None)
         if hit is None:
             hit = PtxExpr(self.fn, fastmath=self.fastmath, backend=self.backend,
                           bound={**self.bound, **values})
             for k in values:
                 hit._bound_scalar(k, self.all_params[k])       # validate now
-            self._binds[key] = hit
+            if len(binds) >= _MAX_BINDS:        # a search binds thousands of constants: keep
+                del binds[next(iter(binds))]    # the most recent ones (least recent out)
+        binds[key] = hit
         return hit
 
     def signature(self) -> str:
