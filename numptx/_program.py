@@ -463,17 +463,7 @@ def _io_for(inputs, outputs, site) -> _IO:
     if site is not None:
         if inputs is not None or outputs is not None:
             raise ProgramError("pass either site= or inputs=/outputs=, not both")
-        key = ("site", id(site), site.signature)
-        io = _io_cache.get(key)
-        if io is None:
-            ins, outs = site.inputs, site.outputs
-            io = _IO([v.name for v in ins], [v.reg for v in ins],
-                     [_value_type(v.dtype, f"site {site.name!r} variable {v.name!r}") for v in ins],
-                     [v.reg for v in outs],
-                     [_value_type(v.dtype, f"site {site.name!r} variable {v.name!r}") for v in outs])
-            io._keep = (io._keep, site)       # the id() in the key stays valid while cached
-            _cache_put(key, io)
-        return io
+        return _io_ordered(None, None, site, ())          # the site's own input order
     if inputs is None:
         inputs = {}
     if outputs is None:

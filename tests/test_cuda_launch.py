@@ -475,3 +475,31 @@ def test_gpu_raw_ptx_template(spine_ptx):
     out = np.zeros(N, np.float32)
     raw.inject(combine=MUL)[GRID, BLOCK](out, a, b, N)
     np.testing.assert_array_equal(out, a * b)
+
+
+def test_loaded_modules_are_kept_lru_and_unloaded_beyond_the_bound(monkeypatch):
+    """keep_loaded: the least recently launched modules beyond MAX_LOADED are unloaded (after
+    a synchronize), and a module loaded twice for one key (two threads) is unloaded again."""
+    from collections import OrderedDict
+    from numptx.jit import launch as L
+
+    class Ctx:
+        def __init__(self):
+            self.events = []
+
+        def synchronize(self):
+            self.events.append("sync")
+
+        def unload_module(self, m):
+            self.events.append(("unload", m))
+    ctx = Ctx()
+    monkeypatch.setattr(L, "_gpu_functions", OrderedDict())
+    monkeypatch.setattr(L, "MAX_LOADED", 2)
+    assert L.keep_loaded("a", ("fa", ctx, "ma")) == ("fa", ctx, "ma")
+    L.keep_loaded("b", ("fb", ctx, "mb"))
+    assert ctx.events == []
+    L.keep_loaded("c", ("fc", ctx, "mc"))
+    assert ctx.events == ["sync", ("unload", "ma")] and list(L._gpu_functions) == ["b", "c"]
+    ctx.events.clear()
+    assert L.keep_loaded("c", ("fc2", ctx, "mc2")) == ("fc", ctx, "mc")
+    assert ctx.events == ["sync", ("unload", "mc2")] and list(L._gpu_functions) == ["b", "c"]

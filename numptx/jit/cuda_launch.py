@@ -36,7 +36,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .arch import normalize_arch
-from .launch import MAX_LOADED, LaunchError, _gpu_functions, _gpu_lock, _parse_config
+from .launch import LaunchError, _gpu_functions, _gpu_lock, _parse_config, keep_loaded
 from .params import Param, signature
 
 __all__ = ["CudaLaunch", "Marshalled", "marshal"]
@@ -377,20 +377,4 @@ def _function(variant, ctx):
     # numba's create_module_image takes a cuda.core ObjectCode (it reads .handle)
     module = ctx.create_module_image(ObjectCode.from_cubin(cubin, name=f"{v.entry}.cubin"))
     cufunc = module.get_function(v.entry)
-    evicted = []
-    with _gpu_lock:
-        other = _gpu_functions.get(key)
-        if other is not None:                 # another thread loaded it meanwhile
-            evicted.append((None, ctx, module))
-            cufunc = other[0]
-        else:
-            _gpu_functions[key] = (cufunc, ctx, module)
-            while len(_gpu_functions) > MAX_LOADED:
-                evicted.append(_gpu_functions.popitem(last=False)[1])
-    for _, old_ctx, old_module in evicted:
-        try:
-            old_ctx.synchronize()              # its kernels may still run on some stream
-            old_ctx.unload_module(old_module)
-        except Exception:   # noqa: BLE001 - the context may be gone already
-            pass
-    return cufunc
+    return keep_loaded(key, (cufunc, ctx, module))[0]

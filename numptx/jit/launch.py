@@ -192,6 +192,29 @@ _gpu_functions: OrderedDict = OrderedDict()
 MAX_LOADED = 256
 
 
+def keep_loaded(key, entry: tuple) -> tuple:
+    """Record ``entry`` = (launchable, context, module) under ``key`` and unload the least
+    recently launched modules beyond MAX_LOADED. When another thread recorded the key first,
+    its entry is kept (and returned) and ``entry``'s module is unloaded."""
+    evicted = []
+    with _gpu_lock:
+        other = _gpu_functions.get(key)
+        if other is not None:
+            evicted.append(entry)
+            entry = other
+        else:
+            _gpu_functions[key] = entry
+            while len(_gpu_functions) > MAX_LOADED:
+                evicted.append(_gpu_functions.popitem(last=False)[1])
+    for _, old_ctx, old_module in evicted:
+        try:
+            old_ctx.synchronize()              # its kernels may still run on some stream
+            old_ctx.unload_module(old_module)
+        except Exception:   # noqa: BLE001 - the context may be gone already
+            pass
+    return entry
+
+
 def _launch_gpu(kv, config, args) -> None:
     from numba import cuda
     try:
@@ -243,18 +266,7 @@ def _launch_gpu(kv, config, args) -> None:
         launchable.__dict__.update(nk.__dict__)
         launchable._codelibrary = _LoadedLibrary(cufunc, nk._codelibrary)
         launchable.bind()
-        hit = (launchable, ctx, module)
-        with _gpu_lock:
-            _gpu_functions[fkey] = hit
-            evicted = []
-            while len(_gpu_functions) > MAX_LOADED:
-                evicted.append(_gpu_functions.popitem(last=False)[1])
-        for _, old_ctx, old_module in evicted:
-            try:
-                old_ctx.synchronize()          # its kernels may still run on some stream
-                old_ctx.unload_module(old_module)
-            except Exception:   # noqa: BLE001 - the context may be gone already
-                pass
+        hit = keep_loaded(fkey, (launchable, ctx, module))
     launchable = hit[0]
     cfg = disp.configure(*config)       # numba's checks of the dimensions and the stream
     launchable.launch(args, cfg.griddim, cfg.blockdim, cfg.stream, cfg.sharedmem)
