@@ -527,16 +527,26 @@ def _words(prog, io: _IO, what: str = "program"):
 
 
 def _routines(routines, io: _IO):
+    """C routines from encoded words (bytes), uint64 arrays or op lists."""
     if not routines:
         return ffi.NULL, None
-    parts = [np.asarray(r, dtype=np.uint64) if isinstance(r, np.ndarray)
-             else np.frombuffer(_encode(r, io.index), dtype=np.uint64) for r in routines]
-    words = np.concatenate(parts) if parts else np.zeros(0, np.uint64)
-    offsets = np.zeros(len(parts) + 1, dtype=np.uint32)
-    np.cumsum([len(p) for p in parts], out=offsets[1:])
+    parts = []
+    for r in routines:
+        if isinstance(r, (bytes, bytearray)):
+            parts.append(bytes(r))
+        elif isinstance(r, np.ndarray):
+            parts.append(np.ascontiguousarray(r, dtype=np.uint64).tobytes())
+        else:
+            parts.append(_encode(r, io.index).tobytes())
+    words = b"".join(parts)
+    offsets = array("I", [0])
+    total = 0
+    for part in parts:
+        total += len(part) >> 3
+        offsets.append(total)
     c = ffi.new("stackptx_routines *")
     keep = (words, offsets)
-    c.words = ffi.from_buffer("uint64_t[]", words) if len(words) else ffi.NULL
+    c.words = ffi.from_buffer("uint64_t[]", words) if words else ffi.NULL
     c.offsets = ffi.from_buffer("uint32_t[]", offsets)
     c.n = len(parts)
     return c, keep
@@ -572,8 +582,7 @@ def compile_lowered(mode: str, words: bytes, input_names: Sequence[str],
         input_names = tuple([rename.get(n, n) for n in input_names])
     io = _io_ordered(inputs, outputs, site, input_names)
     cw = ffi.from_buffer("uint64_t[]", words)
-    rts, rkeep = _routines([np.frombuffer(r, dtype=np.uint64) for r in routines], io) \
-        if routines else (ffi.NULL, None)
+    rts, rkeep = _routines(routines, io) if routines else (ffi.NULL, None)
     try:
         return _compile_c(mode, io, limits, cw, len(words) >> 3, rts, strict, None)
     finally:

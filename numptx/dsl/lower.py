@@ -294,30 +294,21 @@ def to_stack_py(graph: Graph, order: tuple | None = None) -> Lowered:
     return _finish("stack", b"".join(parts), names, graph, len(slots), n_instr)
 
 
-def _ast_costs(roots, shared) -> tuple[dict, dict]:
-    """Per node: words executed to evaluate it (routine calls included) and routine nesting."""
+def _ast_costs(nodes, shared) -> tuple[dict, dict]:
+    """Per node: words executed to evaluate it (routine calls included) and routine nesting;
+    one pass in creation order, which is topological."""
     cost: dict = {}
     depth: dict = {}
-    for root in roots:
-        if root.__class__ is str:
-            continue
-        work = [root]
-        while work:
-            n = work[-1]
-            if n in cost:
-                work.pop()
-                continue
-            todo = [a for a in n.args if a not in cost]
-            if todo:
-                work.extend(todo)
-                continue
-            work.pop()
-            c, d = 1, 0
-            for a in n.args:
-                r = a in shared
-                c += cost[a] + r
-                d = max(d, depth[a] + r)
-            cost[n], depth[n] = c, d
+    for n in nodes:
+        c, d = 1, 0
+        for a in n.args:
+            r = a in shared
+            c += cost[a] + r
+            da = depth[a] + r
+            if da > d:
+                d = da
+        cost[n] = c
+        depth[n] = d
     return cost, depth
 
 
@@ -331,9 +322,9 @@ def to_ast(graph: Graph, order: tuple | None = None, *, cap: int = AST_CAP) -> L
     roots = _roots(graph, order)
     out_uses = _output_uses(roots)
     candidates = {n for n in graph.nodes if n.op == "instr" and n.uses + out_uses.get(n, 0) > 1}
-    cost, depth = _ast_costs(roots, ())
+    cost, depth = _ast_costs(graph.nodes, ())
     shared = {n for n in candidates if cost.get(n, 0) > ROUTINE_MIN}
-    cost, depth = _ast_costs(roots, shared)
+    cost, depth = _ast_costs(graph.nodes, shared)
     steps = sum(1 if r.__class__ is str else cost[r] + (r in shared) for r in roots)
     if steps > cap:
         raise TraceError(f"the AST PTX program of {graph.name!r} would execute {steps} words "
