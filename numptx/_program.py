@@ -503,7 +503,14 @@ _limits_cache: dict = {}
 
 
 def _limits_c(limits: Limits | None):
-    lim = DEFAULT_LIMITS if limits is None else limits
+    """(cache key, C limits); the key is None for the defaults (hashing a Limits costs ~1 us)."""
+    if limits is None:
+        c = _limits_cache.get(None)
+        if c is None:
+            _, c = _limits_c(DEFAULT_LIMITS)
+            _limits_cache[None] = c
+        return None, c
+    lim = limits
     c = _limits_cache.get(lim)
     if c is None:
         if not isinstance(lim, Limits):

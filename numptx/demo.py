@@ -5,8 +5,9 @@ hand-written PTX stubs and assembles each variant to a cubin (nvJitLink). No GPU
 
 Part 2 traces a formula with ``@nx.ptx_expr``, builds variants of it (a constant baked in with
 ``bind``) from the same CUDA template and from a numba template (``@nx.kernel`` with ``nx.site``),
-then runs the numba variants and checks them against NumPy: on the GPU when
-``numba.cuda.is_available()``, otherwise on the CPU under numba-cuda's simulator. The simulator
+then runs variants and checks them against NumPy: on the GPU when ``numba.cuda.is_available()``
+(numba and CUDA template variants), otherwise the numba ones on the CPU under numba-cuda's
+simulator (C++ cannot run there). The simulator
 has to be switched on before numba.cuda is imported, so that part runs in a subprocess,
 ``python -m numptx.demo --simulate`` with ``NUMBA_ENABLE_CUDASIM=1``.
 """
@@ -145,15 +146,18 @@ def _inputs():
     return a, b
 
 
-def _run_and_check(apply, stubs: dict, out=print) -> tuple[float, float]:
-    """Launch one variant per stub, compare with NumPy; return (best run time, max abs error)."""
+def _run_and_check(tmpl, stubs: dict, out=print) -> tuple[float, float]:
+    """Launch one variant of ``tmpl`` (a numba kernel, or the CUDA template, which also takes
+    the element count) per stub, compare with NumPy; return (best run time, max abs error)."""
     import numpy as np
     a, b = _inputs()
     best, worst = float("inf"), 0.0
+    grid = (N_ELEMENTS + 63) // 64
+    extra = (N_ELEMENTS,) if getattr(tmpl, "src", None) is not None else ()
     for label, (c, stub) in stubs.items():
         res = np.zeros_like(a)
         t = time.perf_counter()
-        apply.inject(combine=stub)[(N_ELEMENTS + 63) // 64, 64](res, a, b)
+        tmpl.inject(combine=stub)[grid, 64](res, a, b, *extra)
         best = min(best, time.perf_counter() - t)
         ref = _reference(a, b, c)
         err = float(np.max(np.abs(res - ref)))
@@ -262,9 +266,13 @@ def run_formula(arch: str = "sm_90", out=print) -> dict[str, float]:
     if gpu:
         name = cuda.get_current_device().name
         name = name.decode() if isinstance(name, bytes) else name
-        out(f"\nRun: on the GPU ({name}), numba template variants, checked against NumPy:")
-        t_run, _ = _run_and_check(apply, {f"expr c={c}": (c, expr.bind(c=c))
+        out(f"\nRun: on the GPU ({name}), numba and CUDA template variants, checked against "
+            f"NumPy:")
+        t_run, _ = _run_and_check(apply, {f"numba expr c={c}": (c, expr.bind(c=c))
                                           for c in FORMULA_CONSTANTS}, out=out)
+        t_cuda, _ = _run_and_check(ctmpl, {f"CUDA expr c={c}": (c, expr.bind(c=c))
+                                           for c in FORMULA_CONSTANTS}, out=out)
+        timings["run, GPU (CUDA template)"] = t_cuda
     else:
         out("\nRun: no GPU here -> CPU, numba-cuda's simulator (subprocess with "
             "NUMBA_ENABLE_CUDASIM=1), checked against NumPy:")
@@ -283,7 +291,7 @@ def run_formula(arch: str = "sm_90", out=print) -> dict[str, float]:
         t_run = json.loads(lines[-1])["run"]
         out(f"    (expr variants run their NumPy reference at the site; PTX stubs run in numptx's "
             f"PTX emulator; subprocess {t_sub:.1f} s in all)")
-    timings["run, CPU simulator" if not gpu else "run, GPU"] = t_run
+    timings["run, CPU simulator" if not gpu else "run, GPU (numba template)"] = t_run
 
     out("\nStage timings, part 2 (best of the variants; "
         f"{'GPU' if gpu else 'CPU only, run = simulator'}):")

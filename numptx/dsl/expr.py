@@ -389,12 +389,12 @@ class PtxExpr:
         """(expression with defaults baked in, parameter -> variable name, output order),
         cached per site variable list (sites declaring the same variables bind alike)."""
         g = self.graph
-        fast_key = None
-        if not self.bound:               # fresh expressions of one function bind alike
-            fast_key = (id(site), g.output_form, *[(k, n.dtype) for k, n in g.outputs])
-            hit = self._shared.get(fast_key)
-            if hit is not None and hit[0] is site:
-                return self, hit[1], hit[2]
+        # fresh expressions of one function (with the same parameters bound) bind alike
+        fast_key = (id(site), tuple(self.bound), g.output_form,
+                    *[(k, n.dtype) for k, n in g.outputs])
+        hit = self._shared.get(fast_key)
+        if hit is not None and hit[0] is site:
+            return self, hit[1], hit[2]
         key = site.variables
         hit = self._sites.get(key)
         if hit is not None:
@@ -414,7 +414,7 @@ class PtxExpr:
                 _BINDINGS[shape] = (None, hit[1], hit[2])
         # (self is stored as None: no reference cycle, a dropped expression is freed at once)
         self._sites[key] = (None, hit[1], hit[2]) if hit[0] is self else hit
-        if fast_key is not None and hit[0] is self:
+        if hit[0] is self:
             if len(self._shared) > 1024:
                 self._shared.clear()
             self._shared[fast_key] = (site, hit[1], hit[2])
