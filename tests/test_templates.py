@@ -337,3 +337,23 @@ def test_issue_acceptance_code_runs_in_the_simulator(tmp_path):
 @pytest.mark.gpu
 def test_issue_acceptance_code_runs_on_the_gpu(tmp_path):
     run_script(tmp_path, ACCEPTANCE, simulator=False, marker="ACCEPTANCE OK")
+
+
+def test_launch_template_is_the_build_many_template():
+    """A GPU launch takes the cubin of the kernel's own template for the launch's argument
+    types and the device's architecture (launch.py: ``k.template(*argtypes, cc=device)``): for
+    an sm_90 device that is the template ``build_many`` used, so prebuilt variants are reused."""
+    import numpy as np
+
+    @nx.kernel(cache=False)
+    def apply(out, a, b):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = nx.site("combine", x=a[i], y=b[i], out={"z": nx.f32})
+    x = np.zeros(8, np.float32)
+    built = apply.build_many([{"combine": "add.rn.f32 %v_z, %v_x, %v_y;"}], args=(x, x, x))[0]
+    argtypes = apply.argtypes(x, x, x)
+    tmpl = apply.template(*argtypes, cc=(9, 0))          # what a launch on sm_90 asks for
+    assert tmpl is built.template
+    kv = apply.inject(combine="add.rn.f32 %v_z, %v_x, %v_y;")
+    assert kv.for_template(tmpl).key == built.key

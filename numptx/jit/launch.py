@@ -1,9 +1,11 @@
 """Launching variants of numba kernels: ``variant[grid, block, stream, sharedmem](*args)``.
 
 On a GPU, numba-cuda compiles the kernel for the argument types and the device (its argument
-marshalling, array transfers and launch code are used as they are); numptx injects the stubs into
-that PTX, assembles it with nvJitLink (through the cubin cache), loads the cubin in the current
-context and launches its kernel with numba's launcher. Kernels that need numba to link more code
+marshalling, array transfers and launch code are used as they are); the cubin is the variant of
+the kernel's own template for those argument types and the device's architecture
+(``Kernel.template(*argtypes, cc=device)``: what ``build_many`` builds for that architecture is
+launched as it is), assembled with nvJitLink through the cubin cache, loaded in the current
+context and launched with numba's launcher. Kernels that need numba to link more code
 (NRT, cooperative groups, ``link=[...]`` files) are refused.
 
 Under the simulator (``NUMBA_ENABLE_CUDASIM=1``) the Python function runs on the CPU and each
@@ -224,7 +226,6 @@ def _launch_gpu(kv, config, args) -> None:
     if not available:
         raise LaunchError(_HOW_TO_SIMULATE)
     from numba.cuda.cudadrv import devices
-    from .kernel import NumbaTemplate
 
     k = kv.kernel
     disp = k.dispatcher
@@ -241,11 +242,10 @@ def _launch_gpu(kv, config, args) -> None:
             raise LaunchError(f"kernel {k.__name__!r} needs numba to link more code (NRT, "
                               f"cooperative groups or link= files), which numptx variants do not "
                               f"support yet")
-        import numba_cuda
-        ptx = lib.get_asm_str(cc=cc)
-        tmpl = NumbaTemplate(k, argtypes, ptx, arch=f"sm_{cc[0]}{cc[1]}",
-                             producer=f"numba-cuda {numba_cuda.__version__} launch")
-        entry = (nk, tmpl)
+        # numba's kernel marshals the arguments; the cubin comes from the kernel's own template
+        # for the device (same argument types, so the same parameter layout): variants built
+        # ahead with build_many for this architecture are launched as they are
+        entry = (nk, k.template(*argtypes, cc=(cc[0], cc[1])))
         with _gpu_lock:
             _gpu_templates[tkey] = entry
     nk, tmpl = entry
