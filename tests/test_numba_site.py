@@ -222,3 +222,20 @@ def test_simulator_every_type_in_out_mod_and_a_site_in_an_unrolled_loop(tmp_path
     """Under NUMBA_ENABLE_CUDASIM=1 each site evaluates its @ptx_expr's reference: every type
     with out + mod variables, and a site inside a loop (run once per iteration)."""
     run_script(tmp_path, SIM_TYPES, simulator=True, marker="TYPES OK")
+
+
+def test_a_malformed_site_in_an_nx_kernel_raises_site_error():
+    """Through numptx's own API the rewrite's compile error is a SiteError (numba's message,
+    with the kernel's source line, inside)."""
+    import numpy as np
+
+    @nx.kernel
+    def apply(out, a):
+        out[0] = nx.site("s", x=a[0], out={"z": "f33"})
+    x = np.zeros(4, np.float32)
+    with pytest.raises(nx.SiteError) as e:
+        apply.ptx(x, x)
+    text = str(e.value)
+    assert text.startswith("kernel 'apply': site 's', variable 'z': unknown data type 'f33'")
+    assert 'out[0] = nx.site("s", x=a[0], out={"z": "f33"})' in text    # numba's source excerpt
+    assert "During:" not in text and "Failed in" not in text

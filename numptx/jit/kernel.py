@@ -25,7 +25,7 @@ from typing import Any
 from ..errors import NumptxError
 from .arch import normalize_arch
 from .cache import CubinCache
-from .numba_site import SIMULATOR, register
+from .numba_site import SIMULATOR, register, site_errors
 from .template import Template, Variant
 
 __all__ = ["kernel", "Kernel", "KernelVariant", "NumbaTemplate"]
@@ -148,7 +148,8 @@ class Kernel:
         register()
         from numba import cuda
         import numba_cuda
-        ptx, _ = cuda.compile_ptx(self.py_func, argtypes, cc=cc, **self.options)
+        with site_errors(self.__name__):
+            ptx, _ = cuda.compile_ptx(self.py_func, argtypes, cc=cc, **self.options)
         return NumbaTemplate(self, argtypes, ptx, arch=f"sm_{cc[0]}{cc[1]}{suffix}",
                              producer=f"numba-cuda {numba_cuda.__version__} {self.options}")
 

@@ -236,7 +236,8 @@ def _launch_gpu(kv, config, args) -> None:
     with _gpu_lock:
         entry = _gpu_templates.get(tkey)
     if entry is None:
-        nk = disp.compile(argtypes)
+        with numba_site.site_errors(k.__name__):
+            nk = disp.compile(argtypes)
         lib = nk._codelibrary
         if getattr(lib, "_linking_files", None) or getattr(lib, "needs_cudadevrt", False):
             raise LaunchError(f"kernel {k.__name__!r} needs numba to link more code (NRT, "

@@ -56,6 +56,26 @@ class SiteError(NumptxError):
     """A malformed ``nx.site(...)`` call, or a site evaluated where no stub is available."""
 
 
+class site_errors:
+    """``with site_errors("apply"): <numba compile>``: a compile that fails on a malformed
+    ``nx.site`` call (numba reports the rewrite's "numptx: ..." error with the kernel's source
+    position) raises :class:`SiteError` with numba's whole message."""
+
+    def __init__(self, kernel_name: str):
+        self.kernel_name = kernel_name
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, exc, tb):
+        if exc is not None and not isinstance(exc, NumptxError) and "numptx: " in str(exc):
+            lines = [ln for ln in str(exc).strip().splitlines()          # numba's own framing
+                     if not ln.startswith(("Failed in ", "During: "))]
+            text = "\n".join(lines).strip().replace("numptx: ", "", 1)
+            raise SiteError(f"kernel {self.kernel_name!r}: {text}") from exc
+        return False
+
+
 # ---------------------------------------------------------------------------------------------
 # types
 # ---------------------------------------------------------------------------------------------
