@@ -357,3 +357,25 @@ def test_launch_template_is_the_build_many_template():
     assert tmpl is built.template
     kv = apply.inject(combine="add.rn.f32 %v_z, %v_x, %v_y;")
     assert kv.for_template(tmpl).key == built.key
+
+
+def test_build_many_progress_bar(spine, capsys, monkeypatch):
+    """progress=True draws a tqdm bar that ends at the batch size (without tqdm: a counter)."""
+    pytest.importorskip("tqdm")
+    batch = [{"combine": f"mul.rn.f32 %v_z, %v_x, 0f{0x3F800000 + 11 * i:08X};"}
+             for i in range(5)]
+    spine.build_many(batch, progress=True)
+    err = capsys.readouterr().err
+    assert "numptx build" in err and "5/5" in err
+    import builtins
+    real_import = builtins.__import__
+
+    def no_tqdm(name, *a, **kw):
+        if name.startswith("tqdm"):
+            raise ImportError(name)
+        return real_import(name, *a, **kw)
+    monkeypatch.setattr(builtins, "__import__", no_tqdm)
+    batch = [{"combine": f"mul.rn.f32 %v_z, %v_x, 0f{0x3F900000 + 13 * i:08X};"}
+             for i in range(3)]
+    spine.build_many(batch, progress=True)
+    assert "numptx: built 3/3 variant(s)" in capsys.readouterr().err

@@ -191,7 +191,8 @@ class Template:
         return cubin bytes). Cached variants are not rebuilt. A failing variant does not stop
         the others: with ``errors="raise"`` a :class:`BuildError` naming each failing index is
         raised once all are done, with ``errors="return"`` its exception takes its place in the
-        list. ``progress``: True prints a counter on stderr; a callable gets ``(done, total)``.
+        list. ``progress``: True shows a tqdm bar (a counter on stderr without tqdm); a
+        callable gets ``(done, total)``.
         """
         if errors not in ("raise", "return"):
             raise NumptxError(f"build_many(errors={errors!r}): use 'raise' or 'return'")
@@ -275,11 +276,27 @@ def _link(ptx: str, arch: str, options: Sequence[str]) -> bytes:
 
 
 def _progress(progress, total: int) -> Callable[[int | None], None]:
+    """report(done) per finished variant, report(None) at the end: a callable gets (done,
+    total); True shows a tqdm bar (a counter on stderr without tqdm)."""
     if callable(progress):
         return lambda done: None if done is None else progress(done, total)
     if not progress:
         return lambda done: None
     lock = threading.Lock()
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        tqdm = None
+    if tqdm is not None:
+        bar = tqdm(total=total, desc="numptx build", unit="variant")
+
+        def advance(done):
+            with lock:
+                if done is None:
+                    bar.close()
+                else:
+                    bar.update(done - bar.n)
+        return advance
 
     def show(done):
         with lock:
