@@ -145,3 +145,16 @@ def test_numba_kernel_build_many_with_a_process_pool(pools):
     threads = apply.build_many(batch[:3])
     assert [v.cubin for v in out[:3]] == [v.cubin for v in threads]
     assert all(v.cubin[:4] == b"\x7fELF" and v.entry == apply.template().entry for v in out[:3])
+
+
+def test_dask_executor(spine):
+    """A Dask cluster's executor (``client.get_executor()``) builds a batch like a pool does."""
+    distributed = pytest.importorskip("distributed")
+    batch = [{"combine": f"mul.rn.f32 %v_z, %v_x, 0f{0x40100000 + 7 * i:08X};"} for i in range(4)]
+    batch.insert(2, {"combine": "bogus.f32 %v_z;"})
+    with distributed.Client(processes=False, n_workers=1, threads_per_worker=2,
+                            dashboard_address=None) as client:
+        out = spine.build_many(batch, executor=client.get_executor(), errors="return")
+    assert isinstance(out[2], nx.LinkError) and out[2].site == "combine"
+    good = [v for i, v in enumerate(out) if i != 2]
+    assert all(v.cubin[:4] == b"\x7fELF" for v in good) and len({v.key for v in good}) == 4
