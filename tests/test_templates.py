@@ -379,3 +379,99 @@ def test_build_many_progress_bar(spine, capsys, monkeypatch):
              for i in range(3)]
     spine.build_many(batch, progress=True)
     assert "numptx: built 3/3 variant(s)" in capsys.readouterr().err
+
+
+GPU_TYPES = [("f16", np.float16), ("f32", np.float32), ("f64", np.float64), ("s32", np.int32),
+             ("u32", np.uint32), ("s64", np.int64), ("u64", np.uint64)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tname,npt", GPU_TYPES, ids=[t for t, _ in GPU_TYPES])
+def test_gpu_numba_variant_every_type_out_and_mod(tname, npt):
+    T = getattr(nx, tname)
+
+    @nx.kernel
+    def k(out, acc, a):
+        i = cuda.grid(1)
+        if i < out.size:
+            z, s = nx.site("twice", x=a[i], out={"z": T}, mod={"acc": acc[i]})
+            out[i] = z
+            acc[i] = s
+
+    def twice(x, acc):
+        return x + x, acc + x
+    twice.__annotations__ = {"x": T, "acc": T}      # (this file's annotations are strings)
+    a = np.arange(1, 65).astype(npt)
+    out, acc = np.zeros_like(a), np.full_like(a, 3)
+    k.inject(twice=nx.ptx_expr(twice))[1, 64](out, acc, a)
+    np.testing.assert_array_equal(out, a + a)
+    np.testing.assert_array_equal(acc, 3 + a)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("lib", ["cupy", "torch"])
+def test_gpu_numba_variant_takes_cai_arrays(lib):
+    """CuPy arrays and PyTorch CUDA tensors go through numba's own marshalling (CAI)."""
+    mod = pytest.importorskip(lib)
+
+    @nx.kernel
+    def apply(out, a, b):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = nx.site("combine", x=a[i], y=b[i], out={"z": "f32"})
+    a = np.random.default_rng(2).random(500, dtype=np.float32)
+    b = np.random.default_rng(3).random(500, dtype=np.float32)
+    if lib == "cupy":
+        da, db, dout = mod.asarray(a), mod.asarray(b), mod.zeros(500, dtype=mod.float32)
+        back = lambda x: mod.asnumpy(x)                      # noqa: E731
+    else:
+        da, db = mod.from_numpy(a).cuda(), mod.from_numpy(b).cuda()
+        dout = mod.zeros(500, dtype=mod.float32, device="cuda")
+        back = lambda x: x.cpu().numpy()                     # noqa: E731
+    apply.inject(combine="mul.rn.f32 %v_z, %v_x, %v_y;")[4, 128](dout, da, db)
+    np.testing.assert_array_equal(back(dout), a * b)
+
+
+@pytest.mark.gpu
+def test_gpu_numba_variant_on_a_stream_with_dynamic_shared_memory():
+    @nx.kernel
+    def staged(out, a):
+        buf = cuda.shared.array(0, dtype=np.float32)         # dynamic shared memory
+        i = cuda.grid(1)
+        t = cuda.threadIdx.x
+        if i < out.size:
+            buf[t] = a[i]
+        cuda.syncthreads()
+        if i < out.size:
+            out[i] = nx.site("s", x=buf[t], out={"z": "f32"})
+    a = np.arange(256, dtype=np.float32)
+    stream = cuda.stream()
+    d_a, d_out = cuda.to_device(a, stream=stream), cuda.device_array(256, np.float32, stream=stream)
+    staged.inject(s="add.rn.f32 %v_z, %v_x, %v_x;")[2, 128, stream, 128 * 4](d_out, d_a)
+    stream.synchronize()
+    np.testing.assert_array_equal(d_out.copy_to_host(), a + a)
+
+
+@pytest.mark.gpu
+def test_gpu_launch_uses_the_variants_build_many_made(tmp_path, monkeypatch):
+    """Variants built ahead for the device's architecture launch without another assembly."""
+    from numptx.jit import template as T
+    from numptx.jit.cache import CubinCache
+    cc = cuda.get_current_device().compute_capability
+
+    @nx.kernel(cc=cc, cache=CubinCache(str(tmp_path / "c")))
+    def apply(out, a, b):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = nx.site("combine", x=a[i], y=b[i], out={"z": "f32"})
+    x = np.ones(256, np.float32)
+    stubs = [f"mul.rn.f32 %v_z, %v_x, 0f{0x40000000 + k:08X};" for k in range(3)]
+    apply.build_many([{"combine": s} for s in stubs], args=(x, x, x))
+
+    def no_assembly(*a, **kw):
+        raise AssertionError("a launch assembled a variant that build_many had built")
+    monkeypatch.setattr(T, "ptx_to_cubin", no_assembly)
+    for s in stubs:
+        out = np.zeros_like(x)
+        apply.inject(combine=s)[2, 128](out, x, x)
+        assert out[0] > 1.9
