@@ -884,3 +884,30 @@ def test_bind_keeps_a_bounded_cache_of_recent_bindings():
     assert f.bind(c=float(_MAX_BINDS + 48)) is f.bind(c=float(_MAX_BINDS + 48))
     assert f.bind(c=0.0) is not first                # forgotten, made again, still right
     assert float(f.bind(c=0.0)(np.float32(3))) == 0.0
+
+
+def test_tracing_and_stubbing_from_several_threads(spine_ptx):
+    """Fresh expressions traced, lowered and compiled from 4 threads at once (shared caches,
+    per-thread C scratch) give the same stubs as one thread."""
+    import threading
+    inj = nx.PtxInject(spine_ptx)
+    site = inj.sites["combine"]
+
+    def formula(x, y):
+        r = nx.sqrt(x * x + y * y)
+        return nx.where(x > y, nx.fma(x, 0.5, r), r * 0.25) + nx.floor(y)
+    want = str(nx.ptx_expr(formula).stub(site))
+    bad: list = []
+
+    def work():
+        for k in range(150):
+            f = nx.ptx_expr(formula) if k % 2 else nx.ptx_expr(formula).bind(y=float(k))
+            s = str(f.stub(site) if k % 2 else f.stub())
+            if k % 2 and s != want:
+                bad.append(s)
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not bad
