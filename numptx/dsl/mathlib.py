@@ -1277,26 +1277,6 @@ def _fit_targets():
     return T
 
 
-def _decimal_pi():
-    """pi by Machin's formula in Decimal arithmetic (prec _FIT_PREC)."""
-    with localcontext() as ctx:
-        ctx.prec = _FIT_PREC + 10
-        def acot(n):
-            x = Decimal(1) / n
-            n2 = Decimal(n) * n
-            s, t, k, sign = Decimal(0), x, 1, 1
-            while t > Decimal(10) ** -(_FIT_PREC + 8):
-                s += sign * t / k
-                t /= n2
-                k += 2
-                sign = -sign
-            return s
-        p = 4 * (4 * acot(5) - acot(239))
-    with localcontext() as ctx:
-        ctx.prec = _FIT_PREC
-        return +p
-
-
 def _solve(A, b):
     n = len(A)
     M = [row[:] + [bb] for row, bb in zip(A, b)]
