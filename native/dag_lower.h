@@ -24,7 +24,8 @@
      row out of range or not single-result, operand index not earlier, truncated record, root
      out of range, input k > 65535) or NULL pointers; STACKPTX_ERR_WORKSPACE_TOO_SMALL;
      STACKPTX_ERR_BUFFER_TOO_SMALL (*out_len = words needed so far: grow out and retry;
-     9 * n_nodes + 2 * n_roots always suffices); STACKPTX_ERR_LIMIT beyond 65536 slots.
+     9 * n_nodes + 2 * n_roots always suffices); STACKPTX_ERR_LIMIT beyond 65536 slots or
+     2^28 nodes.
      *err_index (if not NULL) = the record word or root index at fault.
    No recursion, no allocation, no global state. */
 #ifndef DAG_LOWER_H
@@ -80,7 +81,7 @@ stackptx_status dag_lower(const stackptx_table *t, const uint64_t *rec, size_t n
                           uint32_t *n_instr, uint32_t *err_index)
 {
     uint32_t *off, *uses, *slot, *stack, n_nodes = 0, i, sp, r, slots = 0, instrs = 0;
-    size_t pos = 0, n = 0, need;
+    size_t pos = 0, n = 0, need, cap;
     int fits = 1;
     uint32_t dummy;
     if (!err_index) err_index = &dummy;
@@ -97,6 +98,7 @@ stackptx_status dag_lower(const stackptx_table *t, const uint64_t *rec, size_t n
         for (pos = 0; pos < n_rec; n_nodes++) {
             uint64_t w = rec[pos];
             uint32_t kind = (uint32_t)(w & 0xFFu);
+            if (n_nodes >= DAGLOWER__MAX_NODES) return STACKPTX_ERR_LIMIT;
             if (kind == 3u) pos += 2;
             else if (kind == 4u) {
                 uint32_t row = (uint32_t)((w >> 16) & 0xFFFFu);
@@ -109,10 +111,14 @@ stackptx_status dag_lower(const stackptx_table *t, const uint64_t *rec, size_t n
         n_nodes = 0;
     }
     off = (uint32_t *)ws;
+    /* the nodes the workspace holds (8 words each + 1): records past that are refused */
+    cap = ws_size >= sizeof(uint32_t) ? (ws_size / sizeof(uint32_t) - 1) / 8 : 0;
     /* pass 1: validate records, offsets, uses */
     for (pos = 0; pos < n_rec; n_nodes++) {
         uint64_t w = rec[pos];
         uint32_t kind = (uint32_t)(w & 0xFFu), k;
+        if (n_nodes >= cap || n_nodes >= DAGLOWER__MAX_NODES)
+            return n_nodes >= DAGLOWER__MAX_NODES ? STACKPTX_ERR_LIMIT : STACKPTX_ERR_WORKSPACE_TOO_SMALL;
         off[n_nodes] = (uint32_t)pos;
         if (kind == 1u || kind == 2u) {                     /* INPUT, CONST */
             if (kind == 1u && ((w >> 32) || ((w >> 8) & 0xFFu) >= 14u)) break;

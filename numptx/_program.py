@@ -621,7 +621,14 @@ def _io_ordered(inputs, outputs, site, names: tuple) -> _IO:
         raise ProgramError(f"input({missing[0]!r}): no input named {missing[0]!r} in {what} "
                            f"(inputs: {known})")
     ordered = [by_name[n] for n in names] + [v for v in ins if v.name not in names]
-    io = _IO([v.name for v in ordered], [v.reg for v in ordered],
+    # a name the program reads at two positions (a parameter and the pass-through of the same
+    # mod variable; two parameters bound to one register) gets a second input on the same
+    # register under a private program name
+    prog_names, seen = [], set()
+    for k, v in enumerate(ordered):
+        prog_names.append(v.name if v.name not in seen else f"{v.name}\x00{k}")
+        seen.add(v.name)
+    io = _IO(prog_names, [v.reg for v in ordered],
              [_value_type(v.dtype, f"{what} variable {v.name!r}") for v in ordered],
              [v.reg for v in outs],
              [_value_type(v.dtype, f"{what} variable {v.name!r}") for v in outs])

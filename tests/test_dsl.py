@@ -711,11 +711,28 @@ def test_mod_variables_dict_outputs_and_pass_through(sites):
     got = _run_site(single.stub(site), site, {"x": x, "y": y, "acc": acc})
     assert same(got["acc"], acc) and got["r"].tolist() == [4, 3]
 
+    for backend in ("stack", "ast"):             # reads acc but leaves it alone
+        @nx.ptx_expr(backend=backend)
+        def reads(x, y, acc):
+            return {"r": nx.s32(x * y < acc)}
+        got = _run_site(reads.stub(site), site, {"x": x, "y": y, "acc": acc})
+        assert same(got["acc"], acc) and got["r"].tolist() == [1, 1], backend
+
     @nx.ptx_expr
     def wrong(x, y, acc):
         return {"nope": x}
     with pytest.raises(nx.BindError, match="nope"):
         wrong.stub(site)
+
+
+def test_two_parameters_on_one_register():
+    """stub(inputs=...) may bind two parameters to one register."""
+    @nx.ptx_expr
+    def f(x, y):
+        return x * y + x
+    s = f.stub(inputs={"x": "r", "y": "r"}, outputs={"out": "o"})
+    got = nx.emulate(s, {"r": np.float32([3, -2])}, {"o": "f32"})["o"]
+    assert got.tolist() == [12.0, 2.0]
 
 
 def test_tuple_outputs_bind_in_order(sites):
@@ -911,3 +928,43 @@ def test_tracing_and_stubbing_from_several_threads(spine_ptx):
     for t in threads:
         t.join()
     assert not bad
+
+
+def test_closures_of_one_def_keep_their_own_defaults_and_annotations():
+    """Expressions of closures made by one ``def`` (same code object) keep their own defaults
+    (-0.0 is not 0.0) and their own resolved annotations."""
+    def make(k, T):
+        def f(x, c=k):
+            return x / c
+        f.__annotations__ = {"x": T}
+        return f
+    pos, neg = nx.ptx_expr(make(0.0, nx.f32)), nx.ptx_expr(make(-0.0, nx.f32))
+    assert float(pos(np.float32(1))) == np.inf and float(neg(np.float32(1))) == -np.inf
+    assert nx.ptx_expr(make(1.0, nx.f64)).params["x"] is nx.f64
+    assert nx.ptx_expr(make(1.0, nx.f32)).params["x"] is nx.f32
+
+
+def test_string_annotations_resolve_for_each_function():
+    """A formula defined again after its module rebinds a type name sees the new type."""
+    ns = {"nx": nx}
+    src = "def f(x: T) -> T:\n    return x * x\n"
+    ns["T"] = nx.f32
+    exec("from __future__ import annotations\n" + src, ns)
+    e1 = nx.ptx_expr(ns["f"])
+    ns["T"] = nx.f64
+    exec("from __future__ import annotations\n" + src, ns)
+    e2 = nx.ptx_expr(ns["f"])
+    assert e1.params["x"] is nx.f32 and e2.params["x"] is nx.f64
+
+
+def test_printing_a_graph_survives_a_formula_that_fails_the_second_time():
+    calls = []
+
+    @nx.ptx_expr
+    def once(x):
+        calls.append(1)
+        if len(calls) > 1:
+            raise RuntimeError("traced twice")
+        return x + 1.0
+    text = str(once.graph)
+    assert "add.rn.f32" in text and "# test_dsl.py" not in text and len(calls) == 2

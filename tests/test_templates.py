@@ -353,7 +353,7 @@ def test_launch_template_is_the_build_many_template():
     x = np.zeros(8, np.float32)
     built = apply.build_many([{"combine": "add.rn.f32 %v_z, %v_x, %v_y;"}], args=(x, x, x))[0]
     argtypes = apply.argtypes(x, x, x)
-    tmpl = apply.template(*argtypes, cc=(9, 0))          # what a launch on sm_90 asks for
+    tmpl = apply._template_for(argtypes, (9, 0), "")     # what a launch on sm_90 asks for
     assert tmpl is built.template
     kv = apply.inject(combine="add.rn.f32 %v_z, %v_x, %v_y;")
     assert kv.for_template(tmpl).key == built.key
@@ -475,3 +475,20 @@ def test_gpu_launch_uses_the_variants_build_many_made(tmp_path, monkeypatch):
         out = np.zeros_like(x)
         apply.inject(combine=s)[2, 128](out, x, x)
         assert out[0] > 1.9
+
+
+def test_a_launch_template_leaves_the_default_signature_alone():
+    """What a GPU launch compiles (Kernel._template_for) does not change the signature that
+    .ptx/.cubin/build_many default to."""
+    import numpy as np
+
+    @nx.kernel(cache=False)
+    def apply(out, a):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = nx.site("s", x=a[i], out={"z": nx.f32})
+    x = np.zeros(8, np.float32)
+    apply.ptx(x, x)
+    before = apply.argtypes()
+    apply._template_for(apply.argtypes(np.zeros(8, np.float64), x), (9, 0), "")
+    assert apply.argtypes() == before

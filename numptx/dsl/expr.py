@@ -59,9 +59,9 @@ def ptx_expr(fn: Callable | None = None, *, fastmath: bool = False,
     return PtxExpr(fn, fastmath=fastmath, backend=backend)
 
 
-# code object -> (check, analysis): see _analyse (bounded; keyed by code, not function, so a
-# formula made afresh by the same ``def`` or ``exec`` text finds its analysis)
-_SIGNATURES: dict = {}
+# function -> (check, analysis): see _analyse. Keyed by the function (weakly), not its code:
+# closures of one ``def`` differ in their defaults and in what string annotations resolve to.
+_SIGNATURES = weakref.WeakKeyDictionary()
 
 
 def _analyse(fn, code, defaults: tuple, ann: dict) -> tuple:
@@ -139,18 +139,19 @@ class PtxExpr:
         self.__wrapped__ = fn
         ann = getattr(fn, "__annotations__", {}) or {}
         defaults = fn.__defaults__ or ()
-        glb = getattr(fn, "__globals__", None)
-        check = (defaults, tuple(ann.items()), id(glb))
-        hit = _SIGNATURES.get(code)
         try:
-            stale = hit is None or hit[0] != check
-        except (ValueError, TypeError):          # defaults that do not compare (arrays)
-            stale = True
-        if stale:
-            hit = (check, *_analyse(fn, code, defaults, ann))
-            if len(_SIGNATURES) > 4096:
-                _SIGNATURES.clear()
-            _SIGNATURES[code] = hit
+            hit = _SIGNATURES.get(fn)
+        except TypeError:                         # not weakly referenceable: no cache
+            hit = None
+        # the same code, defaults tuple and annotations (by identity: -0.0 == 0.0)
+        if hit is None or hit[0][0] is not code or hit[0][1] is not defaults or \
+                len(hit[0][2]) != len(ann) or any(
+                    ka != kb or va is not vb for (ka, va), (kb, vb) in zip(hit[0][2], ann.items())):
+            hit = ((code, defaults, tuple(ann.items())), *_analyse(fn, code, defaults, ann))
+            try:
+                _SIGNATURES[fn] = hit
+            except TypeError:
+                pass
         _, self.defaults, types, self._n_positional, self.returns, self._want, self._shared = hit
         self.defaults = dict(self.defaults)
         self.all_params = types = dict(types)

@@ -442,11 +442,15 @@ class Graph:
 
     def fill_frames(self) -> None:
         """Give nodes without a source position the one a re-trace records (when the re-trace
-        builds the same nodes; a formula whose trace changes between runs keeps none)."""
+        builds the same nodes; a formula whose trace changes between runs, or that raises the
+        second time, keeps none). The formula runs once more: side effects run again."""
         retrace, self.retrace = self.retrace, None
         if retrace is None or all(n.frame is not None for n in self.nodes if n.op == "instr"):
             return
-        other = retrace()
+        try:
+            other = retrace()
+        except Exception:   # noqa: BLE001 - a formula that fails the second time: no lines
+            return
         if other is None or len(other.nodes) != len(self.nodes) or any(
                 a.op != b.op or a.target is not b.target and a.target != b.target
                 for a, b in zip(self.nodes, other.nodes) if a.op == "instr"):

@@ -135,13 +135,18 @@ class Kernel:
                               "launching a variant works in the simulator")
         argtypes = self.argtypes(*args, signature=signature)
         ccv, suffix = (self.cc, self._suffix) if cc is None else _cc(cc)
-        key = (argtypes, ccv, suffix)
+        t = self._template_for(argtypes, ccv, suffix)
+        if args or signature is not None:
+            self._last = argtypes
+        return t
+
+    def _template_for(self, argtypes: tuple, cc: tuple[int, int], suffix: str) -> NumbaTemplate:
+        """The template of these numba argument types (no change to the default signature)."""
+        key = (argtypes, cc, suffix)
         with self._lock:
             t = self._templates.get(key)
             if t is None:
-                t = self._templates[key] = self._compile(argtypes, ccv, suffix)
-            if args or signature is not None:
-                self._last = argtypes
+                t = self._templates[key] = self._compile(argtypes, cc, suffix)
         return t
 
     def _compile(self, argtypes: tuple, cc: tuple[int, int], suffix: str) -> NumbaTemplate:

@@ -246,7 +246,9 @@ def _launch_gpu(kv, config, args) -> None:
         # numba's kernel marshals the arguments; the cubin comes from the kernel's own template
         # for the device (same argument types, so the same parameter layout): variants built
         # ahead with build_many for this architecture are launched as they are
-        entry = (nk, k.template(*argtypes, cc=(cc[0], cc[1])))
+        # (the kernel's arch suffix, sm_90a say, when its architecture is the device's)
+        entry = (nk, k._template_for(argtypes, (cc[0], cc[1]),
+                                     k._suffix if tuple(k.cc) == (cc[0], cc[1]) else ""))
         with _gpu_lock:
             _gpu_templates[tkey] = entry
     nk, tmpl = entry
