@@ -13,6 +13,7 @@ typedef enum ptxinj_status {
     PTXINJ_ERR_UNKNOWN_SITE, PTXINJ_ERR_TOO_LARGE, PTXINJ_STATUS_COUNT
 } ptxinj_status;
 #define PTXINJ_RENDER_TAG ...
+#define PTXINJ_RENDER_BIND ...
 typedef struct ptxinj_var {
     uint32_t kind;
     uint32_t dtype_off, dtype_len, regtype_off, regtype_len, reg_off, reg_len, name_off, name_len;

@@ -54,9 +54,36 @@
        out == NULL: *out_len = bytes needed, OK (measure). out_cap < needed: BUFFER_TOO_SMALL,
        *out_len = needed, nothing written. Otherwise out[0, needed) is filled (no NUL).
        All stub slices and instance records are checked before anything is written.
+       With PTXINJ_RENDER_BIND, instances whose copy frame qualifies are bound (see BINDING).
      ptxinj_line_of(ptx, len, offset)   1-based line of a byte offset (slow; error reports),
        0 when ptx is NULL.
      ptxinj_status_string(status)       static text for every status ("unknown status" else).
+
+   BINDING (render flag PTXINJ_RENDER_BIND)
+     numptx's PTX_INJECT and nx.site asm put each marker block inside a copy frame:
+         {
+         .reg .<regtype> %<reg>;            one per variable
+         mov.<t> %<reg>, <operand>;         in and mod variables
+         // PTX_INJECT_BEGIN ... END        the instance region
+         mov.<t> <operand>, %<reg>;         out and mod variables
+         }
+     With the flag, render replaces the whole frame (the "{" line to the "}" line) with the
+     stub, each "%<reg>" token of the stub (not followed by [A-Za-z0-9_$]) rewritten to its
+     variable's operand. ptxas then assembles no copies: the same machine code, sooner. An
+     instance keeps the plain rendering unless all of these hold:
+       - it is a numptx BEGIN block (mm-ptx START frames may bind inputs read-only) of a site
+         with at most PTXINJ_BIND_MAX_VARS variables;
+       - the frame has exactly that shape, lines in any order: each variable declared once with
+         its regtype, each in/mod variable copied in once, each out/mod variable copied out
+         once, a mod variable back to the operand it came from, nothing else (blank lines
+         neither), and it lies between the neighbouring instances;
+       - every operand is a register "%name" that is no variable's register, and the operand of
+         an out or mod variable is no other variable's operand;
+       - the stub has no block comment, no directive (".reg" and friends) that names a
+         variable register or an operand (a "%name<N>" range counts when an operand is
+         %name followed by digits), and no statement whose destination (the first operand,
+         after an optional label and "@guard") names an in variable.
+     Stubs are scanned per instance (operands differ between instances): linear in the stub.
 
    ERRORS (ptxinj_status; err_offset names the line)
      INVALID_ARGUMENT       NULL pointer or inconsistent ctx/offsets/blob arguments
@@ -120,6 +147,8 @@ enum { PTXINJ_IN = 0, PTXINJ_OUT = 1, PTXINJ_MOD = 2 };
 #define PTXINJ_NO_STUB 0xFFFFFFFFu
 #define PTXINJ_RENDER_TAG 1u    /* render flag: wrap every stub in PTX_INJECT_STUB / _STUB_END lines */
 #define PTXINJ_RENDER_PAIRS 2u  /* render flag: offsets are (offset, length) pairs per site */
+#define PTXINJ_RENDER_BIND 4u   /* render flag: write stubs straight into the operands (BINDING) */
+#define PTXINJ_BIND_MAX_VARS 32u
 
 typedef struct ptxinj_var {      /* all offsets are byte offsets into the PTX text */
     uint32_t kind;               /* PTXINJ_IN / PTXINJ_OUT / PTXINJ_MOD */
@@ -649,18 +678,346 @@ static int ptxinj__add(size_t *total, uint64_t n)
     return 1;
 }
 
+/* ---- binding (PTXINJ_RENDER_BIND) ---------------------------------------------------------- */
+
+typedef struct ptxinj__frame {
+    uint32_t begin, end;                                  /* the frame [begin, end) */
+    uint32_t op_off[PTXINJ_BIND_MAX_VARS], op_len[PTXINJ_BIND_MAX_VARS];   /* per variable */
+} ptxinj__frame;
+
+/* Bytes that continue a PTX identifier: [A-Za-z0-9_$]. */
+static const unsigned char ptxinj__idtab[256] = {
+    ['0'] = 1, ['1'] = 1, ['2'] = 1, ['3'] = 1, ['4'] = 1, ['5'] = 1, ['6'] = 1, ['7'] = 1,
+    ['8'] = 1, ['9'] = 1, ['_'] = 1, ['$'] = 1,
+    ['a'] = 1, ['b'] = 1, ['c'] = 1, ['d'] = 1, ['e'] = 1, ['f'] = 1, ['g'] = 1, ['h'] = 1,
+    ['i'] = 1, ['j'] = 1, ['k'] = 1, ['l'] = 1, ['m'] = 1, ['n'] = 1, ['o'] = 1, ['p'] = 1,
+    ['q'] = 1, ['r'] = 1, ['s'] = 1, ['t'] = 1, ['u'] = 1, ['v'] = 1, ['w'] = 1, ['x'] = 1,
+    ['y'] = 1, ['z'] = 1,
+    ['A'] = 1, ['B'] = 1, ['C'] = 1, ['D'] = 1, ['E'] = 1, ['F'] = 1, ['G'] = 1, ['H'] = 1,
+    ['I'] = 1, ['J'] = 1, ['K'] = 1, ['L'] = 1, ['M'] = 1, ['N'] = 1, ['O'] = 1, ['P'] = 1,
+    ['Q'] = 1, ['R'] = 1, ['S'] = 1, ['T'] = 1, ['U'] = 1, ['V'] = 1, ['W'] = 1, ['X'] = 1,
+    ['Y'] = 1, ['Z'] = 1
+};
+#define ptxinj__idc(ch) (ptxinj__idtab[(unsigned char)(ch)] != 0)
+
+/* Index of the site variable whose register is name[0, n) (no '%'), or PTXINJ__NONE. */
+static uint32_t ptxinj__var_named(const ptxinj_ctx *c, const ptxinj_site *st, const char *name,
+                                  uint32_t n)
+{
+    uint32_t j;
+    for (j = 0; j < st->n_vars; j++) {
+        const ptxinj_var *v = &c->vars[st->first_var + j];
+        if (v->reg_len == n && memcmp(c->ptx + v->reg_off, name, n) == 0) return j;
+    }
+    return PTXINJ__NONE;
+}
+
+/* Variable of a "%reg" slice s[o, o + n), or PTXINJ__NONE. */
+static uint32_t ptxinj__var_ref(const ptxinj_ctx *c, const ptxinj_site *st, const char *s,
+                                uint32_t o, uint32_t n)
+{
+    return n >= 2 && s[o] == '%' ? ptxinj__var_named(c, st, s + o + 1, n - 1) : PTXINJ__NONE;
+}
+
+/* A register operand: '%' and one or more identifier bytes. */
+static int ptxinj__is_reg(const char *s, uint32_t o, uint32_t n)
+{
+    uint32_t i;
+    if (n < 2 || s[o] != '%') return 0;
+    for (i = 1; i < n; i++)
+        if (!ptxinj__idc(s[o + i])) return 0;
+    return 1;
+}
+
+/* "mov.<t> A, B;" (trimmed line [a, b)): the two operand slices, or 0. */
+static int ptxinj__mov_line(const char *s, uint32_t a, uint32_t b, ptxinj__tok *dst, ptxinj__tok *src)
+{
+    uint32_t i = a + 4;
+    if (b - a < 8 || memcmp(s + a, "mov.", 4) != 0 || s[b - 1] != ';') return 0;
+    while (i < b && !PTXINJ__SEP(s[i])) i++;             /* the type suffix */
+    while (i < b && PTXINJ__SEP(s[i])) i++;
+    dst->off = i;
+    while (i < b && s[i] != ',' && !PTXINJ__SEP(s[i])) i++;
+    dst->len = i - dst->off;
+    while (i < b && PTXINJ__SEP(s[i])) i++;
+    if (i >= b || s[i] != ',') return 0;
+    for (i++; i < b && PTXINJ__SEP(s[i]); i++) {}
+    src->off = i;
+    while (i < b - 1 && s[i] != ';' && !PTXINJ__SEP(s[i])) i++;
+    src->len = i - src->off;
+    while (i < b - 1 && PTXINJ__SEP(s[i])) i++;
+    return i == b - 1 && dst->len && src->len;
+}
+
+/* ".reg .<type> %<name>;" (trimmed line [a, b)): the type (no dot) and name slices, or 0. */
+static int ptxinj__reg_line(const char *s, uint32_t a, uint32_t b, ptxinj__tok *type, ptxinj__tok *name)
+{
+    uint32_t i = a + 4;
+    if (b - a < 10 || memcmp(s + a, ".reg", 4) != 0 || !PTXINJ__SEP(s[i]) || s[b - 1] != ';') return 0;
+    while (i < b && PTXINJ__SEP(s[i])) i++;
+    if (i >= b || s[i] != '.') return 0;
+    type->off = ++i;
+    while (i < b && !PTXINJ__SEP(s[i])) i++;
+    type->len = i - type->off;
+    while (i < b && PTXINJ__SEP(s[i])) i++;
+    name->off = i;
+    while (i < b - 1 && s[i] != ';' && !PTXINJ__SEP(s[i])) i++;
+    name->len = i - name->off;
+    while (i < b - 1 && PTXINJ__SEP(s[i])) i++;
+    return i == b - 1 && type->len && name->len;
+}
+
+/* [ls, le) without its blanks (and a trailing '\r') on both sides. */
+static void ptxinj__trim(const char *s, uint32_t ls, uint32_t le, uint32_t *a, uint32_t *b)
+{
+    while (ls < le && PTXINJ__SEP(s[ls])) ls++;
+    while (le > ls && PTXINJ__SEP(s[le - 1])) le--;
+    *a = ls; *b = le;
+}
+
+/* The copy frame around instance `in`, lying inside [lo, hi) (see BINDING), or 0. */
+static int ptxinj__frame_of(const ptxinj_ctx *c, const ptxinj_instance *in, uint32_t lo,
+                            uint32_t hi, ptxinj__frame *f)
+{
+    const char *s = c->ptx;
+    const ptxinj_site *st = &c->sites[in->site];
+    uint32_t nv = st->n_vars, all = 0, need_in = 0, need_out = 0, regs = 0, ins = 0, outs = 0;
+    uint32_t q, j, k, lines, e;
+    ptxinj__tok x, y;
+    if (nv > PTXINJ_BIND_MAX_VARS || st->first_var > c->n_vars || nv > c->n_vars - st->first_var)
+        return 0;
+    /* the instance must start with a BEGIN line (mm-ptx START blocks are not bound) */
+    e = ptxinj__eol(s, c->ptx_len, in->begin);
+    for (q = in->begin; q < e && ptxinj__indent(s[q]); q++) {}
+    if (e - q < 2 || s[q] != '/' || s[q + 1] != '/' ||
+        ptxinj__comment_kw(s, q + 2, e, &k) != PTXINJ__KW_BEGIN)
+        return 0;
+    for (j = 0; j < nv; j++) {
+        uint32_t kind = c->vars[st->first_var + j].kind;
+        all |= 1u << j;
+        if (kind != PTXINJ_OUT) need_in |= 1u << j;
+        if (kind != PTXINJ_IN) need_out |= 1u << j;
+    }
+    /* backwards from the BEGIN line to the "{" line: declarations and copies in */
+    q = in->begin;
+    for (lines = 0;; lines++) {
+        uint32_t le, ls, a, b;
+        if (q <= lo || s[q - 1] != '\n' || lines > 2 * nv) return 0;
+        le = q - 1;
+        for (ls = le; ls > lo && s[ls - 1] != '\n'; ls--) {}
+        ptxinj__trim(s, ls, le, &a, &b);
+        if (b - a == 1 && s[a] == '{') { f->begin = ls; break; }
+        if (ptxinj__reg_line(s, a, b, &x, &y)) {
+            const ptxinj_var *v;
+            j = ptxinj__var_ref(c, st, s, y.off, y.len);
+            if (j == PTXINJ__NONE || (regs >> j & 1u)) return 0;
+            v = &c->vars[st->first_var + j];
+            if (!ptxinj__same(s, x.off, x.len, v->regtype_off, v->regtype_len)) return 0;
+            regs |= 1u << j;
+        } else if (ptxinj__mov_line(s, a, b, &x, &y)) {
+            j = ptxinj__var_ref(c, st, s, x.off, x.len);
+            if (j == PTXINJ__NONE || !(need_in >> j & 1u) || (ins >> j & 1u)) return 0;
+            f->op_off[j] = y.off; f->op_len[j] = y.len;
+            ins |= 1u << j;
+        } else {
+            return 0;
+        }
+        q = ls;
+    }
+    /* forwards from the line after END to the "}" line: copies out */
+    q = in->end;
+    if (q == 0 || s[q - 1] != '\n') return 0;
+    for (lines = 0;; lines++) {
+        uint32_t le, a, b;
+        if (q >= hi || lines > nv) return 0;
+        le = ptxinj__eol(s, c->ptx_len, q);
+        ptxinj__trim(s, q, le, &a, &b);
+        if (b - a == 1 && s[a] == '}') {
+            f->end = le < c->ptx_len ? le + 1 : c->ptx_len;
+            if (f->end > hi) return 0;
+            break;
+        }
+        if (!ptxinj__mov_line(s, a, b, &x, &y)) return 0;
+        j = ptxinj__var_ref(c, st, s, y.off, y.len);
+        if (j == PTXINJ__NONE || !(need_out >> j & 1u) || (outs >> j & 1u)) return 0;
+        if (need_in >> j & 1u) {   /* mod: back to where it came from */
+            if (!(ins >> j & 1u) || !ptxinj__same(s, x.off, x.len, f->op_off[j], f->op_len[j])) return 0;
+        } else {
+            f->op_off[j] = x.off; f->op_len[j] = x.len;
+        }
+        outs |= 1u << j;
+        q = le + 1;
+    }
+    if (regs != all || ins != need_in || outs != need_out) return 0;
+    for (j = 0; j < nv; j++) {
+        if (!ptxinj__is_reg(s, f->op_off[j], f->op_len[j]) ||
+            ptxinj__var_ref(c, st, s, f->op_off[j], f->op_len[j]) != PTXINJ__NONE)
+            return 0;
+        if (!(need_out >> j & 1u)) continue;
+        for (k = 0; k < nv; k++)
+            if (k != j && ptxinj__same(s, f->op_off[j], f->op_len[j], f->op_off[k], f->op_len[k]))
+                return 0;
+    }
+    return 1;
+}
+
+/* What binding needs to know of one stub for one site, whatever the operands: ok = no block
+   comment, no comment inside a statement, no directive naming a variable register, no
+   statement writing an in variable; [d0, d1) spans the directive statements, which
+   ptxinj__names_clash checks against each instance's operands. Cached across consecutive
+   instances of a site. */
+typedef struct ptxinj__stubinfo {
+    const char *stub; uint32_t n, site;
+    int ok;
+    uint32_t d0, d1;
+} ptxinj__stubinfo;
+
+/* '%' names in b[i, e) against the variable registers (f == NULL) or against the operands of
+   frame f (a "%name<N>" range counts when an operand is name followed by digits). */
+static int ptxinj__names_clash(const ptxinj_ctx *c, const ptxinj_site *st, const ptxinj__frame *f,
+                               const char *b, uint32_t i, uint32_t e)
+{
+    while (i < e) {
+        const char *p = (const char *)memchr(b + i, '%', e - i);
+        uint32_t k, t, j;
+        if (!p) return 0;
+        k = (uint32_t)(p - b);
+        for (t = k + 1; t < e && ptxinj__idc(b[t]); t++) {}
+        if (!f) {
+            if (ptxinj__var_named(c, st, b + k + 1, t - k - 1) != PTXINJ__NONE) return 1;
+        } else {
+            for (j = 0; j < st->n_vars; j++) {
+                uint32_t oo = f->op_off[j], ol = f->op_len[j], m;
+                if (ol == t - k && memcmp(c->ptx + oo, b + k, ol) == 0) return 1;
+                if (t < e && b[t] == '<' && ol > t - k && memcmp(c->ptx + oo, b + k, t - k) == 0) {
+                    for (m = t - k; m < ol && c->ptx[oo + m] >= '0' && c->ptx[oo + m] <= '9'; m++) {}
+                    if (m == ol) return 1;
+                }
+            }
+        }
+        i = t;
+    }
+    return 0;
+}
+
+static void ptxinj__stub_info(const ptxinj_ctx *c, const ptxinj_site *st, const char *b, uint32_t n,
+                              ptxinj__stubinfo *si)
+{
+    uint32_t i = 0;
+    si->ok = 0;
+    si->d0 = si->d1 = 0;
+    while (i < n) {
+        const char *p;
+        uint32_t e, d, depth, k, j;
+        char ch = b[i];
+        if (PTXINJ__SEP(ch) || ch == '\n' || ch == '{' || ch == '}') { i++; continue; }
+        if (ch == '/' && i + 1 < n && b[i + 1] == '/') {
+            p = (const char *)memchr(b + i, '\n', n - i);
+            i = p ? (uint32_t)(p - b) + 1 : n;
+            continue;
+        }
+        p = (const char *)memchr(b + i, ';', n - i);
+        e = p ? (uint32_t)(p - b) : n;
+        if (memchr(b + i, '/', e - i)) return;   /* a comment inside a statement: PTX has no other '/' */
+        /* a label "name:" */
+        for (k = i; k < e && (ptxinj__idc(b[k]) || b[k] == '%'); k++) {}
+        if (k > i && k < e && b[k] == ':') {
+            for (i = k + 1; i < e && (PTXINJ__SEP(b[i]) || b[i] == '\n'); i++) {}
+            if (i == e) { i = e + 1; continue; }
+        }
+        if (b[i] == '.') {
+            if (ptxinj__names_clash(c, st, NULL, b, i, e)) return;
+            if (si->d1 == 0) si->d0 = i;
+            si->d1 = e;
+            i = e + 1;
+            continue;
+        }
+        if (b[i] == '@')   /* guard */
+            while (i < e && !PTXINJ__SEP(b[i]) && b[i] != '\n') i++;
+        while (i < e && (PTXINJ__SEP(b[i]) || b[i] == '\n')) i++;
+        while (i < e && !PTXINJ__SEP(b[i]) && b[i] != '\n') i++;   /* opcode */
+        /* destination: up to the first ',' outside brackets */
+        for (d = i, depth = 0; d < e; d++) {
+            char x = b[d];
+            if (x == '{' || x == '[' || x == '(') depth++;
+            else if ((x == '}' || x == ']' || x == ')') && depth) depth--;
+            else if (x == ',' && depth == 0) break;
+        }
+        for (k = i; k < d; k++) {
+            uint32_t t;
+            if (b[k] != '%') continue;
+            for (t = k + 1; t < d && ptxinj__idc(b[t]); t++) {}
+            j = ptxinj__var_named(c, st, b + k + 1, t - k - 1);
+            if (j != PTXINJ__NONE && c->vars[st->first_var + j].kind == PTXINJ_IN) return;
+            k = t - 1;
+        }
+        i = e + 1;
+    }
+    si->ok = 1;
+}
+
+/* Size of stub b[0, n) with each variable register replaced by its operand; written to w
+   unless w is NULL. */
+static size_t ptxinj__subst(const ptxinj_ctx *c, const ptxinj_site *st, const ptxinj__frame *f,
+                            const char *b, uint32_t n, char *w)
+{
+    size_t total = 0;
+    uint32_t i = 0;
+    while (i < n) {
+        const char *p = (const char *)memchr(b + i, '%', n - i);
+        uint32_t k = p ? (uint32_t)(p - b) : n, t, j;
+        if (w) w = ptxinj__put(w, b + i, k - i);
+        total += k - i;
+        if (k == n) break;
+        for (t = k + 1; t < n && ptxinj__idc(b[t]); t++) {}
+        j = ptxinj__var_named(c, st, b + k + 1, t - k - 1);
+        if (j == PTXINJ__NONE) {
+            if (w) w = ptxinj__put(w, b + k, t - k);
+            total += t - k;
+        } else {
+            if (w) w = ptxinj__put(w, c->ptx + f->op_off[j], f->op_len[j]);
+            total += f->op_len[j];
+        }
+        i = t;
+    }
+    return total;
+}
+
+/* Where instance i's text goes: its region, or its frame when bound (*bound = 1). si caches
+   the stub check of the last site seen (si->stub == NULL: nothing cached yet). */
+static void ptxinj__span(const ptxinj_ctx *ctx, uint32_t i, uint32_t prev, const char *stub,
+                         uint32_t n, int bind, ptxinj__stubinfo *si, ptxinj__frame *fr, int *bound)
+{
+    const ptxinj_instance *in = &ctx->instances[i];
+    const ptxinj_site *st = &ctx->sites[in->site];
+    uint32_t hi = i + 1 < ctx->n_instances ? ctx->instances[i + 1].begin : ctx->ptx_len;
+    *bound = 0;
+    if (bind && hi >= in->end && ptxinj__frame_of(ctx, in, prev, hi, fr)) {
+        if (si->stub != stub || si->n != n || si->site != in->site) {
+            ptxinj__stub_info(ctx, st, stub, n, si);
+            si->stub = stub; si->n = n; si->site = in->site;
+        }
+        *bound = si->ok && !ptxinj__names_clash(ctx, st, fr, stub, si->d0, si->d1);
+    }
+    if (!*bound) { fr->begin = in->begin; fr->end = in->end; }
+}
+
 PTXINJ_DEF ptxinj_status ptxinj_render(const ptxinj_ctx *ctx, const char *blob, size_t blob_len,
                                        const uint32_t *offsets, uint32_t flags,
                                        char *out, size_t out_cap, size_t *out_len)
 {
-    const int tag = (flags & PTXINJ_RENDER_TAG) != 0;
+    const int tag = (flags & PTXINJ_RENDER_TAG) != 0, bind = (flags & PTXINJ_RENDER_BIND) != 0;
     uint32_t i, prev = 0, off, n;
     size_t need = 0;
     char *w;
+    ptxinj__frame fr;
+    ptxinj__stubinfo si;
+    int bound;
 
     if (!ctx || !out_len || (!ctx->ptx && ctx->ptx_len) || (!blob && blob_len) ||
         (!offsets && ctx->n_sites) || (!ctx->sites && ctx->n_sites) ||
-        (!ctx->instances && ctx->n_instances) || (flags & ~(PTXINJ_RENDER_TAG | PTXINJ_RENDER_PAIRS)))
+        (!ctx->instances && ctx->n_instances) || (bind && !ctx->vars && ctx->n_vars) ||
+        (flags & ~(PTXINJ_RENDER_TAG | PTXINJ_RENDER_PAIRS | PTXINJ_RENDER_BIND)))
         return PTXINJ_ERR_INVALID_ARGUMENT;
     /* every stub slice must lie inside blob */
     for (i = 0; i < ctx->n_sites; i++) {
@@ -676,23 +1033,44 @@ PTXINJ_DEF ptxinj_status ptxinj_render(const ptxinj_ctx *ctx, const char *blob, 
                     ctx->sites[i].name_len > ctx->ptx_len - ctx->sites[i].name_off))
             return PTXINJ_ERR_INVALID_ARGUMENT;
     }
-    /* instances must be ordered, disjoint and inside the PTX; sum the output size (O(1) per
-       instance: stubs are never scanned) */
+    /* instances must be ordered, disjoint and inside the PTX (binding reads the variables of
+       their sites); sum the output size: O(1) per instance, or a scan of the stub when bound */
     for (i = 0; i < ctx->n_instances; i++) {
         const ptxinj_instance *in = &ctx->instances[i];
         if (in->site >= ctx->n_sites || in->begin < prev || in->end < in->begin || in->end > ctx->ptx_len)
             return PTXINJ_ERR_INVALID_ARGUMENT;
+        if (bind) {
+            const ptxinj_site *st = &ctx->sites[in->site];
+            uint32_t j;
+            if (st->first_var > ctx->n_vars || st->n_vars > ctx->n_vars - st->first_var)
+                return PTXINJ_ERR_INVALID_ARGUMENT;
+            for (j = 0; j < st->n_vars && st->n_vars <= PTXINJ_BIND_MAX_VARS; j++) {
+                const ptxinj_var *v = &ctx->vars[st->first_var + j];
+                if (v->reg_off > ctx->ptx_len || v->reg_len > ctx->ptx_len - v->reg_off ||
+                    v->regtype_off > ctx->ptx_len || v->regtype_len > ctx->ptx_len - v->regtype_off)
+                    return PTXINJ_ERR_INVALID_ARGUMENT;
+            }
+        }
+        prev = in->end;
+    }
+    prev = 0;
+    si.stub = NULL;
+    for (i = 0; i < ctx->n_instances; i++) {
+        const ptxinj_instance *in = &ctx->instances[i];
+        size_t body;
         ptxinj__stub(offsets, flags, in->site, &off, &n);
-        if (!ptxinj__add(&need, in->begin - prev)) return PTXINJ_ERR_TOO_LARGE;
+        ptxinj__span(ctx, i, prev, blob + off, n, bind, &si, &fr, &bound);
+        body = bound ? ptxinj__subst(ctx, &ctx->sites[in->site], &fr, blob + off, n, NULL) : n;
+        if (!ptxinj__add(&need, fr.begin - prev)) return PTXINJ_ERR_TOO_LARGE;
         if (tag) {
-            uint64_t extra = (uint64_t)PTXINJ__TAG_LEN + ctx->sites[in->site].name_len + 1 + n +
+            uint64_t extra = (uint64_t)PTXINJ__TAG_LEN + ctx->sites[in->site].name_len + 1 + body +
                              PTXINJ__TAG_END_LEN;
             if (!ptxinj__add(&need, extra)) return PTXINJ_ERR_TOO_LARGE;
         } else if (n) {
-            if (!ptxinj__add(&need, (uint64_t)n + (blob[(size_t)off + n - 1] != '\n')))
+            if (!ptxinj__add(&need, (uint64_t)body + (blob[(size_t)off + n - 1] != '\n')))
                 return PTXINJ_ERR_TOO_LARGE;
         }
-        prev = in->end;
+        prev = fr.end;
     }
     if (!ptxinj__add(&need, ctx->ptx_len - prev)) return PTXINJ_ERR_TOO_LARGE;
     *out_len = need;
@@ -701,23 +1079,29 @@ PTXINJ_DEF ptxinj_status ptxinj_render(const ptxinj_ctx *ctx, const char *blob, 
 
     w = out;
     prev = 0;
+    si.stub = NULL;
     for (i = 0; i < ctx->n_instances; i++) {
         const ptxinj_instance *in = &ctx->instances[i];
-        w = ptxinj__put(w, ctx->ptx + prev, in->begin - prev);
         ptxinj__stub(offsets, flags, in->site, &off, &n);
+        ptxinj__span(ctx, i, prev, blob + off, n, bind, &si, &fr, &bound);
+        w = ptxinj__put(w, ctx->ptx + prev, fr.begin - prev);
         if (tag) {
             const ptxinj_site *st = &ctx->sites[in->site];
             memcpy(w, PTXINJ__TAG, PTXINJ__TAG_LEN);
             w = ptxinj__put(w + PTXINJ__TAG_LEN, ctx->ptx + st->name_off, st->name_len);
             *w++ = '\n';
+        }
+        if (bound)
+            w += ptxinj__subst(ctx, &ctx->sites[in->site], &fr, blob + off, n, w);
+        else
             w = ptxinj__put(w, blob + off, n);
+        if (tag) {
             memcpy(w, PTXINJ__TAG_END, PTXINJ__TAG_END_LEN);
             w += PTXINJ__TAG_END_LEN;
-        } else if (n) {
-            w = ptxinj__put(w, blob + off, n);
-            if (blob[(size_t)off + n - 1] != '\n') *w++ = '\n';
+        } else if (n && blob[(size_t)off + n - 1] != '\n') {
+            *w++ = '\n';
         }
-        prev = in->end;
+        prev = fr.end;
     }
     ptxinj__put(w, ctx->ptx + prev, ctx->ptx_len - prev);
     return PTXINJ_OK;

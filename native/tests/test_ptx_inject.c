@@ -672,7 +672,7 @@ static void test_render(void)
     CHECK(ptxinj_render(&p.ctx, blob, 3, pre, 0, NULL, 0, NULL) == PTXINJ_ERR_INVALID_ARGUMENT);
     CHECK(ptxinj_render(&p.ctx, blob, 3, NULL, 0, NULL, 0, &n) == PTXINJ_ERR_INVALID_ARGUMENT);
     CHECK(ptxinj_render(&p.ctx, NULL, 3, pre, 0, NULL, 0, &n) == PTXINJ_ERR_INVALID_ARGUMENT);
-    CHECK(ptxinj_render(&p.ctx, blob, 3, pre, 4, NULL, 0, &n) == PTXINJ_ERR_INVALID_ARGUMENT);
+    CHECK(ptxinj_render(&p.ctx, blob, 3, pre, 8, NULL, 0, &n) == PTXINJ_ERR_INVALID_ARGUMENT);
     /* a corrupted ctx (overlapping or out-of-range instances) is refused */
     bad = p.ctx;
     inst[0] = p.ctx.instances[0];
