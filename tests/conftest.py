@@ -58,3 +58,20 @@ def run_script(tmp_path, source: str, *, simulator: bool, marker: str) -> None:
     r = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
                        timeout=300)
     assert r.returncode == 0 and marker in r.stdout, r.stdout + r.stderr
+
+
+def elf_sections(cubin: bytes) -> dict[str, bytes]:
+    """Section name -> contents of an ELF64 little-endian file (a cubin); NOBITS sections are
+    empty. Comparing ``.text.<kernel>`` of two cubins compares their machine code."""
+    import struct
+    assert cubin[:4] == b"\x7fELF" and cubin[4] == 2, "not an ELF64 file"
+    shoff, = struct.unpack_from("<Q", cubin, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", cubin, 0x3A)
+    headers = [struct.unpack_from("<IIQQQQIIQQ", cubin, shoff + i * shentsize) for i in range(shnum)]
+    names_at = headers[shstrndx][4]
+    out = {}
+    for name_off, kind, _, _, off, size, *_ in headers:
+        start = names_at + name_off
+        name = cubin[start:cubin.index(b"\0", start)].decode()
+        out[name] = b"" if kind == 8 else cubin[off:off + size]
+    return out

@@ -2,6 +2,7 @@
 launch test needs a GPU)."""
 from __future__ import annotations
 
+import re
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -47,7 +48,10 @@ def test_cuda_template_variant(spine):
     assert spine.entry == "kernel" and spine.arch == "sm_90"
     assert list(spine.sites) == ["combine"]
     v = spine.inject(combine=ADD)
-    assert ADD in v.ptx and "PTX_INJECT_BEGIN" not in v.ptx
+    # bound: the stub reads and writes the kernel's registers, no copy frame is left
+    assert "PTX_INJECT_BEGIN" not in v.ptx and "%v_" not in v.ptx
+    assert re.search(r"add\.f32 %f\d+, %f\d+, %f\d+;", v.ptx)
+    assert ADD in spine.inj.render([ADD])
     assert v.cubin[:4] == b"\x7fELF"
     assert v.sites is spine.sites and v.entry == "kernel"
     assert v.stub_map == {"combine": ADD}

@@ -85,13 +85,14 @@ def normalize_options(options: Iterable[str]) -> tuple[str, ...]:
 
 
 def variant_key(template: str, stubs: Sequence[str], arch: str,
-                options: Iterable[str] = ()) -> str:
+                options: Iterable[str] = (), *, bind: bool = False) -> str:
     """The cache key of a variant: ``template`` is :func:`template_digest`, ``stubs`` the stub
-    texts in site order, ``arch`` like ``sm_90``."""
+    texts in site order, ``arch`` like ``sm_90``, ``bind`` whether stubs were bound to the
+    operand registers (the same machine code, but the key keeps the two renderings apart)."""
     numptx_v, nvj_v = _toolchain()
     opts = normalize_options(options)
     return _digest(f"numptx-cubin schema {SCHEMA}", numptx_v, nvj_v, arch, "\0".join(opts),
-                   template, str(len(stubs)), *stubs)
+                   "bind" if bind else "frame", template, str(len(stubs)), *stubs)
 
 
 class CacheInfo(NamedTuple):

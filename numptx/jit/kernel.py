@@ -48,7 +48,7 @@ class NumbaTemplate(Template):
     def __init__(self, kernel: Kernel, argtypes: tuple, ptx: str, *, arch: str, producer: str):
         self.kernel, self.argtypes = kernel, argtypes
         super().__init__(ptx, arch=arch, link_options=kernel.link_options, producer=producer,
-                         cache=kernel._cache_opt)
+                         cache=kernel._cache_opt, bind=kernel.bind)
 
     def _launcher(self, variant: Variant, config):
         return KernelVariant(self.kernel, variant.stub_map)[config]
@@ -62,11 +62,12 @@ class Kernel:
     variants with :meth:`inject` and :meth:`build_many`. Options: ``cc`` (architecture of the
     templates, default (9, 0)), ``fastmath``, ``lineinfo``, ``opt`` (numba's), ``link_options``
     (nvJitLink's), ``cache`` (True: the default cubin cache, None/False: none, or a
-    :class:`~numptx.jit.cache.CubinCache`)."""
+    :class:`~numptx.jit.cache.CubinCache`), ``bind`` (stubs written straight into the site's
+    registers, see :class:`~numptx.jit.template.Template`)."""
 
     def __init__(self, py_func, signature=None, *, cc: Any = (9, 0), fastmath: bool = False,
                  lineinfo: bool = False, opt: bool = True, link_options: Iterable[str] = (),
-                 cache: CubinCache | None | bool = True):
+                 cache: CubinCache | None | bool = True, bind: bool = True):
         if not callable(py_func):
             raise NumptxError(f"nx.kernel decorates a Python function, not {type(py_func).__name__}")
         self.py_func = py_func
@@ -75,6 +76,7 @@ class Kernel:
         self.cc, self._suffix = _cc(cc)
         self.options = {"fastmath": fastmath, "lineinfo": lineinfo, "opt": opt}
         self.link_options = tuple(link_options)
+        self.bind = bool(bind)
         self._cache_opt = cache
         self._templates: dict[tuple, NumbaTemplate] = {}
         self._lock = threading.RLock()

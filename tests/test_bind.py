@@ -1,0 +1,174 @@
+"""Stubs bound to the operand registers (``bind=True``, the C core's PTXINJ_RENDER_BIND): the
+bound PTX has no copy frames; ptxas makes the same machine code from it (byte for byte in the
+cases checked here; in general register allocation may differ, so the GEMM corpus is checked
+against an independent Python rendering instead)."""
+from __future__ import annotations
+
+import random
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+import numptx as nx
+from numptx import dtypes
+
+from conftest import SPINE_SRC, elf_sections
+
+cuda = pytest.importorskip("numba.cuda")
+from numba.cuda import types as nbt  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from bench_inject import gemm_template  # noqa: E402
+
+
+def machine_code(cubin: bytes) -> list[bytes]:
+    """Code and kernel-info sections in file order, without their (kernel-named) titles."""
+    return [v for k, v in elf_sections(cubin).items() if k.startswith((".text", ".nv.info"))]
+
+
+def same_code(inj: nx.PtxInject, stubs, archs=("sm_90",)) -> str:
+    """Render plain and bound, check binding happened and changed no machine code; return the
+    bound PTX."""
+    plain, bound = inj.render(stubs), inj.render(stubs, bind=True)
+    assert "%v_" in plain and "%v_" not in bound and len(bound) < len(plain)
+    for arch in archs:
+        a, b = machine_code(nx.ptx_to_cubin(plain, arch)), machine_code(nx.ptx_to_cubin(bound, arch))
+        assert len(a) >= 2 and a == b, arch
+    return bound
+
+
+# an independent rendering of binding, for the frames numptx's annotations emit
+_FRAME = re.compile(r"^[ \t]*\{\n((?:[ \t]*\.reg [^\n]*\n)*)((?:[ \t]*mov\.[^\n]*\n)*)"
+                    r"[ \t]*// PTX_INJECT_BEGIN (\S+)\n(?:[ \t]*// PTX_INJECT_VAR [^\n]*\n)*"
+                    r"[ \t]*// PTX_INJECT_END\n((?:[ \t]*mov\.[^\n]*\n)*)[ \t]*\}\n", re.M)
+_MOV = re.compile(r"mov\.\w+ (%[\w$]+), (%[\w$]+);")
+
+
+def reference_bind(ptx: str, stubs: dict[str, str]) -> str:
+    def bind(m: re.Match) -> str:
+        ops = {dst: src for dst, src in _MOV.findall(m.group(2))}
+        ops.update({src: dst for dst, src in _MOV.findall(m.group(4))})
+        stub = re.sub(r"%v_[\w$]+", lambda r: ops[r.group(0)], stubs[m.group(3)])
+        return f"\t// PTX_INJECT_STUB {m.group(3)}\n{stub}\n\t// PTX_INJECT_STUB_END\n"
+    return _FRAME.sub(bind, ptx)
+
+
+NUMBA_TYPES = [("f16", nbt.float16), ("f32", nbt.float32), ("f64", nbt.float64),
+               ("s32", nbt.int32), ("u32", nbt.uint32), ("s64", nbt.int64), ("u64", nbt.uint64)]
+
+
+@pytest.mark.parametrize("tname,nbtype", NUMBA_TYPES, ids=[t for t, _ in NUMBA_TYPES])
+def test_numba_sites_of_every_type_bind_to_the_same_machine_code(tname, nbtype):
+    T = getattr(nx, tname)
+
+    def k(out, a, acc):
+        i = cuda.grid(1)
+        for j in range(2):                       # two instances of the site
+            z, m = nx.site("s", x=a[i + j], out={"z": T}, mod={"m": acc[i]})
+            out[i + j] = z
+            acc[i] = m
+
+    arr = nbtype[:]
+    ptx, _ = cuda.compile_ptx(k, (arr, arr, arr), cc=(8, 0))
+    inj = nx.PtxInject(ptx)
+    mov = nx.get_dtype(tname).mov
+
+    def twice(x, m):
+        return x + x, m + x
+    twice.__annotations__ = {"x": T, "m": T}
+    for stub in (f"mov.{mov} %v_z, %v_x;\nmov.{mov} %v_m, %v_x;",
+                 nx.ptx_expr(twice).stub(inj.sites["s"])):
+        same_code(inj, [str(stub)], archs=("sm_80", "sm_90"))
+
+
+def test_cuda_sites_of_every_builtin_type_bind_to_the_same_machine_code():
+    # one site per type: y = x, read from and written to global memory as raw bits
+    lines, stubs = [], []
+    for i, d in enumerate(dtypes.BUILTIN_DTYPES):
+        c = d.ctype
+        lines.append(f"{{ {c} x = (({c}*)p)[{i}], y; "
+                     f"PTX_INJECT(\"s{i}\", PTX_IN({d.name.upper()}, x, ::ptx_inject_detail::bits<{c}>(x)), "
+                     f"PTX_OUT({d.name.upper()}, y)); (({c}*)p)[{i + 16}] = "
+                     f"::ptx_inject_detail::bits<{c}>(y); }}")
+        stubs.append(f"mov.{d.mov} %v_y, %v_x;")
+    src = 'extern "C" __global__ void k(unsigned long long* p) {\n' + "\n".join(lines) + "\n}"
+    inj = nx.PtxInject(nx.cuda_to_ptx(src, arch="sm_80"))
+    assert len(inj.sites) == len(dtypes.BUILTIN_DTYPES)
+    same_code(inj, stubs, archs=("sm_80", "sm_90"))
+
+
+def _random_mac(r: random.Random) -> str:
+    ops = ["a * b + acc", "nx.fma(a, b, acc)", "acc + nx.sqrt(nx.fabs(a * b))",
+           "nx.where(a > b, acc + a, acc - b)", "nx.fmax(acc, a * b)", "acc + a / (b + 2.0)",
+           "acc + nx.exp(-a * a) * b", "nx.fmin(acc + a, b * 3.0)"]
+    return r.choice(ops)
+
+
+def test_gemm_template_with_dsl_formulas_binds_like_the_reference():
+    ptx = nx.cuda_to_ptx(gemm_template(4, 4, 4), arch="sm_90")
+    inj = nx.PtxInject(ptx)
+    r = random.Random(5)
+    for k in range(6):
+        body = _random_mac(r)
+        ns = {"nx": nx}
+        exec(f"def mac(a: nx.f32, b: nx.f32, acc: nx.f32) -> nx.f32:\n    return {body}\n", ns)
+        stub = str(nx.ptx_expr(ns["mac"]).stub(inj.sites["mac"]))
+        bound = inj.render([stub], bind=True)
+        assert bound == reference_bind(ptx, {"mac": stub}), body
+        assert bound.count("PTX_INJECT_STUB mac") == inj.sites["mac"].instances == 64
+        assert "%v_" not in bound
+        assert nx.ptx_to_cubin(bound, "sm_90")[:4] == b"\x7fELF"
+
+
+def test_a_stub_that_writes_an_input_keeps_its_frame():
+    inj = nx.PtxInject(nx.cuda_to_ptx(SPINE_SRC, arch="sm_90"))
+    writes_x = "add.f32 %v_x, %v_x, %v_y;\nmov.f32 %v_z, %v_x;"
+    assert inj.render([writes_x], bind=True) == inj.render([writes_x])
+    reads = "add.f32 %v_z, %v_x, %v_y;"
+    assert inj.render([reads], bind=True) != inj.render([reads])
+    assert inj.render([reads], bind=True).encode() == inj.render_bytes([reads], bind=True)
+
+
+def test_a_stub_declaring_an_operand_register_keeps_its_frame():
+    inj = nx.PtxInject(nx.cuda_to_ptx(SPINE_SRC, arch="sm_90"))
+    shadow = "{\n.reg .f32 %f<100>;\nadd.f32 %f1, %v_x, %v_y;\nmov.f32 %v_z, %f1;\n}"
+    assert inj.render([shadow], bind=True) == inj.render([shadow])
+    own = "{\n.reg .f32 %t<2>;\nadd.f32 %t1, %v_x, %v_y;\nmov.f32 %v_z, %t1;\n}"
+    same_code(inj, [own])
+
+
+def test_templates_bind_by_default_and_keep_the_keys_apart():
+    bound = nx.CudaTemplate(SPINE_SRC, entry="kernel", arch="sm_90", cache=False)
+    plain = nx.CudaTemplate(SPINE_SRC, entry="kernel", arch="sm_90", cache=False, bind=False)
+    assert bound.bind and not plain.bind
+    add = "add.f32 %v_z, %v_x, %v_y;"
+    vb, vp = bound.inject(combine=add), plain.inject(combine=add)
+    assert "%v_" not in vb.ptx and "%v_" in vp.ptx and vb.key != vp.key
+    assert machine_code(vb.cubin) == machine_code(vp.cubin)
+    built = bound.build_many([{"combine": add}, {"combine": "sub.f32 %v_z, %v_x, %v_y;"}])
+    assert machine_code(built[0].cubin) == machine_code(vp.cubin)
+
+
+def test_an_invalid_stub_reports_the_stub_as_written():
+    tmpl = nx.CudaTemplate(SPINE_SRC, entry="kernel", arch="sm_90", cache=False)
+    bad = "add.f32 %v_z, %v_x, %v_nope;"
+    with pytest.raises(nx.NumptxError, match="combine") as e:
+        tmpl.inject(combine=bad).cubin
+    assert "%v_nope" in str(e.value)
+    with pytest.raises(nx.BuildError, match="variant 1"):
+        tmpl.build_many([{"combine": "add.f32 %v_z, %v_x, %v_y;"}, {"combine": bad}])
+
+
+def test_numba_kernels_bind_and_can_opt_out():
+    def body(out, a):
+        i = cuda.grid(1)
+        out[i] = nx.site("s", x=a[i], out={"z": nx.f32})
+
+    sig = "void(float32[:], float32[:])"
+    on, off = nx.kernel(sig, cache=False)(body), nx.kernel(sig, cache=False, bind=False)(body)
+    stub = "mul.f32 %v_z, %v_x, %v_x;"
+    von, voff = on.inject(s=stub), off.inject(s=stub)
+    assert "%v_" not in von.ptx and "%v_" in voff.ptx
+    assert machine_code(von.cubin) == machine_code(voff.cubin)
