@@ -863,14 +863,38 @@ static int ptxinj__frame_of(const ptxinj_ctx *c, const ptxinj_instance *in, uint
 
 /* What binding needs to know of one stub for one site, whatever the operands: ok = no block
    comment, no comment inside a statement, no directive naming a variable register, no
-   statement writing an in variable; [d0, d1) spans the directive statements, which
-   ptxinj__names_clash checks against each instance's operands. Cached across consecutive
-   instances of a site. */
+   statement writing an in variable. Cached across consecutive instances of a site. */
 typedef struct ptxinj__stubinfo {
     const char *stub; uint32_t n, site;
     int ok;
-    uint32_t d0, d1;
+    int scoped;   /* the stub is one "{ ... }" block: binding needs not add a scope */
 } ptxinj__stubinfo;
+
+#define PTXINJ__OPEN "\t{\n"      /* the scope a bound stub gets when it has none */
+#define PTXINJ__CLOSE "\t}\n"
+#define PTXINJ__SCOPE_LEN 6u
+
+/* Is b[0, n) one brace block (blanks around it, braces in "//" comments ignored)? */
+static int ptxinj__one_block(const char *b, uint32_t n)
+{
+    uint32_t i = 0, depth = 0;
+    while (i < n && (PTXINJ__SEP(b[i]) || b[i] == '\n')) i++;
+    if (i == n || b[i] != '{') return 0;
+    for (; i < n; i++) {
+        if (b[i] == '/' && i + 1 < n && b[i + 1] == '/') {
+            const char *p = (const char *)memchr(b + i, '\n', n - i);
+            if (!p) return 0;
+            i = (uint32_t)(p - b);
+        } else if (b[i] == '{') {
+            depth++;
+        } else if (b[i] == '}') {
+            if (depth == 0 || --depth == 0) break;
+        }
+    }
+    if (i == n) return 0;
+    for (i++; i < n && (PTXINJ__SEP(b[i]) || b[i] == '\n'); i++) {}
+    return i == n;
+}
 
 /* '%' names in b[i, e) against the variable registers (f == NULL) or against the operands of
    frame f (a "%name<N>" range counts when an operand is name followed by digits). */
@@ -905,7 +929,7 @@ static void ptxinj__stub_info(const ptxinj_ctx *c, const ptxinj_site *st, const 
 {
     uint32_t i = 0;
     si->ok = 0;
-    si->d0 = si->d1 = 0;
+    si->scoped = ptxinj__one_block(b, n);
     while (i < n) {
         const char *p;
         uint32_t e, d, depth, k, j;
@@ -927,15 +951,15 @@ static void ptxinj__stub_info(const ptxinj_ctx *c, const ptxinj_site *st, const 
         }
         if (b[i] == '.') {
             if (ptxinj__names_clash(c, st, NULL, b, i, e)) return;
-            if (si->d1 == 0) si->d0 = i;
-            si->d1 = e;
             i = e + 1;
             continue;
         }
         if (b[i] == '@')   /* guard */
             while (i < e && !PTXINJ__SEP(b[i]) && b[i] != '\n') i++;
         while (i < e && (PTXINJ__SEP(b[i]) || b[i] == '\n')) i++;
-        while (i < e && !PTXINJ__SEP(b[i]) && b[i] != '\n') i++;   /* opcode */
+        /* the opcode: letters, digits, '_', '.', ':' ("ld.shared::cta"); a destination may
+           follow without a blank ("mov.f32%r1, ...") */
+        while (i < e && (ptxinj__idc(b[i]) || b[i] == '.' || b[i] == ':')) i++;
         /* destination: up to the first ',' outside brackets */
         for (d = i, depth = 0; d < e; d++) {
             char x = b[d];
@@ -983,7 +1007,8 @@ static size_t ptxinj__subst(const ptxinj_ctx *c, const ptxinj_site *st, const pt
     return total;
 }
 
-/* Where instance i's text goes: its region, or its frame when bound (*bound = 1). si caches
+/* Where instance i's text goes: its region, or its frame when bound (*bound = 1, or 2 when the
+   stub must be wrapped in a scope of its own: labels and registers it declares stay local). si caches
    the stub check of the last site seen (si->stub == NULL: nothing cached yet). */
 static void ptxinj__span(const ptxinj_ctx *ctx, uint32_t i, uint32_t prev, const char *stub,
                          uint32_t n, int bind, ptxinj__stubinfo *si, ptxinj__frame *fr, int *bound)
@@ -997,7 +1022,10 @@ static void ptxinj__span(const ptxinj_ctx *ctx, uint32_t i, uint32_t prev, const
             ptxinj__stub_info(ctx, st, stub, n, si);
             si->stub = stub; si->n = n; si->site = in->site;
         }
-        *bound = si->ok && !ptxinj__names_clash(ctx, st, fr, stub, si->d0, si->d1);
+        /* the stub may not name an operand register at all: it would reach the template's
+           register behind the variable's back (or declare one of that name) */
+        *bound = si->ok && !ptxinj__names_clash(ctx, st, fr, stub, 0, n);
+        if (*bound && !si->scoped) *bound = 2;   /* the frame's braces scoped the stub: keep a scope */
     }
     if (!*bound) { fr->begin = in->begin; fr->end = in->end; }
 }
@@ -1012,7 +1040,7 @@ PTXINJ_DEF ptxinj_status ptxinj_render(const ptxinj_ctx *ctx, const char *blob, 
     char *w;
     ptxinj__frame fr;
     ptxinj__stubinfo si;
-    int bound;
+    int bound, scope;
 
     if (!ctx || !out_len || (!ctx->ptx && ctx->ptx_len) || (!blob && blob_len) ||
         (!offsets && ctx->n_sites) || (!ctx->sites && ctx->n_sites) ||
@@ -1054,13 +1082,14 @@ PTXINJ_DEF ptxinj_status ptxinj_render(const ptxinj_ctx *ctx, const char *blob, 
         prev = in->end;
     }
     prev = 0;
-    si.stub = NULL;
+    si.stub = NULL; si.n = 0; si.site = PTXINJ__NONE; si.ok = 0;
     for (i = 0; i < ctx->n_instances; i++) {
         const ptxinj_instance *in = &ctx->instances[i];
         size_t body;
         ptxinj__stub(offsets, flags, in->site, &off, &n);
         ptxinj__span(ctx, i, prev, blob + off, n, bind, &si, &fr, &bound);
         body = bound ? ptxinj__subst(ctx, &ctx->sites[in->site], &fr, blob + off, n, NULL) : n;
+        if (bound == 2 && (tag || n) && !ptxinj__add(&need, PTXINJ__SCOPE_LEN)) return PTXINJ_ERR_TOO_LARGE;
         if (!ptxinj__add(&need, fr.begin - prev)) return PTXINJ_ERR_TOO_LARGE;
         if (tag) {
             uint64_t extra = (uint64_t)PTXINJ__TAG_LEN + ctx->sites[in->site].name_len + 1 + body +
@@ -1079,12 +1108,14 @@ PTXINJ_DEF ptxinj_status ptxinj_render(const ptxinj_ctx *ctx, const char *blob, 
 
     w = out;
     prev = 0;
-    si.stub = NULL;
+    si.stub = NULL; si.n = 0; si.site = PTXINJ__NONE; si.ok = 0;
     for (i = 0; i < ctx->n_instances; i++) {
         const ptxinj_instance *in = &ctx->instances[i];
         ptxinj__stub(offsets, flags, in->site, &off, &n);
         ptxinj__span(ctx, i, prev, blob + off, n, bind, &si, &fr, &bound);
         w = ptxinj__put(w, ctx->ptx + prev, fr.begin - prev);
+        scope = bound == 2 && (tag || n);
+        if (scope) { memcpy(w, PTXINJ__OPEN, 3); w += 3; }
         if (tag) {
             const ptxinj_site *st = &ctx->sites[in->site];
             memcpy(w, PTXINJ__TAG, PTXINJ__TAG_LEN);
@@ -1101,6 +1132,7 @@ PTXINJ_DEF ptxinj_status ptxinj_render(const ptxinj_ctx *ctx, const char *blob, 
         } else if (n && blob[(size_t)off + n - 1] != '\n') {
             *w++ = '\n';
         }
+        if (scope) { memcpy(w, PTXINJ__CLOSE, 3); w += 3; }
         prev = fr.end;
     }
     ptxinj__put(w, ctx->ptx + prev, ctx->ptx_len - prev);

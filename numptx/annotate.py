@@ -147,10 +147,18 @@ def _resolve(name: str, variables: Iterable[VarSpec], *, lines: Sequence[int | N
 
 
 def _asm_template_lines(name: str, vs: Sequence[SiteVar]) -> list[str]:
-    """Lines of the asm template, in inline-asm syntax (``%%v_x`` registers, ``%0`` operands)."""
+    """Lines of the asm template, in inline-asm syntax (``%%v_x`` registers, ``%0`` operands).
+
+    Operand layout (n variables): outputs ``%0 .. %n-1``, one per variable in order (read-write
+    for a mod variable, an unused dummy for an in variable); inputs ``%n .. %2n-1``, one per
+    variable (an in variable's value, else a dummy immediate). In variables are plain inputs,
+    so the compiler hands the site the value's own register instead of a copy the asm may
+    clobber; stubs never write them (binding checks that). Mod copies come before in copies."""
+    n = len(vs)
     lines = ["{"]
     lines += [f".reg .{v.dtype.reg} %%v_{v.name};" for v in vs]
-    lines += [f"mov.{v.dtype.mov} %%v_{v.name}, %{i};" for i, v in enumerate(vs) if v.kind != "out"]
+    lines += [f"mov.{v.dtype.mov} %%v_{v.name}, %{i};" for i, v in enumerate(vs) if v.kind == "mod"]
+    lines += [f"mov.{v.dtype.mov} %%v_{v.name}, %{n + i};" for i, v in enumerate(vs) if v.kind == "in"]
     lines.append(f"// PTX_INJECT_BEGIN {name}")
     lines += [f"// PTX_INJECT_VAR {v.kind} {v.dtype.name} {v.dtype.reg} v_{v.name} {v.name}" for v in vs]
     lines.append("// PTX_INJECT_END")
@@ -194,7 +202,7 @@ def emit_site(name: str, variables: Iterable[VarSpec]) -> str:
     call the helpers of :data:`BITS_PRELUDE` (or of the header), which must be defined earlier.
 
     >>> print(emit_site("s", [("in", "f32", "x")]))  # doctest: +ELLIPSIS
-    do { float __nx_t0 = (float)(x); asm volatile("{\\n\\t.reg .f32 %%v_x;\\n\\t..." : "+f"(__nx_t0)); } while (0);
+    do { float __nx_t0 = (float)(x); asm volatile("{\\n\\t.reg .f32 %%v_x;\\n\\t..." : "=f"(__nx_t0) : "f"(__nx_t0)); } while (0);
     """
     vs = _resolve(name, variables)
     decls = []
@@ -205,10 +213,12 @@ def emit_site(name: str, variables: Iterable[VarSpec]) -> str:
         else:
             decls.append(f"{v.dtype.ctype} {tmp} = {_load(v)};")
     template = "\\n\\t".join(_asm_template_lines(name, vs))
-    operands = ", ".join(f'"{"=" if v.kind == "out" else "+"}{v.dtype.constraint}"(__nx_t{i})'
-                         for i, v in enumerate(vs))
+    outs = ", ".join(f'"{"+" if v.kind == "mod" else "="}{v.dtype.constraint}"(__nx_t{i})'
+                     for i, v in enumerate(vs))
+    ins = ", ".join(f'"{v.dtype.constraint}"(__nx_t{i})' if v.kind == "in" else '"n"(0)'
+                    for i, v in enumerate(vs))
     stores = [_store(v, f"__nx_t{i}") for i, v in enumerate(vs) if v.kind != "in"]
-    parts = ["do {", *decls, f'asm volatile("{template}" : {operands});', *stores, "} while (0);"]
+    parts = ["do {", *decls, f'asm volatile("{template}" : {outs} : {ins});', *stores, "} while (0);"]
     return " ".join(parts)
 
 

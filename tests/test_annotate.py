@@ -118,7 +118,8 @@ def check_site(site: PtxSite, name: str, variables: list[tuple[str, str, str]]) 
     dts = {kind_dt_name[2]: dtypes.get_dtype(kind_dt_name[1]) for kind_dt_name in variables}
     assert site.regs == [f".reg .{dts[n].reg} %v_{n};" for _, _, n in variables]
     assert site.vars == [(k, dts[n].name, dts[n].reg, f"v_{n}", n) for k, _, n in variables]
-    ins = [(k, n) for k, _, n in variables if k != "out"]
+    # copies in: mod variables first, then in variables (see annotate._asm_template_lines)
+    ins = [(k, n) for k, _, n in variables if k == "mod"] + [(k, n) for k, _, n in variables if k == "in"]
     outs = [(k, n) for k, _, n in variables if k != "in"]
     assert len(site.movs_in) == len(ins) and len(site.movs_out) == len(outs)
     for line, (_, n) in zip(site.movs_in, ins):
@@ -201,17 +202,17 @@ def test_macro_one_site_exact_text():
     ptx = compile_ptx(MACRO_COMBINE)
     (site,) = ptx_sites(ptx)
     check_site(site, "combine", COMBINE)
-    assert site.movs_in[0].startswith("mov.f32 %v_x, %f")
+    assert site.movs_in[1].startswith("mov.f32 %v_x, %f")
     # the whole block, as documented
     (block,) = asm_blocks(ptx)
     assert [l.strip() for l in block.split("\n")] == [
         "{", ".reg .f32 %v_x;", ".reg .f32 %v_acc;", ".reg .f32 %v_z;",
-        "mov.f32 %v_x, %OPND;", "mov.f32 %v_acc, %OPND;",
+        "mov.f32 %v_acc, %OPND;", "mov.f32 %v_x, %OPND;",
         "// PTX_INJECT_BEGIN combine", "// PTX_INJECT_VAR in f32 f32 v_x x",
         "// PTX_INJECT_VAR mod f32 f32 v_acc acc", "// PTX_INJECT_VAR out f32 f32 v_z z",
         "// PTX_INJECT_END", "mov.f32 %OPND, %v_acc;", "mov.f32 %OPND, %v_z;", "}"]
     # mod goes in and out through the same register
-    reg_in = site.movs_in[1].split(", ")[1].rstrip(";")
+    reg_in = site.movs_in[0].split(", ")[1].rstrip(";")
     reg_out = site.movs_out[0].split()[1].rstrip(",")
     assert reg_in == reg_out
 
@@ -373,16 +374,16 @@ def test_33_operands_is_an_annotation_error():
 
 
 def test_operand_numbering_in_template():
-    # %i follows the declaration order of all operands, outs included
+    # outputs %0..%2 in declaration order (mod read-write, in a write-only slot), inputs %3..%5
     text = annotate.site_asm_text("s", [("out", "f32", "a"), ("in", "s32", "b"), ("mod", "u64", "c")])
     assert text.split("\n\t") == [
         "{", ".reg .f32 %v_a;", ".reg .s32 %v_b;", ".reg .u64 %v_c;",
-        "mov.s32 %v_b, %1;", "mov.u64 %v_c, %2;",
+        "mov.u64 %v_c, %2;", "mov.s32 %v_b, %4;",
         "// PTX_INJECT_BEGIN s", "// PTX_INJECT_VAR out f32 f32 v_a a",
         "// PTX_INJECT_VAR in s32 s32 v_b b", "// PTX_INJECT_VAR mod u64 u64 v_c c",
         "// PTX_INJECT_END", "mov.f32 %0, %v_a;", "mov.u64 %2, %v_c;", "}"]
     stmt = annotate.emit_site("s", [("out", "f32", "a"), ("in", "s32", "b"), ("mod", "u64", "c")])
-    assert '"=f"(__nx_t0), "+r"(__nx_t1), "+l"(__nx_t2)' in stmt
+    assert '"=f"(__nx_t0), "=r"(__nx_t1), "+l"(__nx_t2) : "n"(0), "r"(__nx_t1), "n"(0)' in stmt
     assert stmt.startswith("do { ") and stmt.endswith("} while (0);") and "\n" not in stmt
 
 
@@ -404,7 +405,7 @@ extern "C" __global__ void k(const float* a, float* o) {{
     for s in sites:
         check_site(s, "body", [("in", "f32", "x"), ("mod", "f32", "acc")])
     # each instance reads its own element: 16 different loads feed the sites
-    assert len(set(s.movs_in[0] for s in sites)) == 16
+    assert len(set(s.movs_in[1] for s in sites)) == 16
 
 
 @pytest.mark.parametrize("form", ["macro", "comment"])

@@ -51,7 +51,10 @@ def reference_bind(ptx: str, stubs: dict[str, str]) -> str:
         ops = {dst: src for dst, src in _MOV.findall(m.group(2))}
         ops.update({src: dst for dst, src in _MOV.findall(m.group(4))})
         stub = re.sub(r"%v_[\w$]+", lambda r: ops[r.group(0)], stubs[m.group(3)])
-        return f"\t// PTX_INJECT_STUB {m.group(3)}\n{stub}\n\t// PTX_INJECT_STUB_END\n"
+        tagged = f"\t// PTX_INJECT_STUB {m.group(3)}\n{stub}\n\t// PTX_INJECT_STUB_END\n"
+        # a stub that is not one {...} block keeps the frame's scope
+        one_block = re.fullmatch(r"\s*\{.*\}\s*", stub, re.S) and stub.count("{") == stub.count("}")
+        return tagged if one_block else f"\t{{\n{tagged}\t}}\n"
     return _FRAME.sub(bind, ptx)
 
 
@@ -172,3 +175,14 @@ def test_numba_kernels_bind_and_can_opt_out():
     von, voff = on.inject(s=stub), off.inject(s=stub)
     assert "%v_" not in von.ptx and "%v_" in voff.ptx
     assert machine_code(von.cubin) == machine_code(voff.cubin)
+
+
+def test_stubs_without_braces_keep_a_scope_per_instance():
+    # 64 instances of one site; the stub declares a register and a label at its top level
+    inj = nx.PtxInject(nx.cuda_to_ptx(gemm_template(4, 4, 4), arch="sm_90"))
+    stub = (".reg .f32 %t;\n.reg .pred %p;\nmul.f32 %t, %v_a, %v_b;\nsetp.gt.f32 %p, %t, 0f00000000;\n"
+            "@%p bra SKIP;\nadd.f32 %v_acc, %v_acc, %t;\nSKIP:\n")
+    bound = inj.render([stub], bind=True)
+    assert "%v_" not in bound and bound.count("\t{\n\t// PTX_INJECT_STUB mac") == 64
+    assert bound == reference_bind(inj.ptx, {"mac": stub})
+    assert nx.ptx_to_cubin(bound, "sm_90")[:4] == b"\x7fELF"

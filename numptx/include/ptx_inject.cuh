@@ -32,7 +32,7 @@
  * Each site compiles to one `asm volatile` statement (the optimizer never drops it), e.g.
  *     {
  *     .reg .f32 %v_x;  .reg .f32 %v_acc;  .reg .f32 %v_z;       (one per line)
- *     mov.f32 %v_x, %f2;  mov.f32 %v_acc, %f3;                  (in and mod variables)
+ *     mov.f32 %v_acc, %f3;  mov.f32 %v_x, %f2;                  (mod, then in variables)
  *     // PTX_INJECT_BEGIN combine
  *     // PTX_INJECT_VAR in f32 f32 v_x x                        (kind dtype regtype reg name)
  *     // PTX_INJECT_VAR mod f32 f32 v_acc acc
@@ -175,6 +175,38 @@ __device__ __forceinline__ void store(T &dst, const C &c) {
 #define PTX_INJECT_INC_29 30
 #define PTX_INJECT_INC_30 31
 #define PTX_INJECT_INC_31 32
+#define PTX_INJECT_INC_32 33
+#define PTX_INJECT_INC_33 34
+#define PTX_INJECT_INC_34 35
+#define PTX_INJECT_INC_35 36
+#define PTX_INJECT_INC_36 37
+#define PTX_INJECT_INC_37 38
+#define PTX_INJECT_INC_38 39
+#define PTX_INJECT_INC_39 40
+#define PTX_INJECT_INC_40 41
+#define PTX_INJECT_INC_41 42
+#define PTX_INJECT_INC_42 43
+#define PTX_INJECT_INC_43 44
+#define PTX_INJECT_INC_44 45
+#define PTX_INJECT_INC_45 46
+#define PTX_INJECT_INC_46 47
+#define PTX_INJECT_INC_47 48
+#define PTX_INJECT_INC_48 49
+#define PTX_INJECT_INC_49 50
+#define PTX_INJECT_INC_50 51
+#define PTX_INJECT_INC_51 52
+#define PTX_INJECT_INC_52 53
+#define PTX_INJECT_INC_53 54
+#define PTX_INJECT_INC_54 55
+#define PTX_INJECT_INC_55 56
+#define PTX_INJECT_INC_56 57
+#define PTX_INJECT_INC_57 58
+#define PTX_INJECT_INC_58 59
+#define PTX_INJECT_INC_59 60
+#define PTX_INJECT_INC_60 61
+#define PTX_INJECT_INC_61 62
+#define PTX_INJECT_INC_62 63
+#define PTX_INJECT_INC_63 64
 
 #define PTX_INJECT_FE_0(m, s, i, ...)
 #define PTX_INJECT_FE_1(m, s, i, a, ...) PTX_INJECT_APPLY(m, i, a)
@@ -225,9 +257,6 @@ __device__ __forceinline__ void store(T &dst, const C &c) {
 #define PTX_INJECT_KIND_in "in"
 #define PTX_INJECT_KIND_mod "mod"
 #define PTX_INJECT_KIND_out "out"
-#define PTX_INJECT_CONS_in "+"
-#define PTX_INJECT_CONS_mod "+"
-#define PTX_INJECT_CONS_out "="
 
 /* C++ side: carrier temporaries __nx_t<i>, loaded before the asm and stored after it */
 #define PTX_INJECT_LOAD_ptx_inject_value(e, ct, cast) (ct)(e)
@@ -244,10 +273,17 @@ __device__ __forceinline__ void store(T &dst, const C &c) {
 #define PTX_INJECT_WB_mod(i, e, mode, cast) PTX_INJECT_STORE_##mode(e, cast, __nx_t##i)
 #define PTX_INJECT_WB_out(i, e, mode, cast) PTX_INJECT_STORE_##mode(e, cast, __nx_t##i)
 
-/* asm side */
+/* asm side. Operands of n variables: outputs %0 .. %n-1 (variable i: its output, read-write for
+ * a mod variable, an unused write-only slot for an in variable), inputs %n .. %2n-1 (variable i:
+ * an in variable's value, else a dummy immediate). In variables are plain inputs, so the
+ * compiler passes the value's own register rather than a copy the asm might clobber. The mod copies come first
+ * (MOVMOD, indices from 0), then the in copies (MOVIN, indices from n). */
 #define PTX_INJECT_MOVIN_in(i, n, mov) "mov." mov " %%v_" #n ", %" #i ";\n\t"
-#define PTX_INJECT_MOVIN_mod(i, n, mov) "mov." mov " %%v_" #n ", %" #i ";\n\t"
+#define PTX_INJECT_MOVIN_mod(i, n, mov)
 #define PTX_INJECT_MOVIN_out(i, n, mov)
+#define PTX_INJECT_MOVMOD_in(i, n, mov)
+#define PTX_INJECT_MOVMOD_mod(i, n, mov) "mov." mov " %%v_" #n ", %" #i ";\n\t"
+#define PTX_INJECT_MOVMOD_out(i, n, mov)
 #define PTX_INJECT_MOVOUT_in(i, n, mov)
 #define PTX_INJECT_MOVOUT_mod(i, n, mov) "mov." mov " %" #i ", %%v_" #n ";\n\t"
 #define PTX_INJECT_MOVOUT_out(i, n, mov) "mov." mov " %" #i ", %%v_" #n ";\n\t"
@@ -256,31 +292,42 @@ __device__ __forceinline__ void store(T &dst, const C &c) {
 #define PTX_INJECT_M_DECL(i, k, n, e, dt, reg, mov, c, ct, mode, cast) PTX_INJECT_DECL_##k(i, e, ct, mode, cast)
 #define PTX_INJECT_M_REG(i, k, n, e, dt, reg, mov, c, ct, mode, cast) ".reg ." reg " %%v_" #n ";\n\t"
 #define PTX_INJECT_M_MOVIN(i, k, n, e, dt, reg, mov, c, ct, mode, cast) PTX_INJECT_MOVIN_##k(i, n, mov)
+#define PTX_INJECT_M_MOVMOD(i, k, n, e, dt, reg, mov, c, ct, mode, cast) PTX_INJECT_MOVMOD_##k(i, n, mov)
 #define PTX_INJECT_M_VAR(i, k, n, e, dt, reg, mov, c, ct, mode, cast) \
     "// PTX_INJECT_VAR " PTX_INJECT_KIND_##k " " dt " " reg " v_" #n " " #n "\n\t"
 #define PTX_INJECT_M_MOVOUT(i, k, n, e, dt, reg, mov, c, ct, mode, cast) PTX_INJECT_MOVOUT_##k(i, n, mov)
-#define PTX_INJECT_M_OPND(i, k, n, e, dt, reg, mov, c, ct, mode, cast) PTX_INJECT_CONS_##k c(__nx_t##i)
+#define PTX_INJECT_M_OUTS(i, k, n, e, dt, reg, mov, c, ct, mode, cast) PTX_INJECT_OUTS_##k(i, c)
+#define PTX_INJECT_M_INS(i, k, n, e, dt, reg, mov, c, ct, mode, cast) PTX_INJECT_INS_##k(i, c)
+#define PTX_INJECT_OUTS_in(i, c) "=" c(__nx_t##i)
+#define PTX_INJECT_OUTS_mod(i, c) "+" c(__nx_t##i)
+#define PTX_INJECT_OUTS_out(i, c) "=" c(__nx_t##i)
+#define PTX_INJECT_INS_in(i, c) c(__nx_t##i)
+#define PTX_INJECT_INS_mod(i, c) "n"(0)
+#define PTX_INJECT_INS_out(i, c) "n"(0)
 #define PTX_INJECT_M_WB(i, k, n, e, dt, reg, mov, c, ct, mode, cast) PTX_INJECT_WB_##k(i, e, mode, cast)
 
 /* ---- the site ---------------------------------------------------------------------------------- */
-#define PTX_INJECT_SITE_(fe, site, ...)                                                   \
+#define PTX_INJECT_SITE_(fe, nops, site, ...)                                             \
     do {                                                                                  \
         fe(PTX_INJECT_M_DECL, PTX_INJECT_SEP_NONE, 0, __VA_ARGS__)                        \
         asm volatile("{\n\t"                                                              \
                      fe(PTX_INJECT_M_REG, PTX_INJECT_SEP_NONE, 0, __VA_ARGS__)            \
-                     fe(PTX_INJECT_M_MOVIN, PTX_INJECT_SEP_NONE, 0, __VA_ARGS__)          \
+                     fe(PTX_INJECT_M_MOVMOD, PTX_INJECT_SEP_NONE, 0, __VA_ARGS__)         \
+                     fe(PTX_INJECT_M_MOVIN, PTX_INJECT_SEP_NONE, nops, __VA_ARGS__)       \
                      "// PTX_INJECT_BEGIN " site "\n\t"                                   \
                      fe(PTX_INJECT_M_VAR, PTX_INJECT_SEP_NONE, 0, __VA_ARGS__)            \
                      "// PTX_INJECT_END\n\t"                                              \
                      fe(PTX_INJECT_M_MOVOUT, PTX_INJECT_SEP_NONE, 0, __VA_ARGS__)         \
                      "}"                                                                  \
-                     : fe(PTX_INJECT_M_OPND, PTX_INJECT_SEP_COMMA, 0, __VA_ARGS__));      \
+                     : fe(PTX_INJECT_M_OUTS, PTX_INJECT_SEP_COMMA, 0, __VA_ARGS__)        \
+                     : fe(PTX_INJECT_M_INS, PTX_INJECT_SEP_COMMA, 0, __VA_ARGS__));       \
         fe(PTX_INJECT_M_WB, PTX_INJECT_SEP_NONE, 0, __VA_ARGS__)                          \
     } while (0)
 
 /* PTX_INJECT("site name", operands...): one statement; the site name is a string literal
  * holding an identifier. */
 #define PTX_INJECT(...) \
-    PTX_INJECT_X_TOP(PTX_INJECT_SITE_(PTX_INJECT_CAT_FE(PTX_INJECT_FE_, PTX_INJECT_NOPS(__VA_ARGS__)), __VA_ARGS__, ~))
+    PTX_INJECT_X_TOP(PTX_INJECT_SITE_(PTX_INJECT_CAT_FE(PTX_INJECT_FE_, PTX_INJECT_NOPS(__VA_ARGS__)), \
+                                      PTX_INJECT_NOPS(__VA_ARGS__), __VA_ARGS__, ~))
 
 #endif /* NUMPTX_PTX_INJECT_CUH */

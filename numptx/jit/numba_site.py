@@ -290,16 +290,20 @@ def _make_intrinsic(spec: SiteSpec):
         text = spec.asm_text([v[0] for v in vs])
 
         def codegen(context, builder, signature, llargs):
-            # every variable is an output operand ("=c", $i), in/mod ones tied to an input ("i"):
-            # the operand numbering of PTX_INJECT's "+c"/"=c" operands
+            # PTX_INJECT's operand layout: outputs $0..$n-1, one per variable (an in variable's
+            # is unused), inputs $n..$2n-1: an in variable's value (a plain input: no copy),
+            # a mod variable's value tied to its output, an immediate 0 for an out variable
             lltys = [carriers[dt.constraint] for dt, _, _, _ in vs]
             ins, cons = [], [f"={dt.constraint}" for dt, _, _, _ in vs]
             vals = iter(llargs)
             for i, ((kind, _, _), (dt, ty, carrier, by_value)) in enumerate(zip(spec.variables, vs)):
-                if kind != "out":
-                    v = convert(context, builder, next(vals), ty, carrier, by_value)
-                    ins.append(v if v.type == lltys[i] else builder.bitcast(v, lltys[i]))
-                    cons.append(str(i))
+                if kind == "out":
+                    ins.append(llir.Constant(llir.IntType(32), 0))
+                    cons.append("n")
+                    continue
+                v = convert(context, builder, next(vals), ty, carrier, by_value)
+                ins.append(v if v.type == lltys[i] else builder.bitcast(v, lltys[i]))
+                cons.append(dt.constraint if kind == "in" else str(i))
             rty = (llir.VoidType() if not lltys else lltys[0] if len(lltys) == 1
                    else llir.LiteralStructType(lltys))
             asm = llir.InlineAsm(llir.FunctionType(rty, [v.type for v in ins]), text,
