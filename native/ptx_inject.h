@@ -69,20 +69,29 @@
          }
      With the flag, render replaces the whole frame (the "{" line to the "}" line) with the
      stub, each "%<reg>" token of the stub (not followed by [A-Za-z0-9_$]) rewritten to its
-     variable's operand. ptxas then assembles no copies: the same machine code, sooner. An
-     instance keeps the plain rendering unless all of these hold:
-       - it is a numptx BEGIN block (mm-ptx START frames may bind inputs read-only) of a site
-         with at most PTXINJ_BIND_MAX_VARS variables;
+     variable's operand. ptxas then has no copies to remove: the same computation (usually
+     byte-identical machine code), assembled sooner. The
+     stub keeps a scope of its own (its labels and registers stay local): unless it is one
+     brace block "{ ... }" (blanks and newlines around it; braces in "//" comments ignored),
+     the bound text is wrapped in a "\t{\n" and a "\t}\n" line (the tag lines of
+     PTXINJ_RENDER_TAG go inside). An empty untagged stub that binds removes the frame and
+     writes nothing. An instance keeps the plain rendering unless all of these hold:
+       - it is a numptx BEGIN block (mm-ptx START blocks are left alone) of a site with at
+         most PTXINJ_BIND_MAX_VARS variables;
        - the frame has exactly that shape, lines in any order: each variable declared once with
          its regtype, each in/mod variable copied in once, each out/mod variable copied out
          once, a mod variable back to the operand it came from, nothing else (blank lines
          neither), and it lies between the neighbouring instances;
        - every operand is a register "%name" that is no variable's register, and the operand of
          an out or mod variable is no other variable's operand;
-       - the stub has no block comment, no directive (".reg" and friends) that names a
-         variable register or an operand (a "%name<N>" range counts when an operand is
-         %name followed by digits), and no statement whose destination (the first operand,
-         after an optional label and "@guard") names an in variable.
+       - the stub has no block comment, no comment inside a statement, no directive (".reg"
+         and friends) that names a variable register, and no statement whose destination
+         names an in variable (the first operand: after an optional label, "@guard" and the
+         opcode, which ends at the first byte not in [A-Za-z0-9_$.:], so "mov.f32%r1, ..."
+         and "mov.b64{%r1, %r2}, ..." write %r1);
+       - no '%' name of the stub (comments included) equals an operand register, or is a
+         "%name<N>" range covering one (an operand %name followed by digits; N is not looked
+         at).
      Stubs are scanned per instance (operands differ between instances): linear in the stub.
 
    ERRORS (ptxinj_status; err_offset names the line)
@@ -1040,6 +1049,7 @@ PTXINJ_DEF ptxinj_status ptxinj_render(const ptxinj_ctx *ctx, const char *blob, 
     char *w;
     ptxinj__frame fr;
     ptxinj__stubinfo si;
+    const char *stub;
     int bound, scope;
 
     if (!ctx || !out_len || (!ctx->ptx && ctx->ptx_len) || (!blob && blob_len) ||
@@ -1087,8 +1097,9 @@ PTXINJ_DEF ptxinj_status ptxinj_render(const ptxinj_ctx *ctx, const char *blob, 
         const ptxinj_instance *in = &ctx->instances[i];
         size_t body;
         ptxinj__stub(offsets, flags, in->site, &off, &n);
-        ptxinj__span(ctx, i, prev, blob + off, n, bind, &si, &fr, &bound);
-        body = bound ? ptxinj__subst(ctx, &ctx->sites[in->site], &fr, blob + off, n, NULL) : n;
+        stub = n ? blob + off : "";   /* blob may be NULL when every stub is empty */
+        ptxinj__span(ctx, i, prev, stub, n, bind, &si, &fr, &bound);
+        body = bound ? ptxinj__subst(ctx, &ctx->sites[in->site], &fr, stub, n, NULL) : n;
         if (bound == 2 && (tag || n) && !ptxinj__add(&need, PTXINJ__SCOPE_LEN)) return PTXINJ_ERR_TOO_LARGE;
         if (!ptxinj__add(&need, fr.begin - prev)) return PTXINJ_ERR_TOO_LARGE;
         if (tag) {
@@ -1112,7 +1123,8 @@ PTXINJ_DEF ptxinj_status ptxinj_render(const ptxinj_ctx *ctx, const char *blob, 
     for (i = 0; i < ctx->n_instances; i++) {
         const ptxinj_instance *in = &ctx->instances[i];
         ptxinj__stub(offsets, flags, in->site, &off, &n);
-        ptxinj__span(ctx, i, prev, blob + off, n, bind, &si, &fr, &bound);
+        stub = n ? blob + off : "";
+        ptxinj__span(ctx, i, prev, stub, n, bind, &si, &fr, &bound);
         w = ptxinj__put(w, ctx->ptx + prev, fr.begin - prev);
         scope = bound == 2 && (tag || n);
         if (scope) { memcpy(w, PTXINJ__OPEN, 3); w += 3; }
@@ -1123,9 +1135,9 @@ PTXINJ_DEF ptxinj_status ptxinj_render(const ptxinj_ctx *ctx, const char *blob, 
             *w++ = '\n';
         }
         if (bound)
-            w += ptxinj__subst(ctx, &ctx->sites[in->site], &fr, blob + off, n, w);
+            w += ptxinj__subst(ctx, &ctx->sites[in->site], &fr, stub, n, w);
         else
-            w = ptxinj__put(w, blob + off, n);
+            w = ptxinj__put(w, stub, n);
         if (tag) {
             memcpy(w, PTXINJ__TAG_END, PTXINJ__TAG_END_LEN);
             w += PTXINJ__TAG_END_LEN;
