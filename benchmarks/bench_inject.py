@@ -113,6 +113,10 @@ def main(argv=None) -> int:
     rows.append(("(a) GEMM 512 instances: parse", f"{len(ptx_a) / 1024:.0f} KB, {site.instances} inst",
                  t_parse, m_parse, TARGETS["a_parse"]))
     rows.append(("(a) GEMM 512 instances: render", "", t_render, m_render, TARGETS["a_render"]))
+    # binding scans each stub per instance (C core): what it costs per variant
+    t_bind, m_bind = best(lambda: inj.render(stubs, bind=True), max(20, args.repeat // 10))
+    rows.append(("(a) render(bind=True)", f"{len(inj.render(stubs, bind=True)) / 1024:.0f} KB out",
+                 t_bind, m_bind, None))
 
     ptx_b = unique_sites_ptx(8192)
     inj_b = nx.PtxInject(ptx_b)

@@ -709,6 +709,13 @@ static const unsigned char ptxinj__idtab[256] = {
 };
 #define ptxinj__idc(ch) (ptxinj__idtab[(unsigned char)(ch)] != 0)
 
+/* memcmp(a, b, n) == 0 for the short names binding compares (a call costs more than them). */
+static int ptxinj__eq(const char *a, const char *b, uint32_t n)
+{
+    while (n && *a == *b) { a++; b++; n--; }
+    return n == 0;
+}
+
 /* Index of the site variable whose register is name[0, n) (no '%'), or PTXINJ__NONE. */
 static uint32_t ptxinj__var_named(const ptxinj_ctx *c, const ptxinj_site *st, const char *name,
                                   uint32_t n)
@@ -716,7 +723,7 @@ static uint32_t ptxinj__var_named(const ptxinj_ctx *c, const ptxinj_site *st, co
     uint32_t j;
     for (j = 0; j < st->n_vars; j++) {
         const ptxinj_var *v = &c->vars[st->first_var + j];
-        if (v->reg_len == n && memcmp(c->ptx + v->reg_off, name, n) == 0) return j;
+        if (v->reg_len == n && ptxinj__eq(c->ptx + v->reg_off, name, n)) return j;
     }
     return PTXINJ__NONE;
 }
@@ -921,8 +928,8 @@ static int ptxinj__names_clash(const ptxinj_ctx *c, const ptxinj_site *st, const
         } else {
             for (j = 0; j < st->n_vars; j++) {
                 uint32_t oo = f->op_off[j], ol = f->op_len[j], m;
-                if (ol == t - k && memcmp(c->ptx + oo, b + k, ol) == 0) return 1;
-                if (t < e && b[t] == '<' && ol > t - k && memcmp(c->ptx + oo, b + k, t - k) == 0) {
+                if (ol == t - k && ptxinj__eq(c->ptx + oo, b + k, ol)) return 1;
+                if (t < e && b[t] == '<' && ol > t - k && ptxinj__eq(c->ptx + oo, b + k, t - k)) {
                     for (m = t - k; m < ol && c->ptx[oo + m] >= '0' && c->ptx[oo + m] <= '9'; m++) {}
                     if (m == ol) return 1;
                 }
