@@ -176,7 +176,7 @@ def main(argv=None) -> int:
     ptx_inline = nx.cuda_to_ptx(gemm_inline(fresh_c()), arch=ARCH)
     # interleaved, so that load from other processes hits the five alike
     tn, tf, tb, tv, ti = [], [], [], [], []
-    for _ in range(max(5, rep)):
+    for _ in range(max(9, rep)):
         t = time.perf_counter(); gemm.inject(mac=mac.bind(c=fresh_c())).cubin; tn.append(time.perf_counter() - t)
         t = time.perf_counter(); framed.inject(mac=mac.bind(c=fresh_c())).cubin; tf.append(time.perf_counter() - t)
         t = time.perf_counter(); nx.ptx_to_cubin(ptx_c, arch=ARCH); tb.append(time.perf_counter() - t)
@@ -193,12 +193,14 @@ def main(argv=None) -> int:
     rows.append(("(c) NVRTC + nvJitLink of the inlined CUDA source", *c_nv, ""))
     rows.append(("(c) nvJitLink alone of NVRTC's PTX of the inlined source", *c_inl,
                  "ptxas on the formula as C++: no injector can assemble less"))
-    r = c_nv[1] / c_np[1]
-    checks.append(("(c) NVRTC+nvJitLink / numptx (medians)", f"{r:.1f}x", ">= 4x", r >= 4))
-    r = c_nv[1] / c_inl[1]
-    checks.append(("(c) ceiling for any injector: NVRTC+nvJitLink / its nvJitLink", f"{r:.1f}x", "", True))
-    r = c_framed[1] / c_np[1]
-    checks.append(("(c) bind=False / bind=True (medians)", f"{r:.2f}x", "", True))
+    # this VM has slow phases that hit single runs of ~0.1 s: best / median both shown
+    def ratio(x, y) -> tuple[float, str]:
+        return x[1] / y[1], f"{x[0] / y[0]:.2f}x / {x[1] / y[1]:.2f}x"
+    r, txt = ratio(c_nv, c_np)
+    checks.append(("(c) NVRTC+nvJitLink / numptx (best / median)", txt, ">= 4x", r >= 4))
+    checks.append(("(c) ceiling for any injector: NVRTC+nvJitLink / its nvJitLink",
+                   ratio(c_nv, c_inl)[1], "", True))
+    checks.append(("(c) bind=False / bind=True (best / median)", ratio(c_framed, c_np)[1], "", True))
 
     # ---- (d) 64 variants with build_many, 1 and 2 threads -----------------------------------------
     def batch():
@@ -246,9 +248,9 @@ def main(argv=None) -> int:
     print(f"{'case':<62}{'best':>11}{'median':>11}  note")
     for name, b, m, note in rows:
         print(f"{name:<62}{fmt(b):>11}{fmt(m):>11}  {note}")
-    print(f"\n{'check':<62}{'measured':>12}{'target':>10}  met")
+    print(f"\n{'check':<62}{'measured':>16}{'target':>10}  met")
     for name, val, target, ok in checks:
-        print(f"{name:<62}{val:>12}{target:>10}  {'-' if not target else 'yes' if ok else 'NO'}")
+        print(f"{name:<62}{val:>16}{target:>10}  {'-' if not target else 'yes' if ok else 'NO'}")
     print(f"\ntotal {time.perf_counter() - t_start:.1f} s; cache folder {_TMP} removed")
     return 0
 

@@ -364,7 +364,10 @@ class PtxInject:
 
     def _render_c(self, got, flags: int) -> bytes:
         self._check_types(got)
-        enc = [s.encode("utf-8", errors="surrogateescape") for s in got]
+        try:
+            enc = [s.encode() for s in got]
+        except UnicodeEncodeError:   # text decoded with surrogateescape goes back byte for byte
+            enc = [s.encode("utf-8", errors="surrogateescape") for s in got]
         blob = b"".join(enc)
         offsets = array("I", accumulate(map(len, enc), initial=0))
         if len(blob) >= 0xFFFFFFFF:

@@ -240,6 +240,21 @@ def test_stub_syntax_error_quotes_stub_line(spine_ptx):
     assert "stub line 2" in str(err) and "nosuchreg" in err.log
 
 
+def test_a_stub_failing_in_every_instance_is_reported_once_per_line():
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from bench_inject import gemm_template
+    inj = nx.PtxInject(nx.cuda_to_ptx(gemm_template(4, 4, 4), arch="sm_90"))
+    with pytest.raises(nx.LinkError) as e:
+        nx.ptx_to_cubin(inj.render(["add.f32 %v_acc, %v_acc, %nope;"]), arch="sm_90")
+    text = str(e.value)
+    assert "stub line 1 (64 instances, first at PTX line" in text
+    assert text.count("stub of site 'mac'") == 2              # two ptxas messages, 64 times each
+    assert len(text.splitlines()) < 30 and len(e.value.log.splitlines()) >= 128
+    assert "more lines (LinkError.log has them all)" in text
+
+
 def test_template_error_is_not_blamed_on_stub(spine_ptx):
     with pytest.raises(nx.LinkError) as e:
         nx.ptx_to_cubin(spine_ptx.replace("ld.global.f32", "ld.glibal.f32", 1), arch="sm_90")

@@ -48,6 +48,9 @@ def _locate(lines: list[str], lineno: int) -> tuple[str | None, int | None, str]
     return None, None, text
 
 
+_MAX_LINES = 20   # of messages and of the quoted log in a LinkError's text
+
+
 def _explain(ptx: str, log: str, arch: str) -> LinkError:
     lines = ptx.splitlines()
     found = []
@@ -62,18 +65,30 @@ def _explain(ptx: str, log: str, arch: str) -> LinkError:
                     f"(cuda_to_ptx(..., arch={arch!r}))")
         return LinkError(f"nvJitLink could not assemble the PTX for {arch}{hint}\n--- nvJitLink log ---\n"
                          f"{log.rstrip()}", log=log)
-    msgs, first_site, first_stub_line = [], None, None
+    # one line per (site, stub line, message): a stub fails the same way in every instance
+    groups: dict = {}
     for lineno, msg in sorted(set(found)):
         site, stub_lineno, text = _locate(lines, lineno)
+        key = (site, stub_lineno, msg) if site is not None else (None, lineno, msg)
+        g = groups.setdefault(key, [lineno, text, 0])
+        g[2] += 1
+    msgs, first_site, first_stub_line = [], None, None
+    for (site, stub_lineno, msg), (lineno, text, count) in groups.items():
         if site is not None:
-            msgs.append(f"  stub of site {site!r}, stub line {stub_lineno} (PTX line {lineno}): "
-                        f"{text!r}: {msg}")
+            where = f"PTX line {lineno}" if count == 1 else f"{count} instances, first at PTX line {lineno}"
+            msgs.append(f"  stub of site {site!r}, stub line {stub_lineno} ({where}): {text!r}: {msg}")
             if first_site is None:
                 first_site, first_stub_line = site, text
         else:
             msgs.append(f"  PTX line {lineno}: {text!r}: {msg}")
+    if len(msgs) > _MAX_LINES:
+        msgs[_MAX_LINES:] = [f"  ... and {len(msgs) - _MAX_LINES} more"]
+    log_lines = log.rstrip().splitlines()
+    shown = "\n".join(log_lines[:_MAX_LINES]) + (
+        f"\n... {len(log_lines) - _MAX_LINES} more lines (LinkError.log has them all)"
+        if len(log_lines) > _MAX_LINES else "")
     head = (f"invalid stub for site {first_site!r}" if first_site else "PTX does not assemble")
-    return LinkError(f"{head} ({arch}):\n" + "\n".join(msgs) + f"\n--- nvJitLink log ---\n{log.rstrip()}",
+    return LinkError(f"{head} ({arch}):\n" + "\n".join(msgs) + f"\n--- nvJitLink log ---\n{shown}",
                      log=log, site=first_site, stub_line=first_stub_line)
 
 
