@@ -9,16 +9,7 @@
 
 #include "dag_lower.h"
 
-static int g_pass, g_fail;
-static const char *g_test = "";
-
-#define CHECK(c) check_((c) != 0, #c, __LINE__)
-static void check_(int ok, const char *what, int line)
-{
-    if (ok) { g_pass++; return; }
-    g_fail++;
-    printf("FAIL [%s] line %d: %s\n", g_test, line, what);
-}
+#include "check.h"
 
 enum { T_PRED = 0, T_F32 = 5, T_F64 = 6 };
 enum { R_ADD, R_MUL, R_FMA, R_NEG, R_SETP, R_SELP, R_TWO, R_TID, N_ROWS };
@@ -263,6 +254,5 @@ int main(void)
     test_exact();
     test_errors();
     test_fuzz();
-    printf("%d passed, %d failed\n", g_pass, g_fail);
-    return g_fail != 0;
+    return check_report();
 }

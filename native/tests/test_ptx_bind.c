@@ -12,45 +12,9 @@
 
 #include "ptx_inject.h"
 
-static int g_pass, g_fail;
-static const char *g_test = "";
+#include "check.h"
 
-#define CHECK(c) check_((c) != 0, #c, __LINE__)
-static void check_(int ok, const char *what, int line)
-{
-    if (ok) { g_pass++; return; }
-    g_fail++;
-    printf("FAIL [%s] line %d: %s\n", g_test, line, what);
-}
-
-/* ---- helpers (as in test_ptx_inject.c) ---------------------------------------------------- */
-
-typedef struct sb { char *p; size_t n, cap; } sb;
-
-static void sb_put(sb *b, const char *s, size_t n)
-{
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + n + 1) cap *= 2;
-        b->p = (char *)realloc(b->p, cap);
-        if (!b->p) { printf("out of memory\n"); exit(2); }
-        b->cap = cap;
-    }
-    if (n) memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
-}
-static void sb_puts(sb *b, const char *s) { sb_put(b, s, strlen(s)); }
-static void sb_printf(sb *b, const char *fmt, ...)
-{
-    char tmp[512];
-    int n;
-    va_list ap;
-    va_start(ap, fmt);
-    n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    sb_put(b, tmp, (size_t)n);
-}
+/* ---- helpers (parse as in test_ptx_inject.c) ---------------------------------------------- */
 
 typedef struct parsed {
     ptxinj_ctx ctx;
@@ -1047,6 +1011,5 @@ int main(void)
     test_mixed();
     test_scope();
     test_fuzz();
-    printf("%d passed, %d failed\n", g_pass, g_fail);
-    return g_fail != 0;
+    return check_report();
 }

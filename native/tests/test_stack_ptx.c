@@ -11,16 +11,9 @@
 
 #include "stack_ptx.h"
 
-static int g_pass, g_fail, g_bench;
-static const char *g_test = "";
+#include "check.h"
 
-#define CHECK(c) check_((c) != 0, #c, __LINE__)
-static void check_(int ok, const char *what, int line)
-{
-    if (ok) { g_pass++; return; }
-    g_fail++;
-    printf("FAIL [%s] line %d: %s\n", g_test, line, what);
-}
+static int g_bench;
 #define CHECK_STR(got, want) check_str_((got), (want), __LINE__)
 static void check_str_(const char *got, const char *want, int line)
 {
@@ -1686,6 +1679,5 @@ int main(int argc, char **argv)
     } else {
         bench();
     }
-    printf("%d passed, %d failed\n", g_pass, g_fail);
-    return g_fail != 0;
+    return check_report();
 }
