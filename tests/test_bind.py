@@ -186,3 +186,40 @@ def test_stubs_without_braces_keep_a_scope_per_instance():
     assert "%v_" not in bound and bound.count("\t{\n\t// PTX_INJECT_STUB mac") == 64
     assert bound == reference_bind(inj.ptx, {"mac": stub})
     assert nx.ptx_to_cubin(bound, "sm_90")[:4] == b"\x7fELF"
+
+
+# the layout sites had before in variables became plain inputs: every variable a read-write
+# ("+") or write-only ("=") operand numbered in declaration order, copied in from %i
+_OLD_SITE = ('asm volatile("{\\n\\t.reg .f32 %%v_a;\\n\\t.reg .f32 %%v_b;\\n\\t.reg .f32 %%v_acc;\\n\\t'
+             'mov.f32 %%v_a, %0;\\n\\tmov.f32 %%v_b, %1;\\n\\tmov.f32 %%v_acc, %2;\\n\\t'
+             '// PTX_INJECT_BEGIN mac\\n\\t// PTX_INJECT_VAR in f32 f32 v_a a\\n\\t'
+             '// PTX_INJECT_VAR in f32 f32 v_b b\\n\\t// PTX_INJECT_VAR mod f32 f32 v_acc acc\\n\\t'
+             '// PTX_INJECT_END\\n\\tmov.f32 %2, %%v_acc;\\n\\t}" : "+f"(ta), "+f"(tb), "+f"(acc[i][j]));')
+_SITE = 'PTX_INJECT("mac", PTX_IN(F32, a, a[i]), PTX_IN(F32, b, b[j]), PTX_MOD(F32, acc, acc[i][j]));'
+_LOOP = r'''extern "C" __global__ void k(const float* A, const float* B, float* C, int n) {
+    float acc[4][4] = {};
+    #pragma unroll 1
+    for (int k0 = 0; k0 < n; k0 += 4) {
+        float a[4], b[4];
+        #pragma unroll
+        for (int t = 0; t < 4; ++t) { a[t] = A[k0 + t]; b[t] = B[k0 + t]; }
+        #pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            #pragma unroll
+            for (int j = 0; j < 4; ++j) { float ta = a[i], tb = b[j]; SITE }
+        }
+    }
+    for (int i = 0; i < 4; ++i) for (int j = 0; j < 4; ++j) C[i * 4 + j] = acc[i][j];
+}'''
+
+
+def test_plain_input_operands_make_the_same_machine_code_as_read_write_ones():
+    new = nx.PtxInject(nx.cuda_to_ptx(_LOOP.replace("SITE", _SITE), arch="sm_90"))
+    old = nx.PtxInject(nx.cuda_to_ptx(_LOOP.replace("SITE", _OLD_SITE), arch="sm_90"))
+    assert new.sites["mac"].instances == old.sites["mac"].instances == 16
+    assert len(new.ptx) < len(old.ptx)                      # no copies of a and b
+    for stub in ("fma.rn.f32 %v_acc, %v_a, %v_b, %v_acc;",
+                 "{\n.reg .f32 %t;\nmul.rn.f32 %t, %v_a, %v_a;\nsub.rn.f32 %v_acc, %v_acc, %t;\n}"):
+        codes = {machine_code(nx.ptx_to_cubin(inj.render([stub], bind=bind), "sm_90"))[0]
+                 for inj in (new, old) for bind in (False, True)}
+        assert len(codes) == 1, stub
