@@ -213,8 +213,9 @@ def emit_site(name: str, variables: Iterable[VarSpec]) -> str:
         else:
             decls.append(f"{v.dtype.ctype} {tmp} = {_load(v)};")
     template = "\\n\\t".join(_asm_template_lines(name, vs))
-    outs = ", ".join(f'"{"+" if v.kind == "mod" else "="}{v.dtype.constraint}"(__nx_t{i})'
-                     for i, v in enumerate(vs))
+    # out and mod outputs early-clobber: never an input's register (binding needs them apart)
+    outs = ", ".join(f'"{ {"in": "=", "out": "=&", "mod": "+&"}[v.kind] }{v.dtype.constraint}"'
+                     f'(__nx_t{i})' for i, v in enumerate(vs))
     ins = ", ".join(f'"{v.dtype.constraint}"(__nx_t{i})' if v.kind == "in" else '"n"(0)'
                     for i, v in enumerate(vs))
     stores = [_store(v, f"__nx_t{i}") for i, v in enumerate(vs) if v.kind != "in"]

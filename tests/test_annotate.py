@@ -383,7 +383,7 @@ def test_operand_numbering_in_template():
         "// PTX_INJECT_VAR in s32 s32 v_b b", "// PTX_INJECT_VAR mod u64 u64 v_c c",
         "// PTX_INJECT_END", "mov.f32 %0, %v_a;", "mov.u64 %2, %v_c;", "}"]
     stmt = annotate.emit_site("s", [("out", "f32", "a"), ("in", "s32", "b"), ("mod", "u64", "c")])
-    assert '"=f"(__nx_t0), "=r"(__nx_t1), "+l"(__nx_t2) : "n"(0), "r"(__nx_t1), "n"(0)' in stmt
+    assert '"=&f"(__nx_t0), "=r"(__nx_t1), "+&l"(__nx_t2) : "n"(0), "r"(__nx_t1), "n"(0)' in stmt
     assert stmt.startswith("do { ") and stmt.endswith("} while (0);") and "\n" not in stmt
 
 

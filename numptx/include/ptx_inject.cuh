@@ -276,7 +276,9 @@ __device__ __forceinline__ void store(T &dst, const C &c) {
 /* asm side. Operands of n variables: outputs %0 .. %n-1 (variable i: its output, read-write for
  * a mod variable, an unused write-only slot for an in variable), inputs %n .. %2n-1 (variable i:
  * an in variable's value, else a dummy immediate). In variables are plain inputs, so the
- * compiler passes the value's own register rather than a copy the asm might clobber. The mod copies come first
+ * compiler passes the value's own register rather than a copy the asm might clobber. Out and
+ * mod outputs are early-clobber ("&"): never in an input's register, so binding can write
+ * them while the stub still reads its inputs (a loop's "x = site(x)" included). The mod copies come first
  * (MOVMOD, indices from 0), then the in copies (MOVIN, indices from n). */
 #define PTX_INJECT_MOVIN_in(i, n, mov) "mov." mov " %%v_" #n ", %" #i ";\n\t"
 #define PTX_INJECT_MOVIN_mod(i, n, mov)
@@ -299,8 +301,8 @@ __device__ __forceinline__ void store(T &dst, const C &c) {
 #define PTX_INJECT_M_OUTS(i, k, n, e, dt, reg, mov, c, ct, mode, cast) PTX_INJECT_OUTS_##k(i, c)
 #define PTX_INJECT_M_INS(i, k, n, e, dt, reg, mov, c, ct, mode, cast) PTX_INJECT_INS_##k(i, c)
 #define PTX_INJECT_OUTS_in(i, c) "=" c(__nx_t##i)
-#define PTX_INJECT_OUTS_mod(i, c) "+" c(__nx_t##i)
-#define PTX_INJECT_OUTS_out(i, c) "=" c(__nx_t##i)
+#define PTX_INJECT_OUTS_mod(i, c) "+&" c(__nx_t##i)
+#define PTX_INJECT_OUTS_out(i, c) "=&" c(__nx_t##i)
 #define PTX_INJECT_INS_in(i, c) c(__nx_t##i)
 #define PTX_INJECT_INS_mod(i, c) "n"(0)
 #define PTX_INJECT_INS_out(i, c) "n"(0)

@@ -294,7 +294,9 @@ def _make_intrinsic(spec: SiteSpec):
             # is unused), inputs $n..$2n-1: an in variable's value (a plain input: no copy),
             # a mod variable's value tied to its output, an immediate 0 for an out variable
             lltys = [carriers[dt.constraint] for dt, _, _, _ in vs]
-            ins, cons = [], [f"={dt.constraint}" for dt, _, _, _ in vs]
+            # out and mod outputs early-clobber ("=&"): never an input's register
+            ins, cons = [], [f"={'' if kind == 'in' else '&'}{dt.constraint}"
+                             for (kind, _, _), (dt, _, _, _) in zip(spec.variables, vs)]
             vals = iter(llargs)
             for i, ((kind, _, _), (dt, ty, carrier, by_value)) in enumerate(zip(spec.variables, vs)):
                 if kind == "out":
