@@ -84,15 +84,22 @@
          neither), and it lies between the neighbouring instances;
        - every operand is a register "%name" that is no variable's register, and the operand of
          an out or mod variable is no other variable's operand;
+       - every operand is "%<prefix><digits>" (a prefix without digits) and the PTX declares
+         the prefix with exactly the variable's regtype: a line that, trimmed, is exactly
+         ".reg .<type> %<prefix><N>;" (as NVRTC's "\t.reg .f32 \t%f<3521>;"; .b32 is no u32),
+         anywhere. The first 32 prefixes declared are remembered, no more; a prefix declared
+         with two types counts as undeclared;
        - the stub has no block comment, no comment inside a statement, no directive (".reg"
-         and friends) that names a variable register, and no statement whose destination
-         names an in variable (the first operand: after an optional label, "@guard" and the
-         opcode, which ends at the first byte not in [A-Za-z0-9_$.:], so "mov.f32%r1, ..."
-         and "mov.b64{%r1, %r2}, ..." write %r1);
+         and friends) that names a variable register or is a "%name<N>" range covering one
+         (a variable register %name followed by digits: "%v_acc<2>" covers %v_acc0), and no
+         statement whose destination names an in variable (the first operand: after an
+         optional label, "@guard" and the opcode, which ends at the first byte not in
+         [A-Za-z0-9_$.:], so "mov.f32%r1, ..." and "mov.b64{%r1, %r2}, ..." write %r1);
        - no '%' name of the stub (comments included) equals an operand register, or is a
          "%name<N>" range covering one (an operand %name followed by digits; N is not looked
          at).
-     Stubs are scanned per instance (operands differ between instances): linear in the stub.
+     Stubs are scanned per instance (operands differ between instances): linear in the stub;
+     the PTX once per render for its register declarations.
 
    ERRORS (ptxinj_status; err_offset names the line)
      INVALID_ARGUMENT       NULL pointer or inconsistent ctx/offsets/blob arguments
@@ -119,6 +126,10 @@
      per counted line), plus 3 B of alignment slack.
      render: O(n_sites + n_instances + output size): the measure is O(1) per site and per
      instance (stubs are never scanned); the fill is memcpy's of PTX text, stubs and tags.
+     With PTXINJ_RENDER_BIND add one line pass over the PTX (register declarations) and, per
+     instance, a pass over its frame lines and its stub (frames are at most 2 * vars + 1
+     lines back and vars + 1 lines on; a stub's operand-independent checks are cached across
+     consecutive instances of a site). Measure and fill each do that work.
    No recursion, no allocation, no global state; functions are re-entrant. */
 #ifndef PTX_INJECT_H
 #define PTX_INJECT_H
@@ -689,6 +700,17 @@ static int ptxinj__add(size_t *total, uint64_t n)
 
 /* ---- binding (PTXINJ_RENDER_BIND) ---------------------------------------------------------- */
 
+/* The types of the function-level register ranges ("\t.reg .f32 \t%f<3521>;", as NVRTC and NVVM
+   declare every register they use): binding needs an operand's type to equal its variable's
+   register type, or a stub could type-check (or fail) differently once bound. A prefix
+   declared with two types is ambiguous (type_len 0). */
+#define PTXINJ__MAX_PREFIXES 32u
+typedef struct ptxinj__regtypes {
+    uint32_t n;
+    uint32_t pre_off[PTXINJ__MAX_PREFIXES], pre_len[PTXINJ__MAX_PREFIXES];   /* "%f" */
+    uint32_t ty_off[PTXINJ__MAX_PREFIXES], ty_len[PTXINJ__MAX_PREFIXES];     /* "f32" */
+} ptxinj__regtypes;
+
 typedef struct ptxinj__frame {
     uint32_t begin, end;                                  /* the frame [begin, end) */
     uint32_t op_off[PTXINJ_BIND_MAX_VARS], op_len[PTXINJ_BIND_MAX_VARS];   /* per variable */
@@ -791,9 +813,52 @@ static void ptxinj__trim(const char *s, uint32_t ls, uint32_t le, uint32_t *a, u
     *a = ls; *b = le;
 }
 
+/* Collect the ".reg .<type> %<prefix><N>;" lines of the PTX into rt (one pass, line by line). */
+static void ptxinj__scan_regtypes(const ptxinj_ctx *c, ptxinj__regtypes *rt)
+{
+    const char *s = c->ptx;
+    uint32_t pos = 0, len = c->ptx_len;
+    rt->n = 0;
+    while (pos < len) {
+        uint32_t le = ptxinj__eol(s, len, pos), a, b, i, k;
+        ptxinj__tok ty, name;
+        ptxinj__trim(s, pos, le, &a, &b);
+        pos = le + 1;
+        if (!ptxinj__reg_line(s, a, b, &ty, &name) || name.len < 4 || s[name.off] != '%' ||
+            s[name.off + name.len - 1] != '>')
+            continue;
+        for (i = name.off + 1; i < name.off + name.len && ptxinj__idc(s[i]) &&
+                               !(s[i] >= '0' && s[i] <= '9'); i++) {}
+        if (i == name.off + 1 || s[i] != '<') continue;   /* "%f<N>": a prefix without digits */
+        for (k = 0; k < rt->n; k++)
+            if (ptxinj__same(s, rt->pre_off[k], rt->pre_len[k], name.off, i - name.off)) break;
+        if (k < rt->n) {
+            if (!ptxinj__same(s, rt->ty_off[k], rt->ty_len[k], ty.off, ty.len)) rt->ty_len[k] = 0;
+        } else if (rt->n < PTXINJ__MAX_PREFIXES) {
+            rt->pre_off[k] = name.off; rt->pre_len[k] = i - name.off;
+            rt->ty_off[k] = ty.off; rt->ty_len[k] = ty.len;
+            rt->n++;
+        }
+    }
+}
+
+/* Is register operand s[o, o + n) ("%f321") of declared type t[0, tn) ("f32")? */
+static int ptxinj__typed(const ptxinj_ctx *c, const ptxinj__regtypes *rt, uint32_t o, uint32_t n,
+                         uint32_t to, uint32_t tn)
+{
+    const char *s = c->ptx;
+    uint32_t d = n, k;
+    while (d > 1 && s[o + d - 1] >= '0' && s[o + d - 1] <= '9') d--;
+    if (d == n || d < 2) return 0;   /* needs "%prefix" + digits */
+    for (k = 0; k < rt->n; k++)
+        if (ptxinj__same(s, rt->pre_off[k], rt->pre_len[k], o, d))
+            return rt->ty_len[k] && ptxinj__same(s, rt->ty_off[k], rt->ty_len[k], to, tn);
+    return 0;
+}
+
 /* The copy frame around instance `in`, lying inside [lo, hi) (see BINDING), or 0. */
 static int ptxinj__frame_of(const ptxinj_ctx *c, const ptxinj_instance *in, uint32_t lo,
-                            uint32_t hi, ptxinj__frame *f)
+                            uint32_t hi, const ptxinj__regtypes *rt, ptxinj__frame *f)
 {
     const char *s = c->ptx;
     const ptxinj_site *st = &c->sites[in->site];
@@ -866,8 +931,10 @@ static int ptxinj__frame_of(const ptxinj_ctx *c, const ptxinj_instance *in, uint
     }
     if (regs != all || ins != need_in || outs != need_out) return 0;
     for (j = 0; j < nv; j++) {
+        const ptxinj_var *v = &c->vars[st->first_var + j];
         if (!ptxinj__is_reg(s, f->op_off[j], f->op_len[j]) ||
-            ptxinj__var_ref(c, st, s, f->op_off[j], f->op_len[j]) != PTXINJ__NONE)
+            ptxinj__var_ref(c, st, s, f->op_off[j], f->op_len[j]) != PTXINJ__NONE ||
+            !ptxinj__typed(c, rt, f->op_off[j], f->op_len[j], v->regtype_off, v->regtype_len))
             return 0;
         if (!(need_out >> j & 1u)) continue;
         for (k = 0; k < nv; k++)
@@ -913,7 +980,7 @@ static int ptxinj__one_block(const char *b, uint32_t n)
 }
 
 /* '%' names in b[i, e) against the variable registers (f == NULL) or against the operands of
-   frame f (a "%name<N>" range counts when an operand is name followed by digits). */
+   frame f. A "%name<N>" range counts when a register is name followed by digits. */
 static int ptxinj__names_clash(const ptxinj_ctx *c, const ptxinj_site *st, const ptxinj__frame *f,
                                const char *b, uint32_t i, uint32_t e)
 {
@@ -925,6 +992,15 @@ static int ptxinj__names_clash(const ptxinj_ctx *c, const ptxinj_site *st, const
         for (t = k + 1; t < e && ptxinj__idc(b[t]); t++) {}
         if (!f) {
             if (ptxinj__var_named(c, st, b + k + 1, t - k - 1) != PTXINJ__NONE) return 1;
+            if (t < e && b[t] == '<')   /* "%v_acc<2>" declares %v_acc0 and %v_acc1 */
+                for (j = 0; j < st->n_vars; j++) {
+                    const ptxinj_var *v = &c->vars[st->first_var + j];
+                    uint32_t m, pl = t - k - 1;
+                    if (v->reg_len <= pl || !ptxinj__eq(c->ptx + v->reg_off, b + k + 1, pl)) continue;
+                    for (m = pl; m < v->reg_len && c->ptx[v->reg_off + m] >= '0' &&
+                                 c->ptx[v->reg_off + m] <= '9'; m++) {}
+                    if (m == v->reg_len) return 1;
+                }
         } else {
             for (j = 0; j < st->n_vars; j++) {
                 uint32_t oo = f->op_off[j], ol = f->op_len[j], m;
@@ -1027,13 +1103,14 @@ static size_t ptxinj__subst(const ptxinj_ctx *c, const ptxinj_site *st, const pt
    stub must be wrapped in a scope of its own: labels and registers it declares stay local). si caches
    the stub check of the last site seen (si->stub == NULL: nothing cached yet). */
 static void ptxinj__span(const ptxinj_ctx *ctx, uint32_t i, uint32_t prev, const char *stub,
-                         uint32_t n, int bind, ptxinj__stubinfo *si, ptxinj__frame *fr, int *bound)
+                         uint32_t n, const ptxinj__regtypes *rt, ptxinj__stubinfo *si,
+                         ptxinj__frame *fr, int *bound)
 {
     const ptxinj_instance *in = &ctx->instances[i];
     const ptxinj_site *st = &ctx->sites[in->site];
     uint32_t hi = i + 1 < ctx->n_instances ? ctx->instances[i + 1].begin : ctx->ptx_len;
     *bound = 0;
-    if (bind && hi >= in->end && ptxinj__frame_of(ctx, in, prev, hi, fr)) {
+    if (rt && hi >= in->end && ptxinj__frame_of(ctx, in, prev, hi, rt, fr)) {
         if (si->stub != stub || si->n != n || si->site != in->site) {
             ptxinj__stub_info(ctx, st, stub, n, si);
             si->stub = stub; si->n = n; si->site = in->site;
@@ -1056,6 +1133,7 @@ PTXINJ_DEF ptxinj_status ptxinj_render(const ptxinj_ctx *ctx, const char *blob, 
     char *w;
     ptxinj__frame fr;
     ptxinj__stubinfo si;
+    ptxinj__regtypes rt;
     const char *stub;
     int bound, scope;
 
@@ -1098,6 +1176,7 @@ PTXINJ_DEF ptxinj_status ptxinj_render(const ptxinj_ctx *ctx, const char *blob, 
         }
         prev = in->end;
     }
+    if (bind) ptxinj__scan_regtypes(ctx, &rt);   /* once, for both passes */
     prev = 0;
     si.stub = NULL; si.n = 0; si.site = PTXINJ__NONE; si.ok = 0;
     for (i = 0; i < ctx->n_instances; i++) {
@@ -1105,7 +1184,7 @@ PTXINJ_DEF ptxinj_status ptxinj_render(const ptxinj_ctx *ctx, const char *blob, 
         size_t body;
         ptxinj__stub(offsets, flags, in->site, &off, &n);
         stub = n ? blob + off : "";   /* blob may be NULL when every stub is empty */
-        ptxinj__span(ctx, i, prev, stub, n, bind, &si, &fr, &bound);
+        ptxinj__span(ctx, i, prev, stub, n, bind ? &rt : NULL, &si, &fr, &bound);
         body = bound ? ptxinj__subst(ctx, &ctx->sites[in->site], &fr, stub, n, NULL) : n;
         if (bound == 2 && (tag || n) && !ptxinj__add(&need, PTXINJ__SCOPE_LEN)) return PTXINJ_ERR_TOO_LARGE;
         if (!ptxinj__add(&need, fr.begin - prev)) return PTXINJ_ERR_TOO_LARGE;
@@ -1131,7 +1210,7 @@ PTXINJ_DEF ptxinj_status ptxinj_render(const ptxinj_ctx *ctx, const char *blob, 
         const ptxinj_instance *in = &ctx->instances[i];
         ptxinj__stub(offsets, flags, in->site, &off, &n);
         stub = n ? blob + off : "";
-        ptxinj__span(ctx, i, prev, stub, n, bind, &si, &fr, &bound);
+        ptxinj__span(ctx, i, prev, stub, n, bind ? &rt : NULL, &si, &fr, &bound);
         w = ptxinj__put(w, ctx->ptx + prev, fr.begin - prev);
         scope = bound == 2 && (tag || n);
         if (scope) { memcpy(w, PTXINJ__OPEN, 3); w += 3; }

@@ -1,7 +1,8 @@
 /* Tests of binding (ptxinj_render with PTXINJ_RENDER_BIND, "BINDING" in ptx_inject.h): a
    qualifying copy frame "{ .reg; mov in; BEGIN..END; mov out; }" is replaced by the stub with
    each "%<reg>" token rewritten to its operand, wrapped in "\t{\n" ... "\t}\n" unless the stub
-   is one "{ ... }" block; every other instance renders as without the flag. Run with
+   is one "{ ... }" block; every other instance renders as without the flag. Operands must be
+   typed: the PTX declares their "%<prefix><N>" ranges with the variables' regtypes (DECL). Run with
    `make -C native test` (ASan + UBSan). Every PTX text is an exact-size heap copy without NUL,
    parse memory is exactly mem_needed bytes at an odd address, and every render is measured,
    tried one byte short (must write nothing) and filled into an exact-size buffer. */
@@ -147,7 +148,12 @@ static void expect_plain(const char *ptx, const char *const *stubs)
 
 /* ---- fixtures ----------------------------------------------------------------------------- */
 
-#define PRE  "\tld.global.f32 %f321, [%rd1];\n"
+/* The function-level register ranges NVRTC writes: binding needs every operand's prefix
+   declared with its variable's regtype (operand types, see BINDING), anywhere in the PTX. */
+#define DECL "\t.reg .pred \t%p<3>;\n\t.reg .b32 \t%r<32>;\n\t.reg .f32 \t%f<4000>;\n" \
+             "\t.reg .b64 \t%rd<52>;\n\t.reg .f64 \t%fd<9>;\n"
+#define PRE0 "\tld.global.f32 %f321, [%rd1];\n"
+#define PRE  DECL PRE0
 #define POST "\tst.global.f32 [%rd1], %f3440;\n\tret;\n"
 #define OPEN "\t{\n"
 #define DA   "\t.reg .f32 %v_a;\n"
@@ -205,28 +211,33 @@ static void put_bound(sb *out, const char *site, const char *stub, size_t n, con
     if (scope) sb_puts(out, "\t}\n");
 }
 
-/* one-site PTX pre + frame + post whose stub binds to `bound` (the stub rewritten): checks the
-   untagged and tagged outputs as the header documents them */
-static void bind1(const char *frame, const char *site, const char *stub, const char *bound)
+/* one-site PTX pre + frame + post whose stub binds to `bound` (the stub rewritten; the
+   untagged and tagged outputs are checked as the header documents them), or renders plain
+   (bound == NULL) */
+static void bind_in(const char *pre, const char *frame, const char *post, const char *site, const char *stub,
+                    const char *bound)
 {
     sb ptx = {0, 0, 0}, want = {0, 0, 0}, tag = {0, 0, 0};
     const char *stubs[1];
     size_t n = strlen(stub);
     stubs[0] = stub;
-    sb_puts(&ptx, PRE); sb_puts(&ptx, frame); sb_puts(&ptx, POST);
-    sb_puts(&want, PRE); put_bound(&want, site, stub, n, bound, strlen(bound), 0); sb_puts(&want, POST);
-    sb_puts(&tag, PRE); put_bound(&tag, site, stub, n, bound, strlen(bound), 1); sb_puts(&tag, POST);
-    expect_bound(ptx.p, stubs, want.p, tag.p);
+    sb_puts(&ptx, pre); sb_puts(&ptx, frame); sb_puts(&ptx, post);
+    if (bound) {
+        sb_puts(&want, pre); put_bound(&want, site, stub, n, bound, strlen(bound), 0); sb_puts(&want, post);
+        sb_puts(&tag, pre); put_bound(&tag, site, stub, n, bound, strlen(bound), 1); sb_puts(&tag, post);
+        expect_bound(ptx.p, stubs, want.p, tag.p);
+    } else {
+        expect_plain(ptx.p, stubs);
+    }
     free(ptx.p); free(want.p); free(tag.p);
+}
+static void bind1(const char *frame, const char *site, const char *stub, const char *bound)
+{
+    bind_in(PRE, frame, POST, site, stub, bound);
 }
 static void plain1(const char *frame, const char *stub)
 {
-    sb ptx = {0, 0, 0};
-    const char *stubs[1];
-    stubs[0] = stub;
-    sb_puts(&ptx, PRE); sb_puts(&ptx, frame); sb_puts(&ptx, POST);
-    expect_plain(ptx.p, stubs);
-    free(ptx.p);
+    bind_in(PRE, frame, POST, "", stub, NULL);
 }
 
 /* ---- 1. basic shapes ---------------------------------------------------------------------- */
@@ -252,21 +263,22 @@ static void test_basic(void)
     /* lines in any order, other indentation, CRLF, "}" at EOF without a newline */
     bind1("{\n  mov.f32 %v_acc, %f3440;\n.reg .f32 %v_acc;\r\n\t\tmov.f32 %v_a,%f321 ;\n  .reg  .f32\t%v_a;  \n" BLK
           "mov.f32 %f3440, %v_acc;\r\n  }  \r\n", "mac", mac[0], mac_stub);
-    expect_bound(OPEN DA DACC MA MACC BLK BACK "\t}", mac, WRAP("fma.rn.f32 %f3440, %f321, %f321, %f3440;\n"),
-                 WRAP(TAG("mac", "fma.rn.f32 %f3440, %f321, %f321, %f3440;\n")));
+    expect_bound(DECL OPEN DA DACC MA MACC BLK BACK "\t}", mac, DECL WRAP("fma.rn.f32 %f3440, %f321, %f321, %f3440;\n"),
+                 DECL WRAP(TAG("mac", "fma.rn.f32 %f3440, %f321, %f321, %f3440;\n")));
     bind1(FRAME_O("%f7"), "o", "mov.f32 %v_o, 0f3F800000;", "mov.f32 %f7, 0f3F800000;");
     bind1(FRAME_Z, "z", "bar.sync 0;", "bar.sync 0;");
+    /* no variables, no operands: binds without any register declaration */
     expect_bound("a\n" FRAME_Z "b\n" FRAME_Z "c\n", zero, "a\n" WRAP("bar.sync 0;\n") "b\n" WRAP("bar.sync 0;\n") "c\n",
                  "a\n" WRAP(TAG("z", "bar.sync 0;")) "b\n" WRAP(TAG("z", "bar.sync 0;")) "c\n");
     /* several instances with their own operands, two sites interleaved */
-    expect_bound(FRAME FRAME_O("%f7")
+    expect_bound(DECL FRAME FRAME_O("%f7")
                  "\t{\n\t.reg .f32 %v_acc;\n\t.reg .f32 %v_a;\n\tmov.f32 %v_a, %f5;\n\tmov.f32 %v_acc, %f6;\n" BLK
                  "\tmov.f32 %f6, %v_acc;\n\t}\n\tnop;\n" FRAME_O("%f8") FRAME,
                  two,
-                 WRAP("add.f32 %f3440, %f3440, %f321;\n") WRAP("mov.f32 %f7, 0f3F800000;\n")
+                 DECL WRAP("add.f32 %f3440, %f3440, %f321;\n") WRAP("mov.f32 %f7, 0f3F800000;\n")
                  WRAP("add.f32 %f6, %f6, %f5;\n") "\tnop;\n"
                  WRAP("mov.f32 %f8, 0f3F800000;\n") WRAP("add.f32 %f3440, %f3440, %f321;\n"),
-                 WRAP(TAG("mac", "add.f32 %f3440, %f3440, %f321;")) WRAP(TAG("o", "mov.f32 %f7, 0f3F800000;\n"))
+                 DECL WRAP(TAG("mac", "add.f32 %f3440, %f3440, %f321;")) WRAP(TAG("o", "mov.f32 %f7, 0f3F800000;\n"))
                  WRAP(TAG("mac", "add.f32 %f6, %f6, %f5;")) "\tnop;\n" WRAP(TAG("o", "mov.f32 %f8, 0f3F800000;\n"))
                  WRAP(TAG("mac", "add.f32 %f3440, %f3440, %f321;")));
     /* empty stub and missing stub (PAIRS + NO_STUB): the whole frame goes, untagged without a
@@ -297,7 +309,8 @@ static void test_basic(void)
         memset(buf, 'Z', sizeof buf);
         CHECK(ptxinj_render(&p.ctx, blob, offs[1], offs, PTXINJ_RENDER_BIND, buf, need - 1, &n) ==
               PTXINJ_ERR_BUFFER_TOO_SMALL && n == need && buf[0] == 'Z' && buf[need - 1] == 'Z');
-        CHECK(ptxinj_render(&p.ctx, blob, offs[1], offs, PTXINJ_RENDER_BIND, buf, sizeof buf, &n) ==
+        CHECK(need == strlen(want) && need < sizeof buf &&
+              ptxinj_render(&p.ctx, blob, offs[1], offs, PTXINJ_RENDER_BIND, buf, sizeof buf, &n) ==
               PTXINJ_OK && n == need && buf[need] == 'Z' && memcmp(buf, want, need) == 0);
         parsed_free(&p);
     }
@@ -323,7 +336,7 @@ static void test_basic(void)
             zero_stack();
             memset(buf, 'Z', sizeof buf);
             CHECK(ptxinj_render(&p.ctx, NULL, 0, cases[k].offs, cases[k].flags, buf, sizeof buf, &n) == PTXINJ_OK);
-            CHECK(n == wl && memcmp(buf, cases[k].want, wl) == 0 && buf[wl] == 'Z');
+            CHECK(n == wl && wl < sizeof buf && memcmp(buf, cases[k].want, wl) == 0 && buf[wl] == 'Z');
         }
         parsed_free(&p);
     }
@@ -407,7 +420,7 @@ static void many_vars(int n, int want_bound)
     sb ptx = {0, 0, 0}, stub = {0, 0, 0}, want = {0, 0, 0};
     const char *stubs[1];
     int j;
-    sb_puts(&ptx, "\t{\n");
+    sb_puts(&ptx, DECL "\t{\n");
     for (j = n - 1; j >= 0; j--) sb_printf(&ptx, "\t.reg .f32 %%v%d;\n", j);
     for (j = 0; j < n - 1; j++) sb_printf(&ptx, "\tmov.f32 %%v%d, %%f%d;\n", j, 100 + j);
     sb_puts(&ptx, "\t// PTX_INJECT_BEGIN wide\n");
@@ -418,6 +431,7 @@ static void many_vars(int n, int want_bound)
     stubs[0] = stub.p;
     if (want_bound) {
         sb wrapped = {0, 0, 0};
+        sb_puts(&wrapped, DECL);   /* DECL holds '%': no format string */
         sb_printf(&wrapped, "\t{\n%s\t}\n", want.p);
         expect_bound(ptx.p, stubs, wrapped.p, NULL);
         free(wrapped.p);
@@ -531,7 +545,192 @@ static void test_stub_rules(void)
     many_vars((int)PTXINJ_BIND_MAX_VARS + 1, 0);
 }
 
-/* ---- 4. mixed instances ------------------------------------------------------------------- */
+/* ---- 4. operand types: the PTX must declare each operand's register range with its variable's
+   regtype ------------------------------------------------------------------------------------ */
+
+#define FDECL "\t.reg .f32 \t%f<4000>;\n"
+#define ADD_STUB "add.f32 %v_acc, %v_acc, %v_a;\n"
+#define ADD_BOUND "add.f32 %f3440, %f3440, %f321;\n"
+
+/* decls PRE0 frame POST: binds to `bound`, or plain (NULL) */
+static void typed1(const char *decls, const char *frame, const char *site, const char *stub, const char *bound)
+{
+    sb pre = {0, 0, 0};
+    sb_puts(&pre, decls);
+    sb_puts(&pre, PRE0);
+    bind_in(pre.p, frame, POST, site, stub, bound);
+    free(pre.p);
+}
+
+/* FRAME (operands %f321, %f3440) after `first`, nf declarations of filler prefixes (%gaa, %gab,
+   ...: `distinct` different ones, repeated in turn) and `last`: binds or renders plain. */
+static void crowded(const char *first, int nf, int distinct, const char *last, int want_bound)
+{
+    sb pre = {0, 0, 0};
+    int i;
+    sb_puts(&pre, first);
+    for (i = 0; i < nf; i++) sb_printf(&pre, "\t.reg .b32 \t%%g%c%c<4>;\n", 'a' + i % distinct / 26, 'a' + i % distinct % 26);
+    sb_puts(&pre, last);
+    sb_puts(&pre, PRE0);
+    bind_in(pre.p, FRAME, POST, "mac", ADD_STUB, want_bound ? ADD_BOUND : NULL);
+    free(pre.p);
+}
+
+static void test_types(void)
+{
+    /* declarations (before PRE0 FRAME POST) that type %f321 and %f3440 as f32: it binds */
+    static const char *const good[] = {
+        FDECL,
+        ".reg .f32 %f<3521>;\n",
+        "  .reg\t.f32  %f<1>;  \r\n",                                 /* blanks, CRLF; N is not looked at */
+        FDECL FDECL,                                                  /* again with the same type */
+        FDECL "\t.reg .f32 %f<9>;\n",
+        "\t.reg .b32 %r<32>;\n\t.reg .b64 %rd<52>;\n" FDECL "\t.reg .f64 %fd<9>;\n\t.reg .pred %p<3>;\n",
+        "\t.reg .b32 %fd<9>;\n\t.reg .b32 %F<9>;\n\t.reg .b32 %ff<9>;\n" FDECL,   /* other prefixes */
+        /* lines that declare no range do not count, whatever their type */
+        "\t.reg .b32 %f;\n\t.reg .b32 %f321;\n\t.reg .b32 %f3440;\n" FDECL,     /* no "<N>" (frame style) */
+        "\t// .reg .b32 %f<9>;\n\t.reg .b32 %f<9>; // x\n" FDECL,               /* comments */
+        "\t.reg .b32 %f<3>, %g<3>;\n\t.reg .v2 .b32 %f<9>;\n\t.reg.b32 %f<9>;\n\t.reg .b32 %f <9>;\n" FDECL,
+        "\t.reg .b32 %f3<9>;\n\t.reg .b32 %<9>;\n" FDECL,                      /* a digit in the prefix, no prefix */
+        "\t{\n\t.reg .f32 %v_a;\n\t}\n" FDECL,
+    };
+    /* declarations that leave %f321 or %f3440 untyped: plain */
+    static const char *const bad[] = {
+        "",                                                           /* undeclared */
+        "\t.reg .b32 %f<4000>;\n",                                    /* another type */
+        "\t.reg .F32 %f<4000>;\n",                                    /* the type token exactly */
+        "\t.reg .f32 %F<4000>;\n\t.reg .f32 %fd<4000>;\n\t.reg .f32 %ff<4000>;\n",   /* other prefixes */
+        FDECL "\t.reg .b32 %f<4000>;\n",                              /* two types: ambiguous */
+        "\t.reg .b32 %f<4000>;\n" FDECL,
+        FDECL "\t.reg .f64 %f<2>;\n" FDECL,                           /* and it stays so */
+        "\t.reg .f32 %f;\n\t.reg .f32 %f321;\n\t.reg .f32 %f3440;\n",  /* no "<N>": frame-style lines do not count */
+        "\t.reg .f32 %v_a;\n\t.reg .f32 %v_acc;\n",
+        "\t// .reg .f32 %f<4000>;\n",                                 /* a comment */
+        "\t.reg .f32 %f<4000>; // registers\n",                       /* not exactly the declaration */
+        "\t.reg .f32 %f<4000>, %r<2>;\n",                             /* two names */
+        "\t.reg .f32 %f <4000>;\n",
+        "\t.reg .v2 .f32 %f<4000>;\n",
+        "\t.reg.f32 %f<4000>;\n",
+        "\t.reg .f32 %f3<4000>;\n",                                   /* "%f3<N>": a prefix with a digit */
+        "\t.reg .f32 %f32<4000>;\n\t.reg .f32 %f34<4000>;\n",
+    };
+    /* an in u32 from %r3 and an out u32 to %r4 */
+#define FRAME_U(in_op, out_op) OPEN "\t.reg .u32 %v_i;\n\t.reg .u32 %v_j;\n\tmov.u32 %v_i, " in_op ";\n" \
+    "\t// PTX_INJECT_BEGIN u\n\t// PTX_INJECT_VAR in u32 u32 v_i i\n\t// PTX_INJECT_VAR out u32 u32 v_j j\n" \
+    "\t// PTX_INJECT_END\n\tmov.u32 " out_op ", %v_j;\n" CLOSE
+#define FRAME_OP(a, acc) OPEN DA DACC "\tmov.f32 %v_a, " a ";\n\tmov.f32 %v_acc, " acc ";\n" BLK \
+    "\tmov.f32 " acc ", %v_acc;\n" CLOSE
+    const char *frame2 = OPEN "\t.reg .pred %v_p;\n\t.reg .b64 %v_ptr;\n\t.reg .f32 %v_y;\n"
+        "\tmov.pred %v_p, %p1;\n\tmov.b64 %v_ptr, %rd7;\n\t// PTX_INJECT_BEGIN st\n"
+        "\t// PTX_INJECT_VAR in pred pred v_p p\n\t// PTX_INJECT_VAR in u64 b64 v_ptr ptr\n"
+        "\t// PTX_INJECT_VAR out f32 f32 v_y y\n\t// PTX_INJECT_END\n\tmov.f32 %f9, %v_y;\n" CLOSE;
+    const char *st_stub = "@%v_p ld.global.f32 %v_y, [%v_ptr];", *st_bound = "@%p1 ld.global.f32 %f9, [%rd7];";
+    size_t i;
+    g_test = "types";
+    for (i = 0; i < sizeof good / sizeof good[0]; i++) typed1(good[i], FRAME, "mac", ADD_STUB, ADD_BOUND);
+    for (i = 0; i < sizeof bad / sizeof bad[0]; i++) typed1(bad[i], FRAME, "mac", ADD_STUB, NULL);
+    /* the whole PTX is scanned first: declarations after the frame count too */
+    bind_in(PRE0, FRAME, POST FDECL, "mac", ADD_STUB, ADD_BOUND);
+    bind_in(PRE0, FRAME, POST FDECL "\t.reg .b32 %f<2>;\n", "mac", ADD_STUB, NULL);
+    /* every variable: one operand of another type is enough to keep the instance plain */
+    typed1(DECL, FRAME_OP("%f321", "%r5"), "mac", ADD_STUB, NULL);              /* %r: .b32 */
+    typed1(DECL, FRAME_OP("%r5", "%f3440"), "mac", ADD_STUB, NULL);
+    typed1(FDECL "\t.reg .f32 %r<8>;\n", FRAME_OP("%f321", "%r5"), "mac", ADD_STUB, "add.f32 %r5, %r5, %f321;\n");
+    typed1(DECL, FRAME_O("%r7"), "o", "mov.f32 %v_o, 0f3F800000;", NULL);       /* an out variable too */
+    typed1(DECL, FRAME_O("%f7"), "o", "mov.f32 %v_o, 0f3F800000;", "mov.f32 %f7, 0f3F800000;");
+    /* the type token must equal the regtype: .b32 is not u32 (though PTX would accept it) */
+    typed1("\t.reg .b32 %r<32>;\n", FRAME_U("%r3", "%r4"), "u", "add.u32 %v_j, %v_i, 1;", NULL);
+    typed1("\t.reg .s32 %r<32>;\n", FRAME_U("%r3", "%r4"), "u", "add.u32 %v_j, %v_i, 1;", NULL);
+    typed1("\t.reg .u32 %r<32>;\n", FRAME_U("%r3", "%r4"), "u", "add.u32 %v_j, %v_i, 1;", "add.u32 %r4, %r3, 1;");
+    typed1("\t.reg .b32 %r<32>;\n\t.reg .u32 %ru<4>;\n", FRAME_U("%ru3", "%r4"), "u", "add.u32 %v_j, %v_i, 1;", NULL);
+    typed1("\t.reg .b32 %r<32>;\n\t.reg .u32 %ru<4>;\n", FRAME_U("%ru3", "%ru2"), "u", "add.u32 %v_j, %v_i, 1;",
+           "add.u32 %ru2, %ru3, 1;");
+    /* pred and b64 operands */
+    typed1(DECL, frame2, "st", st_stub, st_bound);
+    typed1("\t.reg .pred %p<3>;\n\t.reg .f32 %f<10>;\n\t.reg .b64 %rd<9>;\n", frame2, "st", st_stub, st_bound);
+    typed1("\t.reg .pred %p<3>;\n\t.reg .f32 %f<10>;\n\t.reg .u64 %rd<9>;\n", frame2, "st", st_stub, NULL);
+    typed1("\t.reg .b32 %p<3>;\n\t.reg .f32 %f<10>;\n\t.reg .b64 %rd<9>;\n", frame2, "st", st_stub, NULL);
+    typed1("\t.reg .f32 %f<10>;\n\t.reg .b64 %rd<9>;\n", frame2, "st", st_stub, NULL);
+    /* the operand is "%<prefix><digits>": a register without its number is plain, whatever is
+       declared ("%f": the prefix alone; "%foo", "%f321x": no trailing digits) */
+    typed1(FDECL, FRAME_OP("%f", "%f3440"), "mac", ADD_STUB, NULL);
+    typed1(FDECL "\t.reg .f32 %foo<3>;\n\t.reg .f32 %foo;\n", FRAME_OP("%foo", "%f3440"), "mac", ADD_STUB, NULL);
+    typed1(FDECL "\t.reg .f32 %f321x;\n", FRAME_OP("%f321x", "%f3440"), "mac", ADD_STUB, NULL);
+    /* identifier bytes other than digits belong to the prefix; leading zeros are digits */
+    typed1(FDECL "\t.reg .f32 %f_$<3>;\n", FRAME_OP("%f_$2", "%f3440"), "mac", ADD_STUB, "add.f32 %f3440, %f3440, %f_$2;\n");
+    typed1(FDECL "\t.reg .f32 %f_<3>;\n", FRAME_OP("%f_$2", "%f3440"), "mac", ADD_STUB, NULL);
+    typed1(FDECL, FRAME_OP("%f0321", "%f3440"), "mac", ADD_STUB, "add.f32 %f3440, %f3440, %f0321;\n");
+    /* at most 32 prefixes are remembered, in order of first declaration: a prefix first declared
+       after 32 others is not known, so its operands keep the plain rendering (the conservative
+       outcome: binding is an optimisation, the plain rendering is always correct) */
+    crowded("", 31, 31, FDECL, 1);                       /* %f is the 32nd: remembered */
+    crowded("", 32, 32, FDECL, 0);                       /* the 33rd: not */
+    crowded("", 40, 40, FDECL, 0);
+    crowded("", 64, 4, FDECL, 1);                        /* repeats take no room */
+    crowded(FDECL, 40, 40, "", 1);                       /* remembered before the table filled */
+    crowded(FDECL, 40, 40, FDECL, 1);
+    crowded(FDECL, 40, 40, "\t.reg .b32 %f<2>;\n", 0);   /* ...and still made ambiguous after */
+    crowded("\t.reg .b32 %f<2>;\n", 40, 40, FDECL, 0);
+#undef FRAME_U
+#undef FRAME_OP
+}
+
+/* ---- 5. ranges shadowing variable registers ------------------------------------------------ */
+
+/* one mod f32 variable with register reg (operand %f3440); stub
+   "{\n<directive>\nmov.f32 %<reg>, 0f3F800000;\n}" binds or renders plain */
+static void shadow1(const char *reg, const char *directive, int want_bound)
+{
+    sb frame = {0, 0, 0}, stub = {0, 0, 0}, bound = {0, 0, 0};
+    sb_printf(&frame, "\t{\n\t.reg .f32 %%%s;\n\tmov.f32 %%%s, %%f3440;\n\t// PTX_INJECT_BEGIN m\n"
+              "\t// PTX_INJECT_VAR mod f32 f32 %s acc\n\t// PTX_INJECT_END\n\tmov.f32 %%f3440, %%%s;\n\t}\n",
+              reg, reg, reg, reg);
+    sb_printf(&stub, "{\n%s\nmov.f32 %%%s, 0f3F800000;\n}", directive, reg);
+    sb_printf(&bound, "{\n%s\nmov.f32 %%f3440, 0f3F800000;\n}", directive);
+    bind1(frame.p, "m", stub.p, want_bound ? bound.p : NULL);
+    free(frame.p); free(stub.p); free(bound.p);
+}
+
+static void test_shadow(void)
+{
+    /* a mod variable v_acc0 next to an in variable v_a */
+    const char *frame = OPEN DA "\t.reg .f32 %v_acc0;\n" MA "\tmov.f32 %v_acc0, %f3440;\n"
+        "\t// PTX_INJECT_BEGIN acc0\n\t// PTX_INJECT_VAR in f32 f32 v_a a\n\t// PTX_INJECT_VAR mod f32 f32 v_acc0 acc\n"
+        "\t// PTX_INJECT_END\n\tmov.f32 %f3440, %v_acc0;\n" CLOSE;
+    g_test = "shadow";
+    /* "%v_acc<2>" declares %v_acc0 and %v_acc1: the stub's own %v_acc0 would shadow the variable */
+    plain1(frame, "{\n.reg .f32 %v_acc<2>;\nmov.f32 %v_acc0, 0f12345678;\n}");
+    plain1(frame, ".reg .f32 %v_acc<2>;\nadd.f32 %v_acc0, %v_acc0, %v_a;");
+    plain1(frame, "{ .reg .f32 %t, %v_acc<2>; add.f32 %v_acc0, %v_acc0, %v_a; }");   /* any name of the directive */
+    plain1(frame, "{\nL1: .reg .pred %v_acc<0>;\nadd.f32 %v_acc0, %v_acc0, %v_a;\n}");   /* N is not looked at */
+    /* the name before '<' is the register itself: plain (by the exact-name rule), although
+       "%v_acc0<2>" declares %v_acc00 and %v_acc01 only - conservative */
+    plain1(frame, "{\n.reg .f32 %v_acc0<2>;\nmov.f32 %v_acc0, %v_a;\n}");
+    /* near misses: the rest of the register is not all digits, or the name is longer */
+    bind1(frame, "acc0", "{\n.reg .f32 %v_ac<2>;\nmov.f32 %v_acc0, %v_a;\n}", "{\n.reg .f32 %v_ac<2>;\nmov.f32 %f3440, %f321;\n}");
+    bind1(frame, "acc0", "{\n.reg .f32 %v_<2>;\nmov.f32 %v_acc0, %v_a;\n}", "{\n.reg .f32 %v_<2>;\nmov.f32 %f3440, %f321;\n}");
+    bind1(frame, "acc0", "{\n.reg .f32 %v_acc00<2>;\nmov.f32 %v_acc0, %v_a;\n}",
+          "{\n.reg .f32 %v_acc00<2>;\nmov.f32 %f3440, %f321;\n}");
+    bind1(frame, "acc0", "{\n.reg .f32 %v_acc1<2>;\nmov.f32 %v_acc0, %v_a;\n}",
+          "{\n.reg .f32 %v_acc1<2>;\nmov.f32 %f3440, %f321;\n}");
+    /* only directives count: a range in a comment is only text */
+    bind1(frame, "acc0", "mov.f32 %v_acc0, %v_a; // .reg .f32 %v_acc<2>;\n", "mov.f32 %f3440, %f321; // .reg .f32 %v_acc<2>;\n");
+    /* the register is the name followed by one or more digits, nothing else */
+    shadow1("x01", ".reg .f32 %x<2>;", 0);      /* conservative: %x<2> declares %x0 and %x1 only */
+    shadow1("x01", ".reg .f32 %x0<2>;", 0);     /* %x00 and %x01 */
+    shadow1("x01", ".reg .f32 %x01<2>;", 0);    /* the name itself (exact-name rule) */
+    shadow1("x01", ".reg .f32 %x010<2>;", 1);
+    shadow1("v1x2", ".reg .f32 %v<2>;", 1);     /* "1x2" is no number */
+    shadow1("v1x2", ".reg .f32 %v1<2>;", 1);
+    shadow1("v1x2", ".reg .f32 %v1x<3>;", 0);
+    shadow1("r$1", ".reg .b32 %r<2>;", 1);      /* '$' is no digit */
+    shadow1("r$1", ".reg .b32 %r$<2>;", 0);
+    shadow1("acc", ".reg .f32 %ac<2>;", 1);
+    shadow1("acc", ".reg .f32 %acc<2>;", 0);
+    shadow1("acc", ".reg .f32 %Acc<2>;", 1);
+}
+
+/* ---- 6. mixed instances ------------------------------------------------------------------- */
 
 /* FRAME with the operands %f5 (a) and %f6 (acc) */
 #define FRAME56 OPEN DA DACC "\tmov.f32 %v_a, %f5;\n\tmov.f32 %v_acc, %f6;\n" BLK "\tmov.f32 %f6, %v_acc;\n" CLOSE
@@ -539,42 +738,52 @@ static void test_stub_rules(void)
 static void test_mixed(void)
 {
     const char *stub[1] = {"add.f32 %v_acc, %v_acc, %v_a;"};
-    const char *ranged[1] = {"{\n.reg .b32 %r<3>;\nadd.f32 %v_acc, %v_acc, %v_a;\n}"};
+    const char *ranged[1] = {"{\n.reg .f32 %f32<2>;\nadd.f32 %v_acc, %v_acc, %v_a;\n}"};
     const char *reads5[1] = {"add.f32 %v_acc, %v_acc, %f5;"};
     const char *decl5[1] = {".reg .f32 %f5;\nmov.f32 %f5, %v_a;\nadd.f32 %v_acc, %v_acc, %f5;\n"};
 #define FRAME_IMM OPEN DA DACC "\tmov.f32 %v_a, 0f3F800000;\n" MACC BLK BACK CLOSE
-#define FRAME_R OPEN DA DACC "\tmov.b32 %v_a, %r12;\n" MACC BLK BACK CLOSE
+#define FRAME_R OPEN DA DACC "\tmov.b32 %v_a, %r12;\n" MACC BLK BACK CLOSE   /* %r is .b32, v_a is f32 */
     g_test = "mixed";
-    expect_bound(FRAME FRAME_IMM FRAME, stub,
-                 WRAP("add.f32 %f3440, %f3440, %f321;\n") OPEN DA DACC "\tmov.f32 %v_a, 0f3F800000;\n" MACC
+    expect_bound(DECL FRAME FRAME_IMM FRAME, stub,
+                 DECL WRAP("add.f32 %f3440, %f3440, %f321;\n") OPEN DA DACC "\tmov.f32 %v_a, 0f3F800000;\n" MACC
                  "add.f32 %v_acc, %v_acc, %v_a;\n" BACK CLOSE WRAP("add.f32 %f3440, %f3440, %f321;\n"),
-                 WRAP(TAG("mac", "add.f32 %f3440, %f3440, %f321;")) OPEN DA DACC "\tmov.f32 %v_a, 0f3F800000;\n" MACC
+                 DECL WRAP(TAG("mac", "add.f32 %f3440, %f3440, %f321;")) OPEN DA DACC "\tmov.f32 %v_a, 0f3F800000;\n" MACC
                  TAG("mac", "add.f32 %v_acc, %v_acc, %v_a;") BACK CLOSE WRAP(TAG("mac", "add.f32 %f3440, %f3440, %f321;")));
-    /* the same stub, its range clashing with the operand of one instance only (a block: no scope added) */
-    expect_bound(FRAME FRAME_R, ranged,
-                 "{\n.reg .b32 %r<3>;\nadd.f32 %f3440, %f3440, %f321;\n}\n"
-                 OPEN DA DACC "\tmov.b32 %v_a, %r12;\n" MACC "{\n.reg .b32 %r<3>;\nadd.f32 %v_acc, %v_acc, %v_a;\n}\n"
-                 BACK CLOSE,
-                 TAG("mac", "{\n.reg .b32 %r<3>;\nadd.f32 %f3440, %f3440, %f321;\n}")
-                 OPEN DA DACC "\tmov.b32 %v_a, %r12;\n" MACC TAG("mac", "{\n.reg .b32 %r<3>;\nadd.f32 %v_acc, %v_acc, %v_a;\n}")
+    /* an operand of another type (%r12: .b32) keeps its instance plain, the others bind */
+    expect_bound(DECL FRAME FRAME_R FRAME, stub,
+                 DECL WRAP("add.f32 %f3440, %f3440, %f321;\n") OPEN DA DACC "\tmov.b32 %v_a, %r12;\n" MACC
+                 "add.f32 %v_acc, %v_acc, %v_a;\n" BACK CLOSE WRAP("add.f32 %f3440, %f3440, %f321;\n"),
+                 NULL);
+    /* the same stub, its range clashing with the operand of one instance only (%f32<2> covers
+       %f321, not %f5 or %f6; a block: no scope added) */
+    expect_bound(DECL FRAME56 FRAME, ranged,
+                 DECL "{\n.reg .f32 %f32<2>;\nadd.f32 %f6, %f6, %f5;\n}\n"
+                 OPEN DA DACC MA MACC "{\n.reg .f32 %f32<2>;\nadd.f32 %v_acc, %v_acc, %v_a;\n}\n" BACK CLOSE,
+                 DECL TAG("mac", "{\n.reg .f32 %f32<2>;\nadd.f32 %f6, %f6, %f5;\n}")
+                 OPEN DA DACC MA MACC TAG("mac", "{\n.reg .f32 %f32<2>;\nadd.f32 %v_acc, %v_acc, %v_a;\n}")
                  BACK CLOSE);
     /* a stub naming %f5: plain where %f5 is an operand, bound elsewhere */
-    expect_bound(FRAME FRAME56 FRAME, reads5,
-                 WRAP("add.f32 %f3440, %f3440, %f5;\n") OPEN DA DACC "\tmov.f32 %v_a, %f5;\n\tmov.f32 %v_acc, %f6;\n"
+    expect_bound(DECL FRAME FRAME56 FRAME, reads5,
+                 DECL WRAP("add.f32 %f3440, %f3440, %f5;\n") OPEN DA DACC "\tmov.f32 %v_a, %f5;\n\tmov.f32 %v_acc, %f6;\n"
                  "add.f32 %v_acc, %v_acc, %f5;\n\tmov.f32 %f6, %v_acc;\n" CLOSE WRAP("add.f32 %f3440, %f3440, %f5;\n"),
                  NULL);
-    expect_bound(FRAME56 FRAME, decl5,
-                 OPEN DA DACC "\tmov.f32 %v_a, %f5;\n\tmov.f32 %v_acc, %f6;\n"
+    expect_bound(DECL FRAME56 FRAME, decl5,
+                 DECL OPEN DA DACC "\tmov.f32 %v_a, %f5;\n\tmov.f32 %v_acc, %f6;\n"
                  ".reg .f32 %f5;\nmov.f32 %f5, %v_a;\nadd.f32 %v_acc, %v_acc, %f5;\n\tmov.f32 %f6, %v_acc;\n" CLOSE
                  WRAP(".reg .f32 %f5;\nmov.f32 %f5, %f321;\nadd.f32 %f3440, %f3440, %f5;\n"),
                  NULL);
     /* a bare block (no frame) between bound ones */
-    expect_bound(FRAME "x\n" BLK "y\n" FRAME, stub,
-                 WRAP("add.f32 %f3440, %f3440, %f321;\n") "x\nadd.f32 %v_acc, %v_acc, %v_a;\ny\n"
+    expect_bound(DECL FRAME "x\n" BLK "y\n" FRAME, stub,
+                 DECL WRAP("add.f32 %f3440, %f3440, %f321;\n") "x\nadd.f32 %v_acc, %v_acc, %v_a;\ny\n"
                  WRAP("add.f32 %f3440, %f3440, %f321;\n"), NULL);
+    /* the declarations may come anywhere in the PTX (all of it is scanned first): after the
+       frames too; without them nothing binds */
+    expect_bound(FRAME FRAME56 DECL, stub,
+                 WRAP("add.f32 %f3440, %f3440, %f321;\n") WRAP("add.f32 %f6, %f6, %f5;\n") DECL, NULL);
+    expect_plain(FRAME FRAME56, stub);
 }
 
-/* ---- 5. scope: a bound stub keeps a scope of its own --------------------------------------- */
+/* ---- 7. scope: a bound stub keeps a scope of its own --------------------------------------- */
 
 /* stub s on PRE FRAME POST binds to PRE untagged POST, and to PRE tagged POST with TAG */
 static void scope1(const char *s, const char *untagged, const char *tagged)
@@ -633,18 +842,18 @@ static void test_scope(void)
         free(u.p); free(t.p);
     }
     /* two bound instances of one stub: each gets a scope of its own, so %t is declared once per scope */
-    expect_bound(FRAME FRAME56, two_stub,
-                 WRAP(".reg .f32 %t;\nadd.f32 %t, %f321, %f321;\nadd.f32 %f3440, %f3440, %t;\n")
+    expect_bound(DECL FRAME FRAME56, two_stub,
+                 DECL WRAP(".reg .f32 %t;\nadd.f32 %t, %f321, %f321;\nadd.f32 %f3440, %f3440, %t;\n")
                  WRAP(".reg .f32 %t;\nadd.f32 %t, %f5, %f5;\nadd.f32 %f6, %f6, %t;\n"),
-                 WRAP(TAG("mac", ".reg .f32 %t;\nadd.f32 %t, %f321, %f321;\nadd.f32 %f3440, %f3440, %t;"))
+                 DECL WRAP(TAG("mac", ".reg .f32 %t;\nadd.f32 %t, %f321, %f321;\nadd.f32 %f3440, %f3440, %t;"))
                  WRAP(TAG("mac", ".reg .f32 %t;\nadd.f32 %t, %f5, %f5;\nadd.f32 %f6, %f6, %t;")));
     /* a Stack PTX style block is written as it is, once per instance */
     {
         const char *blk[1] = {"{\n\t.reg .f32 %_0;\n\tmul.f32 %_0, %v_a, %v_a;\n\tadd.f32 %v_acc, %v_acc, %_0;\n}\n"};
-        expect_bound(FRAME FRAME56, blk,
-                     "{\n\t.reg .f32 %_0;\n\tmul.f32 %_0, %f321, %f321;\n\tadd.f32 %f3440, %f3440, %_0;\n}\n"
+        expect_bound(DECL FRAME FRAME56, blk,
+                     DECL "{\n\t.reg .f32 %_0;\n\tmul.f32 %_0, %f321, %f321;\n\tadd.f32 %f3440, %f3440, %_0;\n}\n"
                      "{\n\t.reg .f32 %_0;\n\tmul.f32 %_0, %f5, %f5;\n\tadd.f32 %f6, %f6, %_0;\n}\n",
-                     TAG("mac", "{\n\t.reg .f32 %_0;\n\tmul.f32 %_0, %f321, %f321;\n\tadd.f32 %f3440, %f3440, %_0;\n}\n")
+                     DECL TAG("mac", "{\n\t.reg .f32 %_0;\n\tmul.f32 %_0, %f321, %f321;\n\tadd.f32 %f3440, %f3440, %_0;\n}\n")
                      TAG("mac", "{\n\t.reg .f32 %_0;\n\tmul.f32 %_0, %f5, %f5;\n\tadd.f32 %f6, %f6, %_0;\n}\n"));
     }
     /* bound output parses to no site; the scope lines balance the braces they replace */
@@ -659,10 +868,12 @@ static void test_scope(void)
     }
 }
 
-/* ---- 6. fuzz ------------------------------------------------------------------------------ */
+/* ---- 8. fuzz ------------------------------------------------------------------------------ */
 
 /* Random frames of random sites (distinct variable registers, some prefixes of others), random
-   stubs from pieces whose effect on binding is known, random lines between. The generator
+   stubs from pieces whose effect on binding is known, random lines between, and the register
+   declarations of the operand prefixes (sometimes missing, mistyped, ambiguous or crowded out
+   of the header's table: those operands keep their instances plain). The generator
    writes the expected plain and bound renderings itself; mutated texts (lines deleted,
    duplicated, swapped, bytes flipped, truncation) are only checked for consistent sizes and
    sanitizer cleanliness. */
@@ -675,6 +886,14 @@ static const char *const g_range[] = {"\t.reg .b32 %f<3>;\n", "\t.reg .b32 %r<3>
 static const char *const g_named[] = {"%f150", "%r150", "%p150", "%fd150"};   /* may be an operand */
 static const char *const g_named_line[] = {"\tmov.f32 %s1, %f150;\n", "\tmov.b32 %s1, %r150;\n",
                                            "\t@%p150 bra $L_1;\n", "\t// keeps %fd150\n"};
+/* range directives "%<name><N>" and the name: they shadow a variable register that is <name>
+   or <name> followed only by digits (x: x0, x01; _x: _x0; v$: v$, v$1; x0: x0, x01; a: a;
+   q: q); ac, v, a_ and ab<N> with ab no variable are near misses */
+static const char *const g_shadow[] = {"\t.reg .f32 %x<2>;\n", "\t.reg .b32 %_x<4>;\n", "\t.reg .pred %v$<2>;\n",
+                                       "\t.reg .f32 %x0<2>;\n", "\t.reg .f32 %ac<2>;\n", "\t.reg .f32 %a<2>;\n",
+                                       "\t.reg .f32 %v<2>;\n", "\t.reg .f32 %t, %q<2>;\n", "\t.reg .f32 %a_<2>;\n",
+                                       "\t.reg .f32 %ab<2>;\n"};
+static const char *const g_shadow_name[] = {"x", "_x", "v$", "x0", "ac", "a", "v", "q", "a_", "ab"};
 
 typedef struct gseg { const char *lit; int var, near; } gseg;   /* lit, then "%reg" (+ "Z" if near) */
 typedef struct gsite {
@@ -698,13 +917,28 @@ static int pick_var(const gsite *s, int want)   /* want: -1 any, 0 an in variabl
     return n ? c[rnd((uint32_t)n)] : -1;
 }
 
+/* Does a directive's range "%<name><N>" shadow a variable register of s: the register is
+   name, or name followed by one or more digits? */
+static int range_shadows(const gsite *s, const char *name)
+{
+    int j;
+    size_t n = strlen(name), k;
+    for (j = 0; j < s->nv; j++) {
+        const char *r = g_regs[s->reg[j]];
+        if (strncmp(r, name, n) != 0) continue;
+        for (k = n; r[k] >= '0' && r[k] <= '9'; k++) {}
+        if (r[k] == 0) return 1;
+    }
+    return 0;
+}
+
 /* s->safe = 0 when a piece breaks a stub rule (for every instance) */
 static void gen_stub(gsite *s)
 {
     int k, n = (int)rnd(7), j, o;
     s->nseg = 0; s->safe = 1; s->ranges = 0; s->named = 0; s->drop_nl = rnd(3) == 0; s->missing = rnd(12) == 0;
     for (k = 0; k < n; k++) {
-        switch (rnd(12)) {
+        switch (rnd(13)) {
         case 0: case 1:   /* write an out/mod variable (the opcode may be glued to it), read anything */
             if ((o = pick_var(s, 1)) < 0) break;
             seg_add(s, rnd(4) ? "\tadd.f32 " : rnd(2) ? "\tadd.f32" : "\tld.shared::cta.f32 ", o, 0); seg_add(s, ", ", pick_var(s, -1), 0); seg_add(s, ", %s1;\n", -1, 0);
@@ -752,6 +986,11 @@ static void gen_stub(gsite *s)
                 break;
             default: seg_add(s, "\tadd.f32 %s0, // c\n%s0;\n", -1, 0); break;
             }
+            break;
+        case 12:          /* a range directive that may shadow a variable register */
+            o = (int)rnd(sizeof g_shadow / sizeof g_shadow[0]);
+            seg_add(s, g_shadow[o], -1, 0);
+            if (range_shadows(s, g_shadow_name[o])) s->safe = 0;
             break;
         case 9:           /* a register that may be an operand of some instances (see gen_instance) */
             o = (int)rnd(4);
@@ -810,13 +1049,15 @@ static void shuffle(char lines[][64], int n)
 
 /* Appends some unrelated lines and one instance of site si to b, and what they render to under
    flags 0, TAG, BIND, BIND|TAG to want[0..3]. Returns whether the instance must bind. A defect
-   (immediate operand, blank line, no braces) keeps it plain; so does a stub rule, or a register
-   or range of the stub naming or covering one of this instance's operands. */
-static int gen_instance(sb *b, sb want[4], const gsite *s, int si, const char *eol)
+   (immediate operand, blank line, no braces, an operand without its number) keeps it plain; so
+   does an operand of a regtype whose prefix is not typed (bit rt of `typed`, see gen_decls), a
+   stub rule, or a register or range of the stub naming or covering one of this instance's
+   operands. */
+static int gen_instance(sb *b, sb want[4], const gsite *s, int si, const char *eol, int typed)
 {
     static const char *const noise[] = {"add.f32 %f1, %f2, %f3;", "// ordinary comment", "", "bar.sync 0;", "{"};
     char ops[MAXV][16], pre[2 * MAXV + 1][64], post[MAXV][64];
-    int j, k, np = 0, nq = 0, defect = rnd(8) == 0 ? 1 + (int)rnd(3) : 0, bound, f, covered = 0;
+    int j, k, np = 0, nq = 0, defect = rnd(8) == 0 ? 1 + (int)rnd(4) : 0, bound, f, covered = 0, untyped = 0;
     size_t start = b->n, fb, rb, re, fe;
     sb raw = {0, 0, 0}, bnd = {0, 0, 0};
     for (j = 0; j < s->nv; j++) {   /* distinct operands; an in variable may share the previous one's */
@@ -831,6 +1072,11 @@ static int gen_instance(sb *b, sb want[4], const gsite *s, int si, const char *e
             if (k == j) strcpy(ops[j], g_named[s->rt[j]]);
         }
     }
+    if (defect == 4) {   /* "%f" or "%fx": a register, but no "%<prefix><digits>" */
+        if (s->nv) { j = (int)rnd((uint32_t)s->nv); sprintf(ops[j], "%s%s", g_pfx[s->rt[j]], rnd(2) ? "" : "x"); }
+        else defect = 0;
+    }
+    for (j = 0; j < s->nv; j++) untyped |= !(typed >> s->rt[j] & 1);
     for (j = 0; j < s->nv; j++)
         covered |= (s->ranges >> s->rt[j] & 1) | ((s->named >> s->rt[j] & 1) && strcmp(ops[j], g_named[s->rt[j]]) == 0);
     for (k = (int)rnd(3); k > 0; k--) put_line(b, noise[rnd(5)], eol);
@@ -862,7 +1108,7 @@ static int gen_instance(sb *b, sb want[4], const gsite *s, int si, const char *e
     for (k = 0; k < nq; k++) put_line(b, post[k], eol);
     if (defect != 3) put_line(b, "}", eol);
     fe = b->n;
-    bound = !defect && s->safe && !covered;
+    bound = !defect && !untyped && s->safe && !covered;
     stub_text(s, NULL, &raw);
     stub_text(s, ops, &bnd);
     for (f = 0; f < 4; f++) {
@@ -926,10 +1172,74 @@ static void mutate(sb *b)
     b->p[b->n] = 0;
 }
 
+/* The register declarations of one fuzz text, appended to d, line i ending at ends[i] (*nd
+   lines). Returns the bits rt whose operands (g_pfx[rt] + digits) may bind, as BINDING states
+   it: the first 32 distinct prefixes of ".reg .<type> %<prefix><N>;" lines are remembered, a
+   prefix declared with two types is ambiguous, and the type must be g_rt[rt]. Each operand
+   prefix is declared with its regtype (spacing varies); now and then it is left out,
+   mistyped, declared twice (the same type: harmless; another: ambiguous), or crowded out of
+   the table by filler prefixes declared first. Lines that are no such declaration (no "<N>",
+   a digit in the prefix, no prefix, two names, a comment, a vector type) are mixed in with
+   wrong types: they must not count. */
+enum { MAXD = 64 };
+static int gen_decls(sb *d, size_t ends[MAXD], int *nd, const char *eol)
+{
+    static const char *const ind[] = {"\t", "", "  "};
+    static const char *const gap[] = {" \t", " ", "\t", "  "};
+    static const char *const ignored[] = {"\t.reg .b32 %f;", "\t.reg .pred %f321;", "\t// .reg .b32 %f<9>;",
+                                          "\t.reg .b32 %f3<4>;", "\t.reg .pred %<3>;", "\t.reg .b32 %f<3>, %r<4>;",
+                                          "\t.reg .b32 %f<3>; // x", "\t.reg .v2 .b32 %f<3>;", "\t.reg.b32 %fd<3>;",
+                                          "\t.reg .f32 %fd <3>;", "\t.reg .b32 %p<3>, %fd<2>;"};
+    struct { const char *pre, *ty, *raw; } e[MAXD];
+    char fill[40][4], tp[32][4];
+    const char *tt[32];
+    int n = 0, i, k, rt, nf = rnd(10) == 0 ? 28 + (int)rnd(8) : 0, order[4] = {0, 1, 2, 3}, tn = 0, amb[32], typed = 0;
+    for (i = 0; i < nf; i++) {   /* distinct prefixes, no digits: gaa, gab, ... */
+        sprintf(fill[i], "g%c%c", 'a' + i / 26, 'a' + i % 26);
+        e[n].pre = fill[i]; e[n].ty = g_rt[rnd(4)]; e[n++].raw = NULL;
+    }
+    for (i = 3; i > 0; i--) { k = (int)rnd((uint32_t)i + 1); rt = order[i]; order[i] = order[k]; order[k] = rt; }
+    for (i = 0; i < 4; i++) {
+        const char *pre = g_pfx[order[i]] + 1, *right = g_rt[order[i]], *wrong = g_rt[(order[i] + 1 + (int)rnd(3)) % 4];
+        switch (rnd(24)) {
+        case 0: break;                                                        /* left out */
+        case 1: e[n].pre = pre; e[n].ty = wrong; e[n++].raw = NULL; break;    /* mistyped */
+        case 2: case 3:                                                       /* twice */
+            e[n].pre = pre; e[n].ty = rnd(2) ? right : wrong; e[n++].raw = NULL;
+            e[n].pre = pre; e[n].ty = e[n - 1].ty == wrong ? right : rnd(2) ? right : wrong; e[n++].raw = NULL;
+            break;
+        default: e[n].pre = pre; e[n].ty = right; e[n++].raw = NULL; break;
+        }
+        if (rnd(4) == 0) { e[n].pre = e[n].ty = NULL; e[n++].raw = ignored[rnd(sizeof ignored / sizeof ignored[0])]; }
+    }
+    *nd = n;
+    for (i = 0; i < n; i++) {
+        if (e[i].raw) {
+            sb_puts(d, e[i].raw);
+        } else {
+            sb_printf(d, "%s.reg%s.%s%s%%%s<%u>;%s", ind[rnd(3)], rnd(2) ? " " : "\t", e[i].ty, gap[rnd(4)], e[i].pre,
+                      1 + rnd(4000), rnd(6) ? "" : " ");
+            for (k = 0; k < tn && strcmp(tp[k], e[i].pre) != 0; k++) {}   /* the header's table */
+            if (k < tn) {
+                amb[k] |= strcmp(tt[k], e[i].ty) != 0;
+            } else if (tn < 32) {
+                strcpy(tp[tn], e[i].pre); tt[tn] = e[i].ty; amb[tn++] = 0;
+            }
+        }
+        sb_puts(d, eol);
+        ends[i] = d->n;
+    }
+    for (rt = 0; rt < 4; rt++) {
+        for (k = 0; k < tn && strcmp(tp[k], g_pfx[rt] + 1) != 0; k++) {}
+        if (k < tn && !amb[k] && strcmp(tt[k], g_rt[rt]) == 0) typed |= 1 << rt;
+    }
+    return typed;
+}
+
 static void test_fuzz(void)
 {
-    int it, f, n_ok = 0, n_mut = 0, n_bound = 0, n_plain = 0, good = 1, agree = 1;
-    sb b = {0, 0, 0}, want[4], st[3];
+    int it, f, n_ok = 0, n_mut = 0, n_bound = 0, n_plain = 0, good = 1, agree = 1, n_untyped = 0;
+    sb b = {0, 0, 0}, want[4], st[3], dl = {0, 0, 0};
     memset(want, 0, sizeof want);
     memset(st, 0, sizeof st);
     g_test = "fuzz";
@@ -937,6 +1247,8 @@ static void test_fuzz(void)
         gsite sites[3];
         const char *stubs[3], *eol = rnd(5) ? "\n" : "\r\n";
         int ns = 1 + (int)rnd(3), ni = 1 + (int)rnd(MAXI), i, j, mutated = rnd(3) == 0, nb = 0, total = 0;
+        int nd, typed, cut;
+        size_t ends[MAXD], cb;
         parsed p;
         for (i = 0; i < ns; i++) {
             gsite *s = &sites[i];
@@ -955,14 +1267,25 @@ static void test_fuzz(void)
         b.n = 0;
         sb_put(&b, "", 0);
         for (f = 0; f < 4; f++) { want[f].n = 0; sb_put(&want[f], "", 0); }
+        /* the declarations: before the code, or some of them (the order kept) after it */
+        dl.n = 0;
+        sb_put(&dl, "", 0);
+        typed = gen_decls(&dl, ends, &nd, eol);
+        n_untyped += typed != 15;
+        cut = rnd(4) ? nd : (int)rnd((uint32_t)nd + 1);
+        cb = cut ? ends[cut - 1] : 0;
+        sb_put(&b, dl.p, cb);
+        for (f = 0; f < 4; f++) sb_put(&want[f], dl.p, cb);
         for (i = 0; i < ni || i < ns; i++, total++) {   /* sites first appear as s0, s1, ... */
             int si = i < ns ? i : (int)rnd((uint32_t)ns);
-            nb += gen_instance(&b, want, &sites[si], si, eol);
+            nb += gen_instance(&b, want, &sites[si], si, eol, typed);
         }
         if (rnd(2)) {
             sb_puts(&b, "\tret;\n");
             for (f = 0; f < 4; f++) sb_puts(&want[f], "\tret;\n");
         }
+        sb_put(&b, dl.p + cb, dl.n - cb);
+        for (f = 0; f < 4; f++) sb_put(&want[f], dl.p + cb, dl.n - cb);
         if (mutated) { n_mut++; mutate(&b); if (rnd(2)) mutate(&b); }
         p = parse_n(b.p, b.n);
         if (!mutated) {
@@ -994,10 +1317,12 @@ static void test_fuzz(void)
     CHECK(good);
     CHECK(agree);
     CHECK(g_render_bad == 0);
-    CHECK(n_bound > 2000 && n_plain > 2000);
-    printf("fuzz: 4000 texts (%d mutated), %d parsed; unmutated: %d instances bound, %d plain; "
-           "all agree with the generator: %s\n", n_mut, n_ok, n_bound, n_plain, good && agree ? "yes" : "NO");
+    CHECK(n_bound > 2000 && n_plain > 2000 && n_untyped > 400);
+    printf("fuzz: 4000 texts (%d mutated, %d with an operand prefix not typed), %d parsed; unmutated: %d "
+           "instances bound, %d plain; all agree with the generator: %s\n", n_mut, n_untyped, n_ok, n_bound,
+           n_plain, good && agree ? "yes" : "NO");
     free(b.p);
+    free(dl.p);
     for (f = 0; f < 4; f++) free(want[f].p);
     for (f = 0; f < 3; f++) free(st[f].p);
 }
@@ -1008,6 +1333,8 @@ int main(void)
     test_tokens();
     test_frame_rules();
     test_stub_rules();
+    test_types();
+    test_shadow();
     test_mixed();
     test_scope();
     test_fuzz();
