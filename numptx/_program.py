@@ -676,8 +676,9 @@ def _compile_c(mode: str, io: _IO, limits, words, n: int, rts, strict: bool, pro
         ops = prog if prog is not None and not isinstance(prog, np.ndarray) else None
         shown = f" ({_op_at(ops, error_word)!r})" if ops is not None else ""
         index = _op_index(ops, error_word) if ops is not None else error_word
-        raise ASTError(f"AST PTX: {_status_name(st)} at op {index}{shown}", index=index,
-                       code=_status_name(st))
+        what = _status_name(st)   # the core's text already names AST PTX ("AST PTX: ...")
+        raise ASTError(f"{what if what.startswith('AST PTX') else 'AST PTX: ' + what} at op "
+                       f"{index}{shown}", index=index, code=what)
     raise ProgramError(f"{mode} PTX compile failed: {_status_name(st)}")
 
 

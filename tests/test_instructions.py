@@ -506,6 +506,11 @@ def _from_bits(b: int, t):
     return struct.unpack(_STRUCT[t], b.to_bytes(size, "little"))[0]
 
 
+# (exponent, mantissa) masks: a NaN has every exponent bit and some mantissa bit set
+_NAN_BITS = {"f16": (0x7C00, 0x3FF), "bf16": (0x7F80, 0x7F), "f32": (0x7F800000, 0x7FFFFF),
+             "f64": (0x7FF0000000000000, 0xFFFFFFFFFFFFF)}
+
+
 def classify(name: str):
     """(reference function on Python values, special input generator or None)."""
     m = re.fullmatch(r"bitcast\.(\w+)\.(\w+)", name)
@@ -520,6 +525,13 @@ def classify(name: str):
                 exp_mask = 0x7C00 if src == "f16x2" else 0x7F80
                 ok = ((u & exp_mask) != exp_mask) & (((u >> 16) & exp_mask) != exp_mask)
                 return [u[ok]]
+        elif src in _NAN_BITS:
+            # the same for scalar floats: a NaN input reaches the reference as Python's NaN
+            def gen(src=src):
+                (vals,) = sample((src,))
+                bits = vals.view(f"u{vals.dtype.itemsize}")
+                exp, man = (bits.dtype.type(m) for m in _NAN_BITS[src])
+                return [vals[~(((bits & exp) == exp) & ((bits & man) != 0))]]
         return (lambda a: _from_bits(_to_bits(a, src), dst)), gen
     m = re.fullmatch(r"(add|sub|mul)(\.rn)?(\.ftz)?\.(f32|f64)", name)
     if m:
