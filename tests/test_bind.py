@@ -293,3 +293,39 @@ def test_render_many_binds_and_text_that_cannot_be_encoded_is_a_render_error():
     assert all("%v_" not in p for p in inj.render_many(stubs, bind=True))
     with pytest.raises(nx.RenderError, match="not valid text"):
         inj.render(["add.f32 %v_z, %v_x, %v_y; // \ud800"], bind=True)
+
+
+_LOOP_MOD_SRC = r'''extern "C" __global__ void k(float* out, const float* a, int n, int steps) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float x = a[i], acc = 0.0f, y;
+    for (int t = 0; t < steps; ++t) {
+        PTX_INJECT("s", PTX_IN(F32, x), PTX_MOD(F32, acc), PTX_OUT(F32, y));
+        x = y;
+    }
+    out[i] = acc + x;
+}'''
+_LOOP_MOD_STUB = "fma.rn.f32 %v_acc, %v_x, 0f3F000000, %v_acc;\nmul.rn.f32 %v_y, %v_x, 0f3F7D70A4;"
+
+
+def test_a_loop_with_in_mod_and_out_binds_to_the_same_machine_code():
+    same_code(nx.PtxInject(nx.cuda_to_ptx(_LOOP_MOD_SRC, arch="sm_90")), [_LOOP_MOD_STUB])
+
+
+@pytest.mark.gpu
+def test_gpu_bound_and_plain_variants_compute_the_same():
+    import numpy as np
+    a = np.linspace(-2, 2, 1000).astype(np.float32)
+    outs = []
+    for bind in (True, False):
+        tmpl = nx.CudaTemplate(_LOOP_MOD_SRC, entry="k", arch="sm_90", cache=False, bind=bind)
+        v = tmpl.inject(s=_LOOP_MOD_STUB)
+        assert ("%v_" in v.ptx) != bind
+        out = np.zeros_like(a)
+        v[4, 256](out, a, a.size, 7)
+        outs.append(out)
+    x, acc = a.astype(np.float64), np.zeros(a.size)
+    for _ in range(7):
+        acc, x = acc + 0.5 * x, x * np.float32(0.99)
+    np.testing.assert_array_equal(outs[0], outs[1])
+    np.testing.assert_allclose(outs[0], acc + x, rtol=1e-5)
