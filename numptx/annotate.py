@@ -153,7 +153,9 @@ def _asm_template_lines(name: str, vs: Sequence[SiteVar]) -> list[str]:
     for a mod variable, an unused dummy for an in variable); inputs ``%n .. %2n-1``, one per
     variable (an in variable's value, else a dummy immediate). In variables are plain inputs,
     so the compiler hands the site the value's own register instead of a copy the asm may
-    clobber; stubs never write them (binding checks that). Mod copies come before in copies."""
+    clobber; only the frame's private copy may be written (binding keeps the frame of a stub
+    that writes one). Mod copies come before in copies. Out and mod outputs are early-clobber:
+    never an input's register."""
     n = len(vs)
     lines = ["{"]
     lines += [f".reg .{v.dtype.reg} %%v_{v.name};" for v in vs]

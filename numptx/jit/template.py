@@ -94,8 +94,8 @@ class Template:
 
     ``bind=True`` (the default) renders each stub straight into the registers the kernel hands
     its site, without the site's copy frame, wherever the C core can show that changes nothing:
-    ptxas makes the same machine code from fewer instructions (10–30 % sooner on a 512-site
-    GEMM). ``bind=False`` keeps the frames."""
+    ptxas assembles the same computation from fewer instructions, 10–30 % sooner on a 512-site
+    GEMM. ``bind=False`` keeps the frames."""
 
     def __init__(self, ptx: str, *, entry: str | None = None, arch: Any = None,
                  link_options: Iterable[str] = (), producer: str = "",
