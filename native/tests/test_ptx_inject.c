@@ -10,39 +10,11 @@
 #include <time.h>
 
 #include "ptx_inject.h"
-
 #include "check.h"
+#include "parsed.h"
 
 /* ---- helpers ------------------------------------------------------------------------------ */
 
-
-typedef struct parsed {
-    ptxinj_ctx ctx;
-    char *ptx;              /* exact-size copy, no NUL */
-    size_t len;
-    unsigned char *raw;     /* parse memory (mem_needed + 1, used from offset 1) */
-    ptxinj_status st;
-} parsed;
-
-static parsed parse_n(const char *text, size_t len)
-{
-    parsed p;
-    ptxinj_status st;
-    memset(&p, 0, sizeof p);
-    p.len = len;
-    p.ptx = (char *)malloc(len ? len : 1);
-    if (len) memcpy(p.ptx, text, len);
-    st = ptxinj_parse(&p.ctx, p.ptx, len, NULL, 0);
-    if (st != PTXINJ_ERR_BUFFER_TOO_SMALL || p.ctx.mem_needed == 0) {
-        p.st = st;
-        return p;
-    }
-    p.raw = (unsigned char *)malloc(p.ctx.mem_needed + 1);
-    p.st = ptxinj_parse(&p.ctx, p.ptx, len, p.raw + 1, p.ctx.mem_needed);   /* odd address */
-    return p;
-}
-static parsed parse_s(const char *text) { return parse_n(text, strlen(text)); }
-static void parsed_free(parsed *p) { free(p->ptx); free(p->raw); memset(p, 0, sizeof *p); }
 
 static int tok_is(const parsed *p, uint32_t off, uint32_t len, const char *want)
 {
