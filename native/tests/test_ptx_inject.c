@@ -15,7 +15,6 @@
 
 /* ---- helpers ------------------------------------------------------------------------------ */
 
-
 static int tok_is(const parsed *p, uint32_t off, uint32_t len, const char *want)
 {
     return len == strlen(want) && off + len <= p->len && memcmp(p->ptx + off, want, len) == 0;
