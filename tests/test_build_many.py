@@ -76,7 +76,7 @@ def test_process_pool_failures_keep_their_index_and_details(spine, pools):
                          progress=lambda done, total: seen.append((done, total)))
     err = info.value
     assert sorted(err.errors) == [2, 5]
-    assert "variant 2: LinkError" in str(err) and "variant 5: NumptxError" in str(err)
+    assert "variant 2: LinkError" in str(err) and "variant 5: RenderError" in str(err)
     link = err.errors[2]
     assert isinstance(link, nx.LinkError)                 # unpickled with its attributes
     assert link.site == "combine" and link.stub_line == BOGUS and "bogus" in link.log

@@ -4,6 +4,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import shutil
 import threading
 
 import pytest
@@ -55,7 +56,7 @@ def test_memory_and_disk_round_trip(tmp_path):
     path = cache.path(key)
     raw = open(path, "rb").read()
     assert raw.startswith(b"\x7fELFpayload")                  # raw cubin first (cuobjdump reads it)
-    assert raw[len(b"\x7fELFpayload"):][:8] == b"NXCUBIN1"
+    assert raw[len(b"\x7fELFpayload"):][:8] == b"NXCUBIN2"
     fresh = CubinCache(str(tmp_path / "c"))                   # another process, same folder
     assert fresh.get(key) == b"\x7fELFpayload"
     assert fresh.info().entries == 1 and fresh.info().hits == 1
@@ -107,7 +108,7 @@ def test_variants_hit_the_cache(tmp_path, spine_ptx, caplog):
 def test_concurrent_writers_leave_one_whole_entry(tmp_path):
     cache = CubinCache(str(tmp_path / "c"))
     key = "cd" * 32
-    payloads = [bytes([i]) * 50000 for i in range(8)]
+    payloads = [b"\x7fELF" + bytes([i]) * 50000 for i in range(8)]
     threads = [threading.Thread(target=cache.put, args=(key, p)) for p in payloads]
     for t in threads:
         t.start()
@@ -143,14 +144,39 @@ def test_cli_cache_info_and_clear(tmp_path, spine_ptx, capsys):
     assert "entries:   0" in capsys.readouterr().out
 
 
-def test_entry_checksum_is_blake2b_of_the_cubin(tmp_path, spine_ptx):
+def test_entry_checksum_is_blake2b_of_the_key_and_the_cubin(tmp_path, spine_ptx):
     cache = CubinCache(str(tmp_path / "c"))
     v = nx.Template(spine_ptx, cache=cache).inject(combine=ADD)
     cubin = v.cubin
     raw = open(cache.path(v.key), "rb").read()
     body, magic, digest = raw[:-40], raw[-40:-32], raw[-32:]
-    assert body == cubin and magic == b"NXCUBIN1"
-    assert digest == hashlib.blake2b(body, digest_size=32).digest()
+    assert body == cubin and magic == b"NXCUBIN2"
+    assert digest == hashlib.blake2b(v.key.encode() + body, digest_size=32).digest()
+
+
+def test_an_entry_under_another_keys_name_or_not_elf_is_a_miss(tmp_path, caplog):
+    cache = CubinCache(str(tmp_path / "c"))
+    a, b, c = "aa" * 32, "bb" * 32, "cc" * 32
+    cache.put(a, b"\x7fELFcubin of a")
+    os.makedirs(os.path.dirname(cache.path(b)), exist_ok=True)
+    shutil.copy(cache.path(a), cache.path(b))                 # a valid entry, the wrong name
+    cache.put(c, b"not an ELF file")
+    fresh = CubinCache(str(tmp_path / "c"))
+    with caplog.at_level(logging.DEBUG, logger="numptx.jit.cache"):
+        assert fresh.get(a) == b"\x7fELFcubin of a"
+        assert fresh.get(b) is None and fresh.get(c) is None
+    assert "corrupt" in caplog.text
+    assert not os.path.exists(cache.path(b)) and not os.path.exists(cache.path(c))
+
+
+def test_clear_removes_entries_of_older_cache_formats(tmp_path):
+    cache = CubinCache(str(tmp_path / "c"))
+    old = tmp_path / "c" / "cubin-v1" / "ab"
+    old.mkdir(parents=True)
+    (old / ("ab" * 32 + ".cubin")).write_bytes(b"\x7fELFold" + b"\0" * 40)
+    cache.put("cd" * 32, b"\x7fELFnew")
+    assert cache.info().entries == 1                          # info counts this format's entries
+    assert cache.clear() == 2 and not list(old.iterdir())
 
 
 _WRITER = r'''
@@ -161,9 +187,9 @@ while time.time() < start:            # all writers go at once
     pass
 cache = CubinCache(folder)
 for _ in range(20):
-    cache.put(key, bytes([k]) * 200000)
+    cache.put(key, b"\x7fELF" + bytes([k]) * 200000)
     got = CubinCache(folder).get(key)  # a fresh reader: disk only
-    assert got is not None and len(got) == 200000 and len(set(got)) == 1, "torn entry"
+    assert got is not None and len(got) == 200004 and len(set(got[4:])) == 1, "torn entry"
 print("ok")
 '''
 
@@ -184,5 +210,5 @@ def test_processes_writing_one_key_at_once(tmp_path):
     outs = [p.communicate(timeout=120) for p in procs]
     assert all(p.returncode == 0 and o.strip() == "ok" for p, (o, _) in zip(procs, outs)), outs
     got = CubinCache(folder).get(key)
-    assert got in [bytes([k]) * 200000 for k in range(4)]
+    assert got in [b"\x7fELF" + bytes([k]) * 200000 for k in range(4)]
     assert os.listdir(os.path.dirname(CubinCache(folder).path(key))) == [key + ".cubin"]

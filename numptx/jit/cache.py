@@ -6,12 +6,13 @@ compiler that produced it) and the stub of each site in site order. A variant wh
 skips both rendering and nvJitLink.
 
 On disk (``NUMPTX_CACHE_DIR``, default ``$XDG_CACHE_HOME/numptx`` or ``~/.cache/numptx``; set
-``NUMPTX_CACHE=0`` to keep the cache in memory only) each entry is ``cubin-v1/<ab>/<key>.cubin``:
-the raw cubin followed by a 40-byte footer (``NXCUBIN1`` and the blake2b-256 digest of the cubin),
-so ``cuobjdump`` still reads the file. Writes go to a unique temporary file in the same folder,
+``NUMPTX_CACHE=0`` to keep the cache in memory only) each entry is ``cubin-v2/<ab>/<key>.cubin``:
+the raw cubin followed by a 40-byte footer (``NXCUBIN2`` and the blake2b-256 digest of the key and
+the cubin, so an entry copied or renamed to another key's file is caught), so ``cuobjdump`` still
+reads the file. Writes go to a unique temporary file in the same folder,
 are fsynced and moved into place with ``os.replace``: readers see a whole entry or none (atomic
-for readers, not crash-durable for the folder). A read whose footer or digest does not match is
-a miss (the entry is removed and rebuilt), never an error. Misses are explained at DEBUG level on
+for readers, not crash-durable for the folder). A read whose footer or digest does not match, or
+whose body is not an ELF file, is a miss (the entry is removed and rebuilt), never an error. Misses are explained at DEBUG level on
 the ``numptx.jit.cache`` logger.
 """
 from __future__ import annotations
@@ -26,15 +27,18 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
+from ..errors import NumptxError
+
 __all__ = ["CubinCache", "CacheInfo", "default_cache", "default_cache_dir", "variant_key",
-           "template_digest", "SCHEMA"]
+           "template_digest", "cache_option", "SCHEMA"]
 
 log = logging.getLogger(__name__)
 
 #: bump when the key recipe or the file format changes
-SCHEMA = 1
+SCHEMA = 2
 _SUBDIR = f"cubin-v{SCHEMA}"
-_MAGIC = b"NXCUBIN1"
+_MAGIC = b"NXCUBIN2"
+_ELF = b"\x7fELF"
 _FOOTER = len(_MAGIC) + 32
 
 
@@ -59,6 +63,13 @@ def _digest(*parts: bytes | str) -> str:
         h.update(len(b).to_bytes(8, "little"))
         h.update(b)
     return h.hexdigest()
+
+
+def entry_digest(key: str, cubin: bytes) -> bytes:
+    """The checksum in an entry's footer: blake2b-256 of the key, then the cubin."""
+    h = hashlib.blake2b(key.encode("ascii", "replace"), digest_size=32)
+    h.update(cubin)
+    return h.digest()
 
 
 def template_digest(ptx: str, producer: str = "") -> str:
@@ -111,6 +122,10 @@ class CubinCache:
 
     def __init__(self, directory: str | None = None, *, memory_entries: int = 512,
                  disk: bool | None = None):
+        if directory is not None and not isinstance(directory, (str, os.PathLike)):
+            raise NumptxError(f"CubinCache(directory=) is a folder path, not {type(directory).__name__}")
+        if not isinstance(memory_entries, int) or isinstance(memory_entries, bool):
+            raise NumptxError(f"CubinCache(memory_entries=) is an int, not {type(memory_entries).__name__}")
         if disk is None:
             disk = os.environ.get("NUMPTX_CACHE", "1").strip().lower() not in ("0", "off", "no", "false")
         self.directory = (os.path.abspath(directory) if directory else default_cache_dir()) if disk else None
@@ -160,10 +175,10 @@ class CubinCache:
         except OSError as e:
             return None, f"not in memory, {path} unreadable ({e})"
         body, footer = raw[:-_FOOTER], raw[-_FOOTER:]
-        if (len(raw) <= _FOOTER or footer[:len(_MAGIC)] != _MAGIC
-                or hashlib.blake2b(body, digest_size=32).digest() != footer[len(_MAGIC):]):
+        if (len(raw) <= _FOOTER or footer[:len(_MAGIC)] != _MAGIC or not body.startswith(_ELF)
+                or entry_digest(key, body) != footer[len(_MAGIC):]):
             self._discard(path)
-            return None, f"{path} is corrupt (bad footer or checksum): removed, rebuilding"
+            return None, f"{path} is corrupt (bad footer, checksum or body): removed, rebuilding"
         return body, ""
 
     @staticmethod
@@ -198,7 +213,7 @@ class CubinCache:
             fd, tmp = tempfile.mkstemp(prefix=f".{key[:16]}.", suffix=".tmp", dir=folder)
             with os.fdopen(fd, "wb") as f:
                 f.write(cubin)
-                f.write(_MAGIC + hashlib.blake2b(cubin, digest_size=32).digest())
+                f.write(_MAGIC + entry_digest(key, cubin))
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, path)
@@ -210,14 +225,21 @@ class CubinCache:
                 self._discard(tmp)
 
     # -- maintenance ----------------------------------------------------------------------------
-    def _files(self):
+    def _files(self, every_schema: bool = False):
         if self.directory is None:
             return
-        root = os.path.join(self.directory, _SUBDIR)
-        for dirpath, _, names in os.walk(root):
-            for n in names:
-                if n.endswith(".cubin") or n.endswith(".tmp"):
-                    yield os.path.join(dirpath, n)
+        roots = [_SUBDIR]
+        if every_schema:        # entries older numptx versions left behind
+            try:
+                roots = [d for d in os.listdir(self.directory)
+                         if d.startswith("cubin-v") and d[7:].isdigit()]
+            except OSError:
+                return
+        for root in roots:
+            for dirpath, _, names in os.walk(os.path.join(self.directory, root)):
+                for n in names:
+                    if n.endswith(".cubin") or n.endswith(".tmp"):
+                        yield os.path.join(dirpath, n)
 
     def info(self) -> CacheInfo:
         """Folder, number and total size of disk entries, memory entries, hits and misses."""
@@ -233,11 +255,12 @@ class CubinCache:
             return CacheInfo(self.directory, entries, size, len(self._mem), self.hits, self.misses)
 
     def clear(self) -> int:
-        """Remove every entry (memory and disk); return the number of disk entries removed."""
+        """Remove every entry (memory and disk, older cache formats' too); return the number of
+        disk entries removed."""
         with self._lock:
             self._mem.clear()
         n = 0
-        for p in list(self._files()):
+        for p in list(self._files(every_schema=True)):
             try:
                 os.remove(p)
                 n += p.endswith(".cubin")
@@ -248,6 +271,17 @@ class CubinCache:
 
 _default: CubinCache | None = None
 _default_lock = threading.Lock()
+
+
+def cache_option(cache: CubinCache | str | os.PathLike | bool | None) -> CubinCache | bool | None:
+    """A template's ``cache=`` checked: True (the default cache), False/None (none), a
+    :class:`CubinCache`, or a folder (a :class:`CubinCache` there)."""
+    if cache is None or isinstance(cache, (bool, CubinCache)):
+        return cache
+    if isinstance(cache, (str, os.PathLike)):
+        return CubinCache(os.fspath(cache))
+    raise NumptxError(f"cache= takes True, False, None, a folder or a CubinCache, not "
+                      f"{type(cache).__name__}")
 
 
 def default_cache() -> CubinCache:

@@ -22,10 +22,11 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..errors import NumptxError
+from ..errors import CompileError, NumptxError
 from .arch import normalize_arch
-from .cache import CubinCache
+from .cache import CubinCache, cache_option
 from .numba_site import SIMULATOR, register, site_errors
+from .options import option_list
 from .template import Template, Variant
 
 __all__ = ["kernel", "Kernel", "KernelVariant", "NumbaTemplate"]
@@ -41,6 +42,19 @@ def _numba_types():
     return types
 
 
+def _numba_failure(name: str, argtypes: tuple, e: Exception) -> CompileError:
+    """numba-cuda's failure to compile kernel ``name`` as a CompileError, with a hint where
+    the usual cause of the message is an ``nx.site`` call numba saw unrewritten."""
+    text = str(e).strip()
+    hint = ""
+    if "Module(<module 'numptx'" in text or "DICT_MERGE" in text:
+        hint = ("\nnx.site's arguments are rewritten before numba types them: write out= and "
+                "mod= as dict literals in the call (out={'z': nx.f32}), pass each variable as "
+                "name=value, and no **kwargs")
+    return CompileError(f"numba-cuda could not compile kernel {name!r} for "
+                        f"({', '.join(map(str, argtypes))}): {type(e).__name__}: {text}{hint}")
+
+
 class NumbaTemplate(Template):
     """The PTX numba-cuda made for one signature of a :class:`Kernel`; ``argtypes`` are the
     numba argument types."""
@@ -49,6 +63,10 @@ class NumbaTemplate(Template):
         self.kernel, self.argtypes = kernel, argtypes
         super().__init__(ptx, arch=arch, link_options=kernel.link_options, producer=producer,
                          cache=kernel._cache_opt, bind=kernel.bind)
+
+    @property
+    def name(self) -> str:
+        return self.kernel.__name__
 
     def _launcher(self, variant: Variant, config):
         return KernelVariant(self.kernel, variant.stub_map)[config]
@@ -75,9 +93,9 @@ class Kernel:
         self.__doc__ = getattr(py_func, "__doc__", None)
         self.cc, self._suffix = _cc(cc)
         self.options = {"fastmath": fastmath, "lineinfo": lineinfo, "opt": opt}
-        self.link_options = tuple(link_options)
+        self.link_options = option_list(link_options, "link_options")
         self.bind = bool(bind)
-        self._cache_opt = cache
+        self._cache_opt = cache_option(cache)
         self._templates: dict[tuple, NumbaTemplate] = {}
         self._lock = threading.RLock()
         self._dispatcher = None
@@ -93,7 +111,11 @@ class Kernel:
     @staticmethod
     def _parse_signature(signature) -> tuple:
         from numba.cuda.core import sigutils
-        args, ret = sigutils.normalize_signature(signature)
+        try:
+            args, ret = sigutils.normalize_signature(signature)
+        except Exception as e:   # noqa: BLE001 - numba raises NameError, TypeError, SyntaxError...
+            raise NumptxError(f"bad kernel signature {signature!r}: {type(e).__name__}: {e} (write "
+                              f"it like 'void(float32[:], float32[:])')") from None
         if ret is not None and ret != _numba_types().none:
             raise NumptxError(f"a kernel returns nothing; signature {signature!r} returns {ret}")
         return tuple(args)
@@ -124,9 +146,34 @@ class Kernel:
                                   f"{self.__name__}.ptx(*example_args) (or .template), or declare "
                                   f"one with @nx.kernel('void(float32[:], ...)')")
             return sig
+        nparams = self._nparams()
+        if nparams is not None and len(args) != nparams:
+            raise NumptxError(f"kernel {self.__name__!r} takes {nparams} argument(s), "
+                              f"{len(args)} given")
         types = _numba_types()
         disp = self.dispatcher
-        return tuple(a if isinstance(a, types.Type) else disp.typeof_pyval(a) for a in args)
+        out = []
+        for i, a in enumerate(args):
+            if isinstance(a, types.Type):
+                out.append(a)
+                continue
+            try:
+                out.append(disp.typeof_pyval(a))
+            except Exception as e:   # noqa: BLE001 - numba's message varies by version
+                raise NumptxError(f"kernel {self.__name__!r}: argument {i} ({type(a).__name__}) has "
+                                  f"no numba type: pass arrays, scalars or numba types") from e
+        return tuple(out)
+
+    def _nparams(self) -> int | None:
+        """The number of parameters of the Python function (None when it can't be read)."""
+        import inspect
+        try:
+            params = inspect.signature(self.py_func).parameters.values()
+        except (TypeError, ValueError):
+            return None
+        if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params):
+            return None
+        return len(params)
 
     # -- templates --------------------------------------------------------------------------------
     def template(self, *args: Any, signature=None, cc: Any = None) -> NumbaTemplate:
@@ -155,8 +202,13 @@ class Kernel:
         register()
         from numba import cuda
         import numba_cuda
-        with site_errors(self.__name__):
-            ptx, _ = cuda.compile_ptx(self.py_func, argtypes, cc=cc, **self.options)
+        try:
+            with site_errors(self.__name__):
+                ptx, _ = cuda.compile_ptx(self.py_func, argtypes, cc=cc, **self.options)
+        except NumptxError:
+            raise
+        except Exception as e:   # noqa: BLE001 - numba's typing and lowering errors
+            raise _numba_failure(self.__name__, argtypes, e) from e
         return NumbaTemplate(self, argtypes, ptx, arch=f"sm_{cc[0]}{cc[1]}{suffix}",
                              producer=f"numba-cuda {numba_cuda.__version__} {self.options}")
 

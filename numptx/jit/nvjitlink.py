@@ -10,10 +10,11 @@ import functools
 import re
 from collections.abc import Iterable
 
-from ..errors import LinkError, ToolchainError
+from ..errors import LinkError, NumptxError, ToolchainError
 from .arch import normalize_arch
+from .options import option_list
 
-_LINE = re.compile(r"line (\d+); (error|warning)\s*:\s*(.*)")
+_LINE = re.compile(r"line (\d+); (error|warning|fatal)\s*:\s*(.*)")
 STUB_TAG = "// PTX_INJECT_STUB "
 STUB_END = "// PTX_INJECT_STUB_END"
 
@@ -48,6 +49,22 @@ def _locate(lines: list[str], lineno: int) -> tuple[str | None, int | None, str]
     return None, None, text
 
 
+def _stub_before(lines: list[str], lineno: int) -> int | None:
+    """The line number of a stub's last line when only comments and blank lines separate it
+    from PTX line ``lineno``: ptxas reports a statement left open at the end of a stub (a
+    missing ``;``) at the next token, past the stub's end marker."""
+    passed_end = False
+    for i in range(min(lineno, len(lines) + 1) - 2, -1, -1):
+        s = lines[i].strip()
+        if not s:
+            continue
+        if s.startswith("//"):
+            passed_end = passed_end or s.startswith(STUB_END)
+            continue
+        return i + 1 if passed_end else None
+    return None
+
+
 _MAX_LINES = 20   # of messages and of the quoted log in a LinkError's text
 
 
@@ -55,7 +72,7 @@ def _explain(ptx: str, log: str, arch: str) -> LinkError:
     lines = ptx.splitlines()
     found = []
     for m in _LINE.finditer(log):
-        if m.group(2) == "error":
+        if m.group(2) != "warning":
             found.append((int(m.group(1)), m.group(3).strip()))
     if not found:
         hint = ""
@@ -69,6 +86,12 @@ def _explain(ptx: str, log: str, arch: str) -> LinkError:
     groups: dict = {}
     for lineno, msg in sorted(set(found)):
         site, stub_lineno, text = _locate(lines, lineno)
+        if site is None and msg.startswith("Parsing error"):
+            last = _stub_before(lines, lineno)
+            if last is not None:
+                site, stub_lineno, text = _locate(lines, last)
+                if site is not None:
+                    lineno, msg = last, f"{msg} (at the end of the stub: a missing ';'?)"
         key = (site, stub_lineno, msg) if site is not None else (None, lineno, msg)
         g = groups.setdefault(key, [lineno, text, 0])
         g[2] += 1
@@ -93,7 +116,7 @@ def _explain(ptx: str, log: str, arch: str) -> LinkError:
 
 
 def ptx_to_cubin(ptx: str | bytes, arch: str | int | tuple = "sm_90", *,
-                 options: Iterable[str] = (), name: str = "numptx.ptx") -> bytes:
+                 options: str | Iterable[str] = (), name: str = "numptx.ptx") -> bytes:
     """Assemble PTX text to a cubin for ``arch`` with nvJitLink and return its bytes.
 
     ``options`` are extra nvJitLink options (``"-O3"``, ``"-lineinfo"``, ``"-maxrregcount=64"``).
@@ -103,12 +126,17 @@ def ptx_to_cubin(ptx: str | bytes, arch: str | int | tuple = "sm_90", *,
     """
     number, suffix = normalize_arch(arch)
     arch_s = f"sm_{number}{suffix}"
-    data = ptx.encode() if isinstance(ptx, str) else bytes(ptx)
+    if not isinstance(ptx, (str, bytes, bytearray, memoryview)):
+        raise NumptxError(f"ptx_to_cubin takes PTX text (str or bytes), not {type(ptx).__name__}")
+    try:
+        data = ptx.encode() if isinstance(ptx, str) else bytes(ptx)
+    except UnicodeEncodeError as e:
+        raise LinkError(f"ptx_to_cubin: the PTX is not encodable text ({e})") from None
     if not data.strip(b"\0 \t\r\n"):
         raise LinkError(f"ptx_to_cubin: empty PTX for {arch_s}")
     if not data.endswith(b"\0"):
         data += b"\0"
-    opts = [f"-arch={arch_s}", *options]
+    opts = [f"-arch={arch_s}", *option_list(options, "ptx_to_cubin(options=)")]
     nvj = _nvjitlink()
     try:
         handle = nvj.create(len(opts), opts)

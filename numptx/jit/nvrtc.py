@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from ..annotate import check_macro_annotations, process_cuda, user_type_defines
 from ..errors import CompileError, ToolchainError
 from .arch import normalize_arch
+from .options import option_list
 
 log = logging.getLogger(__name__)
 
@@ -64,8 +65,8 @@ def _check(nvrtc, err, what: str) -> None:
         raise CompileError(f"NVRTC {what} failed: {msg.decode(errors='replace')}")
 
 
-def cuda_to_ptx(src: str, arch: str | int | tuple = "sm_90", *, options: Iterable[str] = (),
-                name: str = "numptx_template.cu", include_paths: Iterable[str] = (),
+def cuda_to_ptx(src: str, arch: str | int | tuple = "sm_90", *, options: str | Iterable[str] = (),
+                name: str = "numptx_template.cu", include_paths: str | Iterable[str] = (),
                 std: str = "c++17") -> str:
     """Compile CUDA C++ ``src`` to PTX text for ``arch`` with NVRTC.
 
@@ -79,7 +80,12 @@ def cuda_to_ptx(src: str, arch: str | int | tuple = "sm_90", *, options: Iterabl
     """
     if not isinstance(src, str):
         raise CompileError(f"cuda_to_ptx: source must be str, not {type(src).__name__}")
+    if "\0" in src:      # NVRTC takes a C string: it would silently drop the rest of the source
+        raise CompileError(f"{name}:{src.count(chr(10), 0, src.index(chr(0))) + 1}: the source "
+                           f"contains a NUL character")
     number, suffix = normalize_arch(arch)
+    extra = option_list(options, "cuda_to_ptx(options=)")
+    includes = option_list(include_paths, "cuda_to_ptx(include_paths=)")
     processed = process_cuda(src, source_name=name)
     check_macro_annotations(processed, source_name=name)
     full = (f'#include "{HEADER_NAME}"\n{user_type_defines()}#line 1 "{name}"\n{processed}').encode()
@@ -89,14 +95,17 @@ def cuda_to_ptx(src: str, arch: str | int | tuple = "sm_90", *, options: Iterabl
     cuda_inc = _cuda_include_dir()
     if cuda_inc:
         opts.append(f"-I{cuda_inc}")
-    opts += [f"-I{p}" for p in include_paths]
-    opts += list(options)
+    opts += [f"-I{p}" for p in includes]
+    opts += extra
 
     nvrtc = _nvrtc()
     err, prog = nvrtc.nvrtcCreateProgram(full, name.encode(), 1, [_header_text()], [HEADER_NAME.encode()])
     _check(nvrtc, err, "program creation")
     try:
-        enc = [o.encode() for o in opts]
+        try:
+            enc = [o.encode() for o in opts]
+        except UnicodeEncodeError as e:
+            raise CompileError(f"cuda_to_ptx: an option is not encodable text: {e}") from None
         (err,) = nvrtc.nvrtcCompileProgram(prog, len(enc), enc)
         _, size = nvrtc.nvrtcGetProgramLogSize(prog)
         # a fresh writable buffer each time: NVRTC writes into it (``b" " * 1`` would be the

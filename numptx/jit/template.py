@@ -27,11 +27,12 @@ from concurrent.futures import Executor, ThreadPoolExecutor, as_completed
 from functools import cached_property
 from typing import Any
 
-from ..errors import NumptxError
+from ..errors import LinkError, NumptxError, RenderError
 from ..inject import PtxInject, Site
 from .arch import normalize_arch
-from .cache import CubinCache, default_cache, template_digest, variant_key
+from .cache import CubinCache, cache_option, default_cache, template_digest, variant_key
 from .nvjitlink import ptx_to_cubin
+from .options import option_list
 from .params import Param, kernel_params
 
 __all__ = ["Template", "CudaTemplate", "Variant", "BuildError", "resolve_stub", "find_entries"]
@@ -60,7 +61,7 @@ def find_entries(ptx: str) -> list[str]:
 def resolve_stub(stub: Any, site: Site) -> str:
     """PTX text of ``stub`` for ``site`` (see the module documentation for what a stub may be)."""
     if isinstance(stub, str):
-        return str(stub)
+        return _checked_text(str(stub), site.name)
     make = getattr(stub, "stub", None)
     if callable(make):
         out = make(site)
@@ -76,14 +77,42 @@ def resolve_stub(stub: Any, site: Site) -> str:
                       f"with .stub(site), not {type(stub).__name__}")
 
 
+_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+
+
+def _checked_text(text: str, site: str) -> str:
+    """A raw PTX stub, refused early where it cannot work in any template: text that is not
+    UTF-8, or braces that do not pair (a stray ``}`` closes the kernel's own scope, and ptxas
+    then blames lines the user never wrote)."""
+    try:
+        text.encode()
+    except UnicodeEncodeError as e:
+        raise RenderError(f"the stub of site {site!r} is not encodable text: {e}") from None
+    if "{" in text or "}" in text:
+        depth = 0
+        for lineno, line in enumerate(_COMMENT.sub(lambda m: "\n" * m.group().count("\n"),
+                                                   text).split("\n"), 1):
+            for ch in line:
+                depth += (ch == "{") - (ch == "}")
+                if depth < 0:
+                    raise LinkError(f"invalid stub for site {site!r}: stub line {lineno} "
+                                    f"{text.splitlines()[lineno - 1].strip()!r} closes a '}}' "
+                                    f"the stub did not open", site=site,
+                                    stub_line=text.splitlines()[lineno - 1].strip())
+        if depth:
+            raise LinkError(f"invalid stub for site {site!r}: {depth} '{{' left open at the end "
+                            f"of the stub", site=site)
+    return text
+
+
 def _merge(stubs: Mapping[str, Any] | None, kw: Mapping[str, Any]) -> dict[str, Any]:
     if stubs is not None and not isinstance(stubs, Mapping):
-        raise NumptxError(f"stubs are given as a mapping site name -> stub (or keywords), not "
+        raise RenderError(f"stubs are given as a mapping site name -> stub (or keywords), not "
                           f"{type(stubs).__name__}")
     both = dict(stubs or {})
     dup = both.keys() & kw.keys()
     if dup:
-        raise NumptxError(f"stub for site(s) {sorted(dup)} given twice")
+        raise RenderError(f"stub for site(s) {sorted(dup)} given twice")
     both.update(kw)
     return both
 
@@ -100,6 +129,10 @@ class Template:
     def __init__(self, ptx: str, *, entry: str | None = None, arch: Any = None,
                  link_options: Iterable[str] = (), producer: str = "",
                  cache: CubinCache | None | bool = True, bind: bool = True):
+        if not isinstance(ptx, str):
+            raise NumptxError(f"a template is PTX text (str), not {type(ptx).__name__}")
+        if entry is not None and not isinstance(entry, str):
+            raise NumptxError(f"entry= names the kernel (str), not {type(entry).__name__}")
         self.ptx = ptx
         #: render stubs straight into the operand registers (see :meth:`PtxInject.render`)
         self.bind = bool(bind)
@@ -121,11 +154,11 @@ class Template:
             arch = m.group(1) if m else "sm_90"
         number, suffix = normalize_arch(arch)
         self.arch = f"sm_{number}{suffix}"
-        self.link_options = tuple(link_options)
+        self.link_options = option_list(link_options, "link_options")
         #: functions the PTX declares but does not define (numba links them from other files)
         self.externs = tuple(_EXTERN.findall(ptx))
         self.digest = template_digest(ptx, producer)
-        self._cache_opt = cache
+        self._cache_opt = cache_option(cache)
 
     @property
     def cache(self) -> CubinCache | None:
@@ -137,6 +170,11 @@ class Template:
     @property
     def sites(self) -> Mapping[str, Site]:
         return self.inj.sites
+
+    @property
+    def name(self) -> str:
+        """What messages call the kernel: its entry name here, the Python name for numba's."""
+        return self.entry
 
     def _explain(self, e: BaseException) -> BaseException:
         """Add what the template lacks to a link error about undefined functions."""
@@ -164,18 +202,21 @@ class Template:
     def resolve(self, stubs: Mapping[str, Any] | None = None, /, *, missing: str = "error",
                 **kw: Any) -> list[str]:
         """Stub texts in site order (``missing="empty"`` leaves sites without one as no-ops)."""
+        if missing not in ("error", "empty"):
+            raise RenderError(f"missing={missing!r}: use 'error' or 'empty'")
         given = _merge(stubs, kw)
         unknown = [n for n in given if n not in self.sites]
         if unknown:
-            raise NumptxError(f"no site named {', '.join(map(repr, unknown))} "
-                              f"(sites: {', '.join(map(repr, self.sites)) or 'none'})")
+            raise RenderError(f"no site named {', '.join(map(repr, unknown))} "
+                              f"(sites: {', '.join(map(repr, self.sites)) or 'none'})",
+                              unknown=tuple(unknown))
         texts = []
         for name, site in self.sites.items():
             stub = given.get(name)
             if stub is None:
                 if missing != "empty":
-                    raise NumptxError(f"no stub for site {name!r} (pass missing='empty' to leave "
-                                      f"it a no-op)")
+                    raise RenderError(f"no stub for site {name!r} (pass missing='empty' to leave "
+                                      f"it a no-op)", missing=(name,))
                 texts.append("")
             else:
                 texts.append(resolve_stub(stub, site))
@@ -203,7 +244,20 @@ class Template:
         """
         if errors not in ("raise", "return"):
             raise NumptxError(f"build_many(errors={errors!r}): use 'raise' or 'return'")
-        batch = list(batch)
+        if max_workers is not None and (not isinstance(max_workers, int) or isinstance(max_workers, bool)
+                                        or max_workers < 1):
+            raise NumptxError(f"build_many(max_workers={max_workers!r}): a positive int or None")
+        if executor is not None and not callable(getattr(executor, "submit", None)):
+            raise NumptxError(f"build_many(executor=): a concurrent.futures.Executor, not "
+                              f"{type(executor).__name__}")
+        if isinstance(batch, Mapping):
+            raise NumptxError("build_many takes a list of stub mappings (one per variant), not one "
+                              "mapping: build_many([{...}, {...}])")
+        try:
+            batch = list(batch)
+        except TypeError:
+            raise NumptxError(f"build_many takes a list of stub mappings, not "
+                              f"{type(batch).__name__}") from None
         total = len(batch)
         results: list = [None] * total
         failed: dict[int, BaseException] = {}
@@ -213,17 +267,18 @@ class Template:
         for i, stubs in enumerate(batch):
             try:
                 v = self.inject(stubs, missing=missing)
+                cached = v._lookup() is not None
             except Exception as e:   # noqa: BLE001 - reported with the index
-                failed[i] = e
+                failed[i] = _numptx_error(e)
                 done += 1
                 report(done)
                 continue
             results[i] = v
-            if v._lookup() is None:
-                pending.append((i, v))
-            else:
+            if cached:
                 done += 1
                 report(done)
+            else:
+                pending.append((i, v))
         own = executor is None and len(pending) > 1
         pool = executor
         if own:
@@ -240,8 +295,18 @@ class Template:
                     done += 1
                     report(done)
             else:
-                futures = {pool.submit(_link, v.ptx, self.arch, self.link_options): (i, v)
-                           for i, v in pending}
+                futures = {}
+                for i, v in pending:
+                    try:
+                        ptx = v.ptx
+                        try:
+                            futures[pool.submit(_link, ptx, self.arch, self.link_options)] = (i, v)
+                        except Exception as e:   # noqa: BLE001 - a refused job fails its variant only
+                            raise _numptx_error(e, "the executor did not take the job") from e
+                    except Exception as e:   # noqa: BLE001 - reported with the index
+                        failed[i] = _numptx_error(e)
+                        done += 1
+                        report(done)
                 for fut in as_completed(futures):
                     i, v = futures[fut]
                     try:
@@ -261,7 +326,7 @@ class Template:
                      for i, e in sorted(failed.items())[:10]]
             more = f"\n  ... and {len(failed) - 10} more" if len(failed) > 10 else ""
             raise BuildError(f"{len(failed)} of {total} variant(s) failed to build "
-                             f"({self.entry}, {self.arch}):\n" + "\n".join(lines) + more,
+                             f"({self.name}, {self.arch}):\n" + "\n".join(lines) + more,
                              errors=failed, variants=results)
         return results
 
@@ -271,7 +336,17 @@ def _retry_plain(v: Variant, e: BaseException, failed: dict, i: int) -> None:
     try:
         v._store(v._unbound(e))
     except Exception as err:   # noqa: BLE001 - reported with the index
-        failed[i] = err
+        failed[i] = _numptx_error(err)
+
+
+def _numptx_error(e: Exception, what: str = "") -> NumptxError:
+    """``e`` as it goes into a BuildError: numptx's own errors as they are, anything else (a
+    broken executor, a dead worker) wrapped, the original kept as ``__cause__``."""
+    if isinstance(e, NumptxError):
+        return e
+    err = NumptxError(f"{what + ': ' if what else ''}{type(e).__name__}: {e}")
+    err.__cause__ = e
+    return err
 
 
 def _summary(e: BaseException) -> str:
