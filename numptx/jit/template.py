@@ -60,8 +60,8 @@ def find_entries(ptx: str) -> list[str]:
 
 def resolve_stub(stub: Any, site: Site) -> str:
     """PTX text of ``stub`` for ``site`` (see the module documentation for what a stub may be)."""
-    if isinstance(stub, str):
-        return _checked_text(str(stub), site.name)
+    if isinstance(stub, str):       # numptx's own compiled stubs (str subclasses) are well formed
+        return _checked_text(stub, site.name) if type(stub) is str else str(stub)
     make = getattr(stub, "stub", None)
     if callable(make):
         out = make(site)
