@@ -5,12 +5,13 @@ The encoding, limits and stub format are specified in ``docs/design/programs.md`
 """
 from __future__ import annotations
 
+import math
 import re
 import struct
 import threading
 from array import array
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -105,6 +106,33 @@ def _bf16_bits(value: float) -> int:
     return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF
 
 
+# finite values at or beyond these magnitudes round to infinity (round to nearest even)
+_FLOAT_EDGE = {"f32": 2.0 ** 128 - 2.0 ** 103, "bf16": 2.0 ** 128 - 2.0 ** 119,
+               "f16": 65520.0}
+
+
+def _float_value(value, dtype: str, text: str) -> float:
+    """``value`` as a Python float for a ``dtype`` constant; a finite value the type cannot hold
+    is an error (NumPy would make it an infinity with only a warning). inf/nan pass as given."""
+    if value.__class__ is float and -1e4 < value < 1e4:      # the common case, quickly
+        return value
+    if isinstance(value, (bool, np.bool_, complex, np.complexfloating)) or \
+            not isinstance(value, (int, float, np.number)):
+        raise ProgramError(f"{text}: an {dtype} constant needs a real number")
+    try:
+        v = float(value)
+    except OverflowError:                     # an int beyond the f64 range
+        v = math.inf
+        finite = True
+    else:
+        finite = math.isfinite(v)
+    edge = _FLOAT_EDGE.get(dtype, math.inf)
+    if finite and not abs(v) < edge:
+        raise ProgramError(f"{text}: {value!r} is out of the {dtype} range (it would become "
+                           f"infinity; write float('inf') if that is meant)")
+    return v
+
+
 def _int_payload(value, bits: int, signed: bool, dtype: str) -> int:
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
         raise ProgramError(f"const({value!r}, {dtype!r}): an integer constant needs an int")
@@ -124,9 +152,7 @@ def const(value, dtype: str) -> Op:
     text = f"const({value!r}, {name!r})"
     if name in _WIDE:
         if name == "f64":
-            if not isinstance(value, (int, float, np.number)) or isinstance(value, bool):
-                raise ProgramError(f"{text}: an f64 constant needs a number")
-            bits = int(np.float64(value).view(np.uint64))
+            bits = int(np.float64(_float_value(value, name, text)).view(np.uint64))
         else:
             bits = _int_payload(value, 64, name == "s64", name)
         return Op(CONST64, t << 8, extra=bits, text=text)
@@ -135,17 +161,22 @@ def const(value, dtype: str) -> Op:
             raise ProgramError(f"{text}: a pred constant is True/False")
         payload = int(bool(value))
     elif name == "f32":
-        if not isinstance(value, (int, float, np.number)) or isinstance(value, bool):
-            raise ProgramError(f"{text}: an f32 constant needs a number")
-        payload = int(np.float32(value).view(np.uint32))
+        payload = int(np.float32(_float_value(value, name, text)).view(np.uint32))
     elif name in ("f16", "bf16"):
-        if not isinstance(value, (int, float, np.number)) or isinstance(value, bool):
-            raise ProgramError(f"{text}: an {name} constant needs a number")
-        payload = (int(np.float16(value).view(np.uint16)) if name == "f16" else _bf16_bits(value))
+        v = _float_value(value, name, text)
+        payload = (int(np.float16(v).view(np.uint16)) if name == "f16" else _bf16_bits(v))
     elif name in ("f16x2", "bf16x2"):
-        if isinstance(value, (tuple, list)) and len(value) == 2:
-            conv = (lambda v: int(np.float16(v).view(np.uint16))) if name == "f16x2" else _bf16_bits
-            payload = conv(value[0]) | conv(value[1]) << 16         # element 0 in the low half
+        half = name[:-2]
+        if isinstance(value, (tuple, list)):
+            if len(value) != 2:
+                raise ProgramError(f"{text}: an {name} constant is a pair (element 0, element 1) "
+                                   f"of numbers or an int bit pattern, not {len(value)} values")
+            lo, hi = (_float_value(v, half, f"{text} element {i}") for i, v in enumerate(value))
+            conv = (lambda v: int(np.float16(v).view(np.uint16))) if half == "f16" else _bf16_bits
+            payload = conv(lo) | conv(hi) << 16                     # element 0 in the low half
+        elif isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+            raise ProgramError(f"{text}: an {name} constant is a pair (element 0, element 1) of "
+                               f"numbers or an int bit pattern, not {type(value).__name__}")
         else:
             payload = _int_payload(value, 32, False, name)
     elif name == "b16":
@@ -163,6 +194,9 @@ def instr(name: str) -> Op:
 
 def special(register: str) -> Op:
     """Push a special register: ``special("tid.x")`` or ``special("%clock64")``."""
+    if not isinstance(register, str):
+        raise ProgramError(f"special({register!r}): name a special register, e.g. "
+                           f"special('tid.x')")
     return instr(register if register.startswith("%") else "%" + register)
 
 
@@ -170,7 +204,25 @@ def special(register: str) -> Op:
 def _input_index(inputs) -> dict[str, int]:
     if inputs is None:
         return {}
+    _check_names(inputs)
     return {name: i for i, name in enumerate(inputs)}
+
+
+def _check_names(inputs) -> None:
+    if isinstance(inputs, (str, bytes)) or not isinstance(inputs, Iterable):
+        raise ProgramError(f"inputs={inputs!r}: give the input names in order (a list, or a "
+                           f"dict of name -> type)")
+
+
+def _as_program(prog, what: str = "program"):
+    """``prog`` as a list/tuple of ops or the uint64 array itself (a one-shot iterator becomes
+    a list, so an error can name the op); anything else is an error naming ``what``."""
+    if isinstance(prog, (list, tuple, np.ndarray)):
+        return prog
+    if not isinstance(prog, (str, bytes, bytearray, Mapping)) and isinstance(prog, Iterable):
+        return list(prog)
+    raise ProgramError(f"{what}: expected a list of ops (or a uint64 array from encode()), "
+                       f"not {type(prog).__name__}")
 
 
 def encode(prog: Sequence[Op], inputs: Sequence[str] | Mapping[str, str] | None = None) -> np.ndarray:
@@ -188,7 +240,8 @@ def _encode_fast(prog, name_raw: dict[str, bytes]) -> bytes | None:
         return None
 
 
-def _encode(prog, index: dict[str, int]) -> array:
+def _encode(prog, index: dict[str, int], what: str = "program") -> array:
+    prog = _as_program(prog, what)
     words = array("Q")
     append = words.append
     try:
@@ -198,14 +251,15 @@ def _encode(prog, index: dict[str, int]) -> array:
                     append(op.word | index[op.name] << 16)
                 except KeyError:
                     known = ", ".join(map(repr, index)) or "none"
-                    raise ProgramError(f"{op!r}: no input named {op.name!r} (inputs: {known})") from None
+                    raise ProgramError(f"{what}: {op!r}: no input named {op.name!r} (inputs: "
+                                       f"{known})") from None
             else:
                 append(op.word)
                 if op.extra is not None:
                     append(op.extra)
     except AttributeError:
-        bad = next(i for i, op in enumerate(prog) if not isinstance(op, Op))
-        raise ProgramError(f"program item {bad} is {prog[bad]!r}, not a Stack PTX op") from None
+        bad, item = next((i, op) for i, op in enumerate(prog) if not isinstance(op, Op))
+        raise ProgramError(f"{what} item {bad} is {item!r}, not a Stack PTX op") from None
     return words
 
 
@@ -213,8 +267,10 @@ def decode(words: np.ndarray | Sequence[int], inputs: Sequence[str] | None = Non
     """Ops of an encoded program, validated word by word (a :class:`ProgramError` names the index
     of a word that is no valid op under the current instruction table)."""
     types = _types()
+    if inputs is not None:
+        _check_names(inputs)
     names = list(inputs) if inputs is not None else None
-    w = [int(x) for x in np.asarray(words, dtype=np.uint64).ravel()]
+    w = [int(x) for x in _as_words(words).ravel()]
     out: list[Op] = []
     i = 0
     while i < len(w):
@@ -257,6 +313,35 @@ def decode(words: np.ndarray | Sequence[int], inputs: Sequence[str] | None = Non
         out.append(op)
         i += 1
     return out
+
+
+def _as_words(words) -> np.ndarray:
+    """Encoded words as a uint64 array; a value that is no 64-bit word is an error."""
+    if isinstance(words, np.ndarray) and words.dtype == np.uint64:
+        return words
+    if words is None or isinstance(words, (str, bytes, Mapping)):
+        raise ProgramError(f"decode: expected a sequence of uint64 words, not "
+                           f"{type(words).__name__}")
+    try:
+        arr = np.asarray(words)
+    except (TypeError, ValueError) as e:
+        raise ProgramError(f"decode: expected a sequence of uint64 words ({e})") from None
+    if arr.size == 0:
+        return arr.astype(np.uint64)
+    if arr.dtype == object:             # Python ints beyond int64: check each
+        bad = [(i, x) for i, x in enumerate(arr.ravel())
+               if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, np.integer))
+               or not 0 <= int(x) < 1 << 64]
+        if bad:
+            i, x = bad[0]
+            raise ProgramError(f"decode: word {i} is {x!r}, not a uint64 word")
+        return np.array([int(x) for x in arr.ravel()], dtype=np.uint64)
+    if arr.dtype.kind not in "iu":
+        raise ProgramError(f"decode: words must be integers (uint64), not {arr.dtype}")
+    if arr.dtype.kind == "i" and (arr < 0).any():
+        i = int(np.argmax(arr.ravel() < 0))
+        raise ProgramError(f"decode: word {i} is {int(arr.ravel()[i])}, not a uint64 word")
+    return arr.astype(np.uint64)
 
 
 # ---- compiled stubs -----------------------------------------------------------------------------
@@ -344,12 +429,21 @@ class Limits:
     meta_capacity: int = 256
     n_slots: int = 16
 
+    def __new__(cls, *args, **kwargs):
+        # a misspelled field would be a bare TypeError from the generated __init__
+        unknown = [k for k in kwargs if k not in _LIMIT_FIELDS]
+        if unknown or len(args) > len(_LIMIT_FIELDS):
+            what = f"unknown field {unknown[0]!r}" if unknown else f"{len(args)} positional values"
+            raise ProgramError(f"Limits: {what}; the fields are {', '.join(_LIMIT_FIELDS)}")
+        return super().__new__(cls)
+
     def __post_init__(self):
         for k, v in self.__dict__.items():
             if not isinstance(v, int) or not 1 <= v <= 1 << 20:
                 raise ProgramError(f"Limits.{k} = {v!r}: must be an int in [1, 1048576]")
 
 
+_LIMIT_FIELDS = tuple(f.name for f in fields(Limits))
 DEFAULT_LIMITS = Limits()
 
 
@@ -403,7 +497,7 @@ class _IO:
 
     def __init__(self, in_prog_names, in_regs, in_types, out_regs, out_types):
         for reg in (*in_regs, *out_regs):
-            if not _IDENT.match(reg) or _TEMP.match(reg):
+            if not isinstance(reg, str) or not _IDENT.match(reg) or _TEMP.match(reg):
                 raise ProgramError(f"register name {reg!r} is not usable in a stub: it must be a PTX "
                                    f"identifier and not of the form _s<number> (stub temporaries)")
         if len(set(out_regs)) != len(out_regs):
@@ -511,10 +605,14 @@ def _limits_c(limits: Limits | None):
             _limits_cache[None] = c
         return None, c
     lim = limits
-    c = _limits_cache.get(lim)
+    try:
+        c = _limits_cache.get(lim)
+    except TypeError:                       # unhashable: a dict, a list...
+        c = None
     if c is None:
         if not isinstance(lim, Limits):
-            raise ProgramError(f"limits must be a numptx.stack_ptx.Limits, not {type(lim).__name__}")
+            raise ProgramError(f"limits must be a numptx.stack_ptx.Limits, e.g. "
+                               f"sp.Limits(max_steps=1000), not {type(lim).__name__}")
         c = ffi.new("stackptx_limits *", [lim.max_steps, lim.max_nodes, lim.max_depth,
                                           lim.stack_capacity, lim.meta_capacity, lim.n_slots])
         _limits_cache[lim] = c
@@ -529,7 +627,7 @@ def _words(prog, io: _IO, what: str = "program"):
         return ffi.from_buffer("uint64_t[]", arr), len(arr), arr
     words = _encode_fast(prog, io.name_words)
     if words is None:
-        words = _encode(prog, io.index).tobytes()   # raises the precise error
+        words = _encode(prog, io.index, what).tobytes()   # raises the precise error
     return ffi.from_buffer("uint64_t[]", words), len(words) >> 3, words
 
 
@@ -537,14 +635,24 @@ def _routines(routines, io: _IO):
     """C routines from encoded words (bytes), uint64 arrays or op lists."""
     if not routines:
         return ffi.NULL, None
+    if isinstance(routines, (str, bytes, bytearray, Mapping, np.ndarray)) or \
+            not isinstance(routines, Iterable):
+        raise ProgramError(f"routines=: expected a list of routines (op lists, encoded bytes or "
+                           f"uint64 arrays), not {type(routines).__name__}")
     parts = []
-    for r in routines:
+    for i, r in enumerate(routines):
         if isinstance(r, (bytes, bytearray)):
+            if len(r) % 8:
+                raise ProgramError(f"routine {i}: {len(r)} bytes is no whole number of 64-bit "
+                                   f"words")
             parts.append(bytes(r))
         elif isinstance(r, np.ndarray):
+            if r.dtype.kind not in "iu":
+                raise ProgramError(f"routine {i}: an encoded routine is a uint64 array, not "
+                                   f"{r.dtype}")
             parts.append(np.ascontiguousarray(r, dtype=np.uint64).tobytes())
         else:
-            parts.append(_encode(r, io.index).tobytes())
+            parts.append(_encode(r, io.index, f"routine {i}").tobytes())
     words = b"".join(parts)
     offsets = array("I", [0])
     total = 0
@@ -570,6 +678,8 @@ def compile_words(mode: str, prog, inputs, outputs, *, site=None, routines=(), s
                   limits=None) -> Stub:
     """Compile one program with the Stack PTX (mode "stack") or AST PTX (mode "ast") core."""
     io = _io_for(inputs, outputs, site)
+    if prog.__class__ is not list:
+        prog = _as_program(prog)
     words, n, keep = _words(prog, io)
     rts, rkeep = _routines(routines, io) if routines else (ffi.NULL, None)
     try:
@@ -603,6 +713,10 @@ def _io_ordered(inputs, outputs, site, names: tuple) -> _IO:
         io = _io_cache.get(key)
         if io is not None and io._keep[1] is site:
             return io
+        if isinstance(site, str) or not hasattr(site, "inputs") or not hasattr(site, "outputs"):
+            hint = f" (pass inj.sites[{site!r}])" if isinstance(site, str) else ""
+            raise ProgramError(f"site= takes a numptx Site, not {type(site).__name__}{hint}; or "
+                               f"pass inputs=/outputs=")
         ins, outs = list(site.inputs), site.outputs
         what = f"site {site.name!r}"
     else:
@@ -736,7 +850,11 @@ def compile_words_many(programs, inputs, outputs, *, site=None, routines=(), str
                        limits=None) -> list[Stub]:
     """Compile a batch with one call of the C loop (which runs with the GIL released)."""
     io = _io_for(inputs, outputs, site)
-    programs = programs if isinstance(programs, list) else list(programs)
+    if not isinstance(programs, list):
+        if isinstance(programs, (str, bytes, Mapping)) or not isinstance(programs, Iterable):
+            raise ProgramError(f"compile_many: expected a list of programs (op lists or uint64 "
+                               f"arrays), not {type(programs).__name__}")
+        programs = list(programs)
     table = _table()
     lim_key, lim = _limits_c(limits)
     n = len(programs)
@@ -750,13 +868,22 @@ def compile_words_many(programs, inputs, outputs, *, site=None, routines=(), str
         lens = [len(p) for p in programs]
     else:
         parts = []
-        for p in programs:
+        for i, p in enumerate(programs):
             if isinstance(p, np.ndarray):
+                if p.dtype.kind not in "iu" or p.ndim != 1:
+                    raise ProgramError(f"compile_many: program {i}: encoded programs are 1-D "
+                                       f"uint64 arrays, not {p.dtype} {p.shape}")
                 parts.append(np.asarray(p, dtype=np.uint64))
             else:
                 w = _encode_fast(p, io.name_words)
-                parts.append(np.frombuffer(w if w is not None else _encode(p, io.index).tobytes(),
-                                           dtype=np.uint64))
+                if w is None:
+                    if not isinstance(p, (list, tuple)) and isinstance(p, Iterable) and \
+                            not isinstance(p, (str, bytes, Mapping)):
+                        # a one-shot iterator the fast path consumed: the ops are gone
+                        raise ProgramError(f"compile_many: program {i} holds an item that is "
+                                           f"no op (or an unknown input); pass lists of ops")
+                    w = _encode(p, io.index, f"compile_many: program {i}").tobytes()
+                parts.append(np.frombuffer(w, dtype=np.uint64))
         allw = np.concatenate(parts)
         lens = [len(p) for p in parts]
     offsets = np.zeros(n + 1, dtype=np.uint32)

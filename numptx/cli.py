@@ -13,6 +13,20 @@ import os
 import sys
 
 
+class _InputError(Exception):
+    """A file the command cannot read or write: one line on stderr, exit status 2."""
+
+
+def _read_text(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except UnicodeDecodeError as e:
+        raise _InputError(f"{path}: not a UTF-8 text file (byte {e.start})") from None
+    except OSError as e:
+        raise _InputError(f"cannot read {path}: {e.strerror or e}") from None
+
+
 def _cmd_demo(args) -> int:
     from .demo import run
     run(arch=args.arch)
@@ -21,26 +35,31 @@ def _cmd_demo(args) -> int:
 
 def _cmd_process(args) -> int:
     from .annotate import process_cuda
-    os.makedirs(args.output, exist_ok=True)
+    try:
+        os.makedirs(args.output, exist_ok=True)
+    except OSError as e:
+        raise _InputError(f"cannot create the output folder {args.output}: "
+                          f"{e.strerror or e}") from None
     for path in args.files:
-        with open(path, encoding="utf-8") as f:
-            src = f.read()
+        src = _read_text(path)
         result = process_cuda(src, source_name=path)
         dest = os.path.join(args.output, os.path.basename(path))
         if os.path.abspath(dest) == os.path.abspath(path):
             raise SystemExit(f"numptx process: refusing to overwrite the input {path}; choose another -o")
         tmp = dest + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(result)
-        os.replace(tmp, dest)
+        try:
+            with open(tmp, "w", encoding="utf-8") as f:
+                f.write(result)
+            os.replace(tmp, dest)
+        except OSError as e:
+            raise _InputError(f"cannot write {dest}: {e.strerror or e}") from None
         print(f"{path} -> {dest}")
     return 0
 
 
 def _cmd_sites(args) -> int:
     import numptx as nx
-    with open(args.file, encoding="utf-8") as f:
-        text = f.read()
+    text = _read_text(args.file)
     ptx = text if args.file.endswith(".ptx") else nx.cuda_to_ptx(text, arch=args.arch, name=args.file)
     inj = nx.PtxInject(ptx)
     if not inj.sites:
@@ -95,6 +114,9 @@ def main(argv: list[str] | None = None) -> int:
     except NumptxError as e:
         print(f"numptx {args.command}: error: {e}", file=sys.stderr)
         return 1
+    except _InputError as e:
+        print(f"numptx {args.command}: error: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -25,8 +25,9 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 
 from ._program import (ASTError, CONST, CONST64, INPUT, INSTR, LOAD, META, META_CONST, META_OPS,
-                       NOP, RETURN, ROUTINE, STORE, Limits, Op, ProgramError, Stub, compile_words,
-                       compile_words_many, const, decode, encode, input, instr, special, type_id)
+                       NOP, RETURN, ROUTINE, STORE, Limits, Op, ProgramError, Stub, _as_program,
+                       compile_words, compile_words_many, const, decode, encode, input, instr,
+                       special, type_id)
 from .errors import NumptxError
 
 __all__ = [
@@ -143,6 +144,12 @@ def dumps(prog: Sequence[Op]) -> bytes:
     """
     import hashlib
     from .instructions import TABLE
+    try:
+        prog = _as_program(prog, "dumps")
+    except ProgramError as e:
+        raise SerializationError(str(e)) from None
+    if isinstance(prog, np.ndarray):
+        raise SerializationError("dumps: takes a list of ops; decode() an encoded program first")
     names: list[str] = []
     for op in prog:
         if not isinstance(op, Op):

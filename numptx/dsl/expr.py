@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import typing
 import weakref
+from collections.abc import Mapping as _Mapping
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -32,7 +33,7 @@ from .lower import PASS, Lowered, to_ast, to_stack
 from .trace import (EagerTracer, EagerValue, FramedGraphTracer, GraphTracer, Proxy, TraceError,
                     Tracer)
 
-__all__ = ["PtxExpr", "ptx_expr", "BindError"]
+__all__ = ["PtxExpr", "ptx_expr", "BindError", "ArgumentError"]
 
 BACKENDS = ("stack", "ast")
 _MAX_BINDS = 256            # bound expressions kept per expression (bind() results)
@@ -44,16 +45,40 @@ class BindError(TraceError):
     both signatures."""
 
 
+class ArgumentError(TraceError, TypeError, ValueError):
+    """A bad argument to ``ptx_expr`` or a :class:`PtxExpr` method (not a function, an unknown
+    backend or keyword, a wrong call of the reference evaluation). Also a TypeError and a
+    ValueError: what these mistakes raised before."""
+
+
+def _check_backend(backend: Any, what: str) -> None:
+    if backend not in BACKENDS:
+        raise ArgumentError(f"{what}: backend must be one of {', '.join(map(repr, BACKENDS))}, "
+                            f"not {backend!r}")
+
+
+def _flag(value: Any, what: str) -> bool:
+    """A bool option (fastmath=); a string or other object is a mistake, not a truth value."""
+    if isinstance(value, (bool, np.bool_)) or (isinstance(value, (int, np.integer))
+                                               and value in (0, 1)):
+        return bool(value)
+    raise ArgumentError(f"{what}: fastmath must be True or False, not {value!r}")
+
+
 def ptx_expr(fn: Callable | None = None, *, fastmath: bool = False,
-             backend: str = "stack") -> Any:
+             backend: str = "stack", **unknown: Any) -> Any:
     """Decorator: ``@nx.ptx_expr`` or ``@nx.ptx_expr(fastmath=False, backend="stack")``.
 
     ``fastmath=True`` lowers + - * to the contractible ``.ftz`` forms, / sqrt rcp rsqrt to
     ``.approx.ftz`` and the transcendentals to mathlib's fast sequences; ``backend`` picks the
     program form the stubs are compiled from (``"stack"``: Stack PTX, ``"ast"``: AST PTX).
     """
-    if backend not in BACKENDS:
-        raise ValueError(f"ptx_expr: backend must be one of {BACKENDS}, not {backend!r}")
+    if unknown:
+        raise ArgumentError(f"ptx_expr: unknown option {next(iter(unknown))!r}; the options are "
+                            f"fastmath=True/False and backend="
+                            f"{' or '.join(map(repr, BACKENDS))}")
+    _check_backend(backend, "ptx_expr")
+    fastmath = _flag(fastmath, "ptx_expr")
     if fn is None:
         return lambda f: PtxExpr(f, fastmath=fastmath, backend=backend)
     return PtxExpr(fn, fastmath=fastmath, backend=backend)
@@ -77,6 +102,14 @@ def _analyse(fn, code, defaults: tuple, ann: dict) -> tuple:
     if code.co_flags & 0x0C:                  # *args / **kwargs
         raise TraceError("ptx_expr formulas take named parameters (no *args/**kwargs)",
                          frame=_def_frame(fn), fix="list the parameters: def f(x, y)")
+    # keyword-only parameters are never passed: one without a default could not be called
+    kwonly = code.co_varnames[code.co_argcount:code.co_argcount + code.co_kwonlyargcount]
+    kwdefaults = getattr(fn, "__kwdefaults__", None) or {}
+    missing = [n for n in kwonly if n not in kwdefaults]
+    if missing:
+        raise TraceError(f"keyword-only parameter {missing[0]!r} has no default: ptx_expr "
+                         f"passes the inputs by position", frame=_def_frame(fn),
+                         fix="make it an ordinary parameter (def f(x, y)) or give it a default")
     glb = getattr(fn, "__globals__", None)
     types: dict[str, T.DType] = {}
     for n in names:
@@ -92,13 +125,20 @@ def _analyse(fn, code, defaults: tuple, ann: dict) -> tuple:
     # the last item: bindings of this signature's expressions to sites, (id(site), outputs)
     # -> (site, rename, order), shared by every fresh expression of the function
     return (defaults, types, sum(1 for n in names if n not in defaults), ret,
-            _return_types(ret, glb), {})
+            _return_types(ret, glb, fn), {})
 
 
-def _return_types(r: Any, glb: dict | None) -> list | None:
-    """The DTypes a return annotation declares (None: no usable annotation)."""
+# return annotations that say only "several outputs": no type to check
+_CONTAINERS = (tuple, list, dict, typing.Tuple, typing.List, typing.Dict)
+
+
+def _return_types(r: Any, glb: dict | None, fn: Any = None) -> list | None:
+    """The DTypes a return annotation declares (None: no annotation, or a bare container such
+    as ``tuple`` or ``dict[str, nx.f32]``); an annotation naming no numptx type is an error,
+    as for parameters."""
     if r is None:
         return None
+    shown = r
     if isinstance(r, str):
         t = T.parse_annotation(r, glb)
         if t is not None:
@@ -106,16 +146,39 @@ def _return_types(r: Any, glb: dict | None) -> list | None:
         try:
             r = eval(r, glb or {})   # noqa: S307 - user annotation
         except Exception:
-            return None
-    t = T.as_dtype(r) if not isinstance(r, (tuple, list)) else None
+            r = _BAD
+        if isinstance(r, str):       # a quoted string under `from __future__ import annotations`
+            shown = r
+            t = T.parse_annotation(r, glb)
+            if t is not None:
+                return [t]
+            r = _BAD
+    t = T.as_dtype(r) if not isinstance(r, (tuple, list, str)) and r is not _BAD else None
     if t is not None:
         return [t]
-    args = typing.get_args(r) if typing.get_origin(r) in (tuple,) else \
-        r if isinstance(r, (tuple, list)) else None
-    if args is None:
+    origin = typing.get_origin(r)
+    if origin is tuple or isinstance(r, (tuple, list)):
+        args = tuple(typing.get_args(r) if origin is tuple else r)
+        if not args:                                        # bare typing.Tuple
+            return None
+        open_ = len(args) == 2 and args[1] is Ellipsis      # tuple[nx.f32, ...]: any count
+        elems = [a.__forward_arg__ if isinstance(a, typing.ForwardRef) else a   # Tuple["nx.f32"]
+                 for a in (args[:1] if open_ else args)]
+        ts = [T.parse_annotation(a, glb) for a in elems]
+        if all(t is not None for t in ts):
+            return None if open_ else ts
+        shown = f"{shown!r} (element {elems[ts.index(None)]!r})"
+    elif any(r is c for c in _CONTAINERS) or origin in (dict, list):
         return None
-    ts = [T.parse_annotation(a) for a in args]
-    return ts if all(x is not None for x in ts) else None
+    else:
+        shown = repr(shown)
+    raise TraceError(f"return annotation {shown} is not a numptx type",
+                     frame=_def_frame(fn) if fn is not None else None,
+                     fix="annotate with nx.f32, nx.s32, ... (a tuple[...] of them for several "
+                         "outputs) or leave it out")
+
+
+_BAD = object()          # a string annotation that does not evaluate
 
 
 def _def_frame(fn) -> tuple:
@@ -132,8 +195,12 @@ class PtxExpr:
                  bound: Mapping[str, Any] | None = None):
         code = getattr(fn, "__code__", None)
         if code is None:
-            raise TypeError(f"ptx_expr needs a Python function, not {type(fn).__name__}")
-        self.fn, self.fastmath, self.backend = fn, bool(fastmath), backend
+            raise ArgumentError(f"ptx_expr needs a Python function (def or lambda), not "
+                                f"{type(fn).__name__}",
+                                fix="decorate a def: @nx.ptx_expr or @nx.ptx_expr(fastmath=True)")
+        if backend not in BACKENDS:
+            _check_backend(backend, "ptx_expr")
+        self.fn, self.fastmath, self.backend = fn, _flag(fastmath, "ptx_expr"), backend
         self.__name__ = getattr(fn, "__name__", "expr")
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
@@ -171,7 +238,8 @@ class PtxExpr:
     # ---- tracing ----------------------------------------------------------------------------------
     def trace(self, fastmath: bool | None = None) -> Graph:
         """The traced graph (cached per fastmath setting)."""
-        fm = self.fastmath if fastmath is None else bool(fastmath)
+        fm = self.fastmath if fastmath is None else fastmath if fastmath.__class__ is bool else \
+            _flag(fastmath, "trace")
         g = self._graphs.get(fm)
         if g is None:
             g = self._graphs[fm] = self._trace_new(fm, False)
@@ -191,12 +259,21 @@ class PtxExpr:
                 node = g.input(name, t.name)
             args.append(Proxy(node, tr))
         g.frame = None
-        ret = self._call(args)
+        try:
+            ret = self._call(args)
+        except RecursionError:
+            raise self._too_deep() from None
         g.frame = _def_frame(self.fn)
         form, outs = self._outputs(ret, tr)
         g.output_form = form
         g.outputs = [(k, v) for k, v in outs]
         return g
+
+    def _too_deep(self) -> TraceError:
+        return TraceError(f"tracing {self.__name__} exceeded Python's recursion limit",
+                          frame=_def_frame(self.fn),
+                          fix="a formula cannot call itself: the recursion never ends while "
+                              "tracing (loop over range(n) with a Python constant n instead)")
 
     def _call(self, args: list) -> Any:
         k = self._n_positional
@@ -270,11 +347,13 @@ class PtxExpr:
         are rounded, uint16 arrays are taken as bit patterns)."""
         names = list(self.params)
         if len(args) > len(names):
-            raise TypeError(f"{self.__name__}() takes {len(names)} argument(s), got {len(args)}")
+            raise ArgumentError(f"{self.__name__}() takes {len(names)} argument(s) "
+                                f"({', '.join(names)}), got {len(args)}")
         values = dict(zip(names, args))
         for k, v in kwargs.items():
             if k not in self.params or k in values:
-                raise TypeError(f"{self.__name__}() got an unexpected or repeated argument {k!r}")
+                raise ArgumentError(f"{self.__name__}() got an unexpected or repeated argument "
+                                    f"{k!r} (parameters: {', '.join(names)})")
             values[k] = v
         ev = EagerTracer()
         proxies, scalar = [], True
@@ -286,11 +365,22 @@ class PtxExpr:
             elif name in self.defaults:
                 v = self.defaults[name]
             else:
-                raise TypeError(f"{self.__name__}() missing argument {name!r}")
-            arr = _as_array(v, t)
+                raise ArgumentError(f"{self.__name__}() missing argument {name!r}")
+            arr = _as_array(v, t, name)
             scalar = scalar and arr.ndim == 0
             proxies.append(Proxy(EagerValue(arr, t), ev))
-        ret = self._call(proxies)
+        if not scalar:
+            try:
+                np.broadcast_shapes(*[p.node.value.shape for p in proxies])
+            except ValueError:
+                shapes = ", ".join(f"{k}: {p.node.value.shape}"
+                                   for k, p in zip(self.all_params, proxies))
+                raise ArgumentError(f"{self.__name__}(): the argument shapes do not broadcast "
+                                    f"({shapes})") from None
+        try:
+            ret = self._call(proxies)
+        except RecursionError:
+            raise self._too_deep() from None
         form, outs = self._outputs(ret, ev)
         vals = [n.value[()] if scalar else n.value for _, n in outs]
         if form == "single":
@@ -300,9 +390,12 @@ class PtxExpr:
         return {k: v for (k, _), v in zip(outs, vals)}
 
     # ---- binding -----------------------------------------------------------------------------------
-    def bind(self, **values: Any) -> PtxExpr:
+    def bind(self, *args: Any, **values: Any) -> PtxExpr:
         """A new expression with these parameters baked in as constants (of their declared
         types); the others stay runtime inputs."""
+        if args:
+            raise ArgumentError(f"bind takes parameters by name: {self.__name__}.bind("
+                                f"{next(iter(self.all_params), 'x')}=1.0)")
         key = tuple(sorted((k, repr(v)) for k, v in values.items()))
         binds = self._binds
         hit = binds.pop(key, None)
@@ -328,8 +421,9 @@ class PtxExpr:
         """The lowered program (cached per fastmath, backend and output order)."""
         backend = backend or self.backend
         if backend not in BACKENDS:
-            raise ValueError(f"backend must be one of {BACKENDS}, not {backend!r}")
-        fm = self.fastmath if fastmath is None else bool(fastmath)
+            _check_backend(backend, f"{self.__name__}.lowered")
+        fm = self.fastmath if fastmath is None else fastmath if fastmath.__class__ is bool else \
+            _flag(fastmath, f"{self.__name__}.lowered")
         g = self.trace(fm)
         if order is None:
             order = tuple(range(len(g.outputs)))
@@ -360,14 +454,24 @@ class PtxExpr:
           ``outputs=`` rename them (parameter or output name -> register name).
         """
         backend = backend or self.backend
+        if backend not in BACKENDS:
+            _check_backend(backend, f"{self.__name__}.stub")
         mode = "stack" if backend == "stack" else "ast"
         if site is not None:
             if inputs is not None or outputs is not None:
                 raise BindError("pass either a site or inputs=/outputs=, not both")
+            if isinstance(site, str):
+                raise BindError(f"stub({site!r}): pass the Site itself, inj.sites[{site!r}], or "
+                                f"name the registers with inputs=/outputs=")
             expr, rename, order = self._bind_site(site)
             low = expr.lowered(backend, order, fastmath)
             return compile_lowered(mode, low.words, low.input_names, rename, None, None, site=site,
                                    routines=low.routines, strict=True, limits=low.limits)
+        for what, m in (("inputs", inputs), ("outputs", outputs)):
+            if m is not None and not isinstance(m, _Mapping):
+                raise BindError(f"{what}= maps {'parameter' if what == 'inputs' else 'output'} "
+                                f"names to register names, e.g. {what}={{'x': 'a'}}; not "
+                                f"{type(m).__name__}")
         low = self.lowered(backend, None, fastmath)
         g = self.trace(self.fastmath if fastmath is None else fastmath)
         inputs = dict(inputs or {})
@@ -396,7 +500,12 @@ class PtxExpr:
         hit = self._shared.get(fast_key)
         if hit is not None and hit[0] is site:
             return self, hit[1], hit[2]
-        key = site.variables
+        try:
+            key = site.variables
+        except AttributeError:
+            raise BindError(f"stub(site): expected a numptx Site (inj.sites[name]), not "
+                            f"{type(site).__name__}; or name the registers with "
+                            f"inputs=/outputs=") from None
         hit = self._sites.get(key)
         if hit is not None:
             return (self, hit[1], hit[2]) if hit[0] is None else hit
@@ -487,12 +596,25 @@ class PtxExpr:
                f"backend={self.backend!r}>"
 
 
-def _as_array(v: Any, t: T.DType) -> np.ndarray:
+def _as_array(v: Any, t: T.DType, name: str = "") -> np.ndarray:
     """A call argument as an array of ``t``'s canonical dtype."""
     if isinstance(v, Proxy):
         raise TraceError("a traced value passed to a reference evaluation",
                          fix="call the formula with NumPy values")
+    try:
+        return _convert(v, t)
+    except (TypeError, ValueError, OverflowError) as e:
+        raise ArgumentError(f"argument {name!r}: cannot convert {v!r:.60} to {t.name} ({e})",
+                            fix="pass numbers or NumPy arrays") from None
+
+
+def _convert(v: Any, t: T.DType) -> np.ndarray:
     arr = np.asarray(v)
+    kind = arr.dtype.kind
+    if kind not in "biuf" and not (kind == "O" and all(
+            isinstance(x, (int, float, np.number)) and not isinstance(x, np.complexfloating)
+            for x in arr.flat)):                  # (Python ints beyond 64 bits are objects)
+        raise TypeError("not a real number" if arr.ndim == 0 else f"{arr.dtype} values")
     if t.name == "bf16":
         if arr.dtype == np.uint16:
             return arr

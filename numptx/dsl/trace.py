@@ -32,7 +32,8 @@ from ..instructions import TABLE
 from .graph import (_ROWS_VERSION, ON_TABLE_CHANGE, Frame, Graph, Node, frame_source,
                     row_info)
 
-__all__ = ["TraceError", "Proxy", "Tracer", "GraphTracer", "FramedGraphTracer", "EagerTracer",
+__all__ = ["TraceError", "TraceAttributeError", "Proxy", "Tracer", "GraphTracer",
+           "FramedGraphTracer", "EagerTracer",
            "EagerValue", "fused_binary", "fused_unary", "fused_ternary",
            "user_frame", "OPS"]
 
@@ -87,6 +88,22 @@ class TraceError(NumptxError):
         return text
 
 
+class TraceAttributeError(TraceError, AttributeError):
+    """An attribute a traced value does not have (``x.astype``, ``x.real``); also an
+    AttributeError, so ``getattr(x, name, default)`` and ``hasattr`` keep working."""
+
+
+# what to write instead of a NumPy attribute a traced value lacks
+_ATTR_FIX = {
+    "astype": "cast with the type: nx.f64(x), nx.s32(x), ...",
+    "real": "a traced value is a real scalar: use x itself",
+    "imag": "a traced value is a real scalar: its imaginary part is 0",
+    "item": "a traced value exists only when the kernel runs: use x itself",
+    "shape": "a traced value is one scalar per thread (shape ())",
+    "ndim": "a traced value is one scalar per thread (ndim 0)",
+}
+
+
 def _err(message: str, fix: str | None = None) -> TraceError:
     """A TraceError located at the innermost user frame (numptx's own frames are skipped)."""
     return TraceError(message, frame=user_frame(2), fix=fix)
@@ -127,6 +144,18 @@ class Proxy:
     def dtype(self) -> T.DType:
         """The value's DSL type."""
         return self.tracer.dtype_of(self.node)
+
+    def __getattr__(self, name: str):
+        # only called when normal lookup fails: no cost on the tracing path. Protocol probes
+        # (dunders) and unset slots stay plain AttributeErrors.
+        if name.startswith("__") or name in Proxy.__slots__:
+            raise AttributeError(name)
+        frame = user_frame(1)
+        where = f" (in {frame[0].co_name})" if frame is not None else ""
+        raise TraceAttributeError(
+            f"a traced value has no attribute {name!r}{where}", frame=frame,
+            fix=_ATTR_FIX.get(name, "a traced value supports arithmetic, comparisons, casts "
+                                    "(nx.f32(x)), .dtype and the nx.* functions"))
 
     def __repr__(self) -> str:
         return f"<Proxy {self.dtype.name} {self.node!r}>"

@@ -121,7 +121,9 @@ def parse_annotation(ann: Any, globalns: dict | None = None) -> DType | None:
         return t
     if globalns is not None:
         try:
-            return as_dtype(eval(ann, globalns))    # noqa: S307 - the user's own annotation
+            t = eval(ann, globalns)    # noqa: S307 - the user's own annotation
         except Exception:
             return None
+        # x: "nx.f32" under `from __future__ import annotations` is the string "'nx.f32'"
+        return parse_annotation(t) if isinstance(t, str) else as_dtype(t)
     return None
