@@ -142,7 +142,8 @@ def test_reinterpretation_rules():
 
 
 def test_declared_type_decides_output_dtype():
-    stub = "{\n.reg .b32 %r;\nadd.rn.f32 %r, %x, %x;\n}"
+    # declared at the top level: the site's scope, where outputs are read (not inside { })
+    stub = ".reg .b32 %r;\n{\nadd.rn.f32 %r, %x, %x;\n}"
     out = emulate(stub, {"x": np.float32(1.0)}, ["r"])
     assert out["r"].dtype == np.uint32 and out["r"] == 0x40000000
 
@@ -165,9 +166,9 @@ def test_broadcasting():
 
 
 def test_guards_and_pack_unpack():
-    stub = """{
+    stub = """.reg .b16 %lo, %hi;
+    {
     .reg .pred %p;
-    .reg .b16 %lo, %hi;
     setp.gt.s32 %p, %x, 0;
     mov.s32 %r, 7;
     @%p mov.s32 %r, %x;
@@ -234,11 +235,11 @@ def gather_warp(d):
     return D
 
 
-MMA_STUB = """{
+MMA_STUB = """.reg .f32 %d<4>;
+{
 .reg .b32 %a<4>;
 .reg .b32 %b<2>;
 .reg .f32 %c<4>;
-.reg .f32 %d<4>;
 mov.b32 %a0, %A0; mov.b32 %a1, %A1; mov.b32 %a2, %A2; mov.b32 %a3, %A3;
 mov.b32 %b0, %B0; mov.b32 %b1, %B1;
 mov.f32 %c0, %C0; mov.f32 %c1, %C1; mov.f32 %c2, %C2; mov.f32 %c3, %C3;
@@ -313,6 +314,104 @@ def test_unknown_output_and_bad_inputs():
         emulate("add.f32 %z, %x, %x;", {"x": "one"}, ["z"])
     with pytest.raises(EmulationError, match="PTX text"):
         emulate(42, {}, [])
+
+
+def test_arguments_of_the_wrong_kind_are_named():
+    add = "add.f32 %z, %x, %x;"
+    for inputs in ([1, 2], (1.0,), "x", 3):
+        with pytest.raises(EmulationError, match=f"inputs must be a mapping .*not "
+                                                 f"{type(inputs).__name__}"):
+            emulate(add, inputs, ["z"])
+    for outputs in (5, b"z", 1.5):
+        with pytest.raises(EmulationError, match=f"outputs must be register names.*not "
+                                                 f"{type(outputs).__name__}"):
+            emulate(add, {"x": 1.0}, outputs)
+    for outputs in ([5], ["z", None], [""], ["%"], {3: "f32"}):
+        with pytest.raises(EmulationError, match="output names must be non-empty strings"):
+            emulate(add, {"x": 1.0}, outputs)
+    with pytest.raises(EmulationError, match="output 'z': the type is a name such as 'f32'"):
+        emulate(add, {"x": 1.0}, {"z": 32})
+    with pytest.raises(EmulationError, match="input names must be non-empty strings"):
+        emulate(add, {1: 1.0}, ["z"])
+    # still accepted: a single name, a tuple or any iterable of names, DSL types in a mapping
+    from numptx import f64
+    assert emulate(add, {"x": 1.0}, "z")["z"] == 2.0
+    assert list(emulate(add, {"x": 1.0}, iter(("z", "x")))) == ["z", "x"]
+    assert emulate(add, {"x": 1.0}, {"z": f64})["z"].dtype == np.float64
+    assert emulate("mov.f32 %z, 1.0;", None, ["z"])["z"] == 1.0
+
+
+# ------------------------------------------------------------------ block scoping (PTX's rules)
+def test_an_inner_declaration_shadows_the_outer_register_until_its_block_closes():
+    stub = """
+    mov.f32 %a, 1.0;
+    {
+        .reg .f32 %a;
+        mov.f32 %a, 2.0;
+        { .reg .f32 %a; mov.f32 %a, 3.0; mov.f32 %in3, %a; }
+        mov.f32 %in2, %a;
+    }
+    mov.f32 %out1, %a;
+    """
+    out = emulate(stub, {}, ["a", "in2", "in3", "out1"])
+    assert [float(out[k]) for k in ("a", "in2", "in3", "out1")] == [1.0, 2.0, 3.0, 1.0]
+
+
+def test_a_stub_that_shadows_its_output_leaves_it_unwritten():
+    """On the GPU the site's %v_z is never written by this stub (ptxas assembles it): the
+    emulator reports the output as unknown and says why, instead of computing a value."""
+    stub = "{ .reg .f32 %v_z; add.rn.f32 %v_z, %v_x, %v_y; }"
+    ins = {"v_x": np.float32([1]), "v_y": np.float32([2])}
+    with pytest.raises(EmulationError, match=r"unknown output 'v_z'.*%v_z is declared inside a "
+                                             r"\{ \} block \(stub line 1\), which shadows"):
+        emulate(stub, ins, ["v_z"])
+    # a shadowed input (or mod) keeps its value: writes go to the inner register
+    out = emulate("{ .reg .f32 %v_x; mov.f32 %v_x, 5.0; add.rn.f32 %v_z, %v_x, %v_y; }", ins,
+                  ["v_x", "v_z"])
+    assert out["v_x"] == 1.0 and out["v_z"] == 7.0
+
+
+def test_reading_an_inner_register_before_writing_it_is_an_error():
+    """The inner register is a fresh one: it does not see the outer input of that name."""
+    with pytest.raises(EmulationError, match=r"stub line 2: .*register %x is read before it is "
+                                             r"written: it is the one declared in the enclosing"):
+        emulate("{\n.reg .f32 %x; add.rn.f32 %z, %x, %x;\n}", {"x": np.float32(1)}, ["z"])
+
+
+def test_a_declaration_takes_effect_where_it_appears():
+    """As in ptxas (tests/test_simulator_checks.py compares the machine code): a write before
+    the inner declaration reaches the outer register."""
+    out = emulate("{ add.rn.f32 %z, %x, %x; .reg .f32 %z; mov.f32 %z, 1.0; }",
+                  {"x": np.float32(3)}, ["z"])
+    assert out["z"] == 6.0
+
+
+def test_guards_and_vector_operands_resolve_in_scope():
+    stub = """.reg .pred %p;
+    setp.gt.s32 %p, %x, 0;
+    {
+        .reg .pred %p;
+        setp.lt.s32 %p, %x, 0;
+        .reg .b16 %lo;
+        @%p mov.b32 {%lo, %hi}, %w;
+        @%p mov.b16 %neg_lo, %lo;
+    }
+    @%p mov.s32 %pos, %x;
+    """
+    out = emulate(stub, {"x": np.int32([5, -5]), "w": np.uint32(0x12345678)},
+                  ["neg_lo", "hi", "pos"])
+    assert out["neg_lo"].tolist() == [0, 0x5678] and out["hi"].tolist() == [0, 0x1234]
+    assert out["pos"].tolist() == [5, 0]
+
+
+@pytest.mark.parametrize("stub, line, msg", [
+    ("{ add.f32 %z, %x, %x; }\n}", 2, "'}' closes no block"),
+    ("{\nadd.f32 %z, %x, %x;\n{ mov.f32 %z, %x; }", 1, "'{' is never closed"),
+])
+def test_unbalanced_braces(stub, line, msg):
+    with pytest.raises(EmulationError, match=msg) as e:
+        emulate(stub, {"x": 1.0}, ["z"])
+    assert e.value.line == line
 
 
 def test_parse_is_cached():

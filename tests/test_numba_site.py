@@ -239,3 +239,26 @@ def test_a_malformed_site_in_an_nx_kernel_raises_site_error():
     assert text.startswith("kernel 'apply': site 's', variable 'z': unknown data type 'f33'")
     assert 'out[0] = nx.site("s", x=a[0], out={"z": "f33"})' in text    # numba's source excerpt
     assert "During:" not in text and "Failed in" not in text
+
+
+def test_the_simulators_check_kernel_lays_out_a_site_like_numba():
+    """Under the simulator a stub is assembled in a minimal kernel with the site alone
+    (numptx.jit.launch.site_check_ptx): its site block is numba's, operand registers aside."""
+    from numptx.jit.launch import site_check_ptx
+    from numptx.jit.numba_site import SiteSpec
+
+    def k(o, a, acc, bits):
+        i = cuda.threadIdx.x
+        z, h, m = nx.site("s", x=a[i], b=(bits[i], "bf16"), out={"z": "s32", "h": "f16"},
+                          mod={"m": acc[i]})
+        o[i] = z
+        acc[i] = m
+        bits[i] = h
+
+    numba_ptx = _ptx(k, nbt.int32[:], nbt.float32[:], nbt.float64[:], nbt.uint16[:])
+    spec = SiteSpec("s", (("in", "f32", "x"), ("in", "bf16", "b"), ("out", "s32", "z"),
+                          ("out", "f16", "h"), ("mod", "f64", "m")))
+    check = site_check_ptx(spec, "sm_90", "8.0")
+    assert _site_block(check, "s") == _site_block(numba_ptx, "s")
+    assert (nx.PtxInject(check).sites["s"].signature
+            == nx.PtxInject(numba_ptx).sites["s"].signature)

@@ -12,7 +12,12 @@ A stub is text made of instructions of the table (:data:`numptx.instructions.TAB
 opcode), ``mov`` lines (also ``mov.b32 %r, {%lo, %hi}`` packing and the reverse unpacking),
 ``.reg`` declarations (``.reg .f32 %a, %b;``, ``.reg .b32 %r<4>;``), braces, ``@%p`` / ``@!%p``
 guards, ``//`` and ``/* */`` comments and blank lines; several statements may share a line.
-Block scoping is ignored (one flat register namespace).
+
+Blocks scope registers as in PTX: a ``.reg`` declared inside ``{ }`` is a register of its own
+that shadows an outer one of the same name until the matching ``}`` (writes to it never reach
+the outer register). The stub's top level is the scope of the site's variables (the registers
+named in ``inputs`` and ``outputs``), so a stub that declares ``%v_z`` inside a block and writes
+it there leaves the outer ``%v_z`` unwritten, as the GPU does.
 
 Values (design, section 2): every register holds an array in the canonical NumPy representation
 of its type; a read with another type of the same size reinterprets the bits (``.view``).
@@ -36,7 +41,9 @@ of its type; a read with another type of the same size reinterprets the bits (``
 
 Errors are :class:`EmulationError` (a :class:`numptx.NumptxError`) naming the stub line number and
 text: unknown instructions (with close matches), malformed lines, literals or operand counts,
-reads of undefined registers and unknown outputs. Each stub text is parsed once (cached).
+reads of undefined registers, unknown outputs (an output written only under an inner
+declaration of its name is unknown: the hint says so), unbalanced braces and arguments of the
+wrong kind. Each stub text is parsed once (cached).
 """
 from __future__ import annotations
 
@@ -44,7 +51,7 @@ import difflib
 import functools
 import re
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -115,6 +122,50 @@ class _Step:
 class _Program:
     steps: tuple
     declared: Mapping[str, str]          # register (without %) -> numptx type
+    inner: Mapping[str, int]             # name declared inside a block -> first such stub line
+
+
+# an inner declaration's register: "<name>#<k>" ('#' never occurs in PTX names)
+def _shown(key: str) -> str:
+    return key.split("#", 1)[0]
+
+
+class _Scopes:
+    """PTX block scoping while parsing: a ``.reg`` inside ``{ }`` gets a register of its own
+    (``name#k``), which the names in that block resolve to until its ``}``. Top-level
+    declarations are the outer registers themselves (the site's scope)."""
+
+    def __init__(self):
+        self.stack: list[dict[str, str]] = []       # one dict per open block
+        self.opened: list[tuple[int, str]] = []     # (line, text) of each open '{'
+        self.serial = 0
+        self.inner: dict[str, int] = {}
+
+    def open(self, lineno: int, line: str) -> None:
+        self.stack.append({})
+        self.opened.append((lineno, line.strip()))
+
+    def close(self, lineno: int, line: str) -> None:
+        if not self.stack:
+            raise EmulationError("'}' closes no block", line=lineno, text=line.strip())
+        self.stack.pop()
+        self.opened.pop()
+
+    def declare(self, name: str, lineno: int) -> str:
+        if not self.stack:
+            return name
+        self.serial += 1
+        key = f"{name}#{self.serial}"
+        self.stack[-1][name] = key
+        self.inner.setdefault(name, lineno)
+        return key
+
+    def resolve(self, name: str) -> str:
+        for scope in reversed(self.stack):
+            key = scope.get(name)
+            if key is not None:
+                return key
+        return name
 
 
 def _strip_comments(text: str) -> str:
@@ -203,13 +254,13 @@ def _convert(arr: np.ndarray, t: str, *, as_value: bool) -> np.ndarray:
         return arr.astype(dt)                            # float -> int: C truncation
 
 
-def _operand(tok: str, t: str) -> _Operand:
+def _operand(tok: str, t: str, scopes: _Scopes) -> _Operand:
     if tok.startswith("%"):
         if not _REG.match(tok):
             raise ValueError(f"bad register name {tok!r}")
         table = _instructions.TABLE
         special = tok in table and table[tok].is_special
-        return _Reg(tok if special else tok[1:], special)
+        return _Reg(tok, True) if special else _Reg(scopes.resolve(tok[1:]))
     try:
         return _Const(_literal_value(tok, t))
     except ValueError as e:
@@ -225,10 +276,15 @@ def _slot_tokens(tok: str) -> list[str]:
     return [tok]
 
 
-def _parse_statement(stmt: str, lineno: int, line: str, declared: dict) -> _Step | None:
+def _parse_statement(stmt: str, lineno: int, line: str, declared: dict,
+                     scopes: _Scopes) -> _Step | None:
     err = functools.partial(EmulationError, line=lineno, text=line.strip())
     stmt = stmt.strip()
     while stmt[:1] in ("{", "}"):
+        if stmt[0] == "{":
+            scopes.open(lineno, line)
+        else:
+            scopes.close(lineno, line)
         stmt = stmt[1:].strip()
     if not stmt:
         return None
@@ -243,23 +299,22 @@ def _parse_statement(stmt: str, lineno: int, line: str, declared: dict) -> _Step
             m = _DECL.match(name)
             if not m:
                 raise err(f"bad register declaration {name!r}")
-            if m.group(2):
-                for k in range(int(m.group(2))):
-                    declared[f"{m.group(1)[1:]}{k}"] = t
-            else:
-                declared[m.group(1)[1:]] = t
+            names = ([f"{m.group(1)[1:]}{k}" for k in range(int(m.group(2)))] if m.group(2)
+                     else [m.group(1)[1:]])
+            for n in names:
+                declared[scopes.declare(n, lineno)] = t
         return None
     guard = None
     g = _GUARD.match(stmt)
     if g:
-        guard = (g.group(2)[1:], g.group(1) == "!")
+        guard = (scopes.resolve(g.group(2)[1:]), g.group(1) == "!")
         stmt = g.group(3).strip()
     parts = stmt.split(None, 1)
     opcode, rest = parts[0], (parts[1] if len(parts) > 1 else "")
     toks = _split_top(rest) if rest.strip() else []
     try:
         if opcode.startswith("mov."):
-            return _parse_mov(opcode, toks, lineno, line, guard)
+            return _parse_mov(opcode, toks, lineno, line, guard, scopes)
         try:
             ins = _instructions.TABLE.by_opcode(opcode)
         except UnknownInstructionError as e:
@@ -275,7 +330,7 @@ def _parse_statement(stmt: str, lineno: int, line: str, declared: dict) -> _Step
             if (w > 1) != vec or len(parts_) != w:
                 raise err(f"operand {k} ({tok!r}) of {opcode} must be "
                           + (f"a vector of {w} registers {{...}}" if w > 1 else "a single value"))
-            slots.append(tuple(_operand(p, t) for p in parts_))
+            slots.append(tuple(_operand(p, t, scopes) for p in parts_))
         nres = len(ins.results)
         dests = []
         for k in range(nres):
@@ -290,7 +345,8 @@ def _parse_statement(stmt: str, lineno: int, line: str, declared: dict) -> _Step
         raise err(str(e)) from None
 
 
-def _parse_mov(opcode: str, toks: list[str], lineno: int, line: str, guard) -> _Step:
+def _parse_mov(opcode: str, toks: list[str], lineno: int, line: str, guard,
+               scopes: _Scopes) -> _Step:
     t = _PTX_TYPE.get(opcode[4:])
     if t is None:
         raise ValueError(f"unsupported mov type {opcode!r}")
@@ -309,10 +365,10 @@ def _parse_mov(opcode: str, toks: list[str], lineno: int, line: str, guard) -> _
         comp = t
     dtype = comp if len(d_parts) > 1 else t
     stype = comp if len(s_parts) > 1 else t
-    dests = tuple(_operand(p, dtype) for p in d_parts)
+    dests = tuple(_operand(p, dtype, scopes) for p in d_parts)
     if not all(isinstance(o, _Reg) and not o.special for o in dests):
         raise ValueError(f"the destination of {opcode} must be a register")
-    srcs = tuple(_operand(p, stype) for p in s_parts)
+    srcs = tuple(_operand(p, stype, scopes) for p in s_parts)
     return _Step(lineno, line.strip(), "mov", None, (tuple(o.name for o in dests),), (dtype,),
                  (srcs,), (stype,), guard)
 
@@ -321,15 +377,19 @@ def _parse_mov(opcode: str, toks: list[str], lineno: int, line: str, guard) -> _
 def _parse(text: str, table_uid: int, table_version: int) -> _Program:
     steps: list[_Step] = []
     declared: dict[str, str] = {}
+    scopes = _Scopes()
     raw_lines = text.split("\n")
     for lineno, line in enumerate(_strip_comments(text).split("\n"), 1):
         if not line.strip():
             continue
         for stmt in line.split(";"):
-            step = _parse_statement(stmt, lineno, raw_lines[lineno - 1], declared)
+            step = _parse_statement(stmt, lineno, raw_lines[lineno - 1], declared, scopes)
             if step is not None:
                 steps.append(step)
-    return _Program(tuple(steps), declared)
+    if scopes.opened:
+        lineno, line = scopes.opened[-1]
+        raise EmulationError("'{' is never closed", line=lineno, text=line)
+    return _Program(tuple(steps), declared, scopes.inner)
 
 
 # ------------------------------------------------------------------------------ execution
@@ -346,6 +406,11 @@ def _to_val(v: Any) -> _Val:
     if arr.dtype.kind not in "biuf":
         raise EmulationError(f"inputs must be numbers or numeric arrays, got dtype {arr.dtype}")
     return _Val(arr, None, as_value)
+
+
+def _outer(regs: Mapping[str, Any]) -> list[str]:
+    """The outer (top-level) register names among ``regs``, sorted."""
+    return sorted(k for k in regs if "#" not in k)
 
 
 class _Machine:
@@ -389,10 +454,14 @@ class _Machine:
         if isinstance(op, _Const):
             return np.full(self.n, op.value[0], op.value.dtype)
         v = self.special(op.name) if op.special else self.regs.get(op.name)
-        shown = op.name if op.special else "%" + op.name
+        shown = op.name if op.special else "%" + _shown(op.name)
         if v is None:
-            known = sorted(self.regs)
-            close = difflib.get_close_matches(op.name, known, n=3)
+            if "#" in op.name:
+                raise EmulationError(f"register {shown} is read before it is written: it is "
+                                     f"the one declared in the enclosing {{ }} block, which "
+                                     f"shadows any outer {shown} there", line=step.line,
+                                     text=step.text)
+            close = difflib.get_close_matches(op.name, _outer(self.regs), n=3)
             hint = f"; did you mean {', '.join('%' + c for c in close)}?" if close else ""
             raise EmulationError(f"register {shown} is read before it is written and is not "
                                  f"an input{hint}", line=step.line, text=step.text)
@@ -465,6 +534,30 @@ class _Machine:
                 self.write(name, part.view(NP_DTYPE[dt]), dt, mask)
 
 
+def _output_items(outputs: Any) -> list[tuple[str, str | None]]:
+    """``outputs`` (a name, names, or a mapping name -> type name) as (name, type or None)."""
+    if isinstance(outputs, str):
+        outputs = [outputs]
+    if isinstance(outputs, Mapping):
+        items = list(outputs.items())
+    elif isinstance(outputs, (bytes, bytearray)) or not isinstance(outputs, Iterable):
+        raise EmulationError(f"outputs must be register names (a list of str) or a mapping name "
+                             f"-> type name, not {type(outputs).__name__}")
+    else:
+        items = [(o, None) for o in outputs]
+    out = []
+    for name, forced in items:
+        if not isinstance(name, str) or not name.lstrip("%"):
+            raise EmulationError(f"output names must be non-empty strings, got {name!r}")
+        if forced is not None and not isinstance(forced, str):
+            forced = getattr(forced, "name", forced)        # a DSL type: nx.f32
+            if not isinstance(forced, str):
+                raise EmulationError(f"output {name!r}: the type is a name such as 'f32', not "
+                                     f"{forced!r}")
+        out.append((name, forced))
+    return out
+
+
 def emulate(stub: Any, inputs: Mapping[str, Any] | None = None,
             outputs: Sequence[str] | Mapping[str, str] = ()) -> dict[str, np.ndarray]:
     """Run ``stub`` (PTX text, or an object with a ``.text``) on ``inputs`` and return
@@ -473,20 +566,26 @@ def emulate(stub: Any, inputs: Mapping[str, Any] | None = None,
     if not isinstance(text, str):
         raise EmulationError(f"stub must be PTX text (str) or have a .text, "
                              f"got {type(stub).__name__}")
+    items = _output_items(outputs)
+    if inputs is not None and not isinstance(inputs, Mapping):
+        raise EmulationError(f"inputs must be a mapping register name -> value (e.g. "
+                             f"{{'x': np.float32([1, 2])}}), not {type(inputs).__name__}")
     table = _instructions.TABLE
     prog = _parse(text, table.uid, table.version)
     m = _Machine(prog, inputs or {})
     m.run()
-    if isinstance(outputs, str):
-        outputs = [outputs]
-    items = outputs.items() if isinstance(outputs, Mapping) else ((o, None) for o in outputs)
     result: dict[str, np.ndarray] = {}
     for name, forced in items:
         key = name[1:] if name.startswith("%") else name
         v = m.regs.get(key)
         if v is None:
-            close = difflib.get_close_matches(key, sorted(m.regs), n=3)
-            hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+            if key in prog.inner:
+                hint = (f"; %{key} is declared inside a {{ }} block (stub line "
+                        f"{prog.inner[key]}), which shadows the outer %{key} there: writes to "
+                        f"it do not reach the outer register")
+            else:
+                close = difflib.get_close_matches(key, _outer(m.regs), n=3)
+                hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
             raise EmulationError(f"unknown output {name!r}: no register of that name is written "
                                  f"by the stub or given as an input{hint}")
         t = forced or prog.declared.get(key) or v.type
