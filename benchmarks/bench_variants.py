@@ -8,6 +8,11 @@ Each numptx variant gets a fresh cache key (a different constant baked into the 
 real build; the cached rows use a CubinCache in a temporary folder (the user's cache is never
 touched: NUMPTX_CACHE_DIR is pointed at a temporary folder before numptx is imported).
 
+A variant that differs from an earlier one only in f32 constants is *patched* by default (its
+constants written into the proven cubin of its shape, see numptx.jit.patch). The rows for a *new
+formula* use templates with ``patch_constants=False``, so that each variant is assembled as a new
+formula of the same size would be; the *new constants* rows show the patched path.
+
 (a) numptx ``CudaTemplate.inject(combine=expr.bind(c=k)).cubin`` vs the bare nvJitLink assembly of
     the same rendered PTX (``nx.ptx_to_cubin``);                         target numptx <= 1.1x (a)
 (b) numptx on a ``@nx.kernel`` numba template vs a full numba-cuda recompile of the same kernel
@@ -16,7 +21,7 @@ touched: NUMPTX_CACHE_DIR is pointed at a temporary folder before numptx is impo
 (c) numptx into the precompiled tiled GEMM template (512 instances of the 'mac' site) vs NVRTC +
     nvJitLink of the same CUDA source with the formula inlined as C++;   target >= 4x faster
     (numptx binds stubs to the operand registers by default; a row with bind=False shows what
-    the copy frames cost ptxas)
+    the copy frames cost ptxas); for a new formula, and for new constants of a known one
 (d) 64 variants of the GEMM template with ``build_many``, 1 vs 2 threads; target >= 1.7x
 (e) a cached variant: memory hit, and disk hit through a fresh CubinCache on the same folder;
                                                                           target <= 1 ms
@@ -117,7 +122,7 @@ def main(argv=None) -> int:
     t_start = time.perf_counter()
 
     # ---- (a) numptx vs bare nvJitLink on the same injected PTX -----------------------------------
-    tmpl = nx.CudaTemplate(COMBINE_SRC, entry="kernel", arch=ARCH, cache=False)
+    tmpl = nx.CudaTemplate(COMBINE_SRC, entry="kernel", arch=ARCH, cache=False, patch_constants=False)
     tmpl.inject(combine=combine.bind(c=fresh_c())).cubin        # warm up (imports, first link)
 
     def numptx_a():
@@ -138,7 +143,7 @@ def main(argv=None) -> int:
     from numba import cuda
     import numpy as np
 
-    @nx.kernel(cache=False)
+    @nx.kernel(cache=False, patch_constants=False)
     def apply(out, a, b):
         i = cuda.grid(1)
         if i < out.size:
@@ -164,14 +169,16 @@ def main(argv=None) -> int:
 
     # ---- (c) GEMM template: numptx vs NVRTC + nvJitLink --------------------------------------------
     t = time.perf_counter()
-    gemm = nx.CudaTemplate(gemm_template(), entry="gemm", arch=ARCH, cache=False)
+    gemm = nx.CudaTemplate(gemm_template(), entry="gemm", arch=ARCH, cache=False,
+                           patch_constants=False)
     t_gemm_template = time.perf_counter() - t
     gemm.inject(mac=mac.bind(c=fresh_c())).cubin                 # warm up
     ptx_c = gemm.inject(mac=mac.bind(c=fresh_c())).ptx
 
     def nvrtc_full():
         return nx.ptx_to_cubin(nx.cuda_to_ptx(gemm_inline(fresh_c()), arch=ARCH), arch=ARCH)
-    framed = Template(gemm.ptx, entry="gemm", arch=ARCH, cache=False, bind=False)
+    framed = Template(gemm.ptx, entry="gemm", arch=ARCH, cache=False, bind=False,
+                      patch_constants=False)
     framed.inject(mac=mac.bind(c=fresh_c())).cubin               # warm up
     ptx_inline = nx.cuda_to_ptx(gemm_inline(fresh_c()), arch=ARCH)
     # interleaved, so that load from other processes hits the five alike
@@ -183,7 +190,7 @@ def main(argv=None) -> int:
         t = time.perf_counter(); nvrtc_full(); tv.append(time.perf_counter() - t)
         t = time.perf_counter(); nx.ptx_to_cubin(ptx_inline, arch=ARCH); ti.append(time.perf_counter() - t)
     c_np, c_framed, c_bare, c_nv, c_inl = ((min(x), statistics.median(x)) for x in (tn, tf, tb, tv, ti))
-    rows.append((f"(c) numptx into the GEMM template ({gemm.sites['mac'].instances} sites)", *c_np,
+    rows.append((f"(c) numptx, new formula, GEMM template ({gemm.sites['mac'].instances} sites)", *c_np,
                  f"template compiled once by NVRTC: {t_gemm_template * 1e3:.0f} ms"))
     rows.append(("(c) numptx, copy frames kept (bind=False)", *c_framed,
                  f"{len(framed.inject(mac=mac.bind(c=1.5)).ptx) // 1024} KB of PTX vs "
@@ -197,14 +204,30 @@ def main(argv=None) -> int:
     def ratio(x, y) -> tuple[float, str]:
         return x[1] / y[1], f"{x[0] / y[0]:.2f}x / {x[1] / y[1]:.2f}x"
     r, txt = ratio(c_nv, c_np)
-    checks.append(("(c) NVRTC+nvJitLink / numptx (best / median)", txt, ">= 4x", r >= 4))
+    checks.append(("(c) NVRTC+nvJitLink / numptx, new formula (best / median)", txt, ">= 4x", r >= 4))
     checks.append(("(c) ceiling for any injector: NVRTC+nvJitLink / its nvJitLink",
                    ratio(c_nv, c_inl)[1], "", True))
     checks.append(("(c) bind=False / bind=True (best / median)", ratio(c_framed, c_np)[1], "", True))
 
+    # ---- (c) new constants only: patched into the proven cubin of the formula's shape ------------
+    patched = nx.CudaTemplate(gemm_template(), entry="gemm", arch=ARCH, cache=False)
+    patched.inject(mac=mac.bind(c=fresh_c())).cubin              # the shape's first: assembled
+    t = time.perf_counter()
+    patched.inject(mac=mac.bind(c=fresh_c())).cubin              # second: the proof
+    t_proof = time.perf_counter() - t
+    c_patch = stats(lambda: patched.inject(mac=mac.bind(c=fresh_c())).cubin, max(rep, 50))
+    probe = fresh_c()
+    assert (patched.inject(mac=mac.bind(c=probe)).cubin ==
+            gemm.inject(mac=mac.bind(c=probe)).cubin), "a patched cubin differs from ptxas's"
+    rows.append(("(c) numptx, new constants only (patched), GEMM template", *c_patch,
+                 f"after the shape's proof: two assemblies at once, {t_proof * 1e3:.0f} ms once"))
+    r, txt = ratio(c_nv, c_patch)
+    checks.append(("(c) NVRTC+nvJitLink / numptx, new constants (best / median)",
+                   txt, ">= 4x", r >= 4))
+
     # ---- (d) 64 variants with build_many, 1 and 2 threads -----------------------------------------
     def batch():
-        return [{"mac": mac.bind(c=fresh_c())} for _ in range(64)]
+        return [{"mac": mac.bind(c=fresh_c())} for _ in range(64)]     # gemm: patching off
     d = {1: float("inf"), 2: float("inf")}
     for _ in range(2):                     # interleaved, so that a slow phase hits both alike
         for workers in (1, 2):
@@ -218,6 +241,13 @@ def main(argv=None) -> int:
     r = d[1] / d[2]
     checks.append((f"(d) speed-up with 2 threads (os.cpu_count()={os.cpu_count()})",
                    f"{r:.2f}x", ">= 1.7x", r >= 1.7))
+    fresh = nx.CudaTemplate(gemm_template(), entry="gemm", arch=ARCH, cache=False)
+    t = time.perf_counter()
+    fresh.build_many(batch(), max_workers=2)
+    d_patch = time.perf_counter() - t
+    rows.append(("(d) build_many, 64 new constants of one formula, patched", d_patch, d_patch,
+                 f"{d_patch / 64 * 1e3:.1f} ms per variant on a new template: one proof "
+                 f"(two assemblies at once), then 64 patched"))
 
     # ---- (e) cached variants -------------------------------------------------------------------
     cache_dir = os.path.join(_TMP, "e")

@@ -62,7 +62,8 @@ class NumbaTemplate(Template):
     def __init__(self, kernel: Kernel, argtypes: tuple, ptx: str, *, arch: str, producer: str):
         self.kernel, self.argtypes = kernel, argtypes
         super().__init__(ptx, arch=arch, link_options=kernel.link_options, producer=producer,
-                         cache=kernel._cache_opt, bind=kernel.bind)
+                         cache=kernel._cache_opt, bind=kernel.bind,
+                         patch_constants=kernel.patch_constants)
 
     @property
     def name(self) -> str:
@@ -81,11 +82,13 @@ class Kernel:
     templates, default (9, 0)), ``fastmath``, ``lineinfo``, ``opt`` (numba's), ``link_options``
     (nvJitLink's), ``cache`` (True: the default cubin cache, None/False: none, or a
     :class:`~numptx.jit.cache.CubinCache`), ``bind`` (stubs written straight into the site's
-    registers, see :class:`~numptx.jit.template.Template`)."""
+    registers) and ``patch_constants`` (variants that differ only in f32 constants patched,
+    not assembled; both see :class:`~numptx.jit.template.Template`)."""
 
     def __init__(self, py_func, signature=None, *, cc: Any = (9, 0), fastmath: bool = False,
                  lineinfo: bool = False, opt: bool = True, link_options: Iterable[str] = (),
-                 cache: CubinCache | None | bool = True, bind: bool = True):
+                 cache: CubinCache | None | bool = True, bind: bool = True,
+                 patch_constants: bool = True):
         if not callable(py_func):
             raise NumptxError(f"nx.kernel decorates a Python function, not {type(py_func).__name__}")
         self.py_func = py_func
@@ -95,6 +98,7 @@ class Kernel:
         self.options = {"fastmath": fastmath, "lineinfo": lineinfo, "opt": opt}
         self.link_options = option_list(link_options, "link_options")
         self.bind = bool(bind)
+        self.patch_constants = bool(patch_constants)
         self._cache_opt = cache_option(cache)
         self._templates: dict[tuple, NumbaTemplate] = {}
         self._lock = threading.RLock()

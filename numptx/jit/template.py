@@ -22,8 +22,9 @@ import os
 import re
 import sys
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import Executor, ThreadPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, ThreadPoolExecutor, wait
 from functools import cached_property
 from typing import Any
 
@@ -33,6 +34,8 @@ from .arch import normalize_arch
 from .cache import CubinCache, cache_option, default_cache, template_digest, variant_key
 from .nvjitlink import ptx_to_cubin
 from .options import option_list
+from .patch import (Plan, folds_constants, join_constants, make_plan, patchable, sentinel_sets,
+                    shape_text, signs, split_constants)
 from .params import Param, kernel_params
 
 __all__ = ["Template", "CudaTemplate", "Variant", "BuildError", "resolve_stub", "find_entries"]
@@ -76,6 +79,12 @@ def resolve_stub(stub: Any, site: Site) -> str:
     raise NumptxError(f"site {site.name!r}: a stub is PTX text, a Stack PTX program or an object "
                       f"with .stub(site), not {type(stub).__name__}")
 
+
+_UNKNOWN, _SEEN = object(), object()     # plan states besides a Plan and None (not patchable)
+_MAX_PLANS = 1024                        # shapes remembered per template (each holds a cubin)
+# proofs per shape: ptxas picks between equivalent encodings by a constant's magnitude now and
+# then, which fails a proof without making patching wrong; a second pair of constants settles it
+_ATTEMPTS = 2
 
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 
@@ -124,11 +133,16 @@ class Template:
     ``bind=True`` (the default) renders each stub straight into the registers the kernel hands
     its site, without the site's copy frame, wherever the C core can show that changes nothing:
     ptxas assembles the same computation from fewer instructions, 10–30 % sooner on a 512-site
-    GEMM. ``bind=False`` keeps the frames."""
+    GEMM. ``bind=False`` keeps the frames.
+
+    ``patch_constants=True`` (the default) assembles variants that differ from an earlier one
+    only in f32 constants by writing the constants into a proven cubin of their shape, in
+    microseconds (see :mod:`numptx.jit.patch`); ``False`` assembles every variant."""
 
     def __init__(self, ptx: str, *, entry: str | None = None, arch: Any = None,
                  link_options: Iterable[str] = (), producer: str = "",
-                 cache: CubinCache | None | bool = True, bind: bool = True):
+                 cache: CubinCache | None | bool = True, bind: bool = True,
+                 patch_constants: bool = True):
         if not isinstance(ptx, str):
             raise NumptxError(f"a template is PTX text (str), not {type(ptx).__name__}")
         if entry is not None and not isinstance(entry, str):
@@ -136,6 +150,12 @@ class Template:
         self.ptx = ptx
         #: render stubs straight into the operand registers (see :meth:`PtxInject.render`)
         self.bind = bool(bind)
+        #: variants that differ only in f32 constants are patched, not assembled
+        self.patch_constants = bool(patch_constants)
+        # shape key -> Plan, None (not patchable) or _SEEN (one variant assembled as written)
+        self._plans: OrderedDict[str, Any] = OrderedDict()
+        self._plan_locks: dict[str, threading.Lock] = {}
+        self._plans_lock = threading.Lock()
         self.inj = PtxInject(ptx)
         entries = find_entries(ptx)
         if entry is None:
@@ -184,6 +204,119 @@ class Template:
                       f"files (e.g. numba.cuda.bf16 helpers), which numptx variants do not link "
                       f"yet; avoid those calls in kernels with sites",) + tuple(e.args[1:])
         return e
+
+    # -- constant patching (numptx.jit.patch) -----------------------------------------------------
+    def _shape(self, stubs: Sequence[str]):
+        """(shape key, texts, constants) of stubs, or None when they have no f32 constant or
+        patching is off."""
+        if not self.patch_constants:
+            return None
+        texts, values = split_constants(stubs)
+        if not values or not patchable(values):
+            return None
+        key = variant_key(self.digest, [*shape_text(texts), signs(values)], self.arch,
+                          self.link_options, bind=self.bind)
+        return key, texts, values
+
+    def _plan_state(self, key: str, *, see: bool):
+        """The plan state of a shape; ``see`` marks an unknown shape as seen once."""
+        with self._plans_lock:
+            state = self._plans.get(key, _UNKNOWN)
+            if state is _UNKNOWN and see:
+                self._remember_plan(key, _SEEN)
+            elif state is not _UNKNOWN:
+                self._plans.move_to_end(key)
+            return state
+
+    def _remember_plan(self, key: str, state) -> None:
+        self._plans[key] = state
+        self._plans.move_to_end(key)
+        while len(self._plans) > _MAX_PLANS:
+            old, _ = self._plans.popitem(last=False)
+            self._plan_locks.pop(old, None)
+
+    def _assemble_texts(self, texts: list[str]) -> bytes:
+        return ptx_to_cubin(self.inj.render(texts, bind=self.bind), self.arch,
+                            options=self.link_options)
+
+    def _prove(self, key: str, texts, pattern: str):
+        """Make (once, whichever thread comes first) the plan of a shape; None if the shape is
+        not patchable or does not assemble."""
+        with self._plans_lock:
+            lock = self._plan_locks.setdefault(key, threading.Lock())
+        with lock:
+            state = self._plan_state(key, see=False)
+            if state is not _UNKNOWN and state is not _SEEN:
+                return state
+            sets = sentinel_sets(pattern)
+            why = folds_constants(join_constants(texts, sets[0]))
+            if why:
+                log.debug("numptx: %s: constants not patchable (%s)", self.name, why)
+                with self._plans_lock:
+                    self._remember_plan(key, None)
+                return None
+            plan = None
+            try:                          # the two assemblies at once: nvJitLink frees the GIL
+                with ThreadPoolExecutor(1, thread_name_prefix="numptx-prove") as ex:
+                    for attempt in range(_ATTEMPTS):
+                        if attempt:
+                            sets = sentinel_sets(pattern)
+                        second = ex.submit(self._assemble_texts, join_constants(texts, sets[1]))
+                        first = self._assemble_texts(join_constants(texts, sets[0]))
+                        plan = make_plan(len(pattern), first, second.result(), sets)
+                        if plan is not None:
+                            break
+            except NumptxError as e:      # the variants themselves will say what is wrong
+                log.debug("numptx: %s: constants not patchable (%s)", self.name, _summary(e))
+            with self._plans_lock:
+                self._remember_plan(key, plan)
+            log.debug("numptx: %s: shape %s %s", self.name, key[:12],
+                      "patchable" if plan else "not patchable: assembled variant by variant")
+            return plan
+
+    def _sort_by_shape(self, pending: list[tuple[int, Variant]]):
+        """build_many's split of the variants to build: those to assemble as written, and per
+        shape those to patch (shapes already proven, seen before, or twice in the batch)."""
+        plain: list[tuple[int, Variant]] = []
+        proofs: dict[str, _Proof] = {}
+        for i, v in pending:
+            shape = self._shape(v.stubs)
+            if shape is None:
+                plain.append((i, v))
+                continue
+            key, texts, values = shape
+            proof = proofs.get(key)
+            if proof is None:
+                state = self._plan_state(key, see=False)
+                if state is None:
+                    plain.append((i, v))
+                    continue
+                proof = proofs[key] = _Proof(key, texts, signs(values),
+                                             _UNKNOWN if state is _SEEN else state)
+                proof.members.append((i, v, values))
+                proof.seen = state is _SEEN
+            else:
+                proof.members.append((i, v, values))
+        for key, proof in list(proofs.items()):
+            if proof.plan is _UNKNOWN and len(proof.members) == 1 and not proof.seen:
+                self._plan_state(key, see=True)      # first of its shape: as written
+                plain.append(proof.members[0][:2])
+                del proofs[key]
+        plain.sort(key=lambda iv: iv[0])            # jobs go out in batch order
+        return plain, proofs
+
+    def _patched(self, stubs: Sequence[str]) -> bytes | None:
+        """The cubin of stubs by constant patching, or None (assemble them as written)."""
+        shape = self._shape(stubs)
+        if shape is None:
+            return None
+        key, texts, values = shape
+        state = self._plan_state(key, see=True)
+        if state is _UNKNOWN:             # first of its shape: ptxas sees its own constants
+            return None
+        if state is _SEEN:
+            state = self._prove(key, texts, signs(values))
+        return None if state is None else state.apply(values)
 
     @cached_property
     def params(self) -> tuple[Param, ...]:
@@ -279,42 +412,91 @@ class Template:
                 report(done)
             else:
                 pending.append((i, v))
-        own = executor is None and len(pending) > 1
-        pool = executor
-        if own:
-            pool = ThreadPoolExecutor(max_workers=max_workers or min(32, os.cpu_count() or 1),
-                                      thread_name_prefix="numptx-build")
+        plain, proofs = self._sort_by_shape(pending)
+        jobs = len(plain) + 2 * sum(1 for p in proofs.values() if p.plan is _UNKNOWN)
+        own = executor is None and jobs > 1
+        pool = executor if executor is not None else (
+            ThreadPoolExecutor(max_workers=max_workers or min(32, os.cpu_count() or 1),
+                               thread_name_prefix="numptx-build") if own else _Inline())
+        futures: dict = {}           # future -> (variant, its index) or (proof, 0 | 1)
+
+        def finish(i: int, err: BaseException | None = None) -> None:
+            nonlocal done
+            if err is not None:
+                failed[i] = _numptx_error(err)
+            done += 1
+            report(done)
+
+        def assemble(i: int, v: Variant) -> None:
+            try:
+                ptx = v.ptx
+                try:
+                    futures[pool.submit(_link, ptx, self.arch, self.link_options)] = (v, i)
+                except Exception as e:   # noqa: BLE001 - a refused job fails its variant only
+                    raise _numptx_error(e, "the executor did not take the job") from e
+            except Exception as e:   # noqa: BLE001 - reported with the index
+                finish(i, e)
+
+        def prove(proof: _Proof) -> None:
+            """Send a shape's two trial assemblies (with a fresh pair of constant sets)."""
+            proof.attempts += 1
+            proof.sets = sentinel_sets(proof.pattern)
+            proof.left = 2
+            if folds_constants(join_constants(proof.texts, proof.sets[0])):
+                proof.failed, proof.left = True, 0
+            for k in range(proof.left):
+                try:
+                    ptx = self.inj.render(join_constants(proof.texts, proof.sets[k]), bind=self.bind)
+                    futures[pool.submit(_link, ptx, self.arch, self.link_options)] = (proof, k)
+                except Exception:   # noqa: BLE001 - its variants then say what is wrong
+                    proof.failed = True
+                    proof.left -= 1
+            if proof.left == 0:
+                settle(proof)
+
+        def settle(proof: _Proof) -> None:
+            """Both assemblies of a shape are in: patch its variants, or assemble them."""
+            plan = proof.plan if isinstance(proof.plan, Plan) else None
+            if proof.plan is _UNKNOWN:
+                plan = None if proof.failed else make_plan(proof.n, *proof.cubins, proof.sets)
+                if plan is None and not proof.failed and proof.attempts < _ATTEMPTS:
+                    prove(proof)
+                    return
+                with self._plans_lock:
+                    self._remember_plan(proof.key, plan)
+            for i, v, values in proof.members:
+                if plan is None:
+                    assemble(i, v)
+                else:
+                    v._store(plan.apply(values))
+                    finish(i)
+
         try:
-            if pool is None:
-                futures = None
-                for i, v in pending:
-                    try:
-                        v._store(_link(v.ptx, self.arch, self.link_options))
-                    except Exception as e:   # noqa: BLE001
-                        _retry_plain(v, e, failed, i)
-                    done += 1
-                    report(done)
-            else:
-                futures = {}
-                for i, v in pending:
-                    try:
-                        ptx = v.ptx
+            for i, v in plain:
+                assemble(i, v)
+            for proof in proofs.values():
+                if proof.plan is _UNKNOWN:
+                    prove(proof)
+                else:                                 # proven before: patch now
+                    settle(proof)
+            while futures:
+                finished, _ = wait(list(futures), return_when=FIRST_COMPLETED)
+                for fut in finished:
+                    job, k = futures.pop(fut)
+                    if isinstance(job, _Proof):
                         try:
-                            futures[pool.submit(_link, ptx, self.arch, self.link_options)] = (i, v)
-                        except Exception as e:   # noqa: BLE001 - a refused job fails its variant only
-                            raise _numptx_error(e, "the executor did not take the job") from e
-                    except Exception as e:   # noqa: BLE001 - reported with the index
-                        failed[i] = _numptx_error(e)
-                        done += 1
-                        report(done)
-                for fut in as_completed(futures):
-                    i, v = futures[fut]
+                            job.cubins[k] = fut.result()
+                        except Exception:   # noqa: BLE001 - its variants then say what is wrong
+                            job.failed = True
+                        job.left -= 1
+                        if job.left == 0:
+                            settle(job)
+                        continue
                     try:
-                        v._store(fut.result())
+                        job._store(fut.result())
                     except Exception as e:   # noqa: BLE001
-                        _retry_plain(v, e, failed, i)
-                    done += 1
-                    report(done)
+                        _retry_plain(job, e, failed, k)
+                    finish(k)
         finally:
             if own:
                 pool.shutdown(wait=True)
@@ -329,6 +511,32 @@ class Template:
                              f"({self.name}, {self.arch}):\n" + "\n".join(lines) + more,
                              errors=failed, variants=results)
         return results
+
+
+class _Proof:
+    """build_many's record of a shape whose variants wait for its plan."""
+
+    __slots__ = ("key", "texts", "pattern", "n", "members", "plan", "sets", "cubins", "left",
+                 "failed", "seen", "attempts")
+
+    def __init__(self, key: str, texts, pattern: str, plan):
+        self.key, self.texts, self.pattern, self.n, self.plan = key, texts, pattern, len(pattern), plan
+        self.members: list[tuple[int, Variant, tuple[int, ...]]] = []
+        self.sets = None
+        self.cubins: list[bytes | None] = [None, None]
+        self.left, self.failed, self.seen, self.attempts = 2, False, False, 0
+
+
+class _Inline:
+    """An executor that runs each job as it is submitted (a batch of one job)."""
+
+    def submit(self, fn, *args):
+        fut: Future = Future()
+        try:
+            fut.set_result(fn(*args))
+        except BaseException as e:   # noqa: BLE001 - handed over like a pool's future
+            fut.set_exception(e)
+        return fut
 
 
 def _retry_plain(v: Variant, e: BaseException, failed: dict, i: int) -> None:
@@ -481,10 +689,12 @@ class Variant:
             with self._lock:
                 if self._lookup() is None:
                     t = self.template
-                    try:
-                        cubin = ptx_to_cubin(self.ptx, t.arch, options=t.link_options)
-                    except NumptxError as e:
-                        cubin = self._unbound(e)
+                    cubin = t._patched(self.stubs)
+                    if cubin is None:
+                        try:
+                            cubin = ptx_to_cubin(self.ptx, t.arch, options=t.link_options)
+                        except NumptxError as e:
+                            cubin = self._unbound(e)
                     self._store(cubin)
         return self._cubin
 
@@ -507,12 +717,96 @@ class CudaTemplate(Template):
     def __init__(self, src: str, entry: str | None = "kernel", *, arch: Any = "sm_90",
                  options: Iterable[str] = (), link_options: Iterable[str] = (),
                  name: str = "numptx_template.cu", include_paths: Iterable[str] = (),
-                 cache: CubinCache | None | bool = True, bind: bool = True):
+                 cache: CubinCache | None | bool = True, bind: bool = True,
+                 patch_constants: bool = True):
         from .nvrtc import cuda_to_ptx, nvrtc_version
         self.src = src
         ptx = cuda_to_ptx(src, arch=arch, options=options, name=name, include_paths=include_paths)
         super().__init__(ptx, entry=entry, arch=arch, link_options=link_options,
-                         producer=f"nvrtc {nvrtc_version()}", cache=cache, bind=bind)
+                         producer=f"nvrtc {nvrtc_version()}", cache=cache, bind=bind,
+                         patch_constants=patch_constants)
+
+    # -- constant patching (numptx.jit.patch) -----------------------------------------------------
+    def _shape(self, stubs: Sequence[str]):
+        """(shape key, texts, constants) of stubs, or None when they have no f32 constant or
+        patching is off."""
+        if not self.patch_constants:
+            return None
+        texts, values = split_constants(stubs)
+        if not values or not patchable(values):
+            return None
+        key = variant_key(self.digest, [*shape_text(texts), signs(values)], self.arch,
+                          self.link_options, bind=self.bind)
+        return key, texts, values
+
+    def _plan_state(self, key: str, *, see: bool):
+        """The plan state of a shape; ``see`` marks an unknown shape as seen once."""
+        with self._plans_lock:
+            state = self._plans.get(key, _UNKNOWN)
+            if state is _UNKNOWN and see:
+                self._remember_plan(key, _SEEN)
+            elif state is not _UNKNOWN:
+                self._plans.move_to_end(key)
+            return state
+
+    def _remember_plan(self, key: str, state) -> None:
+        self._plans[key] = state
+        self._plans.move_to_end(key)
+        while len(self._plans) > _MAX_PLANS:
+            old, _ = self._plans.popitem(last=False)
+            self._plan_locks.pop(old, None)
+
+    def _assemble_texts(self, texts: list[str]) -> bytes:
+        return ptx_to_cubin(self.inj.render(texts, bind=self.bind), self.arch,
+                            options=self.link_options)
+
+    def _prove(self, key: str, texts, pattern: str):
+        """Make (once, whichever thread comes first) the plan of a shape; None if the shape is
+        not patchable or does not assemble."""
+        with self._plans_lock:
+            lock = self._plan_locks.setdefault(key, threading.Lock())
+        with lock:
+            state = self._plan_state(key, see=False)
+            if state is not _UNKNOWN and state is not _SEEN:
+                return state
+            sets = sentinel_sets(pattern)
+            why = folds_constants(join_constants(texts, sets[0]))
+            if why:
+                log.debug("numptx: %s: constants not patchable (%s)", self.name, why)
+                with self._plans_lock:
+                    self._remember_plan(key, None)
+                return None
+            plan = None
+            try:                          # the two assemblies at once: nvJitLink frees the GIL
+                with ThreadPoolExecutor(1, thread_name_prefix="numptx-prove") as ex:
+                    for attempt in range(_ATTEMPTS):
+                        if attempt:
+                            sets = sentinel_sets(pattern)
+                        second = ex.submit(self._assemble_texts, join_constants(texts, sets[1]))
+                        first = self._assemble_texts(join_constants(texts, sets[0]))
+                        plan = make_plan(len(pattern), first, second.result(), sets)
+                        if plan is not None:
+                            break
+            except NumptxError as e:      # the variants themselves will say what is wrong
+                log.debug("numptx: %s: constants not patchable (%s)", self.name, _summary(e))
+            with self._plans_lock:
+                self._remember_plan(key, plan)
+            log.debug("numptx: %s: shape %s %s", self.name, key[:12],
+                      "patchable" if plan else "not patchable: assembled variant by variant")
+            return plan
+
+    def _patched(self, stubs: Sequence[str]) -> bytes | None:
+        """The cubin of stubs by constant patching, or None (assemble them as written)."""
+        shape = self._shape(stubs)
+        if shape is None:
+            return None
+        key, texts, values = shape
+        state = self._plan_state(key, see=True)
+        if state is _UNKNOWN:             # first of its shape: ptxas sees its own constants
+            return None
+        if state is _SEEN:
+            state = self._prove(key, texts, signs(values))
+        return None if state is None else state.apply(values)
 
     @cached_property
     def params(self) -> tuple[Param, ...]:

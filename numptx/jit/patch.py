@@ -1,0 +1,231 @@
+"""Constant patching: variants that differ only in their f32 constants share one assembly.
+
+Autotuning and symbolic regression make many variants of one formula that differ only in its
+constants (``c * x + 0.5`` with a new ``c`` each time). ptxas writes an f32 constant that it does
+not fold as the constant's own 32 bits, in an instruction's immediate field or in a constant
+bank. So a template keeps, per *shape* (its stubs with every ``0fXXXXXXXX`` literal taken out), a
+:class:`Plan`: the cubin of the shape assembled with random constants, and the byte offsets where
+each constant (or its negation) landed. A new variant of the shape is that cubin with its own
+constants written in, in microseconds instead of one nvJitLink run.
+
+A plan is only made when it is proven on the shape itself: the shape is assembled twice, with two
+sets of random constants of the variant's signs (a shape includes its constants' signs) and far
+apart magnitudes, and writing the second set into the first cubin must give the second cubin
+byte for byte. Zeros, infinities, NaNs and subnormals are never patched in. A shape where ptxas folds a
+constant, splits it or chooses code by its value fails that check and is assembled as written,
+variant by variant. The patched cubin is the code ptxas makes for generic values of the
+constants, so it computes what the PTX says for every value; for special values (0, 1, powers of
+two) ptxas on its own might have made shorter code.
+
+>>> texts, values = split_constants(["mul.rn.f32 %v_z, %v_x, 0f3FC00000;"])
+>>> values
+(1069547520,)
+>>> join_constants(texts, (0x40000000,))
+['mul.rn.f32 %v_z, %v_x, 0f40000000;']
+"""
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Sequence
+
+__all__ = ["Plan", "split_constants", "join_constants", "shape_text", "patchable", "signs",
+           "folds_constants", "sentinel_sets", "make_plan"]
+
+# an f32 literal, not part of a longer name or number
+_F32 = re.compile(r"(?<![\w$%.])0[fF]([0-9A-Fa-f]{8})(?!\w)")
+_SIGN = 0x80000000
+
+
+def split_constants(stubs: Sequence[str]) -> tuple[tuple[tuple[str, ...], ...], tuple[int, ...]]:
+    """Each stub as the text between its f32 literals, and the literals' bit patterns in order."""
+    texts, values = [], []
+    for s in stubs:
+        if "0f" not in s and "0F" not in s:
+            texts.append((s,))
+            continue
+        parts = _F32.split(s)            # text, hex, text, hex, ..., text
+        texts.append(tuple(parts[0::2]))
+        values.extend(int(h, 16) for h in parts[1::2])
+    return tuple(texts), tuple(values)
+
+
+def join_constants(texts: Sequence[Sequence[str]], values: Sequence[int]) -> list[str]:
+    """The stubs of ``texts`` with ``values`` written in as f32 literals (inverse of split)."""
+    out, it = [], iter(values)
+    for pieces in texts:
+        if len(pieces) == 1:
+            out.append(pieces[0])
+        else:
+            out.append("".join(p if i == 0 else f"0f{next(it):08X}{p}" for i, p in enumerate(pieces)))
+    return out
+
+
+def shape_text(texts: Sequence[Sequence[str]]) -> list[str]:
+    """The stubs of a shape with a placeholder where each constant goes (for cache keys)."""
+    return ["\0f".join(pieces) for pieces in texts]
+
+
+_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+_LABEL = re.compile(r"^\s*[\w$]+\s*:(?!:)", re.M)
+_LITERAL = re.compile(r"-?(?:0[fFdD][0-9A-Fa-f]+|0[xX][0-9A-Fa-f]+U?|\d+U?|\d*\.\d+(?:[eE][-+]?\d+)?)\Z")
+
+
+def _operands(text: str) -> list[str]:
+    """Comma-separated operands, commas inside ``{}`` and ``[]`` kept."""
+    out, depth, cur = [], 0, []
+    for ch in text:
+        if ch in "{[":
+            depth += 1
+        elif ch in "}]":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append("".join(cur).strip())
+            cur = []
+        else:
+            cur.append(ch)
+    out.append("".join(cur).strip())
+    return [o for o in out if o]
+
+
+def folds_constants(stubs: Sequence[str]) -> str | None:
+    """Why ptxas could evaluate part of these stubs at compile time (an instruction whose
+    inputs are all literals or registers holding them), or None. A folded constant can steer
+    code in ways two trial assemblies need not show, so such shapes are never patched. Branches
+    and labels make the flow unknown: also refused."""
+    for stub in stubs:
+        text = _COMMENTS.sub(" ", stub)
+        if _LABEL.search(text) or re.search(r"\bbra(?:\.uni)?\b|\bcall\b", text):
+            return "branches or calls"
+        known: set[str] = set()            # registers holding a compile-time constant
+        for stmt in text.split(";"):
+            stmt = stmt.strip().lstrip("{}").strip()
+            while stmt[:1] in "{}" and stmt:
+                stmt = stmt[1:].strip()
+            if not stmt or stmt.startswith("."):
+                continue
+            guarded = stmt.startswith("@")
+            if guarded:
+                stmt = stmt.split(None, 1)[1] if " " in stmt else ""
+            head, _, rest = stmt.partition(" ")
+            ops = _operands(rest)
+            if not ops:
+                continue
+            dests = [d.strip() for d in ops[0].split("|")]
+            srcs = ops[1:]
+            const = bool(srcs) and all(_LITERAL.match(o) or o in known for o in srcs)
+            if const and head.split(".")[0] != "mov":
+                return f"{head!r} computes on constants only"
+            for d in dests:
+                if const and not guarded:
+                    known.add(d)
+                else:
+                    known.discard(d)
+    return None
+
+
+def patchable(values: Sequence[int]) -> bool:
+    """Whether constants may be written into a plan: normal numbers only (ptxas may treat
+    zeros, infinities, NaNs and subnormals in ways a plan made from normal numbers does not
+    show)."""
+    return all(0 < (v >> 23) & 0xFF < 0xFF for v in values)
+
+
+def signs(values: Sequence[int]) -> str:
+    """The constants' signs, part of a shape: ptxas may encode an instruction by the sign of
+    its constant (an FFMA addend does), so each sign pattern is proven on its own."""
+    return "".join("-" if v & _SIGN else "+" for v in values)
+
+
+def _sentinels(pattern: str, rng: random.Random, exponent: int, avoid: set[int]) -> list[int]:
+    """Distinct normal f32 bit patterns with the signs of ``pattern``, near 2**exponent, with
+    a full mantissa (a value whose low bits are zero could take a short immediate form)."""
+    out: list[int] = []
+    for sign in pattern:
+        while True:
+            mantissa = rng.getrandbits(23) | 0x1001    # low bits set, never a round number
+            v = ((127 + exponent + rng.randrange(2)) << 23) | mantissa | (_SIGN if sign == "-" else 0)
+            if v not in avoid and v ^ _SIGN not in avoid:
+                avoid.add(v)
+                out.append(v)
+                break
+    return out
+
+
+class Plan:
+    """A shape's cubin and where each constant sits in it: ``apply(values)`` writes them in."""
+
+    __slots__ = ("base", "slots")
+
+    def __init__(self, base: bytes, slots: Sequence[tuple[tuple[int, ...], tuple[int, ...]]]):
+        self.base = base
+        #: per constant: offsets of its bits, offsets of its negation's bits
+        self.slots = tuple(slots)
+
+    def apply(self, values: Sequence[int]) -> bytes:
+        out = bytearray(self.base)
+        for (plain, negated), v in zip(self.slots, values):
+            if plain:
+                b = v.to_bytes(4, "little")
+                for p in plain:
+                    out[p:p + 4] = b
+            if negated:
+                b = (v ^ _SIGN).to_bytes(4, "little")
+                for p in negated:
+                    out[p:p + 4] = b
+        return bytes(out)
+
+
+def _offsets(data: bytes, pattern: bytes) -> tuple[int, ...]:
+    found, i = [], data.find(pattern)
+    while i >= 0:
+        found.append(i)
+        i = data.find(pattern, i + 1)
+    return tuple(found)
+
+
+def _locate(cubin: bytes, values: Sequence[int]) -> Plan | None:
+    slots, taken = [], set()
+    for v in values:
+        plain = _offsets(cubin, v.to_bytes(4, "little"))
+        negated = _offsets(cubin, (v ^ _SIGN).to_bytes(4, "little"))
+        for p in plain + negated:
+            span = range(p, p + 4)
+            if taken.intersection(span):         # two constants claim the same bytes
+                return None
+            taken.update(span)
+        slots.append((plain, negated))
+    return Plan(cubin, slots)
+
+
+def sentinel_sets(pattern: str, seed: int | None = None) -> tuple[list[int], list[int]]:
+    """Two sets of random constants with the signs of ``pattern`` for proving a plan. The
+    first lies near 2**e1 with e1 in [-12, -5], the second near 2**e2 with e2 in [4, 11], so
+    any comparison with a threshold of magnitude 1/16 to 16 comes out differently; and the
+    second set orders the constants the other way round, so any comparison of two of them
+    does too. No value (or its negation) appears twice."""
+    rng = random.Random(seed)
+    avoid: set[int] = set()
+    first = _sentinels(pattern, rng, rng.randrange(-12, -5), avoid)
+    second = _sentinels(pattern, rng, rng.randrange(4, 11), avoid)
+    # reverse the order of magnitudes: the largest of the first set gets the smallest of the second
+    by_first = sorted(range(len(first)), key=lambda k: first[k] & ~_SIGN)
+    mags = sorted((v & ~_SIGN for v in second), reverse=True)
+    second = [0] * len(first)
+    for k, m in zip(by_first, mags):
+        second[k] = m | (_SIGN if pattern[k] == "-" else 0)
+    return first, second
+
+
+def make_plan(n: int, first: bytes, second: bytes, sentinels: tuple[list[int], list[int]]) -> Plan | None:
+    """The plan of a shape with ``n`` constants from its cubins ``first`` and ``second``,
+    assembled with the two ``sentinels`` sets; None unless it reproduces ``second`` exactly."""
+    s1, s2 = sentinels
+    if len(first) != len(second) or len(s1) != n or len(s2) != n:
+        return None
+    plan = _locate(first, s1)
+    # every constant must sit in the cubin as itself (one that vanished was folded into
+    # something), and writing the second set in must give the second assembly exactly
+    if plan is None or not all(p or m for p, m in plan.slots) or plan.apply(s2) != second:
+        return None
+    return plan

@@ -1,0 +1,265 @@
+"""Constant patching (numptx.jit.patch): variants that differ only in f32 constants get the cubin
+ptxas makes, without running it again. Checked against real nvJitLink assemblies, byte for byte."""
+from __future__ import annotations
+
+import random
+import struct
+import sys
+
+import numpy as np
+import pytest
+from numba import cuda
+
+import numptx as nx
+from numptx.jit import template as template_mod
+from numptx.jit.patch import (Plan, folds_constants, join_constants, make_plan, patchable,
+                              sentinel_sets, signs, split_constants)
+
+from conftest import SPINE_SRC
+
+sys.path.insert(0, __file__.rsplit("/tests/", 1)[0] + "/benchmarks")
+from bench_inject import gemm_template  # noqa: E402
+
+
+def f32(x: float) -> str:
+    return "0f%08X" % struct.unpack("<I", struct.pack("<f", x))[0]
+
+
+def bits(x: float) -> int:
+    return struct.unpack("<I", struct.pack("<f", x))[0]
+
+
+class Counting:
+    """Counts nvJitLink runs made through the template module (the real function runs; every
+    path, build_many's ``_link`` included, calls it there)."""
+
+    def __init__(self, monkeypatch):
+        self.calls = 0
+        real = template_mod.ptx_to_cubin
+
+        def to_cubin(*a, **k):
+            self.calls += 1
+            return real(*a, **k)
+        monkeypatch.setattr(template_mod, "ptx_to_cubin", to_cubin)
+
+
+@pytest.fixture
+def pair():
+    """The spine template with patching, and one without (the reference assemblies)."""
+    return (nx.CudaTemplate(SPINE_SRC, arch="sm_90", cache=False),
+            nx.CudaTemplate(SPINE_SRC, arch="sm_90", cache=False, patch_constants=False))
+
+
+# ---- the pieces -------------------------------------------------------------------------------------
+def test_split_and_join_constants():
+    stubs = ["fma.rn.f32 %v_z, %v_x, 0f3FC00000, 0F40000000;", "mov.f32 %v_w, %v_z;",
+             "add.f32 %r0f12345678, %x_0f1, 0f3F800000; // 0f3F800000"]
+    texts, values = split_constants(stubs)
+    assert values == (0x3FC00000, 0x40000000, 0x3F800000, 0x3F800000)
+    assert texts[1] == ("mov.f32 %v_w, %v_z;",)          # register names are not constants
+    assert join_constants(texts, values) == [s.replace("0F4", "0f4") for s in stubs]
+    assert split_constants(["mov.b64 %rd1, 0d3FF0000000000000;"])[1] == ()   # only f32
+
+
+def test_only_normal_numbers_are_patched_and_signs_are_part_of_a_shape():
+    assert patchable([bits(1.5), bits(-3e-30), bits(1.0)])
+    for special in (0.0, -0.0, float("inf"), float("nan"), 1e-40):
+        assert not patchable([bits(1.5), bits(special)])
+    assert signs([bits(1.0), bits(-2.0)]) == "+-"
+
+
+@pytest.mark.parametrize("stub, why", [
+    ("mul.rn.f32 %v_z, %v_x, 0f3FC00000;", None),
+    ("{ .reg .f32 %t; mov.f32 %t, 0f3FC00000; mul.rn.f32 %v_z, %v_x, %t; }", None),
+    ("{ .reg .pred %p; setp.lt.f32 %p, %v_x, 0f3F800000; selp.f32 %v_z, %v_y, 0f40000000, %p; }", None),
+    ("{ .reg .f32 %t; add.rn.f32 %t, 0f3F800000, 0f40000000; mul.rn.f32 %v_z, %v_x, %t; }", "add.rn.f32"),
+    ("{ .reg .f32 %t; mov.f32 %t, 0f3F800000; sqrt.rn.f32 %t, %t; mul.rn.f32 %v_z, %v_x, %t; }", "sqrt"),
+    ("{ .reg .f32 %t; mov.f32 %t, 0f3F800000; mov.f32 %t, %v_x; sqrt.rn.f32 %v_z, %t; }", None),
+    ("{ .reg .pred %p; setp.gt.f32 %p, 0f3F800000, 0f40000000; selp.f32 %v_z, %v_x, %v_y, %p; }", "setp"),
+    ("@%p bra $L1;\n$L1:\nmov.f32 %v_z, 0f3F800000;", "branches"),
+])
+def test_compile_time_arithmetic_on_constants_is_found(stub, why):
+    got = folds_constants([stub])
+    assert (got is None) if why is None else (why in got)
+
+
+def test_sentinel_sets_keep_signs_straddle_one_and_reverse_the_order():
+    for seed in range(50):
+        a, b = sentinel_sets("+-++-", seed=seed)
+        fa = [struct.unpack("<f", struct.pack("<I", v))[0] for v in a]
+        fb = [struct.unpack("<f", struct.pack("<I", v))[0] for v in b]
+        assert signs(a) == signs(b) == "+-++-"
+        assert all(abs(x) < 1 / 16 for x in fa) and all(abs(x) > 16 for x in fb)
+        assert patchable(a) and patchable(b)
+        assert len({v & 0x7FFFFFFF for v in a + b}) == 10      # no value or negation twice
+        order_a = sorted(range(5), key=lambda k: abs(fa[k]))
+        order_b = sorted(range(5), key=lambda k: abs(fb[k]))
+        assert order_a == order_b[::-1]
+
+
+def test_a_plan_must_reproduce_the_second_assembly():
+    s1, s2 = [0x3D315FB7, 0x3D053E97], [0x443E32E1, 0x447598B3]
+    le = lambda v: v.to_bytes(4, "little")                       # noqa: E731
+    first = b"\x7fELF" + le(s1[0]) + b"...." + le(s1[1] ^ 0x80000000) + b"tail"
+    second = b"\x7fELF" + le(s2[0]) + b"...." + le(s2[1] ^ 0x80000000) + b"tail"
+    plan = make_plan(2, first, second, (s1, s2))
+    assert isinstance(plan, Plan) and plan.slots == (((4,), ()), ((), (12,)))   # a negation found
+    assert plan.apply([bits(2.5), bits(-1.0)]) == b"\x7fELF" + le(bits(2.5)) + b"...." + le(bits(1.0)) + b"tail"
+    assert make_plan(2, first, second[:-1] + b"X", (s1, s2)) is None        # another byte changed
+    assert make_plan(2, first, second + b"x", (s1, s2)) is None             # lengths differ
+    gone = b"\x7fELF" + le(s1[0]) + b"........tail"                          # slot 2 folded away
+    assert make_plan(2, gone, b"\x7fELF" + le(s2[0]) + b"........tail", (s1, s2)) is None
+
+
+# ---- real assemblies ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("make", [
+    lambda c, d: f"mul.rn.f32 %v_z, %v_x, {f32(c)};",
+    lambda c, d: f"sub.rn.f32 %v_z, %v_x, {f32(c)};",                   # ptxas adds -c
+    lambda c, d: f"fma.rn.f32 %v_z, %v_x, {f32(c)}, {f32(d)};",
+    lambda c, d: f"{{ .reg .pred %p; setp.lt.f32 %p, %v_x, {f32(c)}; selp.f32 %v_z, %v_y, {f32(d)}, %p; }}",
+    lambda c, d: f"{{ .reg .f32 %t; max.f32 %t, %v_x, {f32(c)}; fma.rn.f32 %v_z, %t, %v_y, {f32(d)}; }}",
+])
+def test_patched_cubins_equal_ptxas_for_generic_constants(pair, monkeypatch, make):
+    patched, reference = pair
+    rng = random.Random(7)
+    values = [(rng.uniform(0.1, 20) * rng.choice((1, -1)), rng.uniform(0.1, 20)) for _ in range(6)]
+    values = [(abs(c), d) for c, d in values[:3]] + [(c, d) for c, d in values[3:]]
+    want = [reference.inject(combine=make(c, d)).cubin for c, d in values]
+    count = Counting(monkeypatch)
+    got = [patched.inject(combine=make(c, d)).cubin for c, d in values]
+    assert got == want
+    assert count.calls <= 2 + 2 * 2 * 2         # per sign pattern: as written, then one proof
+
+
+def test_the_first_of_a_shape_is_assembled_then_one_proof_then_none(pair, monkeypatch):
+    patched, _ = pair
+    count = Counting(monkeypatch)
+    patched.inject(combine=f"mul.rn.f32 %v_z, %v_x, {f32(1.7)};").cubin
+    assert count.calls == 1                     # as written: a lone variant of its shape
+    patched.inject(combine=f"mul.rn.f32 %v_z, %v_x, {f32(2.9)};").cubin
+    assert count.calls in (3, 5)                # the proof: two assemblies (four on a retry)
+    before = count.calls
+    for c in (0.3, 11.0, 1234.5, 1.0, 2.0):     # 1.0 and 2.0 too: normal numbers
+        patched.inject(combine=f"mul.rn.f32 %v_z, %v_x, {f32(c)};").cubin
+    assert count.calls == before
+    patched.inject(combine=f"mul.rn.f32 %v_z, %v_x, {f32(0.0)};").cubin
+    assert count.calls == before + 1            # zero: assembled as written
+
+
+def test_shapes_that_fold_constants_are_assembled_every_time(pair, monkeypatch):
+    patched, reference = pair
+    make = lambda c: f"div.rn.f32 %v_z, %v_x, {f32(c)};"        # noqa: E731 - ptxas rewrites c
+    for c in (1.7, 2.9, 5.3):
+        assert patched.inject(combine=make(c)).cubin == reference.inject(combine=make(c)).cubin
+    fold = lambda c: (f"{{ .reg .f32 %t; add.rn.f32 %t, {f32(c)}, 0f3F800000; "   # noqa: E731
+                      f"mul.rn.f32 %v_z, %v_x, %t; }}")
+    for c in (1.7, 2.9):
+        patched.inject(combine=fold(c)).cubin
+    count = Counting(monkeypatch)
+    for c in (3.1, 4.7):
+        assert patched.inject(combine=fold(c)).cubin == reference.inject(combine=fold(c)).cubin
+    assert count.calls == 4                     # 2 here, 2 for the reference: no patching
+
+
+def test_patching_off_assembles_every_variant(monkeypatch):
+    tmpl = nx.CudaTemplate(SPINE_SRC, arch="sm_90", cache=False, patch_constants=False)
+    count = Counting(monkeypatch)
+    for c in (1.5, 2.5, 3.5):
+        tmpl.inject(combine=f"mul.rn.f32 %v_z, %v_x, {f32(c)};").cubin
+    assert count.calls == 3
+
+
+def test_dsl_formulas_with_constants_on_the_gemm(monkeypatch):
+    """The 512-site GEMM with a traced formula: after the first two, a new constant costs no
+    assembly, and the cubins are the ones ptxas makes."""
+    @nx.ptx_expr
+    def mac(a: nx.f32, b: nx.f32, acc: nx.f32, c: nx.f32) -> nx.f32:
+        return nx.fma(a, b * c, acc)
+
+    tmpl = nx.CudaTemplate(gemm_template(), entry="gemm", arch="sm_90", cache=False)
+    ref = nx.CudaTemplate(gemm_template(), entry="gemm", arch="sm_90", cache=False,
+                          patch_constants=False)
+    cs = [0.75, 1.3, 1.9, 0.61]
+    got = [tmpl.inject(mac=mac.bind(c=c)).cubin for c in cs[:2]]
+    count = Counting(monkeypatch)
+    got += [tmpl.inject(mac=mac.bind(c=c)).cubin for c in cs[2:]]
+    assert count.calls == 0
+    monkeypatch.undo()
+    assert got == [ref.inject(mac=mac.bind(c=c)).cubin for c in cs]
+
+
+@pytest.mark.parametrize("executor", ["threads", "inline"])
+def test_build_many_proves_each_shape_once_and_patches_the_rest(monkeypatch, executor):
+    tmpl = nx.CudaTemplate(SPINE_SRC, arch="sm_90", cache=False)
+    ref = nx.CudaTemplate(SPINE_SRC, arch="sm_90", cache=False, patch_constants=False)
+    rng = random.Random(3)
+    cs = [rng.uniform(0.1, 30) for _ in range(12)]
+    batch = [{"combine": f"fma.rn.f32 %v_z, %v_x, {f32(c)}, %v_y;"} for c in cs]
+    batch += [{"combine": "add.f32 %v_z, %v_x, %v_y;"}, {"combine": "bogus.f32 %v_z;"}]
+    count = Counting(monkeypatch)
+    kw = {"max_workers": 1} if executor == "inline" else {}
+    out = tmpl.build_many(batch, errors="return", **kw)
+    assert count.calls <= 2 * 2 + 2            # one proof (maybe retried) + the two others
+    assert isinstance(out[-1], nx.LinkError)
+    monkeypatch.undo()
+    assert [v.cubin for v in out[:-1]] == [ref.inject(b).cubin for b in batch[:-1]]
+    again = tmpl.build_many([{"combine": f"fma.rn.f32 %v_z, %v_x, {f32(4.25)}, %v_y;"}])
+    assert again[0].cubin == ref.inject(combine=f"fma.rn.f32 %v_z, %v_x, {f32(4.25)}, %v_y;").cubin
+
+
+def test_build_many_with_a_lone_new_shape_assembles_it_as_written(monkeypatch):
+    tmpl = nx.CudaTemplate(SPINE_SRC, arch="sm_90", cache=False)
+    count = Counting(monkeypatch)
+    tmpl.build_many([{"combine": f"mul.rn.f32 %v_z, %v_x, {f32(1.25)};"}])
+    assert count.calls == 1
+    tmpl.build_many([{"combine": f"mul.rn.f32 %v_z, %v_x, {f32(c)};"} for c in (2.5, 3.5, 4.5)])
+    assert count.calls in (3, 5)               # seen before: one proof for all three
+
+
+def test_patched_variants_go_through_the_cache(tmp_path):
+    cache = nx.CubinCache(str(tmp_path / "c"))
+    tmpl = nx.CudaTemplate(SPINE_SRC, arch="sm_90", cache=cache)
+    vs = [tmpl.inject(combine=f"mul.rn.f32 %v_z, %v_x, {f32(c)};") for c in (1.5, 2.5, 3.5)]
+    cubins = [v.cubin for v in vs]
+    fresh = nx.CudaTemplate(SPINE_SRC, arch="sm_90", cache=nx.CubinCache(str(tmp_path / "c")))
+    assert [fresh.inject(combine=f"mul.rn.f32 %v_z, %v_x, {f32(c)};")._lookup()
+            for c in (1.5, 2.5, 3.5)] == cubins
+
+
+def _scale(out, a):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = nx.site("s", x=a[i], out={"z": nx.f32})
+
+
+def test_numba_templates_patch_too(monkeypatch):
+    k = nx.kernel(_scale, cache=False)
+    args = (np.zeros(8, np.float32), np.ones(8, np.float32))
+
+    @nx.ptx_expr
+    def affine(x: nx.f32, c: nx.f32) -> nx.f32:
+        return x * c + 0.5
+
+    cs = (1.5, 2.5, 3.25, 7.0)
+    got = [k.inject(s=affine.bind(c=c)).specialize(*args).cubin for c in cs]
+    tmpl = k.template(*args)
+    assert any(isinstance(p, Plan) for p in tmpl._plans.values())
+    tmpl.patch_constants = False               # the same template, every variant assembled
+    assert got == [k.inject(s=affine.bind(c=c)).specialize(*args).cubin for c in cs]
+
+
+@pytest.mark.gpu
+def test_gpu_patched_variants_compute_every_normal_constant():
+    """Patched cubins with constants ptxas would special-case (1, 2, 0.5, -1, huge, tiny) run and
+    match NumPy."""
+    tmpl = nx.CudaTemplate(SPINE_SRC, arch="sm_90")
+    n = 1000
+    a = np.random.rand(n).astype(np.float32) * 4 - 2
+    b = np.random.rand(n).astype(np.float32)
+    for c in (1.7, 2.9, 1.0, 2.0, 0.5, 3.0e38, 1.5e-38, 4.0):
+        for sign in (1, -1):
+            v = tmpl.inject(combine=f"fma.rn.f32 %v_z, %v_x, {f32(sign * c)}, %v_y;")
+            out = np.zeros(n, np.float32)
+            v[(n + 255) // 256, 256](out, a, b, n)
+            want = (a.astype(np.float64) * np.float32(sign * c) + b).astype(np.float32)
+            np.testing.assert_allclose(out, want, rtol=1e-6, atol=0)
