@@ -18,9 +18,12 @@ def test_example_runs(name, capsys):
 def test_module_docstrings_run():
     import doctest
 
+    import numptx._text
     import numptx.ast_ptx
+    import numptx.jit.options
+    import numptx.jit.patch
     import numptx.stack_ptx
-    for mod in (numptx.stack_ptx, numptx.ast_ptx):
+    for mod in (numptx.stack_ptx, numptx.ast_ptx, numptx.jit.patch, numptx.jit.options, numptx._text):
         result = doctest.testmod(mod)
         assert result.failed == 0 and result.attempted > 0, mod.__name__
 

@@ -56,6 +56,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from .. import semantics as S
+from .._text import split_top
 from ..errors import NumptxError
 from .. import instructions as _instructions
 from ..instructions import NP_DTYPE, TYPES, UnknownInstructionError, parse_type_spec
@@ -175,19 +176,7 @@ def _strip_comments(text: str) -> str:
 
 def _split_top(s: str) -> list[str]:
     """Split operands on commas outside braces."""
-    out, depth, cur = [], 0, []
-    for ch in s:
-        if ch == "{":
-            depth += 1
-        elif ch == "}":
-            depth -= 1
-        if ch == "," and depth == 0:
-            out.append("".join(cur).strip())
-            cur = []
-        else:
-            cur.append(ch)
-    out.append("".join(cur).strip())
-    return out
+    return split_top(s, "{", "}")
 
 
 def _literal_value(tok: str, t: str) -> np.ndarray:

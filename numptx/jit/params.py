@@ -18,6 +18,8 @@ import logging
 import re
 from typing import NamedTuple
 
+from .._text import split_top
+
 __all__ = ["Param", "kernel_params", "parse_c_params", "parse_ptx_params", "signature"]
 
 log = logging.getLogger(__name__)
@@ -74,19 +76,7 @@ def _strip_comments(src: str) -> str:
 
 def _split_top(text: str) -> list[str]:
     """Split a parameter list at the commas outside <>, (), [] and {}."""
-    parts, depth, cur = [], 0, []
-    for ch in text:
-        if ch in "<([{":
-            depth += 1
-        elif ch in ">)]}":
-            depth -= 1
-        if ch == "," and depth == 0:
-            parts.append("".join(cur))
-            cur = []
-        else:
-            cur.append(ch)
-    parts.append("".join(cur))
-    return [p.strip() for p in parts]
+    return split_top(text, "<([{", ">)]}")
 
 
 def _words_dtype(words: list[str]) -> str | None:

@@ -29,6 +29,8 @@ import random
 import re
 from collections.abc import Sequence
 
+from .._text import split_top
+
 __all__ = ["Plan", "split_constants", "join_constants", "shape_text", "patchable", "signs",
            "folds_constants", "sentinel_sets", "make_plan"]
 
@@ -73,19 +75,7 @@ _LITERAL = re.compile(r"-?(?:0[fFdD][0-9A-Fa-f]+|0[xX][0-9A-Fa-f]+U?|\d+U?|\d*\.
 
 def _operands(text: str) -> list[str]:
     """Comma-separated operands, commas inside ``{}`` and ``[]`` kept."""
-    out, depth, cur = [], 0, []
-    for ch in text:
-        if ch in "{[":
-            depth += 1
-        elif ch in "}]":
-            depth -= 1
-        if ch == "," and depth == 0:
-            out.append("".join(cur).strip())
-            cur = []
-        else:
-            cur.append(ch)
-    out.append("".join(cur).strip())
-    return [o for o in out if o]
+    return [o for o in split_top(text, "{[", "}]") if o]
 
 
 def folds_constants(stubs: Sequence[str]) -> str | None:
