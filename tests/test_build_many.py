@@ -14,7 +14,7 @@ import pytest
 
 import numptx as nx
 from numptx import stack_ptx as sp
-from numptx.jit import template as template_mod
+from numptx.jit import build as build_mod
 
 from conftest import SPINE_SRC
 
@@ -118,7 +118,7 @@ def test_stub_kinds_are_resolved_in_the_parent(spine, pools):
     # what crosses to the workers: the module-level _link and (PTX text, arch, options)
     assert len(rec.calls) == 4
     for (fn, args, kwargs), v in zip(rec.calls, procs):
-        assert fn is template_mod._link and not kwargs
+        assert fn is build_mod._link and not kwargs
         assert args == (v.ptx, "sm_90", ()) and type(args[0]) is str
         pickle.dumps((fn, args))
 

@@ -38,6 +38,14 @@ __all__ = ["Plan", "split_constants", "join_constants", "shape_text", "patchable
 _F32 = re.compile(r"(?<![\w$%.])0[fF]([0-9A-Fa-f]{8})(?!\w)")
 _SIGN = 0x80000000
 
+#: plan states of a shape besides a Plan and None (not patchable): never seen, seen once
+UNKNOWN, SEEN = object(), object()
+#: shapes remembered per template (each plan holds a cubin)
+MAX_PLANS = 1024
+#: proofs per shape: ptxas picks between equivalent encodings by a constant's magnitude now and
+#: then, which fails a proof without making patching wrong; a second pair of constants settles it
+ATTEMPTS = 2
+
 
 def split_constants(stubs: Sequence[str]) -> tuple[tuple[tuple[str, ...], ...], tuple[int, ...]]:
     """Each stub as the text between its f32 literals, and the literals' bit patterns in order."""

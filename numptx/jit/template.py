@@ -18,25 +18,24 @@ takes).
 from __future__ import annotations
 
 import logging
-import os
 import re
-import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, Executor, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Executor, ThreadPoolExecutor
 from functools import cached_property
 from typing import Any
 
 from ..errors import LinkError, NumptxError, RenderError
 from ..inject import PtxInject, Site
 from .arch import normalize_arch
+from .build import BuildError, build_many, summary
 from .cache import CubinCache, cache_option, default_cache, template_digest, variant_key
 from .nvjitlink import ptx_to_cubin
 from .options import option_list
-from .patch import (Plan, folds_constants, join_constants, make_plan, patchable, sentinel_sets,
-                    shape_text, signs, split_constants)
 from .params import Param, kernel_params
+from .patch import (ATTEMPTS, MAX_PLANS, SEEN, UNKNOWN, folds_constants, join_constants, make_plan,
+                    patchable, sentinel_sets, shape_text, signs, split_constants)
 
 __all__ = ["Template", "CudaTemplate", "Variant", "BuildError", "resolve_stub", "find_entries"]
 
@@ -45,15 +44,6 @@ log = logging.getLogger(__name__)
 _ENTRY = re.compile(r"^\s*(?:\.visible\s+|\.weak\s+)?\.entry\s+([A-Za-z_$.%][\w$.]*)", re.M)
 _TARGET = re.compile(r"^\s*\.target\s+(sm_\d+[af]?)", re.M)
 _EXTERN = re.compile(r"^\s*\.extern\s+\.func\s+(?:\([^)]*\)\s*)?([A-Za-z_$][\w$]*)", re.M)
-
-
-class BuildError(NumptxError):
-    """Some variants of a :meth:`Template.build_many` batch failed. ``errors`` maps each failing
-    index to its exception; ``variants`` holds the built variants (None where one failed)."""
-
-    def __init__(self, message: str, *, errors: dict[int, BaseException], variants: list):
-        super().__init__(message)
-        self.errors, self.variants = errors, variants
 
 
 def find_entries(ptx: str) -> list[str]:
@@ -79,12 +69,6 @@ def resolve_stub(stub: Any, site: Site) -> str:
     raise NumptxError(f"site {site.name!r}: a stub is PTX text, a Stack PTX program or an object "
                       f"with .stub(site), not {type(stub).__name__}")
 
-
-_UNKNOWN, _SEEN = object(), object()     # plan states besides a Plan and None (not patchable)
-_MAX_PLANS = 1024                        # shapes remembered per template (each holds a cubin)
-# proofs per shape: ptxas picks between equivalent encodings by a constant's magnitude now and
-# then, which fails a proof without making patching wrong; a second pair of constants settles it
-_ATTEMPTS = 2
 
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 
@@ -152,7 +136,7 @@ class Template:
         self.bind = bool(bind)
         #: variants that differ only in f32 constants are patched, not assembled
         self.patch_constants = bool(patch_constants)
-        # shape key -> Plan, None (not patchable) or _SEEN (one variant assembled as written)
+        # shape key -> Plan, None (not patchable) or SEEN (one variant assembled as written)
         self._plans: OrderedDict[str, Any] = OrderedDict()
         self._plan_locks: dict[str, threading.Lock] = {}
         self._plans_lock = threading.Lock()
@@ -221,17 +205,17 @@ class Template:
     def _plan_state(self, key: str, *, see: bool):
         """The plan state of a shape; ``see`` marks an unknown shape as seen once."""
         with self._plans_lock:
-            state = self._plans.get(key, _UNKNOWN)
-            if state is _UNKNOWN and see:
-                self._remember_plan(key, _SEEN)
-            elif state is not _UNKNOWN:
+            state = self._plans.get(key, UNKNOWN)
+            if state is UNKNOWN and see:
+                self._remember_plan(key, SEEN)
+            elif state is not UNKNOWN:
                 self._plans.move_to_end(key)
             return state
 
     def _remember_plan(self, key: str, state) -> None:
         self._plans[key] = state
         self._plans.move_to_end(key)
-        while len(self._plans) > _MAX_PLANS:
+        while len(self._plans) > MAX_PLANS:
             old, _ = self._plans.popitem(last=False)
             self._plan_locks.pop(old, None)
 
@@ -246,7 +230,7 @@ class Template:
             lock = self._plan_locks.setdefault(key, threading.Lock())
         with lock:
             state = self._plan_state(key, see=False)
-            if state is not _UNKNOWN and state is not _SEEN:
+            if state is not UNKNOWN and state is not SEEN:
                 return state
             sets = sentinel_sets(pattern)
             why = folds_constants(join_constants(texts, sets[0]))
@@ -258,7 +242,7 @@ class Template:
             plan = None
             try:                          # the two assemblies at once: nvJitLink frees the GIL
                 with ThreadPoolExecutor(1, thread_name_prefix="numptx-prove") as ex:
-                    for attempt in range(_ATTEMPTS):
+                    for attempt in range(ATTEMPTS):
                         if attempt:
                             sets = sentinel_sets(pattern)
                         second = ex.submit(self._assemble_texts, join_constants(texts, sets[1]))
@@ -267,43 +251,12 @@ class Template:
                         if plan is not None:
                             break
             except NumptxError as e:      # the variants themselves will say what is wrong
-                log.debug("numptx: %s: constants not patchable (%s)", self.name, _summary(e))
+                log.debug("numptx: %s: constants not patchable (%s)", self.name, summary(e))
             with self._plans_lock:
                 self._remember_plan(key, plan)
             log.debug("numptx: %s: shape %s %s", self.name, key[:12],
                       "patchable" if plan else "not patchable: assembled variant by variant")
             return plan
-
-    def _sort_by_shape(self, pending: list[tuple[int, Variant]]):
-        """build_many's split of the variants to build: those to assemble as written, and per
-        shape those to patch (shapes already proven, seen before, or twice in the batch)."""
-        plain: list[tuple[int, Variant]] = []
-        proofs: dict[str, _Proof] = {}
-        for i, v in pending:
-            shape = self._shape(v.stubs)
-            if shape is None:
-                plain.append((i, v))
-                continue
-            key, texts, values = shape
-            proof = proofs.get(key)
-            if proof is None:
-                state = self._plan_state(key, see=False)
-                if state is None:
-                    plain.append((i, v))
-                    continue
-                proof = proofs[key] = _Proof(key, texts, signs(values),
-                                             _UNKNOWN if state is _SEEN else state)
-                proof.members.append((i, v, values))
-                proof.seen = state is _SEEN
-            else:
-                proof.members.append((i, v, values))
-        for key, proof in list(proofs.items()):
-            if proof.plan is _UNKNOWN and len(proof.members) == 1 and not proof.seen:
-                self._plan_state(key, see=True)      # first of its shape: as written
-                plain.append(proof.members[0][:2])
-                del proofs[key]
-        plain.sort(key=lambda iv: iv[0])            # jobs go out in batch order
-        return plain, proofs
 
     def _patched(self, stubs: Sequence[str]) -> bytes | None:
         """The cubin of stubs by constant patching, or None (assemble them as written)."""
@@ -312,9 +265,9 @@ class Template:
             return None
         key, texts, values = shape
         state = self._plan_state(key, see=True)
-        if state is _UNKNOWN:             # first of its shape: ptxas sees its own constants
+        if state is UNKNOWN:             # first of its shape: ptxas sees its own constants
             return None
-        if state is _SEEN:
+        if state is SEEN:
             state = self._prove(key, texts, signs(values))
         return None if state is None else state.apply(values)
 
@@ -375,235 +328,8 @@ class Template:
         list. ``progress``: True shows a tqdm bar (a counter on stderr without tqdm); a
         callable gets ``(done, total)``.
         """
-        if errors not in ("raise", "return"):
-            raise NumptxError(f"build_many(errors={errors!r}): use 'raise' or 'return'")
-        if max_workers is not None and (not isinstance(max_workers, int) or isinstance(max_workers, bool)
-                                        or max_workers < 1):
-            raise NumptxError(f"build_many(max_workers={max_workers!r}): a positive int or None")
-        if executor is not None and not callable(getattr(executor, "submit", None)):
-            raise NumptxError(f"build_many(executor=): a concurrent.futures.Executor, not "
-                              f"{type(executor).__name__}")
-        if isinstance(batch, Mapping):
-            raise NumptxError("build_many takes a list of stub mappings (one per variant), not one "
-                              "mapping: build_many([{...}, {...}])")
-        try:
-            batch = list(batch)
-        except TypeError:
-            raise NumptxError(f"build_many takes a list of stub mappings, not "
-                              f"{type(batch).__name__}") from None
-        total = len(batch)
-        results: list = [None] * total
-        failed: dict[int, BaseException] = {}
-        report = _progress(progress, total)
-        done = 0
-        pending: list[tuple[int, Variant]] = []
-        for i, stubs in enumerate(batch):
-            try:
-                v = self.inject(stubs, missing=missing)
-                cached = v._lookup() is not None
-            except Exception as e:   # noqa: BLE001 - reported with the index
-                failed[i] = _numptx_error(e)
-                done += 1
-                report(done)
-                continue
-            results[i] = v
-            if cached:
-                done += 1
-                report(done)
-            else:
-                pending.append((i, v))
-        plain, proofs = self._sort_by_shape(pending)
-        jobs = len(plain) + 2 * sum(1 for p in proofs.values() if p.plan is _UNKNOWN)
-        own = executor is None and jobs > 1
-        pool = executor if executor is not None else (
-            ThreadPoolExecutor(max_workers=max_workers or min(32, os.cpu_count() or 1),
-                               thread_name_prefix="numptx-build") if own else _Inline())
-        futures: dict = {}           # future -> (variant, its index) or (proof, 0 | 1)
-
-        def finish(i: int, err: BaseException | None = None) -> None:
-            nonlocal done
-            if err is not None:
-                failed[i] = _numptx_error(err)
-            done += 1
-            report(done)
-
-        def assemble(i: int, v: Variant) -> None:
-            try:
-                ptx = v.ptx
-                try:
-                    futures[pool.submit(_link, ptx, self.arch, self.link_options)] = (v, i)
-                except Exception as e:   # noqa: BLE001 - a refused job fails its variant only
-                    raise _numptx_error(e, "the executor did not take the job") from e
-            except Exception as e:   # noqa: BLE001 - reported with the index
-                finish(i, e)
-
-        def prove(proof: _Proof) -> None:
-            """Send a shape's two trial assemblies (with a fresh pair of constant sets)."""
-            proof.attempts += 1
-            proof.sets = sentinel_sets(proof.pattern)
-            proof.left = 2
-            if folds_constants(join_constants(proof.texts, proof.sets[0])):
-                proof.failed, proof.left = True, 0
-            for k in range(proof.left):
-                try:
-                    ptx = self.inj.render(join_constants(proof.texts, proof.sets[k]), bind=self.bind)
-                    futures[pool.submit(_link, ptx, self.arch, self.link_options)] = (proof, k)
-                except Exception:   # noqa: BLE001 - its variants then say what is wrong
-                    proof.failed = True
-                    proof.left -= 1
-            if proof.left == 0:
-                settle(proof)
-
-        def settle(proof: _Proof) -> None:
-            """Both assemblies of a shape are in: patch its variants, or assemble them."""
-            plan = proof.plan if isinstance(proof.plan, Plan) else None
-            if proof.plan is _UNKNOWN:
-                plan = None if proof.failed else make_plan(proof.n, *proof.cubins, proof.sets)
-                if plan is None and not proof.failed and proof.attempts < _ATTEMPTS:
-                    prove(proof)
-                    return
-                with self._plans_lock:
-                    self._remember_plan(proof.key, plan)
-            for i, v, values in proof.members:
-                if plan is None:
-                    assemble(i, v)
-                else:
-                    v._store(plan.apply(values))
-                    finish(i)
-
-        try:
-            for i, v in plain:
-                assemble(i, v)
-            for proof in proofs.values():
-                if proof.plan is _UNKNOWN:
-                    prove(proof)
-                else:                                 # proven before: patch now
-                    settle(proof)
-            while futures:
-                finished, _ = wait(list(futures), return_when=FIRST_COMPLETED)
-                for fut in finished:
-                    job, k = futures.pop(fut)
-                    if isinstance(job, _Proof):
-                        try:
-                            job.cubins[k] = fut.result()
-                        except Exception:   # noqa: BLE001 - its variants then say what is wrong
-                            job.failed = True
-                        job.left -= 1
-                        if job.left == 0:
-                            settle(job)
-                        continue
-                    try:
-                        job._store(fut.result())
-                    except Exception as e:   # noqa: BLE001
-                        _retry_plain(job, e, failed, k)
-                    finish(k)
-        finally:
-            if own:
-                pool.shutdown(wait=True)
-            report(None)
-        for i in failed:
-            results[i] = failed[i] if errors == "return" else None
-        if failed and errors == "raise":
-            lines = [f"  variant {i}: {type(e).__name__}: {_summary(e)}"
-                     for i, e in sorted(failed.items())[:10]]
-            more = f"\n  ... and {len(failed) - 10} more" if len(failed) > 10 else ""
-            raise BuildError(f"{len(failed)} of {total} variant(s) failed to build "
-                             f"({self.name}, {self.arch}):\n" + "\n".join(lines) + more,
-                             errors=failed, variants=results)
-        return results
-
-
-class _Proof:
-    """build_many's record of a shape whose variants wait for its plan."""
-
-    __slots__ = ("key", "texts", "pattern", "n", "members", "plan", "sets", "cubins", "left",
-                 "failed", "seen", "attempts")
-
-    def __init__(self, key: str, texts, pattern: str, plan):
-        self.key, self.texts, self.pattern, self.n, self.plan = key, texts, pattern, len(pattern), plan
-        self.members: list[tuple[int, Variant, tuple[int, ...]]] = []
-        self.sets = None
-        self.cubins: list[bytes | None] = [None, None]
-        self.left, self.failed, self.seen, self.attempts = 2, False, False, 0
-
-
-class _Inline:
-    """An executor that runs each job as it is submitted (a batch of one job)."""
-
-    def submit(self, fn, *args):
-        fut: Future = Future()
-        try:
-            fut.set_result(fn(*args))
-        except BaseException as e:   # noqa: BLE001 - handed over like a pool's future
-            fut.set_exception(e)
-        return fut
-
-
-def _retry_plain(v: Variant, e: BaseException, failed: dict, i: int) -> None:
-    """build_many's failure path: the plain rendering's cubin, or its error in ``failed``."""
-    try:
-        v._store(v._unbound(e))
-    except Exception as err:   # noqa: BLE001 - reported with the index
-        failed[i] = _numptx_error(err)
-
-
-def _numptx_error(e: Exception, what: str = "") -> NumptxError:
-    """``e`` as it goes into a BuildError: numptx's own errors as they are, anything else (a
-    broken executor, a dead worker) wrapped, the original kept as ``__cause__``."""
-    if isinstance(e, NumptxError):
-        return e
-    err = NumptxError(f"{what + ': ' if what else ''}{type(e).__name__}: {e}")
-    err.__cause__ = e
-    return err
-
-
-def _summary(e: BaseException) -> str:
-    """One line for a failed variant: the message's first line, and the next one when the
-    first only introduces it (a LinkError's "invalid stub for site ...:" + the stub line)."""
-    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
-    if not lines:
-        return ""
-    if lines[0].endswith(":") and len(lines) > 1 and not lines[1].startswith("---"):
-        return f"{lines[0]} {lines[1]}"
-    return lines[0]
-
-
-def _link(ptx: str, arch: str, options: Sequence[str]) -> bytes:
-    """The unit of work of build_many (module-level so process pools can run it)."""
-    return ptx_to_cubin(ptx, arch, options=options)
-
-
-def _progress(progress, total: int) -> Callable[[int | None], None]:
-    """report(done) per finished variant, report(None) at the end: a callable gets (done,
-    total); True shows a tqdm bar (a counter on stderr without tqdm)."""
-    if callable(progress):
-        return lambda done: None if done is None else progress(done, total)
-    if not progress:
-        return lambda done: None
-    lock = threading.Lock()
-    try:
-        from tqdm.auto import tqdm
-    except ImportError:
-        tqdm = None
-    if tqdm is not None:
-        bar = tqdm(total=total, desc="numptx build", unit="variant")
-
-        def advance(done):
-            with lock:
-                if done is None:
-                    bar.close()
-                else:
-                    bar.update(done - bar.n)
-        return advance
-
-    def show(done):
-        with lock:
-            if done is None:
-                sys.stderr.write("\n")
-            else:
-                sys.stderr.write(f"\rnumptx: built {done}/{total} variant(s)")
-            sys.stderr.flush()
-    return show
+        return build_many(self, batch, executor=executor, progress=progress, errors=errors,
+                          missing=missing, max_workers=max_workers)
 
 
 class Variant:
@@ -665,7 +391,7 @@ class Variant:
             raise t._explain(plain_error) from None
         log.warning("numptx: %s: the stubs bound to the operand registers did not assemble but "
                     "the plain rendering did; using it (please report this with the template): %s",
-                    t.entry, _summary(e))
+                    t.entry, summary(e))
         self._ptx = plain
         return cubin
 
