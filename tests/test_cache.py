@@ -56,7 +56,7 @@ def test_memory_and_disk_round_trip(tmp_path):
     path = cache.path(key)
     raw = open(path, "rb").read()
     assert raw.startswith(b"\x7fELFpayload")                  # raw cubin first (cuobjdump reads it)
-    assert raw[len(b"\x7fELFpayload"):][:8] == b"NXCUBIN2"
+    assert raw[len(b"\x7fELFpayload"):][:8] == b"NXCUBIN3"
     fresh = CubinCache(str(tmp_path / "c"))                   # another process, same folder
     assert fresh.get(key) == b"\x7fELFpayload"
     assert fresh.info().entries == 1 and fresh.info().hits == 1
@@ -150,7 +150,7 @@ def test_entry_checksum_is_blake2b_of_the_key_and_the_cubin(tmp_path, spine_ptx)
     cubin = v.cubin
     raw = open(cache.path(v.key), "rb").read()
     body, magic, digest = raw[:-40], raw[-40:-32], raw[-32:]
-    assert body == cubin and magic == b"NXCUBIN2"
+    assert body == cubin and magic == b"NXCUBIN3"
     assert digest == hashlib.blake2b(v.key.encode() + body, digest_size=32).digest()
 
 

@@ -62,10 +62,13 @@ def test_split_and_join_constants():
     assert split_constants(["mov.b64 %rd1, 0d3FF0000000000000;"])[1] == ()   # only f32
 
 
-def test_only_normal_numbers_are_patched_and_signs_are_part_of_a_shape():
-    assert patchable([bits(1.5), bits(-3e-30), bits(1.0)])
-    for special in (0.0, -0.0, float("inf"), float("nan"), 1e-40):
-        assert not patchable([bits(1.5), bits(special)])
+def test_which_constants_are_patched_and_signs_are_part_of_a_shape():
+    assert patchable([bits(1.5), bits(-3e-30), bits(1.0), bits(2.0 ** -100), bits(-1.9 * 2.0 ** 99)])
+    for special in (0.0, -0.0, float("inf"), float("nan"), 1e-40,
+                    2.0 ** -101, 2.0 ** 100, 3e38):            # outside the proof's hull
+        assert not patchable([bits(1.5), bits(special)]), special
+    assert not patchable([0x3F807C01])          # low half an f16 NaN: ptxas loads it another way
+    assert patchable([0x3F807C00, 0x3F807BFF])  # an f16 infinity or an ordinary half is fine
     assert signs([bits(1.0), bits(-2.0)]) == "+-"
 
 
@@ -78,20 +81,24 @@ def test_only_normal_numbers_are_patched_and_signs_are_part_of_a_shape():
     ("{ .reg .f32 %t; mov.f32 %t, 0f3F800000; mov.f32 %t, %v_x; sqrt.rn.f32 %v_z, %t; }", None),
     ("{ .reg .pred %p; setp.gt.f32 %p, 0f3F800000, 0f40000000; selp.f32 %v_z, %v_x, %v_y, %p; }", "setp"),
     ("@%p bra $L1;\n$L1:\nmov.f32 %v_z, 0f3F800000;", "branches"),
+    ("{ .reg .s32 %r; cvt.rzi.s32.f32\t%r, 0f49742400; }", "cvt.rzi.s32.f32"),   # tabs
+    ("@%p\tmul.rn.f32\t%v_z, %v_x, 0f3F800000;", None),
+    ("mov.f32 %v_z, 0f3F800000;", "%v_z is set to a constant"),   # template code may fold it
 ])
 def test_compile_time_arithmetic_on_constants_is_found(stub, why):
     got = folds_constants([stub])
     assert (got is None) if why is None else (why in got)
 
 
-def test_sentinel_sets_keep_signs_straddle_one_and_reverse_the_order():
+def test_sentinel_sets_keep_signs_lie_on_either_side_of_all_patched_values_and_reverse_the_order():
     for seed in range(50):
         a, b = sentinel_sets("+-++-", seed=seed)
         fa = [struct.unpack("<f", struct.pack("<I", v))[0] for v in a]
         fb = [struct.unpack("<f", struct.pack("<I", v))[0] for v in b]
         assert signs(a) == signs(b) == "+-++-"
-        assert all(abs(x) < 1 / 16 for x in fa) and all(abs(x) > 16 for x in fb)
-        assert patchable(a) and patchable(b)
+        assert all(2.0 ** -120 <= abs(x) < 2.0 ** -100 for x in fa)
+        assert all(2.0 ** 100 <= abs(x) < 2.0 ** 120 for x in fb)
+        assert all((v >> 10) & 0x1F != 0x1F and (v >> 26) & 0x1F != 0x1F for v in a + b)
         assert len({v & 0x7FFFFFFF for v in a + b}) == 10      # no value or negation twice
         order_a = sorted(range(5), key=lambda k: abs(fa[k]))
         order_b = sorted(range(5), key=lambda k: abs(fb[k]))
@@ -160,6 +167,40 @@ def test_shapes_that_fold_constants_are_assembled_every_time(pair, monkeypatch):
     for c in (3.1, 4.7):
         assert patched.inject(combine=fold(c)).cubin == reference.inject(combine=fold(c)).cubin
     assert count.calls == 4                     # 2 here, 2 for the reference: no patching
+
+
+def test_constants_with_an_f16_nan_half_are_assembled_as_written(pair):
+    """ptxas loads such a constant with a MOV, others with an f16x2 add of the halves (review
+    finding: patching one into the latter would canonicalize the NaN half)."""
+    patched, reference = pair
+    make = lambda c: f"fma.rn.f32 %v_z, %v_x, 0f{c:08X}, 0f3FC00001;"     # noqa: E731
+    for c in (0x3F8A1235, 0x3F9B5677, 0x3F807C01, 0x3FC37E05):
+        assert patched.inject(combine=make(c)).cubin == reference.inject(combine=make(c)).cubin
+
+
+THRESHOLD_SRC = r'''
+extern "C" __global__ void kernel(float* out, const float* a, const float* b, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        float x = a[i], y = b[i], z;
+        PTX_INJECT("combine", PTX_IN(F32, x), PTX_IN(F32, y), PTX_IN(F32, s, 1e6f), PTX_OUT(F32, z));
+        out[i] = (z > 1e-10f) ? z : -x;
+    }
+}'''
+
+
+def test_comparisons_ptxas_folds_outside_the_stub_are_not_patched_wrongly():
+    """Template code that compares a site output with a threshold, and a site input that is a
+    literal in the template: a patched variant on the other side of the threshold must get
+    the code ptxas makes for it (review findings)."""
+    tmpl = nx.CudaTemplate(THRESHOLD_SRC, arch="sm_90", cache=False)
+    ref = nx.CudaTemplate(THRESHOLD_SRC, arch="sm_90", cache=False, patch_constants=False)
+    out_const = lambda c: f"mov.f32 %v_z, {f32(c)};"                     # noqa: E731
+    compare = lambda c: (f"{{ .reg .pred %p; setp.lt.f32 %p, %v_s, {f32(c)}; "   # noqa: E731
+                         f"{{ .reg .f32 %t; mul.rn.f32 %t, %v_y, {f32(c)}; selp.f32 %v_z, %v_x, %t, %p; }} }}")
+    for make in (out_const, compare):
+        for c in (2.5, 3.5, 1e-20, 1e7, 1e5, 4.5):
+            assert tmpl.inject(combine=make(c)).cubin == ref.inject(combine=make(c)).cubin, (make, c)
 
 
 def test_patching_off_assembles_every_variant(monkeypatch):

@@ -113,8 +113,8 @@ def build_many(t: Template, batch: Iterable[Mapping[str, Any]], *, executor: Exe
             try:
                 ptx = t.inj.render(join_constants(proof.texts, proof.sets[k]), bind=t.bind)
                 futures[pool.submit(_link, ptx, t.arch, t.link_options)] = (proof, k)
-            except Exception:   # noqa: BLE001 - its variants then say what is wrong
-                proof.failed = True
+            except Exception as e:   # noqa: BLE001 - its variants then say what is wrong
+                proof.fail(e)
                 proof.left -= 1
         if proof.left == 0:
             settle(proof)
@@ -127,8 +127,9 @@ def build_many(t: Template, batch: Iterable[Mapping[str, Any]], *, executor: Exe
             if plan is None and not proof.failed and proof.attempts < ATTEMPTS:
                 prove(proof)
                 return
-            with t._plans_lock:
-                t._remember_plan(proof.key, plan)
+            if not proof.transient:           # a refused job or a dead worker proves nothing
+                with t._plans_lock:
+                    t._remember_plan(proof.key, plan)
         for i, v, values in proof.members:
             if plan is None:
                 assemble(i, v)
@@ -151,8 +152,8 @@ def build_many(t: Template, batch: Iterable[Mapping[str, Any]], *, executor: Exe
                 if isinstance(job, _Proof):
                     try:
                         job.cubins[k] = fut.result()
-                    except Exception:   # noqa: BLE001 - its variants then say what is wrong
-                        job.failed = True
+                    except Exception as e:   # noqa: BLE001 - its variants then say what is wrong
+                        job.fail(e)
                     job.left -= 1
                     if job.left == 0:
                         settle(job)
@@ -214,7 +215,7 @@ class _Proof:
     """build_many's record of a shape whose variants wait for its plan."""
 
     __slots__ = ("key", "texts", "pattern", "n", "members", "plan", "sets", "cubins", "left",
-                 "failed", "seen", "attempts")
+                 "failed", "seen", "attempts", "transient")
 
     def __init__(self, key: str, texts, pattern: str, plan):
         self.key, self.texts, self.pattern, self.n, self.plan = key, texts, pattern, len(pattern), plan
@@ -222,6 +223,12 @@ class _Proof:
         self.sets = None
         self.cubins: list[bytes | None] = [None, None]
         self.left, self.failed, self.seen, self.attempts = 2, False, False, 0
+        self.transient = False
+
+    def fail(self, e: BaseException) -> None:
+        """A trial assembly failed: the shape is not patchable, unless the executor failed."""
+        self.failed = True
+        self.transient = self.transient or not isinstance(e, NumptxError)
 
 
 class _Inline:

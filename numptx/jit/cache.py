@@ -6,8 +6,8 @@ compiler that produced it) and the stub of each site in site order. A variant wh
 skips both rendering and nvJitLink.
 
 On disk (``NUMPTX_CACHE_DIR``, default ``$XDG_CACHE_HOME/numptx`` or ``~/.cache/numptx``; set
-``NUMPTX_CACHE=0`` to keep the cache in memory only) each entry is ``cubin-v2/<ab>/<key>.cubin``:
-the raw cubin followed by a 40-byte footer (``NXCUBIN2`` and the blake2b-256 digest of the key and
+``NUMPTX_CACHE=0`` to keep the cache in memory only) each entry is ``cubin-v3/<ab>/<key>.cubin``:
+the raw cubin followed by a 40-byte footer (``NXCUBIN3`` and the blake2b-256 digest of the key and
 the cubin, so an entry copied or renamed to another key's file is caught), so ``cuobjdump`` still
 reads the file. Writes go to a unique temporary file in the same folder,
 are fsynced and moved into place with ``os.replace``: readers see a whole entry or none (atomic
@@ -35,9 +35,9 @@ __all__ = ["CubinCache", "CacheInfo", "default_cache", "default_cache_dir", "var
 log = logging.getLogger(__name__)
 
 #: bump when the key recipe or the file format changes
-SCHEMA = 2
+SCHEMA = 3
 _SUBDIR = f"cubin-v{SCHEMA}"
-_MAGIC = b"NXCUBIN2"
+_MAGIC = b"NXCUBIN3"
 _ELF = b"\x7fELF"
 _FOOTER = len(_MAGIC) + 32
 

@@ -9,13 +9,15 @@ each constant (or its negation) landed. A new variant of the shape is that cubin
 constants written in, in microseconds instead of one nvJitLink run.
 
 A plan is only made when it is proven on the shape itself: the shape is assembled twice, with two
-sets of random constants of the variant's signs (a shape includes its constants' signs) and far
-apart magnitudes, and writing the second set into the first cubin must give the second cubin
-byte for byte. Zeros, infinities, NaNs and subnormals are never patched in. A shape where ptxas folds a
-constant, splits it or chooses code by its value fails that check and is assembled as written,
-variant by variant. The patched cubin is the code ptxas makes for generic values of the
-constants, so it computes what the PTX says for every value; for special values (0, 1, powers of
-two) ptxas on its own might have made shorter code.
+sets of random constants of the variant's signs (a shape includes its constants' signs), one set
+below 2**-100 and one above 2**100 in magnitude, and writing the second set into the first cubin
+must give the second cubin byte for byte. Only constants between the two sets are patched
+(:func:`patchable`), so a comparison ptxas folds against any threshold that could tell a patched
+value from the proof's constants makes the proof fail. A shape where ptxas folds a constant,
+splits it or chooses code by its value fails that check and is assembled as written, variant by
+variant; shapes that compute on constants alone are not tried (:func:`folds_constants`). The
+patched cubin is the code ptxas makes for generic values of the constants; for special values
+(1, powers of two) ptxas on its own might have picked an equivalent shorter instruction.
 
 >>> texts, values = split_constants(["mul.rn.f32 %v_z, %v_x, 0f3FC00000;"])
 >>> values
@@ -88,7 +90,8 @@ def _operands(text: str) -> list[str]:
 
 def folds_constants(stubs: Sequence[str]) -> str | None:
     """Why ptxas could evaluate part of these stubs at compile time (an instruction whose
-    inputs are all literals or registers holding them), or None. A folded constant can steer
+    inputs are all literals or registers holding them, or a site variable set to a constant
+    that template code may compare), or None. A folded constant can steer
     code in ways two trial assemblies need not show, so such shapes are never patched. Branches
     and labels make the flow unknown: also refused."""
     for stub in stubs:
@@ -103,9 +106,10 @@ def folds_constants(stubs: Sequence[str]) -> str | None:
             if not stmt or stmt.startswith("."):
                 continue
             guarded = stmt.startswith("@")
-            if guarded:
-                stmt = stmt.split(None, 1)[1] if " " in stmt else ""
-            head, _, rest = stmt.partition(" ")
+            parts = stmt.split(None, 2 if guarded else 1)[1 if guarded else 0:]
+            if not parts:
+                continue
+            head, rest = parts[0], parts[1] if len(parts) > 1 else ""
             ops = _operands(rest)
             if not ops:
                 continue
@@ -119,14 +123,32 @@ def folds_constants(stubs: Sequence[str]) -> str | None:
                     known.add(d)
                 else:
                     known.discard(d)
+        fixed = sorted(r for r in known if r.startswith("%v_"))
+        if fixed:          # template code after the site could fold a comparison with it
+            return f"the site variable {fixed[0]} is set to a constant"
     return None
 
 
+#: biased exponents of the constants that are patched: 2**-100 <= |c| < 2**100. The proof's
+#: constants lie outside, below 2**-100 and above 2**100, so a comparison that ptxas folds (in a
+#: stub, or in template code after it) with any threshold between them comes out differently
+#: in the two trial assemblies and fails the proof, and one with a threshold outside cannot
+#: separate patched values from the proof's.
+_EXP_LO, _EXP_HI = 127 - 100, 127 + 99
+
+
+def _f16_nan(half: int) -> bool:
+    return (half >> 10) & 0x1F == 0x1F and bool(half & 0x3FF)
+
+
 def patchable(values: Sequence[int]) -> bool:
-    """Whether constants may be written into a plan: normal numbers only (ptxas may treat
-    zeros, infinities, NaNs and subnormals in ways a plan made from normal numbers does not
-    show)."""
-    return all(0 < (v >> 23) & 0xFF < 0xFF for v in values)
+    """Whether constants may be written into a plan: normal numbers with 2**-100 <= |c| <
+    2**100 whose 16-bit halves are not f16 NaNs. ptxas loads a constant into a register with
+    an f16x2 add of its two halves, which would turn a NaN half into a canonical NaN, and picks
+    another instruction for such values; zeros, infinities, NaNs and subnormals it may treat
+    in other ways a plan made from ordinary numbers does not show."""
+    return all(_EXP_LO <= (v >> 23) & 0xFF <= _EXP_HI and not _f16_nan(v & 0xFFFF)
+               and not _f16_nan(v >> 16 & 0x7FFF) for v in values)
 
 
 def signs(values: Sequence[int]) -> str:
@@ -135,15 +157,17 @@ def signs(values: Sequence[int]) -> str:
     return "".join("-" if v & _SIGN else "+" for v in values)
 
 
-def _sentinels(pattern: str, rng: random.Random, exponent: int, avoid: set[int]) -> list[int]:
-    """Distinct normal f32 bit patterns with the signs of ``pattern``, near 2**exponent, with
-    a full mantissa (a value whose low bits are zero could take a short immediate form)."""
+def _sentinels(pattern: str, rng: random.Random, exponents: range, avoid: set[int]) -> list[int]:
+    """Distinct normal f32 bit patterns with the signs of ``pattern`` and exponents from
+    ``exponents``, with a full mantissa (a value whose low bits are zero could take a short
+    immediate form) and no f16-NaN half."""
     out: list[int] = []
     for sign in pattern:
         while True:
             mantissa = rng.getrandbits(23) | 0x1001    # low bits set, never a round number
-            v = ((127 + exponent + rng.randrange(2)) << 23) | mantissa | (_SIGN if sign == "-" else 0)
-            if v not in avoid and v ^ _SIGN not in avoid:
+            v = ((127 + rng.choice(exponents)) << 23) | mantissa | (_SIGN if sign == "-" else 0)
+            if (v not in avoid and v ^ _SIGN not in avoid and (v >> 10) & 0x1F != 0x1F
+                    and (v >> 26) & 0x1F != 0x1F):
                 avoid.add(v)
                 out.append(v)
                 break
@@ -197,15 +221,15 @@ def _locate(cubin: bytes, values: Sequence[int]) -> Plan | None:
 
 
 def sentinel_sets(pattern: str, seed: int | None = None) -> tuple[list[int], list[int]]:
-    """Two sets of random constants with the signs of ``pattern`` for proving a plan. The
-    first lies near 2**e1 with e1 in [-12, -5], the second near 2**e2 with e2 in [4, 11], so
-    any comparison with a threshold of magnitude 1/16 to 16 comes out differently; and the
-    second set orders the constants the other way round, so any comparison of two of them
-    does too. No value (or its negation) appears twice."""
+    """Two sets of random constants with the signs of ``pattern`` for proving a plan: the first
+    with magnitudes in [2**-120, 2**-100), the second in [2**100, 2**120), on either side of
+    every value that is patched; and the second set orders the constants the other way round,
+    so any comparison of two of them comes out differently too. No value (or its negation)
+    appears twice."""
     rng = random.Random(seed)
     avoid: set[int] = set()
-    first = _sentinels(pattern, rng, rng.randrange(-12, -5), avoid)
-    second = _sentinels(pattern, rng, rng.randrange(4, 11), avoid)
+    first = _sentinels(pattern, rng, range(-120, -100), avoid)
+    second = _sentinels(pattern, rng, range(100, 120), avoid)
     # reverse the order of magnitudes: the largest of the first set gets the smallest of the second
     by_first = sorted(range(len(first)), key=lambda k: first[k] & ~_SIGN)
     mags = sorted((v & ~_SIGN for v in second), reverse=True)

@@ -34,8 +34,9 @@ from .cache import CubinCache, cache_option, default_cache, template_digest, var
 from .nvjitlink import ptx_to_cubin
 from .options import option_list
 from .params import Param, kernel_params
-from .patch import (ATTEMPTS, MAX_PLANS, SEEN, UNKNOWN, folds_constants, join_constants, make_plan,
-                    patchable, sentinel_sets, shape_text, signs, split_constants)
+from . import patch as _patch
+from .patch import (ATTEMPTS, SEEN, UNKNOWN, folds_constants, join_constants, make_plan, patchable,
+                    sentinel_sets, shape_text, signs, split_constants)
 
 __all__ = ["Template", "CudaTemplate", "Variant", "BuildError", "resolve_stub", "find_entries"]
 
@@ -215,7 +216,7 @@ class Template:
     def _remember_plan(self, key: str, state) -> None:
         self._plans[key] = state
         self._plans.move_to_end(key)
-        while len(self._plans) > MAX_PLANS:
+        while len(self._plans) > _patch.MAX_PLANS:
             old, _ = self._plans.popitem(last=False)
             self._plan_locks.pop(old, None)
 
