@@ -24,7 +24,8 @@ step versions python3 -c "import sys, numba, numba_cuda, numptx; from numba impo
 print(sys.version.split()[0], 'numba', numba.__version__, 'numba-cuda', numba_cuda.__version__); \
 cuda.detect(); print('cc', cuda.get_current_device().compute_capability)"
 step gpu_tests python3 -m pytest -m gpu -q -rs -p no:cacheprovider tests/test_templates.py \
-    tests/test_cuda_launch.py tests/test_inject.py tests/test_bind.py tests/test_docs.py
+    tests/test_cuda_launch.py tests/test_inject.py tests/test_bind.py tests/test_docs.py \
+    tests/test_patch.py
 step demo python3 -m numptx.cli demo
 for ex in examples/*.py; do step "example_$(basename "$ex" .py)" python3 "$ex"; done
 echo "failed steps: $failed (logs in $LOG)"
