@@ -220,3 +220,11 @@ def test_numba_build_many_names_the_python_kernel():
     with pytest.raises(nx.BuildError) as e:
         k.build_many([{"s": "mov.f32 %v_z, %v_x;"}, {"s": "bogus.f32 %v_z;"}], args=args)
     assert str(e.value).startswith("1 of 2 variant(s) failed to build (_apply, sm_90)")
+
+
+def test_nx_kernel_checks_its_options_and_signature_at_the_decorator():
+    with pytest.raises(nx.NumptxError, match="unknown option.*ccc.*it takes bind, cache, cc"):
+        nx.kernel(ccc=(8, 0))
+    with pytest.raises(nx.NumptxError, match="bad kernel signature 'void\\(garbage\\)'"):
+        nx.kernel("void(garbage)")
+    assert isinstance(nx.kernel(cc=(8, 0), patch_constants=False)(_apply), nx.Kernel)

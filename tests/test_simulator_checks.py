@@ -188,6 +188,17 @@ for _ in range(3):
     apply.inject(**good)[1, 4](out, a, b)
     assert np.array_equal(out, a + b + a), out
 assert len(calls) == 2, calls
+
+# missing="empty": a site without a stub is a no-op (outputs read 0 here), as in the build
+out = np.full(4, -7, np.float32)
+apply.inject(combine="add.rn.f32 %v_z, %v_x, %v_y;", missing="empty")[1, 4](out, a, b)
+assert np.array_equal(out, a + b), out
+try:
+    apply.inject(combine="add.rn.f32 %v_z, %v_x, %v_y;")[1, 4](out, a, b)
+except nx.NumptxError as e:
+    assert "dev" in str(e), str(e)
+else:
+    raise AssertionError("a site without a stub ran")
 print("CHECKS OK")
 '''
 

@@ -289,8 +289,18 @@ class KernelVariant:
 def kernel(fn=None, /, signature=None, **options: Any):
     """Decorate a Python function as a :class:`Kernel` (``@nx.kernel``, ``@nx.kernel(cc=(8, 0))``
     or ``@nx.kernel("void(float32[:], float32[:])")``)."""
+    unknown = sorted(set(options) - _KERNEL_OPTIONS)
+    if unknown:
+        raise NumptxError(f"nx.kernel: unknown option(s) {', '.join(unknown)}; it takes "
+                          f"{', '.join(sorted(_KERNEL_OPTIONS))}")
     if fn is not None and not callable(fn):
         fn, signature = None, fn
     if fn is None:
+        if signature is not None:
+            Kernel._parse_signature(signature)      # a bad signature fails at the decorator
         return lambda f: Kernel(f, signature, **options)
     return Kernel(fn, signature, **options)
+
+
+_KERNEL_OPTIONS = frozenset({"cc", "fastmath", "lineinfo", "opt", "link_options", "cache", "bind",
+                             "patch_constants"})

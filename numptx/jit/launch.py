@@ -294,6 +294,14 @@ def check_stub(spec: SiteSpec, stub: Any, arch: str) -> str:
     return text
 
 
+def _empty_site(spec: SiteSpec, values: dict):
+    """A site left without a stub (``missing="empty"``): mods keep their values and outputs
+    read 0 (on a GPU they are whatever the register held)."""
+    ins = _typed_inputs(spec, values)
+    got = {n: ins[n] if k == "mod" else 0 for k, _, n in spec.variables if k != "in"}
+    return _finish(spec, got)
+
+
 class _SimLaunch:
     """The stubs of one simulator launch, each checked (:func:`check_stub`) the first time a
     site signature evaluates it (PTX text, Stack PTX programs and ``@nx.ptx_expr`` formulas;
@@ -304,6 +312,7 @@ class _SimLaunch:
         k = kv.kernel
         self.arch = f"sm_{k.cc[0]}{k.cc[1]}{k._suffix}"
         self.stubs = kv.stubs
+        self.missing = kv.missing
         for name, stub in self.stubs.items():
             if not (_is_expr(stub) or isinstance(stub, (str, list, tuple))
                     or type(stub).__name__ == "ndarray"):
@@ -315,8 +324,11 @@ class _SimLaunch:
         self.lock = threading.Lock()
         self.error: NumptxError | None = None
 
-    def evaluators(self) -> dict[str, Any]:
-        return {name: functools.partial(self.run, name) for name in self.stubs}
+    def evaluators(self) -> dict[str | None, Any]:
+        out: dict[str | None, Any] = {name: functools.partial(self.run, name) for name in self.stubs}
+        if self.missing == "empty":
+            out[None] = _empty_site
+        return out
 
     def run(self, name: str, spec: SiteSpec, values: dict):
         fn = self.ready.get(spec)

@@ -198,10 +198,10 @@ def site(name: str, /, **variables: Any) -> Any:
                             f"template")
         raise SiteError(f"nx.site({name!r}, ...) only works inside a numba-cuda kernel "
                         f"(@cuda.jit or @nx.kernel) or under the simulator (NUMBA_ENABLE_CUDASIM=1)")
-    fn = evaluators.get(name)
+    fn = evaluators.get(name) or evaluators.get(None)     # None: the missing="empty" no-op
     if fn is None:
         raise SiteError(f"site {name!r}: the launched variant has no stub for it "
-                        f"(stubs for: {', '.join(sorted(evaluators)) or 'none'})")
+                        f"(stubs for: {', '.join(sorted(filter(None, evaluators))) or 'none'})")
     return fn(spec, values)
 
 
