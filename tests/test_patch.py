@@ -14,7 +14,7 @@ import numptx as nx
 from numptx.jit import build as build_mod
 from numptx.jit import template as template_mod
 from numptx.jit.patch import (Plan, folds_constants, join_constants, make_plan, patchable,
-                              sentinel_sets, signs, split_constants)
+                              plan_key, sentinel_sets, signs, split_constants)
 
 from conftest import SPINE_SRC
 
@@ -266,6 +266,42 @@ def test_patched_variants_go_through_the_cache(tmp_path):
     fresh = nx.CudaTemplate(SPINE_SRC, arch="sm_90", cache=nx.CubinCache(str(tmp_path / "c")))
     assert [fresh.inject(combine=f"mul.rn.f32 %v_z, %v_x, {f32(c)};")._lookup()
             for c in (1.5, 2.5, 3.5)] == cubins
+
+
+def test_plans_round_trip_through_bytes_and_refuse_garbage():
+    plan = Plan(b"\x7fELF" + bytes(60), [((4, 20), ()), ((), (40,)), ((), ())])
+    back = Plan.from_bytes(plan.to_bytes())
+    assert back.base == plan.base and back.slots == plan.slots
+    data = plan.to_bytes()
+    for bad in (data[:-1], data[:10], b"\x7fELF" + bytes(100), data[:-16] + b"NXPX" + data[-12:],
+                plan.base + struct.pack("<3I", 1, 5, 99) + struct.pack("<4sIII", b"NXPL", 1, 3, 64)):
+        assert Plan.from_bytes(bad) is None
+
+
+def test_a_proven_plan_serves_other_processes_through_the_cache(tmp_path, monkeypatch):
+    """A template in another process (a fresh CubinCache on the same folder) patches the first
+    variant of a known shape without assembling anything."""
+    make = lambda c: f"fma.rn.f32 %v_z, %v_x, {f32(c)}, %v_y;"            # noqa: E731
+    first = nx.CudaTemplate(SPINE_SRC, arch="sm_90", cache=nx.CubinCache(str(tmp_path / "c")))
+    for c in (1.5, 2.5):
+        first.inject(combine=make(c)).cubin
+    other = nx.CudaTemplate(SPINE_SRC, arch="sm_90", cache=nx.CubinCache(str(tmp_path / "c")))
+    ref = nx.CudaTemplate(SPINE_SRC, arch="sm_90", cache=False, patch_constants=False)
+    count = Counting(monkeypatch)
+    got = other.inject(combine=make(3.25)).cubin
+    assert count.calls == 0
+    monkeypatch.undo()
+    assert got == ref.inject(combine=make(3.25)).cubin
+    # a damaged plan file is a miss: the shape is proven again
+    shape_key = other._shape([make(1.0)])[0]
+    path = other.cache.path(plan_key(shape_key))
+    raw = bytearray(open(path, "rb").read())
+    raw[100] ^= 0xFF
+    open(path, "wb").write(bytes(raw))
+    third = nx.CudaTemplate(SPINE_SRC, arch="sm_90", cache=nx.CubinCache(str(tmp_path / "c")))
+    count = Counting(monkeypatch)
+    assert third.inject(combine=make(4.75)).cubin == ref.inject(combine=make(4.75)).cubin
+    assert count.calls == 2                     # as written, and the reference
 
 
 def _scale(out, a):

@@ -128,8 +128,7 @@ def build_many(t: Template, batch: Iterable[Mapping[str, Any]], *, executor: Exe
                 prove(proof)
                 return
             if not proof.transient:           # a refused job or a dead worker proves nothing
-                with t._plans_lock:
-                    t._remember_plan(proof.key, plan)
+                t._keep_plan(proof.key, plan)
         for i, v, values in proof.members:
             if plan is None:
                 assemble(i, v)

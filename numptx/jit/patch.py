@@ -27,18 +27,21 @@ patched cubin is the code ptxas makes for generic values of the constants; for s
 """
 from __future__ import annotations
 
+import hashlib
 import random
 import re
+import struct
 from collections.abc import Sequence
 
 from .._text import split_top
 
 __all__ = ["Plan", "split_constants", "join_constants", "shape_text", "patchable", "signs",
-           "folds_constants", "sentinel_sets", "make_plan"]
+           "folds_constants", "sentinel_sets", "make_plan", "plan_key"]
 
 # an f32 literal, not part of a longer name or number
 _F32 = re.compile(r"(?<![\w$%.])0[fF]([0-9A-Fa-f]{8})(?!\w)")
 _SIGN = 0x80000000
+_PLAN_MAGIC = b"NXPL"
 
 #: plan states of a shape besides a Plan and None (not patchable): never seen, seen once
 UNKNOWN, SEEN = object(), object()
@@ -196,6 +199,41 @@ class Plan:
                 for p in negated:
                     out[p:p + 4] = b
         return bytes(out)
+
+    # -- on disk: the cubin first (the cache checks for an ELF file), then the offsets ----------
+    def to_bytes(self) -> bytes:
+        """``base``, then per constant its two offset lists, then a 16-byte trailer."""
+        words: list[int] = []
+        for plain, negated in self.slots:
+            words += [len(plain), len(negated), *plain, *negated]
+        return (self.base + struct.pack(f"<{len(words)}I", *words)
+                + struct.pack("<4sIII", _PLAN_MAGIC, len(self.slots), len(words), len(self.base)))
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> Plan | None:
+        """The plan :meth:`to_bytes` wrote, or None for anything else."""
+        if len(data) < 16:
+            return None
+        magic, n, nwords, nbase = struct.unpack_from("<4sIII", data, len(data) - 16)
+        if magic != _PLAN_MAGIC or nbase + 4 * nwords + 16 != len(data):
+            return None
+        words = struct.unpack_from(f"<{nwords}I", data, nbase)
+        slots, i = [], 0
+        for _ in range(n):
+            if i + 2 > nwords:
+                return None
+            a, b = words[i], words[i + 1]
+            plain, negated = words[i + 2:i + 2 + a], words[i + 2 + a:i + 2 + a + b]
+            i += 2 + a + b
+            if i > nwords or any(p + 4 > nbase for p in plain + negated):
+                return None
+            slots.append((tuple(plain), tuple(negated)))
+        return cls(bytes(data[:nbase]), slots) if i == nwords else None
+
+
+def plan_key(shape_key: str) -> str:
+    """The cache key a shape's plan is kept under (never a variant's key)."""
+    return hashlib.blake2b(b"numptx-plan\0" + shape_key.encode(), digest_size=32).hexdigest()
 
 
 def _offsets(data: bytes, pattern: bytes) -> tuple[int, ...]:

@@ -35,8 +35,8 @@ from .nvjitlink import ptx_to_cubin
 from .options import option_list
 from .params import Param, kernel_params
 from . import patch as _patch
-from .patch import (ATTEMPTS, SEEN, UNKNOWN, folds_constants, join_constants, make_plan, patchable,
-                    sentinel_sets, shape_text, signs, split_constants)
+from .patch import (ATTEMPTS, SEEN, UNKNOWN, Plan, folds_constants, join_constants, make_plan,
+                    patchable, plan_key, sentinel_sets, shape_text, signs, split_constants)
 
 __all__ = ["Template", "CudaTemplate", "Variant", "BuildError", "resolve_stub", "find_entries"]
 
@@ -204,14 +204,30 @@ class Template:
         return key, texts, values
 
     def _plan_state(self, key: str, *, see: bool):
-        """The plan state of a shape; ``see`` marks an unknown shape as seen once."""
+        """The plan state of a shape (memory, then a plan another process proved, from the
+        cache); ``see`` marks an unknown shape as seen once."""
         with self._plans_lock:
             state = self._plans.get(key, UNKNOWN)
-            if state is UNKNOWN and see:
-                self._remember_plan(key, SEEN)
-            elif state is not UNKNOWN:
+            if state is not UNKNOWN:
                 self._plans.move_to_end(key)
+                return state
+        cache = self.cache
+        data = None if cache is None else cache.get(plan_key(key), context=f"{self.name} "
+                                                    f"{self.arch}, constant plan")
+        plan = None if data is None else Plan.from_bytes(data)
+        with self._plans_lock:
+            state = self._plans.get(key, UNKNOWN)
+            if state is UNKNOWN and (plan is not None or see):
+                state = plan if plan is not None else UNKNOWN
+                self._remember_plan(key, plan if plan is not None else SEEN)
             return state
+
+    def _keep_plan(self, key: str, plan) -> None:
+        """Remember a proof's outcome; a plan also goes to the cache for other processes."""
+        with self._plans_lock:
+            self._remember_plan(key, plan)
+        if plan is not None and self.cache is not None:
+            self.cache.put(plan_key(key), plan.to_bytes())
 
     def _remember_plan(self, key: str, state) -> None:
         self._plans[key] = state
@@ -253,8 +269,7 @@ class Template:
                             break
             except NumptxError as e:      # the variants themselves will say what is wrong
                 log.debug("numptx: %s: constants not patchable (%s)", self.name, summary(e))
-            with self._plans_lock:
-                self._remember_plan(key, plan)
+            self._keep_plan(key, plan)
             log.debug("numptx: %s: shape %s %s", self.name, key[:12],
                       "patchable" if plan else "not patchable: assembled variant by variant")
             return plan
