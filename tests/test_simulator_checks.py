@@ -12,7 +12,7 @@ import pytest
 
 import numptx as nx
 from conftest import elf_sections, run_script
-from numptx.jit import launch as L
+from numptx.jit import sim_checks as L
 from numptx.jit.numba_site import SiteSpec
 
 COMBINE = SiteSpec("combine", (("in", "f32", "x"), ("in", "f32", "y"), ("out", "f32", "z")))
@@ -132,7 +132,7 @@ def test_site_names_none_where_a_name_is_not_a_constant():
 SIM_CHECKS = r'''
 import numpy as np, numptx as nx
 from numba import cuda
-from numptx.jit import launch as L
+from numptx.jit import sim_checks as L
 
 calls = []                                  # the real nvJitLink, counted
 real = getattr(L, "ptx_to_cubin", None)
