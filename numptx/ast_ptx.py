@@ -107,14 +107,18 @@ def _sizes(root: Node, sizes: dict[Node, int]) -> int:
     return sizes[root]
 
 
+_EXPANSION_CAP = 1 << 20          # ops postorder expands without limits=: the most Limits allow
+
+
 def postorder(*roots: Node, limits: Limits | None = None) -> list[Op]:
     """Flatten trees into one postorder program (one output per root, in order).
 
     Shared subtrees are repeated at each use (the compiler merges them again), so a deep DAG
-    can stand for an enormous program: one longer than ``limits.max_steps`` (what
-    :func:`compile` executes; 4096 by default) raises :class:`ASTError` as soon as the
-    expansion passes it."""
-    lim = DEFAULT_LIMITS if limits is None else limits
+    can stand for an enormous program. With ``limits``, one longer than ``limits.max_steps``
+    (what :func:`compile` will execute) raises :class:`ASTError` as soon as the expansion
+    passes it; without, only one past 2**20 ops does (no Limits compile more, and the
+    expansion would exhaust memory)."""
+    lim = Limits(max_steps=_EXPANSION_CAP) if limits is None else limits
     if not isinstance(lim, Limits):
         raise ASTError(f"postorder: limits must be an ap.Limits, not {type(lim).__name__}")
     for i, root in enumerate(roots):

@@ -228,3 +228,20 @@ def test_nx_kernel_checks_its_options_and_signature_at_the_decorator():
     with pytest.raises(nx.NumptxError, match="bad kernel signature 'void\\(garbage\\)'"):
         nx.kernel("void(garbage)")
     assert isinstance(nx.kernel(cc=(8, 0), patch_constants=False)(_apply), nx.Kernel)
+
+
+def test_numpy_integers_are_integers(spine_tmpl):
+    """Review finding: NumPy ints worked before argument checking came in."""
+    v = spine_tmpl.build_many([{"combine": ADD}], max_workers=np.int64(2))
+    assert v[0].cubin[:4] == b"\x7fELF"
+    assert nx.CubinCache(None, memory_entries=np.int32(4), disk=False).memory_entries == 4
+    with pytest.raises(nx.NumptxError, match="max_workers=True"):
+        spine_tmpl.build_many([], max_workers=True)
+
+
+def test_constant_plan_lookups_are_not_counted_as_misses(spine_ptx):
+    cache = nx.CubinCache(None, disk=False)
+    tmpl = nx.Template(spine_ptx, cache=cache)
+    tmpl.inject(combine="mul.rn.f32 %v_z, %v_x, 0f3FC00000;").cubin
+    info = cache.info()
+    assert (info.hits, info.misses) == (0, 1)

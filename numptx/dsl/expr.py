@@ -129,13 +129,12 @@ def _analyse(fn, code, defaults: tuple, ann: dict) -> tuple:
 
 
 # return annotations that say only "several outputs": no type to check
-_CONTAINERS = (tuple, list, dict, typing.Tuple, typing.List, typing.Dict)
 
 
 def _return_types(r: Any, glb: dict | None, fn: Any = None) -> list | None:
-    """The DTypes a return annotation declares (None: no annotation, or a bare container such
-    as ``tuple`` or ``dict[str, nx.f32]``); an annotation naming no numptx type is an error,
-    as for parameters."""
+    """The DTypes a return annotation declares (None: no annotation, or one that names no
+    numptx type, such as ``dict[str, nx.f32]``, ``typing.Any`` or ``float``). A string that
+    names nothing, or a ``tuple[...]`` mixing numptx types with unknown names, is an error."""
     if r is None:
         return None
     shown = r
@@ -167,9 +166,11 @@ def _return_types(r: Any, glb: dict | None, fn: Any = None) -> list | None:
         ts = [T.parse_annotation(a, glb) for a in elems]
         if all(t is not None for t in ts):
             return None if open_ else ts
+        if not any(t is not None or isinstance(a, str) for a, t in zip(elems, ts)):
+            return None           # tuple[float, float]: no numptx type named, ignored as ever
         shown = f"{shown!r} (element {elems[ts.index(None)]!r})"
-    elif any(r is c for c in _CONTAINERS) or origin in (dict, list):
-        return None
+    elif r is not _BAD:
+        return None               # typing constructs and Python types are not numptx's to check
     else:
         shown = repr(shown)
     raise TraceError(f"return annotation {shown} is not a numptx type",

@@ -9,6 +9,7 @@ module-level (:func:`_link`: PTX text in, cubin bytes out), so process pools wor
 """
 from __future__ import annotations
 
+import operator
 import os
 import sys
 import threading
@@ -42,9 +43,14 @@ def build_many(t: Template, batch: Iterable[Mapping[str, Any]], *, executor: Exe
     """:meth:`Template.build_many <numptx.jit.template.Template.build_many>` of template ``t``."""
     if errors not in ("raise", "return"):
         raise NumptxError(f"build_many(errors={errors!r}): use 'raise' or 'return'")
-    if max_workers is not None and (not isinstance(max_workers, int) or isinstance(max_workers, bool)
-                                    or max_workers < 1):
-        raise NumptxError(f"build_many(max_workers={max_workers!r}): a positive int or None")
+    if max_workers is not None:
+        given = max_workers
+        try:
+            max_workers = -1 if isinstance(given, bool) else operator.index(given)
+        except TypeError:
+            max_workers = -1
+        if max_workers < 1:
+            raise NumptxError(f"build_many(max_workers={given!r}): a positive int or None")
     if executor is not None and not callable(getattr(executor, "submit", None)):
         raise NumptxError(f"build_many(executor=): a concurrent.futures.Executor, not "
                           f"{type(executor).__name__}")

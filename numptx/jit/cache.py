@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import operator
 import os
 import sys
 import tempfile
@@ -124,8 +125,11 @@ class CubinCache:
                  disk: bool | None = None):
         if directory is not None and not isinstance(directory, (str, os.PathLike)):
             raise NumptxError(f"CubinCache(directory=) is a folder path, not {type(directory).__name__}")
-        if not isinstance(memory_entries, int) or isinstance(memory_entries, bool):
-            raise NumptxError(f"CubinCache(memory_entries=) is an int, not {type(memory_entries).__name__}")
+        try:
+            memory_entries = operator.index(memory_entries)
+        except TypeError:
+            raise NumptxError(f"CubinCache(memory_entries=) is an int, not "
+                              f"{type(memory_entries).__name__}") from None
         if disk is None:
             disk = os.environ.get("NUMPTX_CACHE", "1").strip().lower() not in ("0", "off", "no", "false")
         self.directory = (os.path.abspath(directory) if directory else default_cache_dir()) if disk else None
@@ -144,22 +148,24 @@ class CubinCache:
         return os.path.join(self.directory, _SUBDIR, key[:2], key + ".cubin")
 
     # -- lookups ---------------------------------------------------------------------------------
-    def get(self, key: str, *, context: str = "") -> bytes | None:
-        """The cubin of ``key``, or None (a miss, explained at DEBUG level with ``context``)."""
+    def get(self, key: str, *, context: str = "", count: bool = True) -> bytes | None:
+        """The cubin of ``key``, or None (a miss, explained at DEBUG level with ``context``).
+        ``count=False`` leaves the hit and miss counts alone (numptx's own lookups of constant
+        plans, which are not cubins of variants)."""
         with self._lock:
             data = self._mem.get(key)
             if data is not None:
                 self._mem.move_to_end(key)
-                self.hits += 1
+                self.hits += count
                 return data
         data, why = self._read(key)
         with self._lock:
             if data is None:
-                self.misses += 1
+                self.misses += count
             else:
-                self.hits += 1
+                self.hits += count
                 self._remember(key, data)
-        if data is None and log.isEnabledFor(logging.DEBUG):
+        if data is None and count and log.isEnabledFor(logging.DEBUG):
             log.debug("cubin cache miss %s%s: %s", key[:16], f" ({context})" if context else "", why)
         return data
 
