@@ -13,8 +13,8 @@ from numba import cuda
 import numptx as nx
 from numptx.jit import build as build_mod
 from numptx.jit import template as template_mod
-from numptx.jit.patch import (Plan, folds_constants, join_constants, make_plan, patchable,
-                              plan_key, sentinel_sets, signs, split_constants)
+from numptx.jit.patch import (Plan, folds_constants, join_constants, kinds_of, make_plan,
+                              patchable, plan_key, sentinel_sets, signs, split_constants, words)
 
 from conftest import SPINE_SRC
 
@@ -58,8 +58,13 @@ def test_split_and_join_constants():
     texts, values = split_constants(stubs)
     assert values == (0x3FC00000, 0x40000000, 0x3F800000, 0x3F800000)
     assert texts[1] == ("mov.f32 %v_w, %v_z;",)          # register names are not constants
-    assert join_constants(texts, values) == [s.replace("0F4", "0f4") for s in stubs]
-    assert split_constants(["mov.b64 %rd1, 0d3FF0000000000000;"])[1] == ()   # only f32
+    assert join_constants(texts, values) == stubs
+    texts, values = split_constants(["fma.rn.f64 %v_z, %v_x, 0d3FF8000000000000, 0f3F800000;"])
+    assert values == (0x3FF8000000000000, 0x3F800000) and kinds_of(texts) == "df"
+    assert join_constants(texts, (0x4000000000000001, 0x40000000)) == [
+        "fma.rn.f64 %v_z, %v_x, 0d4000000000000001, 0f40000000;"]
+    assert split_constants(["mov.b64 %rd1, 0d3FF0000000000000;"])[1] == (0x3FF0000000000000,)
+    assert split_constants(["add.s32 %r1, %r2, 0x3F800000;"])[1] == ()      # not a float literal
 
 
 def test_which_constants_are_patched_and_signs_are_part_of_a_shape():
@@ -203,6 +208,75 @@ def test_comparisons_ptxas_folds_outside_the_stub_are_not_patched_wrongly():
             assert tmpl.inject(combine=make(c)).cubin == ref.inject(combine=make(c)).cubin, (make, c)
 
 
+F64_SRC = r'''
+extern "C" __global__ void kernel(double* out, const double* a, const double* b, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        double x = a[i], y = b[i], z;
+        PTX_INJECT("combine", PTX_IN(F64, x), PTX_IN(F64, y), PTX_OUT(F64, z));
+        out[i] = (z > 1e-10) ? z : -x;
+    }
+}'''
+
+
+def f64(x: float) -> str:
+    return "0d%016X" % struct.unpack("<Q", struct.pack("<d", x))[0]
+
+
+def bits64(x: float) -> int:
+    return struct.unpack("<Q", struct.pack("<d", x))[0]
+
+
+def test_f64_constants_are_patched_in_two_words():
+    assert patchable([bits64(1.5), bits64(-0.75), bits64(2.0 ** -100)], "ddd")
+    for special in (0.0, float("inf"), 2.0 ** -101, 2.0 ** 100, 1e-310):
+        assert not patchable([bits64(special)], "d"), special
+    assert not patchable([0x3FF0000000007C01], "d")        # a NaN f16 piece in the low word
+    assert signs([bits64(-1.0), bits(2.0)], "df") == "-+"
+    assert words([bits64(1.5), bits(2.0)], "df") == [0, 0x3FF80000, 0x40000000]
+    for seed in range(30):
+        a, b = sentinel_sets("+-+", "dfd", seed=seed)
+        fa = [struct.unpack("<d", struct.pack("<Q", a[0]))[0], struct.unpack("<d", struct.pack("<Q", a[2]))[0]]
+        fb = [struct.unpack("<d", struct.pack("<Q", b[0]))[0], struct.unpack("<d", struct.pack("<Q", b[2]))[0]]
+        assert all(2.0 ** -120 <= abs(x) < 2.0 ** -100 for x in fa) and all(2.0 ** 100 <= abs(x) < 2.0 ** 120 for x in fb)
+        assert signs(a, "dfd") == signs(b, "dfd") == "+-+"
+        ws = words(a + b, "dfd" * 2)
+        assert len({w & 0x7FFFFFFF for w in ws}) == len(ws)    # every word unique, sign aside
+        assert (abs(fa[0]) < abs(fa[1])) == (abs(fb[0]) > abs(fb[1]))    # order reversed
+
+
+@pytest.mark.parametrize("make", [
+    lambda c, d: f"mul.rn.f64 %v_z, %v_x, {f64(c)};",
+    lambda c, d: f"sub.rn.f64 %v_z, %v_x, {f64(c)};",
+    lambda c, d: f"fma.rn.f64 %v_z, %v_x, {f64(c)}, {f64(d)};",
+    lambda c, d: f"{{ .reg .pred %p; setp.lt.f64 %p, %v_x, {f64(c)}; selp.f64 %v_z, %v_y, {f64(d)}, %p; }}",
+    lambda c, d: (f"{{ .reg .f32 %s; .reg .f64 %t; cvt.rn.f32.f64 %s, %v_x; mul.rn.f32 %s, %s, {f32(c)}; "
+                  f"cvt.f64.f32 %t, %s; fma.rn.f64 %v_z, %t, {f64(d)}, %v_y; }}"),      # f32 and f64
+])
+def test_patched_f64_cubins_equal_ptxas_for_generic_constants(monkeypatch, make):
+    tmpl = nx.CudaTemplate(F64_SRC, arch="sm_90", cache=False)
+    ref = nx.CudaTemplate(F64_SRC, arch="sm_90", cache=False, patch_constants=False)
+    rng = random.Random(11)
+    values = [(rng.uniform(0.01, 1e6), rng.uniform(0.01, 1e6)) for _ in range(5)]
+    want = [ref.inject(combine=make(c, d)).cubin for c, d in values]
+    count = Counting(monkeypatch)
+    assert [tmpl.inject(combine=make(c, d)).cubin for c, d in values] == want
+    assert count.calls <= 1 + 2 * 2             # as written, then one proof (maybe retried)
+
+
+def test_dsl_f64_formulas_patch():
+    @nx.ptx_expr
+    def affine(x: nx.f64, y: nx.f64, c: nx.f64) -> nx.f64:
+        return x * c + y
+
+    tmpl = nx.CudaTemplate(F64_SRC, arch="sm_90", cache=False)
+    ref = nx.CudaTemplate(F64_SRC, arch="sm_90", cache=False, patch_constants=False)
+    cs = [1.000123, 3.75391, 17.0625001, 0.3331]
+    got = [tmpl.inject(combine=affine.bind(c=c)).cubin for c in cs]
+    assert any(isinstance(p, Plan) for p in tmpl._plans.values())
+    assert got == [ref.inject(combine=affine.bind(c=c)).cubin for c in cs]
+
+
 def test_patching_off_assembles_every_variant(monkeypatch):
     tmpl = nx.CudaTemplate(SPINE_SRC, arch="sm_90", cache=False, patch_constants=False)
     count = Counting(monkeypatch)
@@ -324,6 +398,21 @@ def test_numba_templates_patch_too(monkeypatch):
     assert any(isinstance(p, Plan) for p in tmpl._plans.values())
     tmpl.patch_constants = False               # the same template, every variant assembled
     assert got == [k.inject(s=affine.bind(c=c)).specialize(*args).cubin for c in cs]
+
+
+@pytest.mark.gpu
+def test_gpu_patched_f64_variants_compute_every_normal_constant():
+    """f64 constants ptxas would encode in short forms (2, 0.5, 1) patched into the generic
+    two-word form, run and matched against NumPy."""
+    tmpl = nx.CudaTemplate(F64_SRC, arch="sm_90")
+    n = 1000
+    a, b = np.random.rand(n) * 4 + 0.5, np.random.rand(n)
+    for c in (1.7, 2.9, 2.0, 0.5, 1.0, 1e30, 1e-29, 3.0):
+        v = tmpl.inject(combine=f"fma.rn.f64 %v_z, %v_x, {f64(c)}, %v_y;")
+        out = np.zeros(n)
+        v[(n + 255) // 256, 256](out, a, b, n)
+        z = a * c + b
+        np.testing.assert_allclose(out, np.where(z > 1e-10, z, -a), rtol=1e-15, atol=0)
 
 
 @pytest.mark.gpu

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import NumptxError
 from .nvjitlink import ptx_to_cubin
-from .patch import (ATTEMPTS, SEEN, UNKNOWN, Plan, folds_constants, join_constants, make_plan,
-                    sentinel_sets, signs)
+from .patch import (ATTEMPTS, SEEN, UNKNOWN, Plan, folds_constants, join_constants, kinds_of,
+                    make_plan, sentinel_sets, signs)
 
 if TYPE_CHECKING:
     from .template import Template, Variant
@@ -111,7 +111,7 @@ def build_many(t: Template, batch: Iterable[Mapping[str, Any]], *, executor: Exe
     def prove(proof: _Proof) -> None:
         """Send a shape's two trial assemblies (with a fresh pair of constant sets)."""
         proof.attempts += 1
-        proof.sets = sentinel_sets(proof.pattern)
+        proof.sets = sentinel_sets(proof.pattern, proof.kinds)
         proof.left = 2
         if folds_constants(join_constants(proof.texts, proof.sets[0])):
             proof.failed, proof.left = True, 0
@@ -129,7 +129,7 @@ def build_many(t: Template, batch: Iterable[Mapping[str, Any]], *, executor: Exe
         """Both assemblies of a shape are in: patch its variants, or assemble them."""
         plan = proof.plan if isinstance(proof.plan, Plan) else None
         if proof.plan is UNKNOWN:
-            plan = None if proof.failed else make_plan(proof.n, *proof.cubins, proof.sets)
+            plan = None if proof.failed else make_plan(proof.kinds, *proof.cubins, proof.sets)
             if plan is None and not proof.failed and proof.attempts < ATTEMPTS:
                 prove(proof)
                 return
@@ -201,7 +201,7 @@ def _sort_by_shape(t: Template, pending: list[tuple[int, Variant]]):
             if state is None:
                 plain.append((i, v))
                 continue
-            proof = proofs[key] = _Proof(key, texts, signs(values),
+            proof = proofs[key] = _Proof(key, texts, signs(values, kinds_of(texts)),
                                          UNKNOWN if state is SEEN else state)
             proof.members.append((i, v, values))
             proof.seen = state is SEEN
@@ -219,11 +219,12 @@ def _sort_by_shape(t: Template, pending: list[tuple[int, Variant]]):
 class _Proof:
     """build_many's record of a shape whose variants wait for its plan."""
 
-    __slots__ = ("key", "texts", "pattern", "n", "members", "plan", "sets", "cubins", "left",
+    __slots__ = ("key", "texts", "pattern", "kinds", "members", "plan", "sets", "cubins", "left",
                  "failed", "seen", "attempts", "transient")
 
     def __init__(self, key: str, texts, pattern: str, plan):
-        self.key, self.texts, self.pattern, self.n, self.plan = key, texts, pattern, len(pattern), plan
+        self.key, self.texts, self.pattern, self.plan = key, texts, pattern, plan
+        self.kinds = kinds_of(texts)
         self.members: list[tuple[int, Variant, tuple[int, ...]]] = []
         self.sets = None
         self.cubins: list[bytes | None] = [None, None]

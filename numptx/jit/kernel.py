@@ -82,7 +82,7 @@ class Kernel:
     templates, default (9, 0)), ``fastmath``, ``lineinfo``, ``opt`` (numba's), ``link_options``
     (nvJitLink's), ``cache`` (True: the default cubin cache, None/False: none, or a
     :class:`~numptx.jit.cache.CubinCache`), ``bind`` (stubs written straight into the site's
-    registers) and ``patch_constants`` (variants that differ only in f32 constants patched,
+    registers) and ``patch_constants`` (variants that differ only in f32/f64 constants patched,
     not assembled; both see :class:`~numptx.jit.template.Template`)."""
 
     def __init__(self, py_func, signature=None, *, cc: Any = (9, 0), fastmath: bool = False,

@@ -35,8 +35,9 @@ from .nvjitlink import ptx_to_cubin
 from .options import option_list
 from .params import Param, kernel_params
 from . import patch as _patch
-from .patch import (ATTEMPTS, SEEN, UNKNOWN, Plan, folds_constants, join_constants, make_plan,
-                    patchable, plan_key, sentinel_sets, shape_text, signs, split_constants)
+from .patch import (ATTEMPTS, SEEN, UNKNOWN, Plan, folds_constants, join_constants, kinds_of,
+                    make_plan, patchable, plan_key, sentinel_sets, shape_text, signs,
+                    split_constants)
 
 __all__ = ["Template", "CudaTemplate", "Variant", "BuildError", "resolve_stub", "find_entries"]
 
@@ -130,7 +131,7 @@ class Template:
     GEMM. ``bind=False`` keeps the frames.
 
     ``patch_constants=True`` (the default) assembles variants that differ from an earlier one
-    only in f32 constants by writing the constants into a proven cubin of their shape, in
+    only in f32 or f64 constants by writing the constants into a proven cubin of their shape, in
     microseconds (see :mod:`numptx.jit.patch`); ``False`` assembles every variant."""
 
     def __init__(self, ptx: str, *, entry: str | None = None, arch: Any = None,
@@ -144,7 +145,7 @@ class Template:
         self.ptx = ptx
         #: render stubs straight into the operand registers (see :meth:`PtxInject.render`)
         self.bind = bool(bind)
-        #: variants that differ only in f32 constants are patched, not assembled
+        #: variants that differ only in f32/f64 constants are patched, not assembled
         self.patch_constants = bool(patch_constants)
         # shape key -> Plan, None (not patchable) or SEEN (one variant assembled as written)
         self._plans: OrderedDict[str, Any] = OrderedDict()
@@ -201,14 +202,15 @@ class Template:
 
     # -- constant patching (numptx.jit.patch) -----------------------------------------------------
     def _shape(self, stubs: Sequence[str]):
-        """(shape key, texts, constants) of stubs, or None when they have no f32 constant or
+        """(shape key, texts, constants) of stubs, or None when they have no float constant or
         patching is off."""
         if not self.patch_constants:
             return None
         texts, values = split_constants(stubs)
-        if not values or not patchable(values):
+        kinds = kinds_of(texts)
+        if not values or not patchable(values, kinds):
             return None
-        key = variant_key(self.digest, [*shape_text(texts), signs(values)], self.arch,
+        key = variant_key(self.digest, [*shape_text(texts), signs(values, kinds)], self.arch,
                           self.link_options, bind=self.bind)
         return key, texts, values
 
@@ -257,7 +259,8 @@ class Template:
             state = self._plan_state(key, see=False)
             if state is not UNKNOWN and state is not SEEN:
                 return state
-            sets = sentinel_sets(pattern)
+            kinds = kinds_of(texts)
+            sets = sentinel_sets(pattern, kinds)
             why = folds_constants(join_constants(texts, sets[0]))
             if why:
                 log.debug("numptx: %s: constants not patchable (%s)", self.name, why)
@@ -269,10 +272,10 @@ class Template:
                 with ThreadPoolExecutor(1, thread_name_prefix="numptx-prove") as ex:
                     for attempt in range(ATTEMPTS):
                         if attempt:
-                            sets = sentinel_sets(pattern)
+                            sets = sentinel_sets(pattern, kinds)
                         second = ex.submit(self._assemble_texts, join_constants(texts, sets[1]))
                         first = self._assemble_texts(join_constants(texts, sets[0]))
-                        plan = make_plan(len(pattern), first, second.result(), sets)
+                        plan = make_plan(kinds, first, second.result(), sets)
                         if plan is not None:
                             break
             except NumptxError as e:      # the variants themselves will say what is wrong
@@ -292,7 +295,7 @@ class Template:
         if state is UNKNOWN:             # first of its shape: ptxas sees its own constants
             return None
         if state is SEEN:
-            state = self._prove(key, texts, signs(values))
+            state = self._prove(key, texts, signs(values, kinds_of(texts)))
         return None if state is None else state.apply(values)
 
     @cached_property
