@@ -18,6 +18,7 @@ import numpy as np
 from ._native import ffi, lib
 from .errors import NumptxError
 from .instructions import TABLE, TYPES
+from .semantics import bf16_bits
 
 # ORDER KINDS: docs/design/programs.md section 3 and native/stack_ptx.h
 NOP, INPUT, CONST, CONST64, INSTR, META_CONST, META, ROUTINE, STORE, LOAD, RETURN = range(11)
@@ -99,13 +100,6 @@ def input(ref: str | int) -> Op:
     raise ProgramError(f"input({ref!r}): give an input name (str) or index in [0, 65535]")
 
 
-def _bf16_bits(value: float) -> int:
-    bits = int(np.float32(value).view(np.uint32))
-    if (bits & 0x7F800000) == 0x7F800000 and bits & 0x7FFFFF:
-        return 0x7FC0 | ((bits >> 16) & 0x8000)            # NaN stays NaN
-    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF
-
-
 # finite values at or beyond these magnitudes round to infinity (round to nearest even)
 _FLOAT_EDGE = {"f32": 2.0 ** 128 - 2.0 ** 103, "bf16": 2.0 ** 128 - 2.0 ** 119,
                "f16": 65520.0}
@@ -164,7 +158,7 @@ def const(value, dtype: str) -> Op:
         payload = int(np.float32(_float_value(value, name, text)).view(np.uint32))
     elif name in ("f16", "bf16"):
         v = _float_value(value, name, text)
-        payload = (int(np.float16(v).view(np.uint16)) if name == "f16" else _bf16_bits(v))
+        payload = (int(np.float16(v).view(np.uint16)) if name == "f16" else bf16_bits(v))
     elif name in ("f16x2", "bf16x2"):
         half = name[:-2]
         if isinstance(value, (tuple, list)):
@@ -172,7 +166,7 @@ def const(value, dtype: str) -> Op:
                 raise ProgramError(f"{text}: an {name} constant is a pair (element 0, element 1) "
                                    f"of numbers or an int bit pattern, not {len(value)} values")
             lo, hi = (_float_value(v, half, f"{text} element {i}") for i, v in enumerate(value))
-            conv = (lambda v: int(np.float16(v).view(np.uint16))) if half == "f16" else _bf16_bits
+            conv = (lambda v: int(np.float16(v).view(np.uint16))) if half == "f16" else bf16_bits
             payload = conv(lo) | conv(hi) << 16                     # element 0 in the low half
         elif isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
             raise ProgramError(f"{text}: an {name} constant is a pair (element 0, element 1) of "

@@ -23,7 +23,7 @@ import numpy as np
 
 __all__ = [
     "F32_TINY", "F64_TINY", "F32_CANONICAL_NAN", "two_sum", "two_prod", "round_to_odd64",
-    "round_sum", "ftz32", "f32_to_bf16", "bf16_to_f32", "f64_to_bf16", "f64_to_f32_odd",
+    "round_sum", "ftz32", "f32_to_bf16", "bf16_to_f32", "f64_to_bf16", "bf16_bits", "f64_to_f32_odd",
     "to_float", "from_float", "tf32", "fma_f32", "fma_f64", "fma_small", "fmin", "fmax",
     "float_to_int", "int_to_float", "int_div", "int_rem", "shl", "shr", "popc", "clz", "brev",
     "mul_hi", "split16", "pack16", "ordered",
@@ -106,6 +106,17 @@ def bf16_to_f32(bits):
 def f64_to_bf16(x):
     """float64 -> bf16 bits, correctly rounded (round to odd at 24 bits, then to nearest even)."""
     return f32_to_bf16(f64_to_f32_odd(x))
+
+
+def bf16_bits(value) -> int:
+    """One number -> its bf16 bit pattern, rounded once from the exact value (as
+    :func:`f64_to_bf16`): the only scalar bf16 rounding in numptx (DSL constants, Stack PTX
+    constants and kernel arguments use it).
+
+    >>> hex(bf16_bits(1 + 2**-8 + 2**-30))     # rounding through f32 first would give 0x3f80
+    '0x3f81'
+    """
+    return int(f64_to_bf16(np.float64(value)).reshape(-1)[0])
 
 
 def tf32(bits):

@@ -27,6 +27,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from .. import semantics as S
 from ..errors import NumptxError
 from ..instructions import NP_DTYPE, TABLE, TYPES
 
@@ -181,8 +182,7 @@ def canonical(value: Any, t: str):
     ``t``: floats round to nearest (bf16: its bit pattern as uint16), integers wrap (two's
     complement spellings such as ``0xFFFFFFFF`` for s32 are accepted), pred is a bool."""
     if t == "bf16":
-        from .._program import _bf16_bits
-        return np.uint16(_bf16_bits(float(value)))
+        return np.uint16(S.bf16_bits(value))
     if t in ("f16", "f32", "f64"):
         return NP_DTYPE[t].type(value)
     if t == "pred":

@@ -35,6 +35,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ..semantics import bf16_bits
 from .arch import normalize_arch
 from .launch import LaunchError, _gpu_functions, _gpu_lock, _parse_config, keep_loaded
 from .params import Param, signature
@@ -217,7 +218,7 @@ def _scalar(where: str, p: Param, a: Any) -> ctypes._SimpleCData:
             return ctypes.c_double(x)
         with np.errstate(over="ignore"):
             y = np.float16(x) if dt == "float16" else np.float32(x)
-        bits = _bf16_bits(float(y)) if dt == "bfloat16" else None
+        bits = bf16_bits(x) if dt == "bfloat16" else None
         if math.isfinite(x) and (math.isinf(y) or bits is not None and bits & 0x7FFF == 0x7F80):
             raise LaunchError(f"{where}: {a!r} overflows {dt}")
         if dt == "float32":
@@ -243,14 +244,6 @@ def _scalar(where: str, p: Param, a: Any) -> ctypes._SimpleCData:
     if not info.min <= v <= info.max:
         raise LaunchError(f"{where}: {v} is out of range for {dt} [{info.min}, {info.max}]")
     return _CTYPES[dt](v)
-
-
-def _bf16_bits(x: float) -> int:
-    """Round to the nearest bfloat16 (ties to even), as __float2bfloat16 does."""
-    bits = int(np.float32(x).view(np.uint32))
-    if math.isnan(x):
-        return 0x7FC0 | (bits >> 16 & 0x8000)
-    return (bits + 0x7FFF + (bits >> 16 & 1)) >> 16 & 0xFFFF
 
 
 # ---------------------------------------------------------------------------------------------
