@@ -77,7 +77,7 @@ def main(argv=None) -> int:
     low = f.lowered()
     for s in sites:                                     # every site seen once (its I/O cached)
         f.stub(s)
-    _, rename, _ = f._bind_site(site)
+    rename = f.binding(site).rename
     cycle = iter(range(1 << 62))
 
     def restub():

@@ -1,9 +1,24 @@
 """cffi build of numptx._native from the C99 cores in native/ (API mode, compiled at install)."""
 import os
+import re
 
 from cffi import FFI
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# the generated tables (stack_ptx_tables.h); their ids are exposed as lib.STACKPTX_T_F32 etc.
+TABLES_H = os.path.join(HERE, "stack_ptx_tables.h")
+HEADERS = ("ptx_inject.h", "stack_ptx.h", "stack_ptx_tables.h", "dag_lower.h")
+
+
+def table_constants() -> str:
+    """cdef lines for the public ids of stack_ptx_tables.h: the names are read from the
+    header, the values come from the compiler (``...``), so this file repeats no list."""
+    with open(TABLES_H) as f:
+        text = f.read()
+    names = re.findall(r"^#define (STACKPTX_N_\w+) ", text, re.M) + \
+        re.findall(r"^\s+(STACKPTX_[TKM]_\w+)\s*=", text, re.M)
+    return "".join(f"#define {n} ...\n" for n in names)
+
 
 CDEF = """
 typedef enum ptxinj_status {
@@ -95,13 +110,14 @@ stackptx_status dag_lower(const stackptx_table *t, const uint64_t *rec, size_t n
 """
 
 ffibuilder = FFI()
-ffibuilder.cdef(CDEF)
+ffibuilder.cdef(CDEF + table_constants())
 ffibuilder.set_source(
     "numptx._native",
     '#include "ptx_inject.h"\n#include "stack_ptx.h"\n#include "dag_lower.h"\n',
     sources=[os.path.relpath(os.path.join(HERE, name))
              for name in ("ptx_inject.c", "stack_ptx.c", "dag_lower.c")],
     include_dirs=[os.path.relpath(HERE)],
+    depends=[os.path.relpath(os.path.join(HERE, name)) for name in HEADERS],
     extra_compile_args=["-std=c99", "-O2"],
 )
 

@@ -99,8 +99,8 @@ stackptx_status dag_lower(const stackptx_table *t, const uint64_t *rec, size_t n
             uint64_t w = rec[pos];
             uint32_t kind = (uint32_t)(w & 0xFFu);
             if (n_nodes >= DAGLOWER__MAX_NODES) return STACKPTX_ERR_LIMIT;
-            if (kind == 3u) pos += 2;
-            else if (kind == 4u) {
+            if (kind == STACKPTX_K_CONST64) pos += 2;
+            else if (kind == STACKPTX_K_INSTR) {
                 uint32_t row = (uint32_t)((w >> 16) & 0xFFFFu);
                 if (row >= t->n_rows) { *err_index = (uint32_t)pos; return STACKPTX_ERR_INVALID_ARGUMENT; }
                 pos += 1u + t->rows[row].n_operands;
@@ -120,14 +120,14 @@ stackptx_status dag_lower(const stackptx_table *t, const uint64_t *rec, size_t n
         if (n_nodes >= cap || n_nodes >= DAGLOWER__MAX_NODES)
             return n_nodes >= DAGLOWER__MAX_NODES ? STACKPTX_ERR_LIMIT : STACKPTX_ERR_WORKSPACE_TOO_SMALL;
         off[n_nodes] = (uint32_t)pos;
-        if (kind == 1u || kind == 2u) {                     /* INPUT, CONST */
-            if (kind == 1u && ((w >> 32) || ((w >> 8) & 0xFFu) >= 14u)) break;
-            if (kind == 2u && ((w >> 8) & 0xFFu) >= 14u) break;
+        if (kind == STACKPTX_K_INPUT || kind == STACKPTX_K_CONST) {
+            if (((w >> 8) & 0xFFu) >= STACKPTX_N_TYPES) break;
+            if (kind == STACKPTX_K_INPUT && (w >> 32)) break;
             pos += 1;
-        } else if (kind == 3u) {                            /* CONST64 + data */
-            if (pos + 1 >= n_rec || ((w >> 8) & 0xFFu) >= 14u || (w >> 16)) break;
+        } else if (kind == STACKPTX_K_CONST64) {            /* + its data word */
+            if (pos + 1 >= n_rec || ((w >> 8) & 0xFFu) >= STACKPTX_N_TYPES || (w >> 16)) break;
             pos += 2;
-        } else if (kind == 4u) {                            /* INSTR + operand indices */
+        } else if (kind == STACKPTX_K_INSTR) {              /* + operand indices */
             const stackptx_instr *row;
             uint32_t ri = (uint32_t)((w >> 16) & 0xFFFFu);
             if (ri >= t->n_rows || (w >> 32) || (w & 0xFF00u)) break;
@@ -150,7 +150,7 @@ stackptx_status dag_lower(const stackptx_table *t, const uint64_t *rec, size_t n
     for (i = 0; i < n_nodes; i++) { uses[i] = 0; slot[i] = DAGLOWER__NONE; }
     for (i = 0; i < n_nodes; i++) {
         uint64_t w = rec[off[i]];
-        if ((w & 0xFFu) == 4u) {
+        if ((w & 0xFFu) == STACKPTX_K_INSTR) {
             uint32_t k, m = t->rows[(w >> 16) & 0xFFFFu].n_operands;
             for (k = 0; k < m; k++) uses[rec[off[i] + 1 + k]]++;
         }
@@ -170,7 +170,7 @@ stackptx_status dag_lower(const stackptx_table *t, const uint64_t *rec, size_t n
     for (r = n_roots; r-- > 0;) {
         uint64_t root = roots[r];
         if (root & DAGLOWER_ROOT_INPUT) {
-            fits &= daglower__emit(1u | (root & 0xFFFFu) << 16, out, out_cap, &n);
+            fits &= daglower__emit(STACKPTX_K_INPUT | (root & 0xFFFFu) << 16, out, out_cap, &n);
             continue;
         }
         sp = 0;
@@ -187,24 +187,27 @@ stackptx_status dag_lower(const stackptx_table *t, const uint64_t *rec, size_t n
                 if (uses[node] > 1) {
                     if (slots > 0xFFFFu) return STACKPTX_ERR_LIMIT;
                     slot[node] = slots;
-                    fits &= daglower__emit(6u | type << 8, out, out_cap, &n);            /* dup */
-                    fits &= daglower__emit(8u | type << 8 | (uint64_t)slots << 16, out, out_cap, &n);
+                    fits &= daglower__emit(STACKPTX_WORD(STACKPTX_K_META, type, STACKPTX_M_DUP, 0),
+                                           out, out_cap, &n);
+                    fits &= daglower__emit(STACKPTX_WORD(STACKPTX_K_STORE, type, slots, 0), out,
+                                           out_cap, &n);
                     slots++;
                 }
-            } else if (kind == 4u) {
+            } else if (kind == STACKPTX_K_INSTR) {
                 if (slot[node] != DAGLOWER__NONE) {              /* computed before: load */
                     uint64_t type = t->rows[(w >> 16) & 0xFFFFu].result_type[0];
-                    fits &= daglower__emit(9u | type << 8 | (uint64_t)slot[node] << 16, out, out_cap, &n);
+                    fits &= daglower__emit(STACKPTX_WORD(STACKPTX_K_LOAD, type, slot[node], 0), out,
+                                           out_cap, &n);
                 } else {
                     uint32_t k = t->rows[(w >> 16) & 0xFFFFu].n_operands;
                     stack[sp++] = node | DAGLOWER__POST;
                     while (k-- > 0) stack[sp++] = (uint32_t)rec[off[node] + 1 + k];
                 }
-            } else if (kind == 1u) {
+            } else if (kind == STACKPTX_K_INPUT) {
                 fits &= daglower__emit(w & ~(uint64_t)0xFF00u, out, out_cap, &n);
             } else {
                 fits &= daglower__emit(w, out, out_cap, &n);
-                if (kind == 3u) fits &= daglower__emit(rec[off[node] + 1], out, out_cap, &n);
+                if (kind == STACKPTX_K_CONST64) fits &= daglower__emit(rec[off[node] + 1], out, out_cap, &n);
             }
         }
     }

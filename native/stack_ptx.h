@@ -9,8 +9,10 @@
    declarations also compile as C++; the implementation is C99 (compile it as C).
    Public names start with stackptx_ / astptx_ / STACKPTX_, private ones with stackptx__.
 
-   VALUE TYPES (ids 0..13, STACKPTX_T_*): pred f16 f16x2 bf16 bf16x2 f32 f64 s32 u32 s64 u64
-   b16 b32 b64. PTX register type names come from table->reg_type_names (14 NUL-terminated
+   VALUE TYPES (ids 0..STACKPTX_N_TYPES-1, STACKPTX_T_*; STACKPTX_TYPE_NAMES spells them):
+   pred f16 f16x2 bf16 bf16x2 f32 f64 s32 u32 s64 u64 b16 b32 b64, as listed in
+   stack_ptx_tables.h (generated from numptx/valuetypes.py, which owns every per-type fact).
+   PTX register type names come from table->reg_type_names (STACKPTX_N_TYPES NUL-terminated
    strings of 1..16 characters, else STACKPTX_ERR_BAD_TABLE) or, when that is NULL, the
    defaults pred b16 b32 b16 b32 f32 f64 s32 u32 s64 u64 b16 b32 b64.
 
@@ -30,7 +32,7 @@
    THE TABLE (stackptx_table; rows are filled from numptx/instructions.py)
      fmt: PTX text, $k = register slot k (results first, then operands; one digit, k < n_results
      + n_operands). A slot of width w > 1 renders as {%a, %b, ...}. Other '$' are copied.
-     Row rules: fmt != NULL, fmt_len > 0, n_results <= 4, n_operands <= 4, types < 14, widths
+     Row rules: fmt != NULL, fmt_len > 0, n_results <= 4, n_operands <= 4, types < N_TYPES, widths
      1..8 for every used result/operand, and every "$<digit>" slot in range. Compilation checks
      all of this (except the fmt slots) on each row an INSTR word uses, in O(1); a bad row is a
      no-op (malformed word) in Stack PTX and STACKPTX_ERR_BAD_TABLE in AST PTX. The fmt slots
@@ -181,21 +183,9 @@ typedef enum stackptx_status {
     STACKPTX_STATUS_COUNT
 } stackptx_status;
 
-#define STACKPTX_N_TYPES 14
-enum {
-    STACKPTX_T_PRED = 0, STACKPTX_T_F16, STACKPTX_T_F16X2, STACKPTX_T_BF16, STACKPTX_T_BF16X2,
-    STACKPTX_T_F32, STACKPTX_T_F64, STACKPTX_T_S32, STACKPTX_T_U32, STACKPTX_T_S64,
-    STACKPTX_T_U64, STACKPTX_T_B16, STACKPTX_T_B32, STACKPTX_T_B64
-};
-enum {
-    STACKPTX_K_NOP = 0, STACKPTX_K_INPUT, STACKPTX_K_CONST, STACKPTX_K_CONST64, STACKPTX_K_INSTR,
-    STACKPTX_K_META_CONST, STACKPTX_K_META, STACKPTX_K_ROUTINE, STACKPTX_K_STORE,
-    STACKPTX_K_LOAD, STACKPTX_K_RETURN
-};
-enum {
-    STACKPTX_M_DUP = 0, STACKPTX_M_YANK_DUP, STACKPTX_M_SWAP, STACKPTX_M_SWAP_WITH,
-    STACKPTX_M_REPLACE, STACKPTX_M_DROP, STACKPTX_M_CLEAR, STACKPTX_M_ROTATE, STACKPTX_M_REVERSE
-};
+/* STACKPTX_N_TYPES, STACKPTX_T_* (ORDER TYPES), STACKPTX_K_* (ORDER KINDS), STACKPTX_M_*
+   (ORDER META): generated from numptx/valuetypes.py and numptx/opkinds.py */
+#include "stack_ptx_tables.h"
 #define STACKPTX_WORD(kind, type, a, b)                                                        \
     ((uint64_t)((kind) & 0xFFu) | ((uint64_t)((type) & 0xFFu) << 8) |                        \
      ((uint64_t)((a) & 0xFFFFu) << 16) | ((uint64_t)((uint32_t)(b)) << 32))
@@ -363,17 +353,9 @@ typedef struct stackptx__ctx {
     uint32_t top;       /* top-level index of the word being executed */
 } stackptx__ctx;
 
-static const char stackptx__def_decl[STACKPTX_N_TYPES][32] = {
-    ".reg .pred %_s", ".reg .b16 %_s", ".reg .b32 %_s", ".reg .b16 %_s", ".reg .b32 %_s", ".reg .f32 %_s",
-    ".reg .f64 %_s", ".reg .s32 %_s", ".reg .u32 %_s", ".reg .s64 %_s", ".reg .u64 %_s", ".reg .b16 %_s",
-    ".reg .b32 %_s", ".reg .b64 %_s"
-};
-static const char stackptx__def_mov[STACKPTX_N_TYPES][32] = {
-    "mov.pred ", "mov.b16 ", "mov.b32 ", "mov.b16 ", "mov.b32 ", "mov.f32 ", "mov.f64 ", "mov.s32 ",
-    "mov.u32 ", "mov.s64 ", "mov.u64 ", "mov.b16 ", "mov.b32 ", "mov.b64 "
-};
-static const uint8_t stackptx__def_mov_len[STACKPTX_N_TYPES] = { 9, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8 };
-static const uint8_t stackptx__def_decl_len[STACKPTX_N_TYPES] = { 14, 13, 13, 13, 13, 13, 13, 13, 13, 13, 13, 13, 13, 13 };
+/* ORDER TYPES: stackptx__def_decl, stackptx__def_mov (and their _len), stackptx__bits,
+   stackptx__lit (STACKPTX__LIT_*: how a constant is written) */
+#include "stack_ptx_tables.h"
 static const char stackptx__hex2[513] =
     "000102030405060708090A0B0C0D0E0F101112131415161718191A1B1C1D1E1F"
     "202122232425262728292A2B2C2D2E2F303132333435363738393A3B3C3D3E3F"
@@ -387,9 +369,6 @@ static const char stackptx__digits2[201] =
     "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
     "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
     "8081828384858687888990919293949596979899";
-
-/* bits of a type's constant: 1 (pred), 16, 32 or 64 */
-static const uint8_t stackptx__bits[STACKPTX_N_TYPES] = { 1, 16, 32, 16, 32, 32, 64, 32, 32, 64, 64, 16, 32, 64 };
 
 static uint64_t stackptx__canon(uint32_t type, uint64_t v)
 {
@@ -1031,24 +1010,20 @@ static void stackptx__put_const(stackptx__out *o, const stackptx__ctx *c, const 
     p = stackptx__utoa32(p + 3, n->tmp);
     p[0] = ','; p[1] = ' ';
     p += 2;
-    switch (n->type) {
-    case STACKPTX_T_PRED: *p++ = v ? '1' : '0'; break;
-    case STACKPTX_T_F16: case STACKPTX_T_BF16: case STACKPTX_T_B16:
-        *p++ = '0'; *p++ = 'x'; p = stackptx__hex(p, v, 4); break;
-    case STACKPTX_T_F16X2: case STACKPTX_T_BF16X2: case STACKPTX_T_B32:
-        *p++ = '0'; *p++ = 'x'; p = stackptx__hex(p, v, 8); break;
-    case STACKPTX_T_F32: *p++ = '0'; *p++ = 'f'; p = stackptx__hex(p, v, 8); break;
-    case STACKPTX_T_F64: *p++ = '0'; *p++ = 'd'; p = stackptx__hex(p, v, 16); break;
-    case STACKPTX_T_B64: *p++ = '0'; *p++ = 'x'; p = stackptx__hex(p, v, 16); break;
-    case STACKPTX_T_S32:
-        if (v & 0x80000000u) { *p++ = '-'; v = 0x100000000u - v; }
+    switch (stackptx__lit[n->type]) {   /* the literal form of the type (generated table) */
+    case STACKPTX__LIT_PRED: *p++ = v ? '1' : '0'; break;
+    case STACKPTX__LIT_HEX:   /* f16, bf16, the packed pairs, the b types: all their bits */
+        *p++ = '0'; *p++ = 'x'; p = stackptx__hex(p, v, stackptx__bits[n->type] >> 2); break;
+    case STACKPTX__LIT_F32: *p++ = '0'; *p++ = 'f'; p = stackptx__hex(p, v, 8); break;
+    case STACKPTX__LIT_F64: *p++ = '0'; *p++ = 'd'; p = stackptx__hex(p, v, 16); break;
+    case STACKPTX__LIT_SIGNED: {
+        unsigned b = stackptx__bits[n->type];
+        uint64_t mask = b >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << b) - 1;
+        if (v >> (b - 1) & 1) { *p++ = '-'; v = (~v + 1) & mask; }
         p = stackptx__utoa(p, v);
         break;
-    case STACKPTX_T_S64:
-        if (v >> 63) { *p++ = '-'; v = ~v + 1; }
-        p = stackptx__utoa(p, v);
-        break;
-    default: p = stackptx__utoa(p, v); break;   /* u32, u64 */
+    }
+    default: p = stackptx__utoa(p, v); break;   /* STACKPTX__LIT_UNSIGNED */
     }
     *p++ = ';';
     *p++ = '\n';

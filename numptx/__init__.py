@@ -13,19 +13,19 @@ at named sites and assembling each variant with nvJitLink::
 """
 from __future__ import annotations
 
+import builtins as _builtins
 import logging
 
 from .annotate import process_cuda
-from .dtypes import DType, get_dtype, register_type
+from .dtypes import SiteType, get_dtype, register_type
 from .errors import (AnnotationError, CompileError, LinkError, NumptxError, PtxParseError,
                      RenderError, ToolchainError, TypeRegistryError)
 from .dsl.emulator import EmulationError, emulate
-from .dsl import (BindError, PtxExpr, TraceError, ptx_expr, bf16, f16, f32, f64, pred, s32, s64,
-                  u32, u64, abs, absolute, arctan, bitcast, cbrt, ceil, clip, copysign, cos, cosh,
-                  exp, exp2, expm1, floor, floor_divide, fma, fmax, fmin, fmod, hypot, isfinite,
-                  isinf, isnan, log, log1p, log2, log10, logical_and, logical_not, logical_or,
-                  logical_xor, maximum, minimum, pow, power, rcp, remainder, rint, round, rsqrt,
-                  sigmoid, sign, sin, sinh, sqrt, square, tan, tanh, trunc, where)
+from .dsl import BindError, PtxExpr, TraceError, ptx_expr
+from .dsl import functions as _functions
+from .dsl.functions import *  # noqa: F403 - every nx.* DSL function (nx.sqrt, nx.where, ...)
+from .dsl.types import TYPE_NAMES as _TYPE_NAMES
+from .dsl.types import DType, bf16, f16, f32, f64, pred, s32, s64, u32, u64
 from .inject import PtxInject, Site, Variable
 from .instructions import TABLE, Instr, add_instruction
 from .jit.nvjitlink import ptx_to_cubin
@@ -36,23 +36,20 @@ from .jit.kernel import Kernel, KernelVariant, kernel
 from .jit.cache import CubinCache, default_cache
 from .jit.launch import LaunchError
 
-__version__ = "0.1.0"
+from ._version import __version__
 
 __all__ = [
     "PtxInject", "Site", "Variable", "cuda_to_ptx", "ptx_to_cubin", "process_cuda", "include_dir",
-    "register_type", "get_dtype", "DType",
+    "register_type", "get_dtype", "SiteType", "DType",
     "NumptxError", "PtxParseError", "RenderError", "AnnotationError", "CompileError", "LinkError",
     "ToolchainError", "TypeRegistryError", "EmulationError", "__version__",
     "emulate", "TABLE", "Instr", "add_instruction",
-    "ptx_expr", "PtxExpr", "TraceError", "BindError",
-    "f16", "bf16", "f32", "f64", "s32", "u32", "s64", "u64", "pred",
-    "absolute", "arctan", "bitcast", "cbrt", "ceil", "clip", "copysign", "cos", "cosh", "exp",
-    "exp2", "expm1", "floor", "floor_divide", "fma", "fmax", "fmin", "fmod", "hypot", "isfinite",
-    "isinf", "isnan", "log", "log1p", "log2", "log10", "logical_and", "logical_not", "logical_or",
-    "logical_xor", "maximum", "minimum", "power", "rcp", "remainder", "rint", "rsqrt", "sigmoid",
-    "sign", "sin", "sinh", "sqrt", "square", "tan", "tanh", "trunc", "where",
+    "ptx_expr", "PtxExpr", "TraceError", "BindError", *_TYPE_NAMES,
     "site", "kernel", "Kernel", "KernelVariant", "CudaTemplate", "Template", "Variant",
     "BuildError", "SiteError", "LaunchError", "CubinCache", "default_cache",
 ]
+# the DSL functions (one list: numptx/dsl/functions.py); nx.abs, nx.pow and nx.round exist, but
+# ``from numptx import *`` leaves the builtins of those names alone
+__all__ += [_n for _n in _functions.__all__ if not hasattr(_builtins, _n)]
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())

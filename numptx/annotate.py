@@ -37,7 +37,8 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple, Union
 
-from .dtypes import DType, get_dtype, user_dtypes
+from .dtypes import SiteType, get_dtype, user_dtypes
+from . import site_layout as L
 from .errors import AnnotationError, TypeRegistryError
 
 __all__ = ["process_cuda", "check_macro_annotations", "emit_site", "site_asm_text",
@@ -73,12 +74,12 @@ class SiteVar(NamedTuple):
     """One variable of a site: ``kind`` (in/mod/out), ``dtype``, ``name`` (register ``v_<name>``)
     and the C++ ``expr`` it reads or writes (defaults to ``name``)."""
     kind: str
-    dtype: DType
+    dtype: SiteType
     name: str
     expr: str
 
 
-VarSpec = Union[SiteVar, "tuple[str, DType | str, str, str | None]", "tuple[str, DType | str, str]"]
+VarSpec = Union[SiteVar, "tuple[str, SiteType | str, str, str | None]", "tuple[str, SiteType | str, str]"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -128,7 +129,7 @@ def _resolve(name: str, variables: Iterable[VarSpec], *, lines: Sequence[int | N
         if kind not in KINDS:
             raise _err(f"site {name!r}: unknown kind {kind!r} (expected in, mod or out)",
                        line, source_name)
-        if not isinstance(dt, DType):
+        if not isinstance(dt, SiteType):
             try:
                 dt = get_dtype(dt)
             except TypeRegistryError as e:
@@ -158,13 +159,14 @@ def _asm_template_lines(name: str, vs: Sequence[SiteVar]) -> list[str]:
     never an input's register."""
     n = len(vs)
     lines = ["{"]
-    lines += [f".reg .{v.dtype.reg} %%v_{v.name};" for v in vs]
-    lines += [f"mov.{v.dtype.mov} %%v_{v.name}, %{i};" for i, v in enumerate(vs) if v.kind == "mod"]
-    lines += [f"mov.{v.dtype.mov} %%v_{v.name}, %{n + i};" for i, v in enumerate(vs) if v.kind == "in"]
-    lines.append(f"// PTX_INJECT_BEGIN {name}")
-    lines += [f"// PTX_INJECT_VAR {v.kind} {v.dtype.name} {v.dtype.reg} v_{v.name} {v.name}" for v in vs]
-    lines.append("// PTX_INJECT_END")
-    lines += [f"mov.{v.dtype.mov} %{i}, %%v_{v.name};" for i, v in enumerate(vs) if v.kind != "in"]
+    reg = {v.name: "%" + L.reg_ref(v.name) for v in vs}      # %% is one % in inline asm
+    lines += [f".reg .{v.dtype.reg} {reg[v.name]};" for v in vs]
+    lines += [f"mov.{v.dtype.mov} {reg[v.name]}, %{i};" for i, v in enumerate(vs) if v.kind == "mod"]
+    lines += [f"mov.{v.dtype.mov} {reg[v.name]}, %{n + i};" for i, v in enumerate(vs) if v.kind == "in"]
+    lines.append(L.begin_line(name))
+    lines += [L.var_line(v.kind, v.dtype.name, v.dtype.reg, v.name) for v in vs]
+    lines.append(L.end_line())
+    lines += [f"mov.{v.dtype.mov} %{i}, {reg[v.name]};" for i, v in enumerate(vs) if v.kind != "in"]
     lines.append("}")
     return lines
 
@@ -198,7 +200,7 @@ def emit_site(name: str, variables: Iterable[VarSpec]) -> str:
     """The C++ statement of one site, on one line, ending with ``;``.
 
     ``variables``: ``(kind, dtype, name)`` or ``(kind, dtype, name, expr)`` tuples (or
-    :class:`SiteVar`), ``dtype`` a :class:`~numptx.dtypes.DType` or a type name. The statement
+    :class:`SiteVar`), ``dtype`` a :class:`~numptx.dtypes.SiteType` or a type name. The statement
     is ``do { <temporaries> asm volatile("..." : <operands>); <write-backs> } while (0);``; the
     asm text is exactly what ``PTX_INJECT`` from ``ptx_inject.cuh`` emits. ``bits``-mode types
     call the helpers of :data:`BITS_PRELUDE` (or of the header), which must be defined earlier.

@@ -17,7 +17,8 @@ f32        f32       f32    f           float                 value
     nx.register_type("myhalf2", "b32", "b32", "r", "*(unsigned int*)&")
 
 Type names are case-insensitive in annotations (``F32`` and ``f32`` are the same type);
-the canonical name is lower case.
+the canonical name is lower case. The built-in rows are the value types of
+:mod:`numptx.valuetypes` that have site data (all but ``pred``).
 """
 from __future__ import annotations
 
@@ -25,9 +26,10 @@ import re
 import threading
 from dataclasses import dataclass
 
+from . import valuetypes as VT
 from .errors import TypeRegistryError
 
-__all__ = ["DType", "register_type", "get_dtype", "all_dtypes", "user_dtypes", "BUILTIN_DTYPES"]
+__all__ = ["SiteType", "register_type", "get_dtype", "all_dtypes", "user_dtypes", "BUILTIN_DTYPES"]
 
 # constraint letter -> carrier C++ type used by the emitted temporaries
 _CARRIER = {"h": "unsigned short", "r": "unsigned int", "l": "unsigned long long",
@@ -38,11 +40,15 @@ _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 @dataclass(frozen=True)
-class DType:
+class SiteType:
     """One site data type. ``reg`` is the PTX register type (no dot), ``mov`` the suffix of
     the ``mov`` that moves it, ``constraint`` the inline-asm letter, ``ctype`` the carrier C++
     type, ``mode`` one of ``value``/``bits``/``cast``, ``cast`` the lvalue-view prefix for
-    ``cast`` mode."""
+    ``cast`` mode. (The DSL's value types, ``nx.f32``..., are another class.)
+
+    >>> get_dtype("f32").ctype, get_dtype("f16").mode
+    ('float', 'bits')
+    """
     name: str
     reg: str
     mov: str
@@ -58,29 +64,17 @@ class DType:
         return {"h": 2, "r": 4, "f": 4, "l": 8, "d": 8}[self.constraint]
 
 
-# ORDER DTYPES: numptx/include/ptx_inject.cuh defines the same rows (tests/test_annotate.py diffs them)
-BUILTIN_DTYPES: tuple[DType, ...] = tuple(
-    DType(n, r, m, c, t, mode, builtin=True) for n, r, m, c, t, mode in (
-        ("f16", "b16", "b16", "h", "unsigned short", "bits"),
-        ("f16x2", "b32", "b32", "r", "unsigned int", "bits"),
-        ("bf16", "b16", "b16", "h", "unsigned short", "bits"),
-        ("bf16x2", "b32", "b32", "r", "unsigned int", "bits"),
-        ("f32", "f32", "f32", "f", "float", "value"),
-        ("f64", "f64", "f64", "d", "double", "value"),
-        ("s32", "s32", "s32", "r", "int", "value"),
-        ("u32", "u32", "u32", "r", "unsigned int", "value"),
-        ("s64", "s64", "s64", "l", "long long", "value"),
-        ("u64", "u64", "u64", "l", "unsigned long long", "value"),
-        ("b16", "b16", "b16", "h", "unsigned short", "bits"),
-        ("b32", "b32", "b32", "r", "unsigned int", "bits"),
-        ("b64", "b64", "b64", "l", "unsigned long long", "bits"),
-    ))
+# ORDER DTYPES: the value types that have site data, in ORDER TYPES (numptx/valuetypes.py);
+# numptx/include/ptx_inject.cuh defines the same rows (tests/test_annotate.py diffs them)
+BUILTIN_DTYPES: tuple[SiteType, ...] = tuple(
+    SiteType(v.name, v.reg, v.site.mov, v.site.constraint, v.site.ctype, v.site.mode, builtin=True)
+    for v in VT.ROWS if v.site is not None)
 
 _lock = threading.Lock()
-_registry: dict[str, DType] = {d.name: d for d in BUILTIN_DTYPES}
+_registry: dict[str, SiteType] = {d.name: d for d in BUILTIN_DTYPES}
 
 
-def register_type(name: str, reg: str, mov: str, constraint: str, cast: str | None = None) -> DType:
+def register_type(name: str, reg: str, mov: str, constraint: str, cast: str | None = None) -> SiteType:
     """Register a user data type usable in both annotation forms and in ``cuda_to_ptx``.
 
     ``name``: identifier used in annotations (case-insensitive); ``reg``: PTX register type
@@ -109,8 +103,8 @@ def register_type(name: str, reg: str, mov: str, constraint: str, cast: str | No
                                 f"one of {sorted(_CARRIER)}")
     if cast is not None and ("\n" in cast or not cast.strip()):
         raise TypeRegistryError(f"register_type({name!r}): cast must be a one-line C++ prefix")
-    dt = DType(key, reg, mov, constraint, _CARRIER[constraint], "cast" if cast else "bits",
-               cast.strip() if cast else None)
+    dt = SiteType(key, reg, mov, constraint, _CARRIER[constraint], "cast" if cast else "bits",
+                  cast.strip() if cast else None)
     with _lock:
         old = _registry.get(key)
         if old is not None and old != dt:
@@ -120,7 +114,7 @@ def register_type(name: str, reg: str, mov: str, constraint: str, cast: str | No
     return dt
 
 
-def get_dtype(name: str, *, context: str = "") -> DType:
+def get_dtype(name: str, *, context: str = "") -> SiteType:
     """Look up a type by name (case-insensitive); raise :class:`TypeRegistryError` naming it."""
     dt = _registry.get(str(name).lower())
     if dt is None:
@@ -130,13 +124,14 @@ def get_dtype(name: str, *, context: str = "") -> DType:
     return dt
 
 
-def all_dtypes() -> dict[str, DType]:
+def all_dtypes() -> dict[str, SiteType]:
     """All known types, built-in first, by canonical name."""
     with _lock:
         return dict(_registry)
 
 
-def user_dtypes() -> list[DType]:
+def user_dtypes() -> list[SiteType]:
     """The types added with :func:`register_type`, in registration order."""
     with _lock:
         return [d for d in _registry.values() if not d.builtin]
+

@@ -20,6 +20,7 @@ from typing import NamedTuple
 
 from ._native import ffi, lib
 from .errors import NumptxError, PtxParseError, RenderError
+from .site_layout import STUB_TAG_CLOSE, STUB_TAG_OPEN
 
 __all__ = ["PtxInject", "Site", "Variable"]
 
@@ -154,8 +155,8 @@ class UnknownSiteError(NumptxError, KeyError):
         return str(self.args[0])
 
 
-_TAG_OPEN = "\t// PTX_INJECT_STUB "
-_TAG_CLOSE = "\n\t// PTX_INJECT_STUB_END\n"
+_TAG_OPEN = STUB_TAG_OPEN         # the bytes the C core writes too (tests/test_site_layout.py)
+_TAG_CLOSE = STUB_TAG_CLOSE
 
 
 class PtxInject:

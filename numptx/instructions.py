@@ -40,6 +40,7 @@ from typing import Any, Callable
 import numpy as np
 
 from . import semantics as S
+from . import valuetypes as VT
 from .errors import NumptxError
 
 __all__ = [
@@ -48,19 +49,13 @@ __all__ = [
     "InstructionError", "UnknownInstructionError", "format_accuracy", "markdown_table",
 ]
 
-# ORDER TYPES: ids are positions in this tuple (docs/design/programs.md, section 1).
-TYPES = ("pred", "f16", "f16x2", "bf16", "bf16x2", "f32", "f64", "s32", "u32", "s64", "u64",
-         "b16", "b32", "b64")
-TYPE_ID = {t: i for i, t in enumerate(TYPES)}
-REG_TYPE = {"pred": "pred", "f16": "b16", "f16x2": "b32", "bf16": "b16", "bf16x2": "b32",
-            "f32": "f32", "f64": "f64", "s32": "s32", "u32": "u32", "s64": "s64", "u64": "u64",
-            "b16": "b16", "b32": "b32", "b64": "b64"}
-NP_DTYPE = {"pred": np.dtype(np.bool_), "f16": np.dtype(np.float16), "f16x2": np.dtype(np.uint32),
-            "bf16": np.dtype(np.uint16), "bf16x2": np.dtype(np.uint32),
-            "f32": np.dtype(np.float32), "f64": np.dtype(np.float64), "s32": np.dtype(np.int32),
-            "u32": np.dtype(np.uint32), "s64": np.dtype(np.int64), "u64": np.dtype(np.uint64),
-            "b16": np.dtype(np.uint16), "b32": np.dtype(np.uint32), "b64": np.dtype(np.uint64)}
-TYPE_BITS = {t: (1 if t == "pred" else NP_DTYPE[t].itemsize * 8) for t in TYPES}
+# ORDER TYPES: derived from numptx/valuetypes.py, which owns every per-type fact (ids are
+# positions; docs/design/programs.md, section 1)
+TYPES: tuple[str, ...] = VT.NAMES
+TYPE_ID: dict[str, int] = {r.name: r.id for r in VT.ROWS}
+REG_TYPE: dict[str, str] = {r.name: r.reg for r in VT.ROWS}
+NP_DTYPE: dict[str, np.dtype] = {r.name: r.np for r in VT.ROWS}
+TYPE_BITS: dict[str, int] = {r.name: r.bits for r in VT.ROWS}
 
 FLAGS = frozenset({"commutative", "volatile", "approx", "ftz", "special", "bitcast"})
 COMMUTATIVE = frozenset({"commutative"})

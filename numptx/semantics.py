@@ -21,6 +21,8 @@ from fractions import Fraction
 
 import numpy as np
 
+from .valuetypes import ROWS
+
 __all__ = [
     "F32_TINY", "F64_TINY", "F32_CANONICAL_NAN", "two_sum", "two_prod", "round_to_odd64",
     "round_sum", "ftz32", "f32_to_bf16", "bf16_to_f32", "f64_to_bf16", "bf16_bits", "f64_to_f32_odd",
@@ -264,10 +266,8 @@ def ordered(op, a, b):
 
 
 # ---------------------------------------------------------------- conversions
-_INT_INFO = {  # type -> (dtype, bits, signed)
-    "s32": (np.int32, 32, True), "u32": (np.uint32, 32, False),
-    "s64": (np.int64, 64, True), "u64": (np.uint64, 64, False),
-}
+_INT_INFO = {r.name: (r.np.type, r.bits, r.kind == "signed")  # type -> (dtype, bits, signed)
+             for r in ROWS if r.kind in ("signed", "unsigned")}
 _ROUND = {"rni": np.rint, "rzi": np.trunc, "rmi": np.floor, "rpi": np.ceil}
 
 

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 
 from ._program import (ASTError, CONST, CONST64, INPUT, INSTR, LOAD, META, META_CONST, META_OPS,
-                       NOP, RETURN, ROUTINE, STORE, Limits, Op, ProgramError, Stub, _as_program,
+                       NOP, RETURN, ROUTINE, STORE, Limits, Op, ProgramError, Stub, as_program,
                        compile_words, compile_words_many, const, decode, encode, input, instr,
                        special, type_id)
 from .errors import NumptxError
@@ -145,7 +145,7 @@ def dumps(prog: Sequence[Op]) -> bytes:
     import hashlib
     from .instructions import TABLE
     try:
-        prog = _as_program(prog, "dumps")
+        prog = as_program(prog, "dumps")
     except ProgramError as e:
         raise SerializationError(str(e)) from None
     if isinstance(prog, np.ndarray):

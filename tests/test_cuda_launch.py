@@ -341,6 +341,19 @@ def test_variants_are_assembled_for_the_device(spine):
         _for_device(v, (8, 0))
 
 
+def test_retargeting_is_a_method_that_shares_the_ptx_and_keeps_state_apart(spine):
+    """Template.for_arch / Variant.for_arch: one template per architecture, the same PTX,
+    sites and digest, its own constant-patch plans; the original is left as it was."""
+    t100 = spine.for_arch("sm_100")
+    assert spine.for_arch("sm_90") is spine and spine.for_arch((10, 0)) is t100
+    assert type(t100) is type(spine) and t100.src is spine.src and t100.inj is spine.inj
+    assert (t100.arch, spine.arch) == ("sm_100", "sm_90") and t100.digest == spine.digest
+    assert t100.plans is not spine.plans and t100.for_arch("sm_100") is t100
+    v = spine.inject(combine=ADD)
+    assert v.for_arch("sm_90") is v and v.for_arch("sm_100").template is t100
+    assert v.for_arch("sm_100").key == t100.key_of(v.stubs) != v.key
+
+
 # ---- on a GPU ----------------------------------------------------------------------------------
 N = 1000
 GRID, BLOCK = (N + 127) // 128, 128
@@ -479,9 +492,12 @@ def test_gpu_raw_ptx_template(spine_ptx):
 
 def test_loaded_modules_are_kept_lru_and_unloaded_beyond_the_bound(monkeypatch):
     """keep_loaded: the least recently launched modules beyond MAX_LOADED are unloaded (after
-    a synchronize), and a module loaded twice for one key (two threads) is unloaded again."""
+    a synchronize), and a module loaded twice for one key (two threads) is unloaded again;
+    loaded() marks a hit as the most recently launched."""
     from collections import OrderedDict
     from numptx.jit import launch as L
+    from numptx.jit import residency as R
+    assert L.keep_loaded is R.keep_loaded          # both launchers keep modules in one place
 
     class Ctx:
         def __init__(self):
@@ -493,13 +509,13 @@ def test_loaded_modules_are_kept_lru_and_unloaded_beyond_the_bound(monkeypatch):
         def unload_module(self, m):
             self.events.append(("unload", m))
     ctx = Ctx()
-    monkeypatch.setattr(L, "_gpu_functions", OrderedDict())
-    monkeypatch.setattr(L, "MAX_LOADED", 2)
-    assert L.keep_loaded("a", ("fa", ctx, "ma")) == ("fa", ctx, "ma")
-    L.keep_loaded("b", ("fb", ctx, "mb"))
-    assert ctx.events == []
-    L.keep_loaded("c", ("fc", ctx, "mc"))
-    assert ctx.events == ["sync", ("unload", "ma")] and list(L._gpu_functions) == ["b", "c"]
+    monkeypatch.setattr(R, "_loaded", OrderedDict())
+    monkeypatch.setattr(R, "MAX_LOADED", 2)
+    assert R.keep_loaded("a", ("fa", ctx, "ma")) == ("fa", ctx, "ma")
+    R.keep_loaded("b", ("fb", ctx, "mb"))
+    assert ctx.events == [] and R.loaded("a") == ("fa", ctx, "ma") and R.loaded("x") is None
+    R.keep_loaded("c", ("fc", ctx, "mc"))
+    assert ctx.events == ["sync", ("unload", "mb")] and list(R._loaded) == ["a", "c"]
     ctx.events.clear()
-    assert L.keep_loaded("c", ("fc2", ctx, "mc2")) == ("fc", ctx, "mc")
-    assert ctx.events == ["sync", ("unload", "mc2")] and list(L._gpu_functions) == ["b", "c"]
+    assert R.keep_loaded("c", ("fc2", ctx, "mc2")) == ("fc", ctx, "mc")
+    assert ctx.events == ["sync", ("unload", "mc2")] and list(R._loaded) == ["a", "c"]

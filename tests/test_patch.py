@@ -273,7 +273,7 @@ def test_dsl_f64_formulas_patch():
     ref = nx.CudaTemplate(F64_SRC, arch="sm_90", cache=False, patch_constants=False)
     cs = [1.000123, 3.75391, 17.0625001, 0.3331]
     got = [tmpl.inject(combine=affine.bind(c=c)).cubin for c in cs]
-    assert any(isinstance(p, Plan) for p in tmpl._plans.values())
+    assert tmpl.plans.plans()
     assert got == [ref.inject(combine=affine.bind(c=c)).cubin for c in cs]
 
 
@@ -338,7 +338,7 @@ def test_patched_variants_go_through_the_cache(tmp_path):
     vs = [tmpl.inject(combine=f"mul.rn.f32 %v_z, %v_x, {f32(c)};") for c in (1.5, 2.5, 3.5)]
     cubins = [v.cubin for v in vs]
     fresh = nx.CudaTemplate(SPINE_SRC, arch="sm_90", cache=nx.CubinCache(str(tmp_path / "c")))
-    assert [fresh.inject(combine=f"mul.rn.f32 %v_z, %v_x, {f32(c)};")._lookup()
+    assert [fresh.inject(combine=f"mul.rn.f32 %v_z, %v_x, {f32(c)};").lookup()
             for c in (1.5, 2.5, 3.5)] == cubins
 
 
@@ -367,7 +367,7 @@ def test_a_proven_plan_serves_other_processes_through_the_cache(tmp_path, monkey
     monkeypatch.undo()
     assert got == ref.inject(combine=make(3.25)).cubin
     # a damaged plan file is a miss: the shape is proven again
-    shape_key = other._shape([make(1.0)])[0]
+    shape_key = other.shape([make(1.0)]).key
     path = other.cache.path(plan_key(shape_key))
     raw = bytearray(open(path, "rb").read())
     raw[100] ^= 0xFF
@@ -395,7 +395,7 @@ def test_numba_templates_patch_too(monkeypatch):
     cs = (1.5, 2.5, 3.25, 7.0)
     got = [k.inject(s=affine.bind(c=c)).specialize(*args).cubin for c in cs]
     tmpl = k.template(*args)
-    assert any(isinstance(p, Plan) for p in tmpl._plans.values())
+    assert tmpl.plans.plans()
     tmpl.patch_constants = False               # the same template, every variant assembled
     assert got == [k.inject(s=affine.bind(c=c)).specialize(*args).cubin for c in cs]
 

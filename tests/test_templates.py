@@ -130,6 +130,25 @@ def test_numba_kernel_declared_signature_and_cc():
 
 
 @needs_numba
+def test_numba_kernel_templates_for_a_device_keep_the_arch_suffix_only_for_its_own_cc():
+    """What a GPU launch picks: the kernel's own suffix (sm_90a) on a device of its cc, the
+    plain architecture on another one; neither changes the default signature."""
+    @nx.kernel(cc="sm_90a")
+    def k(out, a):
+        i = cuda.grid(1)
+        out[i] = nx.site("s", x=a[i], out={"z": "f32"})
+
+    assert k.arch == "sm_90a" and nx.kernel(lambda: None).arch == "sm_90"
+    argtypes = (nbt.float32[:], nbt.float32[:])
+    own = k.template_for_device(argtypes, (9, 0))
+    other = k.template_for_device(argtypes, (10, 0))
+    assert (own.arch, other.arch) == ("sm_90a", "sm_100")
+    with pytest.raises(nx.NumptxError, match="no signature yet"):
+        k.inject(s="mov.f32 %v_z, %v_x;").ptx
+    assert k.template_for_device(argtypes, (9, 0)) is own and k.template(*argtypes) is own
+
+
+@needs_numba
 def test_numba_kernel_link_error_explains_external_functions():
     from numba.cuda import bf16
 

@@ -11,7 +11,7 @@
 
 #include "check.h"
 
-enum { T_PRED = 0, T_F32 = 5, T_F64 = 6 };
+enum { T_PRED = STACKPTX_T_PRED, T_F32 = STACKPTX_T_F32, T_F64 = STACKPTX_T_F64 };
 enum { R_ADD, R_MUL, R_FMA, R_NEG, R_SETP, R_SELP, R_TWO, R_TID, N_ROWS };
 static stackptx_instr g_rows[N_ROWS];
 static stackptx_table g_table;
@@ -45,9 +45,13 @@ static void make_table(void)
 }
 
 #define W(k, t, a, b) ((uint64_t)(k) | (uint64_t)(t) << 8 | (uint64_t)(a) << 16 | (uint64_t)(b) << 32)
-#define IN(k, t) W(1, t, k, 0)
-#define CST(t, b) W(2, t, 0, b)
-#define OP(r) W(4, 0, r, 0)
+#define IN(k, t) W(STACKPTX_K_INPUT, t, k, 0)
+#define CST(t, b) W(STACKPTX_K_CONST, t, 0, b)
+#define OP(r) W(STACKPTX_K_INSTR, 0, r, 0)
+#define C64(t) W(STACKPTX_K_CONST64, t, 0, 0)
+#define DUP(t) W(STACKPTX_K_META, t, STACKPTX_M_DUP, 0)
+#define STO(t, s) W(STACKPTX_K_STORE, t, s, 0)
+#define LD(t, s) W(STACKPTX_K_LOAD, t, s, 0)
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 
 static uint32_t g_ws[1 << 16];
@@ -82,29 +86,29 @@ static void test_exact(void)
     {   /* t = x + y used twice: dup + store, then load */
         const uint64_t rec[] = { IN(0, T_F32), IN(1, T_F32), OP(R_ADD), 0, 1, OP(R_MUL), 2, 2 };
         const uint64_t roots[] = { 3 };
-        const uint64_t want[] = { IN(0, 0), IN(1, 0), OP(R_ADD), W(6, T_F32, 0, 0),
-                                  W(8, T_F32, 0, 0), W(9, T_F32, 0, 0), OP(R_MUL) };
+        const uint64_t want[] = { IN(0, 0), IN(1, 0), OP(R_ADD), DUP(T_F32),
+                                  STO(T_F32, 0), LD(T_F32, 0), OP(R_MUL) };
         CHECK(lower(rec, N(rec), roots, 1) == STACKPTX_OK);
         CHECK(same(want, N(want)));
         CHECK(g_slots == 1 && g_instr == 2);
     }
     {   /* two roots (last first), a shared root, a pass-through input root, constants */
         const uint64_t rec[] = { IN(0, T_F32), CST(T_F32, 0x3F800000u), OP(R_ADD), 0, 1,
-                                 W(3, T_F64, 0, 0), 0x4000000000000000ull, OP(R_NEG), 2 };
+                                 C64(T_F64), 0x4000000000000000ull, OP(R_NEG), 2 };
         const uint64_t roots[] = { 4, 2, DAGLOWER_ROOT_INPUT | 5, 2 };
-        const uint64_t want[] = { IN(0, 0), CST(T_F32, 0x3F800000u), OP(R_ADD), W(6, T_F32, 0, 0),
-                                  W(8, T_F32, 0, 0), IN(5, 0), W(9, T_F32, 0, 0),
-                                  W(9, T_F32, 0, 0), OP(R_NEG) };
+        const uint64_t want[] = { IN(0, 0), CST(T_F32, 0x3F800000u), OP(R_ADD), DUP(T_F32),
+                                  STO(T_F32, 0), IN(5, 0), LD(T_F32, 0),
+                                  LD(T_F32, 0), OP(R_NEG) };
         CHECK(lower(rec, N(rec), roots, N(roots)) == STACKPTX_OK);
         CHECK(same(want, N(want)));
         CHECK(g_slots == 1 && g_instr == 2);
     }
     {   /* CONST64 root, operand order of a 3-operand row, a 0-operand row */
-        const uint64_t rec[] = { W(3, T_F64, 0, 0), 7, IN(0, T_F32), IN(1, T_F32), OP(R_SETP), 1, 2,
+        const uint64_t rec[] = { C64(T_F64), 7, IN(0, T_F32), IN(1, T_F32), OP(R_SETP), 1, 2,
                                  OP(R_SELP), 1, 2, 3, OP(R_TID) };
         const uint64_t roots[] = { 0, 4, 5 };
         const uint64_t want[] = { OP(R_TID), IN(0, 0), IN(1, 0), IN(0, 0), IN(1, 0), OP(R_SETP),
-                                  OP(R_SELP), W(3, T_F64, 0, 0), 7 };
+                                  OP(R_SELP), C64(T_F64), 7 };
         CHECK(lower(rec, N(rec), roots, N(roots)) == STACKPTX_OK);
         CHECK(same(want, N(want)));
     }
@@ -126,7 +130,7 @@ static void test_errors(void)
     size_t len;
     uint32_t s, i, e;
     g_test = "errors";
-    {   const uint64_t rec[] = { IN(0, T_F32), W(7, 0, 0, 0) };         /* unknown kind */
+    {   const uint64_t rec[] = { IN(0, T_F32), W(STACKPTX_K_ROUTINE, 0, 0, 0) };  /* no record kind */
         CHECK(lower(rec, N(rec), root1, 1) == STACKPTX_ERR_INVALID_ARGUMENT && g_err == 1); }
     {   const uint64_t rec[] = { IN(0, T_F32), OP(R_NEG), 1 };           /* operand not earlier */
         CHECK(lower(rec, N(rec), root1, 1) == STACKPTX_ERR_INVALID_ARGUMENT); }
@@ -138,9 +142,9 @@ static void test_errors(void)
     {   const uint64_t rec[] = { OP(N_ROWS) };                           /* row out of range */
         const uint64_t r0[] = { 0 };
         CHECK(lower(rec, N(rec), r0, 1) == STACKPTX_ERR_INVALID_ARGUMENT); }
-    {   const uint64_t rec[] = { W(3, T_F64, 0, 0) };                    /* CONST64 cut short */
+    {   const uint64_t rec[] = { C64(T_F64) };                    /* CONST64 cut short */
         CHECK(lower(rec, N(rec), NULL, 0) == STACKPTX_ERR_INVALID_ARGUMENT); }
-    {   const uint64_t rec[] = { IN(0, 14) };                            /* bad type */
+    {   const uint64_t rec[] = { IN(0, STACKPTX_N_TYPES) };                            /* bad type */
         CHECK(lower(rec, N(rec), NULL, 0) == STACKPTX_ERR_INVALID_ARGUMENT); }
     {   const uint64_t r9[] = { 9 };                                     /* root out of range */
         CHECK(lower(ok, N(ok), r9, 1) == STACKPTX_ERR_INVALID_ARGUMENT && g_err == 0); }

@@ -25,10 +25,24 @@ static void check_str_(const char *got, const char *want, int line)
 
 /* ---- the test table ----------------------------------------------------------------------- */
 
-enum { T_PRED = 0, T_F16, T_F16X2, T_BF16, T_BF16X2, T_F32, T_F64, T_S32, T_U32, T_S64, T_U64,
-       T_B16, T_B32, T_B64 };
-static const char *const type_names[14] = { "pred", "f16", "f16x2", "bf16", "bf16x2", "f32", "f64",
-                                            "s32", "u32", "s64", "u64", "b16", "b32", "b64" };
+/* short names for the ids of stack_ptx_tables.h (generated from numptx/valuetypes.py) */
+enum { T_PRED = STACKPTX_T_PRED, T_F16 = STACKPTX_T_F16, T_F16X2 = STACKPTX_T_F16X2,
+       T_BF16 = STACKPTX_T_BF16, T_BF16X2 = STACKPTX_T_BF16X2, T_F32 = STACKPTX_T_F32,
+       T_F64 = STACKPTX_T_F64, T_S32 = STACKPTX_T_S32, T_U32 = STACKPTX_T_U32,
+       T_S64 = STACKPTX_T_S64, T_U64 = STACKPTX_T_U64, T_B16 = STACKPTX_T_B16,
+       T_B32 = STACKPTX_T_B32, T_B64 = STACKPTX_T_B64, N_TYPES = STACKPTX_N_TYPES };
+static const char *const type_names[N_TYPES] = STACKPTX_TYPE_NAMES;
+
+/* a custom reg_type_names table: each type's own name as its register type, except entry
+   `which`, which is `name` (one static table: valid until the next call) */
+static const char *const *reg_names_with(int which, const char *name)
+{
+    static const char *names[N_TYPES];
+    int t;
+    for (t = 0; t < N_TYPES; t++) names[t] = type_names[t];
+    names[which] = name;
+    return names;
+}
 
 enum { R_ADD, R_MUL, R_SUB, R_FMA, R_SETP, R_SELP, R_UNPACK, R_MMA, R_CLOCK, R_CVT, R_BAD,
        R_NEG, R_SINK, R_TID, R_BADFMT, R_MINX, R_MANY, N_ROWS };
@@ -56,8 +70,8 @@ static void row(int i, const char *fmt, const char *res, const char *ops, uint32
             while (*p && *p != ' ' && *p != '[' && n < 15) name[n++] = *p++;
             name[n] = 0;
             if (*p == '[') { w = atoi(p + 1); while (*p && *p != ' ') p++; }
-            for (t = 0; t < 14 && strcmp(type_names[t], name) != 0; t++) {}
-            if (t == 14) { printf("bad type spec %s\n", name); exit(2); }
+            for (t = 0; t < N_TYPES && strcmp(type_names[t], name) != 0; t++) {}
+            if (t == N_TYPES) { printf("bad type spec %s\n", name); exit(2); }
             if (s == 0) { r->result_type[r->n_results] = (uint8_t)t; r->result_width[r->n_results++] = (uint8_t)w; }
             else { r->operand_type[r->n_operands] = (uint8_t)t; r->operand_width[r->n_operands++] = (uint8_t)w; }
         }
@@ -131,8 +145,8 @@ static uint32_t parse_spec(const char *spec, uint8_t *types, const char **names,
         while (*p != ':') tn[k++] = *p++;
         tn[k] = 0;
         p++;
-        for (t = 0; t < 14 && strcmp(type_names[t], tn) != 0; t++) {}
-        if (t == 14) { printf("bad io type %s\n", tn); exit(2); }
+        for (t = 0; t < N_TYPES && strcmp(type_names[t], tn) != 0; t++) {}
+        if (t == N_TYPES) { printf("bad io type %s\n", tn); exit(2); }
         types[n] = (uint8_t)t;
         names[n] = *bp;
         k = 0;
@@ -389,11 +403,9 @@ static void test_basic(void)
         free(t);
     }
     {   /* custom register type names */
-        static const char *const names[14] = { "pred", "b16", "b32", "b16", "b32", "b32", "f64", "s32",
-                                               "u32", "s64", "u64", "b16", "b32", "b64" };
         uint64_t w[] = { IN(0), CST(T_F32, F32_ONE), OP(R_ADD) };
         result r;
-        g_table.reg_type_names = names;
+        g_table.reg_type_names = reg_names_with(T_F32, "b32");
         r = run(STACK, &s, w, N(w));
         CHECK_STR(r.text, "{\n.reg .b32 %_s0;\n.reg .b32 %_s1;\nmov.b32 %_s0, 0f3F800000;\n"
                           "add.f32 %_s1, %x, %_s0;\nmov.b32 %z, %_s1;\n}\n");
@@ -988,20 +1000,16 @@ static void test_paths(void)
         free(t);
     }
     {   /* a register type name of 16 characters works, 17 do not */
-        static const char *const n16[14] = { "pred", "b16", "b32", "b16", "b32", "abcdefghijklmnop", "f64", "s32",
-                                             "u32", "s64", "u64", "b16", "b32", "b64" };
-        static const char *const n17[14] = { "pred", "b16", "b32", "b16", "b32", "abcdefghijklmnopq", "f64", "s32",
-                                             "u32", "s64", "u64", "b16", "b32", "b64" };
         uint64_t w[] = { IN(0), CST(T_F32, F32_ONE), OP(R_ADD) };
         result r;
         uint32_t bad = 0;
-        g_table.reg_type_names = n16;
+        g_table.reg_type_names = reg_names_with(T_F32, "abcdefghijklmnop");
         r = run(STACK, &s, w, N(w));
         CHECK_STR(r.text, "{\n.reg .abcdefghijklmnop %_s0;\n.reg .abcdefghijklmnop %_s1;\n"
                           "mov.abcdefghijklmnop %_s0, 0f3F800000;\nadd.f32 %_s1, %x, %_s0;\n"
                           "mov.abcdefghijklmnop %z, %_s1;\n}\n");
         result_free(&r);
-        g_table.reg_type_names = n17;
+        g_table.reg_type_names = reg_names_with(T_F32, "abcdefghijklmnopq");
         r = run(STACK, &s, w, N(w));
         CHECK(r.st == STACKPTX_ERR_BAD_TABLE && r.text == NULL);
         result_free(&r);
@@ -1042,10 +1050,10 @@ static void test_api_errors(void)
           STACKPTX_ERR_WORKSPACE_TOO_SMALL);
     CHECK(stackptx_compile(&g_table, &s.io, NULL, w, 1, NULL, 0, ws, wsz, out, sizeof out, &len, NULL) == STACKPTX_OK);
     CHECK(len == strlen("{\nmov.f32 %z, %x;\n}\n") && memcmp(out, "{\nmov.f32 %z, %x;\n}\n", len) == 0);
-    {   /* bad io: type 14, NULL name, zero length */
+    {   /* bad io: type N_TYPES, NULL name, zero length */
         iospec b;
         io_init(&b, "f32:x", "f32:z");
-        b.it[0] = 14;
+        b.it[0] = N_TYPES;
         CHECK(stackptx_compile(&g_table, &b.io, NULL, w, 1, NULL, 0, ws, wsz, out, sizeof out, &len, &d) ==
               STACKPTX_ERR_INVALID_ARGUMENT);
         b.it[0] = T_F32; b.ol[0] = 0;
@@ -1061,11 +1069,9 @@ static void test_api_errors(void)
     CHECK(stackptx_compile(&bad_t, &s.io, NULL, w, 1, NULL, 0, ws, wsz, out, sizeof out, &len, &d) ==
           STACKPTX_ERR_INVALID_ARGUMENT);
     {
-        static const char *const names[14] = { "pred", "b16", "b32", "b16", "b32", NULL, "f64", "s32",
-                                               "u32", "s64", "u64", "b16", "b32", "b64" };
         uint32_t bad = 0;
         bad_t = g_table;
-        bad_t.reg_type_names = names;
+        bad_t.reg_type_names = reg_names_with(T_F32, NULL);
         CHECK(stackptx_compile(&bad_t, &s.io, NULL, w, 1, NULL, 0, ws, wsz, out, sizeof out, &len, &d) ==
               STACKPTX_ERR_BAD_TABLE);
         CHECK(stackptx_check_table(&bad_t, &bad) == STACKPTX_ERR_BAD_TABLE && bad == UINT32_MAX);
@@ -1082,7 +1088,7 @@ static void test_api_errors(void)
         rows[0].fmt = NULL;
         rows[1].fmt_len = 0;
         rows[2].n_operands = 5;
-        rows[3].result_type[0] = 14;
+        rows[3].result_type[0] = N_TYPES;
         rows[4].operand_width[1] = 0;
         rows[5].operand_width[0] = 9;
         rows[6].fmt = "add.f32 $0, $1, $3;";
@@ -1333,12 +1339,12 @@ static uint32_t rnd(uint32_t n) { return n ? rnd32() % n : 0; }
 
 static uint64_t rand_word(uint32_t n_in, uint32_t n_routines)
 {
-    uint32_t k = rnd(100), type = rnd(16) ? rnd(14) : rnd(256), a, b = rnd32();
+    uint32_t k = rnd(100), type = rnd(16) ? rnd(N_TYPES) : rnd(256), a, b = rnd32();
     if (g_ast_like) {   /* mostly words AST PTX accepts */
         k = rnd(100);
         if (k < 45) return IN(rnd(n_in ? n_in : 1));
-        if (k < 55) return CST(rnd(14), rnd(3) ? rnd(4) : rnd32());
-        if (k < 57) return C64(rnd(14));
+        if (k < 55) return CST(rnd(N_TYPES), rnd(3) ? rnd(4) : rnd32());
+        if (k < 57) return C64(rnd(N_TYPES));
         if (k < 95) return OP(rnd(N_ROWS));
         return CALL(rnd(n_routines + 1));
     }
@@ -1347,13 +1353,13 @@ static uint64_t rand_word(uint32_t n_in, uint32_t n_routines)
     else if (k < 33) { k = STACKPTX_K_CONST64; a = 0; }
     else if (k < 58) { k = STACKPTX_K_INSTR; a = rnd(12) ? rnd(N_ROWS) : rnd(65536); }
     else if (k < 66) { k = STACKPTX_K_META_CONST; a = rnd(6) ? rnd(6) : rnd(65536); }
-    else if (k < 80) { k = STACKPTX_K_META; a = rnd(10); }
+    else if (k < 80) { k = STACKPTX_K_META; a = rnd(STACKPTX_N_META_OPS + 1); }
     else if (k < 85) { k = STACKPTX_K_ROUTINE; a = rnd(n_routines + 2); }
     else if (k < 90) { k = STACKPTX_K_STORE; a = rnd(20); }
     else if (k < 95) { k = STACKPTX_K_LOAD; a = rnd(20); }
     else if (k < 97) { k = STACKPTX_K_RETURN; a = 0; }
     else if (k < 98) { k = STACKPTX_K_NOP; a = 0; }
-    else { k = 11 + rnd(245); a = rnd(65536); }
+    else { k = STACKPTX_N_KINDS + rnd(256 - STACKPTX_N_KINDS); a = rnd(65536); }
     if (rnd(3) && k == STACKPTX_K_INPUT) type = 0;
     return W(k, type, a, b);
 }
@@ -1535,7 +1541,7 @@ static uint64_t bench_word(void)
     if (k < 75) { static const int ops[] = { R_ADD, R_MUL, R_SUB, R_FMA, R_NEG, R_SETP, R_SELP, R_CVT };
                   return OP(ops[rnd(8)]); }
     if (k < 82) return MC(rnd(4));
-    if (k < 95) return META(T_F32, rnd(9));
+    if (k < 95) return META(T_F32, rnd(STACKPTX_N_META_OPS));
     return rand_word(4, 0);
 }
 

@@ -10,23 +10,20 @@ evaluation on the CPU with NumPy, and the stub emulator.
     assert dist(np.float32(3), np.float32(4)) == np.float32(5)
     stub = dist.stub(inj.sites["combine"])
 
-The guide is docs/dsl.md; the design docs/design/dsl.md.
+The ``nx.*`` functions come from numptx/dsl/functions.py, generated from the operation table
+(numptx/dsl/ops.py); the type names from numptx/dsl/types.py. The guide is docs/dsl.md; the
+design docs/design/dsl.md.
 """
 from __future__ import annotations
 
+from . import functions
 from .emulator import EmulationError, emulate
 from .expr import BindError, PtxExpr, ptx_expr
+from .functions import *  # noqa: F403 - every nx.* function (functions.__all__)
 from .graph import Graph, GraphError, Node
-from .ops import (PUBLIC, absolute, arctan, bitcast, cbrt, ceil, clip, copysign, cos, cosh, exp,
-                  exp2, expm1, floor, floor_divide, fma, fmax, fmin, fmod, hypot, isfinite, isinf,
-                  isnan, log, log1p, log2, log10, logical_and, logical_not, logical_or,
-                  logical_xor, maximum, minimum, pow, power, rcp, remainder, rint, round, rsqrt,
-                  sigmoid, sign, sin, sinh, sqrt, square, tan, tanh, trunc, where)
-from .ops import abs  # noqa: A004 - nx.abs like np.abs
 from .trace import Proxy, TraceError
-from .types import DType, bf16, f16, f32, f64, pred, s32, s64, u32, u64
-
-TYPES = ("f16", "bf16", "f32", "f64", "s32", "u32", "s64", "u64", "pred")
+from .types import TYPE_NAMES, DType, bf16, f16, f32, f64, pred, s32, s64, u32, u64
 
 __all__ = ["ptx_expr", "PtxExpr", "TraceError", "BindError", "Graph", "GraphError", "Node",
-           "Proxy", "DType", "emulate", "EmulationError", *TYPES, *PUBLIC]
+           "Proxy", "DType", "emulate", "EmulationError", *TYPE_NAMES]
+__all__ += functions.__all__

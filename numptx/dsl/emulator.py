@@ -60,6 +60,7 @@ from .._text import split_top
 from ..errors import NumptxError
 from .. import instructions as _instructions
 from ..instructions import NP_DTYPE, TYPES, UnknownInstructionError, parse_type_spec
+from ..valuetypes import FLOATS, INTS
 
 __all__ = ["emulate", "EmulationError"]
 
@@ -77,8 +78,8 @@ class EmulationError(NumptxError):
 _PTX_TYPE = {t: t for t in TYPES}
 _PTX_TYPE.update({"u16": "b16", "s16": "b16"})
 _BIT_TYPES = ("b16", "b32", "b64", "f16x2", "bf16x2")
-_FLOAT_TYPES = ("f16", "bf16", "f32", "f64")
-_INT_TYPES = ("s32", "u32", "s64", "u64")
+_FLOAT_TYPES = FLOATS
+_INT_TYPES = INTS
 _FLOAT_OF_SIZE = {2: np.float16, 4: np.float32, 8: np.float64}
 _LANE_DEFAULT = ("%laneid", "%tid.x")
 

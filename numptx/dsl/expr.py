@@ -11,6 +11,7 @@
     stub = dist.stub(inj.sites["combine"])         # x, y -> the site's in variables, z <- result
     stub = dist.stub()                             # registers %x, %y -> %out
     half = dist.bind(y=0.5)                        # y baked in as a constant
+    dist.binding(inj.sites["combine"])             # the rules stub(site) and the simulator use
 
 Parameters are typed by annotations (``nx.f32`` ..., NumPy types, or strings such as ``"nx.f32"``)
 and default to f32. A formula returns one value, a tuple or a dict of named outputs. The traced
@@ -22,18 +23,18 @@ from __future__ import annotations
 import typing
 import weakref
 from collections.abc import Mapping as _Mapping
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
-from .._program import _value_type, compile_lowered
+from .._program import value_type, compile_lowered
 from . import types as T
 from .graph import Graph, canonical
 from .lower import PASS, Lowered, to_ast, to_stack
 from .trace import (EagerTracer, EagerValue, FramedGraphTracer, GraphTracer, Proxy, TraceError,
                     Tracer)
 
-__all__ = ["PtxExpr", "ptx_expr", "BindError", "ArgumentError"]
+__all__ = ["PtxExpr", "ptx_expr", "BindError", "ArgumentError", "SiteBinding", "output_order"]
 
 BACKENDS = ("stack", "ast")
 _MAX_BINDS = 256            # bound expressions kept per expression (bind() results)
@@ -464,6 +465,7 @@ class PtxExpr:
             if isinstance(site, str):
                 raise BindError(f"stub({site!r}): pass the Site itself, inj.sites[{site!r}], or "
                                 f"name the registers with inputs=/outputs=")
+            # binding(site) without its SiteBinding: ~3 % of a stub for another site
             expr, rename, order = self._bind_site(site)
             low = expr.lowered(backend, order, fastmath)
             return compile_lowered(mode, low.words, low.input_names, rename, None, None, site=site,
@@ -491,9 +493,18 @@ class PtxExpr:
         return compile_lowered(mode, low.words, low.input_names, inputs, regs_in, regs_out,
                                routines=low.routines, strict=True, limits=low.limits)
 
+    def binding(self, site: Any) -> SiteBinding:
+        """How this formula binds to ``site`` (a :class:`SiteBinding`): the one set of rules
+        that :meth:`stub` compiles by and numba-cuda's simulator evaluates by (see :meth:`stub`
+        for them; a site variable no parameter reads is left unused, and a parameter baked in
+        with ``.bind`` is no input, whatever the site has). Raises :class:`BindError`, showing
+        both signatures, where the formula does not fit. Cached per site signature."""
+        expr, rename, order = self._bind_site(site)
+        return SiteBinding(expr, rename, order, site)
+
     def _bind_site(self, site: Any) -> tuple[PtxExpr, dict, tuple]:
-        """(expression with defaults baked in, parameter -> variable name, output order),
-        cached per site variable list (sites declaring the same variables bind alike)."""
+        """:meth:`binding` as (expr, rename, order), which :meth:`stub` compiles by; cached per
+        site variable list (sites declaring the same variables bind alike)."""
         g = self.graph
         # fresh expressions of one function (with the same parameters bound) bind alike
         fast_key = (id(site), tuple(self.bound), g.output_form,
@@ -551,36 +562,19 @@ class PtxExpr:
                        f"names differ ({', '.join(missing)} not in the site)")
         by_name = {v.name: v for v in ins}
         for p, var in mapping.items():
-            vt = _value_type(by_name[var].dtype, f"site {site.name!r} variable {var!r}")
+            vt = value_type(by_name[var].dtype, f"site {site.name!r} variable {var!r}")
             if vt != self.params[p].name:
                 raise fail(f"parameter {p!r} is {self.params[p].name}, site variable {var!r} is "
                            f"{by_name[var].dtype}")
         g = self.graph
         gout = g.outputs
-        out_vars = [v.name for v in outs]
-        if g.output_form == "dict":
-            pos = {k: i for i, (k, _) in enumerate(gout)}
-            unknown = [k for k in pos if k not in out_vars]
-            if unknown:
-                raise fail(f"output(s) {', '.join(unknown)} are not out/mod variables of the site")
-            order = []
-            for v in outs:
-                if v.name in pos:
-                    order.append(pos[v.name])
-                elif v.kind == "mod":
-                    order.append(v.name)
-                else:
-                    raise fail(f"site output {v.name!r} is not returned")
-        elif len(gout) == len(outs):
-            order = list(range(len(gout)))
-        elif len(gout) == sum(v.kind == "out" for v in outs):
-            k = iter(range(len(gout)))
-            order = [next(k) if v.kind == "out" else v.name for v in outs]
-        else:
-            raise fail(f"{len(gout)} output(s) for {len(outs)} out/mod variable(s)")
+        try:
+            order = output_order(g.output_form, [k for k, _ in gout], outs)
+        except BindError as e:
+            raise fail(e.reason) from None
         for v, o in zip(outs, order):
             if isinstance(o, int):
-                vt = _value_type(v.dtype, f"site {site.name!r} variable {v.name!r}")
+                vt = value_type(v.dtype, f"site {site.name!r} variable {v.name!r}")
                 if vt != gout[o][1].dtype:
                     raise fail(f"output {gout[o][0]!r} is {gout[o][1].dtype}, site variable "
                                f"{v.name!r} is {v.dtype}")
@@ -595,6 +589,85 @@ class PtxExpr:
         extra = "".join(f", {k}={v!r}" for k, v in self.bound.items())
         return f"<ptx_expr {self.__name__}({params}{extra}) fastmath={self.fastmath} " \
                f"backend={self.backend!r}>"
+
+
+def output_order(form: str, names: Sequence[str], outputs: Sequence[Any]) -> tuple:
+    """The output rule of :meth:`PtxExpr.binding`: per site out/mod variable of ``outputs``
+    (with ``.name``, ``.kind``), the index of the formula output it takes, or its own name (a
+    mod not returned keeps its value). ``form``: ``"dict"`` (``names`` are the keys), else
+    ``"tuple"``/``"single"`` (positions count). Raises :class:`BindError` saying why not.
+
+    >>> from numptx.inject import Variable as V
+    >>> output_order("single", ["out"], [V("z", "out", "f32", "f32", "v_z"),
+    ...                                  V("acc", "mod", "f32", "f32", "v_acc")])
+    (0, 'acc')
+    """
+    if form == "dict":
+        pos = {k: i for i, k in enumerate(names)}
+        out_vars = {v.name for v in outputs}
+        unknown = [k for k in pos if k not in out_vars]
+        if unknown:
+            raise BindError(f"output(s) {', '.join(unknown)} are not out/mod variables of the site")
+        order: list = []
+        for v in outputs:
+            if v.name in pos:
+                order.append(pos[v.name])
+            elif v.kind == "mod":
+                order.append(v.name)
+            else:
+                raise BindError(f"site output {v.name!r} is not returned")
+        return tuple(order)
+    if len(names) == len(outputs):
+        return tuple(range(len(names)))
+    if len(names) == sum(v.kind == "out" for v in outputs):
+        k = iter(range(len(names)))
+        return tuple(next(k) if v.kind == "out" else v.name for v in outputs)
+    raise BindError(f"{len(names)} output(s) for {len(outputs)} out/mod variable(s)")
+
+
+class SiteBinding(NamedTuple):
+    """How a formula binds to a site (:meth:`PtxExpr.binding`): what ``expr.stub(site)``
+    compiles and numba-cuda's simulator evaluates. ``expr``: the formula compiled there (with
+    defaults the site lacks baked in); ``rename``: parameter -> site variable (plus passed-
+    through mods, for the lowering; shared, don't change it); ``order``: per ``site.outputs``
+    variable, the formula output's index or the variable's own name (a mod not returned)::
+
+        b = dist.binding(inj.sites["combine"])       # combine(in f32 x, in f32 y, out f32 z)
+        b.inputs, b.outputs, b.constants             # {'x': 'x', 'y': 'y'}, {'z': 0}, {}
+        b.evaluate({"x": 3.0, "y": 4.0})             # {'z': 5.0}
+    """
+    expr: PtxExpr
+    rename: dict
+    order: tuple
+    site: Any
+
+    @property
+    def inputs(self) -> dict[str, str]:
+        """Runtime parameter -> the site in/mod variable that feeds it."""
+        return {p: v for p, v in self.rename.items() if not p.startswith(PASS)}
+
+    @property
+    def outputs(self) -> dict[str, int | None]:
+        """Site out/mod variable -> the index of the formula output it takes (None: a mod
+        variable the formula does not return, which keeps its value)."""
+        return {v.name: o if isinstance(o, int) else None
+                for v, o in zip(self.site.outputs, self.order)}
+
+    @property
+    def constants(self) -> dict[str, Any]:
+        """Parameters baked in as constants (``.bind(...)``, and defaults the site lacks)."""
+        return dict(self.expr.bound)
+
+    def evaluate(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        """The site's out/mod values from its in/mod ``values`` (by variable name; scalars or
+        arrays) by the formula's NumPy reference: what the stub computes at the site."""
+        expr = self.expr
+        r = expr(**{p: values[v] for p, v in self.inputs.items()})
+        form = expr.graph.output_form
+        results = ([r[k] for k, _ in expr.graph.outputs] if form == "dict" else
+                   list(r) if form == "tuple" else [r])
+        return {v.name: results[o] if isinstance(o, int) else values[o]
+                for v, o in zip(self.site.outputs, self.order)}
 
 
 def _as_array(v: Any, t: T.DType, name: str = "") -> np.ndarray:

@@ -29,17 +29,20 @@ import numpy as np
 
 from .. import semantics as S
 from ..errors import NumptxError
-from ..instructions import NP_DTYPE, TABLE, TYPES
+from ..instructions import NP_DTYPE, TABLE, TYPE_ID, TYPES
+from ..valuetypes import WHOLE, WIDE
 
-__all__ = ["Node", "Graph", "GraphError", "Frame", "frame_location", "frame_source"]
+__all__ = ["Node", "Graph", "GraphError", "Frame", "RowInfo", "row_info", "refresh_rows",
+           "ON_TABLE_CHANGE", "frame_location", "frame_source"]
 
 Frame = tuple  # (code object, line number): a user source position, formatted lazily
 _PACK = {"f32": struct.Struct("<f").pack, "f64": struct.Struct("<d").pack}
-_INT_TYPES = frozenset({"s32", "u32", "s64", "u64", "b16", "b32", "b64"})
+_INT_TYPES = frozenset(WHOLE)
 _CANON: dict = {}   # (type, Python int/float) -> (canonical scalar, constant key, words)
-_TID = {t: i for i, t in enumerate(TYPES)}
+_TID = TYPE_ID
 _CONST_WORDS: dict = {}   # constant key -> its Stack PTX words (CONST, or CONST64 + data)
-_WIDE_TYPES = frozenset({"f64", "s64", "u64", "b64"})
+_WIDE_TYPES = WIDE
+_new = object.__new__
 
 
 def _const_words(key: tuple) -> tuple:
@@ -127,14 +130,18 @@ def _simplify_pred(g: "Graph", name: str, args: tuple):
 SIMPLIFY = {"and.pred": _simplify_pred, "or.pred": _simplify_pred, "xor.pred": _simplify_pred}
 
 
-class _RowInfo:
-    __slots__ = ("row", "operands", "result", "foldable", "commutative", "volatile", "simplify",
-                 "plain", "plain1", "op0", "op1", "word")
+class RowInfo:
+    """What the graph needs to know about one table row, computed once: operand and result types,
+    whether it folds, commutes, may be merged (``volatile``: never), its simplifier, whether it
+    takes the inlined paths (``plain``: two operands, ``plain1``: one) and its Stack PTX word."""
+    __slots__ = ("name", "row", "operands", "result", "foldable", "commutative", "volatile",
+                 "simplify", "plain", "plain1", "op0", "op1", "word")
 
     def __init__(self, row):
         if len(row.results) != 1 or any(w != 1 for w in (*row.operand_widths, *row.result_widths)):
             raise GraphError(f"instruction {row.name!r} has vector operands or several results; "
                              f"the DSL graph holds single-result scalar instructions")
+        self.name = row.name
         self.row = row
         self.operands = row.operand_types
         self.result = row.result_types[0]
@@ -150,22 +157,29 @@ class _RowInfo:
         self.word = 4 | TABLE.index(row.name) << 16      # its Stack PTX INSTR word
 
 
-_ROWS: dict[str, _RowInfo] = {}
+_ROWS: dict[str, RowInfo] = {}
 _ROWS_VERSION = [(-1, -1)]
 #: callables run when the instruction table changes (caches derived from its rows)
 ON_TABLE_CHANGE: list = []
 
 
-def row_info(name: str) -> _RowInfo:
-    """Cached facts about the table row ``name`` (refreshed when the table changes)."""
+def refresh_rows() -> None:
+    """Drop every cache derived from the instruction table's rows (ours and those registered in
+    :data:`ON_TABLE_CHANGE`) if the table changed since they were filled."""
     if _ROWS_VERSION[0] != (TABLE.uid, TABLE.version):
         _ROWS.clear()
         for fn in ON_TABLE_CHANGE:
             fn()
         _ROWS_VERSION[0] = (TABLE.uid, TABLE.version)
+
+
+def row_info(name: str) -> RowInfo:
+    """Cached facts about the table row ``name`` (refreshed when the table changes)."""
+    if _ROWS_VERSION[0] != (TABLE.uid, TABLE.version):
+        refresh_rows()
     info = _ROWS.get(name)
     if info is None:
-        info = _ROWS[name] = _RowInfo(TABLE[TABLE.index(name)])
+        info = _ROWS[name] = RowInfo(TABLE[TABLE.index(name)])
     return info
 
 
@@ -187,7 +201,7 @@ def canonical(value: Any, t: str):
         return NP_DTYPE[t].type(value)
     if t == "pred":
         return np.bool_(bool(value))
-    if t in ("s32", "u32", "s64", "u64", "b16", "b32", "b64"):
+    if t in _INT_TYPES:
         return NP_DTYPE[t].type(_wrap_int(int(value), t if t[0] != "b" else "u" + t[1:]))
     raise GraphError(f"no constants of type {t!r} in the DSL")
 
@@ -227,10 +241,11 @@ class Graph:
         #: () -> the same graph traced again with every node's source position (or None);
         #: set by the tracer when its fast paths skipped recording them
         self.retrace = None
-        self._cse: dict = {}
+        #: hash-consing: (row, *operands) or a constant's ("c", type, bits) -> its node
+        self.cse: dict = {}
         self._lits: dict = {}           # (type, Python number) -> constant node
         if _ROWS_VERSION[0] != (TABLE.uid, TABLE.version):
-            row_info("add.rn.f32")          # refresh the row cache for this table version
+            refresh_rows()              # the row caches belong to this table version
         #: every node as Stack PTX words, in creation order (native/dag_lower.h RECORD), for
         #: the C lowering; valid for the table version ``rec_version``
         self.rec: list[int] = []
@@ -272,12 +287,9 @@ class Graph:
                     ckey = ("c", dtype, scalar.tobytes() if bits is None else bits)
                     hit = _CANON[key] = (scalar, ckey, _CONST_WORDS.get(ckey) or _const_words(ckey))
                 scalar, ckey, words = hit
-                node = self._cse.get(ckey)
-                if node is None:                       # const_canonical, inlined
-                    node = Node("const", scalar, (), dtype, len(self.nodes), self.frame, ckey)
-                    self.rec.extend(words)
-                    self.nodes.append(node)
-                    self._cse[ckey] = node
+                node = self.cse.get(ckey)
+                if node is None:
+                    node = self._add_const(scalar, dtype, ckey, words)
                 self._lits[key] = node
             return node
         return self.const_canonical(canonical(value, dtype), dtype)
@@ -285,12 +297,43 @@ class Graph:
     def const_canonical(self, scalar, dtype: str, bits: bytes | None = None) -> Node:
         """A constant from a scalar already in the canonical representation of ``dtype``."""
         key = ("c", dtype, scalar.tobytes() if bits is None else bits)
-        node = self._cse.get(key)
+        node = self.cse.get(key)
         if node is None:
-            node = Node("const", scalar, (), dtype, len(self.nodes), self.frame, key)
-            self.rec.extend(_CONST_WORDS.get(key) or _const_words(key))
-            self.nodes.append(node)
-            self._cse[key] = node
+            node = self._add_const(scalar, dtype, key, _CONST_WORDS.get(key) or _const_words(key))
+        return node
+
+    def _add_const(self, scalar, dtype: str, key: tuple, words: tuple) -> Node:
+        """Append a constant node (its CSE entry, its Stack PTX words): every constant's route."""
+        nodes = self.nodes
+        node = Node("const", scalar, (), dtype, len(nodes), self.frame, key)
+        self.rec.extend(words)
+        nodes.append(node)
+        self.cse[key] = node
+        return node
+
+    def add_instr(self, info: RowInfo, args: tuple, key: tuple | None) -> Node:
+        """Append the instruction node ``info.name(*args)`` and file it under the CSE ``key``
+        (None: never merged). The one route every instruction node takes into a graph:
+        :meth:`instr` and the tracer's fused fast paths (numptx.dsl.trace) call it after their
+        checks (operand types match the row, not all constant, ``key`` not yet present)."""
+        nodes = self.nodes
+        node = _new(Node)                # Node(...) without the __init__ call: the hot path
+        node.op = "instr"
+        node.target = info.name
+        node.args = args
+        node.dtype = info.result
+        node.index = len(nodes)
+        node.frame = self.frame
+        node.uses = 0
+        node.key = None
+        rec = self.rec
+        rec.append(info.word)
+        for a in args:
+            a.uses += 1
+            rec.append(a.index)
+        nodes.append(node)
+        if key is not None:
+            self.cse[key] = node
         return node
 
     def instr(self, name: str, *args: Any) -> Node:
@@ -303,16 +346,8 @@ class Graph:
                 if a.dtype == info.op0 and b.dtype == info.op1 and \
                         (a.op != "const" or b.op != "const"):
                     key = (name, b, a) if info.commutative and a.index > b.index else (name, a, b)
-                    node = self._cse.get(key)
-                    if node is None:
-                        nodes = self.nodes
-                        node = Node("instr", name, args, info.result, len(nodes), self.frame)
-                        a.uses += 1
-                        b.uses += 1
-                        self.rec += (info.word, a.index, b.index)
-                        nodes.append(node)
-                        self._cse[key] = node
-                    return node
+                    node = self.cse.get(key)
+                    return self.add_instr(info, args, key) if node is None else node
             except AttributeError:
                 pass
         elif info.plain1 and len(args) == 1:     # unary, inlined likewise
@@ -320,20 +355,13 @@ class Graph:
             try:
                 if a.dtype == info.op0 and a.op != "const":
                     key = (name, a)
-                    node = self._cse.get(key)
-                    if node is None:
-                        nodes = self.nodes
-                        node = Node("instr", name, args, info.result, len(nodes), self.frame)
-                        a.uses += 1
-                        self.rec += (info.word, a.index)
-                        nodes.append(node)
-                        self._cse[key] = node
-                    return node
+                    node = self.cse.get(key)
+                    return self.add_instr(info, args, key) if node is None else node
             except AttributeError:
                 pass
         return self._instr(name, info, args)
 
-    def _instr(self, name: str, info: _RowInfo, args: tuple) -> Node:
+    def _instr(self, name: str, info: RowInfo, args: tuple) -> Node:
         ops = info.operands
         n = len(args)
         try:
@@ -368,19 +396,10 @@ class Graph:
                 key = (name, args[1], args[0], *args[2:])    # x*y and y*x: one node
             else:
                 key = (name, *args)
-            node = self._cse.get(key)
+            node = self.cse.get(key)
             if node is not None:
                 return node
-        node = Node("instr", name, args, info.result, len(self.nodes), self.frame)
-        rec = self.rec
-        rec.append(info.word)
-        for a in args:
-            a.uses += 1
-            rec.append(a.index)
-        self.nodes.append(node)
-        if key is not None:
-            self._cse[key] = node
-        return node
+        return self.add_instr(info, args, key)
 
     def _coerce(self, name: str, ops: tuple, args: tuple) -> tuple:
         """Check operand count and types; Python numbers become constants."""
@@ -400,7 +419,7 @@ class Graph:
             out.append(a)
         return tuple(out)
 
-    def _fold(self, info: _RowInfo, args) -> Node:
+    def _fold(self, info: RowInfo, args) -> Node:
         vals = [np.full(1, a.target, NP_DTYPE[a.dtype]) for a in args]
         res = np.asarray(info.row.apply(*vals), dtype=NP_DTYPE[info.result]).reshape(-1)[0]
         return self.const_canonical(res, info.result)

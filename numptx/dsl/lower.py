@@ -23,10 +23,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 
-from .._program import (_U64, CONST, CONST64, INPUT, ROOT_INPUT, Limits, Op, instr, lower_dag,
+from .._program import (U64, CONST, CONST64, INPUT, ROOT_INPUT, Limits, Op, instr, lower_dag,
                        type_id)
 from ..instructions import TABLE
 from ..stack_ptx import dup, load, routine, store
+from ..valuetypes import WIDE as _WIDE
 from .graph import Graph, Node
 from .trace import TraceError
 
@@ -35,7 +36,6 @@ __all__ = ["Lowered", "to_stack", "to_ast", "AST_CAP", "PASS"]
 AST_CAP = 1 << 20          # words an AST PTX program may execute (routines included)
 ROUTINE_MIN = 4            # a shared subtree of more ops than this becomes an AST routine
 PASS = "\x01"              # prefix of pass-through input names in a lowered program
-_WIDE = {"f64", "s64", "u64", "b64"}
 _INSTR_OPS: dict[str, Op] = {}
 _INPUT_OPS: dict[str, Op] = {}
 _CONST_OPS: dict = {}
@@ -180,7 +180,7 @@ _INPUT_RAW: list = []      # k -> the word of input k
 
 def _input_raw(k: int) -> bytes:
     while len(_INPUT_RAW) <= k:
-        _INPUT_RAW.append(_U64.pack(INPUT | len(_INPUT_RAW) << 16))
+        _INPUT_RAW.append(U64.pack(INPUT | len(_INPUT_RAW) << 16))
     return _INPUT_RAW[k]
 _RAW: dict = {}            # instruction name / constant key / (meta, type, slot) -> words
 _RAW_VERSION = [None]

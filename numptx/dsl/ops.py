@@ -1,12 +1,14 @@
-"""The DSL operations: one table (:data:`OPS`) of name, arity, type rule, NumPy reference and
-lowering to instruction-table rows; the ``nx.*`` functions are generated from it.
+"""The DSL operations: one table (:data:`OPS`) of name, arity, type rule, NumPy reference,
+lowering to instruction-table rows and public ``nx.*`` names; the ``nx.*`` functions
+(numptx/dsl/functions.py), :data:`PUBLIC` and the operation table of docs/dsl.md are generated
+from it (``python tools/dsl_ops.py`` rewrites both files; tests check they are current).
 
     import numptx as nx
     @nx.ptx_expr
     def f(x: nx.f32, y: nx.f32):
         return nx.where(x > y, nx.sqrt(x - y), nx.exp(y)) + abs(x) // 2
 
-Type rules (``kind``), applied by the tracer (:class:`numptx.dsl.trace.Tracer`):
+Type rules (``kind``), applied by the tracer (:class:`numptx.dsl.promote.Tracer`):
 
 * ``num``     operands unify to one type T, the result is T (``+ - * // % **``, minimum, ...);
 * ``float``   as ``num``, integer operands are first converted to f64 (NumPy: ``np.sqrt(i)``
@@ -16,28 +18,38 @@ Type rules (``kind``), applied by the tracer (:class:`numptx.dsl.trace.Tracer`):
 * ``logical`` each operand becomes a predicate (numbers: ``!= 0``), the result is a predicate;
 * ``where``   a predicate and two values that unify; ``test`` a number -> a predicate.
 
-A lowering is ``lower(b, t, fastmath, *operands)`` against the builder protocol of
-docs/design/dsl.md (``b.instr(row, *args)``, ``b.const(value, t)``); ``t`` is the operand type
-name. f16/bf16 operations without a native row compute in f32 and round back once (exact for
-+ - * / sqrt, within the stated accuracy otherwise). A reference is ``ref(T, *arrays)`` with
-NumPy's own function on arrays of the declared dtype.
+A lowering (numptx/dsl/lowering.py) is ``lower(b, t, fastmath, *operands)`` against the builder
+protocol of docs/design/dsl.md (``b.instr(row, *args)``, ``b.const(value, t)``); ``t`` is the
+operand type name. f16/bf16 operations without a native row compute in f32 and round back once
+(exact for + - * / sqrt, within the stated accuracy otherwise). A reference is ``ref(T, *arrays)``
+with NumPy's own function on arrays of the declared dtype.
+
+A new math function is one mathlib sequence plus one row here (docs/design/dsl_functions.md).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import os
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 import numpy as np
 
 from .. import semantics as S
 from . import types as T
-from .graph import canonical
-from .trace import (CONVERT, FAST_TYPES, OPS, EagerTracer, EagerValue, Proxy, TraceError,
-                    fused_binary, fused_ternary, fused_unary, user_frame)
+from .graph import Graph, canonical
+from .lowering import (arith, binary_arith, bits_type, cmp_lowering, is_mathlib_lowering,
+                       lower_abs, lower_bits, lower_clip, lower_copysign, lower_floordiv,
+                       lower_fmod, lower_minmax, lower_mod, lower_neg, lower_pow, lower_rsqrt,
+                       lower_shift, lower_sign, lower_test, mathlib_functions, mathlib_lowering,
+                       np_convert, round_mode, select, unary_row, via32)
+from .promote import FAST_TYPES
+from .proxy import OPS, EagerValue, Proxy, TraceError, user_frame
+from .trace import EagerTracer, GraphTracer, fused_binary, fused_ternary, fused_unary
 
-__all__ = ["DslOp", "OPS", "op_table"]
+__all__ = ["DslOp", "OPS", "PUBLIC", "op_table", "public_function", "apply", "bitcast",
+           "docs_table", "update_docs", "functions_source", "update_functions",
+           "mathlib_functions"]
 
-_F16 = ("f16", "bf16")
 _INF = float("inf")
 
 
@@ -46,7 +58,8 @@ class DslOp:
     """One DSL operation. ``native16``: f16/bf16 operands use rows of their own type (else
     they compute in f32). ``accuracy``: ``"exact"`` (reference and emulated stub agree bit for
     bit), or an error bound ``(ulp_f32, ulp_f64)`` in units in the last place of the result;
-    ``fast_accuracy`` describes ``fastmath=True`` where it differs."""
+    ``fast_accuracy`` describes ``fastmath=True`` where it differs. ``public``: the ``nx.*``
+    names of its function (numptx/dsl/functions.py is generated from them)."""
     name: str
     arity: int
     kind: str
@@ -59,6 +72,7 @@ class DslOp:
     fast_accuracy: Any = None
     doc: str = ""
     ref16: bool = False          # ``ref`` takes bf16 bits itself (else: computed in f32, rounded)
+    public: tuple = ()           # its ``nx.*`` names: the first is its function, the rest aliases
 
     def __post_init__(self):
         # the tracer's fast path: operand types it takes as they are, and the single table row
@@ -69,7 +83,6 @@ class DslOp:
     def single_row(self, t: str, fastmath: bool) -> str | bool:
         """The row one application on ``t`` operands is, if it is one row applied to the
         operands in order (else False); cached in ``rows``."""
-        from .graph import Graph
         g = Graph()
         xs = [g.input(f"a{i}", t) for i in range(self.arity)]
         try:
@@ -83,332 +96,6 @@ class DslOp:
 
     def __call__(self, *args):
         return apply(self, args)
-
-
-# ---- lowering helpers ----------------------------------------------------------------------------
-_ARITH = {  # (op, type, fastmath) -> row
-    ("add", "f32", False): "add.rn.f32", ("add", "f32", True): "add.ftz.f32",
-    ("sub", "f32", False): "sub.rn.f32", ("sub", "f32", True): "sub.ftz.f32",
-    ("mul", "f32", False): "mul.rn.f32", ("mul", "f32", True): "mul.ftz.f32",
-    ("div", "f32", False): "div.rn.f32", ("div", "f32", True): "div.approx.ftz.f32",
-    ("sqrt", "f32", False): "sqrt.rn.f32", ("sqrt", "f32", True): "sqrt.approx.ftz.f32",
-    ("rcp", "f32", False): "rcp.rn.f32", ("rcp", "f32", True): "rcp.approx.ftz.f32",
-    ("fma", "f32", False): "fma.rn.f32", ("fma", "f32", True): "fma.rn.ftz.f32",
-    ("add", "f64", False): "add.rn.f64", ("add", "f64", True): "add.f64",
-    ("sub", "f64", False): "sub.rn.f64", ("sub", "f64", True): "sub.f64",
-    ("mul", "f64", False): "mul.rn.f64", ("mul", "f64", True): "mul.f64",
-}
-for _t in ("f64",):
-    for _o in ("div", "sqrt", "rcp", "fma"):
-        for _fm in (False, True):
-            _ARITH[(_o, _t, _fm)] = f"{_o}.rn.{_t}"
-for _t in _F16:
-    for _o in ("add", "sub", "mul", "fma"):
-        for _fm in (False, True):
-            _ARITH[(_o, _t, _fm)] = f"{_o}.rn.{_t}"
-for _t in ("s32", "u32", "s64", "u64"):
-    for _fm in (False, True):
-        _ARITH.update({("add", _t, _fm): f"add.{_t}", ("sub", _t, _fm): f"sub.{_t}",
-                       ("mul", _t, _fm): f"mul.lo.{_t}", ("fma", _t, _fm): f"mad.lo.{_t}"})
-del _t, _o, _fm
-
-
-def arith(b, op: str, t: str, fm: bool, *xs):
-    """``b.instr`` of the row for arithmetic ``op`` on type ``t`` (IEEE or fastmath form)."""
-    return b.instr(_ARITH[(op, t, fm)], *xs)
-
-
-def _is_float(t: str) -> bool:
-    return t[0] == "f" or t == "bf16"
-
-
-def _bits_type(t: str) -> str:
-    return {"s32": "b32", "u32": "b32", "s64": "b64", "u64": "b64", "f32": "b32",
-            "f64": "b64", "f16": "b16", "bf16": "b16"}[t]
-
-
-def _bitwise(b, row: str, t: str, *xs):
-    """A b32/b64 row on s/u values: reinterpret, apply, reinterpret back (mov.b, free)."""
-    bt = _bits_type(t)
-    ys = [b.instr(f"bitcast.{bt}.{t}", x) for x in xs]
-    return b.instr(f"bitcast.{t}.{bt}", b.instr(f"{row}.{bt}", *ys))
-
-
-def select(b, t: str, p, x, y):
-    """``p ? x : y`` for any DSL type (selp; f16/bf16 through b16; pred with and/or)."""
-    if t == "pred":
-        return b.instr("or.pred", b.instr("and.pred", p, x),
-                       b.instr("and.pred", b.instr("not.pred", p), y))
-    if t in _F16:
-        r = b.instr("selp.b16", b.instr(f"bitcast.b16.{t}", x), b.instr(f"bitcast.b16.{t}", y), p)
-        return b.instr(f"bitcast.{t}.b16", r)
-    return b.instr(f"selp.{t}", x, y, p)
-
-
-def _not(b, p):
-    return b.instr("not.pred", p)
-
-
-def _cmp(b, cc: str, t: str, x, y):
-    """NumPy comparison: ordered for lt/le/gt/ge/eq (false with NaN), ``ne`` true with NaN."""
-    if t == "pred":
-        r = b.instr("xor.pred", x, y)
-        return r if cc == "ne" else _not(b, r)
-    if cc == "ne" and _is_float(t):
-        return _not(b, b.instr(f"setp.eq.{t}", x, y))
-    return b.instr(f"setp.{cc}.{t}", x, y)
-
-
-def _isnan(b, t, x):
-    return b.instr(f"setp.nan.{t}", x, x)
-
-
-def _cvt_row(dst: str, src: str) -> str:
-    from ..instructions import TABLE
-    for name in (f"cvt.{dst}.{src}", f"cvt.rn.{dst}.{src}", f"cvt.rzi.{dst}.{src}"):
-        if name in TABLE:
-            return name
-    raise TraceError(f"no conversion row from {src} to {dst} in the instruction table")
-
-
-def convert(b, src: str, dst: str, x):
-    """``nx.<dst>(x)`` as instructions: float->int truncates (cvt.rzi, NumPy's astype; PTX
-    saturates where NumPy is undefined), int->float and float narrowing round to nearest,
-    int->int wraps/extends, number->pred is ``x != 0`` (NaN is True), pred->number is 1/0."""
-    if src == dst:
-        return x
-    if src == "pred":
-        if dst in _F16:
-            return convert(b, "f32", dst, convert(b, "pred", "f32", x))
-        return b.instr(f"selp.{dst}", b.const(1, dst), b.const(0, dst), x)
-    if dst == "pred":
-        if src in _F16:
-            x, src = convert(b, src, "f32", x), "f32"
-        return _not(b, b.instr(f"setp.eq.{src}", x, b.const(0, src)))
-    if _is_float(src) and not _is_float(dst):
-        return b.instr(f"cvt.rzi.{dst}.{src}", x)
-    return b.instr(_cvt_row(dst, src), x)
-
-
-def _via32(lower):
-    """Run an f32 lowering for f16/bf16 operands and round the result back once."""
-    def run(b, t, fm, *xs):
-        if t not in _F16:
-            return lower(b, t, fm, *xs)
-        ys = [convert(b, t, "f32", x) if x.dtype == t else x for x in xs]
-        r = lower(b, "f32", fm, *ys)
-        return convert(b, "f32", t, r) if r.dtype == "f32" else r
-    run.__name__ = getattr(lower, "__name__", "lower")
-    return run
-
-
-# ---- integer and float lowerings -----------------------------------------------------------------
-def _lower_neg(b, t, fm, x):
-    if t[0] == "u":
-        return b.instr(f"sub.{t}", b.const(0, t), x)
-    return b.instr(f"neg.{t}", x)
-
-
-def _lower_abs(b, t, fm, x):
-    return x if t[0] == "u" else b.instr(f"abs.{t}", x)
-
-
-def _int_divmod(b, t, x, y):
-    """NumPy floor division and remainder of integers: floor rounding, remainder with the sign
-    of the divisor, ``x // 0 == x % 0 == 0``, ``MIN // -1 == MIN``."""
-    zero = b.const(0, t)
-    q, r = b.instr(f"div.{t}", x, y), b.instr(f"rem.{t}", x, y)
-    by0 = b.instr(f"setp.eq.{t}", y, zero)
-    if t[0] == "s":
-        adj = b.instr("and.pred", b.instr(f"setp.ne.{t}", r, zero),
-                      b.instr("xor.pred", b.instr(f"setp.lt.{t}", r, zero),
-                              b.instr(f"setp.lt.{t}", y, zero)))
-        q = b.instr(f"selp.{t}", b.instr(f"sub.{t}", q, b.const(1, t)), q, adj)
-        r = b.instr(f"selp.{t}", b.instr(f"add.{t}", r, y), r, adj)
-    return b.instr(f"selp.{t}", zero, q, by0), b.instr(f"selp.{t}", zero, r, by0)
-
-
-def fmod_seq(b, t, x, y):
-    """C fmod (exact) for f32/f64: q = trunc(x / y) corrected by one, r = fma(-q, y, x) with
-    the sign of x; fmod(x, +-inf) = x. f32 computes in f64. Exact while |x / y| < 2^52; for a
-    larger finite quotient it returns +-0 (so x // y is the rounded quotient)."""
-    if t == "f32":
-        r = fmod_seq(b, "f64", convert(b, "f32", "f64", x), convert(b, "f32", "f64", y))
-        return convert(b, "f64", "f32", r)
-    zero, one, inf = b.const(0.0, t), b.const(1.0, t), b.const(_INF, t)
-    qd = b.instr(f"div.rn.{t}", x, y)
-    q0 = b.instr(f"cvt.rzi.{t}.{t}", qd)
-    r0 = b.instr(f"fma.rn.{t}", b.instr(f"neg.{t}", q0), y, x)
-    over = b.instr("and.pred", _not(b, b.instr(f"setp.eq.{t}", r0, zero)),
-                   b.instr("xor.pred", b.instr(f"setp.lt.{t}", r0, zero),
-                           b.instr(f"setp.lt.{t}", x, zero)))
-    under = b.instr(f"setp.ge.{t}", b.instr(f"abs.{t}", r0), b.instr(f"abs.{t}", y))
-    s = b.instr(f"copysign.{t}", qd, one)
-    q = b.instr(f"selp.{t}", b.instr(f"sub.rn.{t}", q0, s),
-                b.instr(f"selp.{t}", b.instr(f"add.rn.{t}", q0, s), q0, under), over)
-    r = b.instr(f"copysign.{t}", x, b.instr(f"fma.rn.{t}", b.instr(f"neg.{t}", q), y, x))
-    finite_x = b.instr(f"setp.lt.{t}", b.instr(f"abs.{t}", x), inf)
-    big = b.instr("and.pred", b.instr(f"setp.ge.{t}", b.instr(f"abs.{t}", qd),
-                                      b.const(2.0 ** 53, t)),
-                  b.instr("and.pred", finite_x, _not(b, b.instr(f"setp.eq.{t}", y, zero))))
-    r = b.instr(f"selp.{t}", b.instr(f"copysign.{t}", x, zero), r, big)   # beyond 2^53: +-0
-    keep = b.instr("and.pred", b.instr(f"setp.eq.{t}", b.instr(f"abs.{t}", y), inf), finite_x)
-    return b.instr(f"selp.{t}", x, r, keep)
-
-
-def _float_divmod(b, t, x, y):
-    """NumPy's npy_divmod / npy_floor_divide / npy_remainder, operation for operation."""
-    zero, one, half = b.const(0.0, t), b.const(1.0, t), b.const(0.5, t)
-    mod = fmod_seq(b, t, x, y)
-    by0 = b.instr(f"setp.eq.{t}", y, zero)
-    div = b.instr(f"div.rn.{t}", b.instr(f"sub.rn.{t}", x, mod), y)
-    mod_nz = _not(b, b.instr(f"setp.eq.{t}", mod, zero))          # NaN counts as nonzero
-    adj = b.instr("and.pred", mod_nz, b.instr("xor.pred", b.instr(f"setp.lt.{t}", y, zero),
-                                               b.instr(f"setp.lt.{t}", mod, zero)))
-    mod2 = b.instr(f"selp.{t}", b.instr(f"add.rn.{t}", mod, y), mod, adj)
-    div = b.instr(f"selp.{t}", b.instr(f"sub.rn.{t}", div, one), div, adj)
-    mod2 = b.instr(f"selp.{t}", mod2, b.instr(f"copysign.{t}", y, zero), mod_nz)
-    fl = b.instr(f"cvt.rmi.{t}.{t}", div)
-    fl = b.instr(f"selp.{t}", b.instr(f"add.rn.{t}", fl, one), fl,
-                 b.instr(f"setp.gt.{t}", b.instr(f"sub.rn.{t}", div, fl), half))
-    quot = b.instr(f"div.rn.{t}", x, y)
-    fl = b.instr(f"selp.{t}", fl, b.instr(f"copysign.{t}", quot, zero),
-                 _not(b, b.instr(f"setp.eq.{t}", div, zero)))
-    return b.instr(f"selp.{t}", quot, fl, by0), b.instr(f"selp.{t}", mod, mod2, by0)
-
-
-def _lower_floordiv(b, t, fm, x, y):
-    return (_float_divmod if _is_float(t) else _int_divmod)(b, t, x, y)[0]
-
-
-def _lower_mod(b, t, fm, x, y):
-    return (_float_divmod if _is_float(t) else _int_divmod)(b, t, x, y)[1]
-
-
-def _lower_fmod(b, t, fm, x, y):
-    if _is_float(t):
-        return fmod_seq(b, t, x, y)
-    # C fmod of integers: remainder with the sign of the dividend; NumPy gives 0 for y == 0
-    zero = b.const(0, t)
-    return b.instr(f"selp.{t}", zero, b.instr(f"rem.{t}", x, y), b.instr(f"setp.eq.{t}", y, zero))
-
-
-def _int_pow(b, t, x, n: int):
-    """x ** n for a constant n >= 0 by squaring (wraps like NumPy)."""
-    result, base = None, x
-    while n:
-        if n & 1:
-            result = base if result is None else b.instr(f"mul.lo.{t}", result, base)
-        n >>= 1
-        if n:
-            base = b.instr(f"mul.lo.{t}", base, base)
-    return result if result is not None else b.const(1, t)
-
-
-def _lower_pow(b, t, fm, x, y):
-    n = None
-    if y.op == "const":
-        v = y.target.item() if t != "bf16" else None
-        if v is not None and float(v).is_integer() and abs(v) <= (1 << 62):
-            n = int(v)
-    if not _is_float(t):
-        if n is None or n < 0:
-            raise TraceError("integer ** needs a constant exponent >= 0 (NumPy raises for "
-                             "negative integer powers)", frame=user_frame(),
-                             fix="use a float type for variable exponents: nx.f64(x) ** nx.f64(y)")
-        return _int_pow(b, t, x, n)
-    if n is not None and abs(n) <= 4:        # multiplication chain (np.power(x, 2) is x*x)
-        if n == 0:
-            return b.const(1.0, t)
-        r = x
-        for _ in range(abs(n) - 1):
-            r = arith(b, "mul", t, fm, r, x)
-        return r if n > 0 else arith(b, "div", t, fm, b.const(1.0, t), r)
-    return _mathlib("pow")(b, t, fm, x, y)
-
-
-def _lower_minmax(which: str, nan_propagating: bool):
-    def lower(b, t, fm, x, y):
-        r = b.instr(f"{which}.{t}", x, y)
-        if nan_propagating and _is_float(t):
-            r = b.instr(f"selp.{t}", arith(b, "add", t, False, x, y), r,
-                        b.instr(f"setp.nan.{t}", x, y))
-        return r
-    return lower
-
-
-def _lower_clip(b, t, fm, x, lo, hi):
-    mx, mn = _lower_minmax("max", True), _lower_minmax("min", True)
-    return mn(b, t, fm, mx(b, t, fm, x, lo), hi)
-
-
-def _round_mode(mode: str):
-    def lower(b, t, fm, x):
-        return b.instr(f"cvt.{mode}.{t}.{t}", x) if _is_float(t) else x
-    return lower
-
-
-def _lower_sign(b, t, fm, x):
-    zero, one = b.const(0, t), b.const(1, t)
-    if t[0] == "u":
-        return b.instr(f"selp.{t}", one, zero, b.instr(f"setp.ne.{t}", x, zero))
-    s = b.instr(f"selp.{t}", one, zero, b.instr(f"setp.gt.{t}", x, zero))
-    s = b.instr(f"selp.{t}", b.const(-1, t), s, b.instr(f"setp.lt.{t}", x, zero))
-    return b.instr(f"selp.{t}", x, s, _isnan(b, t, x)) if _is_float(t) else s
-
-
-def _lower_shift(direction: str):
-    def lower(b, t, fm, x, n):
-        if t[1:] == "64":       # clamp a 64-bit amount before it becomes the u32 operand
-            n64 = n if t == "u64" else b.instr("cvt.u64.s64", n)
-            n = b.instr("cvt.u32.u64", b.instr("min.u64", n64, b.const(64, "u64")))
-        elif t == "s32":
-            n = b.instr("cvt.u32.s32", n)
-        if direction == "shl":
-            bt = _bits_type(t)
-            return b.instr(f"bitcast.{t}.{bt}", b.instr(f"shl.{bt}", b.instr(f"bitcast.{bt}.{t}", x), n))
-        return b.instr(f"shr.{t}", x, n)
-    return lower
-
-
-def _lower_bits(row: str):
-    def lower(b, t, fm, *xs):
-        if t == "pred":
-            return b.instr(f"{row}.pred", *xs)
-        return _bitwise(b, row, t, *xs)
-    return lower
-
-
-def _lower_test(which: str):
-    def lower(b, t, fm, x):
-        if not _is_float(t):
-            return b.const(which == "isfinite", "pred")
-        if which == "isnan":
-            return _isnan(b, t, x)
-        cc = "eq" if which == "isinf" else "lt"
-        return b.instr(f"setp.{cc}.{t}", b.instr(f"abs.{t}", x), b.const(_INF, t))
-    return lower
-
-
-def _lower_rsqrt(b, t, fm, x):
-    if fm and t == "f32":
-        return b.instr("rsqrt.approx.ftz.f32", x)
-    return arith(b, "div", t, False, b.const(1.0, t), arith(b, "sqrt", t, False, x))
-
-
-# ---- mathlib ----------------------------------------------------------------------------------
-def mathlib_functions() -> dict:
-    """``numptx.dsl.mathlib.FUNCTIONS``: name -> (fn(b, *x, dtype, fastmath), arity, reference)."""
-    from . import mathlib
-    return mathlib.FUNCTIONS
-
-
-def _mathlib(name: str):
-    """Lower through mathlib's sequence ``name`` (f32/f64; f16/bf16 arrive as f32)."""
-    def lower(b, t, fm, *xs):
-        return mathlib_functions()[name][0](b, *xs, dtype=t, fastmath=fm)
-    lower.__name__ = f"mathlib_{name}"
-    return lower
 
 
 # ---- references ---------------------------------------------------------------------------------
@@ -459,125 +146,128 @@ def _ref_rcp(t, x):
     return t.np.type(1) / x
 
 
+
 # ---- the table ----------------------------------------------------------------------------------
-def _binary_arith(op):
-    rows = {(t, fm): r for (o, t, fm), r in _ARITH.items() if o == op}
-
-    def lower(b, t, fm, x, y):
-        return b.instr(rows[t, fm], x, y)
-    lower.__name__ = op
-    return lower
-
-
-def _unary_row(prefix: str):
-    def lower(b, t, fm, x):
-        return arith(b, prefix, t, fm, x)
-    return lower
-
-
-def _cmp_lower(cc):
-    def lower(b, t, fm, x, y):
-        return _cmp(b, cc, t, x, y)
-    return lower
-
-
-def _copysign(b, t, fm, x, y):
-    return b.instr(f"copysign.{t}", y, x)       # PTX: copysign d, a, b = b with the sign of a
-
-
-_TRANSCENDENTAL = ("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan",
-                   "tanh", "sinh", "cosh", "arctan", "cbrt")
-_MATHLIB_OPS = frozenset(_TRANSCENDENTAL + ("sigmoid", "hypot", "pow"))
 _MATH_ACC = (4, 4)           # documented bound of mathlib sequences (ulp, f32 / f64)
 _FAST_ACC = ".approx row bounds (f32)"
 
+
+def _math(name: str, ref: Callable | None = None, numpy: str = "", arity: int = 1) -> DslOp:
+    """The row of a float function lowered by mathlib's sequence ``name`` (mathlib.FUNCTIONS),
+    public as ``nx.<name>``; its reference is ``np.<name>`` unless given."""
+    return DslOp(name, arity, "float", ref or _np(getattr(np, name)), mathlib_lowering(name), "",
+                 numpy or f"np.{name}", accuracy=_MATH_ACC, fast_accuracy=_FAST_ACC,
+                 public=(name,))
+
+
 _ROWS: list[DslOp] = [
-    DslOp("add", 2, "num", _np(np.add), _binary_arith("add"), "a + b", "np.add", True),
-    DslOp("sub", 2, "num", _np(np.subtract), _binary_arith("sub"), "a - b", "np.subtract", True),
-    DslOp("mul", 2, "num", _np(np.multiply), _binary_arith("mul"), "a * b", "np.multiply", True),
-    DslOp("truediv", 2, "float", _np(np.true_divide), _binary_arith("div"), "a / b",
+    DslOp("add", 2, "num", _np(np.add), binary_arith("add"), "a + b", "np.add", True),
+    DslOp("sub", 2, "num", _np(np.subtract), binary_arith("sub"), "a - b", "np.subtract", True),
+    DslOp("mul", 2, "num", _np(np.multiply), binary_arith("mul"), "a * b", "np.multiply", True),
+    DslOp("truediv", 2, "float", _np(np.true_divide), binary_arith("div"), "a / b",
           "np.true_divide", fast_accuracy="2 ulp (div.approx.ftz.f32)"),
-    DslOp("floordiv", 2, "num", _np(np.floor_divide), _lower_floordiv, "a // b", "np.floor_divide",
+    DslOp("floordiv", 2, "num", _np(np.floor_divide), lower_floordiv, "a // b", "np.floor_divide",
+          public=("floor_divide",),
           doc="NumPy's floor division: ints: // 0 gives 0, MIN // -1 = MIN; floats: "
               "npy_divmod, exact while |a / b| < 2^52 (beyond: the rounded quotient)"),
-    DslOp("mod", 2, "num", _np(np.remainder), _lower_mod, "a % b", "np.remainder",
+    DslOp("mod", 2, "num", _np(np.remainder), lower_mod, "a % b", "np.remainder",
+          public=("remainder",),
           doc="sign of the divisor; ints: % 0 gives 0; floats: npy_divmod (exact fmod while "
               "|a / b| < 2^52, +-0 beyond)"),
-    DslOp("fmod", 2, "num", _np(np.fmod), _lower_fmod, "", "np.fmod",
+    DslOp("fmod", 2, "num", _np(np.fmod), lower_fmod, "", "np.fmod", public=("fmod",),
           doc="C fmod: sign of the dividend; ints: fmod(a, 0) = 0; floats: exact while "
               "|a / b| < 2^52, +-0 beyond"),
-    DslOp("pow", 2, "num", _ref_pow, _lower_pow, "a ** b", "np.power",
+    DslOp("pow", 2, "num", _ref_pow, lower_pow, "a ** b", "np.power", public=("pow", "power"),
           accuracy=_MATH_ACC, fast_accuracy=_FAST_ACC,
           doc="constant integer exponents |n| <= 4 become multiplications (n < 0: 1 / x**|n|); "
               "integers need a constant n >= 0; else mathlib pow"),
-    DslOp("neg", 1, "num", _np(np.negative), _lower_neg, "-a", "np.negative", True),
+    DslOp("neg", 1, "num", _np(np.negative), lower_neg, "-a", "np.negative", True),
     DslOp("pos", 1, "num", _np(np.positive), lambda b, t, fm, x: x, "+a", "np.positive", True),
-    DslOp("abs", 1, "num", _np(np.abs), _lower_abs, "abs(a)", "np.abs", True),
+    DslOp("abs", 1, "num", _np(np.abs), lower_abs, "abs(a)", "np.abs", True,
+          public=("abs", "absolute")),
     DslOp("square", 1, "num", _np(np.square), lambda b, t, fm, x: arith(b, "mul", t, fm, x, x),
-          "", "np.square", True),
+          "", "np.square", True, public=("square",)),
     DslOp("fma", 3, "num", _ref_fma, lambda b, t, fm, x, y, z: arith(b, "fma", t, fm, x, y, z),
-          "", "(exact a * b + c)", True, doc="one rounding (floats); ints wrap", ref16=True),
-    DslOp("minimum", 2, "num", _np(np.minimum), _via32(_lower_minmax("min", True)), "",
-          "np.minimum", doc="NaN-propagating; the sign of a zero result is unspecified"),
-    DslOp("maximum", 2, "num", _np(np.maximum), _via32(_lower_minmax("max", True)), "",
-          "np.maximum", doc="NaN-propagating; the sign of a zero result is unspecified"),
-    DslOp("fmin", 2, "num", _np(np.fmin), _via32(_lower_minmax("min", False)), "", "np.fmin",
-          doc="a NaN operand yields the other"),
-    DslOp("fmax", 2, "num", _np(np.fmax), _via32(_lower_minmax("max", False)), "", "np.fmax",
-          doc="a NaN operand yields the other"),
-    DslOp("clip", 3, "num", _np(np.clip), _via32(_lower_clip), "", "np.clip",
-          doc="minimum(maximum(a, lo), hi), NaN-propagating"),
-    DslOp("sqrt", 1, "float", _np(np.sqrt), _unary_row("sqrt"), "", "np.sqrt",
-          fast_accuracy="rel 2^-23 (sqrt.approx.ftz.f32)"),
-    DslOp("rsqrt", 1, "float", _ref_rsqrt, _lower_rsqrt, "", "1 / np.sqrt(a)",
-          fast_accuracy="rel 2^-22.9 (rsqrt.approx.ftz.f32)", doc="IEEE: 1 / sqrt(a), two roundings"),
-    DslOp("rcp", 1, "float", _ref_rcp, _unary_row("rcp"), "", "1 / a",
-          fast_accuracy="1 ulp (rcp.approx.ftz.f32)"),
-    *(DslOp(n, 1, "float", _np(getattr(np, n)), _mathlib(n), "", f"np.{n}",
-            accuracy=_MATH_ACC, fast_accuracy=_FAST_ACC) for n in _TRANSCENDENTAL),
-    DslOp("sigmoid", 1, "float", _ref_sigmoid, _mathlib("sigmoid"), "", "1 / (1 + np.exp(-a))",
-          accuracy=_MATH_ACC, fast_accuracy=_FAST_ACC),
-    DslOp("hypot", 2, "float", _np(np.hypot), _mathlib("hypot"), "", "np.hypot",
-          accuracy=_MATH_ACC, fast_accuracy=_FAST_ACC),
-    DslOp("copysign", 2, "float", _np(np.copysign), _via32(_copysign), "", "np.copysign"),
-    DslOp("floor", 1, "num", _np(np.floor), _via32(_round_mode("rmi")), "math.floor(a)", "np.floor"),
-    DslOp("ceil", 1, "num", _np(np.ceil), _via32(_round_mode("rpi")), "math.ceil(a)", "np.ceil"),
-    DslOp("trunc", 1, "num", _np(np.trunc), _via32(_round_mode("rzi")), "math.trunc(a)", "np.trunc"),
-    DslOp("round", 1, "num", _np(np.rint), _via32(_round_mode("rni")), "round(a)", "np.rint",
-          doc="half to even"),
-    DslOp("sign", 1, "num", _np(np.sign), _via32(_lower_sign), "", "np.sign"),
-    *(DslOp(cc, 2, "cmp", _np(fn), _via32(_cmp_lower(cc)), f"a {sym} b", f"np.{fn.__name__}")
+          "", "(exact a * b + c)", True, doc="one rounding (floats); ints wrap", ref16=True,
+          public=("fma",)),
+    DslOp("minimum", 2, "num", _np(np.minimum), via32(lower_minmax("min", True)), "",
+          "np.minimum", doc="NaN-propagating; the sign of a zero result is unspecified",
+          public=("minimum",)),
+    DslOp("maximum", 2, "num", _np(np.maximum), via32(lower_minmax("max", True)), "",
+          "np.maximum", doc="NaN-propagating; the sign of a zero result is unspecified",
+          public=("maximum",)),
+    DslOp("fmin", 2, "num", _np(np.fmin), via32(lower_minmax("min", False)), "", "np.fmin",
+          doc="a NaN operand yields the other", public=("fmin",)),
+    DslOp("fmax", 2, "num", _np(np.fmax), via32(lower_minmax("max", False)), "", "np.fmax",
+          doc="a NaN operand yields the other", public=("fmax",)),
+    DslOp("clip", 3, "num", _np(np.clip), via32(lower_clip), "", "np.clip",
+          doc="minimum(maximum(a, lo), hi), NaN-propagating", public=("clip",)),
+    DslOp("sqrt", 1, "float", _np(np.sqrt), unary_row("sqrt"), "", "np.sqrt",
+          fast_accuracy="rel 2^-23 (sqrt.approx.ftz.f32)", public=("sqrt",)),
+    DslOp("rsqrt", 1, "float", _ref_rsqrt, lower_rsqrt, "", "1 / np.sqrt(a)",
+          fast_accuracy="rel 2^-22.9 (rsqrt.approx.ftz.f32)",
+          doc="IEEE: 1 / sqrt(a), two roundings", public=("rsqrt",)),
+    DslOp("rcp", 1, "float", _ref_rcp, unary_row("rcp"), "", "1 / a",
+          fast_accuracy="1 ulp (rcp.approx.ftz.f32)", public=("rcp",)),
+    _math("exp"),
+    _math("exp2"),
+    _math("expm1"),
+    _math("log"),
+    _math("log2"),
+    _math("log10"),
+    _math("log1p"),
+    _math("sin"),
+    _math("cos"),
+    _math("tan"),
+    _math("tanh"),
+    _math("sinh"),
+    _math("cosh"),
+    _math("arctan"),
+    _math("cbrt"),
+    _math("sigmoid", _ref_sigmoid, "1 / (1 + np.exp(-a))"),
+    _math("hypot", arity=2),
+    DslOp("copysign", 2, "float", _np(np.copysign), via32(lower_copysign), "", "np.copysign",
+          public=("copysign",)),
+    DslOp("floor", 1, "num", _np(np.floor), via32(round_mode("rmi")), "math.floor(a)", "np.floor",
+          public=("floor",)),
+    DslOp("ceil", 1, "num", _np(np.ceil), via32(round_mode("rpi")), "math.ceil(a)", "np.ceil",
+          public=("ceil",)),
+    DslOp("trunc", 1, "num", _np(np.trunc), via32(round_mode("rzi")), "math.trunc(a)", "np.trunc",
+          public=("trunc",)),
+    DslOp("round", 1, "num", _np(np.rint), via32(round_mode("rni")), "round(a)", "np.rint",
+          doc="half to even", public=("round", "rint")),
+    DslOp("sign", 1, "num", _np(np.sign), via32(lower_sign), "", "np.sign", public=("sign",)),
+    *(DslOp(cc, 2, "cmp", _np(fn), via32(cmp_lowering(cc)), f"a {sym} b", f"np.{fn.__name__}")
       for cc, fn, sym in (("eq", np.equal, "=="), ("ne", np.not_equal, "!="), ("lt", np.less, "<"),
                           ("le", np.less_equal, "<="), ("gt", np.greater, ">"),
                           ("ge", np.greater_equal, ">="))),
-    DslOp("bitand", 2, "bits", _np(np.bitwise_and), _lower_bits("and"), "a & b", "np.bitwise_and"),
-    DslOp("bitor", 2, "bits", _np(np.bitwise_or), _lower_bits("or"), "a | b", "np.bitwise_or"),
-    DslOp("bitxor", 2, "bits", _np(np.bitwise_xor), _lower_bits("xor"), "a ^ b", "np.bitwise_xor"),
-    DslOp("invert", 1, "bits", _np(np.invert), _lower_bits("not"), "~a", "np.invert"),
-    DslOp("lshift", 2, "shift", _np(np.left_shift), _lower_shift("shl"), "a << b",
+    DslOp("bitand", 2, "bits", _np(np.bitwise_and), lower_bits("and"), "a & b", "np.bitwise_and"),
+    DslOp("bitor", 2, "bits", _np(np.bitwise_or), lower_bits("or"), "a | b", "np.bitwise_or"),
+    DslOp("bitxor", 2, "bits", _np(np.bitwise_xor), lower_bits("xor"), "a ^ b", "np.bitwise_xor"),
+    DslOp("invert", 1, "bits", _np(np.invert), lower_bits("not"), "~a", "np.invert"),
+    DslOp("lshift", 2, "shift", _np(np.left_shift), lower_shift("shl"), "a << b",
           "np.left_shift", doc="amounts >= the width (or negative) give 0"),
-    DslOp("rshift", 2, "shift", _np(np.right_shift), _lower_shift("shr"), "a >> b",
+    DslOp("rshift", 2, "shift", _np(np.right_shift), lower_shift("shr"), "a >> b",
           "np.right_shift", doc="arithmetic for signed types; amounts >= the width give 0 or -1"),
-    DslOp("logical_and", 2, "logical", _np(np.logical_and), _lower_bits("and"), "", "np.logical_and"),
-    DslOp("logical_or", 2, "logical", _np(np.logical_or), _lower_bits("or"), "", "np.logical_or"),
-    DslOp("logical_xor", 2, "logical", _np(np.logical_xor), _lower_bits("xor"), "", "np.logical_xor"),
-    DslOp("logical_not", 1, "logical", _np(np.logical_not), _lower_bits("not"), "", "np.logical_not"),
-    DslOp("isnan", 1, "test", _ref_test(np.isnan), _via32(_lower_test("isnan")), "", "np.isnan"),
-    DslOp("isinf", 1, "test", _ref_test(np.isinf), _via32(_lower_test("isinf")), "", "np.isinf"),
-    DslOp("isfinite", 1, "test", _ref_test(np.isfinite), _via32(_lower_test("isfinite")), "",
-          "np.isfinite"),
+    *(DslOp(f"logical_{n}", arity, "logical", _np(getattr(np, f"logical_{n}")), lower_bits(n), "",
+            f"np.logical_{n}", public=(f"logical_{n}",))
+      for n, arity in (("and", 2), ("or", 2), ("xor", 2), ("not", 1))),
+    DslOp("isnan", 1, "test", _ref_test(np.isnan), via32(lower_test("isnan")), "", "np.isnan",
+          public=("isnan",)),
+    DslOp("isinf", 1, "test", _ref_test(np.isinf), via32(lower_test("isinf")), "", "np.isinf",
+          public=("isinf",)),
+    DslOp("isfinite", 1, "test", _ref_test(np.isfinite), via32(lower_test("isfinite")), "",
+          "np.isfinite", public=("isfinite",)),
     DslOp("where", 3, "where", _ref_where, lambda b, t, fm, c, x, y: select(b, t, c, x, y), "",
-          "np.where", True),
+          "np.where", True, public=("where",)),
 ]
-
 
 def _with16(op: DslOp) -> DslOp:
     """Ops that are not native for f16/bf16 compute in f32 and round back once."""
     if op.native16 or op.kind in ("bits", "shift", "logical", "where") \
             or getattr(op.lower, "__name__", "") == "run":
         return op
-    from dataclasses import replace
-    return replace(op, lower=_via32(op.lower))
+    return replace(op, lower=via32(op.lower))
 
 
 for _op in _ROWS:
@@ -588,30 +278,6 @@ del _op
 def op_table() -> list[DslOp]:
     """The DSL operations in table order (docs/dsl.md is generated from it)."""
     return list(OPS.values())
-
-
-# ---- casts ------------------------------------------------------------------------------------------
-def _np_convert(a: np.ndarray, src: T.DType, dst: T.DType) -> np.ndarray:
-    """NumPy's ``astype`` semantics (float->int truncates; undefined for NaN/out of range)."""
-    a = np.asarray(a)
-    if src is dst:
-        return a
-    with np.errstate(all="ignore"):
-        if src.name == "bf16":
-            a, src = S.bf16_to_f32(a).reshape(a.shape), T.f32
-            if dst is T.f32:
-                return a
-        if dst.name == "bf16":
-            if src.kind in "su":
-                return S.int_to_float(a, src.name, "bf16").reshape(a.shape)
-            if src.kind == "p":
-                a = a.astype(np.float32)
-            return S.f64_to_bf16(a.astype(np.float64)).reshape(a.shape)
-        return a.astype(dst.np)
-
-
-CONVERT[0] = convert
-CONVERT[1] = _np_convert
 
 
 def _cast(dtype: T.DType, value: Any):
@@ -626,7 +292,7 @@ def _cast(dtype: T.DType, value: Any):
     src = T.as_dtype(arr.dtype)
     if src is None:
         raise TraceError(f"nx.{dtype.name}({value!r}): unsupported value type {arr.dtype}")
-    out = _np_convert(arr, src, dtype)
+    out = np_convert(arr, src, dtype)
     return out[()] if out.ndim == 0 else out
 
 
@@ -675,60 +341,46 @@ def bitcast(x: Any, dtype: T.DType):
         if isinstance(tr, EagerTracer):
             return Proxy(EagerValue(x.node.value.view(dst.np), dst), tr)
         b = tr.graph
-        bt = _bits_type(src.name)
-        return Proxy(b.instr(f"bitcast.{dst.name}.{bt}", b.instr(f"bitcast.{bt}.{src.name}", x.node)), tr)
+        bt = bits_type(src.name)
+        return Proxy(b.instr(f"bitcast.{dst.name}.{bt}", b.instr(f"bitcast.{bt}.{src.name}",
+                                                                  x.node)), tr)
     arr = np.asarray(x)
     return arr.view(dst.np)[()] if arr.ndim == 0 else arr.view(dst.np)
 
 
-def _public(name: str, doc: str = ""):
+def public_function(name: str) -> Callable:
+    """The ``nx.*`` function of the DSL operation ``name``: a fused fast path on traced values
+    (numptx/dsl/trace.py), :func:`apply` on NumPy values and Python numbers::
+
+        sqrt = public_function("sqrt")        # numptx/dsl/functions.py, generated
+        sqrt(np.float32(4.0))                 # 2.0
+    """
     op = OPS[name]
 
-    if op.arity == 1:
-        fn = fused_unary(name, lambda args: apply(op, args))
-    elif op.arity == 2:
-        fn = fused_binary(name, eager=lambda args: apply(op, args))
-    elif op.arity == 3:
-        fn = fused_ternary(name, lambda args: apply(op, args))
-    else:
+    def eager(args):
+        return apply(op, args)
+    if op.arity in (1, 2, 3):
+        fn = (fused_unary(name, eager) if op.arity == 1 else
+              fused_binary(name, eager=eager) if op.arity == 2 else fused_ternary(name, eager))
+    else:                                   # no fused path for other arities
         def fn(*args):
             for a in args:
                 if a.__class__ is Proxy:
                     return a.tracer.apply(op, args)
             return apply(op, args)
-    fn.__name__ = fn.__qualname__ = name
+    fn.__name__ = fn.__qualname__ = op.public[0] if op.public else name
+    fn.__module__ = _FUNCTIONS_MODULE          # where it is defined for readers and pickle
     sig = ", ".join("abc"[:op.arity])
-    fn.__doc__ = (doc or f"``nx.{name}({sig})``: {op.numpy or name}") + \
+    fn.__doc__ = f"``nx.{fn.__name__}({sig})``: {op.numpy or name}" + \
         (f" ({op.doc})" if op.doc else "") + ". Traced values, NumPy values or Python numbers."
     return fn
 
 
-sqrt, rsqrt, rcp = _public("sqrt"), _public("rsqrt"), _public("rcp")
-exp, exp2, expm1 = _public("exp"), _public("exp2"), _public("expm1")
-log, log2, log10, log1p = _public("log"), _public("log2"), _public("log10"), _public("log1p")
-sin, cos, tan, tanh = _public("sin"), _public("cos"), _public("tan"), _public("tanh")
-sinh, cosh, arctan = _public("sinh"), _public("cosh"), _public("arctan")
-pow, hypot, cbrt, sigmoid = _public("pow"), _public("hypot"), _public("cbrt"), _public("sigmoid")
-power = pow
-floor, ceil, trunc, round = _public("floor"), _public("ceil"), _public("trunc"), _public("round")
-rint = round
-square, sign, copysign = _public("square"), _public("sign"), _public("copysign")
-absolute = _public("abs")
-globals()["abs"] = absolute         # nx.abs, like np.abs (defined last: the builtin is used above)
-minimum, maximum, fmin, fmax = (_public("minimum"), _public("maximum"), _public("fmin"),
-                                _public("fmax"))
-clip, fma, where = _public("clip"), _public("fma"), _public("where")
-fmod, floor_divide, remainder = _public("fmod"), _public("floordiv"), _public("mod")
-logical_and, logical_or = _public("logical_and"), _public("logical_or")
-logical_xor, logical_not = _public("logical_xor"), _public("logical_not")
-isnan, isinf, isfinite = _public("isnan"), _public("isinf"), _public("isfinite")
+_FUNCTIONS_MODULE = __name__.rpartition(".")[0] + ".functions"
 
-PUBLIC = ("sqrt", "rsqrt", "rcp", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin",
-          "cos", "tan", "tanh", "sinh", "cosh", "arctan", "pow", "power", "hypot", "cbrt",
-          "sigmoid", "floor", "ceil", "trunc", "round", "rint", "square", "sign", "copysign",
-          "absolute", "abs", "minimum", "maximum", "fmin", "fmax", "clip", "fma", "where", "fmod",
-          "floor_divide", "remainder", "logical_and", "logical_or", "logical_xor",
-          "logical_not", "isnan", "isinf", "isfinite", "bitcast")
+PUBLIC: tuple[str, ...] = (*(n for op in OPS.values() for n in op.public), "bitcast")
+"""Every ``nx.*`` DSL function name, from the table's ``public`` column (plus ``bitcast``, which
+takes a type): what numptx.dsl.functions defines and both ``numptx`` and ``numptx.dsl`` export."""
 
 
 # ---- documentation: the operation table of docs/dsl.md ------------------------------------------
@@ -738,8 +390,6 @@ _DOC_END = "<!-- END GENERATED -->"
 
 def _rows_used(op: DslOp, t: T.DType, fastmath: bool) -> list[str]:
     """The instruction rows one application of ``op`` to values of type ``t`` lowers to."""
-    from .graph import Graph
-    from .trace import GraphTracer
     g = Graph(op.name)
     tr = GraphTracer(g, fastmath)
     arg_t = [T.pred if (op.kind == "logical" or (op.kind == "where" and i == 0)) else t
@@ -769,14 +419,6 @@ def _accuracy_text(op: DslOp) -> str:
     return acc + (f"; fastmath: {op.fast_accuracy}" if op.fast_accuracy else "")
 
 
-def _nx_name(op: DslOp) -> str:
-    for n in PUBLIC:
-        fn = globals().get(n)
-        if getattr(fn, "__name__", "") == op.name and n != "absolute":
-            return n
-    return ""
-
-
 def docs_table() -> str:
     """The markdown table of every DSL operation (generated; docs/dsl.md embeds it)."""
     lines = ["| op | Python | `nx.` | NumPy reference | types | f32 | f32, fastmath | s32 "
@@ -787,7 +429,7 @@ def docs_table() -> str:
              "where": "pred, any, any", "test": "numbers -> pred"}
     for op in op_table():
         numeric = op.kind not in ("bits", "shift")
-        ml = op.name in _MATHLIB_OPS
+        ml = op.name == "pow" or is_mathlib_lowering(op.lower)      # pow: mathlib unless n
         f32 = _describe_rows(_rows_used(op, T.f32, False), ml) if numeric else "-"
         fast = _describe_rows(_rows_used(op, T.f32, True), ml) if numeric else "-"
         if op.name == "pow":
@@ -795,7 +437,7 @@ def docs_table() -> str:
         else:
             s32 = _describe_rows(_rows_used(op, T.s32, False), ml) if op.kind != "logical" else "-"
         py = f"`{op.python}`" if op.python else ""
-        name = _nx_name(op)
+        name = op.public[0] if op.public else ""
         row = [f"`{op.name}`", py, f"`nx.{name}`" if name else "", f"`{op.numpy}`",
                kinds[op.kind], f32, fast, s32, _accuracy_text(op), op.doc]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in row) + " |")
@@ -812,6 +454,52 @@ def update_docs(path: str = "docs/dsl.md", *, check: bool = False) -> bool:
         text = fh.read()
     a, b = text.index(_DOC_BEGIN) + len(_DOC_BEGIN), text.index(_DOC_END)
     new = text[:a] + "\n" + docs_table() + text[b:]
+    if check:
+        return new == text
+    if new != text:
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(new)
+    return True
+
+
+# ---- the generated module of nx.* functions ------------------------------------------------------
+FUNCTIONS_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "functions.py")
+
+
+def functions_source() -> str:
+    """The text of numptx/dsl/functions.py: one assignment per ``nx.*`` name of the table's
+    ``public`` column (aliases bound to the first name), so that static readers (IDEs, type
+    checkers) and ``from numptx import sin`` see every function."""
+    lines = ['"""The ``nx.*`` DSL functions: GENERATED from the operation table of',
+             "numptx/dsl/ops.py (its ``public`` column) by ``python tools/dsl_ops.py``; do not edit",
+             "(tests check that it is current). ``numptx`` and ``numptx.dsl`` export every name of",
+             "``__all__`` (``from numptx import *`` all but abs, pow and round).",
+             '"""',
+             "# ruff: noqa: A001 - nx.abs, nx.pow and nx.round shadow builtins, like np.abs",
+             "from __future__ import annotations", "",
+             "from .ops import bitcast as bitcast, public_function as _fn", ""]
+    body, line = [], "__all__ = ["
+    for item in [f'"{n}",' for n in PUBLIC]:
+        if len(line) + len(item) + 1 > 99:
+            body.append(line.rstrip())
+            line = "           "
+        line += item + " "
+    body.append(line.rstrip()[:-1] + "]")
+    lines += body + [""]
+    for op in OPS.values():
+        if op.public:
+            first = op.public[0]
+            lines.append(f'{first} = _fn("{op.name}")')
+            lines += [f"{alias} = {first}" for alias in op.public[1:]]
+    return "\n".join(lines) + "\n"
+
+
+def update_functions(path: str = FUNCTIONS_PATH, *, check: bool = False) -> bool:
+    """Rewrite numptx/dsl/functions.py from the table; with ``check=True`` only report whether
+    it is up to date."""
+    with open(path, encoding="utf-8") as fh:
+        text = fh.read()
+    new = functions_source()
     if check:
         return new == text
     if new != text:

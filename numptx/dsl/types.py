@@ -17,8 +17,10 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .. import valuetypes as VT
+
 __all__ = ["DType", "f16", "bf16", "f32", "f64", "s32", "u32", "s64", "u64", "pred", "DTYPES",
-           "FLOATS", "INTS", "as_dtype", "parse_annotation"]
+           "TYPE_NAMES", "FLOATS", "INTS", "as_dtype", "parse_annotation"]
 
 
 class DType:
@@ -55,25 +57,21 @@ class DType:
         return (as_dtype, (self.name,))
 
 
-f16 = DType("f16", np.float16, "f", 16)
-bf16 = DType("bf16", np.uint16, "f", 16)
-f32 = DType("f32", np.float32, "f", 32)
-f64 = DType("f64", np.float64, "f", 64)
-s32 = DType("s32", np.int32, "s", 32)
-u32 = DType("u32", np.uint32, "u", 32)
-s64 = DType("s64", np.int64, "s", 64)
-u64 = DType("u64", np.uint64, "u", 64)
-pred = DType("pred", np.bool_, "p", 1)
-
-DTYPES: dict[str, DType] = {t.name: t for t in (f16, bf16, f32, f64, s32, u32, s64, u64, pred)}
-FLOATS = (f16, bf16, f32, f64)
-INTS = (s32, u32, s64, u64)
-_BY_NP = {np.dtype(np.float16): f16, np.dtype(np.float32): f32, np.dtype(np.float64): f64,
-          np.dtype(np.int32): s32, np.dtype(np.uint32): u32, np.dtype(np.int64): s64,
-          np.dtype(np.uint64): u64, np.dtype(np.bool_): pred}
-_ALIASES = {"float16": f16, "half": f16, "bfloat16": bf16, "float32": f32, "float": f32,
-            "float64": f64, "double": f64, "int32": s32, "uint32": u32, "int64": s64,
-            "uint64": u64, "bool": pred, "bool_": pred}
+# The DSL types are the rows of numptx/valuetypes.py marked dsl, in ORDER TYPES with pred last
+# (floats, ints, pred); the kind letter is f, s, u or p
+_ROWS = sorted((v for v in VT.ROWS if v.dsl), key=lambda v: v.kind == "pred")
+#: the DSL type names (each is ``nx.<name>``)
+TYPE_NAMES: tuple[str, ...] = tuple(v.name for v in _ROWS)
+DTYPES: dict[str, DType] = {v.name: DType(v.name, v.np, v.kind[0], v.bits) for v in _ROWS}
+# module names for imports and type checkers (tests/test_native_tables.py: one per TYPE_NAMES)
+f16, bf16, f32, f64 = DTYPES["f16"], DTYPES["bf16"], DTYPES["f32"], DTYPES["f64"]
+s32, u32, s64, u64 = DTYPES["s32"], DTYPES["u32"], DTYPES["s64"], DTYPES["u64"]
+pred = DTYPES["pred"]
+FLOATS = tuple(t for t in DTYPES.values() if t.kind == "f")
+INTS = tuple(t for t in DTYPES.values() if t.kind in "su")
+# NumPy dtype -> type, where NumPy holds the values themselves (bf16 is bits in a uint16)
+_BY_NP = {v.np: DTYPES[v.name] for v in _ROWS if v.native}
+_ALIASES = {a: DTYPES[n] for a, n in VT.aliases(_ROWS).items()}
 
 
 def _cast_hook_unset(dtype: DType, value: Any):    # replaced by numptx.dsl.ops at import

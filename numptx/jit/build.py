@@ -1,11 +1,15 @@
 """Parallel builds: ``Template.build_many`` assembles a batch of variants on an executor.
 
-Cached variants are skipped; variants that differ only in f32 constants from a proven shape are
-patched (:mod:`numptx.jit.patch`), and each shape still to be proven sends its two trial
-assemblies along with the other jobs; the rest go to nvJitLink, one job per variant. Jobs are
-module-level (:func:`_link`: PTX text in, cubin bytes out), so process pools work too.
+Cached variants are skipped; variants that differ only in f32/f64 constants from a proven shape
+are patched (:mod:`numptx.jit.plans`), and each shape still to be proven sends the trial
+assemblies of its :class:`~numptx.jit.plans.Proof` along with the other jobs; the rest go to
+nvJitLink, one job per variant. Jobs are module-level (:func:`_link`: PTX text in, cubin bytes
+out), so process pools work too.
 
 >>> variants = tmpl.build_many([{"combine": s} for s in stubs])     # doctest: +SKIP
+
+The template is taken as a :class:`BuildTarget` (what :class:`numptx.jit.template.Template`
+offers), so this module does not import the templates that call it.
 """
 from __future__ import annotations
 
@@ -15,29 +19,45 @@ import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, ThreadPoolExecutor, wait
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ..errors import NumptxError
+from .errors import BuildError, summary
 from .nvjitlink import ptx_to_cubin
-from .patch import (ATTEMPTS, SEEN, UNKNOWN, Plan, folds_constants, join_constants, kinds_of,
-                    make_plan, sentinel_sets, signs)
+from .plans import SEEN, UNKNOWN, PlanBook, Proof, Shape
 
-if TYPE_CHECKING:
-    from .template import Template, Variant
-
-__all__ = ["BuildError", "build_many"]
+__all__ = ["BuildError", "BuildTarget", "build_many"]
 
 
-class BuildError(NumptxError):
-    """Some variants of a :meth:`Template.build_many` batch failed. ``errors`` maps each failing
-    index to its exception; ``variants`` holds the built variants (None where one failed)."""
+class BuildVariant(Protocol):
+    """What build_many uses of a variant (a :class:`numptx.jit.template.Variant`)."""
+    stubs: tuple[str, ...]
 
-    def __init__(self, message: str, *, errors: dict[int, BaseException], variants: list):
-        super().__init__(message)
-        self.errors, self.variants = errors, variants
+    @property
+    def ptx(self) -> str: ...
+    def lookup(self) -> bytes | None: ...
+    def store(self, cubin: bytes) -> None: ...
+    def recover(self, e: BaseException) -> bytes: ...
 
 
-def build_many(t: Template, batch: Iterable[Mapping[str, Any]], *, executor: Executor | None = None,
+class BuildTarget(Protocol):
+    """What build_many uses of a template (a :class:`numptx.jit.template.Template`)."""
+    arch: str
+    link_options: tuple[str, ...]
+    plans: PlanBook
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def cache(self) -> Any: ...
+    def inject(self, stubs: Mapping[str, Any] | None = None, /, *,
+               missing: str = "error") -> BuildVariant: ...
+    def render(self, stubs: Sequence[str]) -> str: ...
+    def shape(self, stubs: Sequence[str]) -> Shape | None: ...
+
+
+def build_many(t: BuildTarget, batch: Iterable[Mapping[str, Any]], *,
+               executor: Executor | None = None,
                progress: bool | Callable[[int, int], Any] = False, errors: str = "raise",
                missing: str = "error", max_workers: int | None = None) -> list:
     """:meth:`Template.build_many <numptx.jit.template.Template.build_many>` of template ``t``."""
@@ -67,11 +87,11 @@ def build_many(t: Template, batch: Iterable[Mapping[str, Any]], *, executor: Exe
     failed: dict[int, BaseException] = {}
     report = _progress(progress, total)
     done = 0
-    pending: list[tuple[int, Variant]] = []
+    pending: list[tuple[int, BuildVariant]] = []
     for i, stubs in enumerate(batch):
         try:
             v = t.inject(stubs, missing=missing)
-            cached = v._lookup() is not None
+            cached = v.lookup() is not None
         except Exception as e:   # noqa: BLE001 - reported with the index
             failed[i] = _numptx_error(e)
             done += 1
@@ -83,13 +103,14 @@ def build_many(t: Template, batch: Iterable[Mapping[str, Any]], *, executor: Exe
             report(done)
         else:
             pending.append((i, v))
-    plain, proofs = _sort_by_shape(t, pending)
-    jobs = len(plain) + 2 * sum(1 for p in proofs.values() if p.plan is UNKNOWN)
+    plain, groups = _sort_by_shape(t, pending)
+    jobs = len(plain) + 2 * sum(1 for g in groups.values() if g.proof is not None)
     own = executor is None and jobs > 1
     pool = executor if executor is not None else (
         ThreadPoolExecutor(max_workers=max_workers or min(32, os.cpu_count() or 1),
                            thread_name_prefix="numptx-build") if own else _Inline())
-    futures: dict = {}           # future -> (variant, its index) or (proof, 0 | 1)
+    futures: dict = {}           # future -> (variant, its index) or (shape group, trial 0 | 1)
+    cache = t.cache
 
     def finish(i: int, err: BaseException | None = None) -> None:
         nonlocal done
@@ -98,7 +119,7 @@ def build_many(t: Template, batch: Iterable[Mapping[str, Any]], *, executor: Exe
         done += 1
         report(done)
 
-    def assemble(i: int, v: Variant) -> None:
+    def assemble(i: int, v: BuildVariant) -> None:
         try:
             ptx = v.ptx
             try:
@@ -108,63 +129,62 @@ def build_many(t: Template, batch: Iterable[Mapping[str, Any]], *, executor: Exe
         except Exception as e:   # noqa: BLE001 - reported with the index
             finish(i, e)
 
-    def prove(proof: _Proof) -> None:
-        """Send a shape's two trial assemblies (with a fresh pair of constant sets)."""
-        proof.attempts += 1
-        proof.sets = sentinel_sets(proof.pattern, proof.kinds)
-        proof.left = 2
-        if folds_constants(join_constants(proof.texts, proof.sets[0])):
-            proof.failed, proof.left = True, 0
-        for k in range(proof.left):
+    def prove(group: _Group) -> None:
+        """Send the next pair of trial assemblies of a shape's proof, or settle the shape."""
+        proof = group.proof
+        trials = proof.trials()
+        group.left = len(trials)
+        for k, stubs in enumerate(trials):
             try:
-                ptx = t.inj.render(join_constants(proof.texts, proof.sets[k]), bind=t.bind)
-                futures[pool.submit(_link, ptx, t.arch, t.link_options)] = (proof, k)
+                ptx = t.render(stubs)
+                futures[pool.submit(_link, ptx, t.arch, t.link_options)] = (group, k)
             except Exception as e:   # noqa: BLE001 - its variants then say what is wrong
                 proof.fail(e)
-                proof.left -= 1
-        if proof.left == 0:
-            settle(proof)
+                group.left -= 1
+        if group.left == 0:
+            if trials:
+                prove(group)             # failed to send: the proof is over
+            else:
+                settle(group)
 
-    def settle(proof: _Proof) -> None:
-        """Both assemblies of a shape are in: patch its variants, or assemble them."""
-        plan = proof.plan if isinstance(proof.plan, Plan) else None
-        if proof.plan is UNKNOWN:
-            plan = None if proof.failed else make_plan(proof.kinds, *proof.cubins, proof.sets)
-            if plan is None and not proof.failed and proof.attempts < ATTEMPTS:
-                prove(proof)
-                return
-            if not proof.transient:           # a refused job or a dead worker proves nothing
-                t._keep_plan(proof.key, plan)
-        for i, v, values in proof.members:
+    def settle(group: _Group) -> None:
+        """A shape's plan is known (or its proof is over): patch its variants, or assemble
+        them."""
+        plan = group.plan
+        if group.proof is not None:
+            plan = group.proof.plan
+            if not group.proof.transient:     # a refused job or a dead worker proves nothing
+                t.plans.keep(group.shape.key, plan, cache)
+        for i, v, values in group.members:
             if plan is None:
                 assemble(i, v)
             else:
-                v._store(plan.apply(values))
+                v.store(plan.apply(values))
                 finish(i)
 
     try:
         for i, v in plain:
             assemble(i, v)
-        for proof in proofs.values():
-            if proof.plan is UNKNOWN:
-                prove(proof)
+        for group in groups.values():
+            if group.proof is not None:
+                prove(group)
             else:                                 # proven before: patch now
-                settle(proof)
+                settle(group)
         while futures:
             finished, _ = wait(list(futures), return_when=FIRST_COMPLETED)
             for fut in finished:
                 job, k = futures.pop(fut)
-                if isinstance(job, _Proof):
+                if isinstance(job, _Group):
                     try:
-                        job.cubins[k] = fut.result()
+                        job.proof.record(k, fut.result())
                     except Exception as e:   # noqa: BLE001 - its variants then say what is wrong
-                        job.fail(e)
+                        job.proof.fail(e)
                     job.left -= 1
                     if job.left == 0:
-                        settle(job)
+                        prove(job)
                     continue
                 try:
-                    job._store(fut.result())
+                    job.store(fut.result())
                 except Exception as e:   # noqa: BLE001
                     _retry_plain(job, e, failed, k)
                 finish(k)
@@ -184,57 +204,48 @@ def build_many(t: Template, batch: Iterable[Mapping[str, Any]], *, executor: Exe
     return results
 
 
-def _sort_by_shape(t: Template, pending: list[tuple[int, Variant]]):
+def _sort_by_shape(t: BuildTarget, pending: list[tuple[int, BuildVariant]]):
     """build_many's split of the variants to build: those to assemble as written, and per
     shape those to patch (shapes already proven, seen before, or twice in the batch)."""
-    plain: list[tuple[int, Variant]] = []
-    proofs: dict[str, _Proof] = {}
+    plain: list[tuple[int, BuildVariant]] = []
+    groups: dict[str, _Group] = {}
+    cache = t.cache
     for i, v in pending:
-        shape = t._shape(v.stubs)
+        shape = t.shape(v.stubs)
         if shape is None:
             plain.append((i, v))
             continue
-        key, texts, values = shape
-        proof = proofs.get(key)
-        if proof is None:
-            state = t._plan_state(key, see=False)
+        group = groups.get(shape.key)
+        if group is None:
+            state = t.plans.state(shape.key, cache, see=False)
             if state is None:
                 plain.append((i, v))
                 continue
-            proof = proofs[key] = _Proof(key, texts, signs(values, kinds_of(texts)),
-                                         UNKNOWN if state is SEEN else state)
-            proof.members.append((i, v, values))
-            proof.seen = state is SEEN
-        else:
-            proof.members.append((i, v, values))
-    for key, proof in list(proofs.items()):
-        if proof.plan is UNKNOWN and len(proof.members) == 1 and not proof.seen:
-            t._plan_state(key, see=True)      # first of its shape: as written
-            plain.append(proof.members[0][:2])
-            del proofs[key]
+            group = groups[shape.key] = _Group(shape, state)
+        group.members.append((i, v, shape.values))
+    for key, group in list(groups.items()):
+        if group.proof is not None and len(group.members) == 1 and not group.seen:
+            t.plans.state(key, cache, see=True)   # first of its shape: as written
+            plain.append(group.members[0][:2])
+            del groups[key]
     plain.sort(key=lambda iv: iv[0])            # jobs go out in batch order
-    return plain, proofs
+    return plain, groups
 
 
-class _Proof:
-    """build_many's record of a shape whose variants wait for its plan."""
+class _Group:
+    """build_many's variants of one shape: their plan (proven before) or the proof they wait
+    for (``left``: its trial assemblies in flight)."""
 
-    __slots__ = ("key", "texts", "pattern", "kinds", "members", "plan", "sets", "cubins", "left",
-                 "failed", "seen", "attempts", "transient")
+    __slots__ = ("shape", "members", "plan", "proof", "seen", "left")
 
-    def __init__(self, key: str, texts, pattern: str, plan):
-        self.key, self.texts, self.pattern, self.plan = key, texts, pattern, plan
-        self.kinds = kinds_of(texts)
-        self.members: list[tuple[int, Variant, tuple[int, ...]]] = []
-        self.sets = None
-        self.cubins: list[bytes | None] = [None, None]
-        self.left, self.failed, self.seen, self.attempts = 2, False, False, 0
-        self.transient = False
-
-    def fail(self, e: BaseException) -> None:
-        """A trial assembly failed: the shape is not patchable, unless the executor failed."""
-        self.failed = True
-        self.transient = self.transient or not isinstance(e, NumptxError)
+    def __init__(self, shape: Shape, state: Any):
+        self.shape = shape
+        self.members: list[tuple[int, BuildVariant, tuple[int, ...]]] = []
+        self.seen = state is SEEN
+        known = state is not SEEN and state is not UNKNOWN
+        self.plan = state if known else None
+        self.proof = None if known else Proof(shape)
+        self.left = 0
 
 
 class _Inline:
@@ -249,10 +260,10 @@ class _Inline:
         return fut
 
 
-def _retry_plain(v: Variant, e: BaseException, failed: dict, i: int) -> None:
+def _retry_plain(v: BuildVariant, e: BaseException, failed: dict, i: int) -> None:
     """build_many's failure path: the plain rendering's cubin, or its error in ``failed``."""
     try:
-        v._store(v._unbound(e))
+        v.recover(e)
     except Exception as err:   # noqa: BLE001 - reported with the index
         failed[i] = _numptx_error(err)
 
@@ -265,17 +276,6 @@ def _numptx_error(e: Exception, what: str = "") -> NumptxError:
     err = NumptxError(f"{what + ': ' if what else ''}{type(e).__name__}: {e}")
     err.__cause__ = e
     return err
-
-
-def summary(e: BaseException) -> str:
-    """One line for a failed variant: the message's first line, and the next one when the
-    first only introduces it (a LinkError's "invalid stub for site ...:" + the stub line)."""
-    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
-    if not lines:
-        return ""
-    if lines[0].endswith(":") and len(lines) > 1 and not lines[1].startswith("---"):
-        return f"{lines[0]} {lines[1]}"
-    return lines[0]
 
 
 def _link(ptx: str, arch: str, options: Sequence[str]) -> bytes:

@@ -28,7 +28,9 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
+from .._version import __version__
 from ..errors import NumptxError
+from .nvjitlink import nvjitlink_version
 
 __all__ = ["CubinCache", "CacheInfo", "default_cache", "default_cache_dir", "variant_key",
            "template_digest", "cache_option", "SCHEMA"]
@@ -79,8 +81,6 @@ def template_digest(ptx: str, producer: str = "") -> str:
 
 
 def _toolchain() -> tuple[str, str]:
-    from .. import __version__
-    from .nvjitlink import nvjitlink_version
     return __version__, ".".join(map(str, nvjitlink_version()))
 
 

@@ -22,23 +22,22 @@ numba's own kernels are. A CAI ``stream`` is synchronized before the launch unle
 """
 from __future__ import annotations
 
-import copy
 import ctypes
 import logging
 import math
 import numbers
 import operator
-import threading
-import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from ..semantics import bf16_bits
+from . import numba_site
 from .arch import normalize_arch
-from .launch import LaunchError, _gpu_functions, _gpu_lock, _parse_config, keep_loaded
+from .errors import LaunchError
 from .params import Param, signature
+from .residency import keep_loaded, launch_config, loaded
 
 __all__ = ["CudaLaunch", "Marshalled", "marshal"]
 
@@ -269,7 +268,6 @@ def _dims(d: Any, what: str) -> tuple[int, int, int]:
 
 
 def _require_gpu(template) -> None:
-    from . import numba_site
     fill = {"kind": type(template).__name__, "entry": template.entry,
             "code": "CUDA C++" if hasattr(template, "src") else "PTX"}
     if numba_site.SIMULATOR:
@@ -288,7 +286,7 @@ class CudaLaunch:
 
     def __init__(self, variant, config):
         self.variant = variant
-        grid, block, self.stream, shared = _parse_config(config)
+        grid, block, self.stream, shared = launch_config(config)
         self.grid, self.block = _dims(grid, "grid"), _dims(block, "block")
         if not isinstance(shared, (numbers.Integral, np.integer)) or shared < 0:
             raise LaunchError(f"sharedmem is a number of bytes, got {shared!r}")
@@ -329,14 +327,9 @@ class CudaLaunch:
 # ---------------------------------------------------------------------------------------------
 # loading, once per (cubin, device)
 # ---------------------------------------------------------------------------------------------
-_arch_lock = threading.Lock()
-_retargeted: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # template -> {arch: copy}
-
-
 def _for_device(variant, cc: tuple[int, int]):
     """The variant, or the same stubs assembled for the device's architecture (nvJitLink takes
     PTX to newer architectures; older ones need the template compiled for them)."""
-    from .template import Variant
     t = variant.template
     number, suffix = normalize_arch(t.arch)
     dev = cc[0] * 10 + cc[1]
@@ -345,15 +338,8 @@ def _for_device(variant, cc: tuple[int, int]):
     if suffix or dev < number:
         raise LaunchError(f"the variant is built for {t.arch}, which cannot run on this "
                           f"sm_{dev} device: make the template with arch='sm_{dev}'")
-    with _arch_lock:
-        per = _retargeted.setdefault(t, {})
-        t2 = per.get(dev)
-        if t2 is None:
-            t2 = copy.copy(t)          # same PTX, sites and digest; the arch is in the cache key
-            t2.arch = f"sm_{dev}"
-            per[dev] = t2
     log.debug("assembling %s for sm_%d (the template targets %s)", t.entry, dev, t.arch)
-    return Variant(t2, variant.stubs)
+    return variant.for_arch(f"sm_{dev}")
 
 
 def _function(variant, ctx):
@@ -361,11 +347,9 @@ def _function(variant, ctx):
     from cuda.core import ObjectCode
     v = _for_device(variant, ctx.device.compute_capability)
     key = (v.key, ctx.device.id)
-    with _gpu_lock:
-        hit = _gpu_functions.get(key)
-        if hit is not None:
-            _gpu_functions.move_to_end(key)
-            return hit[0]
+    hit = loaded(key)
+    if hit is not None:
+        return hit[0]
     cubin = v.cubin                           # a bad stub raises its LinkError here
     # numba's create_module_image takes a cuda.core ObjectCode (it reads .handle)
     module = ctx.create_module_image(ObjectCode.from_cubin(cubin, name=f"{v.entry}.cubin"))

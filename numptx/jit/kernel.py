@@ -25,8 +25,10 @@ from typing import Any
 from ..errors import CompileError, NumptxError
 from .arch import normalize_arch
 from .cache import CubinCache, cache_option
+from .launch import KernelLaunch
 from .numba_site import SIMULATOR, register, site_errors
 from .options import option_list
+from .stubs import merge_stubs
 from .template import Template, Variant
 
 __all__ = ["kernel", "Kernel", "KernelVariant", "NumbaTemplate"]
@@ -193,6 +195,19 @@ class Kernel:
             self._last = argtypes
         return t
 
+    @property
+    def arch(self) -> str:
+        """The architecture templates are compiled for by default (``cc`` and its suffix,
+        ``"sm_90a"`` say)."""
+        return f"sm_{self.cc[0]}{self.cc[1]}{self._suffix}"
+
+    def template_for_device(self, argtypes: tuple, cc: tuple[int, int]) -> NumbaTemplate:
+        """The template of these numba argument types for a device of compute capability
+        ``cc`` (what a launch runs): the kernel's own architecture suffix (``sm_90a``) when
+        ``cc`` is the kernel's ``cc``, none otherwise. No change to the default signature."""
+        suffix = self._suffix if tuple(self.cc) == tuple(cc) else ""
+        return self._template_for(argtypes, cc, suffix)
+
     def _template_for(self, argtypes: tuple, cc: tuple[int, int], suffix: str) -> NumbaTemplate:
         """The template of these numba argument types (no change to the default signature)."""
         key = (argtypes, cc, suffix)
@@ -229,8 +244,7 @@ class Kernel:
         """A :class:`KernelVariant`: this kernel with stubs at its sites. Its ``ptx``/``cubin``
         are for the declared or most recently compiled signature; a launch picks the template
         for the launch's argument types."""
-        from .template import _merge
-        return KernelVariant(self, _merge(stubs, kw), missing=missing)
+        return KernelVariant(self, merge_stubs(stubs, kw), missing=missing)
 
     def build_many(self, batch: Iterable[Mapping[str, Any]], *, args: tuple = (), signature=None,
                    **kw: Any) -> list:
@@ -279,7 +293,6 @@ class KernelVariant:
     key = property(lambda self: self.variant.key)
 
     def __getitem__(self, config):
-        from .launch import KernelLaunch
         return KernelLaunch(self, config)
 
     def __repr__(self) -> str:

@@ -9,50 +9,41 @@ context and launched with numba's launcher. Kernels that need numba to link more
 (NRT, cooperative groups, ``link=[...]`` files) are refused.
 
 Under the simulator (``NUMBA_ENABLE_CUDASIM=1``) the Python function runs on the CPU and each
-``nx.site`` evaluates its stub: expressions with a ``.stub`` method are called with the site's
-inputs (their NumPy reference), PTX text and Stack PTX programs run in the stub emulator
-(:func:`numptx.emulate`). What the real build refuses is refused there too: stubs for sites the
-kernel does not have (read from its bytecode before the launch), and, the first time a site
-signature meets a stub, a formula that does not bind to the site or PTX that nvJitLink does not
-assemble (:func:`numptx.jit.sim_checks.check_stub`; once per signature and text in a process).
+``nx.site`` evaluates its stub: an ``@nx.ptx_expr`` formula runs its NumPy reference bound to
+the site exactly as its stub is (:meth:`PtxExpr.binding <numptx.dsl.expr.PtxExpr.binding>`),
+other objects with a ``.stub`` method are called with the site's inputs by name, PTX text and
+Stack PTX programs run in the stub emulator (:func:`numptx.emulate`). What the real build
+refuses is refused there too: stubs for sites the kernel does not have (read from its bytecode
+before the launch), and, the first time a site signature meets a stub, a formula that does not
+bind to the site or PTX that nvJitLink does not assemble
+(:func:`numptx.jit.sim_checks.check_stub`; once per signature and text in a process).
 """
 from __future__ import annotations
 
-import copy
 import functools
 import logging
-import re
 import threading
-import types
-from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-from ..dsl.expr import PtxExpr
+from .. import site_layout
+from ..dsl.expr import BindError, PtxExpr, SiteBinding, output_order
+from ..dsl.emulator import emulate
+from ..dtypes import get_dtype
 from ..errors import NumptxError
+from ..instructions import NP_DTYPE
 from . import numba_site
+from .errors import LaunchError
 from .numba_site import SIMULATOR, SiteError, SiteSpec
-from .sim_checks import _check_site_names, check_stub
+from .residency import MAX_LOADED, keep_loaded, launch_config, loaded  # noqa: F401
+from .sim_checks import check_site_names, check_stub, site_for
 
+# LaunchError (.errors) and keep_loaded, MAX_LOADED (.residency) are imported from here as ever
 __all__ = ["KernelLaunch", "LaunchError"]
 
 log = logging.getLogger(__name__)
-
-
-class LaunchError(NumptxError):
-    """A variant that cannot be launched here (no GPU, unsupported kernel)."""
-
-
-def _parse_config(config) -> tuple:
-    if not isinstance(config, tuple):
-        config = (config,)
-    if not 2 <= len(config) <= 4:
-        raise LaunchError(f"launch configuration is [grid, block] or [grid, block, stream, "
-                          f"sharedmem], got {len(config)} item(s)")
-    grid, block, stream, shared = (tuple(config) + (0, 0))[:4]
-    return grid, block, stream, shared
 
 
 class KernelLaunch:
@@ -60,7 +51,7 @@ class KernelLaunch:
 
     def __init__(self, kv, config):
         self.kv = kv
-        self.config = _parse_config(config)
+        self.config = launch_config(config)
 
     def __call__(self, *args: Any) -> None:
         if SIMULATOR:
@@ -75,8 +66,6 @@ _sim_launch_lock = threading.Lock()
 
 
 def _np_dtype(dtype_name: str) -> np.dtype:
-    from ..instructions import NP_DTYPE
-    from ..dtypes import get_dtype
     if dtype_name in NP_DTYPE:
         return NP_DTYPE[dtype_name]
     return {"h": np.dtype(np.uint16), "r": np.dtype(np.uint32), "l": np.dtype(np.uint64),
@@ -104,59 +93,57 @@ def _finish(spec: SiteSpec, got: dict):
     return None if not res else res[0] if len(res) == 1 else tuple(res)
 
 
-def _written(spec: SiteSpec) -> list[tuple[str, str]]:
-    return [(n, t) for k, t, n in spec.variables if k != "in"]
-
-
 def _is_expr(stub: Any) -> bool:
     return callable(getattr(stub, "stub", None)) and callable(stub)
 
 
-def _expr_evaluator(stub: Any):
-    """fn(spec, values) -> the site's result, from a formula's NumPy reference, bound like
-    .stub(site) binds: parameters by name (else in declaration order), results by name (dict),
-    in out/mod declaration order (tuple), or to the outputs alone."""
-    params = getattr(stub, "params", None)
-
+def _binding_evaluator(binding: SiteBinding):
+    """fn(spec, values) -> the site's result, from a formula's NumPy reference, bound to the
+    site as its stub is (:meth:`PtxExpr.binding <numptx.dsl.expr.PtxExpr.binding>`)."""
     def run_expr(spec, values):
+        return _finish(spec, binding.evaluate(_typed_inputs(spec, values)))
+    return run_expr
+
+
+def _object_evaluator(stub: Any, spec: SiteSpec):
+    """fn(spec, values) -> the site's result, from another object with ``.stub`` and a NumPy
+    reference (its ``.stub(site)`` decides the build, so no formula binding is known): called
+    with the site's in/mod values by name (in order, where it has ``params`` the site lacks),
+    its results taken as a formula's are (:func:`~numptx.dsl.expr.output_order`)."""
+    params = getattr(stub, "params", None)
+    outs = site_for(spec).outputs
+
+    def run_object(spec, values):
         ins = _typed_inputs(spec, values)
         if isinstance(params, Mapping) and not set(params) <= set(ins):
             r = stub(*ins.values())
         else:
             r = stub(**ins)
-        outs = _written(spec)
         if isinstance(r, Mapping):
-            got = dict(r)
+            form, names, results = "dict", list(r), list(r.values())
         else:
-            seq = tuple(r) if isinstance(r, (tuple, list)) else (r,)
-            only_outs = [(n, t) for k, t, n in spec.variables if k == "out"]
-            if len(seq) == len(outs):
-                got = {n: v for (n, _), v in zip(outs, seq)}
-            elif len(seq) == len(only_outs):
-                got = {n: v for (n, _), v in zip(only_outs, seq)}
-            else:
-                raise SiteError(f"site {spec.name!r}: the expression returned {len(seq)} "
-                                f"value(s) for the output(s) {[n for n, _ in outs]}")
-        for k, t, n in spec.variables:      # mods the formula does not return keep their value
-            if k == "mod" and n not in got:
-                got[n] = ins[n]
-        missing = [n for n, _ in outs if n not in got]
-        if missing:
-            raise SiteError(f"site {spec.name!r}: the expression gave no value for {missing}")
-        return _finish(spec, got)
-    return run_expr
+            results = list(r) if isinstance(r, (tuple, list)) else [r]
+            form, names = "tuple", range(len(results))
+        try:
+            order = output_order(form, names, outs)
+        except BindError as e:
+            raise SiteError(f"site {spec.name!r}: the expression's results do not fit: "
+                            f"{e.reason}") from None
+        return _finish(spec, {v.name: results[o] if isinstance(o, int) else ins[o]
+                              for v, o in zip(outs, order)})
+    return run_object
 
 
 def _ptx_evaluator(text: str):
     """fn(spec, values) -> the site's result, from PTX text run in the stub emulator (the
-    site's variables are the registers v_<name> of the stub's top-level scope)."""
-    from ..dsl.emulator import emulate
+    site's variables are the registers of the stub's top-level scope, site_layout.reg_name)."""
+    reg = site_layout.reg_name
 
     def run_ptx(spec, values):
-        ins = {f"v_{n}": v for n, v in _typed_inputs(spec, values).items()}
-        outs = {f"v_{n}": t for n, t in _written(spec)}
+        ins = {reg(n): v for n, v in _typed_inputs(spec, values).items()}
+        outs = {reg(n): t for k, t, n in spec.variables if k != "in"}
         res = emulate(text, ins, outs)
-        return _finish(spec, {n: res[f"v_{n}"] for n, _ in _written(spec)})
+        return _finish(spec, {n: res[reg(n)] for k, _, n in spec.variables if k != "in"})
     return run_ptx
 
 
@@ -175,8 +162,7 @@ class _SimLaunch:
     in ``error``."""
 
     def __init__(self, kv):
-        k = kv.kernel
-        self.arch = f"sm_{k.cc[0]}{k.cc[1]}{k._suffix}"
+        self.arch = kv.kernel.arch
         self.stubs = kv.stubs
         self.missing = kv.missing
         for name, stub in self.stubs.items():
@@ -184,14 +170,14 @@ class _SimLaunch:
                     or type(stub).__name__ == "ndarray"):
                 raise LaunchError(f"site {name!r}: the simulator cannot evaluate a stub of type "
                                   f"{type(stub).__name__}")
-        self.exprs = {n: _expr_evaluator(s) for n, s in self.stubs.items() if _is_expr(s)}
         self.ready: dict[SiteSpec, Any] = {}
         self.failed: dict[SiteSpec, NumptxError] = {}
         self.lock = threading.Lock()
         self.error: NumptxError | None = None
 
     def evaluators(self) -> dict[str | None, Any]:
-        out: dict[str | None, Any] = {name: functools.partial(self.run, name) for name in self.stubs}
+        out: dict[str | None, Any] = {name: functools.partial(self.run, name)
+                                      for name in self.stubs}
         if self.missing == "empty":
             out[None] = _empty_site
         return out
@@ -210,17 +196,20 @@ class _SimLaunch:
             err = self.failed.get(spec)
             if err is None:
                 stub = self.stubs[name]
-                if name in self.exprs and not isinstance(stub, PtxExpr):
+                if _is_expr(stub) and not isinstance(stub, PtxExpr):
                     # another object with .stub: its reference runs and no PTX is built for it
-                    fn = self.ready[spec] = self.exprs[name]
+                    fn = self.ready[spec] = _object_evaluator(stub, spec)
                     return fn
                 try:
                     text = check_stub(spec, stub, self.arch)
+                    # a formula is evaluated bound as its stub was (check_stub bound it)
+                    fn = (_binding_evaluator(stub.binding(site_for(spec)))
+                          if isinstance(stub, PtxExpr) else _ptx_evaluator(text))
                 except NumptxError as e:
                     err = self.failed[spec] = e
                     self.error = self.error or e
                 else:
-                    fn = self.ready[spec] = self.exprs.get(name) or _ptx_evaluator(text)
+                    self.ready[spec] = fn
                     return fn
         raise err.with_traceback(None)
 
@@ -229,19 +218,17 @@ def _launch_simulator(kv, config, args) -> None:
     grid, block, stream, shared = config
     disp = kv.kernel.dispatcher
     with _sim_launch_lock:
-        _check_site_names(kv)
+        check_site_names(kv)
         launch = _SimLaunch(kv)
-        numba_site._sim_evaluators = launch.evaluators()
         try:
-            disp[grid, block, stream, shared](*args)
+            with numba_site.simulating(launch.evaluators()):
+                disp[grid, block, stream, shared](*args)
         except Exception:
             # the simulator re-raises a thread's exception as type(e)(message): raise a failed
             # check as it was raised (its class, attributes and message)
             if launch.error is not None:
                 raise launch.error from None
             raise
-        finally:
-            numba_site._sim_evaluators = None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -266,35 +253,8 @@ class _LoadedLibrary:
         return getattr(self._original, name)
 
 
-_gpu_lock = threading.Lock()
+_templates_lock = threading.Lock()
 _gpu_templates: dict = {}     # (kernel id, argtypes, cc) -> (numba _Kernel, NumbaTemplate)
-#: (variant key, device id) -> (launchable numba _Kernel copy, context, module); least recently
-#: launched first, modules beyond MAX_LOADED unloaded
-_gpu_functions: OrderedDict = OrderedDict()
-MAX_LOADED = 256
-
-
-def keep_loaded(key, entry: tuple) -> tuple:
-    """Record ``entry`` = (launchable, context, module) under ``key`` and unload the least
-    recently launched modules beyond MAX_LOADED. When another thread recorded the key first,
-    its entry is kept (and returned) and ``entry``'s module is unloaded."""
-    evicted = []
-    with _gpu_lock:
-        other = _gpu_functions.get(key)
-        if other is not None:
-            evicted.append(entry)
-            entry = other
-        else:
-            _gpu_functions[key] = entry
-            while len(_gpu_functions) > MAX_LOADED:
-                evicted.append(_gpu_functions.popitem(last=False)[1])
-    for _, old_ctx, old_module in evicted:
-        try:
-            old_ctx.synchronize()              # its kernels may still run on some stream
-            old_ctx.unload_module(old_module)
-        except Exception:   # noqa: BLE001 - the context may be gone already
-            pass
-    return entry
 
 
 def _launch_gpu(kv, config, args) -> None:
@@ -313,7 +273,7 @@ def _launch_gpu(kv, config, args) -> None:
     ctx = devices.get_context()
     cc = ctx.device.compute_capability
     tkey = (id(k), argtypes, cc)
-    with _gpu_lock:
+    with _templates_lock:
         entry = _gpu_templates.get(tkey)
     if entry is None:
         with numba_site.site_errors(k.__name__):
@@ -326,18 +286,13 @@ def _launch_gpu(kv, config, args) -> None:
         # numba's kernel marshals the arguments; the cubin comes from the kernel's own template
         # for the device (same argument types, so the same parameter layout): variants built
         # ahead with build_many for this architecture are launched as they are
-        # (the kernel's arch suffix, sm_90a say, when its architecture is the device's)
-        entry = (nk, k._template_for(argtypes, (cc[0], cc[1]),
-                                     k._suffix if tuple(k.cc) == (cc[0], cc[1]) else ""))
-        with _gpu_lock:
+        entry = (nk, k.template_for_device(argtypes, (cc[0], cc[1])))
+        with _templates_lock:
             _gpu_templates[tkey] = entry
     nk, tmpl = entry
     variant = kv.for_template(tmpl)
     fkey = (variant.key, ctx.device.id)
-    with _gpu_lock:
-        hit = _gpu_functions.get(fkey)
-        if hit is not None:
-            _gpu_functions.move_to_end(fkey)
+    hit = loaded(fkey)
     if hit is None:
         from cuda.core import ObjectCode
         # numba's create_module_image takes a cuda.core ObjectCode (it reads .handle)

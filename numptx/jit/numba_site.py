@@ -33,6 +33,7 @@ that evaluates the stub injected by the running variant (:mod:`numptx.jit.templa
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import threading
@@ -40,8 +41,9 @@ import types as _pytypes
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
+from .. import valuetypes as VT
 from ..annotate import site_asm_text
-from ..dtypes import DType, get_dtype
+from ..dtypes import SiteType, get_dtype
 from ..errors import NumptxError
 
 __all__ = ["site", "SiteError", "SiteSpec", "dtype_name", "SIMULATOR"]
@@ -79,16 +81,14 @@ class site_errors:
 # ---------------------------------------------------------------------------------------------
 # types
 # ---------------------------------------------------------------------------------------------
-_ALIASES = {"float16": "f16", "half": "f16", "bfloat16": "bf16", "__nv_bfloat16": "bf16",
-            "float32": "f32", "float": "f32", "float64": "f64", "double": "f64",
-            "int32": "s32", "uint32": "u32", "int64": "s64", "uint64": "u64",
-            "int16": "b16", "uint16": "b16"}
+# NumPy, C and numba spellings of the value types that sites carry (numptx/valuetypes.py)
+_ALIASES = VT.aliases([v for v in VT.ROWS if v.site is not None])
 
 
 def dtype_name(obj: Any) -> str:
     """The site type named by ``obj``: a type name (``"f32"``), an object whose ``.name`` is
     one (DSL types, numba and NumPy types), or anything whose ``str()`` is one."""
-    if isinstance(obj, DType):
+    if isinstance(obj, SiteType):
         return obj.name
     if isinstance(obj, str):
         name = obj
@@ -102,7 +102,7 @@ def dtype_name(obj: Any) -> str:
     return _ALIASES.get(name, name)
 
 
-def _resolve_dtype(obj: Any, what: str) -> DType:
+def _resolve_dtype(obj: Any, what: str) -> SiteType:
     try:
         return get_dtype(dtype_name(obj))
     except NumptxError as e:
@@ -115,7 +115,7 @@ class SiteSpec(NamedTuple):
     name: str
     variables: tuple
 
-    def asm_text(self, dtypes: list[DType]) -> str:
+    def asm_text(self, dtypes: list[SiteType]) -> str:
         """The asm template with numba operand placeholders (``$0``...)."""
         vs = [(k, dt, n) for (k, _, n), dt in zip(self.variables, dtypes)]
         return re.sub(r"%(\d+)", r"$\1", site_asm_text(self.name, vs))
@@ -135,6 +135,19 @@ def _check_name(spec_name: str, vname: str, what: str) -> None:
 # ---------------------------------------------------------------------------------------------
 #: site name -> evaluator, set by a variant launch under the simulator (numptx.jit.launch)
 _sim_evaluators: dict[str, Callable] | None = None
+
+
+@contextlib.contextmanager
+def simulating(evaluators: Mapping[str | None, Callable]):
+    """While the block runs, ``nx.site(name, ...)`` under the simulator calls
+    ``evaluators[name]`` (or ``evaluators[None]``, the missing="empty" no-op). The launcher
+    holds its simulator lock around this: one simulated launch at a time."""
+    global _sim_evaluators
+    _sim_evaluators = dict(evaluators)
+    try:
+        yield
+    finally:
+        _sim_evaluators = None
 
 
 def _split_value(spec_name: str, vname: str, value: Any) -> tuple[Any, str | None]:
@@ -219,12 +232,11 @@ def _numba_parts():
 
 
 # numba type of the built-in value types; the others travel as the carrier of their constraint
-def _numba_type_of(dt: DType):
+def _numba_type_of(dt: SiteType):
     _, nbt = _numba_parts()
-    by_name = {"f16": nbt.float16, "bf16": nbt.bfloat16, "f32": nbt.float32, "f64": nbt.float64,
-               "s32": nbt.int32, "u32": nbt.uint32, "s64": nbt.int64, "u64": nbt.uint64}
-    if dt.builtin and dt.name in by_name:
-        return by_name[dt.name]
+    numba_name = VT.BY_NAME[dt.name].numba if dt.builtin else None
+    if numba_name is not None:
+        return getattr(nbt, numba_name)
     return {"h": nbt.uint16, "r": nbt.uint32, "l": nbt.uint64,
             "f": nbt.float32, "d": nbt.float64}[dt.constraint]
 

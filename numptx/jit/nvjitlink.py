@@ -11,12 +11,11 @@ import re
 from collections.abc import Iterable
 
 from ..errors import LinkError, NumptxError, ToolchainError
+from ..site_layout import STUB_END, STUB_TAG
 from .arch import normalize_arch
 from .options import option_list
 
 _LINE = re.compile(r"line (\d+); (error|warning|fatal)\s*:\s*(.*)")
-STUB_TAG = "// PTX_INJECT_STUB "
-STUB_END = "// PTX_INJECT_STUB_END"
 
 
 def _nvjitlink():

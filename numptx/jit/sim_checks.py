@@ -22,20 +22,25 @@ import weakref
 from collections import OrderedDict
 from typing import Any
 
+from ..dtypes import get_dtype
 from ..errors import LinkError, RenderError, ToolchainError
 from ..inject import PtxInject, Site, Variable
+from ..site_layout import reg_name
 from .numba_site import SiteSpec
+from .numba_site import site as nx_site
 from .nvjitlink import ptx_to_cubin
-from .template import resolve_stub
+from .stubs import resolve_stub
 
-__all__ = ["check_stub", "site_check_ptx", "site_names"]
+__all__ = ["check_stub", "check_site_names", "site_check_ptx", "site_for", "site_names"]
 
 log = logging.getLogger(__name__)
 
 
-def _site_of(spec: SiteSpec) -> Site:
-    from ..dtypes import get_dtype
-    variables = tuple(Variable(n, k, t, get_dtype(t).reg, f"v_{n}") for k, t, n in spec.variables)
+def site_for(spec: SiteSpec) -> Site:
+    """The :class:`~numptx.inject.Site` of an ``nx.site`` call as called (one instance), what
+    stubs are bound to under the simulator where no PTX is parsed."""
+    variables = tuple(Variable(n, k, t, get_dtype(t).reg, reg_name(n))
+                      for k, t, n in spec.variables)
     return Site(spec.name, variables, 1)
 
 
@@ -76,7 +81,6 @@ def site_check_ptx(spec: SiteSpec, arch: str, version: str) -> str:
     """A kernel with the one site ``spec``, laid out as in a numba kernel (the intrinsic's asm
     text, operands in registers of their constraint's class): in and mod values loaded from
     a buffer (8 bytes per variable), out and mod values stored back."""
-    from ..dtypes import get_dtype
     dts = [get_dtype(t) for _, t, _ in spec.variables]
     n = len(dts)
     count = dict.fromkeys(_OPERAND_REGS, 0)
@@ -136,11 +140,11 @@ def _check_frame(spec: SiteSpec, arch: str):
 
 def check_stub(spec: SiteSpec, stub: Any, arch: str) -> str:
     """The stub's text for the site ``spec`` after the real build's checks: bound to the site
-    as the build binds it (:func:`~numptx.jit.template.resolve_stub`), and assembled by nvJitLink
+    as the build binds it (:func:`~numptx.jit.stubs.resolve_stub`), and assembled by nvJitLink
     for ``arch`` in the site's check kernel (once per signature and text; skipped, with a debug
     log line, where nvJitLink is unavailable). Raises what the build would raise."""
     inj = _check_frame(spec, arch)
-    site = _site_of(spec) if inj is None else inj.sites[spec.name]
+    site = site_for(spec) if inj is None else inj.sites[spec.name]
     text = resolve_stub(stub, site)
     if inj is None:
         return text
@@ -200,7 +204,6 @@ def site_names(fn: Any) -> tuple[str, ...] | None:
     way numba's rewrite reads them: the name is a constant, a global or closure value or a
     module or class attribute. None when some call's name (or something named ``site``) cannot
     be read that way: the real build then decides."""
-    from .numba_site import site
     names: dict[str, None] = {}
     seen: set[int] = set()
     todo = [fn]
@@ -251,7 +254,7 @@ def site_names(fn: Any) -> tuple[str, ...] | None:
                 if chain is None:
                     continue
                 v, label = chain
-                if v is site:
+                if v is nx_site:
                     arg = chains[k + 1] if k + 1 < len(chains) else None
                     if arg is None or not isinstance(arg[0], str):
                         return None
@@ -264,7 +267,7 @@ def site_names(fn: Any) -> tuple[str, ...] | None:
     return tuple(names)
 
 
-def _check_site_names(kv) -> None:
+def check_site_names(kv) -> None:
     """Stubs for sites the kernel does not have: the real build's RenderError, before launching."""
     fn = kv.kernel.py_func
     try:

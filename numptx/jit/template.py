@@ -6,6 +6,7 @@
     v = tmpl.inject(combine="add.f32 %v_z, %v_x, %v_y;")           # a Variant
     v.ptx, v.cubin, v.sites, v.entry                                 # cubin: nvJitLink + cache
     v[grid, block](out, a, b, n)                                     # launch (numba-cuda, a GPU)
+    v.for_arch("sm_100")                                             # the same stubs, for sm_100
     variants = tmpl.build_many([{"combine": s} for s in stubs])      # in parallel
 
 A stub may be PTX text (``str``, including Stack PTX stubs), a Stack PTX program (a list of
@@ -17,28 +18,30 @@ takes).
 """
 from __future__ import annotations
 
+import copy
 import logging
 import re
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import Executor
 from functools import cached_property
 from typing import Any
 
-from ..errors import LinkError, NumptxError, RenderError
+from ..errors import NumptxError, RenderError
 from ..inject import PtxInject, Site
 from .arch import normalize_arch
-from .build import BuildError, build_many, summary
+from .build import build_many
 from .cache import CubinCache, cache_option, default_cache, template_digest, variant_key
+from .cuda_launch import CudaLaunch
+from .errors import BuildError, summary
 from .nvjitlink import ptx_to_cubin
+from .nvrtc import cuda_to_ptx, nvrtc_version
 from .options import option_list
 from .params import Param, kernel_params
-from . import patch as _patch
-from .patch import (ATTEMPTS, SEEN, UNKNOWN, Plan, folds_constants, join_constants, kinds_of,
-                    make_plan, patchable, plan_key, sentinel_sets, shape_text, signs,
-                    split_constants)
+from .plans import PlanBook, Shape
+from .stubs import merge_stubs, resolve_stub
 
+# BuildError and resolve_stub are defined in .errors and .stubs; imported from here as ever
 __all__ = ["Template", "CudaTemplate", "Variant", "BuildError", "resolve_stub", "find_entries"]
 
 log = logging.getLogger(__name__)
@@ -53,74 +56,6 @@ def find_entries(ptx: str) -> list[str]:
     return _ENTRY.findall(ptx)
 
 
-def resolve_stub(stub: Any, site: Site) -> str:
-    """PTX text of ``stub`` for ``site`` (see the module documentation for what a stub may be)."""
-    if isinstance(stub, str):       # numptx's own compiled stubs (str subclasses) are well formed
-        return _checked_text(stub, site.name) if type(stub) is str else str(stub)
-    make = getattr(stub, "stub", None)
-    if callable(make):
-        out = make(site)
-        text = getattr(out, "text", out)
-        if not isinstance(text, str):
-            raise NumptxError(f"site {site.name!r}: {type(stub).__name__}.stub(site) returned "
-                              f"{type(out).__name__}, not PTX text")
-        return str(text)
-    if isinstance(stub, (list, tuple)) or type(stub).__name__ == "ndarray":
-        from .. import stack_ptx as sp
-        return str(sp.compile(stub, site=site))
-    raise NumptxError(f"site {site.name!r}: a stub is PTX text, a Stack PTX program or an object "
-                      f"with .stub(site), not {type(stub).__name__}")
-
-
-_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
-
-
-def _find_all(text: str, ch: str) -> list[tuple[int, str]]:
-    """(position, ch) of each ``ch`` in ``text`` (str.find: C speed, one call per hit)."""
-    out, i = [], text.find(ch)
-    while i >= 0:
-        out.append((i, ch))
-        i = text.find(ch, i + 1)
-    return out
-
-
-def _checked_text(text: str, site: str) -> str:
-    """A raw PTX stub, refused early where it cannot work in any template: text that is not
-    UTF-8, or braces that do not pair (a stray ``}`` closes the kernel's own scope, and ptxas
-    then blames lines the user never wrote). Runs on every inject: only the braces are walked."""
-    try:
-        text.encode()
-    except UnicodeEncodeError as e:
-        raise RenderError(f"the stub of site {site!r} is not encodable text: {e}") from None
-    if "{" not in text and "}" not in text:
-        return text
-    code = _COMMENT.sub(lambda m: "\n" * m.group().count("\n"), text) if "/" in text else text
-    depth = 0
-    for pos, ch in sorted(_find_all(code, "{") + _find_all(code, "}")):
-        depth += 1 if ch == "{" else -1
-        if depth < 0:
-            lineno = code.count("\n", 0, pos) + 1
-            line = text.splitlines()[lineno - 1].strip()
-            raise LinkError(f"invalid stub for site {site!r}: stub line {lineno} {line!r} closes "
-                            f"a '}}' the stub did not open", site=site, stub_line=line)
-    if depth:
-        raise LinkError(f"invalid stub for site {site!r}: {depth} '{{' left open at the end "
-                        f"of the stub", site=site)
-    return text
-
-
-def _merge(stubs: Mapping[str, Any] | None, kw: Mapping[str, Any]) -> dict[str, Any]:
-    if stubs is not None and not isinstance(stubs, Mapping):
-        raise RenderError(f"stubs are given as a mapping site name -> stub (or keywords), not "
-                          f"{type(stubs).__name__}")
-    both = dict(stubs or {})
-    dup = both.keys() & kw.keys()
-    if dup:
-        raise RenderError(f"stub for site(s) {sorted(dup)} given twice")
-    both.update(kw)
-    return both
-
-
 class Template:
     """PTX with injection sites, compiled once: ``ptx``, ``sites``, ``entry`` (the kernel name in
     the PTX), ``arch`` (what variants are assembled for) and the nvJitLink ``link_options``.
@@ -132,7 +67,9 @@ class Template:
 
     ``patch_constants=True`` (the default) assembles variants that differ from an earlier one
     only in f32 or f64 constants by writing the constants into a proven cubin of their shape, in
-    microseconds (see :mod:`numptx.jit.patch`); ``False`` assembles every variant."""
+    microseconds (see :mod:`numptx.jit.patch`); ``False`` assembles every variant. The plans
+    live in ``plans`` (a :class:`~numptx.jit.plans.PlanBook`), used by ``variant.cubin`` and
+    :meth:`build_many` alike."""
 
     def __init__(self, ptx: str, *, entry: str | None = None, arch: Any = None,
                  link_options: Iterable[str] = (), producer: str = "",
@@ -147,10 +84,6 @@ class Template:
         self.bind = bool(bind)
         #: variants that differ only in f32/f64 constants are patched, not assembled
         self.patch_constants = bool(patch_constants)
-        # shape key -> Plan, None (not patchable) or SEEN (one variant assembled as written)
-        self._plans: OrderedDict[str, Any] = OrderedDict()
-        self._plan_locks: dict[str, threading.Lock] = {}
-        self._plans_lock = threading.Lock()
         self.inj = PtxInject(ptx)
         entries = find_entries(ptx)
         if entry is None:
@@ -168,7 +101,7 @@ class Template:
             m = _TARGET.search(ptx)
             arch = m.group(1) if m else "sm_90"
         number, suffix = normalize_arch(arch)
-        self.arch = f"sm_{number}{suffix}"
+        self._start(f"sm_{number}{suffix}")
         self.link_options = option_list(link_options, "link_options")
         #: functions the PTX declares but does not define (numba links them from other files)
         self.externs = tuple(_EXTERN.findall(ptx))
@@ -200,103 +133,59 @@ class Template:
                       f"yet; avoid those calls in kernels with sites",) + tuple(e.args[1:])
         return e
 
-    # -- constant patching (numptx.jit.patch) -----------------------------------------------------
-    def _shape(self, stubs: Sequence[str]):
-        """(shape key, texts, constants) of stubs, or None when they have no float constant or
-        patching is off."""
+    def _start(self, arch: str) -> None:
+        """The state of a template for ``arch`` of its own: made by ``__init__`` and by
+        :meth:`for_arch` (which shares everything else)."""
+        self.arch = arch
+        #: the constant-patch plans of this template's shapes (see :mod:`numptx.jit.plans`)
+        self.plans = PlanBook()
+        self._retargets: dict[str, Template] = {}
+        self._retarget_lock = threading.Lock()
+
+    def for_arch(self, arch: Any) -> Template:
+        """This template assembling its variants for ``arch``: the same PTX, sites and options
+        (nvJitLink takes PTX to newer architectures; the arch is part of every cache key). Made
+        once per architecture; ``self`` for its own."""
+        number, suffix = normalize_arch(arch)
+        name = f"sm_{number}{suffix}"
+        if name == self.arch:
+            return self
+        with self._retarget_lock:
+            t = self._retargets.get(name)
+            if t is None:
+                # a shallow copy shares the parsed PTX (and a subclass's source or kernel);
+                # _start gives it plans and retargets of its own
+                t = copy.copy(self)
+                t._start(name)
+                self._retargets[name] = t
+        return t
+
+    def key_of(self, stubs: Sequence[str]) -> str:
+        """The cache key of this template's variant with ``stubs`` (texts in site order)."""
+        return variant_key(self.digest, stubs, self.arch, self.link_options, bind=self.bind)
+
+    def render(self, stubs: Sequence[str], *, bind: bool | None = None) -> str:
+        """The PTX of the variant with ``stubs`` (texts in site order), bound to the operand
+        registers unless ``bind`` (default: the template's ``bind``) is false."""
+        return self.inj.render(list(stubs), bind=self.bind if bind is None else bind)
+
+    # -- constant patching (numptx.jit.plans) -----------------------------------------------------
+    def shape(self, stubs: Sequence[str]) -> Shape | None:
+        """The constant-patch shape of the variant with ``stubs`` (see :mod:`numptx.jit.plans`),
+        or None when they have no float constant to patch or patching is off."""
         if not self.patch_constants:
             return None
-        texts, values = split_constants(stubs)
-        kinds = kinds_of(texts)
-        if not values or not patchable(values, kinds):
-            return None
-        key = variant_key(self.digest, [*shape_text(texts), signs(values, kinds)], self.arch,
-                          self.link_options, bind=self.bind)
-        return key, texts, values
-
-    def _plan_state(self, key: str, *, see: bool):
-        """The plan state of a shape (memory, then a plan another process proved, from the
-        cache); ``see`` marks an unknown shape as seen once."""
-        with self._plans_lock:
-            state = self._plans.get(key, UNKNOWN)
-            if state is not UNKNOWN:
-                self._plans.move_to_end(key)
-                return state
-        cache = self.cache
-        data = None if cache is None else cache.get(plan_key(key), count=False)
-        plan = None if data is None else Plan.from_bytes(data)
-        with self._plans_lock:
-            state = self._plans.get(key, UNKNOWN)
-            if state is UNKNOWN and (plan is not None or see):
-                state = plan if plan is not None else UNKNOWN
-                self._remember_plan(key, plan if plan is not None else SEEN)
-            return state
-
-    def _keep_plan(self, key: str, plan) -> None:
-        """Remember a proof's outcome; a plan also goes to the cache for other processes."""
-        with self._plans_lock:
-            self._remember_plan(key, plan)
-        if plan is not None and self.cache is not None:
-            self.cache.put(plan_key(key), plan.to_bytes())
-
-    def _remember_plan(self, key: str, state) -> None:
-        self._plans[key] = state
-        self._plans.move_to_end(key)
-        while len(self._plans) > _patch.MAX_PLANS:
-            old, _ = self._plans.popitem(last=False)
-            self._plan_locks.pop(old, None)
+        return self.plans.shape(stubs, self.key_of)
 
     def _assemble_texts(self, texts: list[str]) -> bytes:
-        return ptx_to_cubin(self.inj.render(texts, bind=self.bind), self.arch,
-                            options=self.link_options)
-
-    def _prove(self, key: str, texts, pattern: str):
-        """Make (once, whichever thread comes first) the plan of a shape; None if the shape is
-        not patchable or does not assemble."""
-        with self._plans_lock:
-            lock = self._plan_locks.setdefault(key, threading.Lock())
-        with lock:
-            state = self._plan_state(key, see=False)
-            if state is not UNKNOWN and state is not SEEN:
-                return state
-            kinds = kinds_of(texts)
-            sets = sentinel_sets(pattern, kinds)
-            why = folds_constants(join_constants(texts, sets[0]))
-            if why:
-                log.debug("numptx: %s: constants not patchable (%s)", self.name, why)
-                with self._plans_lock:
-                    self._remember_plan(key, None)
-                return None
-            plan = None
-            try:                          # the two assemblies at once: nvJitLink frees the GIL
-                with ThreadPoolExecutor(1, thread_name_prefix="numptx-prove") as ex:
-                    for attempt in range(ATTEMPTS):
-                        if attempt:
-                            sets = sentinel_sets(pattern, kinds)
-                        second = ex.submit(self._assemble_texts, join_constants(texts, sets[1]))
-                        first = self._assemble_texts(join_constants(texts, sets[0]))
-                        plan = make_plan(kinds, first, second.result(), sets)
-                        if plan is not None:
-                            break
-            except NumptxError as e:      # the variants themselves will say what is wrong
-                log.debug("numptx: %s: constants not patchable (%s)", self.name, summary(e))
-            self._keep_plan(key, plan)
-            log.debug("numptx: %s: shape %s %s", self.name, key[:12],
-                      "patchable" if plan else "not patchable: assembled variant by variant")
-            return plan
+        return ptx_to_cubin(self.render(texts), self.arch, options=self.link_options)
 
     def _patched(self, stubs: Sequence[str]) -> bytes | None:
         """The cubin of stubs by constant patching, or None (assemble them as written)."""
-        shape = self._shape(stubs)
+        shape = self.shape(stubs)
         if shape is None:
             return None
-        key, texts, values = shape
-        state = self._plan_state(key, see=True)
-        if state is UNKNOWN:             # first of its shape: ptxas sees its own constants
-            return None
-        if state is SEEN:
-            state = self._prove(key, texts, signs(values, kinds_of(texts)))
-        return None if state is None else state.apply(values)
+        return self.plans.patched(shape, self.cache, self._assemble_texts, self.name)
 
     @cached_property
     def params(self) -> tuple[Param, ...]:
@@ -304,7 +193,6 @@ class Template:
         return kernel_params(self.ptx, self.entry)
 
     def _launcher(self, variant: Variant, config):
-        from .cuda_launch import CudaLaunch
         return CudaLaunch(variant, config)
 
     def __repr__(self) -> str:
@@ -317,7 +205,7 @@ class Template:
         """Stub texts in site order (``missing="empty"`` leaves sites without one as no-ops)."""
         if missing not in ("error", "empty"):
             raise RenderError(f"missing={missing!r}: use 'error' or 'empty'")
-        given = _merge(stubs, kw)
+        given = merge_stubs(stubs, kw)
         unknown = [n for n in given if n not in self.sites]
         if unknown:
             raise RenderError(f"no site named {', '.join(map(repr, unknown))} "
@@ -392,24 +280,52 @@ class Variant:
     def key(self) -> str:
         """The cache key of this variant's cubin."""
         if self._key is None:
-            t = self.template
-            self._key = variant_key(t.digest, self.stubs, t.arch, t.link_options, bind=t.bind)
+            self._key = self.template.key_of(self.stubs)
         return self._key
 
     @property
     def ptx(self) -> str:
         if self._ptx is None:
-            self._ptx = self.template.inj.render(list(self.stubs), bind=self.template.bind)
+            self._ptx = self.template.render(self.stubs)
         return self._ptx
 
-    def _unbound(self, e: BaseException) -> bytes:
-        """Assembly of the bound PTX failed with ``e``: assemble the plain rendering, whose
-        error (if any) quotes the stub as written. Plain PTX that assembles means binding was
-        wrong for this template: logged, and the plain cubin is used."""
+    def for_arch(self, arch: Any) -> Variant:
+        """The same stubs in the template assembling for ``arch`` (:meth:`Template.for_arch`);
+        ``self`` for its own architecture.
+
+        >>> v.for_arch("sm_100").arch                        # doctest: +SKIP
+        'sm_100'
+        """
+        t = self.template.for_arch(arch)
+        return self if t is self.template else Variant(t, self.stubs)
+
+    def lookup(self) -> bytes | None:
+        """The cubin if it is built already (here, or in the cubin cache), else None; builds
+        nothing. ``build_many`` skips the variants it finds."""
+        if self._cubin is None:
+            cache = self.template.cache
+            if cache is not None:
+                self._cubin = cache.get(self.key, context=f"{self.entry} {self.arch}, template "
+                                        f"{self.template.digest[:12]}")
+        return self._cubin
+
+    def store(self, cubin: bytes) -> None:
+        """Take ``cubin`` as this variant's (built elsewhere: ``build_many``'s jobs or a
+        constant-patch plan) and put it in the cubin cache."""
+        self._cubin = cubin
+        cache = self.template.cache
+        if cache is not None:
+            cache.put(self.key, cubin)
+
+    def recover(self, e: BaseException) -> bytes:
+        """Assembly of the bound PTX failed with ``e``: store and return the cubin of the plain
+        rendering, or raise the error to show (the plain rendering's, which quotes the stub as
+        written, else ``e``). Plain PTX that assembles means binding was wrong for this
+        template: logged, and the plain cubin is used."""
         t = self.template
         if not (t.bind and isinstance(e, NumptxError)):
             raise t._explain(e)
-        plain = t.inj.render(list(self.stubs))
+        plain = t.render(self.stubs, bind=False)
         if plain == self.ptx:
             raise t._explain(e)
         try:
@@ -420,35 +336,22 @@ class Variant:
                     "the plain rendering did; using it (please report this with the template): %s",
                     t.entry, summary(e))
         self._ptx = plain
+        self.store(cubin)
         return cubin
-
-    def _lookup(self) -> bytes | None:
-        if self._cubin is None:
-            cache = self.template.cache
-            if cache is not None:
-                self._cubin = cache.get(self.key, context=f"{self.entry} {self.arch}, template "
-                                        f"{self.template.digest[:12]}")
-        return self._cubin
-
-    def _store(self, cubin: bytes) -> None:
-        self._cubin = cubin
-        cache = self.template.cache
-        if cache is not None:
-            cache.put(self.key, cubin)
 
     @property
     def cubin(self) -> bytes:
         if self._cubin is None:
             with self._lock:
-                if self._lookup() is None:
+                if self.lookup() is None:
                     t = self.template
                     cubin = t._patched(self.stubs)
                     if cubin is None:
                         try:
                             cubin = ptx_to_cubin(self.ptx, t.arch, options=t.link_options)
                         except NumptxError as e:
-                            cubin = self._unbound(e)
-                    self._store(cubin)
+                            return self.recover(e)          # stores the plain cubin, or raises
+                    self.store(cubin)
         return self._cubin
 
     def __getitem__(self, config):
@@ -472,7 +375,6 @@ class CudaTemplate(Template):
                  name: str = "numptx_template.cu", include_paths: Iterable[str] = (),
                  cache: CubinCache | None | bool = True, bind: bool = True,
                  patch_constants: bool = True):
-        from .nvrtc import cuda_to_ptx, nvrtc_version
         self.src = src
         ptx = cuda_to_ptx(src, arch=arch, options=options, name=name, include_paths=include_paths)
         super().__init__(ptx, entry=entry, arch=arch, link_options=link_options,

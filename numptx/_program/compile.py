@@ -1,0 +1,423 @@
+"""The bridge to the C core (native/stack_ptx.h): compile requests (inputs, outputs, limits
+as C structs, cached per signature), per-thread buffers, one program or a batch per call::
+
+    from numptx._program import compile_words, const
+    stub = compile_words("stack", [const(1.0, "f32")], None, {"y": "f32"})
+
+``compile_lowered`` is the DSL's path: encoded words straight to the core.
+"""
+from __future__ import annotations
+
+import re
+import threading
+from array import array
+from collections.abc import Iterable, Mapping, Sequence
+
+import numpy as np
+
+from .._native import ffi, lib
+from ..dtypes import get_dtype
+from ..errors import TypeRegistryError
+from ..instructions import TYPES
+from ..opkinds import INPUT
+from .ctable import _status_name, _table
+from .encoding import as_program, _encode, _encode_fast
+from .ops import U64, ASTError, ProgramError
+from .stub import DEFAULT_LIMITS, Limits, Stub, batch_stubs, diag_fields
+
+__all__ = ["compile_words", "compile_words_many", "compile_lowered"]
+
+_IDENT = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*\Z")
+_TEMP = re.compile(r"_s\d+\Z")
+
+
+class _IO:
+    """Inputs and outputs of a compile request, as C arrays (cached per signature)."""
+    __slots__ = ("c", "in_names", "out_types", "index", "name_words", "ws_need", "_keep")
+
+    def __init__(self, in_prog_names, in_regs, in_types, out_regs, out_types):
+        for reg in (*in_regs, *out_regs):
+            if not isinstance(reg, str) or not _IDENT.match(reg) or _TEMP.match(reg):
+                raise ProgramError(f"register name {reg!r} is not usable in a stub: it must be a PTX "
+                                   f"identifier and not of the form _s<number> (stub temporaries)")
+        if len(set(out_regs)) != len(out_regs):
+            raise ProgramError(f"outputs name a register twice: {out_regs}")
+        if len(set(in_prog_names)) != len(in_prog_names):
+            raise ProgramError(f"inputs name a variable twice: {in_prog_names}")
+        self.in_names = dict(zip(in_regs, in_types))
+        self.out_types = dict(zip(out_regs, out_types))
+        self.index = {n: i for i, n in enumerate(in_prog_names)}
+        self.name_words = {n: U64.pack(INPUT | i << 16) for n, i in self.index.items()}
+        self.ws_need: dict = {}
+        c = ffi.new("stackptx_io *")
+        enc_in = [ffi.new("char[]", r.encode()) for r in in_regs]
+        enc_out = [ffi.new("char[]", r.encode()) for r in out_regs]
+        arrays = (
+            ffi.new("uint8_t[]", [TYPES.index(t) for t in in_types] or [0]),
+            ffi.new("char *[]", enc_in or [ffi.NULL]),
+            ffi.new("uint32_t[]", [len(r.encode()) for r in in_regs] or [0]),
+            ffi.new("uint8_t[]", [TYPES.index(t) for t in out_types] or [0]),
+            ffi.new("char *[]", enc_out or [ffi.NULL]),
+            ffi.new("uint32_t[]", [len(r.encode()) for r in out_regs] or [0]),
+        )
+        c.n_inputs, c.input_types, c.input_names, c.input_name_lens = len(in_regs), *arrays[:3]
+        c.n_outputs, c.output_types, c.output_names, c.output_name_lens = len(out_regs), *arrays[3:]
+        self.c = c
+        self._keep = (enc_in, enc_out, arrays)
+
+    def workspace_size(self, lim_key, lim_c) -> int:
+        need = self.ws_need.get(lim_key)
+        if need is None:
+            need = self.ws_need[lim_key] = lib.stackptx_workspace_size(lim_c, self.c)
+            if need == 0:
+                raise ProgramError("limits or inputs/outputs out of the C core's range")
+        return need
+
+
+_io_cache: dict = {}
+
+
+def value_type(dtype: str, what: str) -> str:
+    """Map a site dtype (built-in or registered) or a value type name to a stack type."""
+    name = str(dtype).lower()
+    if name in TYPES:
+        return name
+    try:
+        reg = get_dtype(name).reg
+    except TypeRegistryError:
+        raise ProgramError(f"{what}: unknown type {dtype!r}; value types are {', '.join(TYPES)}") from None
+    if reg not in TYPES:
+        raise ProgramError(f"{what}: type {dtype!r} lives in .{reg} registers, which no stack holds")
+    return reg
+
+
+def _io_for(inputs, outputs, site) -> _IO:
+    if site is not None:
+        if inputs is not None or outputs is not None:
+            raise ProgramError("pass either site= or inputs=/outputs=, not both")
+        return _io_ordered(None, None, site, ())          # the site's own input order
+    if inputs is None:
+        inputs = {}
+    if outputs is None:
+        outputs = {}
+    try:
+        key = (*inputs.items(), None, *outputs.items())
+        io = _io_cache.get(key)
+    except (AttributeError, TypeError):
+        raise ProgramError("inputs and outputs map register names to value types, e.g. "
+                           "{'x': 'f32'}") from None
+    if io is None:
+        in_t = [value_type(t, f"input {n!r}") for n, t in inputs.items()]
+        out_t = [value_type(t, f"output {n!r}") for n, t in outputs.items()]
+        io = _IO(list(inputs), list(inputs), in_t, list(outputs), out_t)
+        _cache_put(key, io)
+    return io
+
+
+def _cache_put(key, io) -> None:
+    if len(_io_cache) > 4096:
+        _io_cache.clear()
+    _io_cache[key] = io
+
+
+class _Scratch(threading.local):
+    """Per-thread workspace, output buffer and result cells, grown on demand."""
+
+    def __init__(self):
+        self.ws, self.ws_size = None, 0
+        self.out, self.out_size = None, 0
+        self.diag = ffi.new("stackptx_diag *")
+        self.out_len = ffi.new("size_t *")
+
+
+_scratch = _Scratch()
+_limits_cache: dict = {}
+
+
+def _limits_c(limits: Limits | None):
+    """(cache key, C limits); the key is None for the defaults (hashing a Limits costs ~1 us)."""
+    if limits is None:
+        c = _limits_cache.get(None)
+        if c is None:
+            _, c = _limits_c(DEFAULT_LIMITS)
+            _limits_cache[None] = c
+        return None, c
+    lim = limits
+    try:
+        c = _limits_cache.get(lim)
+    except TypeError:                       # unhashable: a dict, a list...
+        c = None
+    if c is None:
+        if not isinstance(lim, Limits):
+            raise ProgramError(f"limits must be a numptx.stack_ptx.Limits, e.g. "
+                               f"sp.Limits(max_steps=1000), not {type(lim).__name__}")
+        c = ffi.new("stackptx_limits *", [lim.max_steps, lim.max_nodes, lim.max_depth,
+                                          lim.stack_capacity, lim.meta_capacity, lim.n_slots])
+        _limits_cache[lim] = c
+    return lim, c
+
+
+def _words(prog, io: _IO, what: str = "program"):
+    if isinstance(prog, np.ndarray):
+        if prog.dtype != np.uint64 or prog.ndim != 1:
+            raise ProgramError(f"{what}: an encoded program is a 1-D uint64 array, not {prog.dtype} {prog.shape}")
+        arr = np.ascontiguousarray(prog)
+        return ffi.from_buffer("uint64_t[]", arr), len(arr), arr
+    words = _encode_fast(prog, io.name_words)
+    if words is None:
+        words = _encode(prog, io.index, what).tobytes()   # raises the precise error
+    return ffi.from_buffer("uint64_t[]", words), len(words) >> 3, words
+
+
+def _routines(routines, io: _IO):
+    """C routines from encoded words (bytes), uint64 arrays or op lists."""
+    if not routines:
+        return ffi.NULL, None
+    if isinstance(routines, (str, bytes, bytearray, Mapping, np.ndarray)) or \
+            not isinstance(routines, Iterable):
+        raise ProgramError(f"routines=: expected a list of routines (op lists, encoded bytes or "
+                           f"uint64 arrays), not {type(routines).__name__}")
+    parts = []
+    for i, r in enumerate(routines):
+        if isinstance(r, (bytes, bytearray)):
+            if len(r) % 8:
+                raise ProgramError(f"routine {i}: {len(r)} bytes is no whole number of 64-bit "
+                                   f"words")
+            parts.append(bytes(r))
+        elif isinstance(r, np.ndarray):
+            if r.dtype.kind not in "iu":
+                raise ProgramError(f"routine {i}: an encoded routine is a uint64 array, not "
+                                   f"{r.dtype}")
+            parts.append(np.ascontiguousarray(r, dtype=np.uint64).tobytes())
+        else:
+            parts.append(_encode(r, io.index, f"routine {i}").tobytes())
+    words = b"".join(parts)
+    offsets = array("I", [0])
+    total = 0
+    for part in parts:
+        total += len(part) >> 3
+        offsets.append(total)
+    c = ffi.new("stackptx_routines *")
+    keep = (words, offsets)
+    c.words = ffi.from_buffer("uint64_t[]", words) if words else ffi.NULL
+    c.offsets = ffi.from_buffer("uint32_t[]", offsets)
+    c.n = len(parts)
+    return c, keep
+
+
+_DIAG_SIZE = ffi.sizeof("stackptx_diag")
+
+
+def compile_words(mode: str, prog, inputs, outputs, *, site=None, routines=(), strict=False,
+                  limits=None) -> Stub:
+    """Compile one program with the Stack PTX (mode "stack") or AST PTX (mode "ast") core."""
+    io = _io_for(inputs, outputs, site)
+    if prog.__class__ is not list:
+        prog = as_program(prog)
+    words, n, keep = _words(prog, io)
+    rts, rkeep = _routines(routines, io) if routines else (ffi.NULL, None)
+    try:
+        return _compile_c(mode, io, limits, words, n, rts, strict, prog)
+    finally:
+        del keep, rkeep
+
+
+def compile_lowered(mode: str, words: bytes, input_names: Sequence[str],
+                    rename: Mapping | None, inputs, outputs, *, site=None,
+                    routines: Sequence[bytes] = (), strict: bool = False, limits=None) -> Stub:
+    """Compile an encoded program whose input words refer to ``input_names`` by position
+    (after ``rename``: each is a site variable or an ``inputs`` register). The compile's
+    inputs are laid out in that order, so the words go to the C core as they are: the DSL's
+    path, no op objects on the way."""
+    if rename:
+        input_names = tuple([rename.get(n, n) for n in input_names])
+    io = _io_ordered(inputs, outputs, site, input_names)
+    cw = ffi.from_buffer("uint64_t[]", words)
+    rts, rkeep = _routines(routines, io) if routines else (ffi.NULL, None)
+    try:
+        return _compile_c(mode, io, limits, cw, len(words) >> 3, rts, strict, None)
+    finally:
+        del rkeep
+
+
+def _io_ordered(inputs, outputs, site, names: tuple) -> _IO:
+    """Like :func:`_io_for`, with the inputs ``names`` first, in that order."""
+    if site is not None:
+        key = (id(site), names)
+        io = _io_cache.get(key)
+        if io is not None and io._keep[1] is site:
+            return io
+        if isinstance(site, str) or not hasattr(site, "inputs") or not hasattr(site, "outputs"):
+            hint = f" (pass inj.sites[{site!r}])" if isinstance(site, str) else ""
+            raise ProgramError(f"site= takes a numptx Site, not {type(site).__name__}{hint}; or "
+                               f"pass inputs=/outputs=")
+        ins, outs = list(site.inputs), site.outputs
+        what = f"site {site.name!r}"
+    else:
+        inputs, outputs = dict(inputs or {}), dict(outputs or {})
+        key = (*inputs.items(), None, *outputs.items(), None, *names)
+        io = _io_cache.get(key)
+        if io is not None:
+            return io
+        ins = [_Reg(n, n, t) for n, t in inputs.items()]
+        outs = [_Reg(n, n, t) for n, t in outputs.items()]
+        what = "inputs"
+    by_name = {v.name: v for v in ins}
+    missing = [n for n in names if n not in by_name]
+    if missing:
+        known = ", ".join(map(repr, by_name)) or "none"
+        raise ProgramError(f"input({missing[0]!r}): no input named {missing[0]!r} in {what} "
+                           f"(inputs: {known})")
+    ordered = [by_name[n] for n in names] + [v for v in ins if v.name not in names]
+    # a name the program reads at two positions (a parameter and the pass-through of the same
+    # mod variable; two parameters bound to one register) gets a second input on the same
+    # register under a private program name
+    prog_names, seen = [], set()
+    for k, v in enumerate(ordered):
+        prog_names.append(v.name if v.name not in seen else f"{v.name}\x00{k}")
+        seen.add(v.name)
+    io = _IO(prog_names, [v.reg for v in ordered],
+             [value_type(v.dtype, f"{what} variable {v.name!r}") for v in ordered],
+             [v.reg for v in outs],
+             [value_type(v.dtype, f"{what} variable {v.name!r}") for v in outs])
+    io._keep = (io._keep, site)          # the id() in the key stays valid while cached
+    _cache_put(key, io)
+    return io
+
+
+class _Reg:
+    """A register of an ``inputs=``/``outputs=`` compile, shaped like a site variable."""
+    __slots__ = ("name", "reg", "dtype")
+
+    def __init__(self, name: str, reg: str, dtype: str):
+        self.name, self.reg, self.dtype = name, reg, dtype
+
+
+def _compile_c(mode: str, io: _IO, limits, words, n: int, rts, strict: bool, prog) -> Stub:
+    table = _table()
+    lim_key, lim = _limits_c(limits)
+    s = _scratch
+    need = io.workspace_size(lim_key, lim)
+    if s.ws_size < need:
+        s.ws, s.ws_size = ffi.new("char[]", need), need
+    if s.out is None:
+        s.out, s.out_size = ffi.new("char[]", 1 << 14), 1 << 14
+    diag, out_len = s.diag, s.out_len
+    for _ in range(2):
+        if mode == "stack":
+            st = lib.stackptx_compile(table, io.c, lim, words, n, rts, 1 if strict else 0, s.ws,
+                                      s.ws_size, s.out, s.out_size, out_len, diag)
+        else:
+            st = lib.astptx_compile(table, io.c, lim, words, n, rts, s.ws, s.ws_size, s.out,
+                                    s.out_size, out_len, diag)
+        if st != lib.STACKPTX_ERR_BUFFER_TOO_SMALL:
+            break
+        s.out_size = out_len[0] + 4096
+        s.out = ffi.new("char[]", s.out_size)
+    d = ffi.buffer(diag, _DIAG_SIZE)[:]
+    if st == lib.STACKPTX_OK:
+        return Stub(ffi.unpack(s.out, out_len[0]).decode(), io.in_names, io.out_types, d)
+    if st == lib.STACKPTX_ERR_STRICT_UNSATISFIED:
+        raise ProgramError("strict compile: " + "; ".join(Stub("", io.in_names, io.out_types, d).diagnostics))
+    error_word = diag_fields(d)[8]
+    if mode == "ast" and error_word != 0xFFFFFFFF:
+        ops = prog if prog is not None and not isinstance(prog, np.ndarray) else None
+        shown = f" ({_op_at(ops, error_word)!r})" if ops is not None else ""
+        index = _op_index(ops, error_word) if ops is not None else error_word
+        what = _status_name(st)   # the core's text already names AST PTX ("AST PTX: ...")
+        raise ASTError(f"{what if what.startswith('AST PTX') else 'AST PTX: ' + what} at op "
+                       f"{index}{shown}", index=index, code=what)
+    raise ProgramError(f"{mode} PTX compile failed: {_status_name(st)}")
+
+
+def _op_index(ops, word_index: int) -> int:
+    """Index in ``ops`` of the op that encodes word ``word_index`` (64-bit constants take two)."""
+    w = 0
+    for i, op in enumerate(ops):
+        if w >= word_index:
+            return i
+        w += 1 + (op.extra is not None)
+    return len(ops)
+
+
+def _op_at(ops, word_index: int):
+    i = _op_index(ops, word_index)
+    return ops[i] if i < len(ops) else "end of program"
+
+
+def compile_words_many(programs, inputs, outputs, *, site=None, routines=(), strict=False,
+                       limits=None) -> list[Stub]:
+    """Compile a batch with one call of the C loop (which runs with the GIL released)."""
+    io = _io_for(inputs, outputs, site)
+    if not isinstance(programs, list):
+        if isinstance(programs, (str, bytes, Mapping)) or not isinstance(programs, Iterable):
+            raise ProgramError(f"compile_many: expected a list of programs (op lists or uint64 "
+                               f"arrays), not {type(programs).__name__}")
+        programs = list(programs)
+    table = _table()
+    lim_key, lim = _limits_c(limits)
+    n = len(programs)
+    if n == 0:
+        return []
+    if all(isinstance(p, np.ndarray) for p in programs):
+        for p in programs:
+            if p.dtype != np.uint64 or p.ndim != 1:
+                raise ProgramError("compile_many: encoded programs are 1-D uint64 arrays")
+        allw = np.concatenate(programs)
+        lens = [len(p) for p in programs]
+    else:
+        parts = []
+        for i, p in enumerate(programs):
+            if isinstance(p, np.ndarray):
+                if p.dtype.kind not in "iu" or p.ndim != 1:
+                    raise ProgramError(f"compile_many: program {i}: encoded programs are 1-D "
+                                       f"uint64 arrays, not {p.dtype} {p.shape}")
+                parts.append(np.asarray(p, dtype=np.uint64))
+            else:
+                w = _encode_fast(p, io.name_words)
+                if w is None:
+                    if not isinstance(p, (list, tuple)) and isinstance(p, Iterable) and \
+                            not isinstance(p, (str, bytes, Mapping)):
+                        # a one-shot iterator the fast path consumed: the ops are gone
+                        raise ProgramError(f"compile_many: program {i} holds an item that is "
+                                           f"no op (or an unknown input); pass lists of ops")
+                    w = _encode(p, io.index, f"compile_many: program {i}").tobytes()
+                parts.append(np.frombuffer(w, dtype=np.uint64))
+        allw = np.concatenate(parts)
+        lens = [len(p) for p in parts]
+    offsets = np.zeros(n + 1, dtype=np.uint32)
+    np.cumsum(lens, out=offsets[1:])
+    rts, rkeep = _routines(routines, io)
+    ws = ffi.new("char[]", io.workspace_size(lim_key, lim))
+    diags = ffi.new("stackptx_diag[]", n)
+    n_done = ffi.new("uint32_t *")
+    cap = max(1 << 16, n * 512)
+    texts: list[str] = []
+    done = 0
+    wptr = ffi.from_buffer("uint64_t[]", allw) if len(allw) else ffi.NULL
+    while done < n:
+        out = ffi.new("char[]", cap)
+        oo = np.zeros(n - done + 1, dtype=np.uint32)
+        st = lib.stackptx_compile_many(table, io.c, lim, wptr, ffi.from_buffer("uint32_t[]", offsets[done:]),
+                                       n - done, rts, 1 if strict else 0, ws, len(ws), out, cap,
+                                       ffi.from_buffer("uint32_t[]", oo), diags + done, n_done)
+        k = n_done[0] if st != lib.STACKPTX_ERR_STRICT_UNSATISFIED else n - done
+        if k:
+            text = ffi.unpack(out, int(oo[k])).decode()
+            ends = oo[:k + 1].tolist()
+            texts += [text[a:b] for a, b in zip(ends, ends[1:])]
+        done += k
+        if st in (lib.STACKPTX_OK, lib.STACKPTX_ERR_STRICT_UNSATISFIED):
+            break
+        if st == lib.STACKPTX_ERR_BUFFER_TOO_SMALL:
+            cap *= 2 if k else 4
+            continue
+        raise ProgramError(f"compile_many failed at program {done}: {_status_name(st)}")
+    del rkeep
+    raw = ffi.buffer(diags, n * _DIAG_SIZE)[:]
+    stubs = batch_stubs(texts, io.in_names, io.out_types, raw, _DIAG_SIZE)
+    if strict:
+        bad = [i for i, stub in enumerate(stubs) if stub.unsatisfied]
+        if bad:
+            raise ProgramError(f"strict compile of program {bad[0]}: " + "; ".join(stubs[bad[0]].diagnostics))
+    return stubs

@@ -1,0 +1,58 @@
+"""The instruction table as the C core sees it (rebuilt when the Python table changes), and
+the core's status texts: shared by the compile paths and the DAG lowering."""
+from __future__ import annotations
+
+import threading
+
+from .._native import ffi, lib
+from ..instructions import TABLE
+from .ops import ProgramError
+
+__all__ = ["_table", "_status_name"]
+
+
+class _CTable:
+    """The instruction table as C rows (rebuilt when ``TABLE.version`` changes)."""
+
+    def __init__(self):
+        self.version = TABLE.version
+        n = len(TABLE)
+        rows = ffi.new("stackptx_instr[]", max(n, 1))
+        keep = []
+        for i in range(n):
+            ins, row = TABLE[i], rows[i]
+            fmt = ffi.new("char[]", ins.fmt.encode())
+            keep.append(fmt)
+            row.fmt, row.fmt_len = fmt, len(ins.fmt)
+            row.n_results, row.n_operands = len(ins.results), len(ins.operands)
+            for k, (t, w) in enumerate(zip(ins.result_type_ids, ins.result_widths)):
+                row.result_type[k], row.result_width[k] = t, w
+            for k, (t, w) in enumerate(zip(ins.operand_type_ids, ins.operand_widths)):
+                row.operand_type[k], row.operand_width[k] = t, w
+            row.flags = (1 if "volatile" in ins.flags else 0) | (2 if "commutative" in ins.flags else 0)
+        self.table = ffi.new("stackptx_table *")
+        self.table.rows, self.table.n_rows = rows, n
+        self.table.reg_type_names = ffi.NULL
+        bad = ffi.new("uint32_t *")
+        if lib.stackptx_check_table(self.table, bad) != lib.STACKPTX_OK:
+            raise ProgramError(f"instruction table row {bad[0]} is not usable by the C core")
+        self._keep = (rows, keep)
+
+
+_ctable_lock = threading.Lock()
+_ctable: _CTable | None = None
+
+
+def _table():
+    global _ctable
+    t = _ctable
+    if t is None or t.version != TABLE.version:
+        with _ctable_lock:
+            if _ctable is None or _ctable.version != TABLE.version:
+                _ctable = _CTable()
+            t = _ctable
+    return t.table
+
+
+def _status_name(code: int) -> str:
+    return ffi.string(lib.stackptx_status_string(code)).decode()

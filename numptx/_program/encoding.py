@@ -1,0 +1,164 @@
+"""Programs as uint64 words: :func:`encode` (ops -> words), :func:`decode` (words -> ops,
+validated word by word) and the encoders the compile paths use::
+
+    from numptx._program import const, decode, encode, input
+    words = encode([input("x"), const(2.0, "f32")], inputs=["x"])
+    decode(words, ["x"])            # [input('x'), const(0x40000000, 'f32')]
+"""
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterable, Mapping, Sequence
+
+import numpy as np
+
+from ..instructions import TABLE, TYPES
+from ..opkinds import (CONST, CONST64, INPUT, INSTR, KIND_NAMES, LOAD, META, META_CONST, META_OPS,
+                       NOP, RETURN, ROUTINE, STORE)
+from ..valuetypes import WIDE
+from .ops import Op, ProgramError, input, instr
+
+__all__ = ["encode", "decode"]
+
+
+def _input_index(inputs) -> dict[str, int]:
+    if inputs is None:
+        return {}
+    _check_names(inputs)
+    return {name: i for i, name in enumerate(inputs)}
+
+
+def _check_names(inputs) -> None:
+    if isinstance(inputs, (str, bytes)) or not isinstance(inputs, Iterable):
+        raise ProgramError(f"inputs={inputs!r}: give the input names in order (a list, or a "
+                           f"dict of name -> type)")
+
+
+def as_program(prog, what: str = "program"):
+    """``prog`` as a list/tuple of ops or the uint64 array itself (a one-shot iterator becomes
+    a list, so an error can name the op); anything else is an error naming ``what``."""
+    if isinstance(prog, (list, tuple, np.ndarray)):
+        return prog
+    if not isinstance(prog, (str, bytes, bytearray, Mapping)) and isinstance(prog, Iterable):
+        return list(prog)
+    raise ProgramError(f"{what}: expected a list of ops (or a uint64 array from encode()), "
+                       f"not {type(prog).__name__}")
+
+
+def encode(prog: Sequence[Op], inputs: Sequence[str] | Mapping[str, str] | None = None) -> np.ndarray:
+    """The program as a uint64 array (one word per op, two for 64-bit constants). Inputs named in
+    the program are numbered by their position in ``inputs``."""
+    return np.frombuffer(_encode(prog, _input_index(inputs)), dtype=np.uint64).copy()
+
+
+def _encode_fast(prog, name_raw: dict[str, bytes]) -> bytes | None:
+    """Encode with inputs resolved through ``name_raw`` (name -> the word's bytes): a join of
+    precomputed bytes, no per-word integer conversion. None when something needs the slow path."""
+    try:
+        return b"".join([op.raw or name_raw[op.name] for op in prog])
+    except (KeyError, AttributeError, TypeError):
+        return None
+
+
+def _encode(prog, index: dict[str, int], what: str = "program") -> array:
+    prog = as_program(prog, what)
+    words = array("Q")
+    append = words.append
+    try:
+        for op in prog:
+            if op.name is not None:
+                try:
+                    append(op.word | index[op.name] << 16)
+                except KeyError:
+                    known = ", ".join(map(repr, index)) or "none"
+                    raise ProgramError(f"{what}: {op!r}: no input named {op.name!r} (inputs: "
+                                       f"{known})") from None
+            else:
+                append(op.word)
+                if op.extra is not None:
+                    append(op.extra)
+    except AttributeError:
+        bad, item = next((i, op) for i, op in enumerate(prog) if not isinstance(op, Op))
+        raise ProgramError(f"{what} item {bad} is {item!r}, not a Stack PTX op") from None
+    return words
+
+
+def decode(words: np.ndarray | Sequence[int], inputs: Sequence[str] | None = None) -> list[Op]:
+    """Ops of an encoded program, validated word by word (a :class:`ProgramError` names the index
+    of a word that is no valid op under the current instruction table)."""
+    types = TYPES              # (a local: read once per word below)
+    if inputs is not None:
+        _check_names(inputs)
+    names = list(inputs) if inputs is not None else None
+    w = [int(x) for x in _as_words(words).ravel()]
+    out: list[Op] = []
+    i = 0
+    while i < len(w):
+        word = w[i]
+        kind, t, a, b = word & 0xFF, (word >> 8) & 0xFF, (word >> 16) & 0xFFFF, word >> 32
+        where = f"word {i} (0x{word:016x})"
+        if kind >= len(KIND_NAMES):
+            raise ProgramError(f"{where}: unknown kind {kind}")
+        if kind in (CONST, CONST64, META, STORE, LOAD) and t >= len(types):
+            raise ProgramError(f"{where}: unknown value type id {t}")
+        if kind == INPUT:
+            op = input(names[a]) if names is not None and a < len(names) else input(a)
+        elif kind == CONST:
+            if types[t] in WIDE:
+                raise ProgramError(f"{where}: {types[t]} constants take two words (CONST64)")
+            op = Op(CONST, t << 8 | b << 32, text=f"const(0x{b:x}, {types[t]!r})")
+        elif kind == CONST64:
+            if i + 1 >= len(w):
+                raise ProgramError(f"{where}: CONST64 without its data word")
+            i += 1
+            op = Op(CONST64, t << 8, extra=w[i], text=f"const(0x{w[i]:x}, {types[t]!r})")
+        elif kind == INSTR:
+            if a >= len(TABLE):
+                raise ProgramError(f"{where}: instruction index {a} outside the table ({len(TABLE)} entries)")
+            op = instr(TABLE[a].name)
+        elif kind == META_CONST:
+            op = Op(META_CONST, a << 16, text=f"meta({a})")
+        elif kind == META:
+            if a >= len(META_OPS):
+                raise ProgramError(f"{where}: unknown meta operation {a}")
+            op = Op(META, t << 8 | a << 16, text=f"{META_OPS[a]}({types[t]!r})")
+        elif kind in (STORE, LOAD):
+            op = Op(kind, t << 8 | a << 16, text=f"{KIND_NAMES[kind]}({types[t]!r}, {a})")
+        elif kind == ROUTINE:
+            op = Op(ROUTINE, a << 16, text=f"routine({a})")
+        else:
+            op = Op(kind, 0, text=f"{KIND_NAMES[kind]}()" if kind != RETURN else "ret()")
+        if (kind not in (CONST,) and b) or (kind in (NOP, RETURN, INPUT, INSTR, ROUTINE, META_CONST) and t):
+            raise ProgramError(f"{where}: stray bits in unused fields")
+        out.append(op)
+        i += 1
+    return out
+
+
+def _as_words(words) -> np.ndarray:
+    """Encoded words as a uint64 array; a value that is no 64-bit word is an error."""
+    if isinstance(words, np.ndarray) and words.dtype == np.uint64:
+        return words
+    if words is None or isinstance(words, (str, bytes, Mapping)):
+        raise ProgramError(f"decode: expected a sequence of uint64 words, not "
+                           f"{type(words).__name__}")
+    try:
+        arr = np.asarray(words)
+    except (TypeError, ValueError) as e:
+        raise ProgramError(f"decode: expected a sequence of uint64 words ({e})") from None
+    if arr.size == 0:
+        return arr.astype(np.uint64)
+    if arr.dtype == object:             # Python ints beyond int64: check each
+        bad = [(i, x) for i, x in enumerate(arr.ravel())
+               if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, np.integer))
+               or not 0 <= int(x) < 1 << 64]
+        if bad:
+            i, x = bad[0]
+            raise ProgramError(f"decode: word {i} is {x!r}, not a uint64 word")
+        return np.array([int(x) for x in arr.ravel()], dtype=np.uint64)
+    if arr.dtype.kind not in "iu":
+        raise ProgramError(f"decode: words must be integers (uint64), not {arr.dtype}")
+    if arr.dtype.kind == "i" and (arr < 0).any():
+        i = int(np.argmax(arr.ravel() < 0))
+        raise ProgramError(f"decode: word {i} is {int(arr.ravel()[i])}, not a uint64 word")
+    return arr.astype(np.uint64)

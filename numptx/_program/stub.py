@@ -1,0 +1,130 @@
+"""What a compile returns and takes: the :class:`Stub` (the PTX text, a ``str``, with the
+compiler's diagnostics) and the compile :class:`Limits`::
+
+    from numptx import stack_ptx as sp
+    stub = sp.compile([sp.input("x")], inputs={"x": "f32"}, outputs={"y": "f32"})
+    stub.stats["emitted"], stub.diagnostics       # (1, ()): one mov, nothing to report
+    sp.Limits(max_steps=100)                     # a misspelled field raises ProgramError
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, fields
+
+from .ops import ProgramError
+
+__all__ = ["Stub", "Limits", "DEFAULT_LIMITS"]
+
+_DIAG_FLAGS = ((1, "step limit reached"), (2, "DAG node limit reached"),
+               (4, "routine depth limit reached"), (8, "a stack overflowed"),
+               (16, "the meta stack overflowed"), (32, "malformed words were skipped"))
+
+
+_DIAG = struct.Struct("<9I")
+
+
+def diag_fields(raw) -> tuple:
+    return _DIAG.unpack(raw) if isinstance(raw, (bytes, bytearray)) else tuple(raw)
+
+
+class Stub(str):
+    """A compiled PTX stub: the text itself (a ``str``), plus what the compiler noticed.
+
+    ``stub.diagnostics`` lists limits hit and outputs that got a zero value;
+    ``stub.unsatisfied`` names those outputs; ``stub.stats`` counts steps, DAG nodes, emitted
+    instructions and no-ops; ``stub.inputs`` / ``stub.outputs`` map register names to types.
+    """
+
+    def __new__(cls, text: str, inputs: dict, outputs: dict, diag=bytes(36)):
+        self = super().__new__(cls, text)
+        self._meta = (inputs, outputs, diag)          # diag: raw stackptx_diag bytes
+        return self
+
+    @property
+    def text(self) -> str:
+        return str.__str__(self)
+
+    @property
+    def inputs(self) -> dict:
+        return self._meta[0]
+
+    @property
+    def outputs(self) -> dict:
+        return self._meta[1]
+
+    @property
+    def _diag(self) -> tuple:
+        return diag_fields(self._meta[2])
+
+    @property
+    def unsatisfied(self) -> tuple[str, ...]:
+        mask = self._diag[3]
+        return tuple(n for i, n in enumerate(self.outputs) if i < 32 and mask >> i & 1)
+
+    @property
+    def stats(self) -> dict[str, int]:
+        d = self._diag
+        return {"steps": d[4], "nodes": d[5], "emitted": d[6], "noops": d[1]}
+
+    @property
+    def diagnostics(self) -> tuple[str, ...]:
+        d = self._diag
+        flags, msgs = d[0], []
+        for bit, text in _DIAG_FLAGS:
+            if flags & bit:
+                at = f" (at word {d[7]})" if bit <= 4 and d[7] != 0xFFFFFFFF else ""
+                msgs.append(text + at)
+        unsat = self.unsatisfied
+        for name in unsat:
+            msgs.append(f"output {name!r} ({self.outputs[name]}) got no value: set to zero")
+        if d[2] > len(unsat):
+            msgs.append(f"{d[2] - len(unsat)} more output(s) beyond the 32nd got no value")
+        return tuple(msgs)
+
+    def __reduce__(self):
+        inputs, outputs, diag = self._meta
+        return (Stub, (self.text, inputs, outputs, bytes(diag)))
+
+    def __repr__(self) -> str:
+        return f"Stub({str.__repr__(self)})"
+
+
+def batch_stubs(texts: list[str], inputs: dict, outputs: dict, diags: bytes,
+                diag_size: int) -> list[Stub]:
+    """The stubs of a batch compile: ``texts[i]`` with the i-th ``diag_size``-byte
+    stackptx_diag of ``diags``; all share ``inputs`` and ``outputs``."""
+    new, stubs = str.__new__, []
+    append = stubs.append
+    for i, text in enumerate(texts):           # Stub(...) inlined: this loop is per program
+        stub = new(Stub, text)
+        stub._meta = (inputs, outputs, diags[i * diag_size:(i + 1) * diag_size])
+        append(stub)
+    return stubs
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Compile limits (docs/design/programs.md); hitting one is reported in ``stub.diagnostics``."""
+    max_steps: int = 4096
+    max_nodes: int = 4096
+    max_depth: int = 8
+    stack_capacity: int = 256
+    meta_capacity: int = 256
+    n_slots: int = 16
+
+    def __new__(cls, *args, **kwargs):
+        # a misspelled field would be a bare TypeError from the generated __init__
+        unknown = [k for k in kwargs if k not in _LIMIT_FIELDS]
+        if unknown or len(args) > len(_LIMIT_FIELDS):
+            what = f"unknown field {unknown[0]!r}" if unknown else f"{len(args)} positional values"
+            raise ProgramError(f"Limits: {what}; the fields are {', '.join(_LIMIT_FIELDS)}")
+        return super().__new__(cls)
+
+    def __post_init__(self):
+        for k, v in self.__dict__.items():
+            if not isinstance(v, int) or not 1 <= v <= 1 << 20:
+                raise ProgramError(f"Limits.{k} = {v!r}: must be an int in [1, 1048576]")
+
+
+_LIMIT_FIELDS = tuple(f.name for f in fields(Limits))
+DEFAULT_LIMITS = Limits()

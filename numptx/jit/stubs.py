@@ -1,0 +1,96 @@
+"""Stubs as the build takes them: what a stub may be, and its PTX text for one site.
+
+A stub is PTX text (``str``, Stack PTX stubs included), a Stack PTX program (a list of
+:mod:`numptx.stack_ptx` ops or its uint64 encoding, compiled for the site), or an object with a
+``.stub(site)`` method (``@nx.ptx_expr`` formulas). The templates (:mod:`.template`) and the
+simulator's build checks (:mod:`.sim_checks`) both resolve stubs here, so the two accept the
+same stubs::
+
+    >>> import numptx as nx
+    >>> inj = nx.PtxInject(ptx)                                          # doctest: +SKIP
+    >>> resolve_stub("add.f32 %v_z, %v_x, %v_y;", inj.sites["combine"])  # doctest: +SKIP
+    'add.f32 %v_z, %v_x, %v_y;'
+    >>> merge_stubs({"combine": "..."}, {"post": "..."})
+    {'combine': '...', 'post': '...'}
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from .. import stack_ptx as sp
+from ..errors import LinkError, NumptxError, RenderError
+from ..inject import Site
+
+__all__ = ["resolve_stub", "merge_stubs", "checked_text"]
+
+
+def resolve_stub(stub: Any, site: Site) -> str:
+    """PTX text of ``stub`` for ``site`` (see the module documentation for what a stub may be)."""
+    if isinstance(stub, str):       # numptx's own compiled stubs (str subclasses) are well formed
+        return checked_text(stub, site.name) if type(stub) is str else str(stub)
+    make = getattr(stub, "stub", None)
+    if callable(make):
+        out = make(site)
+        text = getattr(out, "text", out)
+        if not isinstance(text, str):
+            raise NumptxError(f"site {site.name!r}: {type(stub).__name__}.stub(site) returned "
+                              f"{type(out).__name__}, not PTX text")
+        return str(text)
+    if isinstance(stub, (list, tuple)) or type(stub).__name__ == "ndarray":
+        return str(sp.compile(stub, site=site))
+    raise NumptxError(f"site {site.name!r}: a stub is PTX text, a Stack PTX program or an object "
+                      f"with .stub(site), not {type(stub).__name__}")
+
+
+_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+
+
+def _find_all(text: str, ch: str) -> list[tuple[int, str]]:
+    """(position, ch) of each ``ch`` in ``text`` (str.find: C speed, one call per hit)."""
+    out, i = [], text.find(ch)
+    while i >= 0:
+        out.append((i, ch))
+        i = text.find(ch, i + 1)
+    return out
+
+
+def checked_text(text: str, site: str) -> str:
+    """A raw PTX stub for site ``site``, refused early where it cannot work in any template:
+    text that is not UTF-8, or braces that do not pair (a stray ``}`` closes the kernel's own
+    scope, and ptxas then blames lines the user never wrote). Runs on every inject: only the
+    braces are walked."""
+    try:
+        text.encode()
+    except UnicodeEncodeError as e:
+        raise RenderError(f"the stub of site {site!r} is not encodable text: {e}") from None
+    if "{" not in text and "}" not in text:
+        return text
+    code = _COMMENT.sub(lambda m: "\n" * m.group().count("\n"), text) if "/" in text else text
+    depth = 0
+    for pos, ch in sorted(_find_all(code, "{") + _find_all(code, "}")):
+        depth += 1 if ch == "{" else -1
+        if depth < 0:
+            lineno = code.count("\n", 0, pos) + 1
+            line = text.splitlines()[lineno - 1].strip()
+            raise LinkError(f"invalid stub for site {site!r}: stub line {lineno} {line!r} closes "
+                            f"a '}}' the stub did not open", site=site, stub_line=line)
+    if depth:
+        raise LinkError(f"invalid stub for site {site!r}: {depth} '{{' left open at the end "
+                        f"of the stub", site=site)
+    return text
+
+
+def merge_stubs(stubs: Mapping[str, Any] | None, kw: Mapping[str, Any]) -> dict[str, Any]:
+    """Stubs given as a mapping and as keywords (``inject({...}, post=...)``), in one dict; a
+    site named in both is an error."""
+    if stubs is not None and not isinstance(stubs, Mapping):
+        raise RenderError(f"stubs are given as a mapping site name -> stub (or keywords), not "
+                          f"{type(stubs).__name__}")
+    both = dict(stubs or {})
+    dup = both.keys() & kw.keys()
+    if dup:
+        raise RenderError(f"stub for site(s) {sorted(dup)} given twice")
+    both.update(kw)
+    return both
