@@ -28,6 +28,9 @@ from .cache import CubinCache, cache_option
 from .launch import KernelLaunch
 from .numba_site import SIMULATOR, register, site_errors
 from .options import option_list
+from .pack import DEFAULT_PER_MODULE, Pack
+from .pack import pack as _pack
+from .pack import pack_many as _pack_many
 from .stubs import merge_stubs
 from .template import Template, Variant
 
@@ -252,6 +255,23 @@ class Kernel:
         the declared or most recently compiled one)."""
         return self.template(*args, signature=signature).build_many(batch, **kw)
 
+    def pack(self, site: str, candidates: Iterable[Any], *, select: str, errors: str = "keep",
+             missing: str = "error", **stubs: Any) -> Pack:
+        """:meth:`Template.pack <numptx.jit.template.Template.pack>` for this kernel: the
+        population's variant is a :class:`KernelVariant` (each launch's signature gets its
+        build; under the simulator each candidate runs where the selector names it)."""
+        return _pack(self, site, candidates, select=select, errors=errors, missing=missing,
+                     stubs=stubs)
+
+    def pack_many(self, site: str, candidates: Iterable[Any], *, select: str,
+                  per_module: int = DEFAULT_PER_MODULE, args: tuple = (), signature=None,
+                  **kw: Any) -> list[Pack]:
+        """:meth:`Template.pack_many <numptx.jit.template.Template.pack_many>`, the modules
+        built for the template of ``args`` / ``signature`` (default: the declared or most
+        recently compiled one)."""
+        return _pack_many(_KernelBuilds(self, args, signature), site, candidates, select=select,
+                          per_module=per_module, **kw)
+
     def __getitem__(self, config):
         raise NumptxError(f"kernel {self.__name__!r} has injection sites: launch a variant, "
                           f"{self.__name__}.inject(site=stub, ...)[grid, block](...)")
@@ -281,6 +301,10 @@ class KernelVariant:
             v = self._variants[id(template)] = template.inject(self.stubs, missing=self.missing)
         return v
 
+    def adopt(self, variant: Variant) -> None:
+        """Use ``variant`` (built elsewhere, e.g. by ``build_many``) for its template."""
+        self._variants[id(variant.template)] = variant
+
     @property
     def variant(self) -> Variant:
         return self.specialize()
@@ -297,6 +321,20 @@ class KernelVariant:
 
     def __repr__(self) -> str:
         return f"<KernelVariant {self.kernel.__name__} stubs for {', '.join(self.stubs) or 'none'}>"
+
+
+class _KernelBuilds:
+    """A kernel as :func:`~numptx.jit.pack.pack_many` builds it: variants are KernelVariants,
+    their cubins built by the template of one signature."""
+
+    def __init__(self, kernel: Kernel, args: tuple, signature):
+        self.kernel, self.args, self.signature = kernel, args, signature
+
+    def inject(self, stubs, *, missing: str = "error") -> KernelVariant:
+        return self.kernel.inject(stubs, missing=missing)
+
+    def build_many(self, batch, **kw: Any) -> list:
+        return self.kernel.build_many(batch, args=self.args, signature=self.signature, **kw)
 
 
 def kernel(fn=None, /, signature=None, **options: Any):

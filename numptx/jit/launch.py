@@ -37,6 +37,7 @@ from ..instructions import NP_DTYPE
 from . import numba_site
 from .errors import LaunchError
 from .numba_site import SIMULATOR, SiteError, SiteSpec
+from .pack import Population, check_selector, with_index
 from .residency import MAX_LOADED, keep_loaded, launch_config, loaded  # noqa: F401
 from .sim_checks import check_site_names, check_stub, site_for
 
@@ -166,7 +167,7 @@ class _SimLaunch:
         self.stubs = kv.stubs
         self.missing = kv.missing
         for name, stub in self.stubs.items():
-            if not (_is_expr(stub) or isinstance(stub, (str, list, tuple))
+            if not (_is_expr(stub) or isinstance(stub, (str, list, tuple, Population))
                     or type(stub).__name__ == "ndarray"):
                 raise LaunchError(f"site {name!r}: the simulator cannot evaluate a stub of type "
                                   f"{type(stub).__name__}")
@@ -196,15 +197,9 @@ class _SimLaunch:
             err = self.failed.get(spec)
             if err is None:
                 stub = self.stubs[name]
-                if _is_expr(stub) and not isinstance(stub, PtxExpr):
-                    # another object with .stub: its reference runs and no PTX is built for it
-                    fn = self.ready[spec] = _object_evaluator(stub, spec)
-                    return fn
                 try:
-                    text = check_stub(spec, stub, self.arch)
-                    # a formula is evaluated bound as its stub was (check_stub bound it)
-                    fn = (_binding_evaluator(stub.binding(site_for(spec)))
-                          if isinstance(stub, PtxExpr) else _ptx_evaluator(text))
+                    fn = (self._pack_evaluator(stub, spec) if isinstance(stub, Population)
+                          else self._evaluator(stub, spec))
                 except NumptxError as e:
                     err = self.failed[spec] = e
                     self.error = self.error or e
@@ -212,6 +207,40 @@ class _SimLaunch:
                     self.ready[spec] = fn
                     return fn
         raise err.with_traceback(None)
+
+    def _evaluator(self, stub: Any, spec: SiteSpec):
+        """fn(spec, values) for one stub, checked as the build checks it (raises if it fails)."""
+        if _is_expr(stub) and not isinstance(stub, PtxExpr):
+            # another object with .stub: its reference runs and no PTX is built for it
+            return _object_evaluator(stub, spec)
+        text = check_stub(spec, stub, self.arch)
+        # a formula is evaluated bound as its stub was (check_stub bound it)
+        return (_binding_evaluator(stub.binding(site_for(spec)))
+                if isinstance(stub, PtxExpr) else _ptx_evaluator(text))
+
+    def _pack_evaluator(self, pop: Population, spec: SiteSpec):
+        """fn(spec, values) for a packed population: the candidate the selector names runs; a
+        selector out of range, or a candidate that fails the build's checks (then recorded in
+        the population's errors, as the build records it), runs nothing (as an empty site)."""
+        check_selector(site_for(spec), pop.select)
+        fns: dict[int, Any] = {}
+        lock = threading.Lock()
+
+        def candidate(k: int):
+            with lock:
+                if k not in fns:
+                    try:
+                        fns[k] = self._evaluator(pop.candidates[k], spec)
+                    except NumptxError as e:
+                        pop.fail(k, with_index(e, pop.offset + k))
+                        fns[k] = None
+                return fns[k]
+
+        def run_pack(spec, values):
+            k = int(_typed_inputs(spec, values)[pop.select])
+            fn = candidate(k) if 0 <= k < len(pop) and pop.offset + k not in pop.errors else None
+            return _empty_site(spec, values) if fn is None else fn(spec, values)
+        return run_pack
 
 
 def _launch_simulator(kv, config, args) -> None:

@@ -1,0 +1,393 @@
+"""Packed populations: many candidate stubs for one site in one module, picked at run time.
+
+A population is a list of candidates for one site (each anything a stub may be: PTX text, a
+Stack PTX program, an ``@nx.ptx_expr`` formula). Packed, they become one stub that jumps on a
+*selector*, a u32/s32 input of the site, to candidate ``k``'s code: the whole population is
+rendered once, assembled by one nvJitLink run, loaded once and launched once::
+
+    tmpl = nx.CudaTemplate(FIT, entry="fit")           # PTX_IN(U32, cand) at site "f"
+    pack = tmpl.pack("f", programs, select="cand")     # one module, one assembly
+    len(pack), pack.ptx, pack.cubin, pack.errors
+    pack[(blocks, len(pack)), 256](err, X, Y, n)       # every candidate in one launch (GPU)
+    packs = tmpl.pack_many("f", programs_10k, select="cand", per_module=512)   # in parallel
+
+The packed stub (PTX ``brx.idx`` over a ``.branchtargets`` table, each candidate in a scope of
+its own; measured against a branch tree in benchmarks/bench_populations.py: ptxas assembles the
+table sooner, and it costs one indirect branch at run time)::
+
+    {
+    .reg .pred %__nx_pk_oob;  .reg .u32 %__nx_pk_i;
+    mov.f32 %v_y, 0f00000000;                   out variables read 0 unless a candidate runs
+    mov.b32 %__nx_pk_i, %v_cand;
+    setp.ge.u32 %__nx_pk_oob, %__nx_pk_i, N;    a selector >= N (or < 0) runs no candidate
+    @%__nx_pk_oob bra $__nx_pk_end;
+    $__nx_pk_tab: .branchtargets $__nx_pk_0, ...;
+    brx.idx %__nx_pk_i, $__nx_pk_tab;
+    $__nx_pk_0: { candidate 0 } bra.uni $__nx_pk_end;
+    ...
+    $__nx_pk_end:
+    }
+
+**Selector out of range, failed candidates.** A selector that names no candidate (``>= N``,
+or negative for an s32 selector) runs nothing: mod variables keep their values and out
+variables are 0, as at a site left empty (``missing="empty"``); the simulator does the same. A
+candidate whose stub does not fit the site (it fails to compile for it, or ptxas refuses it)
+is left out the same way and listed in ``pack.errors`` (index -> the numptx error); the other
+candidates still build. ``errors="raise"`` raises a :class:`BuildError` instead.
+"""
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Executor
+from typing import Any
+
+from ..errors import LinkError, NumptxError
+from ..inject import Site
+from .errors import BuildError, summary
+from .numba_site import SIMULATOR
+from .stubs import resolve_stub
+
+__all__ = ["Population", "Pack", "PackError", "pack", "pack_many", "DEFAULT_PER_MODULE",
+           "check_selector", "with_index",
+           "dispatch_text"]
+
+log = logging.getLogger(__name__)
+
+#: candidates per module of :func:`pack_many` (benchmarks/bench_populations.py measures it)
+DEFAULT_PER_MODULE = 512
+_P = "$__nx_pk"                 # label prefix: scoped to the packed stub's block
+_MARK = "// numptx candidate "  # before each candidate: maps ptxas's line numbers back to it
+_SELECTOR_TYPES = ("u32", "s32")
+_ZERO = {"f32": "0f00000000", "f64": "0d0000000000000000"}
+_LOG_MSG = re.compile(r"line (\d+); (?:error|fatal)\s*:\s*(.*)")
+
+
+class PackError(NumptxError):
+    """A population that cannot be packed: empty, a selector that is no u32/s32 input of the
+    site, bad arguments. ``site`` names the site (or None)."""
+
+    def __init__(self, message: str, *, site: str | None = None):
+        self.site = site
+        super().__init__(message)
+
+
+def _zero(var) -> str:
+    """The instruction that sets an out variable to 0 before the jump."""
+    t, reg = var.reg_type, "%" + var.reg
+    if t == "pred":
+        return f"setp.ne.u32 {reg}, 0, 0;"
+    return f"mov.{t if t in _ZERO else 'b' + t[1:]} {reg}, {_ZERO.get(t, '0')};"
+
+
+def dispatch_text(site: Site, select: str, texts: Sequence[str | None]) -> str:
+    """The packed stub for ``site``: a jump on input ``select`` to ``texts[k]`` (None: no
+    candidate there; see the module documentation)."""
+    n = len(texts)
+    out = ["{", ".reg .pred %__nx_pk_oob;", ".reg .u32 %__nx_pk_i;"]
+    out += [_zero(v) for v in site if v.kind == "out"]
+    out += [f"mov.b32 %__nx_pk_i, %{site[select].reg};",
+            f"setp.ge.u32 %__nx_pk_oob, %__nx_pk_i, {n};",
+            f"@%__nx_pk_oob bra {_P}_end;",
+            f"{_P}_tab: .branchtargets "
+            + ", ".join(f"{_P}_{k}" if t is not None else f"{_P}_end" for k, t in enumerate(texts))
+            + ";",
+            f"brx.idx %__nx_pk_i, {_P}_tab;"]
+    for k, t in enumerate(texts):
+        if t is not None:
+            out += [f"{_P}_{k}:", f"{_MARK}{k}", "{", t, "}", f"bra.uni {_P}_end;"]
+    out += [f"{_P}_end:", "}"]
+    return "\n".join(out)
+
+
+def check_selector(site: Site, select: str) -> None:
+    if select not in site:
+        ins = [v.name for v in site if v.kind == "in"]
+        raise PackError(f"site {site.name!r} has no input {select!r} to select candidates by "
+                        f"(its inputs: {', '.join(ins) or 'none'}); add PTX_IN(U32, {select}) "
+                        f"or name one with select=", site=site.name)
+    v = site[select]
+    if v.kind != "in" or v.dtype not in _SELECTOR_TYPES:
+        raise PackError(f"site {site.name!r}: the selector {select!r} is {v.kind} {v.dtype}; it "
+                        f"must be an input of type u32 or s32", site=site.name)
+
+
+class Population:
+    """The candidates of one site, as one stub (``stub(site)`` gives the packed text). Each
+    candidate is resolved for the site on first use; one that does not fit is kept out and its
+    error recorded in ``errors`` (index -> numptx error; indices count from ``offset``)."""
+
+    def __init__(self, candidates: Iterable[Any], select: str, *, offset: int = 0):
+        if isinstance(candidates, (str, bytes, Mapping)):
+            raise PackError("a population is a list of candidates (stubs), not one "
+                            f"{type(candidates).__name__}")
+        try:
+            self.candidates = list(candidates)
+        except TypeError:
+            raise PackError(f"a population is a list of candidates, not "
+                            f"{type(candidates).__name__}") from None
+        if not self.candidates:
+            raise PackError("an empty population: give at least one candidate")
+        if not isinstance(select, str) or not select:
+            raise PackError(f"select= names the site input that picks the candidate (str), not "
+                            f"{select!r}")
+        self.select, self.offset = select, offset
+        self.errors: dict[int, NumptxError] = {}
+        self._texts: dict[tuple, list[str | None]] = {}   # per site signature
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self.candidates)
+
+    def __repr__(self) -> str:
+        return f"<Population of {len(self)} at selector {self.select!r}, {len(self.errors)} failed>"
+
+    def fail(self, k: int, error: NumptxError) -> None:
+        """Leave candidate ``k`` (local index) out from now on, with ``error`` as the reason."""
+        with self._lock:
+            self.errors.setdefault(self.offset + k, error)
+            for texts in self._texts.values():
+                texts[k] = None
+
+    def texts(self, site: Site) -> list[str | None]:
+        """Each candidate's PTX text for ``site`` (None: left out)."""
+        key = (site.name, site.signature)
+        got = self._texts.get(key)
+        if got is not None:
+            return got
+        check_selector(site, self.select)
+        out: list[str | None] = []
+        failed: dict[int, NumptxError] = {}
+        for k, c in enumerate(self.candidates):
+            if self.offset + k in self.errors:
+                out.append(None)
+                continue
+            try:
+                out.append(resolve_stub(c, site))
+            except NumptxError as e:
+                failed[k] = with_index(e, self.offset + k)
+                out.append(None)
+            except Exception as e:   # noqa: BLE001 - a user object's .stub failed: name the index
+                failed[k] = with_index(NumptxError(f"{type(e).__name__}: {e}"), self.offset + k)
+                out.append(None)
+        with self._lock:
+            for k, e in failed.items():
+                self.errors.setdefault(self.offset + k, e)
+            return self._texts.setdefault(key, out)
+
+    def stub(self, site: Site) -> str:
+        """The packed stub for ``site`` (what a template injects)."""
+        texts = self.texts(site)
+        if all(t is None for t in texts):
+            raise BuildError(f"site {site.name!r}: none of the {len(texts)} candidates fits "
+                             f"(first: {summary(next(iter(self.errors.values())))})",
+                             errors=dict(self.errors), variants=[])
+        return dispatch_text(site, self.select, texts)
+
+    def culprits(self, ptx: str, log_text: str) -> dict[int, list[str]]:
+        """The candidates (local index -> what ptxas said of their lines) that the failing
+        lines of an nvJitLink log lie in, found from the candidate marks above those lines in
+        the rendered ``ptx``. Each message reads ``stub line j: 'text': message``, j counted in
+        the candidate's own text."""
+        lines = ptx.splitlines()
+        found: dict[int, list[str]] = {}
+        for m in _LOG_MSG.finditer(log_text):
+            at = i = int(m.group(1)) - 1
+            while 0 <= i < len(lines):
+                s = lines[i].lstrip()
+                if s.startswith(_MARK):
+                    k = int(s[len(_MARK):])
+                    if 0 <= k < len(self.candidates):
+                        # the mark, then "{", then the candidate's first line
+                        msg = (f"stub line {at - i - 1}: {lines[at].strip()!r}: "
+                               f"{m.group(2).strip()}")
+                        if msg not in found.setdefault(k, []):
+                            found[k].append(msg)
+                    break
+                if s.startswith(_P + "_end:") or s.startswith(_P + "_tab:"):
+                    break
+                i -= 1
+        return found
+
+
+def with_index(e: NumptxError, index: int) -> NumptxError:
+    """``e`` with the candidate index in front of its message (and as ``e.candidate``)."""
+    e.candidate = index
+    if e.args and isinstance(e.args[0], str) and not e.args[0].startswith("candidate "):
+        e.args = (f"candidate {index}: {e.args[0]}",) + tuple(e.args[1:])
+    return e
+
+
+class Pack:
+    """A built population: candidate ``k`` runs where the selector reads ``k``. ``len(pack)``,
+    ``ptx``, ``cubin`` (one assembly; a candidate ptxas refuses is left out and the rest
+    assembled again), ``errors`` (global index -> error; read it after ``cubin``), ``offset``
+    (the global index of candidate 0, for :func:`pack_many`'s modules), ``variant``, and
+    ``pack[grid, block](*args)`` launches all candidates at once."""
+
+    def __init__(self, make: Callable[[Population], Any], population: Population, *,
+                 errors: str = "keep"):
+        self._make = make
+        self.population = population
+        self.errors_mode = errors
+        self.variant = make(population)
+        self._lock = threading.Lock()
+        self._built = False
+
+    def __len__(self) -> int:
+        return len(self.population)
+
+    @property
+    def offset(self) -> int:
+        return self.population.offset
+
+    @property
+    def select(self) -> str:
+        return self.population.select
+
+    @property
+    def candidates(self) -> list:
+        return self.population.candidates
+
+    @property
+    def errors(self) -> dict[int, NumptxError]:
+        return self.population.errors
+
+    @property
+    def ok(self) -> list[int]:
+        """Global indices of the candidates that run."""
+        return [self.offset + k for k in range(len(self)) if self.offset + k not in self.errors]
+
+    @property
+    def ptx(self) -> str:
+        return self.variant.ptx
+
+    @property
+    def key(self) -> str:
+        return self.variant.key
+
+    @property
+    def cubin(self) -> bytes:
+        with self._lock:
+            while True:
+                try:
+                    cubin = self.variant.cubin
+                    break
+                except LinkError as e:
+                    if not self._drop(e):
+                        raise
+            if not self._built:
+                self._built = True
+                self._report()
+            return cubin
+
+    def _drop(self, e: LinkError) -> bool:
+        """Leave out the candidates a link error blames, for a new variant; False if none."""
+        bad = self.population.culprits(self.variant.ptx, e.log)
+        if not bad:
+            return False
+        site = e.site
+        for k, msgs in sorted(bad.items()):
+            err = LinkError(f"invalid stub for site {site!r}: " + "; ".join(msgs[:3]),
+                            log=e.log, options=e.options, site=site,
+                            stub_line=msgs[0].split(": ", 2)[1].strip("'"))
+            self.population.fail(k, with_index(err, self.offset + k))
+        log.info("numptx: pack at offset %d: %d candidate(s) refused by ptxas, assembling the "
+                 "rest", self.offset, len(bad))
+        self.variant = self._make(self.population)   # its stub text leaves them out
+        return True
+
+    def _report(self) -> None:
+        if self.errors and self.errors_mode == "raise":
+            first = sorted(self.errors.items())[:5]
+            listed = "\n".join(f"  candidate {i}: {summary(e)}" for i, e in first)
+            more = f"\n  ... and {len(self.errors) - 5} more" if len(self.errors) > 5 else ""
+            raise BuildError(f"{len(self.errors)} of {len(self)} candidates failed:\n{listed}{more}",
+                             errors=dict(self.errors), variants=[self])
+
+    def __getitem__(self, config):
+        if not SIMULATOR:     # the simulator builds nothing: it checks each candidate alone
+            self.cubin        # built (and failed candidates left out) before the launch
+        return self.variant[config]
+
+    def __repr__(self) -> str:
+        return (f"<Pack of {len(self)} at offset {self.offset}, selector {self.select!r}, "
+                f"{len(self.errors)} failed>")
+
+
+def _check_errors_mode(errors: str) -> None:
+    if errors not in ("keep", "raise"):
+        raise PackError(f"errors={errors!r}: use 'keep' (failed candidates listed in "
+                        f"pack.errors) or 'raise'")
+
+
+def pack(target: Any, site: str, candidates: Iterable[Any], *, select: str,
+         errors: str = "keep", missing: str = "error", stubs: Mapping[str, Any] | None = None,
+         offset: int = 0) -> Pack:
+    """:meth:`Template.pack <numptx.jit.template.Template.pack>` of ``target`` (a template or a
+    numba kernel: anything with ``inject(stubs, missing=)`` and ``sites``)."""
+    _check_errors_mode(errors)
+    if not isinstance(site, str):
+        raise PackError(f"pack: the site is named by a str, not {type(site).__name__}")
+    other = dict(stubs or {})
+    if site in other:
+        raise PackError(f"pack: site {site!r} gets the population; give other sites' stubs only",
+                        site=site)
+    pop = population_for(candidates, select, offset)
+
+    def make(p: Population):
+        return target.inject({**other, site: p}, missing=missing)
+    return Pack(make, pop, errors=errors)
+
+
+def population_for(candidates: Any, select: str, offset: int = 0) -> Population:
+    return Population(candidates, select, offset=offset)
+
+
+def pack_many(target: Any, site: str, candidates: Iterable[Any], *, select: str,
+              per_module: int = DEFAULT_PER_MODULE, executor: Executor | None = None,
+              progress: bool | Callable[[int, int], Any] = False, errors: str = "keep",
+              missing: str = "error", max_workers: int | None = None,
+              stubs: Mapping[str, Any] | None = None) -> list[Pack]:
+    """:meth:`Template.pack_many <numptx.jit.template.Template.pack_many>` of ``target``."""
+    _check_errors_mode(errors)
+    if isinstance(per_module, bool) or not isinstance(per_module, int) or per_module < 1:
+        raise PackError(f"per_module={per_module!r}: a positive int")
+    if isinstance(candidates, (str, bytes, Mapping)):
+        raise PackError("a population is a list of candidates (stubs), not one "
+                        f"{type(candidates).__name__}")
+    cands = list(candidates)
+    if not cands:
+        raise PackError("an empty population: give at least one candidate")
+    packs = [pack(target, site, cands[i:i + per_module], select=select, missing=missing,
+                  stubs=stubs, offset=i)
+             for i in range(0, len(cands), per_module)]
+    todo = list(range(len(packs)))
+    while todo:
+        built = target.build_many([{**(stubs or {}), site: packs[i].population} for i in todo],
+                                  executor=executor, progress=progress, errors="return",
+                                  missing=missing, max_workers=max_workers)
+        again = []
+        for i, got in zip(todo, built):
+            p = packs[i]
+            if isinstance(got, LinkError) and p._drop(got):
+                again.append(i)
+            elif isinstance(got, BaseException):
+                raise got
+            elif hasattr(p.variant, "adopt"):      # a numba kernel's variant: keep its build
+                p.variant.adopt(got)
+            else:
+                p.variant = got
+        todo, progress = again, False
+    for p in packs:
+        p._built = True
+    all_errors = {i: e for p in packs for i, e in p.errors.items()}
+    if all_errors and errors == "raise":
+        first = sorted(all_errors.items())[:5]
+        listed = "\n".join(f"  candidate {i}: {summary(e)}" for i, e in first)
+        more = f"\n  ... and {len(all_errors) - 5} more" if len(all_errors) > 5 else ""
+        raise BuildError(f"{len(all_errors)} of {len(cands)} candidates failed:\n{listed}{more}",
+                         errors=all_errors, variants=packs)
+    return packs
