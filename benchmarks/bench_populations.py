@@ -1,0 +1,163 @@
+"""Populations: candidates per second per core, packed against separate variants.
+
+- packs of random 32-instruction Stack PTX programs (stubs + render + nvJitLink), one thread,
+  against ``build_many`` of the same programs as separate variants (one thread), side by side;
+- the cost per candidate as a function of ``per_module`` (64 ... 4096);
+- jump table (``brx.idx``, what numptx emits) against a binary branch tree, same candidates;
+- the host cost of a launch: on a CPU the argument preparation alone
+  (``python benchmarks/bench_launch.py``), on a GPU the whole launch.
+
+    python benchmarks/bench_populations.py [--n 2048] [--separate 64]
+
+Programs/s per core are measured on one thread (``max_workers=1``): core-seconds per
+candidate is what the target is about, and this 2-core machine is shared.
+"""
+from __future__ import annotations
+
+import argparse
+import random
+import time
+
+import numptx as nx
+from numptx import stack_ptx as sp
+from numptx.jit.pack import Population
+
+FIT = r'''
+extern "C" __global__ void fit(float* err, const float* X, const float* Y, int n) {
+    unsigned cand = blockIdx.y;
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float e = 0.0f;
+    if (i < n) {
+        float x = X[i], y;
+        PTX_INJECT("f", PTX_IN(U32, cand), PTX_IN(F32, x), PTX_OUT(F32, y));
+        float d = y - Y[i];
+        e = d * d;
+    }
+    for (int o = 16; o > 0; o >>= 1) e += __shfl_down_sync(0xffffffffu, e, o);
+    if ((threadIdx.x & 31) == 0) atomicAdd(&err[cand], e);
+}'''
+
+_BIN = ["add.rn.f32", "sub.rn.f32", "mul.rn.f32", "min.f32", "max.f32"]
+# unary rows: single instructions on the GPU (sqrt.rn / div.rn expand to subroutines that
+# ptxas compiles per call site: a program of those costs several times more to assemble)
+_UN = ["abs.f32", "neg.f32", "ex2.approx.ftz.f32", "sin.approx.ftz.f32", "lg2.approx.ftz.f32"]
+
+
+def chain(seed: int, n_instr: int = 32) -> list:
+    """A random Stack PTX program of ``n_instr`` instructions over x whose every instruction
+    feeds the result (each takes the running value), so none is dead."""
+    r = random.Random(seed)
+    p = [sp.input("x")]
+    for _ in range(n_instr):
+        k = r.random()
+        if k < 0.55:
+            p += [sp.input("x") if r.random() < 0.5 else sp.const(r.uniform(-2, 2), "f32"),
+                  sp.instr(r.choice(_BIN))]
+        elif k < 0.8:
+            p += [sp.const(r.uniform(-2, 2), "f32"), sp.input("x"), sp.instr("fma.rn.f32")]
+        else:
+            p.append(sp.instr(r.choice(_UN)))
+    return p
+
+
+def random_program(seed: int, n_instr: int = 32) -> list:
+    """A random Stack PTX program as mm-ptx's packed benchmark makes them: 32 instructions
+    drawn at random, each popping its operands from the stack (inputs and constants pushed
+    when it runs short); values left under the top are dead and the compiler drops them."""
+    r = random.Random(seed)
+    p, depth, n = [], 0, 0
+    rows = [(b, 2) for b in _BIN] + [(u, 1) for u in _UN] + [("fma.rn.f32", 3)]
+    while n < n_instr:
+        name, arity = r.choice(rows)
+        while depth < arity or r.random() < 0.3:
+            p.append(sp.input("x") if r.random() < 0.5 else sp.const(r.uniform(-2, 2), "f32"))
+            depth += 1
+        p.append(sp.instr(name))
+        depth -= arity - 1
+        n += 1
+    return p
+
+
+def _tree(site, select: str, texts: list[str]) -> str:
+    """The same population as a binary branch tree over the selector (for comparison)."""
+    out = ["{", ".reg .pred %__t;", ".reg .u32 %__i;", f"mov.b32 %__i, %{site[select].reg};",
+           f"setp.ge.u32 %__t, %__i, {len(texts)};", "@%__t bra $__T_end;"]
+    count = [0]
+
+    def node(lo: int, hi: int) -> None:
+        if hi - lo == 1:
+            out.extend(["{", texts[lo], "}", "bra.uni $__T_end;"])
+            return
+        mid = (lo + hi) // 2
+        count[0] += 1
+        right = f"$__T_r{count[0]}"
+        out.extend([f"setp.ge.u32 %__t, %__i, {mid};", f"@%__t bra {right};"])
+        node(lo, mid)
+        out.append(f"{right}:")
+        node(mid, hi)
+    node(0, len(texts))
+    out += ["$__T_end:", "}"]
+    return "\n".join(out)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=2048, help="programs per pack")
+    ap.add_argument("--separate", type=int, default=64,
+                    help="programs built as separate variants (the per-candidate cost is flat)")
+    ap.add_argument("--sweep", default="64,128,256,512,1024,2048,4096")
+    args = ap.parse_args()
+
+    tmpl = nx.CudaTemplate(FIT, entry="fit", cache=False)
+    site = tmpl.sites["f"]
+    n_max = max(args.n, max(map(int, args.sweep.split(","))))
+    families = {"random (mm-ptx style)": [random_program(s) for s in range(n_max)],
+                "chain (every instruction live)": [chain(s) for s in range(args.n)]}
+
+    def packed(progs: list, n: int) -> float:
+        t0 = time.perf_counter()
+        tmpl.pack("f", progs[:n], select="cand").cubin
+        return (time.perf_counter() - t0) / n
+
+    print(f"{'case':52s} {'n':>5s} {'per candidate':>14s} {'programs/s/core':>16s}")
+    for fam, progs in families.items():
+        live = sum(sp.compile(p, site=site).count(";") for p in progs[:64]) / 64
+        sep = progs[:args.separate]
+        t = time.perf_counter()
+        tmpl.build_many([{"f": p} for p in sep], max_workers=1)
+        per_sep = (time.perf_counter() - t) / len(sep)
+        per_pack = min(packed(progs, args.n) for _ in range(2))
+        print(f"{fam}: {live:.0f} PTX statements per stub on average")
+        for name, n, per in (("  separate variants (build_many, 1 thread)", len(sep), per_sep),
+                             (f"  packed, per_module={args.n} (1 thread)", args.n, per_pack)):
+            print(f"{name:52s} {n:5d} {per * 1e3:11.3f} ms {1 / per:16.0f}")
+        print(f"{'  core-seconds per candidate, separate / packed':52s} "
+              f"{per_sep / per_pack:22.1f}x   (target >= 30x)")
+        print(f"{'  packed programs/s per core':52s} {1 / per_pack:22.0f}    "
+              f"(target >= 5000; mm-ptx 3170)")
+    progs = families["random (mm-ptx style)"]
+
+    print("\nper_module sweep, random programs (one pack of each size, 1 thread):")
+    best = None
+    for n in map(int, args.sweep.split(",")):
+        per = packed(progs, n)
+        best = (per, n) if best is None or per < best[0] else best
+        print(f"  per_module={n:5d}: {per * 1e6:8.1f} us per candidate, {1 / per:8.0f} programs/s")
+    print(f"  best: per_module={best[1]}")
+
+    print("\njump table (brx.idx) vs branch tree, same candidates, nvJitLink only:")
+    texts = Population(progs[:args.n], "cand").texts(site)
+    from numptx.jit.pack import dispatch_text
+    for name, stub in (("jump table", dispatch_text(site, "cand", texts)),
+                       ("branch tree", _tree(site, "cand", texts))):
+        ptx = tmpl.render([stub])
+        t = time.perf_counter()
+        nx.ptx_to_cubin(ptx, tmpl.arch)
+        print(f"  {name:12s}: {(time.perf_counter() - t) * 1e3:8.1f} ms for {args.n}")
+
+    print("\nlaunch host cost: see python benchmarks/bench_launch.py (argument preparation on a "
+          "CPU; whole launches on a GPU)")
+
+
+if __name__ == "__main__":
+    main()
