@@ -19,6 +19,11 @@ architecture when it differs from the template's) and launched with ``cuda.core.
 numba's own kernels are. A CAI ``stream`` is synchronized before the launch unless
 ``NUMBA_CUDA_ARRAY_INTERFACE_SYNC=0``; with a stream, host-array copies back are asynchronous
 (synchronize the stream before reading them). C++ cannot run in numba's simulator.
+
+The first launch of a variant leaves a launch plan (:class:`CudaLaunch`): later launches with
+the same argument types in the same context skip the GPU check, the module lookup and most of
+:func:`marshal` (:class:`ArgPlan` converts them); anything else takes the full path, whose
+results and errors are the ones given (``residency.LAUNCH_PLANS = False`` turns plans off).
 """
 from __future__ import annotations
 
@@ -27,19 +32,20 @@ import logging
 import math
 import numbers
 import operator
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from ..semantics import bf16_bits
-from . import numba_site
+from . import numba_site, residency
 from .arch import normalize_arch
 from .errors import LaunchError
 from .params import Param, signature
-from .residency import keep_loaded, launch_config, loaded
+from .residency import context_handle, keep_loaded, launch_config, loaded, plain_config
 
-__all__ = ["CudaLaunch", "Marshalled", "marshal"]
+__all__ = ["ArgPlan", "CudaLaunch", "Marshalled", "marshal"]
 
 log = logging.getLogger(__name__)
 
@@ -246,6 +252,194 @@ def _scalar(where: str, p: Param, a: Any) -> ctypes._SimpleCData:
 
 
 # ---------------------------------------------------------------------------------------------
+# launch plans: marshal's work, specialized to the argument types it saw
+# ---------------------------------------------------------------------------------------------
+class _Miss(Exception):
+    """A fast converter's doubt: the caller runs :func:`marshal`, whose result or error counts."""
+
+
+_2_64 = 1 << 64
+#: 2**128 - 2**103, the smallest double that float32 rounds to infinity (round to even)
+_F32_LIMIT = 3.4028235677973366e38
+_NP_SCALARS = frozenset(t for t in set(np.sctypeDict.values())     # not timedelta64 (units)
+                        if issubclass(t, (np.number, np.bool_))
+                        and not issubclass(t, np.timedelta64))
+_SCALAR_TYPES = frozenset({int, bool, float}) | _NP_SCALARS
+_PLAIN_INDEX = operator.index
+_MAX_TYPE_SETS = 64            # argument-type tuples remembered per plan (cleared beyond)
+_UNSEEN = object()
+
+
+def _is_integer_type(t: type) -> bool:
+    return issubclass(t, (numbers.Integral, np.integer)) and not issubclass(t, (bool, np.bool_))
+
+
+def _none_pointer(a, streams):
+    return ctypes.c_uint64(0)
+
+
+def _int_pointer(a, streams):
+    v = int(a)
+    if 0 <= v < _2_64:
+        return ctypes.c_uint64(v)
+    raise _Miss
+
+
+def _cai_converter(p: Param):
+    """Pointers from ``__cuda_array_interface__`` objects: marshal's checks, with the dtype
+    verdict kept per typestr (a miss, e.g. an object without CAI, leaves it to marshal)."""
+    ok: dict = {}                       # typestr -> itemsize, accepted for this parameter
+
+    def cai_pointer(a, streams):
+        cai = a.__cuda_array_interface__
+        if cai.get("mask") is not None:
+            raise _Miss
+        ts = cai["typestr"]
+        size = ok.get(ts)
+        if size is None:
+            dt = np.dtype(ts)
+            _check_dtype("", p, dt)         # raises: marshal words the error
+            size = ok[ts] = dt.itemsize
+        strides = cai.get("strides")
+        if strides is not None and not _contiguous(tuple(cai["shape"]), tuple(strides), size):
+            raise _Miss
+        s = cai.get("stream")
+        if s is not None:
+            streams.append(int(s))
+        return ctypes.c_uint64(int(cai["data"][0]))
+    return cai_pointer
+
+
+def _float_converter(where: str, p: Param, t: type):
+    if issubclass(t, np.complexfloating):
+        return None
+    dt = p.dtype
+    if dt == "float64":
+        return lambda a, streams: ctypes.c_double(float(a))
+    if dt == "float32":
+        def f32(a, streams):
+            x = float(a)
+            # finite doubles past the limit overflow to inf, which marshal refuses
+            if -_F32_LIMIT < x < _F32_LIMIT or not math.isfinite(x):
+                return ctypes.c_float(x)     # the same rounding as np.float32(x)
+            raise _Miss
+        return f32
+    return lambda a, streams: _scalar(where, p, a)      # float16 / bfloat16: marshal's own
+
+
+def _int_converter(p: Param, t: type):
+    if issubclass(t, (float, np.floating, np.complexfloating)):
+        return None
+    index = (lambda a: operator.index(bool(a))) if t is np.bool_ else _PLAIN_INDEX
+    dt = p.dtype
+    if dt == "bool":
+        def to_bool(a, streams):
+            v = index(a)
+            if v == 0 or v == 1:
+                return ctypes.c_bool(bool(v))
+            raise _Miss
+        return to_bool
+    if dt is None:                      # PTX only: either sign fits, kept as unsigned bits
+        if p.size not in _UNSIGNED:
+            return None
+        bits, unsigned = 8 * p.size, _UNSIGNED[p.size]
+        lo, mask = -(1 << (bits - 1)), (1 << bits) - 1
+
+        def to_bits(a, streams):
+            v = index(a)
+            if lo <= v <= mask:
+                return unsigned(v & mask)
+            raise _Miss
+        return to_bits
+    info = np.iinfo(dt)
+    lo, hi, ctype = int(info.min), int(info.max), _CTYPES[dt]
+
+    def to_int(a, streams):
+        v = index(a)
+        if lo <= v <= hi:
+            return ctype(v)
+        raise _Miss
+    return to_int
+
+
+def _converter(where: str, p: Param, t: type):
+    """fn(arg, streams) -> ctypes value for arguments of exact type ``t`` at parameter ``p``,
+    equal to marshal's or raising (then marshal decides); None: always leave it to marshal."""
+    if p.dtype == "struct":
+        return None
+    if p.is_pointer or (p.is_pointer is None and not _is_integer_type(t)):
+        if t is type(None):
+            return _none_pointer
+        if issubclass(t, (bool, np.bool_, np.ndarray)):
+            return None                 # an error, or a host array to copy: marshal's job
+        return _int_pointer if _is_integer_type(t) else _cai_converter(p)
+    if t not in _SCALAR_TYPES:
+        return None
+    if p.dtype in _FLOAT_SIZES:
+        return _float_converter(where, p, t)
+    return _int_converter(p, t)
+
+
+class ArgPlan:
+    """:func:`marshal` for one kernel, specialized per tuple of argument types.
+
+    ``prepare(args)`` returns ``(values, streams)`` equal to marshal's result without
+    ``to_device`` (same ctypes types and bytes, same CAI streams), or None whenever any check
+    is in doubt: a type it has no converter for (host arrays, DLPack, numba hints, structs,
+    floats for integers...), a value out of range, an array whose dtype, strides or mask
+    marshal would refuse, a wrong count. The caller then runs marshal, so every error is
+    marshal's own. Converters are made per (parameter, exact type) the first time a tuple of
+    argument types is seen; the last tuple is checked first (one tuple comparison).
+
+    >>> plan = ArgPlan("k", tmpl.params)                       # doctest: +SKIP
+    >>> plan.convert((d_out, d_a, d_b, 1000)).values           # doctest: +SKIP
+    [c_ulong(140...), c_ulong(...), c_ulong(...), c_int(1000)]
+    """
+
+    def __init__(self, entry: str, params: Sequence[Param]):
+        self.entry, self.params = entry, tuple(params)
+        self._where = tuple(f"{entry}: parameter {i} '{p.name}' ({p.ctype})"
+                            for i, p in enumerate(self.params))
+        self._last: tuple = ((), None)          # (types, converters): one object, swapped whole
+        self._by_types: dict = {}
+
+    def converters(self, types: tuple) -> tuple | None:
+        """The converters for arguments of exactly these types (None: marshal's job)."""
+        last = self._last
+        if last[0] == types:
+            return last[1]
+        convs = self._by_types.get(types, _UNSEEN)
+        if convs is _UNSEEN:
+            if len(types) != len(self.params):
+                return None
+            convs = tuple(_converter(w, p, t) for w, p, t in zip(self._where, self.params, types))
+            if None in convs:
+                convs = None
+            if len(self._by_types) >= _MAX_TYPE_SETS:
+                self._by_types.clear()
+            self._by_types[types] = convs
+        self._last = (types, convs)
+        return convs
+
+    def prepare(self, args: Sequence[Any]) -> tuple[list, list[int]] | None:
+        """``(values, streams)`` as marshal makes them, or None (run marshal)."""
+        convs = self.converters(tuple(map(type, args)))
+        if convs is None:
+            return None
+        streams: list[int] = []
+        try:
+            values = [c(a, streams) for c, a in zip(convs, args)]
+        except Exception:   # noqa: BLE001 - any doubt: marshal decides, and words the error
+            return None
+        return values, streams
+
+    def convert(self, args: Sequence[Any]) -> Marshalled | None:
+        """:meth:`prepare` as a :class:`Marshalled` (what marshal returns), or None."""
+        got = self.prepare(args)
+        return None if got is None else Marshalled(*got)
+
+
+# ---------------------------------------------------------------------------------------------
 # the launch
 # ---------------------------------------------------------------------------------------------
 _NO_GPU = ("no CUDA GPU is available to launch this {kind} variant ({entry}): {code} runs only "
@@ -281,18 +475,93 @@ def _require_gpu(template) -> None:
         raise LaunchError(_NO_GPU.format(**fill))
 
 
+class _Plan:
+    """What the full path resolved for one variant, reused by its next launches while the
+    thread's context is ``hctx`` and the module :mod:`.residency` keeps under ``key`` is still
+    ``entry`` (once unloaded, a reload is another entry)."""
+    __slots__ = ("hctx", "ctx", "key", "entry", "kernel", "stream0", "args", "launch",
+                 "to_stream", "make_config", "numba_config")
+
+    def __init__(self, **kw: Any):
+        for k, v in kw.items():
+            setattr(self, k, v)
+
+
+#: variant -> its launch plan (variants are weakly held: a plan goes with its variant)
+_plans: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+#: plain (grid, block[, sharedmem]) -> [grid3, block3, sharedmem, cuda.core LaunchConfig or None]
+_shapes: dict = {}
+_MAX_SHAPES = 1024
+
+
 class CudaLaunch:
-    """``variant[grid, block, stream, sharedmem]``: call it with the kernel's arguments."""
+    """``variant[grid, block, stream, sharedmem]``: call it with the kernel's arguments.
+
+    The first launch of a variant takes the full path (GPU check, context, module load,
+    :func:`marshal`) and leaves a plan: the loaded kernel, the context it is for and an
+    :class:`ArgPlan`. Later launches check the context (one driver call) and that the module is
+    still loaded, convert the arguments with the plan and launch; anything the plan does not
+    cover (other context, unloaded module, a host array, a value marshal would refuse...) takes
+    the full path, so results and errors are the full path's. Parsed configurations are kept
+    per plain ``(grid, block, sharedmem)``, so ``variant[grid, block]`` is cheap to make.
+    """
 
     def __init__(self, variant, config):
         self.variant = variant
-        grid, block, self.stream, shared = launch_config(config)
-        self.grid, self.block = _dims(grid, "grid"), _dims(block, "block")
-        if not isinstance(shared, (numbers.Integral, np.integer)) or shared < 0:
-            raise LaunchError(f"sharedmem is a number of bytes, got {shared!r}")
-        self.sharedmem = int(shared)
+        n = len(config) if type(config) is tuple else 0
+        key = config[:2] + config[3:] if 2 <= n <= 4 else None      # the stream is taken as is
+        shape = _shapes.get(key) if key is not None and plain_config(key) else None
+        if shape is None:
+            grid, block, stream, shared = launch_config(config)
+            grid, block = _dims(grid, "grid"), _dims(block, "block")
+            if not isinstance(shared, (numbers.Integral, np.integer)) or shared < 0:
+                raise LaunchError(f"sharedmem is a number of bytes, got {shared!r}")
+            shape = [grid, block, int(shared), None]
+            if key is not None and plain_config(key):
+                if len(_shapes) >= _MAX_SHAPES:
+                    _shapes.clear()
+                _shapes[key] = shape
+        else:
+            stream = config[2] if n >= 3 else 0
+        self.grid, self.block, self.stream, self.sharedmem = shape[0], shape[1], stream, shape[2]
+        self._shape = shape
 
     def __call__(self, *args: Any) -> None:
+        plan = _plans.get(self.variant)
+        if plan is not None and residency.LAUNCH_PLANS and not numba_site.SIMULATOR \
+                and self._planned(plan, args):
+            return
+        self._full(args)
+
+    def _config(self, make):
+        """The cuda.core LaunchConfig, made once per plain shape."""
+        shape = self._shape
+        cfg = shape[3]
+        if cfg is None:
+            cfg = shape[3] = make(grid=shape[0], block=shape[1], shmem_size=shape[2])
+        return cfg
+
+    def _planned(self, plan: _Plan, args: tuple) -> bool:
+        """Launch as ``plan`` says; False, having done nothing, where it does not apply."""
+        try:
+            if context_handle() != plan.hctx or loaded(plan.key) is not plan.entry:
+                return False
+            s = self.stream
+            stream = plan.stream0 if not s else plan.to_stream(s)
+            got = plan.args.prepare(args)
+        except Exception:   # noqa: BLE001 - the full path decides, and words any error
+            return False
+        if got is None:
+            return False
+        values, streams = got
+        if streams and plan.numba_config.CUDA_ARRAY_INTERFACE_SYNC:
+            for handle in dict.fromkeys(streams):
+                plan.ctx.create_external_stream(handle).synchronize()
+        plan.launch(stream, self._config(plan.make_config), plan.kernel, *values)
+        return True
+
+    def _full(self, args: tuple) -> None:
+        """The full path: every check, the module loaded where needed, :func:`marshal`."""
         t = self.variant.template
         _require_gpu(t)
         from cuda.core import LaunchConfig, launch
@@ -307,7 +576,7 @@ class CudaLaunch:
             stream = _to_core_stream(self.stream)
         except TypeError as e:
             raise LaunchError(f"stream: {e}") from None
-        cufunc = _function(self.variant, ctx)
+        key, entry = _load(self.variant, ctx)
         retr: list = []                       # numba's copy-back functors for host arrays
 
         def to_device(value) -> int:
@@ -318,10 +587,19 @@ class CudaLaunch:
             for handle in dict.fromkeys(m.streams):
                 ctx.create_external_stream(handle).synchronize()
         # what numba's _Kernel.launch does (without cooperative launches)
-        cfg = LaunchConfig(grid=self.grid, block=self.block, shmem_size=self.sharedmem)
-        launch(stream, cfg, cufunc.kernel, *m.values)
+        launch(stream, self._config(LaunchConfig), entry[0].kernel, *m.values)
         for wb in retr:
             wb()
+        if not residency.LAUNCH_PLANS:
+            return
+        old = _plans.get(self.variant)
+        hctx = context_handle()
+        if hctx and (old is None or old.hctx != hctx or old.entry is not entry):
+            _plans[self.variant] = _Plan(
+                hctx=hctx, ctx=ctx, key=key, entry=entry, kernel=entry[0].kernel,
+                stream0=_to_core_stream(0), launch=launch, to_stream=_to_core_stream,
+                make_config=LaunchConfig, numba_config=config,
+                args=old.args if old is not None else ArgPlan(t.entry, params))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -342,16 +620,17 @@ def _for_device(variant, cc: tuple[int, int]):
     return variant.for_arch(f"sm_{dev}")
 
 
-def _function(variant, ctx):
-    """The loaded kernel (a numba CudaPythonFunction) of ``variant`` on ``ctx``'s device."""
+def _load(variant, ctx) -> tuple[tuple, tuple]:
+    """``(key, entry)``: the residency key and entry (a numba CudaPythonFunction, the context,
+    the module) of ``variant`` loaded on ``ctx``'s device."""
     from cuda.core import ObjectCode
     v = _for_device(variant, ctx.device.compute_capability)
     key = (v.key, ctx.device.id)
     hit = loaded(key)
     if hit is not None:
-        return hit[0]
+        return key, hit
     cubin = v.cubin                           # a bad stub raises its LinkError here
     # numba's create_module_image takes a cuda.core ObjectCode (it reads .handle)
     module = ctx.create_module_image(ObjectCode.from_cubin(cubin, name=f"{v.entry}.cubin"))
     cufunc = module.get_function(v.entry)
-    return keep_loaded(key, (cufunc, ctx, module))[0]
+    return key, keep_loaded(key, (cufunc, ctx, module))

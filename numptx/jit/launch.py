@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import logging
 import threading
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -34,11 +35,12 @@ from ..dsl.emulator import emulate
 from ..dtypes import get_dtype
 from ..errors import NumptxError
 from ..instructions import NP_DTYPE
-from . import numba_site
+from . import numba_site, residency
 from .errors import LaunchError
 from .numba_site import SIMULATOR, SiteError, SiteSpec
 from .pack import Population, check_selector, with_index
 from .residency import MAX_LOADED, keep_loaded, launch_config, loaded  # noqa: F401
+from .residency import context_handle, plain_config
 from .sim_checks import check_site_names, check_stub, site_for
 
 # LaunchError (.errors) and keep_loaded, MAX_LOADED (.residency) are imported from here as ever
@@ -57,6 +59,8 @@ class KernelLaunch:
     def __call__(self, *args: Any) -> None:
         if SIMULATOR:
             return _launch_simulator(self.kv, self.config, args)
+        if residency.LAUNCH_PLANS and _launch_planned(self.kv, self.config, args):
+            return None
         return _launch_gpu(self.kv, self.config, args)
 
 
@@ -337,3 +341,132 @@ def _launch_gpu(kv, config, args) -> None:
     launchable = hit[0]
     cfg = disp.configure(*config)       # numba's checks of the dimensions and the stream
     launchable.launch(args, cfg.griddim, cfg.blockdim, cfg.stream, cfg.sharedmem)
+    if residency.LAUNCH_PLANS:
+        _remember(kv, disp, argtypes, fkey, hit, config, cfg)
+
+
+# ---------------------------------------------------------------------------------------------
+# launch plans: what _launch_gpu resolved, per KernelVariant and context
+# ---------------------------------------------------------------------------------------------
+class _GpuPlan:
+    """What :func:`_launch_gpu` resolved for one KernelVariant in the context ``hctx``: per
+    tuple of Python argument types, fns giving each argument's numba type (:func:`_typers`);
+    per numba signature, the residency key and entry of the loaded kernel (valid while
+    :func:`loaded` returns that entry); per plain (grid, block), numba's normalized dims."""
+    __slots__ = ("hctx", "disp", "typers", "entries", "dims", "stream0", "to_stream")
+
+    def __init__(self, hctx: int, disp):
+        from numba.cuda.cudadrv.driver import _to_core_stream
+        self.hctx, self.disp = hctx, disp
+        self.typers: dict = {}
+        self.entries: dict = {}         # ids of the numba types -> (types, key, entry)
+        self.dims: dict = {}
+        self.stream0, self.to_stream = _to_core_stream(0), _to_core_stream
+
+
+#: KernelVariant -> its plan (weakly held: a plan goes with its variant)
+_gpu_plans: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_MAX_PLAN_ITEMS = 64            # per dict of a plan (cleared beyond)
+_2_31, _2_63 = 1 << 31, 1 << 63
+
+
+def _put(d: dict, key, value) -> None:
+    if len(d) >= _MAX_PLAN_ITEMS:
+        d.clear()
+    d[key] = value
+
+
+def _remember(kv, disp, argtypes: tuple, fkey, hit, config, cfg) -> None:
+    hctx = context_handle()
+    if not hctx:
+        return
+    plan = _gpu_plans.get(kv)
+    if plan is None or plan.hctx != hctx:
+        plan = _GpuPlan(hctx, disp)
+        _gpu_plans[kv] = plan
+    _put(plan.entries, tuple(map(id, argtypes)), (argtypes, fkey, hit))
+    if plain_config(config[:2]):
+        _put(plan.dims, config[:2], (cfg.griddim, cfg.blockdim))
+
+
+def _launch_planned(kv, config, args) -> bool:
+    """Launch ``kv`` as its plan says; False, having done nothing, where the plan does not
+    apply (then :func:`_launch_gpu` takes the full path and gives any error). numba's own
+    argument marshalling runs either way. Numba's low-occupancy warning comes from the full
+    path alone, once per (variant, grid, block) and context."""
+    plan = _gpu_plans.get(kv)
+    if plan is None:
+        return False
+    grid, block, stream, shared = config
+    try:
+        if context_handle() != plan.hctx:
+            return False
+        types = tuple(map(type, args))
+        typers = plan.typers.get(types)
+        if typers is None:
+            typers = _typers(plan.disp, args)
+            _put(plan.typers, types, typers)
+        argtypes = tuple([f(a) for f, a in zip(typers, args)])
+        got = plan.entries.get(tuple(map(id, argtypes)))
+        if got is None or got[0] != argtypes or loaded(got[1]) is not got[2]:
+            return False
+        dims = plan.dims.get((grid, block)) if plain_config((grid, block)) else None
+        if dims is None:
+            return False
+        core_stream = plan.stream0 if not stream else plan.to_stream(stream)
+    except Exception:   # noqa: BLE001 - the full path decides, and words any error
+        return False
+    got[2][0].launch(args, dims[0], dims[1], core_stream, shared)
+    return True
+
+
+def _typers(disp, args) -> tuple:
+    """Per argument, fn(value) -> ``disp.typeof_pyval(value)``, cheaper where numba's typeof
+    is fixed by the Python type (bool, float, complex, None, NumPy number scalars), by the
+    range of an int, or read from a ``_numba_type_`` property (numba's device arrays) before
+    anything else; other values are typed by numba as they are."""
+    from numba.cuda.dispatcher import CUDADispatcher
+    from numba.cuda.typing.typeof import typeof_impl
+    generic = disp.typeof_pyval
+    if type(disp).typeof_pyval is not CUDADispatcher.typeof_pyval:
+        return (generic,) * len(args)
+    fallback = typeof_impl.dispatch(object)
+    out = []
+    for a in args:
+        t = type(a)
+        if t is int:
+            out.append(_int_typer(generic))
+        elif t in _FIXED_TYPES:
+            out.append(functools.partial(_fixed, generic(a)))
+        elif isinstance(getattr(t, "_numba_type_", None), property) \
+                and typeof_impl.dispatch(t) is fallback:
+            out.append(functools.partial(_numba_type, generic))
+        else:
+            out.append(generic)
+    return tuple(out)
+
+
+_FIXED_TYPES = frozenset({bool, float, complex, type(None)}) | frozenset(
+    t for t in set(np.sctypeDict.values())
+    if issubclass(t, (np.number, np.bool_)) and not issubclass(t, np.timedelta64))   # units vary
+
+
+def _fixed(ty, value):
+    return ty
+
+
+def _int_typer(generic):
+    small, big = generic(0), generic(1 << 40)
+
+    def int_type(v):            # numba: under 32 bits intp, under 64 int64, else its own rule
+        if -_2_31 < v < _2_31:
+            return small
+        if -_2_63 < v < _2_63:
+            return big
+        return generic(v)
+    return int_type
+
+
+def _numba_type(generic, value):
+    ty = getattr(value, "_numba_type_", None)     # what numba's typeof reads first
+    return ty if ty is not None else generic(value)
