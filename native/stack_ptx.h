@@ -1,5 +1,6 @@
 /* stack_ptx.h - compile Stack PTX and AST PTX programs (arrays of uint64 words) to PTX stubs.
-   C99, single header, no allocation: the caller owns every byte of memory.
+   C99, one header plus its generated tables (stack_ptx_tables.h, which ships beside it), no
+   allocation: the caller owns every byte of memory.
    The contract is docs/design/programs.md (sections 1, 3, 4, 5); this comment is the manual.
 
    USAGE

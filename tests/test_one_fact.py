@@ -52,3 +52,40 @@ def test_bf16_kernel_argument_rounds_once():
     from numptx.jit.params import Param
     arg = _scalar("arg 0", Param("b", "__nv_bfloat16", False, "bfloat16", 2), X)
     assert arg.value == BF16_X
+
+
+def test_bf16_argument_overflow_is_a_launch_error_without_warnings():
+    import warnings
+    from numptx.jit.cuda_launch import _scalar
+    from numptx.jit.params import Param
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(nx.LaunchError, match="overflows bfloat16"):
+            _scalar("arg 0", Param("b", "__nv_bfloat16", False, "bfloat16", 2), 1e39)
+
+
+def test_binding_rename_is_a_copy():
+    @nx.ptx_expr
+    def f(x: nx.f32, y: nx.f32) -> nx.f32:
+        return x - y
+
+    @nx.ptx_expr
+    def g(x: nx.f32, y: nx.f32) -> nx.f32:
+        return x - y
+
+    inj = nx.PtxInject(nx.cuda_to_ptx(r'''
+    extern "C" __global__ void k(float* o, const float* a) {
+        float x = a[0], y = a[1], z;
+        PTX_INJECT("combine", PTX_IN(F32, x), PTX_IN(F32, y), PTX_OUT(F32, z));
+        o[0] = z;
+    }''', arch="sm_90"))
+    site = inj.sites["combine"]
+    before = g.stub(site)
+    b = f.binding(site)
+    b.rename["x"], b.rename["y"] = "y", "x"
+
+    @nx.ptx_expr
+    def h(x: nx.f32, y: nx.f32) -> nx.f32:      # a fresh formula of the same signature
+        return x - y
+
+    assert h.stub(site) == before

@@ -500,7 +500,8 @@ class PtxExpr:
         with ``.bind`` is no input, whatever the site has). Raises :class:`BindError`, showing
         both signatures, where the formula does not fit. Cached per site signature."""
         expr, rename, order = self._bind_site(site)
-        return SiteBinding(expr, rename, order, site)
+        # a copy: the cached rename is shared by every formula of the same signature
+        return SiteBinding(expr, dict(rename), order, site)
 
     def _bind_site(self, site: Any) -> tuple[PtxExpr, dict, tuple]:
         """:meth:`binding` as (expr, rename, order), which :meth:`stub` compiles by; cached per

@@ -223,7 +223,7 @@ def _scalar(where: str, p: Param, a: Any) -> ctypes._SimpleCData:
             return ctypes.c_double(x)
         with np.errstate(over="ignore"):
             y = np.float16(x) if dt == "float16" else np.float32(x)
-        bits = bf16_bits(x) if dt == "bfloat16" else None
+            bits = bf16_bits(x) if dt == "bfloat16" else None
         if math.isfinite(x) and (math.isinf(y) or bits is not None and bits & 0x7FFF == 0x7F80):
             raise LaunchError(f"{where}: {a!r} overflows {dt}")
         if dt == "float32":

@@ -117,6 +117,7 @@ def _object_evaluator(stub: Any, spec: SiteSpec):
     its results taken as a formula's are (:func:`~numptx.dsl.expr.output_order`)."""
     params = getattr(stub, "params", None)
     outs = site_for(spec).outputs
+    out_names = {v.name for v in outs}
 
     def run_object(spec, values):
         ins = _typed_inputs(spec, values)
@@ -125,6 +126,9 @@ def _object_evaluator(stub: Any, spec: SiteSpec):
         else:
             r = stub(**ins)
         if isinstance(r, Mapping):
+            # keys the site lacks are the object's own business: its .stub(site) decided the
+            # build, which never reads them
+            r = {k: v for k, v in r.items() if k in out_names}
             form, names, results = "dict", list(r), list(r.values())
         else:
             results = list(r) if isinstance(r, (tuple, list)) else [r]
