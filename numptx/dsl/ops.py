@@ -453,7 +453,12 @@ def update_docs(path: str = "docs/dsl.md", *, check: bool = False) -> bool:
     with open(path, encoding="utf-8") as fh:
         text = fh.read()
     a, b = text.index(_DOC_BEGIN) + len(_DOC_BEGIN), text.index(_DOC_END)
-    new = text[:a] + "\n" + docs_table() + text[b:]
+    return _rewrite(path, text, text[:a] + "\n" + docs_table() + text[b:], check)
+
+
+def _rewrite(path: str, text: str, new: str, check: bool) -> bool:
+    """Write ``new`` over ``path`` (whose contents are ``text``) where they differ; with
+    ``check`` only say whether they are equal."""
     if check:
         return new == text
     if new != text:
@@ -499,10 +504,4 @@ def update_functions(path: str = FUNCTIONS_PATH, *, check: bool = False) -> bool
     it is up to date."""
     with open(path, encoding="utf-8") as fh:
         text = fh.read()
-    new = functions_source()
-    if check:
-        return new == text
-    if new != text:
-        with open(path, "w", encoding="utf-8") as fh:
-            fh.write(new)
-    return True
+    return _rewrite(path, text, functions_source(), check)

@@ -301,11 +301,7 @@ class Pack:
 
     def _report(self) -> None:
         if self.errors and self.errors_mode == "raise":
-            first = sorted(self.errors.items())[:5]
-            listed = "\n".join(f"  candidate {i}: {summary(e)}" for i, e in first)
-            more = f"\n  ... and {len(self.errors) - 5} more" if len(self.errors) > 5 else ""
-            raise BuildError(f"{len(self.errors)} of {len(self)} candidates failed:\n{listed}{more}",
-                             errors=dict(self.errors), variants=[self])
+            raise failed_candidates(self.errors, len(self), [self])
 
     def __getitem__(self, config):
         if not SIMULATOR:     # the simulator builds nothing: it checks each candidate alone
@@ -385,9 +381,14 @@ def pack_many(target: Any, site: str, candidates: Iterable[Any], *, select: str,
         p._built = True
     all_errors = {i: e for p in packs for i, e in p.errors.items()}
     if all_errors and errors == "raise":
-        first = sorted(all_errors.items())[:5]
-        listed = "\n".join(f"  candidate {i}: {summary(e)}" for i, e in first)
-        more = f"\n  ... and {len(all_errors) - 5} more" if len(all_errors) > 5 else ""
-        raise BuildError(f"{len(all_errors)} of {len(cands)} candidates failed:\n{listed}{more}",
-                         errors=all_errors, variants=packs)
+        raise failed_candidates(all_errors, len(cands), packs)
     return packs
+
+
+def failed_candidates(errors: Mapping[int, NumptxError], total: int, packs: list) -> BuildError:
+    """The BuildError of ``errors="raise"``: how many failed, the first five by index."""
+    first = sorted(errors.items())[:5]
+    listed = "\n".join(f"  candidate {i}: {summary(e)}" for i, e in first)
+    more = f"\n  ... and {len(errors) - 5} more" if len(errors) > 5 else ""
+    return BuildError(f"{len(errors)} of {total} candidates failed:\n{listed}{more}",
+                      errors=dict(errors), variants=packs)
