@@ -35,8 +35,8 @@ name the site (``STUB_TAG_OPEN`` + site + "\\n" + stub + ``STUB_TAG_CLOSE``)::
 from __future__ import annotations
 
 __all__ = ["REG_PREFIX", "MARKER_PREFIX", "BEGIN", "VAR", "END", "LEGACY_START", "STUB_TAG",
-           "STUB_END", "STUB_TAG_OPEN", "STUB_TAG_CLOSE", "KINDS", "reg_name", "reg_ref",
-           "var_of_reg", "begin_line", "var_line", "end_line"]
+           "STUB_END", "STUB_TAG_OPEN", "STUB_TAG_CLOSE", "MODULE_LINE", "KINDS", "reg_name", "reg_ref",
+           "var_of_reg", "begin_line", "var_line", "end_line", "hoist_module_lines"]
 
 #: a site variable ``x`` lives in the register ``%v_x`` (stubs are written against it)
 REG_PREFIX = "v_"
@@ -54,6 +54,11 @@ STUB_END = "// PTX_INJECT_STUB_END"
 #: the exact bytes the C core writes around a stub: OPEN + site + "\n" + stub + CLOSE
 STUB_TAG_OPEN = "\t" + STUB_TAG
 STUB_TAG_CLOSE = "\n\t" + STUB_END + "\n"
+
+#: a stub line starting with this holds a module-scope declaration (the rest of the line):
+#: rendering copies it to the top of the module, after ``.address_size`` (a packed stub's
+#: run-time constant table, which must be module scope to be found by name at load time)
+MODULE_LINE = "// numptx module: "
 
 #: variable kinds, in the order the frame copies them in (mod before in)
 KINDS = ("in", "mod", "out")
@@ -73,6 +78,25 @@ def var_of_reg(reg: str) -> str | None:
     """The site variable a frame register names (``v_x`` or ``%v_x`` -> ``x``), else None."""
     reg = reg[1:] if reg.startswith("%") else reg
     return reg[len(REG_PREFIX):] if reg.startswith(REG_PREFIX) and len(reg) > len(REG_PREFIX) else None
+
+
+def hoist_module_lines(ptx: str, stubs: list[str]) -> str:
+    """``ptx`` with the module-scope declarations of ``stubs`` (their ``MODULE_LINE`` lines)
+    inserted after the ``.address_size`` line (or at the top), each once, in order."""
+    decls: list[str] = []
+    for s in stubs:
+        if MODULE_LINE in s:
+            for line in s.splitlines():
+                line = line.strip()
+                if line.startswith(MODULE_LINE):
+                    d = line[len(MODULE_LINE):].strip()
+                    if d not in decls:
+                        decls.append(d)
+    if not decls:
+        return ptx
+    i = ptx.find(".address_size")
+    at = ptx.find("\n", i) + 1 if i >= 0 else 0
+    return ptx[:at] + "\n".join(decls) + "\n" + ptx[at:]
 
 
 def begin_line(site: str) -> str:

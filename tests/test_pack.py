@@ -261,3 +261,112 @@ def test_each_packed_candidate_computes_what_it_computes_alone():
         alone[((n + 127) // 128, 1), 128](one, cuda.to_device(X), n, k)
         assert np.array_equal(got[k], one.copy_to_host()[0]), k
     assert np.array_equal(got[len(cands):], np.zeros((2, n), np.float32))   # out of range: 0
+
+
+# -- run-time constants ------------------------------------------------------------------------
+def test_runtime_constants_lift_literals_into_one_table(fit):
+    from numptx.jit.runtime_constants import table_symbols
+    cands = [[sp.input("x"), sp.const(2.5, "f32"), sp.instr("mul.rn.f32"), sp.const(-1.0, "f32"),
+              sp.instr("add.rn.f32")],
+             "mov.f32 %v_y, %v_x;",                                  # no constant
+             "bogus.f32 %v_y;",                                      # left out
+             "fma.rn.f32 %v_y, %v_x, 0f40000000, 0f3F000000;"]
+    pack = fit.pack("f", cands, select="cand", constants="runtime")
+    cubin = pack.cubin
+    assert list(pack.errors) == [2]
+    body = pack.ptx[pack.ptx.index("brx.idx"):]
+    assert "0f40000000" not in body and "0f3F000000" not in body        # loads, not literals
+    assert ".visible .global .align 8 .b8 __nx_kc_f[32];\n" in pack.ptx     # 2 + 0 + 2 slots
+    assert pack.ptx.index("__nx_kc_f[32];") < pack.ptx.index(".entry")         # module scope
+    assert table_symbols(cubin) == ["__nx_kc_f"]
+    consts = pack.constants
+    assert consts[0].tolist() == [2.5, -1.0] and consts[1].tolist() == [] and consts[2] is None
+    assert consts[3].tolist() == [2.0, 0.5]
+    import struct
+    assert struct.unpack_from("<f", pack.table(), 8 * 2)[0] == 2.0     # candidate 3's first slot
+
+    key = pack.key
+    pack.set_constants({0: [3.0, 4.0], 3: np.array([1.5, 0.25])})
+    assert pack.constants[0].tolist() == [3.0, 4.0] and pack.key == key   # no new assembly
+    assert struct.unpack_from("<f", pack.table(), 8 * 2)[0] == 1.5
+    pack.set_constants([None, [], None, [7.0, 8.0]])
+    assert pack.constants[3].tolist() == [7.0, 8.0] and pack.constants[0].tolist() == [3.0, 4.0]
+
+
+@pytest.mark.parametrize("values, match", [
+    ({0: [1.0]}, r"candidate 0: it has 2 constant\(s\) \(f32 f32\), got 1"),
+    ({2: [1.0]}, "candidate 2: it failed to build"),
+    ({9: [1.0]}, "candidate 9: not in this pack"),
+    ([[1.0, 2.0]], "1 entries for a pack of 4"),
+    ({3: ["a", "b"]}, "candidate 3: constants are numbers"),
+])
+def test_constant_tables_of_the_wrong_shape_name_the_candidate(fit, values, match):
+    from numptx.jit.runtime_constants import ConstantsError
+    cands = [[sp.input("x"), sp.const(2.5, "f32"), sp.instr("mul.rn.f32"), sp.const(-1.0, "f32"),
+              sp.instr("add.rn.f32")], "mov.f32 %v_y, %v_x;", "bogus.f32 %v_y;",
+             "fma.rn.f32 %v_y, %v_x, 0f40000000, 0f3F000000;"]
+    pack = fit.pack("f", cands, select="cand", constants="runtime")
+    pack.cubin
+    with pytest.raises(ConstantsError, match=match):
+        pack.set_constants(values)
+
+
+def test_constants_table_needs_runtime_mode(fit):
+    pack = fit.pack("f", candidates(), select="cand")
+    with pytest.raises(PackError, match="constants='runtime'"):
+        pack.set_constants({0: []})
+    with pytest.raises(PackError, match="constants='fast'"):
+        fit.pack("f", candidates(), select="cand", constants="fast")
+
+
+SIM_CONSTANTS = r'''
+import numpy as np, numptx as nx
+from numba import cuda
+
+@nx.kernel
+def fitk(out, X, S):
+    i = cuda.grid(1)
+    if i < X.shape[0]:
+        for j in range(S.shape[0]):
+            out[j, i] = nx.site("f", cand=S[j], x=X[i], out={"y": nx.f32})
+
+@nx.ptx_expr
+def lin(x: nx.f32) -> nx.f32:
+    return x * 3.0 + 1.0
+
+X = np.linspace(-2, 2, 8).astype(np.float32)
+S = np.array([0, 1], np.uint32)
+pack = fitk.pack("f", [lin, "mul.rn.f32 %v_y, %v_x, 0f40000000;"], select="cand",
+                 constants="runtime")
+out = np.zeros((2, 8), np.float32)
+pack[1, 32](out, X, S)
+assert np.array_equal(out[0], X * np.float32(3) + np.float32(1)) and np.array_equal(out[1], X * 2)
+pack.set_constants([[0.5, -2.0], [10.0]])
+pack[1, 32](out, X, S)
+assert np.array_equal(out[0], X * np.float32(0.5) - np.float32(2)), out
+assert np.array_equal(out[1], X * np.float32(10)), out
+print("CONST-SIM-OK")
+'''
+
+
+def test_runtime_constants_under_the_simulator(tmp_path):
+    run_script(tmp_path, SIM_CONSTANTS, simulator=True, marker="CONST-SIM-OK")
+
+
+@pytest.mark.gpu
+def test_runtime_constants_on_the_gpu():
+    from numba import cuda
+    t = nx.CudaTemplate(EVAL, entry="evalk", cache=False)
+    cands = ["fma.rn.f32 %v_y, %v_x, 0f40000000, 0f3F000000;",
+             [sp.input("x"), sp.const(1.5, "f32"), sp.instr("mul.rn.f32")]]
+    pack = t.pack("f", cands, select="cand", constants="runtime")
+    X = np.linspace(-1, 1, 256).astype(np.float32)
+    dX = cuda.to_device(X)
+    got = cuda.device_array((2, 256), np.float32)
+    pack[(1, 2), 256](got, dX, 256, 0)
+    h = got.copy_to_host()
+    assert np.array_equal(h[0], X * 2 + np.float32(0.5)) and np.array_equal(h[1], X * np.float32(1.5))
+    pack.set_constants([[3.0, -1.0], [0.25]])
+    pack[(1, 2), 256](got, dX, 256, 0)
+    h = got.copy_to_host()
+    assert np.array_equal(h[0], X * 3 - 1) and np.array_equal(h[1], X * np.float32(0.25))

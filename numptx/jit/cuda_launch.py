@@ -300,8 +300,8 @@ def _cai_converter(p: Param):
             dt = np.dtype(ts)
             _check_dtype("", p, dt)         # raises: marshal words the error
             size = ok[ts] = dt.itemsize
-        strides = cai.get("strides")
-        if strides is not None and not _contiguous(tuple(cai["shape"]), tuple(strides), size):
+        shape, strides = tuple(cai["shape"]), cai.get("strides")     # as marshal reads them
+        if strides is not None and not _contiguous(shape, tuple(strides), size):
             raise _Miss
         s = cai.get("stream")
         if s is not None:
@@ -400,7 +400,7 @@ class ArgPlan:
         self.entry, self.params = entry, tuple(params)
         self._where = tuple(f"{entry}: parameter {i} '{p.name}' ({p.ctype})"
                             for i, p in enumerate(self.params))
-        self._last: tuple = ((), None)          # (types, converters): one object, swapped whole
+        self._last: tuple = (None, None)        # (types, converters): one object, swapped whole
         self._by_types: dict = {}
 
     def converters(self, types: tuple) -> tuple | None:
@@ -489,7 +489,7 @@ class _Plan:
 
 #: variant -> its launch plan (variants are weakly held: a plan goes with its variant)
 _plans: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-#: plain (grid, block[, sharedmem]) -> [grid3, block3, sharedmem, cuda.core LaunchConfig or None]
+#: plain (grid, block[, sharedmem]) -> [grid3, block3, sharedmem, None or (maker, config)]
 _shapes: dict = {}
 _MAX_SHAPES = 1024
 
@@ -534,12 +534,12 @@ class CudaLaunch:
         self._full(args)
 
     def _config(self, make):
-        """The cuda.core LaunchConfig, made once per plain shape."""
+        """The cuda.core LaunchConfig (``make``'s), made once per plain shape."""
         shape = self._shape
-        cfg = shape[3]
-        if cfg is None:
-            cfg = shape[3] = make(grid=shape[0], block=shape[1], shmem_size=shape[2])
-        return cfg
+        made = shape[3]
+        if made is None or made[0] is not make:
+            made = shape[3] = (make, make(grid=shape[0], block=shape[1], shmem_size=shape[2]))
+        return made[1]
 
     def _planned(self, plan: _Plan, args: tuple) -> bool:
         """Launch as ``plan`` says; False, having done nothing, where it does not apply."""
@@ -618,6 +618,14 @@ def _for_device(variant, cc: tuple[int, int]):
                           f"sm_{dev} device: make the template with arch='sm_{dev}'")
     log.debug("assembling %s for sm_%d (the template targets %s)", t.entry, dev, t.arch)
     return variant.for_arch(f"sm_{dev}")
+
+
+def loaded_entry(variant) -> tuple[tuple, tuple]:
+    """``(key, (function, context, module))`` of ``variant`` loaded on the current device
+    (built and loaded first if need be)."""
+    from numba.cuda.cudadrv import devices
+    _require_gpu(variant.template)
+    return _load(variant, devices.get_context())
 
 
 def _load(variant, ctx) -> tuple[tuple, tuple]:

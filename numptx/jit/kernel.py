@@ -26,6 +26,7 @@ from ..errors import CompileError, NumptxError
 from .arch import normalize_arch
 from .cache import CubinCache, cache_option
 from .launch import KernelLaunch
+from .launch import loaded_entry as _loaded_entry
 from .numba_site import SIMULATOR, register, site_errors
 from .options import option_list
 from .pack import DEFAULT_PER_MODULE, Pack
@@ -74,8 +75,19 @@ class NumbaTemplate(Template):
     def name(self) -> str:
         return self.kernel.__name__
 
+    def _kernel_variant(self, variant: Variant) -> KernelVariant:
+        """One KernelVariant per variant (its launch plans are reused), holding the variant."""
+        kv = variant.launch_state
+        if kv is None:
+            kv = variant.launch_state = KernelVariant(self.kernel, variant.stub_map)
+            kv.adopt(variant)
+        return kv
+
     def _launcher(self, variant: Variant, config):
-        return KernelVariant(self.kernel, variant.stub_map)[config]
+        return self._kernel_variant(variant)[config]
+
+    def _loaded_entry(self, variant: Variant, args: tuple):
+        return self._kernel_variant(variant).loaded_entry(args)
 
     def __repr__(self) -> str:
         return f"<NumbaTemplate {self.kernel.__name__}{tuple(map(str, self.argtypes))} {self.arch}>"
@@ -256,12 +268,12 @@ class Kernel:
         return self.template(*args, signature=signature).build_many(batch, **kw)
 
     def pack(self, site: str, candidates: Iterable[Any], *, select: str, errors: str = "keep",
-             missing: str = "error", **stubs: Any) -> Pack:
+             missing: str = "error", constants: str = "inline", **stubs: Any) -> Pack:
         """:meth:`Template.pack <numptx.jit.template.Template.pack>` for this kernel: the
         population's variant is a :class:`KernelVariant` (each launch's signature gets its
         build; under the simulator each candidate runs where the selector names it)."""
         return _pack(self, site, candidates, select=select, errors=errors, missing=missing,
-                     stubs=stubs)
+                     stubs=stubs, constants=constants)
 
     def pack_many(self, site: str, candidates: Iterable[Any], *, select: str,
                   per_module: int = DEFAULT_PER_MODULE, args: tuple = (), signature=None,
@@ -300,6 +312,11 @@ class KernelVariant:
         if v is None or v.template is not template:
             v = self._variants[id(template)] = template.inject(self.stubs, missing=self.missing)
         return v
+
+    def loaded_entry(self, args: tuple) -> tuple[tuple, tuple]:
+        """``(key, (launchable, context, module))``: the module a launch with ``args`` runs on
+        the current device, loaded (GPU only)."""
+        return _loaded_entry(self, args)
 
     def adopt(self, variant: Variant) -> None:
         """Use ``variant`` (built elsewhere, e.g. by ``build_many``) for its template."""

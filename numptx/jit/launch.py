@@ -6,7 +6,10 @@ the kernel's own template for those argument types and the device's architecture
 (``Kernel.template(*argtypes, cc=device)``: what ``build_many`` builds for that architecture is
 launched as it is), assembled with nvJitLink through the cubin cache, loaded in the current
 context and launched with numba's launcher. Kernels that need numba to link more code
-(NRT, cooperative groups, ``link=[...]`` files) are refused.
+(NRT, cooperative groups, ``link=[...]`` files) are refused. What a launch resolved (the
+loaded kernel per numba signature, the dimensions) is kept per variant and context and reused
+by later launches whose arguments have the same numba types (``_launch_planned``); anything
+else takes the full path (``residency.LAUNCH_PLANS = False`` turns plans off).
 
 Under the simulator (``NUMBA_ENABLE_CUDASIM=1``) the Python function runs on the CPU and each
 ``nx.site`` evaluates its stub: an ``@nx.ptx_expr`` formula runs its NumPy reference bound to
@@ -238,7 +241,7 @@ class _SimLaunch:
             with lock:
                 if k not in fns:
                     try:
-                        fns[k] = self._evaluator(pop.candidates[k], spec)
+                        fns[k] = self._evaluator(pop.sim_stub(k, site_for(spec)), spec)
                     except NumptxError as e:
                         pop.fail(k, with_index(e, pop.offset + k))
                         fns[k] = None
@@ -295,6 +298,24 @@ _gpu_templates: dict = {}     # (kernel id, argtypes, cc) -> (numba _Kernel, Num
 
 
 def _launch_gpu(kv, config, args) -> None:
+    disp, argtypes, fkey, hit = _resolve_gpu(kv, args)
+    launchable = hit[0]
+    cfg = disp.configure(*config)       # numba's checks of the dimensions and the stream
+    launchable.launch(args, cfg.griddim, cfg.blockdim, cfg.stream, cfg.sharedmem)
+    if residency.LAUNCH_PLANS:
+        _remember(kv, disp, argtypes, fkey, hit, config, cfg)
+
+
+def loaded_entry(kv, args: tuple) -> tuple[tuple, tuple]:
+    """``(key, (launchable, context, module))``: the module that launching ``kv`` with ``args``
+    on the current device runs, loaded (built first if need be)."""
+    _, _, fkey, hit = _resolve_gpu(kv, args)
+    return fkey, hit
+
+
+def _resolve_gpu(kv, args: tuple):
+    """What a launch of ``kv`` with ``args`` runs: numba's dispatcher, the argument types,
+    the residency key and the loaded entry."""
     from numba import cuda
     try:
         available = cuda.is_available()
@@ -342,11 +363,7 @@ def _launch_gpu(kv, config, args) -> None:
         launchable._codelibrary = _LoadedLibrary(cufunc, nk._codelibrary)
         launchable.bind()
         hit = keep_loaded(fkey, (launchable, ctx, module))
-    launchable = hit[0]
-    cfg = disp.configure(*config)       # numba's checks of the dimensions and the stream
-    launchable.launch(args, cfg.griddim, cfg.blockdim, cfg.stream, cfg.sharedmem)
-    if residency.LAUNCH_PLANS:
-        _remember(kv, disp, argtypes, fkey, hit, config, cfg)
+    return disp, argtypes, fkey, hit
 
 
 # ---------------------------------------------------------------------------------------------

@@ -44,8 +44,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Executor
 from typing import Any
 
+import numpy as np
+
 from ..errors import LinkError, NumptxError
 from ..inject import Site
+from . import runtime_constants as RT
+from ..site_layout import MODULE_LINE
+from .device_tables import write_table
 from .errors import BuildError, summary
 from .numba_site import SIMULATOR
 from .stubs import resolve_stub
@@ -82,11 +87,16 @@ def _zero(var) -> str:
     return f"mov.{t if t in _ZERO else 'b' + t[1:]} {reg}, {_ZERO.get(t, '0')};"
 
 
-def dispatch_text(site: Site, select: str, texts: Sequence[str | None]) -> str:
+def dispatch_text(site: Site, select: str, texts: Sequence[str | None], *,
+                  table_slots: int = 0) -> str:
     """The packed stub for ``site``: a jump on input ``select`` to ``texts[k]`` (None: no
-    candidate there; see the module documentation)."""
+    candidate there; see the module documentation). ``table_slots``: the 8-byte slots of the
+    run-time constant table the texts load from (:mod:`numptx.jit.runtime_constants`)."""
     n = len(texts)
     out = ["{", ".reg .pred %__nx_pk_oob;", ".reg .u32 %__nx_pk_i;"]
+    if table_slots:         # hoisted to module scope by rendering: found by name when loaded
+        out.append(f"{MODULE_LINE}.visible .global .align 8 .b8 "
+                   f"{RT.table_name(site.name)}[{8 * table_slots}];")
     out += [_zero(v) for v in site if v.kind == "out"]
     out += [f"mov.b32 %__nx_pk_i, %{site[select].reg};",
             f"setp.ge.u32 %__nx_pk_oob, %__nx_pk_i, {n};",
@@ -119,7 +129,8 @@ class Population:
     candidate is resolved for the site on first use; one that does not fit is kept out and its
     error recorded in ``errors`` (index -> numptx error; indices count from ``offset``)."""
 
-    def __init__(self, candidates: Iterable[Any], select: str, *, offset: int = 0):
+    def __init__(self, candidates: Iterable[Any], select: str, *, offset: int = 0,
+                 constants: str = "inline"):
         if isinstance(candidates, (str, bytes, Mapping)):
             raise PackError("a population is a list of candidates (stubs), not one "
                             f"{type(candidates).__name__}")
@@ -133,9 +144,15 @@ class Population:
         if not isinstance(select, str) or not select:
             raise PackError(f"select= names the site input that picks the candidate (str), not "
                             f"{select!r}")
-        self.select, self.offset = select, offset
+        if constants not in ("inline", "runtime"):
+            raise PackError(f"constants={constants!r}: use 'inline' (literals in the code) or "
+                            f"'runtime' (read from a table set at launch)")
+        self.select, self.offset, self.constants = select, offset, constants
+        #: candidate (local index) -> its constants' bit patterns, where set_constants set them
+        self.values: dict[int, tuple[int, ...]] = {}
         self.errors: dict[int, NumptxError] = {}
         self._texts: dict[tuple, list[str | None]] = {}   # per site signature
+        self.last_site: Site | None = None                # the last site resolved for
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -175,7 +192,21 @@ class Population:
         with self._lock:
             for k, e in failed.items():
                 self.errors.setdefault(self.offset + k, e)
+            self.last_site = site
             return self._texts.setdefault(key, out)
+
+    def lifted(self, site: Site) -> list[RT.Lifted | None]:
+        """With ``constants="runtime"``: each candidate's text with its literals lifted into
+        table loads, slots laid out candidate after candidate (None: left out)."""
+        out, base = [], 0
+        for t in self.texts(site):
+            if t is None:
+                out.append(None)
+                continue
+            x = RT.lift(t, base, RT.table_name(site.name))
+            base += len(x.kinds)
+            out.append(x)
+        return out
 
     def stub(self, site: Site) -> str:
         """The packed stub for ``site`` (what a template injects)."""
@@ -184,7 +215,20 @@ class Population:
             raise BuildError(f"site {site.name!r}: none of the {len(texts)} candidates fits "
                              f"(first: {summary(next(iter(self.errors.values())))})",
                              errors=dict(self.errors), variants=[])
+        if self.constants == "runtime":
+            lifted = self.lifted(site)
+            slots = sum(len(x.kinds) for x in lifted if x is not None)
+            return dispatch_text(site, self.select, [x and x.text for x in lifted],
+                                 table_slots=slots)
         return dispatch_text(site, self.select, texts)
+
+    def sim_stub(self, k: int, site: Site) -> Any:
+        """What the simulator runs for candidate ``k``: the candidate, or with run-time
+        constants its text with the current table values written in."""
+        if self.constants != "runtime":
+            return self.candidates[k]
+        x = RT.lift(self.texts(site)[k] or "", 0)
+        return x.with_values(self.values.get(k, x.bits))
 
     def culprits(self, ptx: str, log_text: str) -> dict[int, list[str]]:
         """The candidates (local index -> what ptxas said of their lines) that the failing
@@ -228,13 +272,16 @@ class Pack:
     ``pack[grid, block](*args)`` launches all candidates at once."""
 
     def __init__(self, make: Callable[[Population], Any], population: Population, *,
-                 errors: str = "keep"):
+                 errors: str = "keep", site: str = ""):
         self._make = make
         self.population = population
         self.errors_mode = errors
         self.variant = make(population)
         self._lock = threading.Lock()
         self._built = False
+        self._site_name = site
+        self._table_version = 0             # bumped by set_constants
+        self._uploaded: dict = {}           # (variant key, device) -> table version copied in
 
     def __len__(self) -> int:
         return len(self.population)
@@ -303,9 +350,70 @@ class Pack:
         if self.errors and self.errors_mode == "raise":
             raise failed_candidates(self.errors, len(self), [self])
 
+    # -- run-time constants (numptx.jit.runtime_constants) ----------------------------------------
+    def _site(self) -> Site:
+        if not SIMULATOR:
+            return self.variant.sites[self._site_name]
+        # the simulator compiles no template: the site as its launches saw it
+        site = self.population.last_site
+        if site is None:
+            raise PackError("under the simulator a pack knows its site's variables after its "
+                            "first launch: launch it once before reading or setting constants")
+        return site
+
+    @property
+    def constants(self) -> list[np.ndarray | None]:
+        """Each candidate's constants now (float64, in text order; None: left out). Only with
+        ``constants="runtime"``."""
+        self._need_runtime("constants")
+        pop = self.population
+        return [None if x is None else RT.from_bits(x.kinds, pop.values.get(k, x.bits))
+                for k, x in enumerate(pop.lifted(self._site()))]
+
+    def set_constants(self, values: Mapping[int, Any] | Sequence[Any]) -> None:
+        """New constants, by global candidate index (a mapping) or for every candidate in order
+        (a sequence; None keeps a candidate's): each an array of that candidate's constant
+        count. The next launch copies the table in; nothing is assembled again."""
+        self._need_runtime("set_constants")
+        lifted = self.population.lifted(self._site())
+        if isinstance(values, Mapping):
+            items = [(int(i) - self.offset, v) for i, v in values.items()]
+        else:
+            values = list(values)
+            if len(values) != len(self):
+                raise RT.ConstantsError(f"set_constants: {len(values)} entries for a pack of "
+                                        f"{len(self)} candidates")
+            items = [(k, v) for k, v in enumerate(values) if v is not None]
+        new = {}
+        for k, v in items:
+            if not 0 <= k < len(self):
+                raise RT.ConstantsError(f"candidate {k + self.offset}: not in this pack "
+                                        f"(candidates {self.offset}..{self.offset + len(self) - 1})",
+                                        candidate=k + self.offset)
+            x = lifted[k]
+            if x is None:
+                raise RT.ConstantsError(f"candidate {k + self.offset}: it failed to build "
+                                        f"({summary(self.errors[k + self.offset])})",
+                                        candidate=k + self.offset)
+            new[k] = RT.to_bits(k + self.offset, x.kinds, v)
+        self.population.values.update(new)
+        self._table_version += 1
+
+    def table(self) -> bytes:
+        """The constant table as the module holds it after the next launch."""
+        self._need_runtime("table")
+        return RT.table_bytes(self.population.lifted(self._site()), self.population.values)
+
+    def _need_runtime(self, what: str) -> None:
+        if self.population.constants != "runtime":
+            raise PackError(f"pack.{what}: the pack was built with its constants in the code; "
+                            f"pack(..., constants='runtime') reads them from a table")
+
     def __getitem__(self, config):
         if not SIMULATOR:     # the simulator builds nothing: it checks each candidate alone
             self.cubin        # built (and failed candidates left out) before the launch
+        if self.population.constants == "runtime" and not SIMULATOR:
+            return _TableLaunch(self, config)
         return self.variant[config]
 
     def __repr__(self) -> str:
@@ -321,7 +429,7 @@ def _check_errors_mode(errors: str) -> None:
 
 def pack(target: Any, site: str, candidates: Iterable[Any], *, select: str,
          errors: str = "keep", missing: str = "error", stubs: Mapping[str, Any] | None = None,
-         offset: int = 0) -> Pack:
+         offset: int = 0, constants: str = "inline") -> Pack:
     """:meth:`Template.pack <numptx.jit.template.Template.pack>` of ``target`` (a template or a
     numba kernel: anything with ``inject(stubs, missing=)`` and ``sites``)."""
     _check_errors_mode(errors)
@@ -331,22 +439,32 @@ def pack(target: Any, site: str, candidates: Iterable[Any], *, select: str,
     if site in other:
         raise PackError(f"pack: site {site!r} gets the population; give other sites' stubs only",
                         site=site)
-    pop = population_for(candidates, select, offset)
+    pop = Population(candidates, select, offset=offset, constants=constants)
 
     def make(p: Population):
         return target.inject({**other, site: p}, missing=missing)
-    return Pack(make, pop, errors=errors)
+    return Pack(make, pop, errors=errors, site=site)
 
 
-def population_for(candidates: Any, select: str, offset: int = 0) -> Population:
-    return Population(candidates, select, offset=offset)
+class _TableLaunch:
+    """``pack[config]`` with run-time constants: copies a changed table into the loaded module
+    (every copy ptxas made of it), then launches."""
+
+    def __init__(self, pack: Pack, config):
+        self.pack, self.launch = pack, pack.variant[config]
+
+    def __call__(self, *args: Any) -> None:
+        p = self.pack
+        write_table(p.variant, args, p._uploaded, p._table_version, p.table,
+                    RT.table_name(p._site_name))
+        return self.launch(*args)
 
 
 def pack_many(target: Any, site: str, candidates: Iterable[Any], *, select: str,
               per_module: int = DEFAULT_PER_MODULE, executor: Executor | None = None,
               progress: bool | Callable[[int, int], Any] = False, errors: str = "keep",
               missing: str = "error", max_workers: int | None = None,
-              stubs: Mapping[str, Any] | None = None) -> list[Pack]:
+              stubs: Mapping[str, Any] | None = None, constants: str = "inline") -> list[Pack]:
     """:meth:`Template.pack_many <numptx.jit.template.Template.pack_many>` of ``target``."""
     _check_errors_mode(errors)
     if isinstance(per_module, bool) or not isinstance(per_module, int) or per_module < 1:
@@ -358,7 +476,7 @@ def pack_many(target: Any, site: str, candidates: Iterable[Any], *, select: str,
     if not cands:
         raise PackError("an empty population: give at least one candidate")
     packs = [pack(target, site, cands[i:i + per_module], select=select, missing=missing,
-                  stubs=stubs, offset=i)
+                  stubs=stubs, offset=i, constants=constants)
              for i in range(0, len(cands), per_module)]
     todo = list(range(len(packs)))
     while todo:

@@ -29,10 +29,11 @@ from typing import Any
 
 from ..errors import NumptxError, RenderError
 from ..inject import PtxInject, Site
+from ..site_layout import MODULE_LINE, hoist_module_lines
 from .arch import normalize_arch
 from .build import build_many
 from .cache import CubinCache, cache_option, default_cache, template_digest, variant_key
-from .cuda_launch import CudaLaunch
+from .cuda_launch import CudaLaunch, loaded_entry
 from .errors import BuildError, summary
 from .nvjitlink import ptx_to_cubin
 from .nvrtc import cuda_to_ptx, nvrtc_version
@@ -170,7 +171,11 @@ class Template:
     def render(self, stubs: Sequence[str], *, bind: bool | None = None) -> str:
         """The PTX of the variant with ``stubs`` (texts in site order), bound to the operand
         registers unless ``bind`` (default: the template's ``bind``) is false."""
-        return self.inj.render(list(stubs), bind=self.bind if bind is None else bind)
+        stubs = list(stubs)
+        ptx = self.inj.render(stubs, bind=self.bind if bind is None else bind)
+        if any(MODULE_LINE in s for s in stubs):   # a packed stub's constant table
+            ptx = hoist_module_lines(ptx, stubs)
+        return ptx
 
     # -- constant patching (numptx.jit.plans) -----------------------------------------------------
     def shape(self, stubs: Sequence[str]) -> Shape | None:
@@ -197,6 +202,9 @@ class Template:
 
     def _launcher(self, variant: Variant, config):
         return CudaLaunch(variant, config)
+
+    def _loaded_entry(self, variant: Variant, args: tuple):
+        return loaded_entry(variant)
 
     def __repr__(self) -> str:
         return (f"<{type(self).__name__} {self.entry} {self.arch}: "
@@ -251,30 +259,33 @@ class Template:
 
     # -- populations (numptx.jit.pack) ------------------------------------------------------------
     def pack(self, site: str, candidates: Iterable[Any], *, select: str, errors: str = "keep",
-             missing: str = "error", **stubs: Any) -> Pack:
+             missing: str = "error", constants: str = "inline", **stubs: Any) -> Pack:
         """A :class:`~numptx.jit.pack.Pack`: every candidate (stubs of any kind) at ``site`` in
         one module, candidate ``k`` running where the site input ``select`` (u32/s32) reads
         ``k``; one assembly, one load, one launch for all. Other sites' stubs come as keywords.
         A candidate that does not fit is left out (``pack.errors``) unless ``errors="raise"``.
+        ``constants="runtime"`` reads the candidates' f32/f64 literals from a table in the
+        module that ``pack.set_constants`` changes without a new assembly
+        (:mod:`numptx.jit.runtime_constants`).
 
         >>> pack = tmpl.pack("f", [prog_a, prog_b], select="cand")     # doctest: +SKIP
         >>> len(pack), len(pack.cubin) > 0
         (2, True)
         """
         return _pack(self, site, candidates, select=select, errors=errors, missing=missing,
-                     stubs=stubs)
+                     stubs=stubs, constants=constants)
 
     def pack_many(self, site: str, candidates: Iterable[Any], *, select: str,
                   per_module: int = DEFAULT_PER_MODULE, executor: Executor | None = None,
                   progress: bool | Callable[[int, int], Any] = False, errors: str = "keep",
                   missing: str = "error", max_workers: int | None = None,
-                  **stubs: Any) -> list[Pack]:
+                  constants: str = "inline", **stubs: Any) -> list[Pack]:
         """:meth:`pack` in modules of ``per_module`` candidates, built in parallel like
         :meth:`build_many` (threads by default; any Executor). ``packs[m].offset`` is the
         global index of module ``m``'s candidate 0; ``pack.errors`` use global indices."""
         return _pack_many(self, site, candidates, select=select, per_module=per_module,
                           executor=executor, progress=progress, errors=errors, missing=missing,
-                          max_workers=max_workers, stubs=stubs)
+                          max_workers=max_workers, stubs=stubs, constants=constants)
 
 
 class Variant:
@@ -288,6 +299,8 @@ class Variant:
         self._cubin: bytes | None = None
         self._key: str | None = None
         self._lock = threading.Lock()
+        #: what the template's launcher keeps with this variant between launches
+        self.launch_state: Any = None
 
     @property
     def sites(self) -> Mapping[str, Site]:
@@ -386,6 +399,12 @@ class Variant:
 
     def __getitem__(self, config):
         return self.template._launcher(self, config)
+
+    def loaded_entry(self, args: tuple = ()) -> tuple[tuple, tuple]:
+        """``(key, (function, context, module))``: this variant loaded on the current device
+        (GPU only; built and loaded first if need be). ``args`` are a launch's (unused: a
+        CUDA C++ variant's module does not depend on them)."""
+        return self.template._loaded_entry(self, args)
 
     def __repr__(self) -> str:
         return f"<Variant {self.entry} {self.arch} key={self.key[:12]}>"
