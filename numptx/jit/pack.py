@@ -62,7 +62,7 @@ __all__ = ["Population", "Pack", "PackError", "pack", "pack_many", "DEFAULT_PER_
 log = logging.getLogger(__name__)
 
 #: candidates per module of :func:`pack_many` (benchmarks/bench_populations.py measures it)
-DEFAULT_PER_MODULE = 512
+DEFAULT_PER_MODULE = 256
 _P = "$__nx_pk"                 # label prefix: scoped to the packed stub's block
 _MARK = "// numptx candidate "  # before each candidate: maps ptxas's line numbers back to it
 _SELECTOR_TYPES = ("u32", "s32")
