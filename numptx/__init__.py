@@ -36,6 +36,7 @@ from .jit.kernel import Kernel, KernelVariant, kernel
 from .jit.cache import CubinCache, default_cache
 from .jit.launch import LaunchError
 from .jit.pack import Pack, PackError
+from .jit.runtime_constants import ConstantsError
 from .jit.fitness import fitness
 
 from ._version import __version__
@@ -49,7 +50,7 @@ __all__ = [
     "ptx_expr", "PtxExpr", "TraceError", "BindError", *_TYPE_NAMES,
     "site", "kernel", "Kernel", "KernelVariant", "CudaTemplate", "Template", "Variant",
     "BuildError", "SiteError", "LaunchError", "CubinCache", "default_cache",
-    "Pack", "PackError", "fitness",
+    "Pack", "PackError", "ConstantsError", "fitness",
 ]
 # the DSL functions (one list: numptx/dsl/functions.py); nx.abs, nx.pow and nx.round exist, but
 # ``from numptx import *`` leaves the builtins of those names alone
