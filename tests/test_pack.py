@@ -120,6 +120,7 @@ def test_all_candidates_failing_is_an_error(fit):
     (dict(select="nope"), "no input 'nope'"),
     (dict(select=3), "select= names"),
     (dict(errors="ignore"), "errors='ignore'"),
+    (dict(candidates=["mov.f32 %v_y, %v_x;"] * 16381), "at most 16380 candidates"),
 ])
 def test_bad_input(fit, bad, match):
     kw = dict(candidates=candidates(), select="cand")
@@ -178,6 +179,8 @@ def test_pack_many_takes_any_executor(fit):
     assert [p.offset for p in packs] == [0, 3] and all(len(p.cubin) for p in packs)
     with pytest.raises(PackError, match="per_module"):
         fit.pack_many("f", cands, select="cand", per_module=0)
+    with pytest.raises(PackError, match="from 1 to 16380"):
+        fit.pack_many("f", cands, select="cand", per_module=20000)
 
 
 def test_numba_template_pack_builds_on_the_cpu():

@@ -56,6 +56,7 @@ from .numba_site import SIMULATOR
 from .stubs import resolve_stub
 
 __all__ = ["Population", "Pack", "PackError", "pack", "pack_many", "DEFAULT_PER_MODULE",
+           "MAX_CANDIDATES",
            "check_selector", "with_index",
            "dispatch_text"]
 
@@ -63,6 +64,9 @@ log = logging.getLogger(__name__)
 
 #: candidates per module of :func:`pack_many` (benchmarks/bench_populations.py measures it)
 DEFAULT_PER_MODULE = 256
+#: ptxas's limit on the targets of one indirect branch ("Indirect branch table is too large to
+#: encode: ... exceed the maximum of 16380 targets"): the most candidates one pack holds
+MAX_CANDIDATES = 16380
 _P = "$__nx_pk"                 # label prefix: scoped to the packed stub's block
 _MARK = "// numptx candidate "  # before each candidate: maps ptxas's line numbers back to it
 _SELECTOR_TYPES = ("u32", "s32")
@@ -141,6 +145,10 @@ class Population:
                             f"{type(candidates).__name__}") from None
         if not self.candidates:
             raise PackError("an empty population: give at least one candidate")
+        if len(self.candidates) > MAX_CANDIDATES:
+            raise PackError(f"a pack holds at most {MAX_CANDIDATES} candidates (ptxas's limit on "
+                            f"the targets of one indirect branch), got {len(self.candidates)}: "
+                            f"use pack_many(..., per_module=...) to split it into modules")
         if not isinstance(select, str) or not select:
             raise PackError(f"select= names the site input that picks the candidate (str), not "
                             f"{select!r}")
@@ -467,8 +475,10 @@ def pack_many(target: Any, site: str, candidates: Iterable[Any], *, select: str,
               stubs: Mapping[str, Any] | None = None, constants: str = "inline") -> list[Pack]:
     """:meth:`Template.pack_many <numptx.jit.template.Template.pack_many>` of ``target``."""
     _check_errors_mode(errors)
-    if isinstance(per_module, bool) or not isinstance(per_module, int) or per_module < 1:
-        raise PackError(f"per_module={per_module!r}: a positive int")
+    if isinstance(per_module, bool) or not isinstance(per_module, int) or \
+            not 1 <= per_module <= MAX_CANDIDATES:
+        raise PackError(f"per_module={per_module!r}: an int from 1 to {MAX_CANDIDATES} (ptxas's "
+                        f"limit on the targets of one indirect branch)")
     if isinstance(candidates, (str, bytes, Mapping)):
         raise PackError("a population is a list of candidates (stubs), not one "
                         f"{type(candidates).__name__}")
