@@ -154,3 +154,34 @@ def test_gpu_scores_equal_the_cpu_path(loss):
     assert np.array_equal(np.isinf(cpu), np.isinf(gpu))
     fin = np.isfinite(cpu)
     np.testing.assert_allclose(gpu[fin], cpu[fin], rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("names", [["cand", "x1"], ["p", "x1"], ["int", "x1"], ["_nx_X", "a"],
+                                   ["t", "l"]])
+def test_column_names_that_would_clash_are_refused(names):
+    with pytest.raises(FitnessError, match="names="):
+        nx.fitness(["mov.f32 %v_p, %v_x0;"], X, Y, names=names, device="cpu")
+
+
+def test_columns_named_like_kernel_locals_before_work():
+    # names the kernel once used for its own locals are fine now
+    got = nx.fitness(["mov.f32 %v_p, %v_X;"], X, Y, names=["X", "s0"], device="cpu")
+    np.testing.assert_allclose(got, [np.mean((X[:, 0].astype(np.float64) - Y) ** 2)])
+
+
+def test_block_and_data_checks():
+    with pytest.raises(FitnessError, match="block="):
+        nx.fitness(["mov.f32 %v_p, %v_x0;"], X, Y, block=100, device="cpu")
+    with pytest.raises(FitnessError, match="real numbers"):
+        nx.fitness(["mov.f32 %v_p, %v_x0;"], X.astype(np.complex64), Y, device="cpu")
+    with pytest.raises(FitnessError, match="real numbers"):
+        nx.fitness(["mov.f32 %v_p, %v_x0;"], np.array([["a"]]), np.array([1.0]), device="cpu")
+
+
+def test_a_formula_of_other_types_scores_infinity_on_the_cpu_as_on_the_gpu():
+    @nx.ptx_expr
+    def f32_only(x0: nx.f32, x1: nx.f32) -> nx.f32:
+        return x0 + x1
+
+    got = nx.fitness([f32_only], X.astype(np.float64), Y.astype(np.float64), device="cpu")
+    assert got.tolist() == [math.inf]

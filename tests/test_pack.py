@@ -373,3 +373,106 @@ def test_runtime_constants_on_the_gpu():
     pack[(1, 2), 256](got, dX, 256, 0)
     h = got.copy_to_host()
     assert np.array_equal(h[0], X * 3 - 1) and np.array_equal(h[1], X * np.float32(0.25))
+
+
+# -- review fixes --------------------------------------------------------------------------------
+def test_pack_many_keeps_a_module_with_no_working_candidate(fit):
+    good = [sp.input("x"), sp.input("x"), sp.instr("add.rn.f32")]
+    packs = fit.pack_many("f", [good, good, "bogus;", [sp.input("q")], good], select="cand",
+                          per_module=2)
+    assert [p.empty for p in packs] == [False, True, False]
+    assert sorted(i for p in packs for i in p.errors) == [2, 3]
+    assert packs[2].cubin[:4] == b"\x7fELF"
+    with pytest.raises(nx.BuildError, match="none of the 2 candidates"):
+        packs[1].cubin
+    # a module that only ptxas refuses, whole
+    packs = fit.pack_many("f", [good, "bogus.f32 %v_y;", "bogus2.f32 %v_y;"], select="cand",
+                          per_module=1)
+    assert [p.empty for p in packs] == [False, True, True] and sorted(packs[1].errors) == [1]
+
+
+def test_a_failing_other_site_is_an_error_not_a_loop():
+    src = EVAL.replace('out[blockIdx.y * n + i] = y + 1000.0f * (m - X[i]);',
+                       'float z; PTX_INJECT("g", PTX_IN(F32, x), PTX_OUT(F32, z)); '
+                       'out[blockIdx.y * n + i] = y + z + 1000.0f * (m - X[i]);')
+    t = nx.CudaTemplate(src, entry="evalk", cache=False)
+    pack = t.pack("f", ["mov.f32 %v_y, %v_x;"], select="cand", g="bogus.f32 %v_z;")
+    with pytest.raises(nx.LinkError, match="'g'"):
+        pack.cubin
+
+
+def test_errors_raise_raises_every_time(fit):
+    pack = fit.pack("f", ["mov.f32 %v_y, %v_x;", "bogus;"], select="cand", errors="raise")
+    for _ in range(2):
+        with pytest.raises(nx.BuildError, match="candidate 1"):
+            pack.cubin
+
+
+def test_every_candidate_error_names_its_index(fit):
+    @nx.ptx_expr
+    def two(x: nx.f32, y: nx.f32, z: nx.f32) -> nx.f32:        # does not bind to f(cand, x)
+        return x + y + z
+
+    shared = nx.NumptxError("the same error object")
+
+    class Raiser:
+        def stub(self, site):
+            raise shared
+
+    pack = fit.pack("f", [two, Raiser(), Raiser(), "mov.f32 %v_y, %v_x;"], select="cand")
+    pack.cubin
+    for i in (0, 1, 2):
+        assert str(pack.errors[i]).startswith(f"candidate {i}:")
+        assert pack.errors[i].candidate == i
+
+
+def test_literals_in_comments_are_no_constants(fit):
+    pack = fit.pack("f", ["// was 0f3F800000\nmul.rn.f32 %v_y, %v_x, 0f40000000; /* 0d4000000000000000 */"],
+                    select="cand", constants="runtime")
+    pack.cubin
+    assert pack.constants[0].tolist() == [2.0]
+
+
+@pytest.mark.parametrize("values, match", [
+    ({0: None}, "give its constants"),
+    ({0.9: [1.0]}, "indices are ints"),
+    ({0: ["1.5"]}, "constants are numbers"),
+    ({0: [1e39]}, "overflows f32"),
+])
+def test_set_constants_refuses_bad_values(fit, values, match):
+    from numptx.jit.runtime_constants import ConstantsError
+    pack = fit.pack("f", ["mul.rn.f32 %v_y, %v_x, 0f40000000;"], select="cand",
+                    constants="runtime")
+    pack.cubin
+    with pytest.raises(ConstantsError, match=match):
+        pack.set_constants(values)
+
+
+SIM_CONSTANTS_FAIL = r'''
+import numpy as np, numptx as nx
+from numba import cuda
+from numptx import stack_ptx as sp
+
+@nx.kernel
+def fitk(out, X, S):
+    i = cuda.grid(1)
+    if i < X.shape[0]:
+        for j in range(S.shape[0]):
+            out[j, i] = nx.site("f", cand=S[j], x=X[i], out={"y": nx.f32})
+
+X = np.linspace(-2, 2, 8).astype(np.float32)
+for mode in ("inline", "runtime"):
+    pack = fitk.pack("f", [[sp.input("zz")], "add.rn.f32 %v_y, %v_x, 0f3F800000;"],
+                     select="cand", constants=mode)
+    out = np.full((2, 8), 5, np.float32)
+    pack[1, 32](out, X, np.array([0, 1], np.uint32))
+    assert np.array_equal(out[0], 0 * X) and np.array_equal(out[1], X + 1), (mode, out)
+    assert list(pack.errors) == [0], pack.errors
+scores = nx.fitness(["mov.f32 %v_p, %v_x0;"], X, X)        # device="auto" under the simulator
+assert scores.tolist() == [0.0]
+print("SIM-FAIL-OK")
+'''
+
+
+def test_a_failing_candidate_under_the_simulator_in_both_constant_modes(tmp_path):
+    run_script(tmp_path, SIM_CONSTANTS_FAIL, simulator=True, marker="SIM-FAIL-OK")

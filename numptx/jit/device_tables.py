@@ -8,6 +8,7 @@ table costs a dictionary lookup.
 """
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -16,13 +17,23 @@ from .errors import LaunchError
 __all__ = ["write_table"]
 
 
-def write_table(variant: Any, args: tuple, uploaded: dict, version: int,
+#: residency key -> (the loaded entry, the pack token, its table version) the module holds.
+#: Packs that differ only in run-time constants share one module (one key): the table in it is
+#: whichever pack copied last, so the record is per module, not per pack. The entry is kept to
+#: tell a reloaded module (a new entry) from the one that got the copy.
+_HELD: dict = {}
+_held_lock = threading.Lock()
+
+
+def write_table(variant: Any, args: tuple, token: int, version: int,
                 table: Callable[[], bytes], name: str) -> None:
-    """Make the module that launching ``variant`` with ``args`` runs hold ``table()`` in its
-    global ``name``; ``uploaded`` maps residency keys to the (version, module) copied there."""
+    """Make the module that launching ``variant`` with ``args`` runs hold ``table()`` (version
+    ``version`` of the pack ``token``) in its global ``name``."""
     key, entry = variant.loaded_entry(args)   # Variant or KernelVariant
     _, ctx, module = entry
-    if uploaded.get(key) == (version, id(module)):
+    with _held_lock:
+        held = _HELD.get(key)
+    if held is not None and held[0] is entry and held[1:] == (token, version):
         return
     from numba.cuda.cudadrv import driver
     data = table()
@@ -36,4 +47,5 @@ def write_table(variant: Any, args: tuple, uploaded: dict, version: int,
                           f"has {len(data)}")
     ctx.synchronize()                       # a kernel in flight may still read the old table
     driver.host_to_device(ptr, data, len(data))
-    uploaded[key] = (version, id(module))
+    with _held_lock:
+        _HELD[key] = (entry, token, version)

@@ -42,6 +42,7 @@ from ..dsl.expr import PtxExpr
 from ..errors import NumptxError
 from .pack import DEFAULT_PER_MODULE, Population, check_selector  # noqa: F401
 from .stubs import resolve_stub
+from .numba_site import SIMULATOR
 from .template import CudaTemplate
 
 __all__ = ["fitness", "FitnessError", "LOSSES", "fitness_template"]
@@ -49,6 +50,13 @@ __all__ = ["fitness", "FitnessError", "LOSSES", "fitness_template"]
 log = logging.getLogger(__name__)
 
 LOSSES = ("mse", "mae", "rmse", "pearson")
+# site variables of the generated kernel and C++ keywords: no column may take these names
+_RESERVED = frozenset("""cand p t l alignas alignof and asm auto bool break case catch char
+    class const constexpr continue decltype default delete do double else enum explicit export
+    extern false float for friend goto if inline int long mutable namespace new noexcept not
+    nullptr operator or private protected public register return short signed sizeof static
+    struct switch template this throw true try typedef typeid typename union unsigned using
+    virtual void volatile while xor size_t""".split())
 _TYPES = {np.dtype(np.float32): ("f32", "float", "F32"), np.dtype(np.float64): ("f64", "double", "F64")}
 
 
@@ -59,43 +67,50 @@ class FitnessError(NumptxError):
 def _loss_code(loss: Any) -> str:
     """The CUDA that turns prediction ``p`` and target ``t`` into the per-sample terms."""
     if loss in ("mse", "rmse"):
-        return "T d = p - t; s0 = (double)d * (double)d;"
+        return "double _nx_d = (double)p - (double)t; _nx_s0 = _nx_d * _nx_d;"
     if loss == "mae":
-        return "T d = p - t; s0 = fabs((double)d);"
-    if loss == "pearson":
-        return "s0 = (double)p; s1 = (double)p * (double)p; s2 = (double)p * (double)t;"
-    return ("T l;\n        PTX_INJECT(\"loss\", PTX_IN({TT}, p), PTX_IN({TT}, t), PTX_OUT({TT}, l));\n"
-            "        s0 = (double)l; if (!isfinite(l)) bad = 1.0;")
+        return "_nx_s0 = fabs((double)p - (double)t);"
+    if loss == "pearson":       # moments about the target mean _nx_c: no cancellation near it
+        return ("double _nx_q = (double)p - _nx_c; _nx_s0 = _nx_q; _nx_s1 = _nx_q * _nx_q; "
+                "_nx_s2 = _nx_q * ((double)t - _nx_c);")
+    return ("_nx_T l;\n        PTX_INJECT(\"loss\", PTX_IN({TT}, p), PTX_IN({TT}, t), "
+            "PTX_OUT({TT}, l));\n        _nx_s0 = (double)l; if (!isfinite(l)) _nx_bad = 1.0;")
 
 
 @functools.lru_cache(maxsize=32)
 def _source(d: int, names: tuple[str, ...], ctype: str, tt: str, loss_kind: str) -> str:
-    loads = " ".join(f"{ctype} {n} = X[(size_t)i * {d} + {j}];" for j, n in enumerate(names))
+    loads = " ".join(f"{ctype} {n} = _nx_X[(size_t)_nx_i * {d} + {j}];"
+                     for j, n in enumerate(names))
     ins = ", ".join(f"PTX_IN({tt}, {n})" for n in names)
     body = _loss_code(loss_kind if loss_kind in LOSSES else "user").replace("{TT}", tt)
+    # locals are _nx_-prefixed (column names may not be): site variables cand, p, t, l are
+    # the names candidates' PTX uses (%v_p)
     return rf'''
-typedef {ctype} T;
-extern "C" __global__ void nx_fitness(double* acc, const T* X, const T* Y, int n) {{
+typedef {ctype} _nx_T;
+extern "C" __global__ void nx_fitness(double* _nx_acc, const _nx_T* _nx_X, const _nx_T* _nx_Y,
+                                      int _nx_n, double _nx_c) {{
     unsigned cand = blockIdx.y;
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    double s0 = 0.0, s1 = 0.0, s2 = 0.0, bad = 0.0;
-    if (i < n) {{
+    int _nx_i = blockIdx.x * blockDim.x + threadIdx.x;
+    double _nx_s0 = 0.0, _nx_s1 = 0.0, _nx_s2 = 0.0, _nx_bad = 0.0;
+    if (_nx_i < _nx_n) {{
         {loads}
-        T p;
+        _nx_T p;
         PTX_INJECT("f", PTX_IN(U32, cand), {ins}, PTX_OUT({tt}, p));
-        T t = Y[i];
-        if (!isfinite(p)) bad = 1.0;
+        _nx_T t = _nx_Y[_nx_i];
+        if (!isfinite(p)) _nx_bad = 1.0;
         {body}
+        if (!isfinite(_nx_s0)) _nx_bad = 1.0;
     }}
-    for (int o = 16; o > 0; o >>= 1) {{
-        s0 += __shfl_down_sync(0xffffffffu, s0, o);
-        s1 += __shfl_down_sync(0xffffffffu, s1, o);
-        s2 += __shfl_down_sync(0xffffffffu, s2, o);
-        bad += __shfl_down_sync(0xffffffffu, bad, o);
+    for (int _nx_o = 16; _nx_o > 0; _nx_o >>= 1) {{
+        _nx_s0 += __shfl_down_sync(0xffffffffu, _nx_s0, _nx_o);
+        _nx_s1 += __shfl_down_sync(0xffffffffu, _nx_s1, _nx_o);
+        _nx_s2 += __shfl_down_sync(0xffffffffu, _nx_s2, _nx_o);
+        _nx_bad += __shfl_down_sync(0xffffffffu, _nx_bad, _nx_o);
     }}
     if ((threadIdx.x & 31) == 0) {{
-        double* a = acc + 4 * (size_t)cand;
-        atomicAdd(a, s0); atomicAdd(a + 1, s1); atomicAdd(a + 2, s2); atomicAdd(a + 3, bad);
+        double* _nx_a = _nx_acc + 4 * (size_t)cand;
+        atomicAdd(_nx_a, _nx_s0); atomicAdd(_nx_a + 1, _nx_s1); atomicAdd(_nx_a + 2, _nx_s2);
+        atomicAdd(_nx_a + 3, _nx_bad);
     }}
 }}'''
 
@@ -114,6 +129,9 @@ def fitness_template(d: int, names: tuple[str, ...] | None = None, dtype: str = 
 
 def _check(X: Any, y: Any, loss: Any, names: Sequence[str] | None):
     X, y = np.asarray(X), np.asarray(y)
+    for what, a in (("X", X), ("y", y)):
+        if a.dtype.kind not in "biuf":
+            raise FitnessError(f"fitness: {what} holds {a.dtype} values; it takes real numbers")
     if X.ndim == 1:
         X = X[:, None]
     if X.ndim != 2 or X.shape[0] == 0 or X.shape[1] == 0:
@@ -128,10 +146,12 @@ def _check(X: Any, y: Any, loss: Any, names: Sequence[str] | None):
                            f"@nx.ptx_expr loss(pred, target)")
     d = X.shape[1]
     names = tuple(names) if names is not None else tuple(f"x{j}" for j in range(d))
-    if len(names) != d or len(set(names)) != d or not all(
-            isinstance(n, str) and n.isidentifier() for n in names) or "cand" in names:
-        raise FitnessError(f"fitness: names= gives {d} distinct identifiers (not 'cand') for "
-                           f"the columns, got {names!r}")
+    bad = [n for n in names if not isinstance(n, str) or not n.isidentifier() or
+           not n.isascii() or n in _RESERVED or n.startswith("_nx_")]
+    if len(names) != d or len(set(names)) != d or bad:
+        raise FitnessError(f"fitness: names= gives {d} distinct identifiers for the columns, "
+                           f"none of cand, p, t, l (the kernel's site variables), a C++ keyword "
+                           f"or _nx_*; got {names!r}")
     return np.ascontiguousarray(X, dt), np.ascontiguousarray(y, dt), names
 
 
@@ -168,6 +188,11 @@ def _score(pred: np.ndarray, t: np.ndarray, loss: Any) -> float:
 def _predict_cpu(c: Any, X: np.ndarray, names: tuple[str, ...], site) -> np.ndarray:
     cols = {n: X[:, j] for j, n in enumerate(names)}
     if isinstance(c, PtxExpr):
+        # what the GPU build compiles, with its binding errors (a formula of other types)
+        vt = "f64" if X.dtype == np.float64 else "f32"
+        if any(t.name != vt for t in c.params.values()):
+            raise NumptxError(f"{c.signature()}: the data are {vt}")
+        resolve_stub(_adapt(c, names, vt), site)
         if set(c.params) <= set(names):
             out = c(**{k: cols[k] for k in c.params})
         elif len(c.params) == len(names):
@@ -198,11 +223,15 @@ def fitness(candidates: Iterable[Any], X: Any, y: Any, loss: Any = "mse", *,
         raise FitnessError("fitness: an empty population")
     if device not in ("auto", "cpu", "gpu"):
         raise FitnessError(f"fitness: device={device!r}: use 'auto', 'cpu' or 'gpu'")
+    if isinstance(block, bool) or not isinstance(block, int) or block % 32 or not 32 <= block <= 1024:
+        raise FitnessError(f"fitness: block={block!r}: a multiple of 32 from 32 to 1024 (the "
+                           f"kernel reduces whole warps)")
     vt = "f64" if X.dtype == np.float64 else "f32"
     loss_key = loss if isinstance(loss, str) else "user"
-    tmpl = fitness_template(X.shape[1], names, vt, loss_key)
     if device == "auto":
         device = "gpu" if _gpu() else "cpu"
+    tmpl = fitness_template(X.shape[1], names, vt, loss_key,
+                            _device_arch() if device == "gpu" else "sm_90")
     if device == "cpu":
         site = tmpl.sites["f"]
         out = np.empty(len(cands))
@@ -220,11 +249,20 @@ def fitness(candidates: Iterable[Any], X: Any, y: Any, loss: Any = "mse", *,
 
 
 def _gpu() -> bool:
+    if SIMULATOR:               # numba-cuda's simulator runs no CUDA C++
+        return False
     try:
         from numba import cuda
         return bool(cuda.is_available())
     except Exception:   # noqa: BLE001 - no driver, no numba-cuda: the CPU it is
         return False
+
+
+def _device_arch() -> str:
+    """The current GPU's architecture: the generated kernel is compiled for it."""
+    from numba import cuda
+    cc = cuda.get_current_device().compute_capability
+    return f"sm_{cc[0]}{cc[1]}"
 
 
 def _fitness_gpu(tmpl: CudaTemplate, cands: list, X: np.ndarray, y: np.ndarray, loss: Any,
@@ -234,15 +272,18 @@ def _fitness_gpu(tmpl: CudaTemplate, cands: list, X: np.ndarray, y: np.ndarray, 
     packs = tmpl.pack_many("f", cands, select="cand", per_module=per_module, executor=executor,
                            **extra)
     n = X.shape[0]
+    yy = y.astype(np.float64)
+    c = float(yy.mean())                      # pearson's moments are taken about it
     dX, dy = cuda.to_device(X), cuda.to_device(y)
     acc = cuda.to_device(np.zeros((len(cands), 4)))
     for p in packs:
+        if p.empty:                           # no candidate of the module works: all +inf
+            continue
         sub = acc[p.offset:p.offset + len(p)]
-        p[((n + block - 1) // block, len(p)), block](sub, dX, dy, n)
+        p[((n + block - 1) // block, len(p)), block](sub, dX, dy, n, c)
     sums = acc.copy_to_host()
     out = np.empty(len(cands))
     bad = {i for p in packs for i in p.errors}
-    yy = y.astype(np.float64)
     for k in range(len(cands)):
         s0, s1, s2, nbad = sums[k]
         if k in bad or nbad > 0:
@@ -252,10 +293,11 @@ def _fitness_gpu(tmpl: CudaTemplate, cands: list, X: np.ndarray, y: np.ndarray, 
             s = s0 / n
         elif loss == "rmse":
             s = math.sqrt(s0 / n)
-        else:           # pearson from sums: p, p^2, p*t
-            mp, mt = s0 / n, yy.mean()
-            vp, vt = s1 / n - mp * mp, yy.var()
-            s = (math.inf if vp <= 0 or vt <= 0
-                 else max(0.0, 1.0 - (s2 / n - mp * mt) / math.sqrt(vp * vt)))
+        else:           # pearson from moments of q = p - c, c the target mean
+            mq, vt = s0 / n, yy.var()
+            vq = s1 / n - mq * mq
+            # a variance lost in rounding (constant predictions) is no variance
+            s = (math.inf if vq <= 1e-12 * (s1 / n) or vt <= 0
+                 else max(0.0, 1.0 - (s2 / n) / math.sqrt(vq * vt)))
         out[k] = s if math.isfinite(s) else math.inf
     return out

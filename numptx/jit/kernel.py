@@ -353,6 +353,10 @@ class _KernelBuilds:
     def build_many(self, batch, **kw: Any) -> list:
         return self.kernel.build_many(batch, args=self.args, signature=self.signature, **kw)
 
+    def build_template(self) -> Template:
+        """The template the modules are built by."""
+        return self.kernel.template(*self.args, signature=self.signature)
+
 
 def kernel(fn=None, /, signature=None, **options: Any):
     """Decorate a Python function as a :class:`Kernel` (``@nx.kernel``, ``@nx.kernel(cc=(8, 0))``

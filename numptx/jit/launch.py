@@ -233,18 +233,21 @@ class _SimLaunch:
         """fn(spec, values) for a packed population: the candidate the selector names runs; a
         selector out of range, or a candidate that fails the build's checks (then recorded in
         the population's errors, as the build records it), runs nothing (as an empty site)."""
-        check_selector(site_for(spec), pop.select)
+        site = site_for(spec)
+        check_selector(site, pop.select)
+        texts = pop.texts(site)         # records the candidates that do not compile for the site
         fns: dict[int, Any] = {}
         lock = threading.Lock()
 
         def candidate(k: int):
             with lock:
                 if k not in fns:
-                    try:
-                        fns[k] = self._evaluator(pop.sim_stub(k, site_for(spec)), spec)
-                    except NumptxError as e:
-                        pop.fail(k, with_index(e, pop.offset + k))
-                        fns[k] = None
+                    fns[k] = None
+                    if texts[k] is not None:
+                        try:
+                            fns[k] = self._evaluator(pop.sim_stub(k, site), spec)
+                        except NumptxError as e:
+                            pop.fail(k, with_index(e, pop.offset + k))
                 return fns[k]
 
         def run_pack(spec, values):

@@ -37,9 +37,12 @@ candidates still build. ``errors="raise"`` raises a :class:`BuildError` instead.
 """
 from __future__ import annotations
 
+import itertools
 import logging
+import operator
 import re
 import threading
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Executor
 from typing import Any
@@ -265,18 +268,31 @@ class Population:
 
 
 def with_index(e: NumptxError, index: int) -> NumptxError:
-    """``e`` with the candidate index in front of its message (and as ``e.candidate``)."""
+    """``e`` (a copy: one exception may be raised for several candidates) with the candidate
+    index in front of its message and as ``.candidate``; an error whose text does not come
+    from its args (e.g. a TraceError's ``reason``) is wrapped in a :class:`PackError`."""
+    # a copy made by hand: copy.copy goes through __reduce_ex__, which libraries patch (tblib,
+    # installed by dask's distributed, makes it share the instance dict)
+    dup = type(e).__new__(type(e))
+    dup.__dict__.update(e.__dict__)
+    dup.args, dup.__cause__ = e.args, e.__cause__
+    e = dup
     e.candidate = index
     if e.args and isinstance(e.args[0], str) and not e.args[0].startswith("candidate "):
         e.args = (f"candidate {index}: {e.args[0]}",) + tuple(e.args[1:])
+    if not str(e).startswith(f"candidate {index}:"):
+        wrapped = PackError(f"candidate {index}: {e}")
+        wrapped.candidate, wrapped.__cause__ = index, e
+        return wrapped
     return e
 
 
 class Pack:
     """A built population: candidate ``k`` runs where the selector reads ``k``. ``len(pack)``,
     ``ptx``, ``cubin`` (one assembly; a candidate ptxas refuses is left out and the rest
-    assembled again), ``errors`` (global index -> error; read it after ``cubin``), ``offset``
-    (the global index of candidate 0, for :func:`pack_many`'s modules), ``variant``, and
+    assembled again), ``errors`` (global index -> error; read it after ``cubin``), ``ok``,
+    ``offset`` (the global index of candidate 0, for :func:`pack_many`'s modules),
+    ``variant``, ``empty`` (no candidate works: nothing to build or launch), and
     ``pack[grid, block](*args)`` launches all candidates at once."""
 
     def __init__(self, make: Callable[[Population], Any], population: Population, *,
@@ -284,12 +300,30 @@ class Pack:
         self._make = make
         self.population = population
         self.errors_mode = errors
-        self.variant = make(population)
         self._lock = threading.Lock()
-        self._built = False
         self._site_name = site
         self._table_version = 0             # bumped by set_constants
-        self._uploaded: dict = {}           # (variant key, device) -> table version copied in
+        self._none_fit: BuildError | None = None
+        self.variant = self._new_variant()
+
+    def _new_variant(self):
+        try:
+            return self._make(self.population)
+        except BuildError as e:             # Population.stub: no candidate fits
+            if e.errors != self.population.errors:
+                raise
+            self._none_fit = e
+            return None
+
+    @property
+    def empty(self) -> bool:
+        """No candidate works (each is in ``errors``): nothing to build or launch."""
+        return self.variant is None
+
+    def _require(self):
+        if self.variant is None:
+            raise self._none_fit.with_traceback(None)
+        return self.variant
 
     def __len__(self) -> int:
         return len(self.population)
@@ -317,30 +351,36 @@ class Pack:
 
     @property
     def ptx(self) -> str:
-        return self.variant.ptx
+        return self._require().ptx
 
     @property
     def key(self) -> str:
-        return self.variant.key
+        return self._require().key
 
     @property
     def cubin(self) -> bytes:
+        """The module (of a numba kernel's default signature), failed candidates left out."""
         with self._lock:
-            while True:
-                try:
-                    cubin = self.variant.cubin
-                    break
-                except LinkError as e:
-                    if not self._drop(e):
-                        raise
-            if not self._built:
-                self._built = True
-                self._report()
-            return cubin
+            cubin = self._built(lambda v: v)
+        self._report()
+        return cubin
 
-    def _drop(self, e: LinkError) -> bool:
-        """Leave out the candidates a link error blames, for a new variant; False if none."""
-        bad = self.population.culprits(self.variant.ptx, e.log)
+    def _built(self, pick: Callable[[Any], Any]) -> bytes:
+        """Assemble ``pick(variant)`` (the variant, or a numba kernel's for one signature),
+        leaving out the candidates ptxas refuses; its cubin."""
+        while True:
+            v = pick(self._require())
+            try:
+                return v.cubin
+            except LinkError as e:
+                if not self._drop(e, v.ptx):
+                    raise
+
+    def _drop(self, e: LinkError, ptx: str) -> bool:
+        """Leave out the candidates a link error blames, for a new variant; False if it
+        blames none that still run (the error is not theirs)."""
+        blamed = self.population.culprits(ptx, e.log)
+        bad = {k: m for k, m in blamed.items() if self.offset + k not in self.errors}
         if not bad:
             return False
         site = e.site
@@ -351,7 +391,7 @@ class Pack:
             self.population.fail(k, with_index(err, self.offset + k))
         log.info("numptx: pack at offset %d: %d candidate(s) refused by ptxas, assembling the "
                  "rest", self.offset, len(bad))
-        self.variant = self._make(self.population)   # its stub text leaves them out
+        self.variant = self._new_variant()       # its stub text leaves them out
         return True
 
     def _report(self) -> None:
@@ -361,12 +401,18 @@ class Pack:
     # -- run-time constants (numptx.jit.runtime_constants) ----------------------------------------
     def _site(self) -> Site:
         if not SIMULATOR:
-            return self.variant.sites[self._site_name]
-        # the simulator compiles no template: the site as its launches saw it
+            try:
+                return self._require().sites[self._site_name]
+            except BuildError:
+                raise
+            except NumptxError:             # a numba kernel with no signature compiled yet
+                pass
+        # no template to read: the site as the population last resolved it
         site = self.population.last_site
         if site is None:
-            raise PackError("under the simulator a pack knows its site's variables after its "
-                            "first launch: launch it once before reading or setting constants")
+            raise PackError("the pack's site variables are not known yet: launch it once (or "
+                            "compile a signature of the kernel) before reading or setting "
+                            "constants")
         return site
 
     @property
@@ -385,7 +431,16 @@ class Pack:
         self._need_runtime("set_constants")
         lifted = self.population.lifted(self._site())
         if isinstance(values, Mapping):
-            items = [(int(i) - self.offset, v) for i, v in values.items()]
+            items = []
+            for i, v in values.items():
+                try:
+                    items.append((operator.index(i) - self.offset, v))
+                except TypeError:
+                    raise RT.ConstantsError(f"set_constants: candidate indices are ints, not "
+                                            f"{i!r}") from None
+                if v is None:
+                    raise RT.ConstantsError(f"candidate {i}: give its constants (None keeps a "
+                                            f"candidate's only in the list form)", candidate=i)
         else:
             values = list(values)
             if len(values) != len(self):
@@ -407,6 +462,9 @@ class Pack:
         self.population.values.update(new)
         self._table_version += 1
 
+    def _slots(self) -> int:
+        return sum(len(x.kinds) for x in self.population.lifted(self._site()) if x is not None)
+
     def table(self) -> bytes:
         """The constant table as the module holds it after the next launch."""
         self._need_runtime("table")
@@ -418,15 +476,42 @@ class Pack:
                             f"pack(..., constants='runtime') reads them from a table")
 
     def __getitem__(self, config):
-        if not SIMULATOR:     # the simulator builds nothing: it checks each candidate alone
-            self.cubin        # built (and failed candidates left out) before the launch
-        if self.population.constants == "runtime" and not SIMULATOR:
-            return _TableLaunch(self, config)
-        return self.variant[config]
+        v = self._require()
+        if SIMULATOR:         # the simulator builds nothing: it checks each candidate alone
+            return v[config]
+        return _PackLaunch(self, config)
 
     def __repr__(self) -> str:
         return (f"<Pack of {len(self)} at offset {self.offset}, selector {self.select!r}, "
                 f"{len(self.errors)} failed>")
+
+
+class _PackLaunch:
+    """``pack[config](*args)``: the module for these arguments built with failed candidates
+    left out (a numba kernel's for their signature), the run-time constant table copied in
+    where it changed, then the launch."""
+
+    def __init__(self, pack: Pack, config):
+        self.pack, self.config = pack, config
+
+    def __call__(self, *args: Any) -> None:
+        p = self.pack
+        with p._lock:
+            if hasattr(p._require(), "specialize"):        # a numba KernelVariant
+                p._built(lambda kv: kv.specialize(*args))
+            else:
+                p._built(lambda v: v)
+        p._report()
+        v = p._require()
+        if p.population.constants == "runtime" and p._slots():
+            write_table(v, args, _TABLE_TOKENS.setdefault(p, next(_TOKENS)), p._table_version,
+                        p.table, RT.table_name(p._site_name))
+        return v[self.config](*args)
+
+
+#: one token per pack with run-time constants: the loaded module records whose table it holds
+_TABLE_TOKENS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_TOKENS = itertools.count(1)
 
 
 def _check_errors_mode(errors: str) -> None:
@@ -454,20 +539,6 @@ def pack(target: Any, site: str, candidates: Iterable[Any], *, select: str,
     return Pack(make, pop, errors=errors, site=site)
 
 
-class _TableLaunch:
-    """``pack[config]`` with run-time constants: copies a changed table into the loaded module
-    (every copy ptxas made of it), then launches."""
-
-    def __init__(self, pack: Pack, config):
-        self.pack, self.launch = pack, pack.variant[config]
-
-    def __call__(self, *args: Any) -> None:
-        p = self.pack
-        write_table(p.variant, args, p._uploaded, p._table_version, p.table,
-                    RT.table_name(p._site_name))
-        return self.launch(*args)
-
-
 def pack_many(target: Any, site: str, candidates: Iterable[Any], *, select: str,
               per_module: int = DEFAULT_PER_MODULE, executor: Executor | None = None,
               progress: bool | Callable[[int, int], Any] = False, errors: str = "keep",
@@ -488,16 +559,22 @@ def pack_many(target: Any, site: str, candidates: Iterable[Any], *, select: str,
     packs = [pack(target, site, cands[i:i + per_module], select=select, missing=missing,
                   stubs=stubs, offset=i, constants=constants)
              for i in range(0, len(cands), per_module)]
-    todo = list(range(len(packs)))
+    todo = [i for i, p in enumerate(packs) if not p.empty]
     while todo:
-        built = target.build_many([{**(stubs or {}), site: packs[i].population} for i in todo],
-                                  executor=executor, progress=progress, errors="return",
+        batch = [{**(stubs or {}), site: packs[i].population} for i in todo]
+        built = target.build_many(batch, executor=executor, progress=progress, errors="return",
                                   missing=missing, max_workers=max_workers)
         again = []
-        for i, got in zip(todo, built):
+        for i, stub_map, got in zip(todo, batch, built):
             p = packs[i]
-            if isinstance(got, LinkError) and p._drop(got):
-                again.append(i)
+            if isinstance(got, LinkError):
+                builder = getattr(target, "build_template", lambda: target)()
+                if not p._drop(got, builder.inject(stub_map, missing=missing).ptx):
+                    raise got
+                if not p.empty:
+                    again.append(i)
+            elif isinstance(got, BuildError) and got.errors == p.population.errors:
+                p.variant, p._none_fit = None, got      # no candidate of this module fits
             elif isinstance(got, BaseException):
                 raise got
             elif hasattr(p.variant, "adopt"):      # a numba kernel's variant: keep its build
@@ -505,8 +582,6 @@ def pack_many(target: Any, site: str, candidates: Iterable[Any], *, select: str,
             else:
                 p.variant = got
         todo, progress = again, False
-    for p in packs:
-        p._built = True
     all_errors = {i: e for p in packs for i, e in p.errors.items()}
     if all_errors and errors == "raise":
         raise failed_candidates(all_errors, len(cands), packs)

@@ -22,6 +22,7 @@ the packed stub's ``site_layout.MODULE_LINE`` line), so the loaded module finds 
 from __future__ import annotations
 
 import hashlib
+import re
 import struct
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -65,8 +66,14 @@ class Lifted:
         return join_constants([self.pieces], list(bits))[0]
 
 
+_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+
+
 def lift(text: str, base: int, table: str = _PREFIX) -> Lifted:
-    """Lift ``text``'s f32/f64 literals into loads from slots ``base ...`` of ``table``."""
+    """Lift ``text``'s f32/f64 literals into loads from slots ``base ...`` of ``table``
+    (comments are dropped first: a literal in a comment is no constant)."""
+    if "/" in text:
+        text = _COMMENT.sub(lambda m: "\n" * m.group().count("\n"), text)
     (pieces,), bits = split_constants([text])
     kinds = "".join(p[-1].lower() for p in pieces[:-1])
     if not kinds:
@@ -99,6 +106,9 @@ def table_bytes(lifted: Sequence[Lifted | None], values: Mapping[int, Sequence[i
 def to_bits(k: int, kinds: str, given: Any) -> tuple[int, ...]:
     """Candidate ``k``'s new constants (numbers, in text order) as bit patterns."""
     try:
+        if isinstance(given, (str, bytes)) or (
+                isinstance(given, (list, tuple)) and any(isinstance(v, (str, bytes)) for v in given)):
+            raise TypeError
         arr = np.asarray(given, dtype=np.float64).reshape(-1)
     except (TypeError, ValueError):
         raise ConstantsError(f"candidate {k}: constants are numbers, got {given!r}",
@@ -107,9 +117,12 @@ def to_bits(k: int, kinds: str, given: Any) -> tuple[int, ...]:
         raise ConstantsError(f"candidate {k}: it has {len(kinds)} constant(s) "
                              f"({kinds.replace('f', 'f32 ').replace('d', 'f64 ').strip() or 'none'}"
                              f"), got {arr.size} value(s)", candidate=k)
-    with np.errstate(over="ignore"):
-        return tuple(int(np.float32(v).view(np.uint32)) if kind == "f"
-                     else int(np.float64(v).view(np.uint64)) for v, kind in zip(arr, kinds))
+    for i, (v, kind) in enumerate(zip(arr, kinds)):
+        if kind == "f" and np.isfinite(v) and abs(v) >= 2.0 ** 128 - 2.0 ** 103:
+            raise ConstantsError(f"candidate {k}: constant {i} ({v!r}) overflows f32",
+                                 candidate=k)
+    return tuple(int(np.float32(v).view(np.uint32)) if kind == "f"
+                 else int(np.float64(v).view(np.uint64)) for v, kind in zip(arr, kinds))
 
 
 def from_bits(kinds: str, bits: Sequence[int]) -> np.ndarray:
