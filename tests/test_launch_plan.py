@@ -23,28 +23,10 @@ from numptx.jit.params import Param
 
 from conftest import SPINE_SRC, gpu_available
 
-ADD = "add.f32 %v_z, %v_x, %v_y;"
-MUL = "mul.rn.f32 %v_z, %v_x, %v_y;"
 F32_LIMIT = 3.4028235677973366e38
 
-
-@pytest.fixture(autouse=True)
-def _private_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("NUMPTX_CACHE_DIR", str(tmp_path / "cache"))
-
-
-@pytest.fixture(scope="module")
-def spine():
-    return nx.CudaTemplate(SPINE_SRC, entry="kernel", arch="sm_90")
-
-
-class Dev:
-    """A device array as far as ``__cuda_array_interface__`` goes (no memory)."""
-
-    def __init__(self, ptr, shape=(4,), typestr="<f4", strides=None, stream=None, mask=None):
-        self.__cuda_array_interface__ = {"shape": shape, "typestr": typestr,
-                                         "data": (ptr, False), "version": 3,
-                                         "strides": strides, "stream": stream, "mask": mask}
+# the spine template, its stubs and a device-array stand-in are test_cuda_launch's
+from test_cuda_launch import ADD, MUL, Dev, _private_cache, spine  # noqa: E402, F401
 
 
 class Dev2(Dev):

@@ -11,22 +11,15 @@ import numptx as nx
 from numptx import stack_ptx as sp
 from numptx.jit.pack import PackError
 
+import sys
+from pathlib import Path
+
 from conftest import run_script
 
-FIT = r'''
-extern "C" __global__ void fit(float* err, const float* X, const float* Y, int n) {
-    unsigned cand = blockIdx.y;
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    float e = 0.0f;
-    if (i < n) {
-        float x = X[i], y;
-        PTX_INJECT("f", PTX_IN(U32, cand), PTX_IN(F32, x), PTX_OUT(F32, y));
-        float d = y - Y[i];
-        e = d * d;
-    }
-    for (int o = 16; o > 0; o >>= 1) e += __shfl_down_sync(0xffffffffu, e, o);
-    if ((threadIdx.x & 31) == 0) atomicAdd(&err[cand], e);
-}'''
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+from bench_populations import FIT  # noqa: E402  the fitting kernel of issue 12
+
 
 # every output per candidate, one thread per (candidate, x): for exact comparisons on a GPU
 EVAL = r'''
