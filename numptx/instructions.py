@@ -482,6 +482,21 @@ for _z in (False, True):
     _row(f"max{_zs}.f32", ("f32", "f32"), ("f32",), _w(lambda a, b: S.fmax(a, b, _NAN32)),
          flags=COMMUTATIVE | _zf, doc=f"maximum; a NaN operand yields the other; -0 < +0{_zd}")
 
+# directed roundings (CUDA's math library uses fma.rm to round a shifted value down)
+_DIR_DOC = {"rz": "toward zero", "rm": "toward -inf", "rp": "toward +inf"}
+for _m in ("rz", "rm", "rp"):
+    for _op, _sym, _comm in (("add", "a + b", True), ("sub", "a - b", False),
+                             ("mul", "a * b", True)):
+        _row(f"{_op}.{_m}.f32", ("f32", "f32"), ("f32",), S.directed_f32(_op, _m),
+             flags=COMMUTATIVE if _comm else (), sm=20, doc=f"{_sym}, rounded {_DIR_DOC[_m]}")
+    _row(f"fma.{_m}.f32", ("f32", "f32", "f32"), ("f32",), S.directed_f32("fma", _m),
+         flags=COMMUTATIVE, sm=20, doc=f"a * b + c with a single rounding {_DIR_DOC[_m]}")
+_row("cvt.sat.f32.f32", ("f32",), ("f32",),
+     lambda a: np.where(np.isnan(_f32(a)), _F32(0), np.clip(_f32(a), _F32(0), _F32(1)) + _F32(0)),
+     doc="a clamped to [0, 1]; NaN -> +0, -0 -> +0")
+
+# ---- rows for the CUDA-speed trig forms (numptx/dsl/mathlib/cuda_trig.py) ---------------------
+
 _row("tanh.approx.f32", ("f32",), ("f32",), _via64(np.tanh), acc=("rel", 2.0 ** -11),
      flags=APPROX, sm=75, doc="tanh(a) (approximate; subnormals pass through)")
 _row("copysign.f32", ("f32", "f32"), ("f32",), lambda a, b: np.copysign(_f32(b), _f32(a)), sm=20,

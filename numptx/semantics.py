@@ -24,7 +24,7 @@ import numpy as np
 from .valuetypes import ROWS
 
 __all__ = [
-    "F32_TINY", "F64_TINY", "F32_CANONICAL_NAN", "two_sum", "two_prod", "round_to_odd64",
+    "F32_TINY", "F64_TINY", "round_f32_directed", "directed_f32", "F32_CANONICAL_NAN", "two_sum", "two_prod", "round_to_odd64",
     "round_sum", "ftz32", "f32_to_bf16", "bf16_to_f32", "f64_to_bf16", "bf16_bits", "f64_to_f32_odd",
     "to_float", "from_float", "tf32", "fma_f32", "fma_f64", "fma_small", "fmin", "fmax",
     "float_to_int", "int_to_float", "int_div", "int_rem", "shl", "shr", "popc", "clz", "brev",
@@ -184,6 +184,60 @@ def fma_small(a, b, c, t):
     if special.any():                     # inf/NaN operands: IEEE rules of a*b+c in float64
         r = np.where(special, from_float(p + c, t), r)
     return r
+
+
+def round_f32_directed(s, e, mode: str, p=None, c=None):
+    """The exact value s + e (s = RN(s + e) in float64, e its exact error) rounded to f32
+    toward zero (``rz``), -inf (``rm``) or +inf (``rp``). Rounding to odd at 53 bits first keeps
+    the value on the same side of every f32, so one directed step from RN32 is exact. ``p`` and
+    ``c`` are the two addends (for the sign of an exact zero: -0 under ``rm`` unless both are
+    +0, IEEE 754 6.3)."""
+    o = round_to_odd64(s, e)
+    with np.errstate(all="ignore"):
+        y = o.astype(np.float32)
+        yd = y.astype(np.float64)
+        if mode == "rm":
+            step = yd > o
+            toward = np.float32(-np.inf)
+        elif mode == "rp":
+            step = yd < o
+            toward = np.float32(np.inf)
+        elif mode == "rz":
+            step = np.abs(yd) > np.abs(o)
+            toward = np.float32(0)
+        else:
+            raise ValueError(f"round_f32_directed: mode must be rz, rm or rp, not {mode!r}")
+        step &= ~np.isnan(o)
+        y = np.where(step, np.nextafter(y, toward), y).astype(np.float32)
+    if mode == "rm" and p is not None:
+        zero = (o == 0)
+        both_pos = ~np.signbit(_a(p, np.float64)) & ~np.signbit(_a(c, np.float64))
+        y = np.where(zero, np.where(both_pos, np.float32(0.0), np.float32(-0.0)), y)
+    return y.astype(np.float32)
+
+
+def directed_f32(kind: str, mode: str):
+    """The semantic of ``add``/``sub``/``mul``/``fma`` ``.rz/.rm/.rp.f32``: exact in float64
+    (the product of two f32 is exact there, TwoSum makes the sum exact), rounded once."""
+    def op(*xs):
+        v = [to_float(x, "f32") for x in xs]
+        if kind == "mul":
+            p, c = v[0] * v[1], np.zeros_like(v[0] * v[1])
+        elif kind == "fma":
+            p, c = v[0] * v[1], v[2]
+        else:
+            p, c = v[0], (-v[1] if kind == "sub" else v[1])
+        with np.errstate(all="ignore"):
+            s, e = two_sum(p, c)
+            r = round_f32_directed(s, e, mode, p, c)
+            special = ~(np.isfinite(p) & np.isfinite(c))    # inf/NaN operands: IEEE rules
+            if special.any():
+                r = np.where(special, (p + c).astype(np.float32), r)
+        if kind == "mul":                    # x * 0 signs: IEEE sign of a product
+            zero = (v[0] * v[1]) == 0
+            r = np.where(zero, (v[0] * v[1]).astype(np.float32), r)
+        return r.astype(np.float32)
+    return op
 
 
 def fma_f32(a, b, c, ftz=False):

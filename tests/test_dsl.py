@@ -229,7 +229,7 @@ def test_trace_error_outputs_and_annotations():
 
 # ---------------------------------------------------------------------------------- tracing
 def test_python_control_flow_on_constants_unrolls():
-    @nx.ptx_expr
+    @nx.ptx_expr(precision="accurate")
     def poly(x):
         acc = x
         for k in range(3):
@@ -323,7 +323,7 @@ def test_graph_printing_fx_style():
 
 
 def test_graph_names_are_unique_and_avoid_parameters():
-    @nx.ptx_expr
+    @nx.ptx_expr(precision="accurate")
     def f(t0, t1):
         return {"a": t0 * t1 + 1.0, "b": t0 - t1}
     text = str(f.graph)
@@ -333,7 +333,7 @@ def test_graph_names_are_unique_and_avoid_parameters():
 
 
 def test_cse_merges_identical_and_commuted_instructions():
-    @nx.ptx_expr
+    @nx.ptx_expr(precision="accurate")
     def f(x, y):
         a = x * y + nx.sqrt(x)
         b = y * x + nx.sqrt(x)
@@ -562,11 +562,20 @@ def test_f16_and_bf16_arithmetic_rounds_once():
 
 
 # ---------------------------------------------------------------------------------- precision
-def test_ieee_by_default_fastmath_uses_approx_rows():
+def test_accurate_is_exact_cuda_uses_cuda_algorithms_fastmath_approx_rows():
     def f(x, y):
         return nx.sqrt(x) / y + nx.exp(x) * nx.rsqrt(y) - nx.rcp(x)
-    acc, fast = nx.ptx_expr(f), nx.ptx_expr(f, fastmath=True)
-    a, b = str(acc.stub()), str(fast.stub())
+    acc, fast = nx.ptx_expr(f, precision="accurate"), nx.ptx_expr(f, fastmath=True)
+    cud = nx.ptx_expr(f)
+    assert cud.precision == "cuda" and acc.precision == "accurate" and fast.precision == "fast"
+    a, b, c = str(acc.stub()), str(fast.stub()), str(cud.stub())
+    # CUDA C++ with default options: IEEE / sqrt rcp, expf's fma.rm + ex2, rsqrtf's approx row,
+    # a product and a sum in one fma
+    for row in ("sqrt.rn.f32", "div.rn.f32", "rcp.rn.f32", "fma.rm.f32", "ex2.approx.ftz.f32",
+                "rsqrt.approx.f32", "fma.rn.f32"):
+        assert row in c, row
+    assert ".ftz.f32 %" not in c.replace("ex2.approx.ftz", "")
+    assert str(acc.stub(precision="cuda")) == c and str(cud.stub(precision="accurate")) == a
     for row in ("sqrt.rn.f32", "div.rn.f32", "rcp.rn.f32", "mul.rn.f32"):
         assert row in a
     assert ".approx" not in a and ".ftz" not in a
@@ -801,7 +810,8 @@ def test_backends_agree_and_ast_cap():
         return x
     with pytest.raises(nx.TraceError, match='backend="stack"'):
         nx.ptx_expr(deep, backend="ast").stub()
-    assert nx.ptx_expr(deep).stub().count("mul.rn.f32") == 20
+    assert nx.ptx_expr(deep, precision="accurate").stub().count("mul.rn.f32") == 20
+    assert nx.ptx_expr(deep).stub().count("fma.rn.f32") == 20       # x * x + x: one fma
 
 
 def test_big_formula_raises_limits():

@@ -137,7 +137,8 @@ def hypot_dist(x: nx.f32, y: nx.f32):
     return nx.hypot(x, y)
 
 
-@case(ranges={"ax": (0.1, 10), "ay": (0.1, 10), "bx": (0.1, 10), "by": (0.1, 10)})
+@case(ranges={"ax": (0.1, 10), "ay": (0.1, 10), "bx": (0.1, 10), "by": (0.1, 10)},
+      **F32_APPROX)                                  # rsqrt: rsqrt.approx.f32 as CUDA's rsqrtf
 def cosine_similarity(ax: nx.f32, ay: nx.f32, bx: nx.f32, by: nx.f32):
     return (ax * bx + ay * by) * nx.rsqrt((ax * ax + ay * ay) * (bx * bx + by * by))
 
@@ -496,7 +497,11 @@ def test_c_lowering_matches_python_lowering(fastmath):
     formula, every output order, and a pass-through input root."""
     from numptx.dsl.lower import to_stack, to_stack_py
     for c in CASES:
-        g = expr_of(c, "stack").trace(fastmath)
+        try:
+            g = expr_of(c, "stack").trace(fastmath)
+        except nx.PrecisionError:               # f64 transcendentals have no fast form
+            assert fastmath
+            continue
         n = len(g.outputs)
         orders = [tuple(range(n)), tuple(reversed(range(n))), (0, "passed", 0)]
         for order in orders:

@@ -72,7 +72,7 @@ def _shape(g: Graph) -> list:
             for n in g.nodes] + [("out", k, n.index) for k, n in g.outputs]
 
 
-def _framed(expr, fm: bool) -> Graph:
+def _framed(expr, fm: str) -> Graph:
     """The graph the slow, line-recording paths build for the same formula."""
     g = Graph(expr.__name__)
     tr = FramedGraphTracer(g, fm)
@@ -89,8 +89,8 @@ def test_random_formulas_fast_paths_and_c_lowering(seed):
     for t, src in _formulas(seed, 120):
         ns = {"nx": nx}
         exec(src, ns)
-        for fm in (False, True):
-            expr = nx.ptx_expr(ns["f"], fastmath=fm)
+        for fm in nx.PRECISIONS:
+            expr = nx.ptx_expr(ns["f"], precision=fm)
             try:
                 g = expr.graph
             except (TraceError, ZeroDivisionError):

@@ -197,6 +197,54 @@ def round_q(q: Q, t: str, mode: str = "rne") -> float:
     return s * float(r)
 
 
+def round_dir(q: Q, t: str, mode: str) -> float:
+    """Exact rational -> format t rounded toward zero (rz), -inf (rm) or +inf (rp); past the
+    largest finite value: inf where the direction points away from zero, else the largest."""
+    p, emin, emax = FMT[t]
+    s = -1 if q < 0 else 1
+    a = abs(q)
+    e = a.numerator.bit_length() - a.denominator.bit_length()
+    while a < pow2(e):
+        e -= 1
+    while a >= pow2(e + 1):
+        e += 1
+    ulp = pow2(max(e, emin) - p + 1)
+    m = a / ulp
+    n = m.numerator // m.denominator
+    up = (mode == "rp" and s > 0) or (mode == "rm" and s < 0)       # away from zero
+    if up and m != n:
+        n += 1
+    r = n * ulp
+    big = (2 - pow2(1 - p)) * pow2(emax)
+    if r > big:
+        return s * INF if up else s * float(big)
+    return s * float(r)
+
+
+def directed(op: str, xs, mode: str) -> float:
+    """add/sub/mul/fma .rz/.rm/.rp.f32 from exact rationals (IEEE 754 6.3 for zero signs)."""
+    if any(math.isnan(x) for x in xs):
+        return NAN
+    if op == "sub":
+        return directed("add", (xs[0], -xs[1]), mode)
+    if op == "mul":
+        xs = (xs[0], xs[1], 0.0)
+    elif op == "add":
+        xs = (1.0, xs[0], xs[1])
+    a, b, c = xs
+    if any(math.isinf(v) for v in xs):
+        return a * b + c if op != "mul" else a * b
+    ex = Q(a) * Q(b) + Q(c)
+    if ex == 0:
+        if op == "mul":
+            return a * b
+        p = a * b
+        if math.copysign(1, p) == math.copysign(1, c):
+            return p + c                       # both zeros of one sign, or an exact zero sum
+        return -0.0 if mode == "rm" else 0.0
+    return round_dir(ex, "f32", mode)
+
+
 def flush(x: float) -> float:
     return math.copysign(0.0, x) if (x == x and x != 0 and abs(x) < 2.0 ** -126) else x
 
@@ -537,6 +585,16 @@ def classify(name: str):
     if m:
         op, z, t = m.group(1), bool(m.group(3)), m.group(4)
         return (lambda a, b: ieee_ftz(op, (a, b), t, z)), None
+    m = re.fullmatch(r"(add|sub|mul|fma)\.(rz|rm|rp)\.f32", name)
+    if m:
+        op, mode = m.group(1), m.group(2)
+        gen = None
+        if op == "fma":
+            gen = lambda: [np.concatenate(x) for x in zip(sample(("f32",) * 3), fma_hard("f32"),  # noqa: E731
+                                                           fma_extreme("f32"))]
+        return (lambda *xs: directed(op, xs, mode)), gen
+    if name == "cvt.sat.f32.f32":
+        return (lambda a: 0.0 if math.isnan(a) else min(max(a, 0.0), 1.0) + 0.0), None
     m = re.fullmatch(r"fma\.rn(\.ftz)?\.(f32|f64)", name)
     if m:
         z, t = bool(m.group(1)), m.group(2)

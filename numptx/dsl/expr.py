@@ -2,7 +2,7 @@
 
     import numpy as np, numptx as nx
 
-    @nx.ptx_expr                                   # or @nx.ptx_expr(fastmath=True, backend="ast")
+    @nx.ptx_expr                   # or @nx.ptx_expr(precision="accurate"), (fastmath=True, backend="ast")
     def dist(x: nx.f32, y: nx.f32) -> nx.f32:
         return nx.sqrt(x * x + y * y)
 
@@ -15,7 +15,7 @@
 
 Parameters are typed by annotations (``nx.f32`` ..., NumPy types, or strings such as ``"nx.f32"``)
 and default to f32. A formula returns one value, a tuple or a dict of named outputs. The traced
-graph is cached per fastmath setting and the lowered program per backend and output order, so
+graph is cached per math mode (``precision``) and the lowered program per backend and output order, so
 ``stub(site)`` for a new site only binds names and runs the C compiler.
 """
 from __future__ import annotations
@@ -31,10 +31,13 @@ from .._program import value_type, compile_lowered
 from . import types as T
 from .graph import Graph, canonical
 from .lower import PASS, Lowered, to_ast, to_stack
+from .modes import MODES
+from .proxy import PrecisionError
 from .trace import (EagerTracer, EagerValue, FramedGraphTracer, GraphTracer, Proxy, TraceError,
                     Tracer)
 
-__all__ = ["PtxExpr", "ptx_expr", "BindError", "ArgumentError", "SiteBinding", "output_order"]
+__all__ = ["PtxExpr", "ptx_expr", "BindError", "ArgumentError", "PrecisionError", "PRECISIONS",
+           "SiteBinding", "output_order"]
 
 BACKENDS = ("stack", "ast")
 _MAX_BINDS = 256            # bound expressions kept per expression (bind() results)
@@ -66,23 +69,50 @@ def _flag(value: Any, what: str) -> bool:
     raise ArgumentError(f"{what}: fastmath must be True or False, not {value!r}")
 
 
-def ptx_expr(fn: Callable | None = None, *, fastmath: bool = False,
-             backend: str = "stack", **unknown: Any) -> Any:
-    """Decorator: ``@nx.ptx_expr`` or ``@nx.ptx_expr(fastmath=False, backend="stack")``.
+PRECISIONS = MODES
+"""The math modes ``precision=`` takes: ``"cuda"`` (the default: CUDA C++'s speed and error
+bounds, a product and a sum contracted into one fma), ``"accurate"`` (<= 1 ulp, every operation
+rounded once, bit-exact in ``nx.emulate``) and ``"fast"`` (``fastmath=True``: ``.approx`` and
+``.ftz``, like ``--use_fast_math``). docs/dsl.md, "Precision"."""
 
-    ``fastmath=True`` lowers + - * to the contractible ``.ftz`` forms, / sqrt rcp rsqrt to
-    ``.approx.ftz`` and the transcendentals to mathlib's fast sequences; ``backend`` picks the
-    program form the stubs are compiled from (``"stack"``: Stack PTX, ``"ast"``: AST PTX).
+
+def _mode(precision: Any, fastmath: Any, what: str, default: str = "cuda") -> str:
+    """The math mode of ``precision=``/``fastmath=`` (None: not given)."""
+    fm = None if fastmath is None else _flag(fastmath, what)
+    if precision is None:
+        return "fast" if fm else (default if default != "fast" or fm is None else "cuda")
+    if precision not in MODES:
+        raise PrecisionError(f"{what}: unknown precision {precision!r}; the modes are "
+                             f"{', '.join(map(repr, MODES))}",
+                             fix="precision='cuda' (default), 'accurate' or 'fast'")
+    if fm and precision != "fast":
+        raise ArgumentError(f"{what}: fastmath=True is precision='fast'; it contradicts "
+                            f"precision={precision!r}: pass one of them")
+    return precision
+
+
+def ptx_expr(fn: Callable | None = None, *, precision: str | None = None,
+             fastmath: bool = False, backend: str = "stack", **unknown: Any) -> Any:
+    """Decorator: ``@nx.ptx_expr`` or ``@nx.ptx_expr(precision="accurate", backend="ast")``.
+
+    ``precision`` is the math mode (:data:`PRECISIONS`): ``"cuda"`` (default) computes as
+    CUDA C++ does with NVRTC's default options (a product and a sum contract into one fma; the
+    transcendentals are CUDA's own algorithms on the hardware's approximate units, within
+    CUDA's documented error); ``"accurate"`` rounds every operation once (no contraction) and
+    uses <= 1 ulp sequences, bit-exact in ``nx.emulate``; ``fastmath=True`` (``"fast"``)
+    lowers + - * to the contractible ``.ftz`` forms, / sqrt rcp rsqrt to ``.approx.ftz`` and
+    the transcendentals to the raw ``.approx`` rows. ``backend`` picks the program form the
+    stubs are compiled from (``"stack"``: Stack PTX, ``"ast"``: AST PTX).
     """
     if unknown:
         raise ArgumentError(f"ptx_expr: unknown option {next(iter(unknown))!r}; the options are "
-                            f"fastmath=True/False and backend="
-                            f"{' or '.join(map(repr, BACKENDS))}")
+                            f"precision={'/'.join(map(repr, MODES))}, fastmath=True/False and "
+                            f"backend={' or '.join(map(repr, BACKENDS))}")
     _check_backend(backend, "ptx_expr")
-    fastmath = _flag(fastmath, "ptx_expr")
+    mode = _mode(precision, fastmath, "ptx_expr")
     if fn is None:
-        return lambda f: PtxExpr(f, fastmath=fastmath, backend=backend)
-    return PtxExpr(fn, fastmath=fastmath, backend=backend)
+        return lambda f: PtxExpr(f, precision=mode, backend=backend)
+    return PtxExpr(fn, precision=mode, backend=backend)
 
 
 # function -> (check, analysis): see _analyse. Keyed by the function (weakly), not its code:
@@ -190,11 +220,11 @@ def _def_frame(fn) -> tuple:
 
 class PtxExpr:
     """A traced formula (see the module docstring). Attributes: ``fn``, ``params`` (name ->
-    DType of the runtime inputs, in order), ``bound`` (name -> constant), ``fastmath``,
-    ``backend``."""
+    DType of the runtime inputs, in order), ``bound`` (name -> constant), ``precision`` (the
+    math mode), ``fastmath`` (``precision == "fast"``), ``backend``."""
 
-    def __init__(self, fn: Callable, *, fastmath: bool = False, backend: str = "stack",
-                 bound: Mapping[str, Any] | None = None):
+    def __init__(self, fn: Callable, *, precision: str | None = None, fastmath: bool = False,
+                 backend: str = "stack", bound: Mapping[str, Any] | None = None):
         code = getattr(fn, "__code__", None)
         if code is None:
             raise ArgumentError(f"ptx_expr needs a Python function (def or lambda), not "
@@ -202,7 +232,8 @@ class PtxExpr:
                                 fix="decorate a def: @nx.ptx_expr or @nx.ptx_expr(fastmath=True)")
         if backend not in BACKENDS:
             _check_backend(backend, "ptx_expr")
-        self.fn, self.fastmath, self.backend = fn, _flag(fastmath, "ptx_expr"), backend
+        self.fn, self.backend = fn, backend
+        self.precision = _mode(precision, fastmath, "ptx_expr")
         self.__name__ = getattr(fn, "__name__", "expr")
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
@@ -232,16 +263,34 @@ class PtxExpr:
             self.bound[k] = v
         self.params = {k: t for k, t in types.items() if k not in self.bound} if self.bound \
             else dict(types)
-        self._graphs: dict[bool, Graph] = {}
+        self._graphs: dict[str, Graph] = {}
         self._lowered: dict[tuple, Lowered] = {}
         self._binds: dict[tuple, PtxExpr] = {}
         self._sites: dict[tuple, tuple] = {}
 
+    @property
+    def fastmath(self) -> bool:
+        """Whether the math mode is ``"fast"`` (``fastmath=True``)."""
+        return self.precision == "fast"
+
+    def _pick(self, fastmath: Any, precision: Any, what: str) -> str:
+        """The math mode of a call's ``fastmath=``/``precision=`` (the formula's own if
+        neither is given; ``fastmath=False`` keeps a non-fast mode, else is ``"cuda"``)."""
+        if precision is None:
+            if fastmath is None:
+                return self.precision
+            if fastmath.__class__ is bool:
+                return "fast" if fastmath else ("cuda" if self.precision == "fast"
+                                                else self.precision)
+        if precision.__class__ is str and fastmath is None and precision in MODES:
+            return precision
+        return _mode(precision, fastmath, what,
+                     default="cuda" if self.precision == "fast" else self.precision)
+
     # ---- tracing ----------------------------------------------------------------------------------
-    def trace(self, fastmath: bool | None = None) -> Graph:
-        """The traced graph (cached per fastmath setting)."""
-        fm = self.fastmath if fastmath is None else fastmath if fastmath.__class__ is bool else \
-            _flag(fastmath, "trace")
+    def trace(self, fastmath: bool | None = None, precision: str | None = None) -> Graph:
+        """The traced graph (cached per math mode)."""
+        fm = self._pick(fastmath, precision, "trace")
         g = self._graphs.get(fm)
         if g is None:
             g = self._graphs[fm] = self._trace_new(fm, False)
@@ -250,7 +299,7 @@ class PtxExpr:
             g.retrace = lambda: (lambda e: e._trace_new(fm, True) if e is not None else None)(ref())
         return g
 
-    def _trace_new(self, fm: bool, framed: bool) -> Graph:
+    def _trace_new(self, fm: str, framed: bool) -> Graph:
         g = Graph(self.__name__)
         tr = (FramedGraphTracer if framed else GraphTracer)(g, fm)
         args = []
@@ -357,7 +406,7 @@ class PtxExpr:
                 raise ArgumentError(f"{self.__name__}() got an unexpected or repeated argument "
                                     f"{k!r} (parameters: {', '.join(names)})")
             values[k] = v
-        ev = EagerTracer()
+        ev = EagerTracer(contract=self.precision == "cuda")
         proxies, scalar = [], True
         for name, t in self.all_params.items():
             if name in self.bound:
@@ -402,7 +451,7 @@ class PtxExpr:
         binds = self._binds
         hit = binds.pop(key, None)
         if hit is None:
-            hit = PtxExpr(self.fn, fastmath=self.fastmath, backend=self.backend,
+            hit = PtxExpr(self.fn, precision=self.precision, backend=self.backend,
                           bound={**self.bound, **values})
             for k in values:
                 hit._bound_scalar(k, self.all_params[k])       # validate now
@@ -419,14 +468,13 @@ class PtxExpr:
         return f"{self.__name__}({params}) -> {outs}"
 
     def lowered(self, backend: str | None = None, order: tuple | None = None,
-                fastmath: bool | None = None) -> Lowered:
-        """The lowered program (cached per fastmath, backend and output order)."""
+                fastmath: bool | None = None, precision: str | None = None) -> Lowered:
+        """The lowered program (cached per math mode, backend and output order)."""
         backend = backend or self.backend
         if backend not in BACKENDS:
             _check_backend(backend, f"{self.__name__}.lowered")
-        fm = self.fastmath if fastmath is None else fastmath if fastmath.__class__ is bool else \
-            _flag(fastmath, f"{self.__name__}.lowered")
-        g = self.trace(fm)
+        fm = self._pick(fastmath, precision, f"{self.__name__}.lowered")
+        g = self.trace(precision=fm)
         if order is None:
             order = tuple(range(len(g.outputs)))
         key = (fm, backend, order)
@@ -442,7 +490,7 @@ class PtxExpr:
 
     def stub(self, site: Any = None, *, inputs: Mapping[str, str] | None = None,
              outputs: Mapping[Any, str] | None = None, backend: str | None = None,
-             fastmath: bool | None = None):
+             fastmath: bool | None = None, precision: str | None = None):
         """Compile a stub.
 
         * ``stub(site)``: parameters bind to the site's in/mod variables by name (by
@@ -467,7 +515,7 @@ class PtxExpr:
                                 f"name the registers with inputs=/outputs=")
             # binding(site) without its SiteBinding: ~3 % of a stub for another site
             expr, rename, order = self._bind_site(site)
-            low = expr.lowered(backend, order, fastmath)
+            low = expr.lowered(backend, order, fastmath, precision)
             return compile_lowered(mode, low.words, low.input_names, rename, None, None, site=site,
                                    routines=low.routines, strict=True, limits=low.limits)
         for what, m in (("inputs", inputs), ("outputs", outputs)):
@@ -475,8 +523,8 @@ class PtxExpr:
                 raise BindError(f"{what}= maps {'parameter' if what == 'inputs' else 'output'} "
                                 f"names to register names, e.g. {what}={{'x': 'a'}}; not "
                                 f"{type(m).__name__}")
-        low = self.lowered(backend, None, fastmath)
-        g = self.trace(self.fastmath if fastmath is None else fastmath)
+        low = self.lowered(backend, None, fastmath, precision)
+        g = self.trace(fastmath, precision)
         inputs = dict(inputs or {})
         outputs = dict(outputs or {})
         for k in inputs:
@@ -588,7 +636,7 @@ class PtxExpr:
     def __repr__(self) -> str:
         params = ", ".join(f"{k}: {t.name}" for k, t in self.params.items())
         extra = "".join(f", {k}={v!r}" for k, v in self.bound.items())
-        return f"<ptx_expr {self.__name__}({params}{extra}) fastmath={self.fastmath} " \
+        return f"<ptx_expr {self.__name__}({params}{extra}) precision={self.precision!r} " \
                f"backend={self.backend!r}>"
 
 

@@ -19,47 +19,74 @@ from .. import semantics as S
 from ..instructions import TABLE
 from ..valuetypes import BY_NAME, FLOATS, INTS
 from . import types as T
-from .proxy import TraceError, user_frame
+from .modes import MODES
+from .proxy import PrecisionError, TraceError, user_frame
 
 __all__ = ["arith", "select", "convert", "np_convert", "via32", "fmod_seq", "bits_type",
            "mathlib_functions", "mathlib_lowering", "is_mathlib_lowering", "binary_arith",
            "unary_row", "cmp_lowering", "lower_neg", "lower_abs", "lower_floordiv", "lower_mod",
            "lower_fmod", "lower_pow", "lower_minmax", "lower_clip", "round_mode", "lower_sign",
-           "lower_shift", "lower_bits", "lower_test", "lower_rsqrt", "lower_copysign"]
+           "lower_shift", "lower_bits", "lower_test", "lower_rsqrt", "lower_copysign", "MODES",
+           "CONTRACTED", "contract"]
 
 _F16 = ("f16", "bf16")
 _INF = float("inf")
 
 
-_ARITH = {  # (op, type, fastmath) -> row
-    ("add", "f32", False): "add.rn.f32", ("add", "f32", True): "add.ftz.f32",
-    ("sub", "f32", False): "sub.rn.f32", ("sub", "f32", True): "sub.ftz.f32",
-    ("mul", "f32", False): "mul.rn.f32", ("mul", "f32", True): "mul.ftz.f32",
-    ("div", "f32", False): "div.rn.f32", ("div", "f32", True): "div.approx.ftz.f32",
-    ("sqrt", "f32", False): "sqrt.rn.f32", ("sqrt", "f32", True): "sqrt.approx.ftz.f32",
-    ("rcp", "f32", False): "rcp.rn.f32", ("rcp", "f32", True): "rcp.approx.ftz.f32",
-    ("fma", "f32", False): "fma.rn.f32", ("fma", "f32", True): "fma.rn.ftz.f32",
-    ("add", "f64", False): "add.rn.f64", ("add", "f64", True): "add.f64",
-    ("sub", "f64", False): "sub.rn.f64", ("sub", "f64", True): "sub.f64",
-    ("mul", "f64", False): "mul.rn.f64", ("mul", "f64", True): "mul.f64",
+_ARITH_FAST = {  # (op, type) -> row, fastmath
+    ("add", "f32"): "add.ftz.f32", ("sub", "f32"): "sub.ftz.f32", ("mul", "f32"): "mul.ftz.f32",
+    ("div", "f32"): "div.approx.ftz.f32", ("sqrt", "f32"): "sqrt.approx.ftz.f32",
+    ("rcp", "f32"): "rcp.approx.ftz.f32", ("fma", "f32"): "fma.rn.ftz.f32",
+    ("add", "f64"): "add.f64", ("sub", "f64"): "sub.f64", ("mul", "f64"): "mul.f64",
 }
-for _t in ("f64",):
-    for _o in ("div", "sqrt", "rcp", "fma"):
-        for _fm in (False, True):
-            _ARITH[(_o, _t, _fm)] = f"{_o}.rn.{_t}"
-for _t in _F16:
-    for _o in ("add", "sub", "mul", "fma"):
-        for _fm in (False, True):
-            _ARITH[(_o, _t, _fm)] = f"{_o}.rn.{_t}"
+_ARITH: dict = {}  # (op, type, mode) -> row
+for _t in ("f32", "f64", *_F16):
+    for _o in ("add", "sub", "mul", "fma") + (("div", "sqrt", "rcp") if _t[0] == "f" and
+                                               _t != "f16" else ()):
+        for _fm in MODES:
+            _ARITH[(_o, _t, _fm)] = _ARITH_FAST.get((_o, _t), f"{_o}.rn.{_t}") \
+                if _fm == "fast" else f"{_o}.rn.{_t}"
 for _t in ("s32", "u32", "s64", "u64"):
-    for _fm in (False, True):
+    for _fm in MODES:
         _ARITH.update({("add", _t, _fm): f"add.{_t}", ("sub", _t, _fm): f"sub.{_t}",
                        ("mul", _t, _fm): f"mul.lo.{_t}", ("fma", _t, _fm): f"mad.lo.{_t}"})
 del _t, _o, _fm
 
+CONTRACTED = frozenset({"add", "sub"})
+"""Operations that ``cuda`` mode contracts with an operand product on f32/f64 (they have no
+single row there: see :meth:`DslOp.single_row`)."""
 
-def arith(b, op: str, t: str, fm: bool, *xs):
-    """``b.instr`` of the row for arithmetic ``op`` on type ``t`` (IEEE or fastmath form)."""
+
+def _product(x, t: str):
+    """The operands of ``x`` if it is a graph node ``mul.rn.<t>`` (else None)."""
+    if getattr(x, "op", None) == "instr" and x.target == f"mul.rn.{t}":
+        return x.args
+    return None
+
+
+def contract(b, op: str, t: str, x, y):
+    """``x + y`` / ``x - y`` on f32/f64 in ``cuda`` mode: an operand that is a product becomes
+    one ``fma.rn`` (as LLVM's NVPTX back end contracts ``a*b + c`` under NVRTC's default
+    ``-fmad=true``, also when the product has other uses); the emulator then computes what the
+    GPU does, bit for bit. Without a product operand: the ``.rn`` row."""
+    px = _product(x, t)
+    py = _product(y, t)
+    if op == "add":
+        if py is not None and px is None:
+            return b.instr(f"fma.rn.{t}", py[0], py[1], x)
+        if px is not None:
+            return b.instr(f"fma.rn.{t}", px[0], px[1], y)
+    elif px is not None:                               # a*b - y
+        return b.instr(f"fma.rn.{t}", px[0], px[1], b.instr(f"neg.{t}", y))
+    elif py is not None:                               # x - a*b
+        return b.instr(f"fma.rn.{t}", b.instr(f"neg.{t}", py[0]), py[1], x)
+    return b.instr(f"{op}.rn.{t}", x, y)
+
+
+def arith(b, op: str, t: str, fm: str, *xs):
+    """``b.instr`` of the row for arithmetic ``op`` on type ``t`` in math mode ``fm``."""
+    if fm == "cuda" and op in CONTRACTED and (t == "f32" or t == "f64"):
+        return contract(b, op, t, *xs)
     return b.instr(_ARITH[(op, t, fm)], *xs)
 
 
@@ -278,7 +305,7 @@ def lower_minmax(which: str, nan_propagating: bool):
     def lower(b, t, fm, x, y):
         r = b.instr(f"{which}.{t}", x, y)
         if nan_propagating and _is_float(t):
-            r = b.instr(f"selp.{t}", arith(b, "add", t, False, x, y), r,
+            r = b.instr(f"selp.{t}", arith(b, "add", t, "accurate", x, y), r,
                         b.instr(f"setp.nan.{t}", x, y))
         return r
     return lower
@@ -338,9 +365,11 @@ def lower_test(which: str):
 
 
 def lower_rsqrt(b, t, fm, x):
-    if fm and t == "f32":
+    if fm == "fast" and t == "f32":
         return b.instr("rsqrt.approx.ftz.f32", x)
-    return arith(b, "div", t, False, b.const(1.0, t), arith(b, "sqrt", t, False, x))
+    if fm == "cuda" and t == "f32":                 # CUDA's rsqrtf
+        return b.instr("rsqrt.approx.f32", x)
+    return arith(b, "div", t, "accurate", b.const(1.0, t), arith(b, "sqrt", t, "accurate", x))
 
 
 # ---- mathlib ----------------------------------------------------------------------------------
@@ -351,9 +380,19 @@ def mathlib_functions() -> dict:
 
 
 def mathlib_lowering(name: str) -> Callable:
-    """Lower through mathlib's sequence ``name`` (f32/f64; f16/bf16 arrive as f32)."""
+    """Lower through mathlib's sequence ``name`` in the math mode (f32/f64; f16/bf16 arrive as
+    f32): :func:`numptx.dsl.mathlib.implementation` picks it."""
     def lower(b, t, fm, *xs):
-        return mathlib_functions()[name][0](b, *xs, dtype=t, fastmath=fm)
+        from . import mathlib
+        impl = mathlib.implementation(name, t, fm)
+        if impl is None:
+            have = [m for m in MODES if mathlib.implementation(name, t, m) is not None]
+            raise PrecisionError(
+                f"nx.{name} has no {t} implementation in precision {fm!r} (fastmath=True is "
+                f"'fast'); {t} has: {', '.join(map(repr, have))}", frame=user_frame(),
+                fix=f"use @nx.ptx_expr(precision={have[0]!r}) for {t} values, or compute "
+                    f"this function in f32")
+        return impl(b, *xs)
     lower.__name__ = f"mathlib_{name}"
     return lower
 
@@ -366,6 +405,13 @@ def is_mathlib_lowering(lower: Callable) -> bool:
 
 def binary_arith(op):
     rows = {(t, fm): r for (o, t, fm), r in _ARITH.items() if o == op}
+    if op in CONTRACTED:
+        def lower(b, t, fm, x, y):
+            if fm == "cuda" and (t == "f32" or t == "f64"):
+                return contract(b, op, t, x, y)
+            return b.instr(rows[t, fm], x, y)
+        lower.__name__ = op
+        return lower
 
     def lower(b, t, fm, x, y):
         return b.instr(rows[t, fm], x, y)

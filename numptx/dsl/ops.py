@@ -37,7 +37,7 @@ import numpy as np
 from .. import semantics as S
 from . import types as T
 from .graph import Graph, canonical
-from .lowering import (arith, binary_arith, bits_type, cmp_lowering, is_mathlib_lowering,
+from .lowering import (CONTRACTED, arith, binary_arith, bits_type, cmp_lowering, is_mathlib_lowering,
                        lower_abs, lower_bits, lower_clip, lower_copysign, lower_floordiv,
                        lower_fmod, lower_minmax, lower_mod, lower_neg, lower_pow, lower_rsqrt,
                        lower_shift, lower_sign, lower_test, mathlib_functions, mathlib_lowering,
@@ -80,9 +80,13 @@ class DslOp:
         object.__setattr__(self, "fast_types", FAST_TYPES.get(self.kind))
         object.__setattr__(self, "rows", {})
 
-    def single_row(self, t: str, fastmath: bool) -> str | bool:
+    def single_row(self, t: str, fastmath: str) -> str | bool:
         """The row one application on ``t`` operands is, if it is one row applied to the
-        operands in order (else False); cached in ``rows``."""
+        operands in order (else False); cached in ``rows``. ``cuda`` mode's float add/sub
+        have none: they contract with a product operand."""
+        if fastmath == "cuda" and self.name in CONTRACTED and t in ("f32", "f64"):
+            self.rows[(t, fastmath)] = False
+            return False
         g = Graph()
         xs = [g.input(f"a{i}", t) for i in range(self.arity)]
         try:
@@ -388,7 +392,7 @@ _DOC_BEGIN = "<!-- BEGIN GENERATED: numptx.dsl.ops.docs_table() -->"
 _DOC_END = "<!-- END GENERATED -->"
 
 
-def _rows_used(op: DslOp, t: T.DType, fastmath: bool) -> list[str]:
+def _rows_used(op: DslOp, t: T.DType, fastmath: str) -> list[str]:
     """The instruction rows one application of ``op`` to values of type ``t`` lowers to."""
     g = Graph(op.name)
     tr = GraphTracer(g, fastmath)
@@ -421,25 +425,26 @@ def _accuracy_text(op: DslOp) -> str:
 
 def docs_table() -> str:
     """The markdown table of every DSL operation (generated; docs/dsl.md embeds it)."""
-    lines = ["| op | Python | `nx.` | NumPy reference | types | f32 | f32, fastmath | s32 "
-             "| accuracy | notes |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| op | Python | `nx.` | NumPy reference | types | f32 | f32, accurate "
+             "| f32, fastmath | s32 | accuracy | notes |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     kinds = {"num": "numbers", "float": "floats (ints: in f64)", "cmp": "numbers -> pred",
              "bits": "ints, pred", "shift": "ints", "logical": "any -> pred",
              "where": "pred, any, any", "test": "numbers -> pred"}
     for op in op_table():
         numeric = op.kind not in ("bits", "shift")
         ml = op.name == "pow" or is_mathlib_lowering(op.lower)      # pow: mathlib unless n
-        f32 = _describe_rows(_rows_used(op, T.f32, False), ml) if numeric else "-"
-        fast = _describe_rows(_rows_used(op, T.f32, True), ml) if numeric else "-"
+        f32 = _describe_rows(_rows_used(op, T.f32, "cuda"), ml) if numeric else "-"
+        acc = _describe_rows(_rows_used(op, T.f32, "accurate"), ml) if numeric else "-"
+        fast = _describe_rows(_rows_used(op, T.f32, "fast"), ml) if numeric else "-"
         if op.name == "pow":
             s32 = "constant n >= 0 only: `mul.lo.s32` (squaring)"
         else:
-            s32 = _describe_rows(_rows_used(op, T.s32, False), ml) if op.kind != "logical" else "-"
+            s32 = _describe_rows(_rows_used(op, T.s32, "cuda"), ml) if op.kind != "logical" else "-"
         py = f"`{op.python}`" if op.python else ""
         name = op.public[0] if op.public else ""
         row = [f"`{op.name}`", py, f"`nx.{name}`" if name else "", f"`{op.numpy}`",
-               kinds[op.kind], f32, fast, s32, _accuracy_text(op), op.doc]
+               kinds[op.kind], f32, acc, fast, s32, _accuracy_text(op), op.doc]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in row) + " |")
     return "\n".join(lines) + "\n"
 

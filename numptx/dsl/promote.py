@@ -53,7 +53,7 @@ class Tracer:
     * float functions of integers compute in f64 as in NumPy (``nx.sqrt(i)``, ``i / j``);
     * predicates are not numbers: ``p + 1`` raises (use ``nx.where(p, 1, 0)`` or ``nx.s32(p)``).
     """
-    fastmath: bool = False
+    fastmath: str = "cuda"             # the math mode (numptx/dsl/lowering.py, MODES)
 
     def dtype_of(self, node: Any) -> T.DType:
         raise NotImplementedError

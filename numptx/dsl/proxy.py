@@ -82,6 +82,12 @@ class TraceError(NumptxError):
         return text
 
 
+class PrecisionError(TraceError, ValueError):
+    """A math mode that does not exist, or a function with no implementation in the requested
+    mode for its type (``exp`` of an f64 under ``fastmath=True``); the message names the
+    function, type and mode and the modes that exist."""
+
+
 class TraceAttributeError(TraceError, AttributeError):
     """An attribute a traced value does not have (``x.astype``, ``x.real``); also an
     AttributeError, so ``getattr(x, name, default)`` and ``hasattr`` keep working."""
@@ -107,11 +113,13 @@ _err = trace_error
 
 
 class EagerValue:
-    """A reference-evaluation value: a NumPy array (canonical representation) and its DType."""
-    __slots__ = ("value", "dtype")
+    """A reference-evaluation value: a NumPy array (canonical representation) and its DType;
+    ``prod``: the factors when it is an f32/f64 product (``precision="cuda"`` contracts a sum
+    with it, as the graph does)."""
+    __slots__ = ("value", "dtype", "prod")
 
-    def __init__(self, value: np.ndarray, dtype: T.DType):
-        self.value, self.dtype = value, dtype
+    def __init__(self, value: np.ndarray, dtype: T.DType, prod: tuple | None = None):
+        self.value, self.dtype, self.prod = value, dtype, prod
 
 
 # ---- the proxy ---------------------------------------------------------------------------------

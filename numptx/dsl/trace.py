@@ -31,7 +31,8 @@ import numpy as np
 from .. import semantics as S
 from . import types as T
 from .graph import ON_TABLE_CHANGE, Graph, Node, RowInfo, canonical, refresh_rows, row_info
-from .lowering import convert as _graph_convert, np_convert as _np_convert
+from .lowering import CONTRACTED, convert as _graph_convert, np_convert as _np_convert
+from .modes import MODES
 from .promote import FAST_TYPES, WHERE_TYPES, Tracer
 from .proxy import (OPS, EagerValue, Proxy, TraceAttributeError, TraceError, trace_error,
                     user_frame)
@@ -43,9 +44,12 @@ __all__ = ["TraceError", "TraceAttributeError", "Proxy", "Tracer", "GraphTracer"
 
 # ---- the tracers ------------------------------------------------------------------------------
 class GraphTracer(Tracer):
-    """Builds a :class:`Graph`; ``fastmath`` selects the .approx/.ftz lowerings."""
+    """Builds a :class:`Graph`; ``fastmath`` holds the math mode the operations lower in
+    (``"cuda"``, ``"accurate"`` or ``"fast"``: numptx/dsl/lowering.py, ``MODES``)."""
 
-    def __init__(self, graph: Graph, fastmath: bool = False):
+    def __init__(self, graph: Graph, fastmath: str = "cuda"):
+        if fastmath not in MODES:
+            raise ValueError(f"GraphTracer: math mode {fastmath!r} is not one of {MODES}")
         self.graph, self.fastmath = graph, fastmath
         # the fused fast paths' direct handles: the CSE table and the one node route
         self.cse, self.add = graph.cse, graph.add_instr
@@ -162,19 +166,33 @@ class FramedGraphTracer(GraphTracer):
 
 
 class EagerTracer(Tracer):
-    """Evaluates each operation at once with NumPy (nodes are :class:`EagerValue`)."""
+    """Evaluates each operation at once with NumPy (nodes are :class:`EagerValue`). With
+    ``contract`` (``precision="cuda"``) an f32/f64 sum with a product operand is one fma, as
+    the graph lowers it (numptx/dsl/lowering.py, :func:`contract`): the reference then computes
+    the arithmetic the GPU does, bit for bit."""
+
+    def __init__(self, contract: bool = False):
+        self.contract = contract
 
     def dtype_of(self, node: EagerValue) -> T.DType:
         return node.dtype
 
     def eager(self) -> EagerTracer:
-        return EagerTracer()
+        return EagerTracer(self.contract)
 
     def literal(self, value: Any, dtype: T.DType) -> EagerValue:
         return EagerValue(np.asarray(canonical(value, dtype.name)), dtype)
 
     def run(self, op: Any, t: T.DType, nodes: tuple) -> EagerValue:
         arrays = [n.value for n in nodes]
+        if self.contract and (t.name == "f32" or t.name == "f64"):
+            name = op.name
+            if name == "mul":
+                with np.errstate(all="ignore"):
+                    r = np.asarray(op.ref(t, *arrays), dtype=t.np)
+                return EagerValue(r, t, (arrays[0], arrays[1]))
+            if name in CONTRACTED and (nodes[0].prod is not None or nodes[1].prod is not None):
+                return EagerValue(_contract_values(name, t.name, nodes), t)
         with np.errstate(all="ignore"):
             out_t = T.pred if op.kind in ("cmp", "logical", "test") else t
             if t.name == "bf16" and not op.ref16:    # no bf16 in NumPy: f32, rounded once
@@ -191,15 +209,31 @@ class EagerTracer(Tracer):
         return EagerValue(np.asarray(_np_convert(node.value, src, dst), dtype=dst.np), dst)
 
 
+def _contract_values(op: str, t: str, nodes: tuple) -> np.ndarray:
+    """The NumPy twin of lowering.contract: which product contracts, and the fma."""
+    x, y = nodes
+    fma = S.fma_f32 if t == "f32" else S.fma_f64
+    with np.errstate(all="ignore"):
+        if op == "add":
+            a, b, c = (*y.prod, x.value) if x.prod is None else (*x.prod, y.value)
+        elif x.prod is not None:
+            a, b, c = (*x.prod, -y.value)
+        else:
+            a, b, c = (-y.prod[0], y.prod[1], x.value)
+        shape = np.broadcast_shapes(np.shape(a), np.shape(b), np.shape(c))
+        r = fma(a, b, c)
+    return np.asarray(r, dtype=np.float32 if t == "f32" else np.float64).reshape(shape)
+
+
 # ---- the fused fast paths ----------------------------------------------------------------------
 # Each ``nx.*`` function and Proxy operator is one of these closures. They skip the tracer's
 # method calls, not its rules: the policy check is the fast-type test, the literal is the
 # tracer's, and nodes enter the graph through Graph.add_instr like every other instruction.
 _new = object.__new__
-_FUSED: list = []          # per fused operation: ({type: RowInfo or False}, same with fastmath)
+_FUSED: list = []          # per fused operation: {math mode: {type: RowInfo or False}}
 
 
-def _fused_info(op_name: str, cache: dict, t: str, fm: bool, arity: int) -> RowInfo | bool:
+def _fused_info(op_name: str, cache: dict, t: str, fm: str, arity: int) -> RowInfo | bool:
     """The row one application of ``op_name`` on ``t`` values is, when the fast path can build
     it directly (one plain row taking ``t`` operands), else False; cached in ``cache``."""
     refresh_rows()                                  # a new table clears every fused cache
@@ -219,7 +253,7 @@ def _fused_info(op_name: str, cache: dict, t: str, fm: bool, arity: int) -> RowI
     return info
 
 
-def _ternary_info(op_name: str, cache: dict, t: str, fm: bool):
+def _ternary_info(op_name: str, cache: dict, t: str, fm: str):
     """(RowInfo, operand order) when one application of the 3-operand ``op_name`` on ``t``
     values (``where``: a predicate and two ``t``) is one non-volatile row on its operands in
     some order; else False. Cached in ``cache``."""
@@ -242,16 +276,16 @@ def _ternary_info(op_name: str, cache: dict, t: str, fm: bool):
     return info
 
 
-def _new_fused_caches() -> tuple[dict, dict]:
-    caches = ({}, {})
+def _new_fused_caches() -> dict[str, dict]:
+    caches = {m: {} for m in MODES}           # per math mode: {type: RowInfo or False}
     _FUSED.append(caches)
     return caches
 
 
 def _clear_fused() -> None:
-    for a, b in _FUSED:
-        a.clear()
-        b.clear()
+    for caches in _FUSED:
+        for c in caches.values():
+            c.clear()
 
 
 ON_TABLE_CHANGE.append(_clear_fused)
@@ -263,7 +297,7 @@ def fused_binary(op_name: str, swap: bool = False, eager: Any = None):
     in one frame, with no source position recorded (:meth:`Graph.format` re-traces to show
     them); everything else through ``tracer.binary`` (same frame depth); ``eager(args)``
     when neither is traced."""
-    plain, fast = _new_fused_caches()
+    caches = _new_fused_caches()
 
     def f(a, b):
         if swap:
@@ -294,7 +328,7 @@ def fused_binary(op_name: str, swap: bool = False, eager: Any = None):
         if na is not None and nb is not None and na.dtype == t and nb.dtype == t and \
                 (na.op != "const" or nb.op != "const"):
             fm = tr.fastmath
-            cache = fast if fm else plain
+            cache = caches[fm]
             info = cache.get(t)
             if info is None:
                 info = _fused_info(op_name, cache, t, fm, 2)
@@ -313,7 +347,7 @@ def fused_binary(op_name: str, swap: bool = False, eager: Any = None):
 
 def fused_unary(op_name: str, eager: Any = None):
     """``f(a)``: the unary counterpart of :func:`fused_binary`."""
-    plain, fast = _new_fused_caches()
+    caches = _new_fused_caches()
 
     def f(a):
         if a.__class__ is not Proxy:
@@ -324,7 +358,7 @@ def fused_unary(op_name: str, eager: Any = None):
             if na.op != "const":
                 t = na.dtype
                 fm = tr.fastmath
-                cache = fast if fm else plain
+                cache = caches[fm]
                 info = cache.get(t)
                 if info is None:
                     info = _fused_info(op_name, cache, t, fm, 1)
@@ -343,7 +377,7 @@ def fused_unary(op_name: str, eager: Any = None):
 def fused_ternary(op_name: str, eager: Any = None):
     """``f(a, b, c)``: :func:`fused_binary` for 3-operand operations (fma, where): traced values
     of one type (``where``: a traced predicate first) and Python numbers."""
-    plain, fast = _new_fused_caches()
+    caches = _new_fused_caches()
     is_where = OPS[op_name].kind == "where"
 
     def f(*args):
@@ -381,7 +415,7 @@ def fused_ternary(op_name: str, eager: Any = None):
             if ok and (nodes[0].op != "const" or nodes[1].op != "const" or
                        nodes[2].op != "const"):
                 fm = tr.fastmath
-                cache = fast if fm else plain
+                cache = caches[fm]
                 info = cache.get(t)
                 if info is None:
                     info = _ternary_info(op_name, cache, t, fm)

@@ -65,20 +65,65 @@ from .builders import EagerBuilder, InstrCounter, ulp_error
 from .core import DTYPES
 from .functions import *  # noqa: F403 - every registered sequence (exp, sin, ...)
 from .functions import FAST_FORMS, FUNCTIONS, __all__ as _SEQUENCES
+from ..modes import MODES
+from .cuda_forms import CUDA_FORMS
+from . import cuda_exp as _cuda_exp  # noqa: F401 - registers the CUDA-speed forms
 
-__all__ = ["EagerBuilder", "InstrCounter", "evaluate", "ulp_error", "DTYPES", *_SEQUENCES]
+__all__ = ["EagerBuilder", "InstrCounter", "evaluate", "implementation", "ulp_error", "DTYPES",
+           "MODES", "CUDA_FORMS", *_SEQUENCES]
 
 
-def evaluate(fn: Callable | str, *args, dtype: str = "f32", fastmath: bool = False):
-    """Eager evaluation: ``fn`` (a function or a FUNCTIONS name) on NumPy inputs cast to
-    ``dtype``; returns an array of that dtype (the emulated result of the stub)::
 
-        evaluate("exp", [0.0, 1.0], dtype="f64")     # array([1., 2.71828183])
+def implementation(name: str, dtype: str, mode: str = "accurate") -> Callable | None:
+    """The sequence ``fn(b, *xs)`` that computes FUNCTIONS[name] on ``dtype`` in ``mode``, or
+    None when that mode has none for the type::
+
+        implementation("exp", "f32", "cuda")(EagerBuilder(), np.float32([1.0]))
+
+    * ``accurate``: the exact sequence (<= 1 ulp, bit-exact in the emulator);
+    * ``cuda``: the CUDA-speed form (CUDA_FORMS) where one exists, else the accurate sequence
+      (f64, and functions whose CUDA form is no faster);
+    * ``fast``: the f32 ``.approx`` form (FAST_FORMS); an f32 function without one uses its
+      ``cuda`` form, as ``--use_fast_math`` leaves such functions alone; f64: None.
     """
-    f = FUNCTIONS[fn][0] if isinstance(fn, str) else fn
+    fn = FUNCTIONS[name][0]
+    if mode == "accurate":
+        return lambda b, *xs: fn(b, *xs, dtype=dtype, fastmath=False)
+    if mode == "fast":
+        if dtype != "f32":
+            return None
+        if name in FAST_FORMS:
+            return lambda b, *xs: fn(b, *xs, dtype=dtype, fastmath=True)
+        mode = "cuda"
+    if mode == "cuda":
+        form = CUDA_FORMS.get((name, dtype))
+        if form is not None:
+            return lambda b, *xs: form(b, *xs, dtype=dtype)
+        return lambda b, *xs: fn(b, *xs, dtype=dtype, fastmath=False)
+    raise ValueError(f"mathlib: mode must be one of {MODES}, not {mode!r}")
+
+
+def evaluate(fn: Callable | str, *args, dtype: str = "f32", fastmath: bool = False,
+             mode: str | None = None):
+    """Eager evaluation: ``fn`` (a function or a FUNCTIONS name) on NumPy inputs cast to
+    ``dtype``; returns an array of that dtype (the emulated result of the stub). ``mode``
+    (a FUNCTIONS name only) picks the math mode's sequence (:func:`implementation`)::
+
+        evaluate("exp", [0.0, 1.0], dtype="f64")                # array([1., 2.71828183])
+        evaluate("exp", [0.0, 1.0], dtype="f32", mode="cuda")   # CUDA's expf algorithm
+    """
     dt = NP_DTYPE[dtype]
     vals = [np.asarray(a, dtype=dt) for a in args]
-    out = np.asarray(f(EagerBuilder(), *vals, dtype=dtype, fastmath=fastmath))
+    if mode is not None:
+        if not isinstance(fn, str):
+            raise TypeError("mathlib.evaluate: mode= takes a FUNCTIONS name, not a function")
+        impl = implementation(fn, dtype, mode)
+        if impl is None:
+            raise ValueError(f"mathlib: {fn} has no {dtype} form in mode {mode!r}")
+        out = np.asarray(impl(EagerBuilder(), *vals))
+    else:
+        f = FUNCTIONS[fn][0] if isinstance(fn, str) else fn
+        out = np.asarray(f(EagerBuilder(), *vals, dtype=dtype, fastmath=fastmath))
     shape = np.broadcast_shapes(*(v.shape for v in vals))
     if out.size == math.prod(shape):
         return out.reshape(shape)
