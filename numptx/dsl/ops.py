@@ -71,6 +71,7 @@ class DslOp:
     accuracy: Any = "exact"
     fast_accuracy: Any = None
     doc: str = ""
+    cuda_accuracy: Any = None    # ``precision="cuda"`` where it differs from ``accuracy``
     ref16: bool = False          # ``ref`` takes bf16 bits itself (else: computed in f32, rounded)
     public: tuple = ()           # its ``nx.*`` names: the first is its function, the rest aliases
 
@@ -154,19 +155,25 @@ def _ref_rcp(t, x):
 # ---- the table ----------------------------------------------------------------------------------
 _MATH_ACC = (4, 4)           # documented bound of mathlib sequences (ulp, f32 / f64)
 _FAST_ACC = ".approx row bounds (f32)"
+_CUDA_ACC = "CUDA's documented bound (f32; docs/dsl_accuracy.md), f64 as accurate"
 
 
 def _math(name: str, ref: Callable | None = None, numpy: str = "", arity: int = 1) -> DslOp:
     """The row of a float function lowered by mathlib's sequence ``name`` (mathlib.FUNCTIONS),
     public as ``nx.<name>``; its reference is ``np.<name>`` unless given."""
     return DslOp(name, arity, "float", ref or _np(getattr(np, name)), mathlib_lowering(name), "",
-                 numpy or f"np.{name}", accuracy=_MATH_ACC, fast_accuracy=_FAST_ACC,
+                 numpy or f"np.{name}", accuracy=_MATH_ACC, fast_accuracy=_FAST_ACC, cuda_accuracy=_CUDA_ACC,
                  public=(name,))
 
 
+_CONTRACT = "a product operand (f32/f64) contracts into one fma.rn, rounded once; the " \
+    "reference does the same"
+
 _ROWS: list[DslOp] = [
-    DslOp("add", 2, "num", _np(np.add), binary_arith("add"), "a + b", "np.add", True),
-    DslOp("sub", 2, "num", _np(np.subtract), binary_arith("sub"), "a - b", "np.subtract", True),
+    DslOp("add", 2, "num", _np(np.add), binary_arith("add"), "a + b", "np.add", True,
+          cuda_accuracy=_CONTRACT),
+    DslOp("sub", 2, "num", _np(np.subtract), binary_arith("sub"), "a - b", "np.subtract", True,
+          cuda_accuracy=_CONTRACT),
     DslOp("mul", 2, "num", _np(np.multiply), binary_arith("mul"), "a * b", "np.multiply", True),
     DslOp("truediv", 2, "float", _np(np.true_divide), binary_arith("div"), "a / b",
           "np.true_divide", fast_accuracy="2 ulp (div.approx.ftz.f32)"),
@@ -182,7 +189,7 @@ _ROWS: list[DslOp] = [
           doc="C fmod: sign of the dividend; ints: fmod(a, 0) = 0; floats: exact while "
               "|a / b| < 2^52, +-0 beyond"),
     DslOp("pow", 2, "num", _ref_pow, lower_pow, "a ** b", "np.power", public=("pow", "power"),
-          accuracy=_MATH_ACC, fast_accuracy=_FAST_ACC,
+          accuracy=_MATH_ACC, fast_accuracy=_FAST_ACC, cuda_accuracy=_CUDA_ACC,
           doc="constant integer exponents |n| <= 4 become multiplications (n < 0: 1 / x**|n|); "
               "integers need a constant n >= 0; else mathlib pow"),
     DslOp("neg", 1, "num", _np(np.negative), lower_neg, "-a", "np.negative", True),
@@ -210,7 +217,8 @@ _ROWS: list[DslOp] = [
           fast_accuracy="rel 2^-23 (sqrt.approx.ftz.f32)", public=("sqrt",)),
     DslOp("rsqrt", 1, "float", _ref_rsqrt, lower_rsqrt, "", "1 / np.sqrt(a)",
           fast_accuracy="rel 2^-22.9 (rsqrt.approx.ftz.f32)",
-          doc="IEEE: 1 / sqrt(a), two roundings", public=("rsqrt",)),
+          cuda_accuracy="rel 2^-22.9 (rsqrt.approx.f32, as CUDA's rsqrtf)",
+          doc="accurate: 1 / sqrt(a), two roundings", public=("rsqrt",)),
     DslOp("rcp", 1, "float", _ref_rcp, unary_row("rcp"), "", "1 / a",
           fast_accuracy="1 ulp (rcp.approx.ftz.f32)", public=("rcp",)),
     _math("exp"),
@@ -420,7 +428,8 @@ def _describe_rows(rows: list[str], mathlib: bool = False) -> str:
 def _accuracy_text(op: DslOp) -> str:
     acc = "exact" if op.accuracy == "exact" else \
         f"<= {op.accuracy[0]} ulp (f32), <= {op.accuracy[1]} ulp (f64)"
-    return acc + (f"; fastmath: {op.fast_accuracy}" if op.fast_accuracy else "")
+    return acc + (f"; cuda: {op.cuda_accuracy}" if op.cuda_accuracy else "") + \
+        (f"; fastmath: {op.fast_accuracy}" if op.fast_accuracy else "")
 
 
 def docs_table() -> str:

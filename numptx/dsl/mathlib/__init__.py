@@ -66,7 +66,7 @@ from .core import DTYPES
 from .functions import *  # noqa: F403 - every registered sequence (exp, sin, ...)
 from .functions import FAST_FORMS, FUNCTIONS, __all__ as _SEQUENCES
 from ..modes import MODES
-from .cuda_forms import CUDA_FORMS
+from .cuda_forms import CUDA_FORMS, CUDA_ULP
 from . import cuda_exp as _cuda_exp  # noqa: F401 - registers the CUDA-speed forms
 
 __all__ = ["EagerBuilder", "InstrCounter", "evaluate", "implementation", "ulp_error", "DTYPES",

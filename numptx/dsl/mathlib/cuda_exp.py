@@ -12,8 +12,8 @@ Each is the algorithm of CUDA's own single-precision function (what NVRTC emits 
   ``ex2.approx.ftz(r) * 2^k``. exp2: ``ex2.approx``. sinh/cosh: the same reduction with
   ``k = trunc(|x| log2 e)`` and ``e^|x|/4``, combined with one ``div.approx``; a polynomial for
   ``|x| < 1`` (sinh). tanh: ``1 - 2/(e^2|x| + 1)`` with ``rcp.approx`` for ``|x| >= 0.6``, an odd
-  polynomial below. sigmoid: ``e / (1 + e)`` or ``1 / (1 + e)`` with ``e = exp(-|x|)`` and IEEE
-  division (CUDA C++'s ``1 / (1 + expf(-x))`` costs the same but returns 0 below -88.72).
+  polynomial below. sigmoid: ``1 / (1 + exp(-x))`` with IEEE division, as CUDA C++ writes it
+  (0 below x = -88.72, where the true value is below 2^-126).
 * expm1: the exp reduction with ``k`` from a 1.5*2^23 shifter, a polynomial for ``e^r - 1``,
   and ``2^k (p + 1) - 1`` arranged to cancel exactly.
 * log, log2, log10: ``x = 2^e m`` with ``m`` in [2/3, 4/3) from an integer subtraction on the
@@ -68,13 +68,11 @@ def exp2(b, x, *, dtype):
 
 @cuda_form("sigmoid")
 def sigmoid(b, x, *, dtype):
-    # 1 / (1 + e^-x) as CUDA C++ writes it overflows e^-x below x = -88.72 and returns 0 where
-    # the result is a subnormal; e^-|x| never overflows: e / (1 + e) for x < 0, 1 / (1 + e)
-    # above, for one selp more
+    # 1 / (1 + e^-x) as CUDA C++ writes it (the sum contracts into an fma): below x = -88.72
+    # e^-x overflows and the result is 0 where the true value is a subnormal (< 2^-126)
     o = Ops(b, dtype)
-    e, s = _exp_scaled(o, o.neg(o.abs(x)))
-    e = o.mul(e, s)
-    return o.div(o.sel(e, 1.0, o.signbit(x)), o.add(e, 1.0))
+    e, s = _exp_scaled(o, o.neg(x))
+    return o.div(1.0, o.fma(e, s, 1.0))
 
 
 def _exp_half(o: Ops, ax):

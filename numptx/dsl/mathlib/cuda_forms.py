@@ -16,7 +16,19 @@ from __future__ import annotations
 
 from typing import Callable
 
-__all__ = ["CUDA_FORMS", "cuda_form"]
+__all__ = ["CUDA_FORMS", "CUDA_ULP", "cuda_form"]
+
+CUDA_ULP: dict[str, float] = {
+    "exp": 2, "exp2": 2, "expm1": 1, "log": 1, "log2": 1, "log10": 2, "log1p": 1,
+    "sin": 2, "cos": 2, "tan": 4, "sinh": 3, "cosh": 2, "tanh": 2, "arctan": 2, "arctan2": 3,
+    "pow": 4, "rsqrt": 2, "cbrt": 1, "hypot": 3, "rcp": 0, "sigmoid": 4,
+}
+"""Maximum ulp error CUDA documents for its single-precision functions (CUDA C++ Programming
+Guide / CUDA Math API, "Single-Precision Floating-Point Functions", full range, default
+options), counted as CUDA counts them: from the correctly rounded result (so the error against
+the exact value may reach the bound plus 0.5); sigmoid has no CUDA function: 4 ulp bounds ``1 / (1 + expf(-x))`` (2 of expf, 2 of
+the rest) away from the region where ``expf(-x)`` overflows (x < -88.72, result < 2^-126).
+The CUDA-speed forms are tested against these bounds (tests/test_cuda_math.py)."""
 
 CUDA_FORMS: dict[tuple[str, str], Callable] = {}
 """(function name, dtype) -> the CUDA-speed sequence ``fn(b, *xs, dtype)``."""
