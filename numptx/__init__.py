@@ -21,7 +21,7 @@ from .dtypes import SiteType, get_dtype, register_type
 from .errors import (AnnotationError, CompileError, LinkError, NumptxError, PtxParseError,
                      RenderError, ToolchainError, TypeRegistryError)
 from .dsl.emulator import EmulationError, emulate
-from .dsl import BindError, PtxExpr, TraceError, ptx_expr
+from .dsl import PRECISIONS, BindError, PrecisionError, PtxExpr, TraceError, ptx_expr
 from .dsl import functions as _functions
 from .dsl.functions import *  # noqa: F403 - every nx.* DSL function (nx.sqrt, nx.where, ...)
 from .dsl.types import TYPE_NAMES as _TYPE_NAMES
@@ -32,12 +32,15 @@ from .jit.nvjitlink import ptx_to_cubin
 from .jit.nvrtc import cuda_to_ptx, include_dir
 from .jit.numba_site import SiteError, site
 from .jit.template import BuildError, CudaTemplate, Template, Variant
+from .jit import variant_inspection as _variant_inspection  # noqa: F401 - v.resources, v.sass()
 from .jit.kernel import Kernel, KernelVariant, kernel
 from .jit.cache import CubinCache, default_cache
 from .jit.launch import LaunchError
 from .jit.pack import Pack, PackError
 from .jit.runtime_constants import ConstantsError
 from .jit.fitness import fitness
+from .jit.errors import CubinError, ToolMissingError
+from .jit.resources import Resources, cubin_resources
 
 from ._version import __version__
 
@@ -47,10 +50,11 @@ __all__ = [
     "NumptxError", "PtxParseError", "RenderError", "AnnotationError", "CompileError", "LinkError",
     "ToolchainError", "TypeRegistryError", "EmulationError", "__version__",
     "emulate", "TABLE", "Instr", "add_instruction",
-    "ptx_expr", "PtxExpr", "TraceError", "BindError", *_TYPE_NAMES,
+    "ptx_expr", "PtxExpr", "TraceError", "BindError", "PrecisionError", "PRECISIONS", *_TYPE_NAMES,
     "site", "kernel", "Kernel", "KernelVariant", "CudaTemplate", "Template", "Variant",
     "BuildError", "SiteError", "LaunchError", "CubinCache", "default_cache",
     "Pack", "PackError", "ConstantsError", "fitness",
+    "Resources", "cubin_resources", "CubinError", "ToolMissingError",
 ]
 # the DSL functions (one list: numptx/dsl/functions.py); nx.abs, nx.pow and nx.round exist, but
 # ``from numptx import *`` leaves the builtins of those names alone

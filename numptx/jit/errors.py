@@ -1,18 +1,20 @@
-"""The errors of building and launching variants, and the one-line form failures are listed in.
+"""The errors of building, launching and inspecting variants, and the one-line form failures
+are listed in.
 
 They live here, below every module that raises them, so that the build (:mod:`.build`), the
-templates (:mod:`.template`) and the launchers (:mod:`.launch`, :mod:`.cuda_launch`) import
-them without importing each other; each is re-exported where it was first defined
-(``numptx.jit.template.BuildError``, ``numptx.jit.launch.LaunchError``) and from ``numptx``.
+templates (:mod:`.template`), the launchers (:mod:`.launch`, :mod:`.cuda_launch`) and the cubin
+readers (:mod:`.cubin_elf`, :mod:`.sass`) import them without importing each other; each is
+re-exported where it was first defined (``numptx.jit.template.BuildError``,
+``numptx.jit.launch.LaunchError``) and from ``numptx``.
 
 >>> summary(NumptxError("invalid stub for site 'combine':\\n  bogus.f32 %v_z;\\n--- log ---"))
 "invalid stub for site 'combine': bogus.f32 %v_z;"
 """
 from __future__ import annotations
 
-from ..errors import NumptxError
+from ..errors import NumptxError, ToolchainError
 
-__all__ = ["BuildError", "LaunchError", "summary"]
+__all__ = ["BuildError", "LaunchError", "CubinError", "ToolMissingError", "summary"]
 
 
 class BuildError(NumptxError):
@@ -26,6 +28,24 @@ class BuildError(NumptxError):
 
 class LaunchError(NumptxError):
     """A variant that cannot be launched here (no GPU, unsupported kernel)."""
+
+
+class CubinError(NumptxError):
+    """Bytes that are not a cubin numptx can read (not an ELF for CUDA, truncated, a table
+    pointing outside the file). ``offset`` is the byte offset at fault, or None."""
+
+    def __init__(self, message: str, *, offset: int | None = None):
+        self.offset = offset
+        super().__init__(message + (f" (at byte {offset:#x})" if offset is not None else ""))
+
+
+class ToolMissingError(ToolchainError):
+    """A CUDA binary tool (``nvdisasm``) is not installed; the message says how to install it.
+    ``tool`` names it, ``searched`` lists the folders looked in."""
+
+    def __init__(self, message: str, *, tool: str, searched: tuple[str, ...] = ()):
+        self.tool, self.searched = tool, searched
+        super().__init__(message)
 
 
 def summary(e: BaseException) -> str:

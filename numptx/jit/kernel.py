@@ -32,6 +32,7 @@ from .options import option_list
 from .pack import DEFAULT_PER_MODULE, Pack
 from .pack import pack as _pack
 from .pack import pack_many as _pack_many
+from .resources import CubinInspection
 from .stubs import merge_stubs
 from .template import Template, Variant
 
@@ -293,11 +294,12 @@ class Kernel:
                           f"{self.__name__}.inject(...)[grid, block](...)")
 
 
-class KernelVariant:
+class KernelVariant(CubinInspection):
     """A :class:`Kernel` with its stubs. ``specialize(*args)`` gives the :class:`Variant` of one
-    signature; ``ptx``, ``cubin``, ``sites``, ``entry``, ``arch`` and ``key`` are those of the
-    kernel's declared or most recently compiled signature; ``variant[grid, block](*args)``
-    launches through numba-cuda (or runs in the simulator)."""
+    signature; ``ptx``, ``cubin``, ``sites``, ``entry``, ``arch``, ``key``, ``resources`` and
+    ``sass()`` (:mod:`numptx.jit.resources`) are those of the kernel's declared or most recently
+    compiled signature; ``variant[grid, block](*args)`` launches through numba-cuda (or runs in
+    the simulator)."""
 
     def __init__(self, kernel: Kernel, stubs: dict[str, Any], *, missing: str = "error"):
         self.kernel, self.stubs, self.missing = kernel, stubs, missing

@@ -56,6 +56,7 @@ from ..site_layout import MODULE_LINE
 from .device_tables import write_table
 from .errors import BuildError, summary
 from .numba_site import SIMULATOR
+from .resources import CubinInspection
 from .stubs import resolve_stub
 
 __all__ = ["Population", "Pack", "PackError", "pack", "pack_many", "DEFAULT_PER_MODULE",
@@ -287,12 +288,13 @@ def with_index(e: NumptxError, index: int) -> NumptxError:
     return e
 
 
-class Pack:
+class Pack(CubinInspection):
     """A built population: candidate ``k`` runs where the selector reads ``k``. ``len(pack)``,
     ``ptx``, ``cubin`` (one assembly; a candidate ptxas refuses is left out and the rest
     assembled again), ``errors`` (global index -> error; read it after ``cubin``), ``ok``,
     ``offset`` (the global index of candidate 0, for :func:`pack_many`'s modules),
-    ``variant``, ``empty`` (no candidate works: nothing to build or launch), and
+    ``variant``, ``empty`` (no candidate works: nothing to build or launch), ``entry``,
+    ``resources`` and ``sass()`` (the module's one kernel, :mod:`numptx.jit.resources`), and
     ``pack[grid, block](*args)`` launches all candidates at once."""
 
     def __init__(self, make: Callable[[Population], Any], population: Population, *,
@@ -356,6 +358,11 @@ class Pack:
     @property
     def key(self) -> str:
         return self._require().key
+
+    @property
+    def entry(self) -> str:
+        """The name of the module's kernel."""
+        return self._require().entry
 
     @property
     def cubin(self) -> bytes:
