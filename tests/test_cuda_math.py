@@ -212,3 +212,27 @@ def test_sass_within_5_percent_of_cuda(kernel, pair_template):
     n_hand, n_ours = len(sass_instructions(hand, "pair")), len(sass_instructions(v.cubin, "pair"))
     assert abs(n_ours - n_hand) <= 0.05 * n_hand, (kernel, n_ours, n_hand)
     assert cubin_resources(v.cubin)["pair"].registers <= cubin_resources(hand)["pair"].registers
+
+
+# ----------------------------------------------------------------------------- f64 forms
+CUDA_F64 = sorted(n for n, t in CUDA_FORMS if t == "f64")
+CUDA_ULP_F64 = {"exp": 1}          # CUDA Math API, double precision
+
+
+@pytest.mark.parametrize("name", CUDA_F64)
+def test_f64_forms(name):
+    (x,) = sample(name, "f64", 60000, RNG)
+    x = np.concatenate([x, special_inputs("f64"), [709.78, 709.79, -708.4, -708.5, -745.1]])
+    with np.errstate(all="ignore"):
+        got = M.evaluate(name, x, dtype="f64", mode="cuda")
+        ref = M.FUNCTIONS[name][2](x.astype(np.longdouble))
+    with np.errstate(all="ignore"):
+        rounded = np.asarray(ref).astype(np.float64).astype(np.longdouble)
+    assert M.ulp_error(got, rounded, "f64").max() <= CUDA_ULP_F64[name]
+    m = ~np.isfinite(x) | (x == 0)
+    assert np.all(same_values(got[m], np.asarray(ref[m]).astype(np.float64)))
+    sb = StubBuilder()
+    out = M.implementation(name, "f64", "cuda")(sb, sb.input("x", "f64"))
+    emu = emulate(sb.text(out), {"x": x}, {"out": "f64"})["out"]
+    assert np.array_equal(emu.view(np.uint64), got.view(np.uint64)) or \
+        np.all((emu == got) | (np.isnan(emu) & np.isnan(got)))

@@ -61,6 +61,60 @@ def exp(b, x, *, dtype):
     return o.mul(e, s)
 
 
+def _d(bits: int) -> float:
+    import struct
+    return struct.unpack("<d", struct.pack("<Q", bits))[0]
+
+
+_EXP64_POLY = tuple(_d(v) for v in (
+    0x3FF0000000000000, 0x3FF0000000000000, 0x3FE000000000000B, 0x3FC5555555555511,
+    0x3FA55555555502A1, 0x3F81111111122322, 0x3F56C16C1852B7AF, 0x3F2A01A014761F65,
+    0x3EFA01997C89EB71, 0x3EC71DEE62401315, 0x3E928AF3FCA213EA, 0x3E5ADE1569CE2BDF))
+
+
+def _hi_f32(o: Ops, x):
+    """The high word of an f64 as an f32 (CUDA compares |x| that way: one 32-bit compare)."""
+    hi = o.i("cvt.u32.u64", o.i("shr.u64", o.i("bitcast.u64.b64", o.i("bitcast.b64.f64", x)),
+                                 o.ci(32, "u32")))
+    return o.i("bitcast.f32.b32", o.i("bitcast.b32.u32", hi))
+
+
+def _add_hi(o: Ops, v, w32):
+    """``v`` (f64) with ``w32`` (u32) added to its high word: a scaling by a power of two."""
+    t = o.i("shl.b64", o.i("bitcast.b64.u64", o.i("cvt.u64.u32", w32)), o.ci(32, "u32"))
+    s = o.i("add.s64", o.i("bitcast.s64.b64", o.i("bitcast.b64.f64", v)),
+            o.i("bitcast.s64.b64", t))
+    return o.i("bitcast.f64.b64", o.i("bitcast.b64.s64", s))
+
+
+@cuda_form("exp", dtypes=("f64",))
+def exp64(b, x, *, dtype):
+    """CUDA's ``exp``: k from a 1.5*2^52 shifter, a degree-11 polynomial, 2^k added to the
+    exponent field; past |x| = 708.4 a two-step scaling (subnormal results, overflow) and
+    past 746 the limits, selected branch-free."""
+    o = Ops(b, dtype)
+    j = o.fma(x, _d(0x3FF71547652B82FE), _d(0x4338000000000000))
+    kf = o.add(j, _d(0xC338000000000000))
+    r = o.fma(kf, _d(0xBFE62E42FEFA39EF), x)
+    r = o.fma(kf, _d(0xBC7ABC9E3B39803F), r)
+    p = o.horner(r, _EXP64_POLY)
+    k = o.i("cvt.u32.u64", o.i("bitcast.u64.b64", o.i("bitcast.b64.f64", j)))   # low word
+    kb = o.i("bitcast.b32.u32", k)
+    fast = _add_hi(o, p, o.i("bitcast.u32.b32", o.i("shl.b32", kb, o.ci(20, "u32"))))
+    ks = o.i("bitcast.s32.b32", kb)
+    k1 = o.i("shr.s32", o.iadd(ks, o.i("bitcast.s32.b32", o.i("shr.b32", kb, o.ci(31, "u32")))),
+             o.ci(1, "u32"))                                             # k / 2 toward 0
+    shl20 = lambda v: o.i("bitcast.u32.b32", o.i("shl.b32", o.i("bitcast.b32.s32", v),  # noqa: E731
+                                                  o.ci(20, "u32")))
+    p1 = _add_hi(o, p, shl20(k1))
+    s2 = _add_hi(o, o.c(1.0), shl20(o.isub(ks, k1)))                    # 2^(k - k1)
+    two = o.mul(p1, s2)
+    ax = o.i("abs.f32", _hi_f32(o, x))
+    lim = o.sel(0.0, o.add(x, float("inf")), o.cmp("lt", x, 0.0))       # 0, +inf or NaN
+    slow = o.sel(two, lim, o.i("setp.lt.f32", ax, o.bd.const(_h(0x40874800), "f32")))
+    return o.sel(fast, slow, o.i("setp.lt.f32", ax, o.bd.const(_h(0x4086232B), "f32")))
+
+
 @cuda_form("exp2")
 def exp2(b, x, *, dtype):
     return b.instr("ex2.approx.f32", x)

@@ -9,8 +9,9 @@ documented error bounds::
     def exp(b, x, *, dtype):
         ...                               # b.instr(...) / b.const(...), or Ops(b, dtype)
 
-Functions and types with no CUDA-speed form use the accurate sequence in ``cuda`` mode (f64:
-CUDA's double-precision functions are polynomial sequences of the same cost).
+Functions and types with no CUDA-speed form use the accurate sequence in ``cuda`` mode (f64 has
+only ``exp``: CUDA's other double-precision functions are polynomial sequences of about the
+cost of the accurate ones, benchmarks/bench_kernels.py).
 """
 from __future__ import annotations
 

@@ -112,7 +112,6 @@ def _payne_hanek(o: Ops, ia):
     eb = o.i("bitcast.b32.u32", e)
     m = o.i("or.b32", o.i("and.b32", o.i("bitcast.b32.u32", ia), _b32(o, 0x7FFFFF)),
             _b32(o, 0x800000))
-    m = o.i("bitcast.u32.b32", m)                                       # 24-bit significand
 
     def bit(mask):
         return o.i("setp.ne.u32", o.i("bitcast.u32.b32", o.i("and.b32", eb, _b32(o, mask))),
@@ -122,22 +121,25 @@ def _payne_hanek(o: Ops, ia):
     lv = [o.i("selp.b32", _b32(o, _W[i + 2]), _b32(o, _W[i]), k2) for i in range(5)]
     w = [o.i("selp.b32", lv[i + 1], lv[i], k1) for i in range(4)]
     win = [o.i("bitcast.u32.b32", o.i("shf.l.wrap.b32", w[i + 1], w[i], e)) for i in range(3)]
-    # m * win: bit 94 weighs 1 (bits 95, 94 = j mod 4), bits 93..32 the fraction
-    lo = o.i("mul.hi.u32", m, win[2])
-    mid = o.i("add.u64", o.i("mul.wide.u32", m, win[1]), o.i("cvt.u64.u32", lo))
+    # 4m * win: bit 96 weighs 1, bits 95..32 are the fraction (the low 32 bits are dropped)
+    m4 = o.i("shl.b32", m, _u32(o, 2))
+    m4 = o.i("bitcast.u32.b32", m4)
+    mid = o.i("add.u64", o.i("mul.wide.u32", m4, win[1]),
+              o.i("cvt.u64.u32", o.i("mul.hi.u32", m4, win[2])))
+    top = o.i("add.u64", o.i("mul.wide.u32", m4, win[0]), o.i("shr.u64", mid, _u32(o, 32)))
     p1 = o.i("cvt.u32.u64", mid)
-    p2 = o.i("mad.lo.u32", m, win[0], o.i("cvt.u32.u64", o.i("shr.u64", mid, _u32(o, 32))))
-    j = o.i("shr.u32", o.i("add.u32", p2, _u32(o, 1 << 29)), _u32(o, 30))  # nearest quadrant
-    # fraction in [-1/2, 1/2): hi (s32) * 2^-32 + lo (u32) * 2^-64; hi rounded to f32 and its
-    # exact remainder keep r good to ~2^-50 (no cancellation: |fraction| >= 2^-29.86)
-    p1b, p2b = o.i("bitcast.b32.u32", p1), o.i("bitcast.b32.u32", p2)
-    hi = o.i("bitcast.s32.b32", o.i("shf.l.wrap.b32", p1b, p2b, _u32(o, 2)))
-    lo = o.i("bitcast.u32.b32", o.i("shl.b32", p1b, _u32(o, 2)))
-    a = o.i("cvt.rn.f32.s32", hi)
-    rem = o.i("sub.s32", hi, o.i("cvt.rni.s32.f32", a))
-    fl = o.fma(o.i("cvt.rn.f32.s32", rem), 2.0 ** 32, o.i("cvt.rn.f32.u32", lo))  # x 2^-64
-    r = o.fma(a, _PIO2_H * 2.0 ** -32,
-              o.fma(a, _PIO2_L * 2.0 ** -32, o.mul(fl, _PIO2_H * 2.0 ** -64)))
+    p2 = o.i("cvt.u32.u64", top)
+    j = o.i("add.u32", o.i("cvt.u32.u64", o.i("shr.u64", top, _u32(o, 32))),
+            o.i("shr.u32", p2, _u32(o, 31)))                   # the nearest quadrant, mod 4
+    # the fraction in [-1/2, 1/2) as s64 (p2:p1) * 2^-64, rounded to f32 and its exact
+    # remainder: r good to ~2^-50 (no cancellation: |fraction| >= 2^-29.86)
+    f = o.i("bitcast.s64.b64", o.i("or.b64", o.i("shl.b64", o.i("bitcast.b64.u64", top),
+                                                  _u32(o, 32)),
+                                    o.i("bitcast.b64.u64", o.i("cvt.u64.u32", p1))))
+    a = o.i("cvt.rn.f32.s64", f)
+    rem = o.i("cvt.rn.f32.s64", o.i("sub.s64", f, o.i("cvt.rni.s64.f32", a)))
+    r = o.fma(a, _PIO2_H * 2.0 ** -64,
+              o.fma(a, _PIO2_L * 2.0 ** -64, o.mul(rem, _PIO2_H * 2.0 ** -64)))
     return r, j, ok
 
 
