@@ -32,7 +32,6 @@ from .jit.nvjitlink import ptx_to_cubin
 from .jit.nvrtc import cuda_to_ptx, include_dir
 from .jit.numba_site import SiteError, site
 from .jit.template import BuildError, CudaTemplate, Template, Variant
-from .jit import variant_inspection as _variant_inspection  # noqa: F401 - v.resources, v.sass()
 from .jit.kernel import Kernel, KernelVariant, kernel
 from .jit.cache import CubinCache, default_cache
 from .jit.launch import LaunchError

@@ -13,8 +13,8 @@ Imports go one way (``tests/test_jit_layout.py`` checks it, no cycle): ``errors`
 LaunchError), ``stubs`` (what a stub may be), ``patch`` and ``plans`` (constant patching),
 ``residency`` (loaded modules, launch configurations) and ``sim_checks`` sit below ``build``,
 ``cuda_launch`` and ``launch``; ``template`` uses those; ``kernel`` comes last. ``cubin_elf``
-(the ELF reader), ``sass`` (nvdisasm) and ``resources`` sit below ``pack`` and ``kernel``;
-``variant_inspection`` gives ``template``'s ``Variant`` their ``resources`` and ``sass()``.
+(the ELF reader), ``sass`` (nvdisasm) and ``resources`` sit below ``pack``, ``template`` and
+``kernel``, whose variants inherit ``resources`` and ``sass()`` from ``CubinInspection``.
 """
 from .arch import normalize_arch
 from .nvjitlink import ptx_to_cubin, nvjitlink_version

@@ -43,6 +43,7 @@ from .pack import pack as _pack
 from .pack import pack_many as _pack_many
 from .params import Param, kernel_params
 from .plans import PlanBook, Shape
+from .resources import CubinInspection
 from .stubs import merge_stubs, resolve_stub
 
 # BuildError and resolve_stub are defined in .errors and .stubs; imported from here as ever
@@ -288,9 +289,10 @@ class Template:
                           max_workers=max_workers, stubs=stubs, constants=constants)
 
 
-class Variant:
+class Variant(CubinInspection):
     """A template with its stubs: ``ptx`` (rendered on first use), ``cubin`` (assembled by
-    nvJitLink on first use, through the cubin cache), ``sites``, ``entry``, ``arch``, ``key``."""
+    nvJitLink on first use, through the cubin cache), ``sites``, ``entry``, ``arch``, ``key``;
+    ``resources`` and ``sass()`` (numptx/jit/resources.py)."""
 
     def __init__(self, template: Template, stubs: Sequence[str]):
         self.template = template
