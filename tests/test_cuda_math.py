@@ -236,3 +236,65 @@ def test_f64_forms(name):
     emu = emulate(sb.text(out), {"x": x}, {"out": "f64"})["out"]
     assert np.array_equal(emu.view(np.uint64), got.view(np.uint64)) or \
         np.all((emu == got) | (np.isnan(emu) & np.isnan(got)))
+
+
+# --------------------------------------------------------------------------------- GPU
+UNARY = r'''typedef TYPE T;
+extern "C" __global__ void k(T* out, const T* a, const T* b, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) { T x = a[i], y = b[i], z; BODY out[i] = z; } }'''
+CUDA_CALL = {"sigmoid": "z = 1 / (1 + exp{f}(-x));", "rsqrt": "z = rsqrt{f}(x);",
+             "arctan": "z = atan{f}(x);", "arctan2": "z = atan2{f}(x, y);",
+             "pow": "z = pow{f}(x, y);", "hypot": "z = hypot{f}(x, y);"}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+def test_gpu_modes_against_cudas_own_functions(dtype):
+    """Per function: the GPU result of each mode against CUDA's own function on the same
+    inputs. cuda: within CUDA's error + 0.5 ulp of the correctly rounded value; accurate: equal
+    to nx.emulate bit for bit (exact rows only); fast: runs."""
+    from numba import cuda as ncuda
+    t, f = ("float", "f") if dtype == "f32" else ("double", "")
+    npt = np.float32 if dtype == "f32" else np.float64
+    tt = "F32" if dtype == "f32" else "F64"
+    site = f'PTX_INJECT("f", PTX_IN({tt}, x), PTX_IN({tt}, y), PTX_OUT({tt}, z));'
+    tmpl = nx.CudaTemplate(UNARY.replace("TYPE", t).replace("BODY", site), entry="k",
+                           cache=False)
+    arch = tmpl.arch
+    for name, (fn, arity, ref) in sorted(M.FUNCTIONS.items()):
+        if not hasattr(nx, name) or name == "rcp":          # arctan2: no nx.* function
+            continue
+        args = [np.asarray(a[:20000], npt) for a in sample(name, dtype, 40000, RNG)]
+        x = args[0]
+        y = args[1] if arity == 2 else np.zeros_like(x)
+        call = CUDA_CALL.get(name, "z = {n}{f}(x);").format(n=name, f=f)
+        hand = nx.CudaTemplate(UNARY.replace("TYPE", t).replace("BODY", call), entry="k",
+                               arch=arch, cache=False).inject()
+        dx, dy = ncuda.to_device(x), ncuda.to_device(y)
+        d_out = ncuda.device_array_like(x)
+        hand[(len(x) + 255) // 256, 256](d_out, dx, dy, len(x))
+        theirs = d_out.copy_to_host()
+        with np.errstate(all="ignore"):
+            exact = np.asarray(ref(*(np.asarray(a, np.longdouble) for a in args[:arity])))
+            rounded = exact.astype(npt).astype(np.longdouble)
+        their_err = M.ulp_error(theirs, rounded, dtype)
+        for mode in nx.PRECISIONS:
+            if mode == "fast" and dtype == "f64":
+                continue
+            src = ("def g(x: nx.{t}, y: nx.{t}) -> nx.{t}:\n    return nx.{n}({a})\n"
+                   .format(t=dtype, n=name, a="x, y" if arity == 2 else "x"))
+            ns = {"nx": nx}
+            exec(src, ns)
+            e = nx.ptx_expr(ns["g"], precision=mode)
+            tmpl.inject(f=e)[(len(x) + 255) // 256, 256](d_out, dx, dy, len(x))
+            ours = d_out.copy_to_host()
+            if mode == "accurate":
+                emu = emulate(e.stub(), {"x": x, "y": y}, {"out": dtype})["out"]
+                same = (ours == emu) | (np.isnan(ours) & np.isnan(emu))
+                assert same.all(), (name, dtype, x[~same][:3])
+            elif mode == "cuda":
+                err = M.ulp_error(ours, rounded, dtype)
+                fin = np.isfinite(err) & np.isfinite(their_err)
+                assert np.all(err[fin] <= np.maximum(their_err[fin].max(),
+                                                     CUDA_ULP.get(name, 2)) + 0.5), (name, dtype)
