@@ -497,6 +497,16 @@ _row("cvt.sat.f32.f32", ("f32",), ("f32",),
 
 # ---- rows for the CUDA-speed trig forms (numptx/dsl/mathlib/cuda_trig.py) ---------------------
 
+def _shf_l_wrap(a, b, c):
+    """shf.l.wrap.b32: the high word of (b:a) << (c mod 32)."""
+    w = (np.asarray(b).astype(np.uint64) << np.uint64(32)) | np.asarray(a).astype(np.uint64)
+    n = (np.asarray(c).astype(np.uint64) & np.uint64(31))
+    return ((w << n) >> np.uint64(32)).astype(np.uint32)
+
+
+_row("shf.l.wrap.b32", ("b32", "b32", "u32"), ("b32",), _shf_l_wrap, sm=32,
+     doc="funnel shift: the high 32 bits of the 64-bit b:a (b high) shifted left by c mod 32")
+
 _row("tanh.approx.f32", ("f32",), ("f32",), _via64(np.tanh), acc=("rel", 2.0 ** -11),
      flags=APPROX, sm=75, doc="tanh(a) (approximate; subnormals pass through)")
 _row("copysign.f32", ("f32", "f32"), ("f32",), lambda a, b: np.copysign(_f32(b), _f32(a)), sm=20,

@@ -545,7 +545,8 @@ def test_integer_powers_and_small_float_powers():
 
 def test_f16_and_bf16_arithmetic_rounds_once():
     for t in (nx.f16, nx.bf16):
-        f = nx.PtxExpr(lambda a, b: (a * b + a / b, nx.sqrt(a * a), nx.fma(a, b, a)))
+        f = nx.PtxExpr(lambda a, b: (a * b + a / b, nx.sqrt(a * a), nx.fma(a, b, a)),
+                       precision="accurate")       # "cuda" would contract a * b + a / b
         f.all_params.update(a=t, b=t)
         f.params.update(a=t, b=t)
         a = (RNG.standard_normal(200) * 4).astype(np.float32)
@@ -797,7 +798,7 @@ def test_backends_agree_and_ast_cap():
         a = nx.sqrt(x * x + y * y)
         b = nx.where(a > 1.0, a, -a)
         return nx.fma(a, b, x) + nx.floor(b) - a * 3.0
-    s, a = nx.ptx_expr(f), nx.ptx_expr(f, backend="ast")
+    s, a = nx.ptx_expr(f, precision="accurate"), nx.ptx_expr(f, precision="accurate", backend="ast")
     x = RNG.standard_normal(200).astype(np.float32)
     y = RNG.standard_normal(200).astype(np.float32)
     assert same(emulate(s, {"x": x, "y": y})["out"], emulate(a, {"x": x, "y": y})["out"])

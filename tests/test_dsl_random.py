@@ -9,6 +9,7 @@ import random
 import pytest
 
 import numptx as nx
+from numptx.dsl.contract import contract
 from numptx.dsl.graph import Graph
 from numptx.dsl.lower import to_stack, to_stack_py
 from numptx.dsl.trace import FramedGraphTracer, Proxy, TraceError
@@ -79,7 +80,7 @@ def _framed(expr, fm: str) -> Graph:
     args = [Proxy(g.input(name, t.name), tr) for name, t in expr.all_params.items()]
     form, outs = expr._outputs(expr.fn(*args), tr)
     g.outputs = list(outs)
-    return g
+    return contract(g) if fm == "cuda" else g
 
 
 @pytest.mark.filterwarnings("ignore:overflow encountered in cast")   # literals NumPy rounds to inf

@@ -593,6 +593,8 @@ def classify(name: str):
             gen = lambda: [np.concatenate(x) for x in zip(sample(("f32",) * 3), fma_hard("f32"),  # noqa: E731
                                                            fma_extreme("f32"))]
         return (lambda *xs: directed(op, xs, mode)), gen
+    if name == "shf.l.wrap.b32":                 # funnel shift: the high word of (b:a) << (c % 32)
+        return (lambda a, b, c: (((b << 32) | a) << (c % 32) >> 32) & 0xFFFFFFFF), None
     if name == "cvt.sat.f32.f32":
         return (lambda a: 0.0 if math.isnan(a) else min(max(a, 0.0), 1.0) + 0.0), None
     m = re.fullmatch(r"fma\.rn(\.ftz)?\.(f32|f64)", name)

@@ -336,7 +336,7 @@ pack = fitk.pack("f", [lin, "mul.rn.f32 %v_y, %v_x, 0f40000000;"], select="cand"
                  constants="runtime")
 out = np.zeros((2, 8), np.float32)
 pack[1, 32](out, X, S)
-fma = nx.semantics.fma_f32                      # precision="cuda": x * c0 + c1 is one fma
+fma = nx.semantics.fma_f32              # precision="cuda": the stub's x * c0 + c1 is one fma
 assert np.array_equal(out[0], fma(X, 3, 1)) and np.array_equal(out[1], X * 2)
 pack.set_constants([[0.5, -2.0], [10.0]])
 pack[1, 32](out, X, S)

@@ -29,6 +29,7 @@ import numpy as np
 
 from .._program import value_type, compile_lowered
 from . import types as T
+from .contract import contract
 from .graph import Graph, canonical
 from .lower import PASS, Lowered, to_ast, to_stack
 from .modes import MODES
@@ -318,7 +319,7 @@ class PtxExpr:
         form, outs = self._outputs(ret, tr)
         g.output_form = form
         g.outputs = [(k, v) for k, v in outs]
-        return g
+        return contract(g) if fm == "cuda" else g
 
     def _too_deep(self) -> TraceError:
         return TraceError(f"tracing {self.__name__} exceeded Python's recursion limit",
@@ -406,7 +407,7 @@ class PtxExpr:
                 raise ArgumentError(f"{self.__name__}() got an unexpected or repeated argument "
                                     f"{k!r} (parameters: {', '.join(names)})")
             values[k] = v
-        ev = EagerTracer(contract=self.precision == "cuda")
+        ev = EagerTracer()
         proxies, scalar = [], True
         for name, t in self.all_params.items():
             if name in self.bound:

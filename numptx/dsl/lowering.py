@@ -26,8 +26,7 @@ __all__ = ["arith", "select", "convert", "np_convert", "via32", "fmod_seq", "bit
            "mathlib_functions", "mathlib_lowering", "is_mathlib_lowering", "binary_arith",
            "unary_row", "cmp_lowering", "lower_neg", "lower_abs", "lower_floordiv", "lower_mod",
            "lower_fmod", "lower_pow", "lower_minmax", "lower_clip", "round_mode", "lower_sign",
-           "lower_shift", "lower_bits", "lower_test", "lower_rsqrt", "lower_copysign", "MODES",
-           "CONTRACTED", "contract"]
+           "lower_shift", "lower_bits", "lower_test", "lower_rsqrt", "lower_copysign", "MODES"]
 
 _F16 = ("f16", "bf16")
 _INF = float("inf")
@@ -52,41 +51,8 @@ for _t in ("s32", "u32", "s64", "u64"):
                        ("mul", _t, _fm): f"mul.lo.{_t}", ("fma", _t, _fm): f"mad.lo.{_t}"})
 del _t, _o, _fm
 
-CONTRACTED = frozenset({"add", "sub"})
-"""Operations that ``cuda`` mode contracts with an operand product on f32/f64 (they have no
-single row there: see :meth:`DslOp.single_row`)."""
-
-
-def _product(x, t: str):
-    """The operands of ``x`` if it is a graph node ``mul.rn.<t>`` (else None)."""
-    if getattr(x, "op", None) == "instr" and x.target == f"mul.rn.{t}":
-        return x.args
-    return None
-
-
-def contract(b, op: str, t: str, x, y):
-    """``x + y`` / ``x - y`` on f32/f64 in ``cuda`` mode: an operand that is a product becomes
-    one ``fma.rn`` (as LLVM's NVPTX back end contracts ``a*b + c`` under NVRTC's default
-    ``-fmad=true``, also when the product has other uses); the emulator then computes what the
-    GPU does, bit for bit. Without a product operand: the ``.rn`` row."""
-    px = _product(x, t)
-    py = _product(y, t)
-    if op == "add":
-        if py is not None and px is None:
-            return b.instr(f"fma.rn.{t}", py[0], py[1], x)
-        if px is not None:
-            return b.instr(f"fma.rn.{t}", px[0], px[1], y)
-    elif px is not None:                               # a*b - y
-        return b.instr(f"fma.rn.{t}", px[0], px[1], b.instr(f"neg.{t}", y))
-    elif py is not None:                               # x - a*b
-        return b.instr(f"fma.rn.{t}", b.instr(f"neg.{t}", py[0]), py[1], x)
-    return b.instr(f"{op}.rn.{t}", x, y)
-
-
 def arith(b, op: str, t: str, fm: str, *xs):
     """``b.instr`` of the row for arithmetic ``op`` on type ``t`` in math mode ``fm``."""
-    if fm == "cuda" and op in CONTRACTED and (t == "f32" or t == "f64"):
-        return contract(b, op, t, *xs)
     return b.instr(_ARITH[(op, t, fm)], *xs)
 
 
@@ -405,13 +371,6 @@ def is_mathlib_lowering(lower: Callable) -> bool:
 
 def binary_arith(op):
     rows = {(t, fm): r for (o, t, fm), r in _ARITH.items() if o == op}
-    if op in CONTRACTED:
-        def lower(b, t, fm, x, y):
-            if fm == "cuda" and (t == "f32" or t == "f64"):
-                return contract(b, op, t, x, y)
-            return b.instr(rows[t, fm], x, y)
-        lower.__name__ = op
-        return lower
 
     def lower(b, t, fm, x, y):
         return b.instr(rows[t, fm], x, y)

@@ -37,7 +37,7 @@ import numpy as np
 from .. import semantics as S
 from . import types as T
 from .graph import Graph, canonical
-from .lowering import (CONTRACTED, arith, binary_arith, bits_type, cmp_lowering, is_mathlib_lowering,
+from .lowering import (arith, binary_arith, bits_type, cmp_lowering, is_mathlib_lowering,
                        lower_abs, lower_bits, lower_clip, lower_copysign, lower_floordiv,
                        lower_fmod, lower_minmax, lower_mod, lower_neg, lower_pow, lower_rsqrt,
                        lower_shift, lower_sign, lower_test, mathlib_functions, mathlib_lowering,
@@ -83,11 +83,7 @@ class DslOp:
 
     def single_row(self, t: str, fastmath: str) -> str | bool:
         """The row one application on ``t`` operands is, if it is one row applied to the
-        operands in order (else False); cached in ``rows``. ``cuda`` mode's float add/sub
-        have none: they contract with a product operand."""
-        if fastmath == "cuda" and self.name in CONTRACTED and t in ("f32", "f64"):
-            self.rows[(t, fastmath)] = False
-            return False
+        operands in order (else False); cached in ``rows``."""
         g = Graph()
         xs = [g.input(f"a{i}", t) for i in range(self.arity)]
         try:
@@ -166,8 +162,8 @@ def _math(name: str, ref: Callable | None = None, numpy: str = "", arity: int = 
                  public=(name,))
 
 
-_CONTRACT = "a product operand (f32/f64) contracts into one fma.rn, rounded once; the " \
-    "reference does the same"
+_CONTRACT = "a product used only by sums contracts into one fma.rn (NVRTC's rule, " \
+    "numptx/dsl/contract.py); the reference rounds twice"
 
 _ROWS: list[DslOp] = [
     DslOp("add", 2, "num", _np(np.add), binary_arith("add"), "a + b", "np.add", True,

@@ -113,13 +113,11 @@ _err = trace_error
 
 
 class EagerValue:
-    """A reference-evaluation value: a NumPy array (canonical representation) and its DType;
-    ``prod``: the factors when it is an f32/f64 product (``precision="cuda"`` contracts a sum
-    with it, as the graph does)."""
-    __slots__ = ("value", "dtype", "prod")
+    """A reference-evaluation value: a NumPy array (canonical representation) and its DType."""
+    __slots__ = ("value", "dtype")
 
-    def __init__(self, value: np.ndarray, dtype: T.DType, prod: tuple | None = None):
-        self.value, self.dtype, self.prod = value, dtype, prod
+    def __init__(self, value: np.ndarray, dtype: T.DType):
+        self.value, self.dtype = value, dtype
 
 
 # ---- the proxy ---------------------------------------------------------------------------------

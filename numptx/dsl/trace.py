@@ -31,7 +31,7 @@ import numpy as np
 from .. import semantics as S
 from . import types as T
 from .graph import ON_TABLE_CHANGE, Graph, Node, RowInfo, canonical, refresh_rows, row_info
-from .lowering import CONTRACTED, convert as _graph_convert, np_convert as _np_convert
+from .lowering import convert as _graph_convert, np_convert as _np_convert
 from .modes import MODES
 from .promote import FAST_TYPES, WHERE_TYPES, Tracer
 from .proxy import (OPS, EagerValue, Proxy, TraceAttributeError, TraceError, trace_error,
@@ -166,33 +166,19 @@ class FramedGraphTracer(GraphTracer):
 
 
 class EagerTracer(Tracer):
-    """Evaluates each operation at once with NumPy (nodes are :class:`EagerValue`). With
-    ``contract`` (``precision="cuda"``) an f32/f64 sum with a product operand is one fma, as
-    the graph lowers it (numptx/dsl/lowering.py, :func:`contract`): the reference then computes
-    the arithmetic the GPU does, bit for bit."""
-
-    def __init__(self, contract: bool = False):
-        self.contract = contract
+    """Evaluates each operation at once with NumPy (nodes are :class:`EagerValue`)."""
 
     def dtype_of(self, node: EagerValue) -> T.DType:
         return node.dtype
 
     def eager(self) -> EagerTracer:
-        return EagerTracer(self.contract)
+        return EagerTracer()
 
     def literal(self, value: Any, dtype: T.DType) -> EagerValue:
         return EagerValue(np.asarray(canonical(value, dtype.name)), dtype)
 
     def run(self, op: Any, t: T.DType, nodes: tuple) -> EagerValue:
         arrays = [n.value for n in nodes]
-        if self.contract and (t.name == "f32" or t.name == "f64"):
-            name = op.name
-            if name == "mul":
-                with np.errstate(all="ignore"):
-                    r = np.asarray(op.ref(t, *arrays), dtype=t.np)
-                return EagerValue(r, t, (arrays[0], arrays[1]))
-            if name in CONTRACTED and (nodes[0].prod is not None or nodes[1].prod is not None):
-                return EagerValue(_contract_values(name, t.name, nodes), t)
         with np.errstate(all="ignore"):
             out_t = T.pred if op.kind in ("cmp", "logical", "test") else t
             if t.name == "bf16" and not op.ref16:    # no bf16 in NumPy: f32, rounded once
@@ -207,22 +193,6 @@ class EagerTracer(Tracer):
 
     def convert(self, node: EagerValue, src: T.DType, dst: T.DType) -> EagerValue:
         return EagerValue(np.asarray(_np_convert(node.value, src, dst), dtype=dst.np), dst)
-
-
-def _contract_values(op: str, t: str, nodes: tuple) -> np.ndarray:
-    """The NumPy twin of lowering.contract: which product contracts, and the fma."""
-    x, y = nodes
-    fma = S.fma_f32 if t == "f32" else S.fma_f64
-    with np.errstate(all="ignore"):
-        if op == "add":
-            a, b, c = (*y.prod, x.value) if x.prod is None else (*x.prod, y.value)
-        elif x.prod is not None:
-            a, b, c = (*x.prod, -y.value)
-        else:
-            a, b, c = (-y.prod[0], y.prod[1], x.value)
-        shape = np.broadcast_shapes(np.shape(a), np.shape(b), np.shape(c))
-        r = fma(a, b, c)
-    return np.asarray(r, dtype=np.float32 if t == "f32" else np.float64).reshape(shape)
 
 
 # ---- the fused fast paths ----------------------------------------------------------------------

@@ -68,6 +68,7 @@ from .functions import FAST_FORMS, FUNCTIONS, __all__ as _SEQUENCES
 from ..modes import MODES
 from .cuda_forms import CUDA_FORMS, CUDA_ULP
 from . import cuda_exp as _cuda_exp  # noqa: F401 - registers the CUDA-speed forms
+from . import cuda_trig as _cuda_trig  # noqa: F401
 
 __all__ = ["EagerBuilder", "InstrCounter", "evaluate", "implementation", "ulp_error", "DTYPES",
            "MODES", "CUDA_FORMS", *_SEQUENCES]

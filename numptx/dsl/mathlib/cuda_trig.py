@@ -1,51 +1,57 @@
 """CUDA-speed forms of the trigonometric and power functions (f32), ``precision="cuda"``.
 
-Each is the fast path of CUDA's own single-precision function (what NVRTC emits for ``sinf``,
-``atanf``, ``powf``, ... with default options, CUDA 13), as table rows with CUDA's constants;
+Each is the fast path of CUDA's own single-precision function (what NVRTC 13 emits for
+``sinf``, ``atanf``, ``powf``, ... with default options), as table rows with CUDA's constants;
 CUDA's branches become ``selp``::
 
     from numptx.dsl.mathlib import EagerBuilder, implementation
     implementation("sin", "f32", "cuda")(EagerBuilder(), np.float32([1e30]))
 
 * sin, cos, tan: ``j = rint(x 2/pi)``, ``r = x - j pi/2`` in three fmas (CUDA's Cody-Waite,
-  accurate for |x| < 105615), CUDA's polynomials on [-pi/4, pi/4] picked by the quadrant,
-  ``-1/t`` by ``rcp.approx`` for tan's odd quadrants. CUDA leaves the loop for |x| >= 105615
-  (a Payne-Hanek reduction with a local-memory table, free when not taken); a straight-line
-  stub pays for whatever it contains, so the full-range forms (registered) replace it by a
-  branch-free Payne-Hanek: the 96 bits of 2/pi that matter for the exponent of x are four
-  32-bit constants picked by ``selp`` (two levels on two bits of the exponent) and three
-  funnel shifts; two multiplies give ``x 2/pi mod 4`` to 2^-62, which is more than enough:
-  no f32 x >= 2^16 lies closer than 2^-29.86 quadrants to a multiple of pi/2 (16367173 * 2^72).
-  The fraction becomes ``r`` through an exact int-to-float split and a two-part pi/2, so ``r``
-  is within about 0.5 ulp, as CUDA's f64 product gives. Cost: about 40 SASS instructions over
-  CUDA's fast path (``_FULL_RANGE_NOTE``). ``sin_fast_path``, ``cos_fast_path`` and
-  ``tan_fast_path`` (not registered) are CUDA's fast path alone, bit for bit, with NaN for
-  |x| >= 105615 (and for inf and NaN).
+  good for |x| < 105615), CUDA's polynomials on [-pi/4, pi/4] picked by the quadrant, ``-1/t``
+  by ``rcp.approx`` in tan's odd quadrants. Above 105615 CUDA branches to a Payne-Hanek
+  reduction with a local-memory table (free when not taken); a straight-line stub pays for
+  everything it holds, so the registered forms use a branch-free Payne-Hanek for |x| >= 2^16:
+  the 96 bits of 2/pi that the exponent of x needs come from seven 32-bit constants, four
+  picked by ``selp`` (two levels, on two exponent bits) and joined by three funnel shifts
+  (``shf.l.wrap``); three integer multiplies give ``|x| 2/pi mod 4`` to 2^-62, ample since no
+  f32 lies closer than 2^-29.86 quadrants to a multiple of pi/2 (16367173 * 2^72, found by
+  scanning every f32 >= 2^16). The fraction becomes ``r`` through an int-to-f32 conversion
+  plus its exact remainder and a two-part pi/2, so ``r`` is good to ~2^-50 relative, as CUDA's
+  f64 product gives. Both reductions run on |x|; the sign goes back with one ``xor``. Below
+  2^16 the result is CUDA's bit for bit.
+  Cost (sm_90 SASS by ptxas 13.0, executed instructions net of the loads and the store):
+  sin 60, cos 60, tan 56 against CUDA's fast path 28, 29, 25. ``sin_fast_path``,
+  ``cos_fast_path`` and ``tan_fast_path`` (not registered) are the fast path alone, CUDA's
+  result bit for bit, NaN for |x| >= FAST_PATH_LIMIT (and inf, NaN): 23, 24, 20.
 * arctan: CUDA's: ``z = |x|`` or ``rcp.approx(|x|)``, an odd polynomial, ``pi/2 - p`` with pi/2
-  as an exact product of two constants. arctan2: the same on ``min / max`` (IEEE division),
-  the octant by ``selp``, C99 zeros and infinities as CUDA handles them.
-* pow: CUDA's: ``log2|x|`` as a double-f32 from ``2(m-1)/(m+1)`` (``rcp.approx`` and one
+  the exact product of two constants (fma). arctan2: the same on ``min / max`` (IEEE
+  division), the octant by ``selp``, C99 zeros and infinities as CUDA handles them.
+* pow: CUDA's: ``log2|x|`` as a double-f32 from ``2(m-1)/(m+1)`` (``rcp.approx`` and an exact
   correction), times ``y`` exactly (fma), ``2^f`` by a polynomial and the scaling in two exact
   multiplications; the C99 special cases (``pow(x, 0)``, ``pow(1, y)``, zeros, infinities,
-  negative x with integer or non-integer y) as ``selp`` over CUDA's branches.
+  negative x with integer or non-integer y) by ``selp`` in the order of CUDA's branches.
 * rsqrt: ``rsqrt.approx`` (CUDA's ``rsqrtf`` is that one instruction). cbrt: CUDA's:
-  ``y = |x| * 2^(-2/3 lg2|x|)`` from ``lg2.approx``/``ex2.approx``, one Newton step, the sign,
+  ``y = |x| 2^(-2/3 lg2|x|)`` from ``lg2.approx``/``ex2.approx``, one Newton step, the sign,
   and ``x + x`` for zeros, infinities and NaN. hypot: CUDA's: both scaled by a power of two
   from the larger one's exponent, ``sqrt.rn(fma(a, a, b*b))``, scaled back.
 
+Executed SASS (same measure) of the others: arctan 19 (CUDA 19), arctan2 38 (43), pow 82 (88
+for x > 0), rsqrt 4 (4), cbrt 16 (16), hypot 25 (25).
+
 The approximate rows are emulated correctly rounded from float64; on the GPU they may deviate
-by the bounds the PTX ISA documents (``ex2`` 2 ulp, ``rcp`` 1 ulp, ``lg2`` 2^-22, ``rsqrt``
-2^-22.9 relative), which is how far ``nx.emulate`` can be from the GPU. sin, cos and the
-full-range reduction use exact rows only, so they are bit-exact in the emulator. Measured error
-against float64: tests/test_cuda_trig.py (within CUDA's documented bounds: sinf/cosf 2 ulp,
-tanf 4, atanf 2, atan2f 3, powf 4, rsqrtf 2, cbrtf 1, hypotf 3).
+by the bounds the PTX ISA documents (``rcp`` 1 ulp, ``ex2`` 2 ulp, ``lg2`` 2^-22, ``rsqrt``
+2^-22.9 relative), which is how far ``nx.emulate`` can be from the GPU for tan, arctan, pow,
+cbrt and rsqrt; sin, cos, arctan2 and hypot use exact rows only. Error against float64:
+tests/test_cuda_trig.py checks CUDA's documented bounds (sinf, cosf 2 ulp, tanf 4, atanf 2,
+atan2f 3, powf 4, rsqrtf 2, cbrtf 1, hypotf 3; distance to the correctly rounded result),
+also with every approximate row pushed to its PTX bound.
 """
 from __future__ import annotations
 
 import struct
-from fractions import Fraction
 
-from .core import PI, Ops
+from .core import PI, Ops, parts
 from .cuda_forms import cuda_form
 
 __all__ = ["sin_fast_path", "cos_fast_path", "tan_fast_path", "FAST_PATH_LIMIT"]
@@ -61,10 +67,10 @@ def _h(bits: int) -> float:
 
 
 def _two_over_pi_words() -> tuple[int, ...]:
-    """W[j] = bits 32j-8 .. 32j+23 of 2/pi after the binary point (bit i weighs 2^-i; bits
-    i <= 0 are 0), j = 0..6: every 2/pi bit a finite f32's reduction needs (the 8-bit offset
-    puts the exponents 2^16 .. 2^128 into four 32-bit windows). pi by Machin's formula in
-    integers, 64 guard bits."""
+    """W[j] = bits 32j-8 .. 32j+23 of 2/pi (bit i weighs 2^-i; W[0] starts with nine zero
+    bits), j = 0..6. The reduction of a biased exponent e in [143, 254] needs the 96 bits from
+    bit e - 151 on; with this origin they lie in W[k..k+3], k = (e - 143) >> 5, shifted left by
+    (e - 143) mod 32. pi by Machin's formula in integers (about 100 guard bits)."""
     n = 320
 
     def atan_inv(k: int) -> int:                     # atan(1/k) * 2^n
@@ -75,25 +81,30 @@ def _two_over_pi_words() -> tuple[int, ...]:
             i, sign = i + 2, -sign
         return s
     pi = 16 * atan_inv(5) - 4 * atan_inv(239)
-    t = (1 << (2 * n + 1)) // pi                      # floor(2/pi * 2^n), good to ~2^-300
+    t = (1 << (2 * n + 1)) // pi                      # 2/pi * 2^n, within a few units
     return tuple((t >> (n - 32 * j - 23)) & 0xFFFFFFFF for j in range(7))
 
 
 _W = _two_over_pi_words()
-_PIO2_H = float(struct.unpack("<f", struct.pack("<f", float(PI / 2)))[0])
-_PIO2_L = float(PI / 2 - Fraction(_PIO2_H))
-_FULL_RANGE_NOTE = "see the module docstring"
+_PIO2_H, _PIO2_L = parts(PI / 2, (24, 24))                  # pi/2 = H + L + O(2^-49)
 
 
 # ================================================================== trigonometry
-def _cw(o: Ops, a):
-    """CUDA's reduction: (r, j) with r = a - j pi/2, j = rint(a 2/pi) as s32. j comes from
-    cvt.rni.f32 then cvt.rzi.s32 (CUDA: cvt.rni.s32 then back) so that inf gives r = NaN."""
-    jf = o.rint(o.mul(a, _h(0x3F22F983)))
+def _cw(o: Ops, a, nan_for_inf: bool = False):
+    """CUDA's reduction: (r, j) with r = a - j pi/2, j = rint(a 2/pi) as s32 (three fmas,
+    accurate for |a| < 105615). ``nan_for_inf`` rounds in f32 first (cvt.rni.f32, then
+    cvt.rzi.s32; same count) so that inf gives r = NaN; only for a >= +0 (rint(-0) = -0
+    would turn -0 into +0)."""
+    t = o.mul(a, _h(0x3F22F983))
+    if nan_for_inf:
+        jf = o.rint(t)
+        j = o.i("cvt.rzi.s32.f32", jf)
+    else:
+        j = o.f2i(t)
+        jf = o.i2f(j)
     r = o.fma(jf, _h(0xBFC90FDA), a)
     r = o.fma(jf, _h(0xB3A22168), r)
-    r = o.fma(jf, _h(0xA7C234C5), r)
-    return r, o.i("cvt.rzi.s32.f32", jf)
+    return o.fma(jf, _h(0xA7C234C5), r), j
 
 
 def _b32(o: Ops, v: int):
@@ -104,59 +115,53 @@ def _u32(o: Ops, v: int):
     return o.ci(v, "u32")
 
 
+def _bit(o: Ops, j, mask: int):
+    """pred: j & mask != 0 (j: u32)."""
+    jb = o.i("bitcast.b32.u32", j)
+    return o.i("setp.ne.u32", o.i("bitcast.u32.b32", o.i("and.b32", jb, _b32(o, mask))),
+               _u32(o, 0))
+
+
 def _payne_hanek(o: Ops, ia):
     """(r, j, ok) for |x| with bits ``ia`` (u32): r = |x| - j pi/2 in [-pi/4, pi/4], j mod 4
     as u32; ok: 2^16 <= |x| < inf, where the result is valid."""
     e = o.i("sub.u32", o.i("shr.u32", ia, _u32(o, 23)), _u32(o, 143))   # 0..111 when ok
     ok = o.i("setp.lt.u32", e, _u32(o, 112))
-    eb = o.i("bitcast.b32.u32", e)
     m = o.i("or.b32", o.i("and.b32", o.i("bitcast.b32.u32", ia), _b32(o, 0x7FFFFF)),
             _b32(o, 0x800000))
-
-    def bit(mask):
-        return o.i("setp.ne.u32", o.i("bitcast.u32.b32", o.i("and.b32", eb, _b32(o, mask))),
-                   _u32(o, 0))
     # words W[k..k+3], k = e >> 5, in two selp levels, then shifted left by e mod 32
-    k2, k1 = bit(64), bit(32)
+    k2, k1 = _bit(o, e, 64), _bit(o, e, 32)
     lv = [o.i("selp.b32", _b32(o, _W[i + 2]), _b32(o, _W[i]), k2) for i in range(5)]
     w = [o.i("selp.b32", lv[i + 1], lv[i], k1) for i in range(4)]
     win = [o.i("bitcast.u32.b32", o.i("shf.l.wrap.b32", w[i + 1], w[i], e)) for i in range(3)]
-    # 4m * win: bit 96 weighs 1, bits 95..32 are the fraction (the low 32 bits are dropped)
-    m4 = o.i("shl.b32", m, _u32(o, 2))
-    m4 = o.i("bitcast.u32.b32", m4)
-    mid = o.i("add.u64", o.i("mul.wide.u32", m4, win[1]),
-              o.i("cvt.u64.u32", o.i("mul.hi.u32", m4, win[2])))
-    top = o.i("add.u64", o.i("mul.wide.u32", m4, win[0]), o.i("shr.u64", mid, _u32(o, 32)))
+    # m * win: bit 94 weighs 1 (bits 95, 94 = j mod 4), bits 93..32 the fraction
+    mu = o.i("bitcast.u32.b32", m)
+    mid = o.i("add.u64", o.i("mul.wide.u32", mu, win[1]),
+              o.i("cvt.u64.u32", o.i("mul.hi.u32", mu, win[2])))
     p1 = o.i("cvt.u32.u64", mid)
-    p2 = o.i("cvt.u32.u64", top)
-    j = o.i("add.u32", o.i("cvt.u32.u64", o.i("shr.u64", top, _u32(o, 32))),
-            o.i("shr.u32", p2, _u32(o, 31)))                   # the nearest quadrant, mod 4
-    # the fraction in [-1/2, 1/2) as s64 (p2:p1) * 2^-64, rounded to f32 and its exact
-    # remainder: r good to ~2^-50 (no cancellation: |fraction| >= 2^-29.86)
-    f = o.i("bitcast.s64.b64", o.i("or.b64", o.i("shl.b64", o.i("bitcast.b64.u64", top),
-                                                  _u32(o, 32)),
-                                    o.i("bitcast.b64.u64", o.i("cvt.u64.u32", p1))))
-    a = o.i("cvt.rn.f32.s64", f)
-    rem = o.i("cvt.rn.f32.s64", o.i("sub.s64", f, o.i("cvt.rni.s64.f32", a)))
-    r = o.fma(a, _PIO2_H * 2.0 ** -64,
-              o.fma(a, _PIO2_L * 2.0 ** -64, o.mul(rem, _PIO2_H * 2.0 ** -64)))
+    p2 = o.i("mad.lo.u32", mu, win[0], o.i("cvt.u32.u64", o.i("shr.u64", mid, _u32(o, 32))))
+    j = o.i("shr.u32", o.i("add.u32", p2, _u32(o, 1 << 29)), _u32(o, 30))  # nearest quadrant
+    # the fraction in [-1/2, 1/2): hi (s32) * 2^-32 + lo (u32) * 2^-64. hi rounded to f32 plus
+    # its exact remainder: r within 2^-26 relative before its last rounding even where lo
+    # cancels part of hi (lo * 2^-64 < 2^-32, and |fraction| >= 2^-29.86)
+    p1b, p2b = o.i("bitcast.b32.u32", p1), o.i("bitcast.b32.u32", p2)
+    hi = o.i("bitcast.s32.b32", o.i("shf.l.wrap.b32", p1b, p2b, _u32(o, 2)))
+    lo = o.i("bitcast.u32.b32", o.i("shl.b32", p1b, _u32(o, 2)))
+    a = o.i("cvt.rn.f32.s32", hi)
+    rem = o.i("sub.s32", hi, o.i("cvt.rni.s32.f32", a))
+    fl = o.fma(o.i("cvt.rn.f32.s32", rem), 2.0 ** 32, o.i("cvt.rn.f32.u32", lo))  # x 2^-64
+    r = o.fma(a, _PIO2_H * 2.0 ** -32,
+              o.fma(a, _PIO2_L * 2.0 ** -32, o.mul(fl, _PIO2_H * 2.0 ** -64)))
     return r, j, ok
 
 
 def _reduce_full(o: Ops, x):
     """(r, j as u32) for |x|, any |x|: CUDA's Cody-Waite below 2^16, Payne-Hanek above."""
     a = o.abs(x)
-    r, j = _cw(o, a)
+    r, j = _cw(o, a, nan_for_inf=True)
     ia = o.i("bitcast.u32.b32", o.i("bitcast.b32.f32", a))
     rp, jp, big = _payne_hanek(o, ia)
     return o.sel(rp, r, big), o.i("selp.u32", jp, o.i("cvt.u32.s32", j), big)
-
-
-def _bit(o: Ops, j, mask: int):
-    """pred: j & mask != 0 (j: u32)."""
-    jb = o.i("bitcast.b32.u32", j)
-    return o.i("setp.ne.u32", o.i("bitcast.u32.b32", o.i("and.b32", jb, _b32(o, mask))),
-               _u32(o, 0))
 
 
 def _sin_poly(o: Ops, r, j):
@@ -338,7 +343,7 @@ def _pow_core(o: Ops, ax, y):
         q = o.fma(q, f, _h(c))
     q = o.fma(q, f, 1.0)
     # 2^k in two factors: 2^127 or 2^-123, and the rest
-    off = o.isel(0, -2097152000, o.cmp("gt", k, 0.0))          # 0x83000000
+    off = o.isel(0, 0x83000000, o.cmp("gt", k, 0.0))
     s1 = o.from_bits(o.iadd(off, 0x7F000000))
     s2 = o.from_bits(o.isub(o.wshl(o.i("cvt.rzi.s32.f32", k), 23), off))
     res = o.mul(o.mul(q, s1), s2)
@@ -381,8 +386,8 @@ def cbrt(b, x, *, dtype):
     a = o.abs(x)
     r = o.i("ex2.approx.ftz.f32", o.mul(o.i("lg2.approx.f32", a), _h(0xBF2AAAAB)))  # a^(-2/3)
     yv = o.mul(a, r)                                            # a^(1/3)
-    e = o.fma(yv, o.neg(o.mul(r, yv)), 1.0)                     # 1 - a r^3 ... one Newton step
-    yv = o.fma(yv, o.mul(e, _h(0x3EAAAAAB)), yv)
+    e = o.fma(yv, o.neg(o.mul(r, yv)), 1.0)                     # 1 - r y^2
+    yv = o.fma(yv, o.mul(e, _h(0x3EAAAAAB)), yv)                # y (1 + e/3): one Newton step
     yv = o.sel(o.neg(yv), yv, o.cmp("lt", x, 0.0))
     xx = o.add(x, x)
     return o.sel(xx, yv, o.cmp("eq", xx, x))                    # 0, inf (NaN fails the test)

@@ -1,0 +1,90 @@
+"""``precision="cuda"``: products contracted into fma after tracing, by the rule NVRTC follows.
+
+NVRTC (``-fmad=true``, its default) turns ``a*b + c``, ``a*b - c`` and ``c - a*b`` into one
+``fma`` when the product is used only by additions and subtractions (then the product itself
+disappears); one other use keeps every use of it rounded twice. Of two product operands it
+contracts the one with fewer uses (the first on a tie). This pass rewrites a traced graph the
+same way, so the stub's SASS is the hand-written kernel's and ``nx.emulate`` computes what the
+GPU computes, bit for bit::
+
+    g = contract(expr.trace(precision="accurate"))     # what precision="cuda" traces to
+
+The NumPy reference evaluation (``expr(x)``) is not contracted: it rounds twice, like NumPy.
+"""
+from __future__ import annotations
+
+from .graph import Graph, Node
+
+__all__ = ["contract", "CONTRACTED_TYPES"]
+
+CONTRACTED_TYPES = ("f32", "f64", "f16", "bf16")
+_ADD = {f"add.rn.{t}": t for t in CONTRACTED_TYPES}
+_SUB = {f"sub.rn.{t}": t for t in CONTRACTED_TYPES}
+_MUL = {f"mul.rn.{t}": t for t in CONTRACTED_TYPES}
+
+
+def _plan(g: Graph) -> dict[int, int]:
+    """id(add/sub node) -> the operand index of the product it absorbs."""
+    live = g.live()
+    consumers: dict[int, list[Node]] = {}
+    for n in live:
+        for a in n.args:
+            consumers.setdefault(id(a), []).append(n)
+    outputs = {id(n) for _, n in g.outputs}
+
+    def fusable(m: Node, t: str) -> bool:
+        if m.op != "instr" or _MUL.get(m.target) != t or id(m) in outputs:
+            return False
+        return all(_ADD.get(u.target) == t or _SUB.get(u.target) == t
+                   for u in consumers[id(m)])
+
+    plan: dict[int, int] = {}
+    for n in live:
+        if n.op != "instr":
+            continue
+        t = _ADD.get(n.target) or _SUB.get(n.target)
+        if t is None:
+            continue
+        cands = [i for i, a in enumerate(n.args) if fusable(a, t)]
+        if cands:                           # fewer uses first; min keeps the first on a tie
+            plan[id(n)] = min(cands, key=lambda i: len(consumers[id(n.args[i])]))
+    return plan
+
+
+def contract(g: Graph) -> Graph:
+    """``g`` with its contractible sums as ``fma.rn`` (a new graph; ``g`` if there are none)."""
+    plan = _plan(g)
+    if not plan:
+        return g
+    live = {id(n) for n in g.live()}
+    new = Graph(g.name)
+    m: dict[int, Node] = {}
+    for n in g.nodes:
+        if n.op == "input":
+            new.frame = n.frame
+            m[id(n)] = new.input(n.target, n.dtype)
+    for n in g.nodes:
+        if id(n) not in live or n.op == "input":
+            continue
+        new.frame = n.frame
+        if n.op == "const":
+            m[id(n)] = new.const_canonical(n.target, n.dtype, n.key[2])
+            continue
+        i = plan.get(id(n))
+        if i is None:
+            m[id(n)] = new.instr(n.target, *(m[id(a)] for a in n.args))
+            continue
+        t = _ADD.get(n.target) or _SUB[n.target]
+        prod, other = n.args[i], m[id(n.args[1 - i])]
+        a, b = m[id(prod.args[0])], m[id(prod.args[1])]
+        if n.target in _SUB:
+            if i == 0:                                          # a*b - c
+                other = new.instr(f"neg.{t}", other)
+            else:                                               # c - a*b
+                a = new.instr(f"neg.{t}", a)
+        m[id(n)] = new.instr(f"fma.rn.{t}", a, b, other)
+    new.params = dict(g.params)
+    new.outputs = [(k, m[id(v)]) for k, v in g.outputs]
+    new.output_form = g.output_form
+    new.frame = g.frame
+    return new
