@@ -192,6 +192,9 @@ class CubinElf:
         sec = self.section(name)
         if sec is None:
             return []
+        if sec.type == SHT_NOBITS:              # no contents in the file (and none checked)
+            raise CubinError(f"{name}: an info section without contents (SHT_NOBITS)",
+                             offset=sec.offset)
         out, pos, end = [], sec.offset, sec.offset + sec.size
         while pos + 4 <= end:
             fmt, attr, value = struct.unpack_from("<BBH", self.data, pos)

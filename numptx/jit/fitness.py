@@ -20,8 +20,10 @@ sample, or that does not build, scores ``+inf``.
 **On a GPU** the population is packed (:meth:`Template.pack_many`, modules built in parallel)
 into a generated kernel: one launch per module scores every candidate, sums reduced per warp
 and added in float64 on the GPU. **Without one** (``device="cpu"``, the default when no GPU is
-found) each candidate runs on the CPU: formulas through their NumPy reference (bit for bit what
-their stub computes), programs and PTX through the stub emulator (:func:`numptx.emulate`) —
+found) each candidate runs on the CPU: formulas through their NumPy reference (what a
+``precision="accurate"`` stub computes, bit for bit, for exact operations; a default ``"cuda"``
+stub contracts ``a*b + c`` into one fma and uses CUDA's function algorithms, within their
+documented error of it), programs and PTX through the stub emulator (:func:`numptx.emulate`) —
 correct and the same script, but some thousand times slower: use it for small data sets and
 tests.
 """

@@ -40,11 +40,13 @@ precision: the data module ``coeffs.py``, written by ``python tools/remez.py`` (
 70-digit decimal arithmetic on the Taylor series of each function; ``--check`` re-fits and
 compares).
 
-Fast mode (``fastmath=True``, f32 only; f64 falls back to the accurate sequence) uses the raw
+Fast mode (``fastmath=True``, f32 only; f64 has none: :func:`implementation` returns None, the
+DSL raises ``nx.PrecisionError``) uses the raw
 PTX approximations: ``ex2.approx.ftz``, ``lg2.approx.ftz``, ``sin/cos.approx.ftz``,
 ``tanh.approx``, ``rcp.approx.ftz``, ``rsqrt.approx.ftz``, ``div.approx.ftz``. Functions with no
-such form (expm1, log1p, arctan, arctan2, cbrt, hypot) use the accurate sequence in both
-modes.
+such form (expm1, log1p, arctan, arctan2, cbrt, hypot) use their ``cuda`` form there
+(:func:`implementation`). CUDA mode (``precision="cuda"``, the DSL's default): cuda_exp.py,
+cuda_trig.py.
 Measured accuracy: docs/dsl_accuracy.md (``python benchmarks/accuracy_dsl.py``).
 
 The package: ``builders`` (:class:`EagerBuilder`, :class:`InstrCounter`, :func:`ulp_error`),
