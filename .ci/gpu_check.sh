@@ -27,7 +27,7 @@ step gpu_tests python3 -m pytest -m gpu -q -rs -p no:cacheprovider tests/test_te
     tests/test_cuda_launch.py tests/test_inject.py tests/test_bind.py tests/test_docs.py \
     tests/test_patch.py tests/test_pack.py tests/test_fitness.py tests/test_launch_plan.py \
     tests/test_resources.py tests/test_cuda_math.py tests/test_sass_parity.py
-step bench_kernels python3 benchmarks/bench_kernels.py --gpu
+step bench_kernels python3 benchmarks/bench_kernels.py --gpu --functions
 step bench_launch python3 benchmarks/bench_launch.py
 step demo python3 -m numptx.cli demo
 for ex in examples/*.py; do step "example_$(basename "$ex" .py)" python3 "$ex"; done

@@ -17,7 +17,11 @@ kernel compiled with ``--use_fast_math`` (the template too). ``--gpu`` also time
 with CUDA events (a spin kernel queued before each start event keeps the launch out of the
 interval) and reports the time ratio; it needs a CUDA GPU and says so when there is none.
 
+- ``--functions``: every DSL math function in the pairwise loop (``FUNCTION_CASES``), against
+  CUDA's own function (``expf``, ``atanf``, ...), f32 and f64.
+
     python benchmarks/bench_kernels.py              # SASS table (needs numptx[tools])
+    python benchmarks/bench_kernels.py --functions --modes cuda    # each math function
     python benchmarks/bench_kernels.py --gpu        # and kernel times on a GPU
 """
 from __future__ import annotations
@@ -172,6 +176,32 @@ CASES = [
     Case("`acc + tanh(x*y + 0.5)`", lambda acc, x, y: acc + nx.tanh(x * y + 0.5),
          "acc + tanh(x * y + 0.5)", "f64"),
 ]
+#: every DSL math function in the pairwise loop, ``acc + f(x - y)`` (two-argument ones on
+#: ``(x, y)``): ``--functions`` adds them to the table
+_FUNCTIONS = {  # name -> (DSL formula, C++ call with {f} for the float suffix)
+    "exp": (lambda acc, x, y: acc + nx.exp(x - y), "exp{f}(x - y)"),
+    "exp2": (lambda acc, x, y: acc + nx.exp2(x - y), "exp2{f}(x - y)"),
+    "expm1": (lambda acc, x, y: acc + nx.expm1(x - y), "expm1{f}(x - y)"),
+    "log": (lambda acc, x, y: acc + nx.log(x * y), "log{f}(x * y)"),
+    "log2": (lambda acc, x, y: acc + nx.log2(x * y), "log2{f}(x * y)"),
+    "log10": (lambda acc, x, y: acc + nx.log10(x * y), "log10{f}(x * y)"),
+    "log1p": (lambda acc, x, y: acc + nx.log1p(x * y), "log1p{f}(x * y)"),
+    "sin": (lambda acc, x, y: acc + nx.sin(x - y), "sin{f}(x - y)"),
+    "cos": (lambda acc, x, y: acc + nx.cos(x - y), "cos{f}(x - y)"),
+    "tan": (lambda acc, x, y: acc + nx.tan(x - y), "tan{f}(x - y)"),
+    "tanh": (lambda acc, x, y: acc + nx.tanh(x - y), "tanh{f}(x - y)"),
+    "sinh": (lambda acc, x, y: acc + nx.sinh(x - y), "sinh{f}(x - y)"),
+    "cosh": (lambda acc, x, y: acc + nx.cosh(x - y), "cosh{f}(x - y)"),
+    "sigmoid": (lambda acc, x, y: acc + nx.sigmoid(x - y), "1 / (1 + exp{f}(-(x - y)))"),
+    "pow": (lambda acc, x, y: acc + nx.pow(x, y), "pow{f}(x, y)"),
+    "rsqrt": (lambda acc, x, y: acc + nx.rsqrt(x * y), "rsqrt{f}(x * y)"),
+    "cbrt": (lambda acc, x, y: acc + nx.cbrt(x - y), "cbrt{f}(x - y)"),
+    "arctan": (lambda acc, x, y: acc + nx.arctan(x - y), "atan{f}(x - y)"),
+    "hypot": (lambda acc, x, y: acc + nx.hypot(x, y), "hypot{f}(x, y)"),
+}
+FUNCTION_CASES = [Case(f"`{name}`", fn, "acc + " + call.format(f="f" if d == "f32" else ""), d)
+                  for name, (fn, call) in _FUNCTIONS.items() for d in ("f32", "f64")]
+
 #: the GEMM's multiply-add, in both layouts
 GEMM_CASES = [Case("GEMM 8x8x8, per k step", lambda acc, x, y: acc + x * y, "acc + x * y", d)
               for d in ("f32", "f64")] + \
@@ -399,6 +429,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=20, help="timed launches per kernel (--gpu)")
     ap.add_argument("--modes", default=",".join(m.name for m in MODES),
                     help="math modes to build, comma-separated (default: all)")
+    ap.add_argument("--functions", action="store_true",
+                    help="add every math function in the pairwise loop (FUNCTION_CASES)")
     args = ap.parse_args(argv)
     try:
         from numptx.jit.sass import find_tool
@@ -408,7 +440,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     modes = [m for m in MODES if m.name in args.modes.split(",")]
     builder = Builder()
-    rows = sass_rows(builder, modes)
+    rows = sass_rows(builder, modes, CASES + GEMM_CASES +
+                     (FUNCTION_CASES if args.functions else []))
     print(f"SASS instructions and registers, {ARCH}, nvJitLink; ratio = injected / hand-written")
     print_sass_table(rows)
     return gpu_table(builder, rows, args.repeats) if args.gpu else 0

@@ -195,15 +195,23 @@ def test_bound_constants_fold_before_contraction():
     assert np.array_equal(h(x), emulate(h.stub(), {"x": x}, {"out": "f32"})["out"])
 
 
-def test_integers_are_not_contracted_f16_is():
+def test_only_f32_f64_are_contracted_and_mathlib_internals_never():
     @nx.ptx_expr
     def f(a: nx.s32, b: nx.s32, c: nx.s32) -> nx.s32:
         return a * b + c
 
     @nx.ptx_expr
     def h(a: nx.f16, b: nx.f16, c: nx.f16) -> nx.f16:
-        return a * b + c                         # CUDA's __half a*b + c is one HFMA2
-    assert "fma" not in str(f.graph) and _rows(h) == ["fma.rn.f16"]
+        return a * b + c                         # (CUDA's __half a*b + c is one HFMA2)
+    assert "fma" not in str(f.graph) and _rows(h) == ["mul.rn.f16", "add.rn.f16"]
+
+    @nx.ptx_expr
+    def lg(x: nx.f64) -> nx.f64:
+        return nx.log(x)                         # f64: the accurate sequence, .rn throughout
+    acc = nx.ptx_expr(lg.fn, precision="accurate")
+    assert _rows(lg) == _rows(acc)
+    assert not any(r in ("add.f32", "sub.f32", "mul.f32", "add.f64", "sub.f64", "mul.f64")
+                   for r in _rows(lg) + _rows(nx.ptx_expr(gauss)))   # no contractible row left
 
 
 # ------------------------------------------------------------------------------ refusals

@@ -3,11 +3,16 @@
 NVRTC (``-fmad=true``, its default) turns ``a*b + c``, ``a*b - c`` and ``c - a*b`` into one
 ``fma`` when the product is used only by additions and subtractions (then the product itself
 disappears); one other use keeps every use of it rounded twice. Of two product operands it
-contracts the one with fewer uses (the first on a tie). This pass rewrites a traced graph the
-same way, so the stub's SASS is the hand-written kernel's and ``nx.emulate`` computes what the
-GPU computes, bit for bit::
+contracts the one with fewer uses (the first on a tie).
 
-    g = contract(expr.trace(precision="accurate"))     # what precision="cuda" traces to
+In ``cuda`` mode the DSL's ``+ - *`` on f32/f64 lower to the contractible rows (``add.f32``,
+``mul.f32``, ...), as do the final multiplications of the CUDA-speed math forms where CUDA's
+own are contractible; mathlib's internal arithmetic uses ``.rn`` rows, which never contract.
+This pass fuses the contractible pairs by NVRTC's rule and writes every contractible row left
+as its ``.rn`` form, so ptxas contracts nothing else: the stub's SASS is the hand-written
+kernel's and ``nx.emulate`` computes what the GPU computes, bit for bit::
+
+    g = contract(graph)          # what precision="cuda" traces to
 
 The NumPy reference evaluation (``expr(x)``) is not contracted: it rounds twice, like NumPy.
 """
@@ -17,10 +22,11 @@ from .graph import Graph, Node
 
 __all__ = ["contract", "CONTRACTED_TYPES"]
 
-CONTRACTED_TYPES = ("f32", "f64", "f16", "bf16")
-_ADD = {f"add.rn.{t}": t for t in CONTRACTED_TYPES}
-_SUB = {f"sub.rn.{t}": t for t in CONTRACTED_TYPES}
-_MUL = {f"mul.rn.{t}": t for t in CONTRACTED_TYPES}
+CONTRACTED_TYPES = ("f32", "f64")
+_ADD = {f"add.{t}": t for t in CONTRACTED_TYPES}
+_SUB = {f"sub.{t}": t for t in CONTRACTED_TYPES}
+_MUL = {f"mul.{t}": t for t in CONTRACTED_TYPES}
+_RN = {name: name.replace(".", ".rn.", 1) for d in (_ADD, _SUB, _MUL) for name in d}
 
 
 def _plan(g: Graph) -> dict[int, int]:
@@ -52,10 +58,11 @@ def _plan(g: Graph) -> dict[int, int]:
 
 
 def contract(g: Graph) -> Graph:
-    """``g`` with its contractible sums as ``fma.rn`` (a new graph; ``g`` if there are none)."""
-    plan = _plan(g)
-    if not plan:
+    """``g`` with its contractible sums as ``fma.rn`` and the other contractible rows as ``.rn``
+    (a new graph; ``g`` if it has no contractible row)."""
+    if not any(n.op == "instr" and n.target in _RN for n in g.nodes):
         return g
+    plan = _plan(g)
     live = {id(n) for n in g.live()}
     new = Graph(g.name)
     m: dict[int, Node] = {}
@@ -72,7 +79,7 @@ def contract(g: Graph) -> Graph:
             continue
         i = plan.get(id(n))
         if i is None:
-            m[id(n)] = new.instr(n.target, *(m[id(a)] for a in n.args))
+            m[id(n)] = new.instr(_RN.get(n.target, n.target), *(m[id(a)] for a in n.args))
             continue
         t = _ADD.get(n.target) or _SUB[n.target]
         prod, other = n.args[i], m[id(n.args[1 - i])]

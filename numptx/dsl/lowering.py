@@ -45,6 +45,11 @@ for _t in ("f32", "f64", *_F16):
         for _fm in MODES:
             _ARITH[(_o, _t, _fm)] = _ARITH_FAST.get((_o, _t), f"{_o}.rn.{_t}") \
                 if _fm == "fast" else f"{_o}.rn.{_t}"
+# cuda: the contractible rows; numptx/dsl/contract.py fuses them by NVRTC's rule after tracing
+# and turns the rest into .rn, so ptxas contracts nothing else
+for _t in ("f32", "f64"):
+    for _o in ("add", "sub", "mul"):
+        _ARITH[(_o, _t, "cuda")] = f"{_o}.{_t}"
 for _t in ("s32", "u32", "s64", "u64"):
     for _fm in MODES:
         _ARITH.update({("add", _t, _fm): f"add.{_t}", ("sub", _t, _fm): f"sub.{_t}",

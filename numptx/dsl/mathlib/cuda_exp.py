@@ -58,7 +58,7 @@ def _exp_scaled(o: Ops, x):
 def exp(b, x, *, dtype):
     o = Ops(b, dtype)
     e, s = _exp_scaled(o, x)
-    return o.mul(e, s)
+    return o.i("mul.f32", e, s)          # contractible, as CUDA's: acc + exp(x) is one fma
 
 
 def _d(bits: int) -> float:
@@ -250,7 +250,7 @@ def log2(b, x, *, dtype):
 def log10(b, x, *, dtype):
     o = Ops(b, dtype)
     r, xs, ib = _log_parts(o, x, _LOG_POLY, False)
-    r = o.mul(_log_special(o, r, xs, ib), _h(0x3EDE5BD9))                # log10(e)
+    r = o.i("mul.f32", _log_special(o, r, xs, ib), o.c(_h(0x3EDE5BD9)))  # log10(e), contractible
     return o.sel(-_INF, r, o.cmp("eq", xs, 0.0))
 
 
