@@ -197,7 +197,7 @@ def measure(name: str, dtype: str, mode: str, n: int, seed: int = 1, chunk: int 
         ref = reference(name, part, dtype)
         err = M.ulp_error(got, ref, dtype)
         with np.errstate(all="ignore"):         # CUDA's measure: from the rounded result
-            cr = M.ulp_error(got, np.asarray(ref).astype(dt).astype(np.asarray(ref).dtype), dtype)
+            cr = M.ulp_steps(got, np.asarray(ref).astype(dt), dtype)
         worst_cr = max(worst_cr, float(cr.max()))
         j = int(np.argmax(err))
         if err[j] > worst or where is None:
@@ -291,7 +291,8 @@ def write_doc(rows) -> None:
     for name, dtype, mode, worst, where, desc, count, (calls, unique, bitcasts), cr in rows:
         note = FAST_NOTE.get(name, "") if mode == "fast" else \
             CUDA_NOTE.get(name, "") if mode == "cuda" else NOTES.get(name, "")
-        bound = M.CUDA_ULP.get(name, "") if mode == "cuda" else ""
+        bound = (M.CUDA_ULP if dtype == "f32" else M.CUDA_ULP_F64).get(name, "") \
+            if mode == "cuda" else ""
         lines.append(f"| {name} | {dtype} | {mode} | {worst:.3f} | {cr:.0f} | {bound} | "
                      f"{_fmt_where(where)} | {count:,} in {desc} | {calls} / {unique} / "
                      f"{bitcasts} | {note} |")

@@ -15,7 +15,7 @@ import numptx as nx
 from numptx import semantics as S
 from numptx.dsl import mathlib as M
 from numptx.dsl.emulator import emulate
-from numptx.dsl.mathlib.cuda_forms import CUDA_FORMS, CUDA_ULP
+from numptx.dsl.mathlib.cuda_forms import CUDA_FORMS, CUDA_ULP, CUDA_ULP_F64
 
 from test_mathlib import StubBuilder, sample, special_inputs, same_values
 
@@ -41,18 +41,6 @@ def _domain(name, n=60000):
     return args
 
 
-def ulp_steps(got, rounded):
-    """How many f32 values lie between ``got`` and the correctly rounded result (CUDA's own
-    measure; FLT_MAX against inf is one step); NaN against NaN is 0, other NaNs are inf."""
-    def ordered(v):
-        b = np.asarray(v, np.float32).view(np.int32).astype(np.int64)
-        return np.where(b < 0, -(b & 0x7FFFFFFF), b)
-    got, rounded = np.asarray(got, np.float32), np.asarray(rounded, np.float32)
-    d = np.abs(ordered(got) - ordered(rounded)).astype(np.float64)
-    nan = np.isnan(got) | np.isnan(rounded)
-    return np.where(nan, np.where(np.isnan(got) & np.isnan(rounded), 0.0, np.inf), d)
-
-
 @pytest.mark.parametrize("name", CUDA_F32)
 def test_within_cuda_documented_error(name):
     """CUDA counts ulps from the correctly rounded result (CUDA C++ Programming Guide,
@@ -60,7 +48,7 @@ def test_within_cuda_documented_error(name):
     args = _domain(name)
     with np.errstate(all="ignore"):
         rounded = np.asarray(wide(name, args)).astype(np.float32)
-    err = ulp_steps(cuda(name, *args), rounded)
+    err = M.ulp_steps(cuda(name, *args), rounded, "f32")
     worst = int(np.argmax(err))
     assert err.max() <= CUDA_ULP[name], (name, [a[worst] for a in args], err.max())
 
@@ -284,7 +272,6 @@ def test_sass_within_5_percent_of_cuda(kernel, pair_template):
 
 # ----------------------------------------------------------------------------- f64 forms
 CUDA_F64 = sorted(n for n, t in CUDA_FORMS if t == "f64")
-CUDA_ULP_F64 = {"exp": 1}          # CUDA Math API, double precision
 
 
 @pytest.mark.parametrize("name", CUDA_F64)

@@ -63,16 +63,17 @@ from typing import Callable
 import numpy as np
 
 from ...instructions import NP_DTYPE
-from .builders import EagerBuilder, InstrCounter, ulp_error
+from .builders import EagerBuilder, InstrCounter, ulp_error, ulp_steps
 from .core import DTYPES
 from .functions import *  # noqa: F403 - every registered sequence (exp, sin, ...)
 from .functions import FAST_FORMS, FUNCTIONS, __all__ as _SEQUENCES
 from ..modes import MODES
-from .cuda_forms import CUDA_FORMS, CUDA_ULP
+from .cuda_forms import CUDA_FORMS, CUDA_ULP, CUDA_ULP_F64
 from . import cuda_exp as _cuda_exp  # noqa: F401 - registers the CUDA-speed forms
 from . import cuda_trig as _cuda_trig  # noqa: F401
 
-__all__ = ["EagerBuilder", "InstrCounter", "evaluate", "implementation", "ulp_error", "DTYPES",
+__all__ = ["EagerBuilder", "InstrCounter", "evaluate", "implementation", "ulp_error", "ulp_steps",
+           "DTYPES",
            "MODES", "CUDA_FORMS", *_SEQUENCES]
 
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from ...instructions import NP_DTYPE, TABLE
 
-__all__ = ["EagerBuilder", "InstrCounter", "canonical_scalar", "ulp_error"]
+__all__ = ["EagerBuilder", "InstrCounter", "canonical_scalar", "ulp_error", "ulp_steps"]
 
 
 def canonical_scalar(value: Any, t: str):
@@ -146,3 +146,22 @@ def ulp_error(result, reference, dtype: str) -> np.ndarray:
     special = ny | nr | np.isinf(y) | np.isinf(ref)
     same = (ny & nr) | (np.isinf(y) & (y == rounded))
     return np.where(special, np.where(same, 0.0, np.inf), err).astype(np.float64)
+
+
+def ulp_steps(result, rounded, dtype: str) -> np.ndarray:
+    """How many ``dtype`` values lie between ``result`` and ``rounded`` (the correctly rounded
+    reference): CUDA's measure of its functions' error, in which the largest finite value and
+    inf are one step apart. NaN against NaN counts 0, NaN against a number inf."""
+    narrow, ints = (np.float32, np.int32) if dtype == "f32" else (np.float64, np.int64)
+    mask = np.int64(0x7FFFFFFF) if dtype == "f32" else np.int64(0x7FFFFFFFFFFFFFFF)
+
+    def ordered(v):
+        b = np.asarray(v, narrow).view(ints).astype(np.int64)
+        return np.where(b < 0, -(b & mask), b)
+    got, ref = np.asarray(result, narrow), np.asarray(rounded, narrow)
+    a, b = ordered(got), ordered(ref)
+    same = (a >= 0) == (b >= 0)             # same side: the int64 difference is exact
+    d = np.where(same, np.abs(np.where(same, a - b, 0)).astype(np.float64),
+                 np.abs(a).astype(np.float64) + np.abs(b).astype(np.float64))
+    nan = np.isnan(got) | np.isnan(ref)
+    return np.where(nan, np.where(np.isnan(got) & np.isnan(ref), 0.0, np.inf), d)

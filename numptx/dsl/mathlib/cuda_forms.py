@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-__all__ = ["CUDA_FORMS", "CUDA_ULP", "cuda_form"]
+__all__ = ["CUDA_FORMS", "CUDA_ULP", "CUDA_ULP_F64", "cuda_form"]
 
 CUDA_ULP: dict[str, float] = {
     "exp": 2, "exp2": 2, "expm1": 1, "log": 1, "log2": 1, "log10": 2, "log1p": 1,
@@ -30,6 +30,10 @@ options), counted as CUDA counts them: from the correctly rounded result (so the
 the exact value may reach the bound plus 0.5); sigmoid has no CUDA function: 4 ulp bounds ``1 / (1 + expf(-x))`` (2 of expf, 2 of
 the rest) away from the region where ``expf(-x)`` overflows (x < -88.72, result < 2^-126).
 The CUDA-speed forms are tested against these bounds (tests/test_cuda_math.py)."""
+
+CUDA_ULP_F64: dict[str, float] = {"exp": 1}
+"""The same for the double-precision functions that have a CUDA-speed form (CUDA Math API,
+"Double-Precision Floating-Point Functions")."""
 
 CUDA_FORMS: dict[tuple[str, str], Callable] = {}
 """(function name, dtype) -> the CUDA-speed sequence ``fn(b, *xs, dtype)``."""
