@@ -230,28 +230,29 @@ _LOG2_POLY = tuple(_h(v) for v in (0xBF38AA3B, 0x3EF6384A, 0xBEB8AA49, 0x3E93BF9
                                     0x3E520BF4, 0xBE374E43, 0x3E2FCF2A, 0xBE2C7F30, 0x3DC6B27F))
 
 
+def _log_form(b, x, dtype, poly: tuple, lg2: bool, scale: float | None = None):
+    """log / log2 (``lg2``) / log10 (``scale``: times log10(e), contractible as CUDA's)."""
+    o = Ops(b, dtype)
+    r, xs, ib = _log_parts(o, x, poly, lg2)
+    r = _log_special(o, r, xs, ib)
+    if scale is not None:
+        r = o.i("mul.f32", r, o.c(scale))
+    return o.sel(-_INF, r, o.cmp("eq", xs, 0.0))
+
+
 @cuda_form("log")
 def log(b, x, *, dtype):
-    o = Ops(b, dtype)
-    r, xs, ib = _log_parts(o, x, _LOG_POLY, False)
-    r = _log_special(o, r, xs, ib)
-    return o.sel(-_INF, r, o.cmp("eq", xs, 0.0))
+    return _log_form(b, x, dtype, _LOG_POLY, False)
 
 
 @cuda_form("log2")
 def log2(b, x, *, dtype):
-    o = Ops(b, dtype)
-    r, xs, ib = _log_parts(o, x, _LOG2_POLY, True)
-    r = _log_special(o, r, xs, ib)
-    return o.sel(-_INF, r, o.cmp("eq", xs, 0.0))
+    return _log_form(b, x, dtype, _LOG2_POLY, True)
 
 
 @cuda_form("log10")
 def log10(b, x, *, dtype):
-    o = Ops(b, dtype)
-    r, xs, ib = _log_parts(o, x, _LOG_POLY, False)
-    r = o.i("mul.f32", _log_special(o, r, xs, ib), o.c(_h(0x3EDE5BD9)))  # log10(e), contractible
-    return o.sel(-_INF, r, o.cmp("eq", xs, 0.0))
+    return _log_form(b, x, dtype, _LOG_POLY, False, _h(0x3EDE5BD9))
 
 
 _LOG1P_POLY = tuple(_h(v) for v in (0xBF000000, 0x3EAAAAE6, 0xBE800042, 0x3E4CAF9E, 0xBE2A68DD,
