@@ -30,7 +30,7 @@ from .inject import PtxInject, Site, Variable
 from .instructions import TABLE, Instr, add_instruction
 from .jit.nvjitlink import ptx_to_cubin
 from .jit.nvrtc import cuda_to_ptx, include_dir
-from .jit.numba_site import SiteError, site
+from .jit.numba_site import SiteError, simulator_active, site
 from .jit.template import BuildError, CudaTemplate, Template, Variant
 from .jit.kernel import Kernel, KernelVariant, kernel
 from .jit.cache import CubinCache, default_cache
@@ -50,7 +50,7 @@ __all__ = [
     "ToolchainError", "TypeRegistryError", "EmulationError", "__version__",
     "emulate", "TABLE", "Instr", "add_instruction",
     "ptx_expr", "PtxExpr", "TraceError", "BindError", "PrecisionError", "PRECISIONS", *_TYPE_NAMES,
-    "site", "kernel", "Kernel", "KernelVariant", "CudaTemplate", "Template", "Variant",
+    "site", "simulator_active", "kernel", "Kernel", "KernelVariant", "CudaTemplate", "Template", "Variant",
     "BuildError", "SiteError", "LaunchError", "CubinCache", "default_cache",
     "Pack", "PackError", "ConstantsError", "fitness",
     "Resources", "cubin_resources", "CubinError", "ToolMissingError",

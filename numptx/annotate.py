@@ -414,6 +414,25 @@ def _close_paren(blank: str, open_pos: int) -> int | None:
     return None
 
 
+def unquoted_site_name(src: str) -> tuple[int, str] | None:
+    """(line, name) of the first ``PTX_INJECT(name, ...)`` whose site name is a bare identifier
+    rather than a string literal, or None. NVRTC's errors for it name the macros' temporaries
+    (``__nx_t2``); the compile path asks this only after NVRTC failed, so a name that is a
+    macro for a string stays legal."""
+    if "PTX_INJECT" not in src:
+        return None
+    blank = _PREPROC.sub(_spaces, _blank_comments(src))
+    for m in _MACRO_SITE.finditer(blank):
+        close = _close_paren(blank, m.end() - 1)
+        if close is None:
+            continue
+        a, b = _split_args(blank, m.end(), close)[0]
+        name = src[a:b].strip()
+        if _IDENT.match(name):
+            return _line_of(src, m.start()), name
+    return None
+
+
 def check_macro_annotations(src: str, source_name: str = "<source>") -> None:
     """Check the macro-form sites of ``src`` before NVRTC sees them (its errors are cryptic).
 

@@ -57,17 +57,30 @@ def _cmd_process(args) -> int:
     return 0
 
 
+_NOT_CUDA = {".py": "a Python file", ".pyw": "a Python file", ".ipynb": "a notebook",
+             ".pyc": "compiled Python"}
+
+
 def _cmd_sites(args) -> int:
     import numptx as nx
+    ext = os.path.splitext(args.file)[1].lower()
+    if ext in _NOT_CUDA:
+        raise _InputError(f"{args.file} is {_NOT_CUDA[ext]}; sites reads CUDA C++ (.cu, .cuh) or "
+                          f"PTX (.ptx). For a template built in Python, print its sites there: "
+                          f"for s in tmpl.sites.values(): print(s.signature)")
     text = _read_text(args.file)
-    ptx = text if args.file.endswith(".ptx") else nx.cuda_to_ptx(text, arch=args.arch, name=args.file)
+    ptx = text if ext == ".ptx" else nx.cuda_to_ptx(text, arch=args.arch, name=args.file)
     inj = nx.PtxInject(ptx)
     if not inj.sites:
         print("no injection sites")
+        return 0
+    rows = [(v.kind, v.dtype, v.name, f"%{v.reg}") for s in inj.sites.values() for v in s.variables]
+    widths = [max((len(r[i]) for r in rows), default=0) for i in range(3)]
     for site in inj.sites.values():
         print(f"{site.signature}  x{site.instances}")
         for v in site.variables:
-            print(f"    {v.kind:<3} {v.dtype:<6} {v.name}  %{v.reg}")
+            print(f"    {v.kind:<{widths[0]}}  {v.dtype:<{widths[1]}}  {v.name:<{widths[2]}}  "
+                  f"%{v.reg}".rstrip())
     return 0
 
 
@@ -92,25 +105,49 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="numptx", description="GPU kernel variants in microseconds.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("demo", help="run the end-to-end demo")
-    p.add_argument("--arch", default="sm_90")
+
+    def command(name: str, summary: str, text: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=summary, description=text,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+
+    p = command("demo", "run the end-to-end demo",
+                "Compile a CUDA template with a site, inject stubs (PTX text, Stack PTX, a\n"
+                "@ptx_expr formula), assemble cubins and, where a GPU is present, launch them.")
+    p.add_argument("--arch", default="sm_90", help="architecture to assemble for (default sm_90)")
     p.set_defaults(fn=_cmd_demo)
-    p = sub.add_parser("process", help="rewrite comment-form annotations into inline asm")
-    p.add_argument("files", nargs="+")
-    p.add_argument("-o", "--output", required=True, help="output folder")
+    p = command("process", "rewrite comment-form annotations into inline asm",
+                "Rewrite the /* PTX_INJECT ... */ comment annotations of CUDA files into inline\n"
+                "asm that compiles without numptx's header; line numbers are kept.")
+    p.add_argument("files", nargs="+", help="CUDA source files (.cu, .cuh)")
+    p.add_argument("-o", "--output", required=True, help="output folder (not the input's own)")
     p.set_defaults(fn=_cmd_process)
-    p = sub.add_parser("sites", help="list the injection sites of a .cu or .ptx file")
-    p.add_argument("file")
-    p.add_argument("--arch", default="sm_90")
+    p = command("sites", "list the injection sites of a .cu or .ptx file",
+                "List each injection site of a CUDA C++ file (compiled with NVRTC) or a PTX\n"
+                "file: its signature, how many times it is inlined, and per variable the kind,\n"
+                "type, name and the register stubs use (%v_<name>).")
+    p.add_argument("file", help="a .cu/.cuh file (compiled) or a .ptx file (read as is)")
+    p.add_argument("--arch", default="sm_90", help="architecture to compile .cu for (default sm_90)")
     p.set_defaults(fn=_cmd_sites)
-    p = sub.add_parser("cache", help="show (info) or empty (clear) the cubin cache")
-    p.add_argument("action", choices=("info", "clear"))
+    p = command("cache", "show (info) or empty (clear) the cubin cache",
+                "Show where the cubin cache lives and how much it holds (info), or empty it\n"
+                "(clear). The folder is NUMPTX_CACHE_DIR, else the XDG cache folder.")
+    p.add_argument("action", choices=("info", "clear"), help="info or clear")
     p.set_defaults(fn=_cmd_cache)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING)
     from .errors import NumptxError
     try:
-        return args.fn(args)
+        rc = args.fn(args)
+        sys.stdout.flush()              # a closed pipe shows here, not in Python's exit flush
+        return rc
+    except BrokenPipeError:
+        # the reader left (numptx sites k.cu | head): stop quietly, and keep Python's exit-time
+        # flush of stdout from raising again
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError, AttributeError):
+            pass
+        return 141                                  # 128 + SIGPIPE, as a shell reports it
     except NumptxError as e:
         print(f"numptx {args.command}: error: {e}", file=sys.stderr)
         return 1

@@ -43,6 +43,24 @@ _SITE_FIELDS = 7   # ptxinj_site is seven uint32 fields
 _VAR_FIELDS = 10   # ptxinj_var is ten uint32 fields
 
 
+def _hiding_cr(data: bytes) -> int | None:
+    """Offset of a carriage return without a line feed before a ``PTX_INJECT`` keyword on the
+    same line (the parser, which splits lines at LF, would read the marker as part of a comment
+    and find no site), or None. Linear: each stretch of ``data`` is searched once."""
+    if b"\r" not in data:
+        return None
+    pos, line_start = 0, 0
+    while (m := data.find(b"PTX_INJECT", pos)) >= 0:
+        nl = data.rfind(b"\n", pos, m)
+        if nl >= 0:
+            line_start = nl + 1
+        cr = data.find(b"\r", max(line_start, pos), m)   # no LF follows it: none lies before m
+        if cr >= 0:
+            return cr
+        pos = m + 1
+    return None
+
+
 def _status_text(status: int) -> str:
     return ffi.string(lib.ptxinj_status_string(status)).decode()
 
@@ -174,13 +192,25 @@ class PtxInject:
 
     def __init__(self, ptx: str | bytes):
         if isinstance(ptx, str):
-            data = ptx.encode("utf-8", errors="surrogateescape")
+            try:
+                data = ptx.encode("utf-8", errors="surrogateescape")
+            except UnicodeEncodeError as e:
+                raise PtxParseError(
+                    f"the PTX text holds the lone surrogate {ptx[e.start]!r} (character "
+                    f"{e.start}), which is no UTF-8 text; decode PTX bytes with "
+                    f"errors='surrogateescape' or pass the bytes", line=ptx.count("\n", 0, e.start) + 1,
+                    code="encoding") from None
             self.ptx = ptx
         elif isinstance(ptx, (bytes, bytearray, memoryview)):
             data = bytes(ptx)
             self.ptx = data.decode("utf-8", errors="surrogateescape")
         else:
             raise NumptxError(f"PtxInject needs PTX text (str or bytes), not {type(ptx).__name__}")
+        cr = _hiding_cr(data)
+        if cr is not None:
+            raise PtxParseError("a carriage return without a line feed hides a PTX_INJECT marker "
+                                "(CR-only line endings?): PTX lines end in \\n or \\r\\n",
+                                line=data.count(b"\n", 0, cr) + 1, code="line_endings")
         self._data = data
         self._buf = ffi.from_buffer(data)   # keeps the bytes alive and their address fixed
         ctx = ffi.new("ptxinj_ctx *")
@@ -192,6 +222,8 @@ class PtxInject:
             self._raise_parse_error(ctx, status)
         self._ctx = ctx
         self._n_sites = ctx.n_sites
+        if not data.isascii():
+            self._check_utf8_names(ctx)
         self.sites: Mapping[str, Site] = _Sites(self)
         # built on first use: names, the name index and the render plan
         self._names_cache: list[str] | None = None
@@ -221,7 +253,7 @@ class PtxInject:
                 names = [text[o:o + n] for o, n in zip(raw[0::_SITE_FIELDS], raw[1::_SITE_FIELDS])]
             else:
                 d = self._data
-                names = [d[o:o + n].decode("utf-8", errors="replace")
+                names = [d[o:o + n].decode("utf-8")        # checked at parse time
                          for o, n in zip(raw[0::_SITE_FIELDS], raw[1::_SITE_FIELDS])]
             self._names_cache = names
         return self._names_cache
@@ -275,6 +307,31 @@ class PtxInject:
         what = _status_text(status)
         msg = what + (f" (site {site!r})" if site else "") + (f" near {text!r}" if text else "")
         raise PtxParseError(msg, line=line, site=site, code=_STATUS_CODES.get(status, "error"))
+
+    def _check_utf8_names(self, ctx) -> None:
+        """Site and variable names must be UTF-8: two names that differ only in invalid bytes
+        would decode to one name (and share a stub)."""
+        d = self._data
+        for i in range(ctx.n_sites):
+            s = ctx.sites[i]
+            site = d[s.name_off:s.name_off + s.name_len]
+            fields = [("site name", site, s.name_off)]
+            for k in range(s.first_var, s.first_var + s.n_vars):
+                v = ctx.vars[k]
+                fields += [("variable field", d[o:o + n], o) for o, n in
+                           ((v.dtype_off, v.dtype_len), (v.regtype_off, v.regtype_len),
+                            (v.reg_off, v.reg_len), (v.name_off, v.name_len))]
+            for what, raw, off in fields:
+                try:
+                    raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    name = site.decode("utf-8", "backslashreplace")
+                    shown = raw.decode("utf-8", "backslashreplace")
+                    line = int(lib.ptxinj_line_of(self._buf, len(d), off))
+                    where = "" if what == "site name" else f" (site '{name}')"
+                    raise PtxParseError(f"{what} '{shown}'{where} is not valid UTF-8; names that "
+                                        f"differ only in invalid bytes would merge",
+                                        line=line, site=name, code="encoding") from None
 
     def _build_site(self, index: int) -> Site:
         raw = self._u32(self._ctx.sites + index, 1, "ptxinj_site")

@@ -21,7 +21,7 @@ from ..errors import TypeRegistryError
 from ..instructions import TYPES
 from ..opkinds import INPUT
 from .ctable import _status_name, _table
-from .encoding import as_program, _encode, _encode_fast
+from .encoding import as_program, bind_encoded, _encode, _encode_fast
 from .ops import U64, ASTError, ProgramError
 from .stub import DEFAULT_LIMITS, Limits, Stub, batch_stubs, diag_fields
 
@@ -161,7 +161,7 @@ def _words(prog, io: _IO, what: str = "program"):
     if isinstance(prog, np.ndarray):
         if prog.dtype != np.uint64 or prog.ndim != 1:
             raise ProgramError(f"{what}: an encoded program is a 1-D uint64 array, not {prog.dtype} {prog.shape}")
-        arr = np.ascontiguousarray(prog)
+        arr = np.ascontiguousarray(bind_encoded(prog, io.index, what))
         return ffi.from_buffer("uint64_t[]", arr), len(arr), arr
     words = _encode_fast(prog, io.name_words)
     if words is None:
@@ -188,6 +188,7 @@ def _routines(routines, io: _IO):
             if r.dtype.kind not in "iu":
                 raise ProgramError(f"routine {i}: an encoded routine is a uint64 array, not "
                                    f"{r.dtype}")
+            r = bind_encoded(r, io.index, f"routine {i}") if r.dtype == np.uint64 else r
             parts.append(np.ascontiguousarray(r, dtype=np.uint64).tobytes())
         else:
             parts.append(_encode(r, io.index, f"routine {i}").tobytes())
@@ -363,6 +364,8 @@ def compile_words_many(programs, inputs, outputs, *, site=None, routines=(), str
         for p in programs:
             if p.dtype != np.uint64 or p.ndim != 1:
                 raise ProgramError("compile_many: encoded programs are 1-D uint64 arrays")
+        programs = [bind_encoded(p, io.index, f"compile_many: program {i}")
+                    for i, p in enumerate(programs)]
         allw = np.concatenate(programs)
         lens = [len(p) for p in programs]
     else:
@@ -372,7 +375,8 @@ def compile_words_many(programs, inputs, outputs, *, site=None, routines=(), str
                 if p.dtype.kind not in "iu" or p.ndim != 1:
                     raise ProgramError(f"compile_many: program {i}: encoded programs are 1-D "
                                        f"uint64 arrays, not {p.dtype} {p.shape}")
-                parts.append(np.asarray(p, dtype=np.uint64))
+                parts.append(bind_encoded(np.asanyarray(p, dtype=np.uint64), io.index,
+                                          f"compile_many: program {i}"))
             else:
                 w = _encode_fast(p, io.name_words)
                 if w is None:

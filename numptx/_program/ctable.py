@@ -12,7 +12,11 @@ __all__ = ["_table", "_status_name"]
 
 
 class _CTable:
-    """The instruction table as C rows (rebuilt when ``TABLE.version`` changes)."""
+    """The instruction table as C rows (rebuilt when ``TABLE.version`` changes).
+
+    ``table`` owns its rows: it keeps the rows and format strings alive for as long as anyone
+    holds it, so a compile running with the GIL released keeps reading the table it
+    started with while ``add_instruction`` swaps in a new one."""
 
     def __init__(self):
         self.version = TABLE.version
@@ -23,20 +27,23 @@ class _CTable:
             ins, row = TABLE[i], rows[i]
             fmt = ffi.new("char[]", ins.fmt.encode())
             keep.append(fmt)
-            row.fmt, row.fmt_len = fmt, len(ins.fmt)
+            row.fmt, row.fmt_len = fmt, len(fmt) - 1         # bytes, not characters
             row.n_results, row.n_operands = len(ins.results), len(ins.operands)
             for k, (t, w) in enumerate(zip(ins.result_type_ids, ins.result_widths)):
                 row.result_type[k], row.result_width[k] = t, w
             for k, (t, w) in enumerate(zip(ins.operand_type_ids, ins.operand_widths)):
                 row.operand_type[k], row.operand_width[k] = t, w
             row.flags = (1 if "volatile" in ins.flags else 0) | (2 if "commutative" in ins.flags else 0)
-        self.table = ffi.new("stackptx_table *")
-        self.table.rows, self.table.n_rows = rows, n
-        self.table.reg_type_names = ffi.NULL
+        table = ffi.new("stackptx_table *")
+        table.rows, table.n_rows = rows, n
+        table.reg_type_names = ffi.NULL
         bad = ffi.new("uint32_t *")
-        if lib.stackptx_check_table(self.table, bad) != lib.STACKPTX_OK:
+        if lib.stackptx_check_table(table, bad) != lib.STACKPTX_OK:
             raise ProgramError(f"instruction table row {bad[0]} is not usable by the C core")
         self._keep = (rows, keep)
+        # a cdata pointing at ``table`` whose (no-op) destructor holds the rows: every holder
+        # of the pointer holds them (cffi keeps the destructor until the cdata is freed)
+        self.table = ffi.gc(table, lambda _p, _keep=(table, rows, keep): None)
 
 
 _ctable_lock = threading.Lock()

@@ -18,7 +18,27 @@ from ..opkinds import (CONST, CONST64, INPUT, INSTR, KIND_NAMES, LOAD, META, MET
 from ..valuetypes import WIDE
 from .ops import Op, ProgramError, input, instr
 
-__all__ = ["encode", "decode"]
+__all__ = ["encode", "decode", "Encoded"]
+
+
+class Encoded(np.ndarray):
+    """A uint64 array from :func:`encode` that remembers the input names its INPUT words
+    number, in order (``.inputs``). A compile binds its inputs by those names, so an encoding
+    made in another order than the site's reads the right variables (a plain uint64 array
+    binds by position). Slices and copies keep the names; ``np.concatenate`` drops them."""
+
+    inputs: tuple[str, ...] | None
+
+    def __array_finalize__(self, obj) -> None:
+        self.inputs = getattr(obj, "inputs", None)
+
+    def __reduce__(self):
+        fn, args, state = super().__reduce__()
+        return fn, args, (state, self.inputs)
+
+    def __setstate__(self, state) -> None:
+        base, self.inputs = state
+        super().__setstate__(base)
 
 
 def _input_index(inputs) -> dict[str, int]:
@@ -45,10 +65,48 @@ def as_program(prog, what: str = "program"):
                        f"not {type(prog).__name__}")
 
 
-def encode(prog: Sequence[Op], inputs: Sequence[str] | Mapping[str, str] | None = None) -> np.ndarray:
-    """The program as a uint64 array (one word per op, two for 64-bit constants). Inputs named in
-    the program are numbered by their position in ``inputs``."""
-    return np.frombuffer(_encode(prog, _input_index(inputs)), dtype=np.uint64).copy()
+def encode(prog: Sequence[Op], inputs: Sequence[str] | Mapping[str, str] | None = None, *,
+           site=None) -> Encoded:
+    """The program as a uint64 array (one word per op, two for 64-bit constants), an
+    :class:`Encoded` that carries the input names. Inputs named in the program are numbered by
+    their position in ``inputs``; ``site=`` takes the site's in/mod variable names; with neither,
+    the names the program reads, in order of first use. Compiling binds the words by those
+    names, so any order works at any site that has the inputs."""
+    if site is not None:
+        if inputs is not None:
+            raise ProgramError("encode: pass inputs= or site=, not both")
+        names = getattr(site, "inputs", None)
+        if names is None or isinstance(site, str):
+            hint = f" (pass inj.sites[{site!r}])" if isinstance(site, str) else ""
+            raise ProgramError(f"encode: site= takes a numptx Site, not "
+                               f"{type(site).__name__}{hint}")
+        inputs = [v.name for v in names]
+    elif inputs is None:
+        inputs = []
+        for op in as_program(prog, "encode"):
+            name = getattr(op, "name", None)
+            if name is not None and name not in inputs:
+                inputs.append(name)
+    index = _input_index(inputs)
+    out = np.frombuffer(_encode(prog, index), dtype=np.uint64).copy().view(Encoded)
+    out.inputs = tuple(index)
+    return out
+
+
+def bind_encoded(words: np.ndarray, index: Mapping[str, int], what: str) -> np.ndarray:
+    """``words`` with their INPUT words renumbered from the names the encoding carries
+    (``words.inputs``) to the compile's input positions ``index``: unchanged when they agree or
+    when ``words`` is a plain array (positional). A name the compile lacks is an error."""
+    names = getattr(words, "inputs", None)
+    if not names or all(index.get(n) == i for i, n in enumerate(names)):
+        return words
+    missing = [n for n in names if n not in index]
+    if missing:
+        known = ", ".join(map(repr, (n for n in index if "\x00" not in n))) or "none"
+        raise ProgramError(f"{what}: encoded with input {missing[0]!r}, which the compile does not "
+                           f"have (inputs: {known}); encode it with the site's names: "
+                           f"sp.encode(prog, site=site)")
+    return np.frombuffer(_encode(decode(words, names), index, what), dtype=np.uint64)
 
 
 def _encode_fast(prog, name_raw: dict[str, bytes]) -> bytes | None:
@@ -87,6 +145,8 @@ def decode(words: np.ndarray | Sequence[int], inputs: Sequence[str] | None = Non
     """Ops of an encoded program, validated word by word (a :class:`ProgramError` names the index
     of a word that is no valid op under the current instruction table)."""
     types = TYPES              # (a local: read once per word below)
+    if inputs is None:
+        inputs = getattr(words, "inputs", None)       # an Encoded knows its names
     if inputs is not None:
         _check_names(inputs)
     names = list(inputs) if inputs is not None else None

@@ -94,4 +94,5 @@ def contract(g: Graph) -> Graph:
     new.outputs = [(k, m[id(v)]) for k, v in g.outputs]
     new.output_form = g.output_form
     new.frame = g.frame
+    new.library = getattr(g, "library", None)     # the math library's constants (lowering.py)
     return new

@@ -38,6 +38,8 @@ of its type; a read with another type of the same size reinterprets the bits (``
 * Warp-level instructions (mma) see consecutive groups of 32 elements as warps (lane = i % 32).
 * ``outputs`` is a list of register names (each returned in the canonical dtype of its declared
   ``.reg`` type, else of the type that last wrote it) or a dict name -> type name to force one.
+* ``site=`` (a :class:`~numptx.inject.Site`) names inputs and outputs by the site's variables
+  (``x``, ``acc``) instead of registers (``v_x``); see :func:`emulate`.
 
 Errors are :class:`EmulationError` (a :class:`numptx.NumptxError`) naming the stub line number and
 text: unknown instructions (with close matches), malformed lines, literals or operand counts,
@@ -62,7 +64,7 @@ from .. import instructions as _instructions
 from ..instructions import NP_DTYPE, TYPES, UnknownInstructionError, parse_type_spec
 from ..valuetypes import FLOATS, INTS
 
-__all__ = ["emulate", "EmulationError"]
+__all__ = ["emulate", "EmulationError", "registers_written"]
 
 
 class EmulationError(NumptxError):
@@ -548,10 +550,79 @@ def _output_items(outputs: Any) -> list[tuple[str, str | None]]:
     return out
 
 
+def registers_written(text: str) -> tuple[frozenset[str], dict[str, int]]:
+    """``(registers, inner)``: the registers (without ``%``) that the top level of stub ``text``
+    writes (a write to a ``.reg`` declared inside ``{ }`` is not one), and the names declared
+    inside blocks -> the first such stub line. Raises :class:`EmulationError` where the text
+    does not parse (an instruction the table lacks, say)."""
+    table = _instructions.TABLE
+    prog = _parse(text, table.uid, table.version)
+    return (frozenset(n for step in prog.steps for names in step.dests for n in names
+                      if "#" not in n), dict(prog.inner))
+
+
+def _did_you_mean(name: str, names: Sequence[str]) -> str:
+    close = difflib.get_close_matches(name, list(names), n=3)
+    return f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+
+
+def _at_site(stub: Any, site: Any, inputs: Mapping[str, Any] | None,
+             outputs: Any) -> dict[str, np.ndarray]:
+    """:func:`emulate` with ``site=``: inputs and outputs named by the site's variables."""
+    variables = getattr(site, "variables", None)
+    if not isinstance(getattr(site, "name", None), str) or variables is None:
+        raise EmulationError(f"site= takes a site (nx.PtxInject(ptx).sites['name'], "
+                             f"template.sites['name']), not {type(site).__name__}")
+    by_name = {v.name: v for v in variables}
+    ins = [v.name for v in variables if v.kind != "out"]
+    outs = [v.name for v in variables if v.kind != "in"]
+    where = f"site {site.name!r}"
+
+    def unknown(what: str, name: Any, allowed: list[str]) -> EmulationError:
+        key = str(name).lstrip("%")
+        regs = {v.reg: v.name for v in variables}
+        if key in regs and regs[key] in allowed:
+            hint = (f"; with site= variables go by their names, not their registers: "
+                    f"{regs[key]!r}")
+        else:
+            hint = _did_you_mean(key, allowed)
+        kinds = "in or mod" if what == "input" else "out or mod"
+        return EmulationError(f"unknown {what} {name!r}: {where} has no {kinds} variable of that "
+                              f"name ({what}s: {', '.join(allowed) or 'none'}){hint}")
+
+    if inputs is not None and not isinstance(inputs, Mapping):
+        raise EmulationError(f"inputs must be a mapping variable name -> value (e.g. "
+                             f"{{'x': np.float32([1, 2])}}), not {type(inputs).__name__}")
+    regs: dict[str, Any] = {}
+    for name, value in (inputs or {}).items():
+        if name not in ins:
+            raise unknown("input", name, ins)
+        regs[by_name[name].reg] = value
+    items = _output_items(outputs) if outputs else [(n, None) for n in outs]
+    wanted = {}
+    for name, forced in items:
+        if name not in outs:
+            raise unknown("output", name, outs)
+        v = by_name[name]
+        wanted[v.reg] = forced or (v.dtype if v.dtype in NP_DTYPE else v.reg_type)
+    if not isinstance(getattr(stub, "text", stub), str) and callable(getattr(stub, "stub", None)):
+        stub = stub.stub(site)                      # a formula: its stub for this site
+    got = emulate(stub, regs, wanted)
+    return {name: got[by_name[name].reg] for name, _ in items}
+
+
 def emulate(stub: Any, inputs: Mapping[str, Any] | None = None,
-            outputs: Sequence[str] | Mapping[str, str] = ()) -> dict[str, np.ndarray]:
+            outputs: Sequence[str] | Mapping[str, str] = (), *,
+            site: Any = None) -> dict[str, np.ndarray]:
     """Run ``stub`` (PTX text, or an object with a ``.text``) on ``inputs`` and return
-    ``{name: array}`` for each register named in ``outputs`` (see the module docstring)."""
+    ``{name: array}`` for each register named in ``outputs`` (see the module docstring).
+
+    With ``site=`` (a :class:`~numptx.inject.Site`), inputs and outputs are the site's
+    variables by name (``{"x": ..., "acc": ...}``, not registers ``v_x``): unknown names are
+    refused with the names the site has; ``outputs`` defaults to all its out and mod variables
+    (in their types); ``stub`` may be a formula (its ``.stub(site)`` runs)."""
+    if site is not None:
+        return _at_site(stub, site, inputs, outputs)
     text = getattr(stub, "text", stub)
     if not isinstance(text, str):
         raise EmulationError(f"stub must be PTX text (str) or have a .text, "

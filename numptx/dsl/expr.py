@@ -14,8 +14,9 @@
     dist.binding(inj.sites["combine"])             # the rules stub(site) and the simulator use
 
 Parameters are typed by annotations (``nx.f32`` ..., NumPy types, or strings such as ``"nx.f32"``)
-and default to f32. A formula returns one value, a tuple or a dict of named outputs. The traced
-graph is cached per math mode (``precision``) and the lowered program per backend and output order, so
+and default to f32; ``float``/``int``/``bool`` are f64/s64/pred as in NumPy, postponed or not.
+A formula returns one value, a tuple or a dict of named outputs. The traced graph is cached
+per math mode (``precision``) and the lowered program per backend and output order, so
 ``stub(site)`` for a new site only binds names and runs the C compiler.
 """
 from __future__ import annotations
@@ -116,6 +117,20 @@ def ptx_expr(fn: Callable | None = None, *, precision: str | None = None,
     return PtxExpr(fn, precision=mode, backend=backend)
 
 
+_PYTHON_TYPES = {"float": float, "int": int, "bool": bool}
+
+
+def _parse(a: Any, glb: dict | None) -> T.DType | None:
+    """The DType of a parameter or return annotation. The Python types mean what NumPy makes of
+    them (``float`` f64, ``int`` s64, ``bool`` pred) whether the annotation is the type itself or
+    the string ``"float"`` that ``from __future__ import annotations`` leaves (which would
+    otherwise read as the CUDA C alias ``float`` = f32)."""
+    if isinstance(a, str) and a.strip() in _PYTHON_TYPES:
+        name = a.strip()
+        a = (glb or {}).get(name, _PYTHON_TYPES[name])     # a module may rebind the name
+    return T.parse_annotation(a, glb)
+
+
 # function -> (check, analysis): see _analyse. Keyed by the function (weakly), not its code:
 # closures of one ``def`` differ in their defaults and in what string annotations resolve to.
 _SIGNATURES = weakref.WeakKeyDictionary()
@@ -146,7 +161,7 @@ def _analyse(fn, code, defaults: tuple, ann: dict) -> tuple:
     types: dict[str, T.DType] = {}
     for n in names:
         a = ann.get(n)
-        t = T.f32 if a is None else T.parse_annotation(a, glb)
+        t = T.f32 if a is None else _parse(a, glb)
         if t is None:
             raise TraceError(f"parameter {n!r}: annotation {a!r} is not a numptx type",
                              frame=_def_frame(fn),
@@ -171,7 +186,7 @@ def _return_types(r: Any, glb: dict | None, fn: Any = None) -> list | None:
         return None
     shown = r
     if isinstance(r, str):
-        t = T.parse_annotation(r, glb)
+        t = _parse(r, glb)
         if t is not None:
             return [t]
         try:
@@ -180,7 +195,7 @@ def _return_types(r: Any, glb: dict | None, fn: Any = None) -> list | None:
             r = _BAD
         if isinstance(r, str):       # a quoted string under `from __future__ import annotations`
             shown = r
-            t = T.parse_annotation(r, glb)
+            t = _parse(r, glb)
             if t is not None:
                 return [t]
             r = _BAD
@@ -195,7 +210,7 @@ def _return_types(r: Any, glb: dict | None, fn: Any = None) -> list | None:
         open_ = len(args) == 2 and args[1] is Ellipsis      # tuple[nx.f32, ...]: any count
         elems = [a.__forward_arg__ if isinstance(a, typing.ForwardRef) else a   # Tuple["nx.f32"]
                  for a in (args[:1] if open_ else args)]
-        ts = [T.parse_annotation(a, glb) for a in elems]
+        ts = [_parse(a, glb) for a in elems]
         if all(t is not None for t in ts):
             return None if open_ else ts
         if not any(t is not None or isinstance(a, str) for a, t in zip(elems, ts)):

@@ -363,7 +363,19 @@ def mathlib_lowering(name: str) -> Callable:
                 f"'fast'); {t} has: {', '.join(map(repr, have))}", frame=user_frame(),
                 fix=f"use @nx.ptx_expr(precision={have[0]!r}) for {t} values, or compute "
                     f"this function in f32")
-        return impl(b, *xs)
+        nodes = getattr(b, "nodes", None)
+        if nodes is None:                   # an eager builder
+            return impl(b, *xs)
+        start = len(nodes)
+        r = impl(b, *xs)
+        # the constants the sequence brought in: part of a formula's shape, not the user's
+        # (numptx.jit.patch varies only the user's constants between variants)
+        lib = [n.key for n in nodes[start:] if n.op == "const"]
+        if lib:
+            if getattr(b, "library", None) is None:
+                b.library = set()
+            b.library.update(lib)
+        return r
     lower.__name__ = f"mathlib_{name}"
     return lower
 

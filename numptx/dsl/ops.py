@@ -57,7 +57,8 @@ _INF = float("inf")
 class DslOp:
     """One DSL operation. ``native16``: f16/bf16 operands use rows of their own type (else
     they compute in f32). ``accuracy``: ``"exact"`` (reference and emulated stub agree bit for
-    bit), or an error bound ``(ulp_f32, ulp_f64)`` in units in the last place of the result;
+    bit), a sentence saying where they agree, or an error bound ``(ulp_f32, ulp_f64)`` in units
+    in the last place of the result;
     ``fast_accuracy`` describes ``fastmath=True`` where it differs. ``public``: the ``nx.*``
     names of its function (numptx/dsl/functions.py is generated from them)."""
     name: str
@@ -151,6 +152,8 @@ def _ref_rcp(t, x):
 # ---- the table ----------------------------------------------------------------------------------
 _MATH_ACC = (4, 4)           # documented bound of mathlib sequences (ulp, f32 / f64)
 _FAST_ACC = ".approx row bounds (f32)"
+# float fmod/% agree with NumPy bit for bit only while the quotient fits the f64 mantissa
+_FMOD_ACC = "ints exact; floats exact while |a / b| < 2^52, +-0 beyond (NumPy: the exact remainder)"
 _CUDA_ACC = "CUDA's documented bound (f32; docs/dsl_accuracy.md), f64 as accurate"
 
 
@@ -178,10 +181,11 @@ _ROWS: list[DslOp] = [
           doc="NumPy's floor division: ints: // 0 gives 0, MIN // -1 = MIN; floats: "
               "npy_divmod, exact while |a / b| < 2^52 (beyond: the rounded quotient)"),
     DslOp("mod", 2, "num", _np(np.remainder), lower_mod, "a % b", "np.remainder",
-          public=("remainder",),
+          public=("remainder",), accuracy=_FMOD_ACC,
           doc="sign of the divisor; ints: % 0 gives 0; floats: npy_divmod (exact fmod while "
               "|a / b| < 2^52, +-0 beyond)"),
     DslOp("fmod", 2, "num", _np(np.fmod), lower_fmod, "", "np.fmod", public=("fmod",),
+          accuracy=_FMOD_ACC,
           doc="C fmod: sign of the dividend; ints: fmod(a, 0) = 0; floats: exact while "
               "|a / b| < 2^52, +-0 beyond"),
     DslOp("pow", 2, "num", _ref_pow, lower_pow, "a ** b", "np.power", public=("pow", "power"),
@@ -422,7 +426,7 @@ def _describe_rows(rows: list[str], mathlib: bool = False) -> str:
 
 
 def _accuracy_text(op: DslOp) -> str:
-    acc = "exact" if op.accuracy == "exact" else \
+    acc = op.accuracy if isinstance(op.accuracy, str) else \
         f"<= {op.accuracy[0]} ulp (f32), <= {op.accuracy[1]} ulp (f64)"
     return acc + (f"; cuda: {op.cuda_accuracy}" if op.cuda_accuracy else "") + \
         (f"; fastmath: {op.fast_accuracy}" if op.fast_accuracy else "")

@@ -191,6 +191,13 @@ class Proxy:
     def __int__(self):
         raise _err("int() of a traced value", "use a cast such as nx.s32(x)")
 
+    def __format__(self, spec: str) -> str:
+        if not spec:                  # f"{x}", print(x): the proxy's own text, for debugging
+            return repr(self)
+        raise _err(f"formatting a traced value (f-string or format() with {spec!r}): it has no "
+                   f"number until the kernel runs",
+                   "format the values the formula returns, after the call (f(a, b) gives them)")
+
     __index__ = __int__
     __complex__ = __float__
 

@@ -17,6 +17,7 @@ import operator
 import os
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, ThreadPoolExecutor, wait
 from typing import Any, Protocol
@@ -24,7 +25,7 @@ from typing import Any, Protocol
 from ..errors import NumptxError
 from .errors import BuildError, summary
 from .nvjitlink import ptx_to_cubin
-from .plans import SEEN, UNKNOWN, PlanBook, Proof, Shape
+from .plans import FIRST, SEEN, UNKNOWN, BuildInfo, PlanBook, Proof, Shape
 
 __all__ = ["BuildError", "BuildTarget", "build_many"]
 
@@ -36,7 +37,7 @@ class BuildVariant(Protocol):
     @property
     def ptx(self) -> str: ...
     def lookup(self) -> bytes | None: ...
-    def store(self, cubin: bytes) -> None: ...
+    def store(self, cubin: bytes, info: BuildInfo | None = None) -> None: ...
     def recover(self, e: BaseException) -> bytes: ...
 
 
@@ -54,6 +55,7 @@ class BuildTarget(Protocol):
                missing: str = "error") -> BuildVariant: ...
     def render(self, stubs: Sequence[str]) -> str: ...
     def shape(self, stubs: Sequence[str]) -> Shape | None: ...
+    def split(self, stubs: Sequence[str]) -> tuple[Shape | None, str]: ...
 
 
 def build_many(t: BuildTarget, batch: Iterable[Mapping[str, Any]], *,
@@ -110,6 +112,7 @@ def build_many(t: BuildTarget, batch: Iterable[Mapping[str, Any]], *,
         ThreadPoolExecutor(max_workers=max_workers or min(32, os.cpu_count() or 1),
                            thread_name_prefix="numptx-build") if own else _Inline())
     futures: dict = {}           # future -> (variant, its index) or (shape group, trial 0 | 1)
+    sent: dict = {}              # a variant's future -> (when it was sent, why not patched)
     cache = t.cache
 
     def finish(i: int, err: BaseException | None = None) -> None:
@@ -119,11 +122,13 @@ def build_many(t: BuildTarget, batch: Iterable[Mapping[str, Any]], *,
         done += 1
         report(done)
 
-    def assemble(i: int, v: BuildVariant) -> None:
+    def assemble(i: int, v: BuildVariant, why: str) -> None:
         try:
             ptx = v.ptx
             try:
-                futures[pool.submit(_link, ptx, t.arch, t.link_options)] = (v, i)
+                fut = pool.submit(_link, ptx, t.arch, t.link_options)
+                futures[fut] = (v, i)
+                sent[fut] = (time.perf_counter(), why)
             except Exception as e:   # noqa: BLE001 - a refused job fails its variant only
                 raise _numptx_error(e, "the executor did not take the job") from e
         except Exception as e:   # noqa: BLE001 - reported with the index
@@ -138,6 +143,8 @@ def build_many(t: BuildTarget, batch: Iterable[Mapping[str, Any]], *,
             try:
                 ptx = t.render(stubs)
                 futures[pool.submit(_link, ptx, t.arch, t.link_options)] = (group, k)
+                if group.started is None:
+                    group.started = time.perf_counter()
             except Exception as e:   # noqa: BLE001 - its variants then say what is wrong
                 proof.fail(e)
                 group.left -= 1
@@ -150,21 +157,28 @@ def build_many(t: BuildTarget, batch: Iterable[Mapping[str, Any]], *,
     def settle(group: _Group) -> None:
         """A shape's plan is known (or its proof is over): patch its variants, or assemble
         them."""
-        plan = group.plan
-        if group.proof is not None:
+        plan, why = group.plan, ""
+        proved = group.proof is not None
+        if proved:
             plan = group.proof.plan
+            why = group.proof.why or "its proof failed"
             if not group.proof.transient:     # a refused job or a dead worker proves nothing
-                t.plans.keep(group.shape.key, plan, cache)
-        for i, v, values in group.members:
+                t.plans.keep(group.shape.key, plan, cache, why, t.name)
+        for n, (i, v, values) in enumerate(group.members):
             if plan is None:
-                assemble(i, v)
+                assemble(i, v, f"its shape is not patchable: {why}")
             else:
-                v.store(plan.apply(values))
+                start = time.perf_counter()
+                cubin = plan.apply(values)
+                now = time.perf_counter()
+                first = proved and n == 0 and group.started is not None
+                v.store(cubin, BuildInfo("proof" if first else "patched",
+                                         now - (group.started if first else start)))
                 finish(i)
 
     try:
-        for i, v in plain:
-            assemble(i, v)
+        for i, v, why in plain:
+            assemble(i, v, why)
         for group in groups.values():
             if group.proof is not None:
                 prove(group)
@@ -183,10 +197,12 @@ def build_many(t: BuildTarget, batch: Iterable[Mapping[str, Any]], *,
                     if job.left == 0:
                         prove(job)
                     continue
+                when, why = sent.pop(fut)
+                info = BuildInfo("assembled", time.perf_counter() - when, why or None)
                 try:
-                    job.store(fut.result())
+                    job.store(fut.result(), info)
                 except Exception as e:   # noqa: BLE001
-                    _retry_plain(job, e, failed, k)
+                    _retry_plain(job, e, failed, k, info)
                 finish(k)
     finally:
         if own:
@@ -207,26 +223,29 @@ def build_many(t: BuildTarget, batch: Iterable[Mapping[str, Any]], *,
 def _sort_by_shape(t: BuildTarget, pending: list[tuple[int, BuildVariant]]):
     """build_many's split of the variants to build: those to assemble as written, and per
     shape those to patch (shapes already proven, seen before, or twice in the batch)."""
-    plain: list[tuple[int, BuildVariant]] = []
+    plain: list[tuple[int, BuildVariant, str]] = []
     groups: dict[str, _Group] = {}
     cache = t.cache
     for i, v in pending:
-        shape = t.shape(v.stubs)
+        shape, why = t.split(v.stubs)
         if shape is None:
-            plain.append((i, v))
+            plain.append((i, v, why))
             continue
         group = groups.get(shape.key)
         if group is None:
             state = t.plans.state(shape.key, cache, see=False)
             if state is None:
-                plain.append((i, v))
+                plain.append((i, v, "its shape is not patchable: "
+                              + (t.plans.why(shape.key) or "its proof failed")))
                 continue
             group = groups[shape.key] = _Group(shape, state)
+            group.why = why
         group.members.append((i, v, shape.values))
     for key, group in list(groups.items()):
         if group.proof is not None and len(group.members) == 1 and not group.seen:
             t.plans.state(key, cache, see=True)   # first of its shape: as written
-            plain.append(group.members[0][:2])
+            plain.append((*group.members[0][:2], FIRST + (f"; kept in the shape: {group.why}"
+                                                          if group.why else "")))
             del groups[key]
     plain.sort(key=lambda iv: iv[0])            # jobs go out in batch order
     return plain, groups
@@ -236,7 +255,7 @@ class _Group:
     """build_many's variants of one shape: their plan (proven before) or the proof they wait
     for (``left``: its trial assemblies in flight)."""
 
-    __slots__ = ("shape", "members", "plan", "proof", "seen", "left")
+    __slots__ = ("shape", "members", "plan", "proof", "seen", "left", "why", "started")
 
     def __init__(self, shape: Shape, state: Any):
         self.shape = shape
@@ -246,6 +265,8 @@ class _Group:
         self.plan = state if known else None
         self.proof = None if known else Proof(shape)
         self.left = 0
+        self.why = ""                   # why constants are kept in the shape
+        self.started: float | None = None   # when its proof's first trial was sent
 
 
 class _Inline:
@@ -260,12 +281,16 @@ class _Inline:
         return fut
 
 
-def _retry_plain(v: BuildVariant, e: BaseException, failed: dict, i: int) -> None:
+def _retry_plain(v: BuildVariant, e: BaseException, failed: dict, i: int,
+                 info: BuildInfo | None = None) -> None:
     """build_many's failure path: the plain rendering's cubin, or its error in ``failed``."""
     try:
-        v.recover(e)
+        cubin = v.recover(e)
     except Exception as err:   # noqa: BLE001 - reported with the index
         failed[i] = _numptx_error(err)
+    else:
+        if info is not None:
+            v.store(cubin, info)
 
 
 def _numptx_error(e: Exception, what: str = "") -> NumptxError:

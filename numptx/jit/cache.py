@@ -12,7 +12,9 @@ the cubin, so an entry copied or renamed to another key's file is caught), so ``
 reads the file. Writes go to a unique temporary file in the same folder,
 are fsynced and moved into place with ``os.replace``: readers see a whole entry or none (atomic
 for readers, not crash-durable for the folder). A read whose footer or digest does not match, or
-whose body is not an ELF file, is a miss (the entry is removed and rebuilt), never an error. Misses are explained at DEBUG level on
+whose body is not an ELF file, is a miss (the entry is removed and rebuilt), never an error. Only
+regular files of at most 1 GiB are read, without blocking: anything else at an entry's path (a
+FIFO, a device, a folder) is a miss with a warning, left in place. Misses are explained at DEBUG level on
 the ``numptx.jit.cache`` logger.
 """
 from __future__ import annotations
@@ -21,6 +23,7 @@ import hashlib
 import logging
 import operator
 import os
+import stat
 import sys
 import tempfile
 import threading
@@ -43,6 +46,11 @@ _SUBDIR = f"cubin-v{SCHEMA}"
 _MAGIC = b"NXCUBIN3"
 _ELF = b"\x7fELF"
 _FOOTER = len(_MAGIC) + 32
+#: the largest entry read back (bigger files are misses, not memory exhaustion)
+_MAX_ENTRY = 1 << 30
+# never block opening an entry (a FIFO), never hand its descriptor to a child process
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | \
+    getattr(os, "O_BINARY", 0)
 
 
 def default_cache_dir() -> str:
@@ -148,6 +156,11 @@ class CubinCache:
         return os.path.join(self.directory, _SUBDIR, key[:2], key + ".cubin")
 
     # -- lookups ---------------------------------------------------------------------------------
+    def in_memory(self, key: str) -> bool:
+        """Whether ``key``'s cubin is in the memory layer (a :meth:`get` now reads no file)."""
+        with self._lock:
+            return key in self._mem
+
     def get(self, key: str, *, context: str = "", count: bool = True) -> bytes | None:
         """The cubin of ``key``, or None (a miss, explained at DEBUG level with ``context``).
         ``count=False`` leaves the hit and miss counts alone (numptx's own lookups of constant
@@ -174,18 +187,46 @@ class CubinCache:
         if path is None:
             return None, "not in memory; the disk cache is off (NUMPTX_CACHE=0)"
         try:
-            with open(path, "rb") as f:
-                raw = f.read()
+            fd = os.open(path, _OPEN_FLAGS)
         except FileNotFoundError:
             return None, f"not in memory, no file {path}"
         except OSError as e:
             return None, f"not in memory, {path} unreadable ({e})"
+        try:
+            raw = self._read_regular(fd, key, path)
+        except OSError as e:
+            return None, f"not in memory, {path} unreadable ({e})"
+        finally:
+            os.close(fd)
+        if raw is None:
+            return None, f"not in memory, {path} is no regular cache file (ignored)"
         body, footer = raw[:-_FOOTER], raw[-_FOOTER:]
         if (len(raw) <= _FOOTER or footer[:len(_MAGIC)] != _MAGIC or not body.startswith(_ELF)
                 or entry_digest(key, body) != footer[len(_MAGIC):]):
             self._discard(path)
             return None, f"{path} is corrupt (bad footer, checksum or body): removed, rebuilding"
         return body, ""
+
+    @staticmethod
+    def _read_regular(fd: int, key: str, path: str) -> bytes | None:
+        """The bytes of an open entry that is a regular file of at most ``_MAX_ENTRY`` bytes
+        (read up to the size it had when opened); None, with a warning, for anything else (a
+        device such as /dev/zero behind a symlink, a FIFO, a folder, a huge file)."""
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > _MAX_ENTRY:
+            what = (f"{st.st_size} bytes, more than {_MAX_ENTRY}" if stat.S_ISREG(st.st_mode)
+                    else "not a regular file")
+            log.warning("numptx: cubin cache entry %s for key %s is %s: treated as a miss",
+                        path, key[:16], what)
+            return None
+        parts, left = [], st.st_size
+        while left > 0:
+            chunk = os.read(fd, left)
+            if not chunk:
+                break
+            parts.append(chunk)
+            left -= len(chunk)
+        return b"".join(parts)
 
     @staticmethod
     def _discard(path: str) -> None:

@@ -580,6 +580,8 @@ class CudaLaunch:
         retr: list = []                       # numba's copy-back functors for host arrays
 
         def to_device(value) -> int:
+            if self.stream and isinstance(value, np.ndarray):
+                return _host_on_stream(value, stream, retr)
             return int(wrap_arg(value).to_device(retr, stream).ptr)
 
         m = marshal(t.entry, params, args, to_device=to_device)
@@ -600,6 +602,20 @@ class CudaLaunch:
                 stream0=_to_core_stream(0), launch=launch, to_stream=_to_core_stream,
                 make_config=LaunchConfig, numba_config=config,
                 args=old.args if old is not None else ArgPlan(t.entry, params))
+
+
+def _host_on_stream(host: np.ndarray, stream, retr: list) -> int:
+    """Device address of a copy of ``host`` made on ``stream`` (a cuda.core stream), with its
+    copy back (on the same stream) appended to ``retr``. numba-cuda's own path for host
+    arguments asks NumPy for a view on the stream, which NumPy refuses for any stream but None
+    ("NumPy only supports stream=None"); ``cuda.to_device`` copies from the host pointer."""
+    from numba import cuda
+    d = cuda.to_device(host, stream=stream)
+    if host.flags.writeable:                 # what the kernel wrote, back in the caller's array
+        retr.append(lambda: d.copy_to_host(host, stream=stream))
+    else:
+        retr.append(lambda: d)               # alive until the launch is enqueued
+    return int(d.__cuda_array_interface__["data"][0])
 
 
 # ---------------------------------------------------------------------------------------------

@@ -101,12 +101,14 @@ class Kernel:
     (nvJitLink's), ``cache`` (True: the default cubin cache, None/False: none, or a
     :class:`~numptx.jit.cache.CubinCache`), ``bind`` (stubs written straight into the site's
     registers) and ``patch_constants`` (variants that differ only in f32/f64 constants patched,
-    not assembled; both see :class:`~numptx.jit.template.Template`)."""
+    not assembled; both see :class:`~numptx.jit.template.Template`), ``simulate`` (what an
+    ``@nx.ptx_expr`` site runs under numba-cuda's simulator: ``"stub"``, the default, its PTX
+    stub in the emulator, or ``"reference"``, its NumPy reference)."""
 
     def __init__(self, py_func, signature=None, *, cc: Any = (9, 0), fastmath: bool = False,
                  lineinfo: bool = False, opt: bool = True, link_options: Iterable[str] = (),
                  cache: CubinCache | None | bool = True, bind: bool = True,
-                 patch_constants: bool = True):
+                 patch_constants: bool = True, simulate: str = "stub"):
         if not callable(py_func):
             raise NumptxError(f"nx.kernel decorates a Python function, not {type(py_func).__name__}")
         self.py_func = py_func
@@ -117,6 +119,11 @@ class Kernel:
         self.link_options = option_list(link_options, "link_options")
         self.bind = bool(bind)
         self.patch_constants = bool(patch_constants)
+        if simulate not in ("stub", "reference"):
+            raise NumptxError(f"nx.kernel {self.__name__!r}: simulate={simulate!r}; it is \"stub\" "
+                              f"(the PTX stub in the emulator) or \"reference\" (the formula's "
+                              f"NumPy reference)")
+        self.simulate = simulate
         self._cache_opt = cache_option(cache)
         self._templates: dict[tuple, NumbaTemplate] = {}
         self._lock = threading.RLock()
@@ -252,6 +259,17 @@ class Kernel:
         return self.template(*args, signature=signature, cc=cc).ptx
 
     def sites(self, *args: Any, signature=None) -> Mapping:
+        """``{name: Site}`` of the kernel's sites for these argument types (or ``signature``).
+        Under the simulator, where no PTX is compiled, from the ``nx.site`` calls as thread 0
+        of a one-thread launch on copies of ``args`` makes them
+        (:func:`~numptx.jit.launch.simulated_sites`)."""
+        if SIMULATOR:
+            if signature is not None or not args:
+                raise NumptxError(f"kernel {self.__name__!r}: under the simulator the sites are "
+                                  f"read by running the kernel once: pass example arguments, "
+                                  f"{self.__name__}.sites(*args), not a signature")
+            from .launch import simulated_sites
+            return simulated_sites(self, args)
         return self.template(*args, signature=signature).sites
 
     # -- variants ---------------------------------------------------------------------------------
@@ -334,6 +352,8 @@ class KernelVariant(CubinInspection):
     entry = property(lambda self: self.variant.entry)
     arch = property(lambda self: self.variant.arch)
     key = property(lambda self: self.variant.key)
+    build_info = property(lambda self: self.variant.build_info,
+                          doc="how the cubin was built (default signature; plans.BuildInfo)")
 
     def __getitem__(self, config):
         return KernelLaunch(self, config)
@@ -365,8 +385,9 @@ def kernel(fn=None, /, signature=None, **options: Any):
     or ``@nx.kernel("void(float32[:], float32[:])")``)."""
     unknown = sorted(set(options) - _KERNEL_OPTIONS)
     if unknown:
+        hint = "; pass cc=(8, 0) (a compute capability), not arch=" if "arch" in unknown else ""
         raise NumptxError(f"nx.kernel: unknown option(s) {', '.join(unknown)}; it takes "
-                          f"{', '.join(sorted(_KERNEL_OPTIONS))}")
+                          f"{', '.join(sorted(_KERNEL_OPTIONS))}{hint}")
     if fn is not None and not callable(fn):
         fn, signature = None, fn
     if fn is None:
@@ -377,4 +398,4 @@ def kernel(fn=None, /, signature=None, **options: Any):
 
 
 _KERNEL_OPTIONS = frozenset({"cc", "fastmath", "lineinfo", "opt", "link_options", "cache", "bind",
-                             "patch_constants"})
+                             "patch_constants", "simulate"})

@@ -12,10 +12,12 @@ by later launches whose arguments have the same numba types (``_launch_planned``
 else takes the full path (``residency.LAUNCH_PLANS = False`` turns plans off).
 
 Under the simulator (``NUMBA_ENABLE_CUDASIM=1``) the Python function runs on the CPU and each
-``nx.site`` evaluates its stub: an ``@nx.ptx_expr`` formula runs its NumPy reference bound to
-the site exactly as its stub is (:meth:`PtxExpr.binding <numptx.dsl.expr.PtxExpr.binding>`),
-other objects with a ``.stub`` method are called with the site's inputs by name, PTX text and
-Stack PTX programs run in the stub emulator (:func:`numptx.emulate`). What the real build
+``nx.site`` evaluates its stub: PTX text, Stack PTX programs and ``@nx.ptx_expr`` formulas (their
+stub, bound to the site as the build binds it) run in the stub emulator (:func:`numptx.emulate`),
+or with ``nx.kernel(..., simulate="reference")`` a formula runs its NumPy reference
+(:meth:`PtxExpr.binding <numptx.dsl.expr.PtxExpr.binding>`); other objects with a ``.stub``
+method are called with the site's inputs by name. The threads of a block evaluate a site
+together, once per site signature on arrays (:func:`_sim_classes`). What the real build
 refuses is refused there too: stubs for sites the kernel does not have (read from its bytecode
 before the launch), and, the first time a site signature meets a stub, a formula that does not
 bind to the site or PTX that nvJitLink does not assemble
@@ -47,7 +49,7 @@ from .residency import context_handle, plain_config
 from .sim_checks import check_site_names, check_stub, site_for
 
 # LaunchError (.errors) and keep_loaded, MAX_LOADED (.residency) are imported from here as ever
-__all__ = ["KernelLaunch", "LaunchError"]
+__all__ = ["KernelLaunch", "LaunchError", "simulated_sites"]
 
 log = logging.getLogger(__name__)
 
@@ -91,38 +93,57 @@ def _typed_inputs(spec: SiteSpec, values: dict) -> dict:
     return out
 
 
+def _stacked(spec: SiteSpec, batch: list) -> dict:
+    """The in/mod values of a batch of site calls (one per thread), typed, one array per
+    variable."""
+    typed = [_typed_inputs(spec, values) for values in batch]
+    return {n: np.array([t[n] for t in typed], _np_dtype(tn))
+            for k, tn, n in spec.variables if k != "out"}
+
+
 def _finish(spec: SiteSpec, got: dict):
     """The site's result: its outputs then its mods, in their types (one value alone)."""
-    res = []
-    for kind in ("out", "mod"):
-        for k, t, n in spec.variables:
-            if k == kind:
-                res.append(np.asarray(got[n]).astype(_np_dtype(t)).reshape(())[()])
-    return None if not res else res[0] if len(res) == 1 else tuple(res)
+    return _finish_batch(spec, got, 1)[0]
+
+
+def _finish_batch(spec: SiteSpec, got: dict, n: int) -> list:
+    """Per call of a batch of ``n``, the site's result from ``got`` (variable -> scalar or
+    array of ``n``): its outputs then its mods, in their types (one value alone)."""
+    cols = [np.broadcast_to(np.asarray(got[name]).astype(_np_dtype(t)).reshape(-1), (n,))
+            for kind in ("out", "mod") for k, t, name in spec.variables if k == kind]
+    if not cols:
+        return [None] * n
+    if len(cols) == 1:
+        return [cols[0][i] for i in range(n)]
+    return [tuple(c[i] for c in cols) for i in range(n)]
 
 
 def _is_expr(stub: Any) -> bool:
     return callable(getattr(stub, "stub", None)) and callable(stub)
 
 
+# Evaluators: fn(spec, batch) -> results, for a batch of calls of one site signature (the in
+# and mod values of each thread that reached it); see _sim_classes.
+
+
 def _binding_evaluator(binding: SiteBinding):
-    """fn(spec, values) -> the site's result, from a formula's NumPy reference, bound to the
-    site as its stub is (:meth:`PtxExpr.binding <numptx.dsl.expr.PtxExpr.binding>`)."""
-    def run_expr(spec, values):
-        return _finish(spec, binding.evaluate(_typed_inputs(spec, values)))
+    """A formula's NumPy reference, bound to the site as its stub is
+    (:meth:`PtxExpr.binding <numptx.dsl.expr.PtxExpr.binding>`): ``simulate="reference"``."""
+    def run_expr(spec, batch):
+        return _finish_batch(spec, binding.evaluate(_stacked(spec, batch)), len(batch))
     return run_expr
 
 
 def _object_evaluator(stub: Any, spec: SiteSpec):
-    """fn(spec, values) -> the site's result, from another object with ``.stub`` and a NumPy
-    reference (its ``.stub(site)`` decides the build, so no formula binding is known): called
-    with the site's in/mod values by name (in order, where it has ``params`` the site lacks),
-    its results taken as a formula's are (:func:`~numptx.dsl.expr.output_order`)."""
+    """Another object with ``.stub`` and a NumPy reference (its ``.stub(site)`` decides the
+    build, so no formula binding is known): called per thread with the site's in/mod values by
+    name (in order, where it has ``params`` the site lacks), its results taken as a formula's
+    are (:func:`~numptx.dsl.expr.output_order`)."""
     params = getattr(stub, "params", None)
     outs = site_for(spec).outputs
     out_names = {v.name for v in outs}
 
-    def run_object(spec, values):
+    def run_one(spec, values):
         ins = _typed_inputs(spec, values)
         if isinstance(params, Mapping) and not set(params) <= set(ins):
             r = stub(*ins.values())
@@ -143,19 +164,23 @@ def _object_evaluator(stub: Any, spec: SiteSpec):
                             f"{e.reason}") from None
         return _finish(spec, {v.name: results[o] if isinstance(o, int) else ins[o]
                               for v, o in zip(outs, order)})
+
+    def run_object(spec, batch):
+        return [run_one(spec, values) for values in batch]
     return run_object
 
 
 def _ptx_evaluator(text: str):
-    """fn(spec, values) -> the site's result, from PTX text run in the stub emulator (the
-    site's variables are the registers of the stub's top-level scope, site_layout.reg_name)."""
+    """PTX text run in the stub emulator, once for the whole batch (the site's variables are
+    the registers of the stub's top-level scope, site_layout.reg_name)."""
     reg = site_layout.reg_name
 
-    def run_ptx(spec, values):
-        ins = {reg(n): v for n, v in _typed_inputs(spec, values).items()}
+    def run_ptx(spec, batch):
+        ins = {reg(n): v for n, v in _stacked(spec, batch).items()}
         outs = {reg(n): t for k, t, n in spec.variables if k != "in"}
         res = emulate(text, ins, outs)
-        return _finish(spec, {n: res[reg(n)] for k, _, n in spec.variables if k != "in"})
+        return _finish_batch(spec, {n: res[reg(n)] for k, _, n in spec.variables if k != "in"},
+                             len(batch))
     return run_ptx
 
 
@@ -167,16 +192,163 @@ def _empty_site(spec: SiteSpec, values: dict):
     return _finish(spec, got)
 
 
+# -- batches: one evaluation per site signature for the threads of a block ---------------------
+#: whether the simulator's threads of a block evaluate a site together (one emulator run on
+#: arrays); False: each thread alone (the same results, slower)
+SIM_BATCH = True
+_current: _SimLaunch | None = None      # the launch under way (under _sim_launch_lock)
+
+
+class _Slot:
+    __slots__ = ("event", "value", "error")
+
+    def __init__(self):
+        self.event = threading.Event()
+        self.value = self.error = None
+
+
+def _evaluate(launch: _SimLaunch, batch: list) -> None:
+    """Fill the slots of ``batch`` ``(thread, key, fn, spec, values, slot)``: each (site,
+    signature) evaluated once on the values of its threads, in thread order."""
+    batch.sort(key=lambda w: getattr(w[0], "thread_id", 0))
+    groups: dict = {}
+    for w in batch:
+        groups.setdefault(w[1], []).append(w)
+    for ws in groups.values():
+        fn, spec = ws[0][2], ws[0][3]
+        try:
+            results = fn(spec, [w[4] for w in ws])
+        except Exception as e:   # noqa: BLE001 - each thread of the batch raises it
+            launch.note(e)
+            for w in ws:
+                w[5].error = e
+            continue
+        for w, r in zip(ws, results):
+            w[5].value = r
+
+
+@functools.lru_cache(maxsize=1)
+def _sim_classes():
+    """``(numba's simulator kernel module, block manager, thread)``: numba's simulator with
+    each block run by one coordinator. A thread that reaches a site, a ``syncthreads`` or its
+    end tells the block's manager and waits; when no thread of the block runs, the manager
+    evaluates the sites reached, each (site, signature) once on the values of all its
+    threads (stubs are elementwise: each thread gets what it alone would get), or else
+    releases the ``syncthreads`` all live threads wait in (numba's rule: sites first, so no
+    barrier is crossed early). numba's own manager polls its threads in a busy loop; this one
+    waits to be told. None where numba's simulator is not built this way (each thread then
+    evaluates its sites alone)."""
+    try:
+        from numba.cuda.simulator import kernel as simk
+        base_thread, base_manager = simk.BlockThread, simk.BlockManager
+        base_manager.__init__, base_thread.syncthreads       # noqa: B018
+    except (ImportError, AttributeError):
+        return None
+
+    class SiteThread(base_thread):
+        def __init__(self, f, manager, *args, **kw):
+            super().__init__(f, manager, *args, **kw)
+            self.numptx_manager = manager
+            self.numptx_done = self.numptx_at_site = False
+
+        def run(self):
+            try:
+                super().run()
+            finally:
+                with self.numptx_manager.cond:
+                    self.numptx_done = True
+                    self.numptx_manager.cond.notify_all()
+
+        def syncthreads(self):
+            if self.abort:
+                raise RuntimeError("abort flag set on syncthreads call")
+            with self.numptx_manager.cond:
+                self.syncthreads_blocked = True
+                self.numptx_manager.cond.notify_all()
+            self.syncthreads_event.wait()
+            self.syncthreads_event.clear()
+            if self.abort:
+                raise RuntimeError("abort flag set on syncthreads clear")
+
+        def numptx_site(self, launch, key, fn, spec, values):
+            slot = _Slot()
+            m = self.numptx_manager
+            with m.cond:
+                m.waiting.append((self, key, fn, spec, values, slot))
+                self.numptx_at_site = True
+                m.cond.notify_all()
+            slot.event.wait()
+            if slot.error is not None:
+                raise slot.error
+            return slot.value
+
+    class SiteBlockManager(base_manager):
+        def __init__(self, *args, **kw):
+            super().__init__(*args, **kw)
+            self.cond = threading.Condition()
+            self.waiting: list = []
+            self.launch = _current
+
+        def run(self, grid_point, *args):
+            def target():
+                self._f(*args)
+            threads = [SiteThread(target, self, grid_point, p, self._debug)
+                       for p in np.ndindex(*self._block_dim)]
+            for t in threads:
+                t.start()
+            live = threads
+            with self.cond:
+                while True:
+                    failed = next((t for t in threads if t.exception), None)
+                    if failed is not None:
+                        self._abort(threads)
+                        raise failed.exception[0].with_traceback(failed.exception[1])
+                    live = [t for t in live if not t.numptx_done]
+                    if not live:
+                        break
+                    if any(not (t.numptx_at_site or t.syncthreads_blocked) for t in live):
+                        self.cond.wait(0.05)        # woken by each thread's news
+                    elif self.waiting:
+                        batch, self.waiting = self.waiting, []
+                        for w in batch:
+                            w[0].numptx_at_site = False
+                        _evaluate(self.launch, batch)
+                        for w in batch:
+                            w[5].event.set()
+                    else:
+                        for t in live:
+                            t.syncthreads_blocked = False
+                            t.syncthreads_event.set()
+            for t in threads:
+                if t.exception:
+                    raise t.exception[0].with_traceback(t.exception[1])
+
+        def _abort(self, threads):
+            for t in threads:
+                t.abort = True
+                t.syncthreads_blocked = False
+                t.syncthreads_event.set()
+            for w in self.waiting:
+                w[5].error = RuntimeError("another thread of the block failed")
+                w[5].event.set()
+            self.waiting = []
+
+    return simk, SiteBlockManager
+
+
 class _SimLaunch:
     """The stubs of one simulator launch, each checked (:func:`check_stub`) the first time a
     site signature evaluates it (PTX text, Stack PTX programs and ``@nx.ptx_expr`` formulas;
-    other objects with ``.stub`` only run their reference); the first check that fails is kept
-    in ``error``."""
+    other objects with ``.stub`` only run their reference); the first check or evaluation that
+    fails is kept in ``error``. ``@nx.ptx_expr`` formulas run their stub in the emulator
+    (``simulate="stub"``, the kernel's default) or their NumPy reference
+    (``simulate="reference"``)."""
 
     def __init__(self, kv):
         self.arch = kv.kernel.arch
         self.stubs = kv.stubs
         self.missing = kv.missing
+        self.reference = getattr(kv.kernel, "simulate", "stub") == "reference"
         for name, stub in self.stubs.items():
             if not (_is_expr(stub) or isinstance(stub, (str, list, tuple, Population))
                     or type(stub).__name__ == "ndarray"):
@@ -186,6 +358,10 @@ class _SimLaunch:
         self.failed: dict[SiteSpec, NumptxError] = {}
         self.lock = threading.Lock()
         self.error: NumptxError | None = None
+
+    def note(self, e: BaseException) -> None:
+        if isinstance(e, NumptxError) and self.error is None:
+            self.error = e
 
     def evaluators(self) -> dict[str | None, Any]:
         out: dict[str | None, Any] = {name: functools.partial(self.run, name)
@@ -198,7 +374,15 @@ class _SimLaunch:
         fn = self.ready.get(spec)
         if fn is None:
             fn = self._prepare(name, spec)
-        return fn(spec, values)
+        me = threading.current_thread()
+        if SIM_BATCH and getattr(me, "numptx_manager", None) is not None \
+                and me.numptx_manager.launch is self:
+            return me.numptx_site(self, (name, spec), fn, spec, values)
+        try:
+            return fn(spec, [values])[0]
+        except NumptxError as e:
+            self.note(e)
+            raise
 
     def _prepare(self, name: str, spec: SiteSpec):
         with self.lock:                 # the simulator's threads wait for the first one's check
@@ -213,24 +397,24 @@ class _SimLaunch:
                           else self._evaluator(stub, spec))
                 except NumptxError as e:
                     err = self.failed[spec] = e
-                    self.error = self.error or e
+                    self.note(e)
                 else:
                     self.ready[spec] = fn
                     return fn
         raise err.with_traceback(None)
 
     def _evaluator(self, stub: Any, spec: SiteSpec):
-        """fn(spec, values) for one stub, checked as the build checks it (raises if it fails)."""
+        """fn(spec, batch) for one stub, checked as the build checks it (raises if it fails)."""
         if _is_expr(stub) and not isinstance(stub, PtxExpr):
             # another object with .stub: its reference runs and no PTX is built for it
             return _object_evaluator(stub, spec)
         text = check_stub(spec, stub, self.arch)
-        # a formula is evaluated bound as its stub was (check_stub bound it)
-        return (_binding_evaluator(stub.binding(site_for(spec)))
-                if isinstance(stub, PtxExpr) else _ptx_evaluator(text))
+        if isinstance(stub, PtxExpr) and self.reference:
+            return _binding_evaluator(stub.binding(site_for(spec)))
+        return _ptx_evaluator(text)     # the stub the build injects, bound as it binds it
 
     def _pack_evaluator(self, pop: Population, spec: SiteSpec):
-        """fn(spec, values) for a packed population: the candidate the selector names runs; a
+        """fn(spec, batch) for a packed population: the candidate the selector names runs; a
         selector out of range, or a candidate that fails the build's checks (then recorded in
         the population's errors, as the build records it), runs nothing (as an empty site)."""
         site = site_for(spec)
@@ -250,10 +434,19 @@ class _SimLaunch:
                             pop.fail(k, with_index(e, pop.offset + k))
                 return fns[k]
 
-        def run_pack(spec, values):
-            k = int(_typed_inputs(spec, values)[pop.select])
-            fn = candidate(k) if 0 <= k < len(pop) and pop.offset + k not in pop.errors else None
-            return _empty_site(spec, values) if fn is None else fn(spec, values)
+        def run_pack(spec, batch):
+            picks: dict[int, list[int]] = {}
+            for i, values in enumerate(batch):
+                picks.setdefault(int(_typed_inputs(spec, values)[pop.select]), []).append(i)
+            out: list = [None] * len(batch)
+            for k, idx in picks.items():
+                fn = (candidate(k) if 0 <= k < len(pop) and pop.offset + k not in pop.errors
+                      else None)
+                sub = [batch[i] for i in idx]
+                got = ([_empty_site(spec, v) for v in sub] if fn is None else fn(spec, sub))
+                for i, r in zip(idx, got):
+                    out[i] = r
+            return out
         return run_pack
 
 
@@ -263,6 +456,12 @@ def _launch_simulator(kv, config, args) -> None:
     with _sim_launch_lock:
         check_site_names(kv)
         launch = _SimLaunch(kv)
+        global _current
+        classes = _sim_classes() if SIM_BATCH else None
+        if classes is not None:         # blocks run by a manager that batches sites
+            simk, manager = classes
+            base, simk.BlockManager = simk.BlockManager, manager
+        _current = launch
         try:
             with numba_site.simulating(launch.evaluators()):
                 disp[grid, block, stream, shared](*args)
@@ -272,6 +471,38 @@ def _launch_simulator(kv, config, args) -> None:
             if launch.error is not None:
                 raise launch.error from None
             raise
+        finally:
+            _current = None
+            if classes is not None:
+                simk.BlockManager = base
+
+
+def simulated_sites(kernel, args: tuple) -> dict:
+    """``{name: Site}`` of ``kernel``'s sites under the simulator, where no PTX is compiled: the
+    kernel runs on copies of ``args`` as one thread (``[1, 1]``) with every site a no-op, and
+    each ``nx.site`` call reached gives its signature as called (types from the values, as
+    numba types them). Sites thread 0 does not reach are left out, with a warning."""
+    import warnings
+    from .sim_checks import site_names
+    copies = tuple(a.copy() if isinstance(a, np.ndarray) else
+                   np.array(a.copy_to_host()) if callable(getattr(a, "copy_to_host", None)) else a
+                   for a in args)
+    specs: dict[str, SiteSpec] = {}
+
+    def record(spec, values):
+        specs.setdefault(spec.name, spec)
+        return _empty_site(spec, values)
+    disp = kernel.dispatcher
+    with _sim_launch_lock:
+        with numba_site.simulating({None: record}):
+            disp[1, 1](*copies)
+    names = site_names(kernel.py_func) or tuple(specs)
+    missed = [n for n in names if n not in specs]
+    if missed:
+        warnings.warn(f"kernel {kernel.__name__!r}: under the simulator the sites are read by "
+                      f"running thread 0 of a [1, 1] launch with these arguments, which did not "
+                      f"reach {', '.join(map(repr, missed))}", stacklevel=3)
+    return {n: site_for(specs[n]) for n in [*names, *specs] if n in specs}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -34,6 +34,7 @@ that evaluates the stub injected by the running variant (:mod:`numptx.jit.templa
 from __future__ import annotations
 
 import contextlib
+import difflib
 import os
 import re
 import threading
@@ -46,10 +47,17 @@ from ..annotate import site_asm_text
 from ..dtypes import SiteType, get_dtype
 from ..errors import NumptxError
 
-__all__ = ["site", "SiteError", "SiteSpec", "dtype_name", "SIMULATOR"]
+__all__ = ["site", "SiteError", "SiteSpec", "dtype_name", "SIMULATOR", "simulator_active"]
 
 #: whether numba-cuda runs as its simulator in this process
 SIMULATOR = os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
+
+
+def simulator_active() -> bool:
+    """Whether numba-cuda runs as its simulator in this process (``NUMBA_ENABLE_CUDASIM=1`` in
+    the environment when numptx was imported): kernels run on the CPU, ``nx.site`` evaluates
+    the launched variant's stubs, and no PTX is compiled."""
+    return SIMULATOR
 
 _RESERVED = ("out", "mod")
 
@@ -125,6 +133,46 @@ class SiteSpec(NamedTuple):
         return sum(1 for k, _, _ in self.variables if k != "out")
 
 
+# -- misuse: one message per mistake, the same from numba's rewrite and from the simulator ------
+def _not_a_dict(site_name: str, key: str) -> str:
+    example = "{'z': nx.f32}" if key == "out" else "{'acc': acc[i]}"
+    return (f"site {site_name!r}: {key}= must be a dict literal, e.g. {key}={example} (or a "
+            f"variable assigned one dict literal in the kernel)")
+
+
+def _dict_as_input(site_name: str, key: str) -> str:
+    close = difflib.get_close_matches(key, _RESERVED, n=1, cutoff=0.5)
+    hint = f"did you mean {close[0]}=? " if close else ""
+    return (f"site {site_name!r}: {key}= is given a dict, but a variable takes one value "
+            f"({key}=a[i]); {hint}outputs are declared with out={{'z': nx.f32}}, read-and-written "
+            f"values with mod={{'acc': acc[i]}}")
+
+
+def _nothing_returned(site_name: str) -> str:
+    return (f"site {site_name!r} has no out= or mod= variables, so it returns nothing, but its "
+            f"result is used: declare what it returns, e.g. out={{'z': nx.f32}} (the value) or "
+            f"mod={{'acc': acc[i]}}")
+
+
+class _Nothing:
+    """What a site with no out or mod variables returns under the simulator: using it as a
+    value raises the SiteError that numba's rewrite raises on the GPU build."""
+    __slots__ = ("site_name",)
+
+    def __init__(self, site_name: str):
+        self.site_name = site_name
+
+    def _refuse(self, *args):
+        raise SiteError(_nothing_returned(self.site_name))
+
+    __float__ = __int__ = __index__ = __bool__ = __complex__ = __array__ = _refuse
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = _refuse
+    __rtruediv__ = __neg__ = __lt__ = __le__ = __gt__ = __ge__ = _refuse
+
+    def __repr__(self) -> str:
+        return f"<nothing: site {self.site_name!r} returns no value>"
+
+
 def _check_name(spec_name: str, vname: str, what: str) -> None:
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", vname or ""):
         raise SiteError(f"site {spec_name!r}: {what} name {vname!r} is not an identifier")
@@ -178,15 +226,19 @@ def _sim_spec(name: Any, kwargs: Mapping[str, Any]) -> tuple[SiteSpec, dict[str,
         raise SiteError(f"site(): the first argument is the site name (a string), not {name!r}")
     variables, values = [], {}
     for key, value in kwargs.items():
+        if key in _RESERVED and not isinstance(value, Mapping):
+            raise SiteError(_not_a_dict(name, key))
         if key == "out":
-            for vname, t in dict(value).items():
+            for vname, t in value.items():
                 variables.append(("out", dtype_name(t), vname))
         elif key == "mod":
-            for vname, v in dict(value).items():
+            for vname, v in value.items():
                 v, t = _split_value(name, vname, v)
                 variables.append(("mod", t or _value_dtype(v), vname))
                 values[vname] = v
         else:
+            if isinstance(value, Mapping):
+                raise SiteError(_dict_as_input(name, key))
             v, t = _split_value(name, key, value)
             variables.append(("in", t or _value_dtype(v), key))
             values[key] = v
@@ -215,7 +267,10 @@ def site(name: str, /, **variables: Any) -> Any:
     if fn is None:
         raise SiteError(f"site {name!r}: the launched variant has no stub for it "
                         f"(stubs for: {', '.join(sorted(filter(None, evaluators))) or 'none'})")
-    return fn(spec, values)
+    result = fn(spec, values)
+    if result is None and not any(k != "in" for k, _, _ in spec.variables):
+        return _Nothing(name)
+    return result
 
 
 # ---------------------------------------------------------------------------------------------
@@ -440,8 +495,7 @@ def _register_rewrite() -> None:
                 if key in _RESERVED:
                     d = definition(func_ir, var)
                     if not (isinstance(d, ir.Expr) and d.op == "build_map"):
-                        raise UnsupportedError(f"numptx: site {name!r}: {key}= must be a dict literal "
-                                               f"written in the call, e.g. {key}={{'z': nx.f32}}", loc)
+                        raise UnsupportedError(f"numptx: {_not_a_dict(name, key)}", loc)
                     dead.append(var)
                     for kvar, vvar in d.items:
                         try:
@@ -467,6 +521,9 @@ def _register_rewrite() -> None:
                             args.append(v)
                             dead += more
                 else:
+                    d = definition(func_ir, var)
+                    if isinstance(d, ir.Expr) and d.op == "build_map":
+                        raise UnsupportedError(f"numptx: {_dict_as_input(name, key)}", loc)
                     v, t, more = split_typed(func_ir, var, name, key, loc)
                     variables.append(("in", t, key))
                     args.append(v)
@@ -495,6 +552,9 @@ def _register_rewrite() -> None:
                     continue
                 call = st.value
                 spec, args, more = self._spec(call)
+                if not any(k != "in" for k, _, _ in spec.variables) \
+                        and self._used(st.target.name):
+                    raise UnsupportedError(f"numptx: {_nothing_returned(spec.name)}", call.loc)
                 dead += more
                 fvar = ir.Var(block.scope, block.scope.redefine("$numptx_site", call.loc).name,
                               call.loc)
@@ -513,8 +573,22 @@ def _register_rewrite() -> None:
                 typingctx.refresh()
             return new
 
+        def _used(self, name: str) -> bool:
+            """Whether any statement of the function reads the variable ``name``."""
+            for blk in self.func_ir.blocks.values():
+                for st in blk.body:
+                    if isinstance(st, ir.Del):
+                        continue
+                    vs = (([st.value] if isinstance(st.value, ir.Var) else
+                           st.value.list_vars() if isinstance(st.value, ir.Expr) else [])
+                          if isinstance(st, ir.Assign) else st.list_vars())
+                    if any(v.name == name for v in vs):
+                        return True
+            return False
+
         def _drop_dead(self, block, candidates):
-            """Remove the now unused definitions of the site function, dicts and types."""
+            """Remove the now unused definitions of the site function, dicts and types (in
+            any block: a dict variable may be assigned before the block of its call)."""
             def read(val):
                 return [val] if isinstance(val, ir.Var) else val.list_vars() if isinstance(val, ir.Expr) else []
 
@@ -525,25 +599,29 @@ def _register_rewrite() -> None:
                         for v in (read(st.value) if isinstance(st, ir.Assign) else st.list_vars()):
                             used[v.name] = used.get(v.name, 0) + 1
                 return used
+            bodies = [block] + [blk for blk in self.func_ir.blocks.values()
+                                if blk is not self.block]
             changed = True
             while changed and candidates:
                 changed = False
                 used = uses()
-                for st in list(block.body):
-                    if (isinstance(st, ir.Assign) and st.target.name in candidates
-                            and not used.get(st.target.name)
-                            and (isinstance(st.value, _PURE + (ir.Var,))
-                                 or (isinstance(st.value, ir.Expr)
-                                     and st.value.op in ("getattr", "build_map", "build_tuple")))):
-                        block.body.remove(st)
-                        candidates.discard(st.target.name)
-                        candidates.update(v.name for v in read(st.value))
-                        defs = self.func_ir._definitions.get(st.target.name)
-                        if defs and st.value in defs:
-                            defs.remove(st.value)
-                        changed = True
-                    elif isinstance(st, ir.Del) and st.value in candidates and not used.get(st.value):
-                        block.body.remove(st)
+                for body in bodies:
+                    for st in list(body.body):
+                        if (isinstance(st, ir.Assign) and st.target.name in candidates
+                                and not used.get(st.target.name)
+                                and (isinstance(st.value, _PURE + (ir.Var,))
+                                     or (isinstance(st.value, ir.Expr) and st.value.op
+                                         in ("getattr", "build_map", "build_tuple")))):
+                            body.body.remove(st)
+                            candidates.discard(st.target.name)
+                            candidates.update(v.name for v in read(st.value))
+                            defs = self.func_ir._definitions.get(st.target.name)
+                            if defs and st.value in defs:
+                                defs.remove(st.value)
+                            changed = True
+                        elif (isinstance(st, ir.Del) and st.value in candidates
+                              and not used.get(st.value)):
+                            body.body.remove(st)
 
     register_rewrite("before-inference")(SiteRewrite)
 

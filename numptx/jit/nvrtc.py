@@ -12,7 +12,8 @@ import logging
 import os
 from collections.abc import Iterable
 
-from ..annotate import check_macro_annotations, process_cuda, user_type_defines
+from ..annotate import (check_macro_annotations, process_cuda, unquoted_site_name,
+                        user_type_defines)
 from ..errors import CompileError, ToolchainError
 from .arch import normalize_arch
 from .options import option_list
@@ -114,6 +115,12 @@ def cuda_to_ptx(src: str, arch: str | int | tuple = "sm_90", *, options: str | I
         nvrtc.nvrtcGetProgramLog(prog, buf)
         compile_log = bytes(buf).rstrip(b"\0").decode(errors="replace")
         if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+            bare = unquoted_site_name(processed) if "__nx_t" in compile_log else None
+            if bare is not None:      # NVRTC's errors name only the macros' temporaries
+                raise CompileError(f"{name}:{bare[0]}: PTX_INJECT({bare[1]}, ...): the site name "
+                                   f"is not a string literal; quote the site name: "
+                                   f"PTX_INJECT(\"{bare[1]}\", ...)", log=compile_log,
+                                   options=tuple(opts))
             raise CompileError(f"NVRTC could not compile {name} for compute_{number}{suffix}",
                                log=compile_log, options=tuple(opts))
         if compile_log.strip():

@@ -112,9 +112,12 @@ def site_check_ptx(spec: SiteSpec, arch: str, version: str) -> str:
 
 
 _check_lock = threading.Lock()
+#: an f32 or f64 literal (0f3F800000, 0d3FF0000000000000) -> its prefix
+_FLOAT_LITERAL = re.compile(r"\b0([fFdD])[0-9a-fA-F]{8,16}\b")
 #: (spec, arch) -> PtxInject of the site's check kernel (None: no nvJitLink to assemble it)
 _check_frames: OrderedDict = OrderedDict()
-#: (spec, arch, stub text) -> None (it assembles) or the LinkError; least recent first
+#: (spec, arch, stub text) -> None (it assembles) or the LinkError, and (spec, arch, text with
+#: its float literals blanked) -> None for texts that assemble; least recent first
 _verdicts: OrderedDict = OrderedDict()
 MAX_VERDICTS = 4096
 
@@ -145,14 +148,19 @@ def check_stub(spec: SiteSpec, stub: Any, arch: str) -> str:
     log line, where nvJitLink is unavailable). Raises what the build would raise."""
     inj = _check_frame(spec, arch)
     site = site_for(spec) if inj is None else inj.sites[spec.name]
-    text = resolve_stub(stub, site)
+    text = resolve_stub(stub, site)     # warns of an out variable a raw stub never writes
     if inj is None:
         return text
     key = (spec, arch, text)
+    # f32/f64 constants never decide whether a text assembles: a text that differs from one
+    # that assembled only in them assembles too (constant sweeps assemble once)
+    shape = ("shape", spec, arch, _FLOAT_LITERAL.sub(r"0\1", text))
     with _check_lock:
         hit = _verdicts.get(key, _verdicts)
+        if hit is _verdicts and _verdicts.get(shape, _verdicts) is None:
+            hit = None
         if hit is not _verdicts:
-            _verdicts.move_to_end(key)
+            _verdicts.move_to_end(key if key in _verdicts else shape)
     if hit is _verdicts:
         try:
             ptx_to_cubin(inj.render({spec.name: text}), arch)
@@ -162,6 +170,8 @@ def check_stub(spec: SiteSpec, stub: Any, arch: str) -> str:
                             f"minimal kernel for {arch}, as the real build would assemble it)",
                             log=e.log, options=e.options, site=e.site, stub_line=e.stub_line)
         _remember(_verdicts, key, hit)
+        if hit is None:
+            _remember(_verdicts, shape, None)
     if hit is not None:
         raise copy.copy(hit)
     return text

@@ -19,9 +19,13 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+
 from .. import stack_ptx as sp
 from ..errors import LinkError, NumptxError, RenderError
 from ..inject import Site
+from .patch import LibraryText, library_literals
+from .stub_checks import check_outputs_written
 
 __all__ = ["resolve_stub", "merge_stubs", "checked_text"]
 
@@ -29,7 +33,12 @@ __all__ = ["resolve_stub", "merge_stubs", "checked_text"]
 def resolve_stub(stub: Any, site: Site) -> str:
     """PTX text of ``stub`` for ``site`` (see the module documentation for what a stub may be)."""
     if isinstance(stub, str):       # numptx's own compiled stubs (str subclasses) are well formed
-        return checked_text(stub, site.name) if type(stub) is str else str(stub)
+        if type(stub) is not str:
+            return str(stub)
+        if "%" in stub:
+            _check_registers(stub, site)
+        check_outputs_written(stub, site)   # an out variable it never writes: a warning
+        return checked_text(stub, site.name)
     make = getattr(stub, "stub", None)
     if callable(make):
         out = make(site)
@@ -37,11 +46,42 @@ def resolve_stub(stub: Any, site: Site) -> str:
         if not isinstance(text, str):
             raise NumptxError(f"site {site.name!r}: {type(stub).__name__}.stub(site) returned "
                               f"{type(out).__name__}, not PTX text")
-        return str(text)
-    if isinstance(stub, (list, tuple)) or type(stub).__name__ == "ndarray":
+        library = library_literals(stub)      # a formula's math-library constants: not patched
+        return LibraryText(text, library) if library else str(text)
+    if isinstance(stub, (list, tuple, np.ndarray)):      # sp.encode's arrays included
         return str(sp.compile(stub, site=site))
+    if callable(stub) and hasattr(stub, "__code__"):
+        name = getattr(stub, "__name__", "f")
+        raise NumptxError(f"site {site.name!r}: the stub is the plain function {name!r}; a "
+                          f"Python formula becomes a stub when decorated with @nx.ptx_expr "
+                          f"(@nx.ptx_expr above 'def {name}', or pass nx.ptx_expr({name}))")
     raise NumptxError(f"site {site.name!r}: a stub is PTX text, a Stack PTX program or an object "
                       f"with .stub(site), not {type(stub).__name__}")
+
+
+_PERCENT = re.compile(r"%([A-Za-z_$][\w$]*)(?![\w$.])")     # %tid.x: a special register
+_REG_DECL = re.compile(r"\.reg\s+\.\w+\s+([^;]*);")
+
+
+def _check_registers(text: str, site: Site) -> None:
+    """A raw stub that names a site variable ``%z`` instead of its register ``%v_z`` (and does
+    not declare ``%z`` itself) is refused with the rule: ptxas would say only "Unknown symbol"."""
+    names = {v.name: v.reg for v in site.variables if v.name != v.reg}
+    if not names:
+        return
+    used = set(_PERCENT.findall(text))
+    bad = sorted(used & names.keys())
+    if not bad:
+        return
+    declared = set(_PERCENT.findall(" ".join(_REG_DECL.findall(text))))
+    bad = [n for n in bad if n not in declared]
+    if bad:
+        n = bad[0]
+        regs = ", ".join(f"%{v.reg}" for v in site.variables)
+        line = next((ln.strip() for ln in text.splitlines() if re.search(rf"%{n}\b", ln)), "")
+        raise LinkError(f"invalid stub for site {site.name!r}: %{n} is not a register of the "
+                        f"site; a stub names each site variable by its register %v_<name> "
+                        f"({regs}): write %{names[n]}", site=site.name, stub_line=line)
 
 
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)

@@ -22,6 +22,7 @@ import copy
 import logging
 import re
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Executor
 from functools import cached_property
@@ -42,7 +43,7 @@ from .pack import DEFAULT_PER_MODULE, Pack
 from .pack import pack as _pack
 from .pack import pack_many as _pack_many
 from .params import Param, kernel_params
-from .plans import PlanBook, Shape
+from .plans import BuildInfo, PlanBook, Shape
 from .resources import CubinInspection
 from .stubs import merge_stubs, resolve_stub
 
@@ -51,6 +52,7 @@ __all__ = ["Template", "CudaTemplate", "Variant", "BuildError", "resolve_stub", 
 
 log = logging.getLogger(__name__)
 
+_ARCH_LIKE = re.compile(r"(?:sm|compute|lto)_\d+[af]?\Z")    # an arch given as the entry
 _ENTRY = re.compile(r"^\s*(?:\.visible\s+|\.weak\s+)?\.entry\s+([A-Za-z_$.%][\w$.]*)", re.M)
 _TARGET = re.compile(r"^\s*\.target\s+(sm_\d+[af]?)", re.M)
 _EXTERN = re.compile(r"^\s*\.extern\s+\.func\s+(?:\([^)]*\)\s*)?([A-Za-z_$][\w$]*)", re.M)
@@ -83,7 +85,9 @@ class Template:
         if not isinstance(ptx, str):
             raise NumptxError(f"a template is PTX text (str), not {type(ptx).__name__}")
         if entry is not None and not isinstance(entry, str):
-            raise NumptxError(f"entry= names the kernel (str), not {type(entry).__name__}")
+            hint = (f"; {entry!r} looks like an architecture: pass arch={entry!r}"
+                    if isinstance(entry, (int, tuple)) else "")
+            raise NumptxError(f"entry= names the kernel (str), not {type(entry).__name__}{hint}")
         self.ptx = ptx
         #: render stubs straight into the operand registers (see :meth:`PtxInject.render`)
         self.bind = bool(bind)
@@ -186,15 +190,23 @@ class Template:
             return None
         return self.plans.shape(stubs, self.key_of)
 
+    def split(self, stubs: Sequence[str]) -> tuple[Shape | None, str]:
+        """:meth:`shape`, and why constants are not patched ("" when all are)."""
+        if not self.patch_constants:
+            return None, "patching is off (patch_constants=False)"
+        return self.plans.split(stubs, self.key_of, self.name)
+
     def _assemble_texts(self, texts: list[str]) -> bytes:
         return ptx_to_cubin(self.render(texts), self.arch, options=self.link_options)
 
-    def _patched(self, stubs: Sequence[str]) -> bytes | None:
-        """The cubin of stubs by constant patching, or None (assemble them as written)."""
-        shape = self.shape(stubs)
+    def _patched(self, stubs: Sequence[str]) -> tuple[bytes | None, str]:
+        """``(cubin, how)`` of stubs by constant patching (``"patched"`` or ``"proof"``), or
+        ``(None, why)``: assemble them as written."""
+        shape, why = self.split(stubs)
         if shape is None:
-            return None
-        return self.plans.patched(shape, self.cache, self._assemble_texts, self.name)
+            return None, why
+        cubin, how = self.plans.patched(shape, self.cache, self._assemble_texts, self.name)
+        return cubin, (how + f"; kept in the shape: {why}" if cubin is None and why else how)
 
     @cached_property
     def params(self) -> tuple[Param, ...]:
@@ -301,6 +313,7 @@ class Variant(CubinInspection):
         self._cubin: bytes | None = None
         self._key: str | None = None
         self._lock = threading.Lock()
+        self._info: BuildInfo | None = None
         #: what the template's launcher keeps with this variant between launches
         self.launch_state: Any = None
 
@@ -350,14 +363,32 @@ class Variant(CubinInspection):
         if self._cubin is None:
             cache = self.template.cache
             if cache is not None:
+                start = time.perf_counter()
+                probe = getattr(cache, "in_memory", None)
+                where = "memory" if probe is not None and probe(self.key) else "disk"
                 self._cubin = cache.get(self.key, context=f"{self.entry} {self.arch}, template "
                                         f"{self.template.digest[:12]}")
+                if self._cubin is not None:
+                    self._info = BuildInfo(where, time.perf_counter() - start)
         return self._cubin
 
-    def store(self, cubin: bytes) -> None:
+    @property
+    def build_info(self) -> BuildInfo | None:
+        """How this variant's cubin came to be (a :class:`~numptx.jit.plans.BuildInfo`:
+        assembled, patched, proof, or a memory or disk cache hit; the seconds it took; why an
+        assembled variant was not patched), or None before it is built.
+
+        >>> v.cubin; v.build_info                                 # doctest: +SKIP
+        BuildInfo(how='patched', seconds=4.1e-05, why=None)
+        """
+        return self._info
+
+    def store(self, cubin: bytes, info: BuildInfo | None = None) -> None:
         """Take ``cubin`` as this variant's (built elsewhere: ``build_many``'s jobs or a
-        constant-patch plan) and put it in the cubin cache."""
+        constant-patch plan) and put it in the cubin cache; ``info`` says how it was made."""
         self._cubin = cubin
+        if info is not None:
+            self._info = info
         cache = self.template.cache
         if cache is not None:
             cache.put(self.key, cubin)
@@ -390,13 +421,18 @@ class Variant(CubinInspection):
             with self._lock:
                 if self.lookup() is None:
                     t = self.template
-                    cubin = t._patched(self.stubs)
+                    start = time.perf_counter()
+                    cubin, how = t._patched(self.stubs)
+                    why = None
                     if cubin is None:
+                        why, how = how, "assembled"
                         try:
                             cubin = ptx_to_cubin(self.ptx, t.arch, options=t.link_options)
                         except NumptxError as e:
-                            return self.recover(e)          # stores the plain cubin, or raises
-                    self.store(cubin)
+                            self.recover(e)                 # stores the plain cubin, or raises
+                            self._info = BuildInfo(how, time.perf_counter() - start, why)
+                            return self._cubin
+                    self.store(cubin, BuildInfo(how, time.perf_counter() - start, why))
         return self._cubin
 
     def __getitem__(self, config):
@@ -427,6 +463,12 @@ class CudaTemplate(Template):
                  cache: CubinCache | None | bool = True, bind: bool = True,
                  patch_constants: bool = True):
         self.src = src
+        if isinstance(entry, str) and _ARCH_LIKE.match(entry) and \
+                not re.search(rf"\b{entry}\s*\(", src if isinstance(src, str) else ""):
+            raise NumptxError(f"CudaTemplate(src, {entry!r}): the second argument names the "
+                              f"kernel (entry), and {entry!r} looks like an architecture; pass "
+                              f"it as arch={entry!r} (CudaTemplate(src, arch={entry!r}), "
+                              f"entry='kernel_name')")
         ptx = cuda_to_ptx(src, arch=arch, options=options, name=name, include_paths=include_paths)
         super().__init__(ptx, entry=entry, arch=arch, link_options=link_options,
                          producer=f"nvrtc {nvrtc_version()}", cache=cache, bind=bind,

@@ -71,6 +71,7 @@ from ..modes import MODES
 from .cuda_forms import CUDA_FORMS, CUDA_ULP, CUDA_ULP_F64
 from . import cuda_exp as _cuda_exp  # noqa: F401 - registers the CUDA-speed forms
 from . import cuda_trig as _cuda_trig  # noqa: F401
+from . import cuda_f64 as _cuda_f64  # noqa: F401
 
 __all__ = ["EagerBuilder", "InstrCounter", "evaluate", "implementation", "ulp_error", "ulp_steps",
            "DTYPES",

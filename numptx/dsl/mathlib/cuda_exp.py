@@ -32,12 +32,12 @@ from __future__ import annotations
 from .core import Ops
 from .cuda_forms import cuda_form
 
-__all__: list[str] = []
+__all__ = ["h32", "d64", "hi_f32", "add_hi", "EXP64_POLY", "exp64"]   # for cuda_f64.py
 
 _INF = float("inf")
 
 
-def _h(bits: int) -> float:
+def h32(bits: int) -> float:
     """The f32 of an IEEE bit pattern (CUDA's constants are bit patterns)."""
     import struct
     return struct.unpack("<f", struct.pack("<I", bits))[0]
@@ -45,11 +45,11 @@ def _h(bits: int) -> float:
 
 def _exp_scaled(o: Ops, x):
     """(e, s) with e^x = e * s: e = ex2.approx.ftz(r), s = 2^k from the shifter's bits."""
-    t = o.i("cvt.sat.f32.f32", o.fma(x, _h(0x3BBB989D), 0.5))        # x log2(e)/256 + 1/2
-    j = o.i("fma.rm.f32", t, o.c(252.0), o.c(_h(0x4B400001)))
-    d = o.add(j, _h(0xCB40007F))                                     # k (as a float)
-    r = o.fma(x, _h(0x3FB8AA3B), o.neg(d))                           # x log2 e - k, two parts
-    r = o.fma(x, _h(0x32A57060), r)
+    t = o.i("cvt.sat.f32.f32", o.fma(x, h32(0x3BBB989D), 0.5))        # x log2(e)/256 + 1/2
+    j = o.i("fma.rm.f32", t, o.c(252.0), o.c(h32(0x4B400001)))
+    d = o.add(j, h32(0xCB40007F))                                     # k (as a float)
+    r = o.fma(x, h32(0x3FB8AA3B), o.neg(d))                           # x log2 e - k, two parts
+    r = o.fma(x, h32(0x32A57060), r)
     s = o.i("bitcast.f32.b32", o.i("shl.b32", o.i("bitcast.b32.f32", j), o.ci(23, "u32")))
     return o.i("ex2.approx.ftz.f32", r), s
 
@@ -61,25 +61,25 @@ def exp(b, x, *, dtype):
     return o.i("mul.f32", e, s)          # contractible, as CUDA's: acc + exp(x) is one fma
 
 
-def _d(bits: int) -> float:
+def d64(bits: int) -> float:
     import struct
     return struct.unpack("<d", struct.pack("<Q", bits))[0]
 
 
-_EXP64_POLY = tuple(_d(v) for v in (
+EXP64_POLY = tuple(d64(v) for v in (
     0x3FF0000000000000, 0x3FF0000000000000, 0x3FE000000000000B, 0x3FC5555555555511,
     0x3FA55555555502A1, 0x3F81111111122322, 0x3F56C16C1852B7AF, 0x3F2A01A014761F65,
     0x3EFA01997C89EB71, 0x3EC71DEE62401315, 0x3E928AF3FCA213EA, 0x3E5ADE1569CE2BDF))
 
 
-def _hi_f32(o: Ops, x):
+def hi_f32(o: Ops, x):
     """The high word of an f64 as an f32 (CUDA compares |x| that way: one 32-bit compare)."""
     hi = o.i("cvt.u32.u64", o.i("shr.u64", o.i("bitcast.u64.b64", o.i("bitcast.b64.f64", x)),
                                  o.ci(32, "u32")))
     return o.i("bitcast.f32.b32", o.i("bitcast.b32.u32", hi))
 
 
-def _add_hi(o: Ops, v, w32):
+def add_hi(o: Ops, v, w32):
     """``v`` (f64) with ``w32`` (u32) added to its high word: a scaling by a power of two."""
     t = o.i("shl.b64", o.i("bitcast.b64.u64", o.i("cvt.u64.u32", w32)), o.ci(32, "u32"))
     s = o.i("add.s64", o.i("bitcast.s64.b64", o.i("bitcast.b64.f64", v)),
@@ -93,26 +93,26 @@ def exp64(b, x, *, dtype):
     exponent field; past |x| = 708.4 a two-step scaling (subnormal results, overflow) and
     past 746 the limits, selected branch-free."""
     o = Ops(b, dtype)
-    j = o.fma(x, _d(0x3FF71547652B82FE), _d(0x4338000000000000))
-    kf = o.add(j, _d(0xC338000000000000))
-    r = o.fma(kf, _d(0xBFE62E42FEFA39EF), x)
-    r = o.fma(kf, _d(0xBC7ABC9E3B39803F), r)
-    p = o.horner(r, _EXP64_POLY)
+    j = o.fma(x, d64(0x3FF71547652B82FE), d64(0x4338000000000000))
+    kf = o.add(j, d64(0xC338000000000000))
+    r = o.fma(kf, d64(0xBFE62E42FEFA39EF), x)
+    r = o.fma(kf, d64(0xBC7ABC9E3B39803F), r)
+    p = o.horner(r, EXP64_POLY)
     k = o.i("cvt.u32.u64", o.i("bitcast.u64.b64", o.i("bitcast.b64.f64", j)))   # low word
     kb = o.i("bitcast.b32.u32", k)
-    fast = _add_hi(o, p, o.i("bitcast.u32.b32", o.i("shl.b32", kb, o.ci(20, "u32"))))
+    fast = add_hi(o, p, o.i("bitcast.u32.b32", o.i("shl.b32", kb, o.ci(20, "u32"))))
     ks = o.i("bitcast.s32.b32", kb)
     k1 = o.i("shr.s32", o.iadd(ks, o.i("bitcast.s32.b32", o.i("shr.b32", kb, o.ci(31, "u32")))),
              o.ci(1, "u32"))                                             # k / 2 toward 0
     shl20 = lambda v: o.i("bitcast.u32.b32", o.i("shl.b32", o.i("bitcast.b32.s32", v),  # noqa: E731
                                                   o.ci(20, "u32")))
-    p1 = _add_hi(o, p, shl20(k1))
-    s2 = _add_hi(o, o.c(1.0), shl20(o.isub(ks, k1)))                    # 2^(k - k1)
+    p1 = add_hi(o, p, shl20(k1))
+    s2 = add_hi(o, o.c(1.0), shl20(o.isub(ks, k1)))                    # 2^(k - k1)
     two = o.mul(p1, s2)
-    ax = o.i("abs.f32", _hi_f32(o, x))
+    ax = o.i("abs.f32", hi_f32(o, x))
     lim = o.sel(0.0, o.add(x, float("inf")), o.cmp("lt", x, 0.0))       # 0, +inf or NaN
-    slow = o.sel(two, lim, o.i("setp.lt.f32", ax, o.bd.const(_h(0x40874800), "f32")))
-    return o.sel(fast, slow, o.i("setp.lt.f32", ax, o.bd.const(_h(0x4086232B), "f32")))
+    slow = o.sel(two, lim, o.i("setp.lt.f32", ax, o.bd.const(h32(0x40874800), "f32")))
+    return o.sel(fast, slow, o.i("setp.lt.f32", ax, o.bd.const(h32(0x4086232B), "f32")))
 
 
 @cuda_form("exp2")
@@ -131,14 +131,14 @@ def sigmoid(b, x, *, dtype):
 
 def _exp_half(o: Ops, ax):
     """e^|x| / 4 for sinh and cosh (|x| up to the overflow threshold plus 2 binades)."""
-    kf = o.i("cvt.rzi.f32.f32", o.mul(ax, _h(0x3FB8AA3B)))
+    kf = o.i("cvt.rzi.f32.f32", o.mul(ax, h32(0x3FB8AA3B)))
     big = o.cmp("gt", o.abs(kf), 126.0)
     kf = o.sel(o.copysign(kf, o.c(126.0)), kf, big)
-    r = o.fma(kf, _h(0xBF317218), ax)
-    r = o.fma(kf, _h(0x3102E308), r)
-    bits = o.i("bitcast.b32.f32", o.add(kf, _h(0x4B40007D)))          # 2^(k - 2)
+    r = o.fma(kf, h32(0xBF317218), ax)
+    r = o.fma(kf, h32(0x3102E308), r)
+    bits = o.i("bitcast.b32.f32", o.add(kf, h32(0x4B40007D)))          # 2^(k - 2)
     s = o.i("bitcast.f32.b32", o.i("shl.b32", bits, o.ci(23, "u32")))
-    return o.mul(o.i("ex2.approx.ftz.f32", o.mul(r, _h(0x3FB8AA3B))), s)
+    return o.mul(o.i("ex2.approx.ftz.f32", o.mul(r, h32(0x3FB8AA3B))), s)
 
 
 @cuda_form("sinh")
@@ -148,7 +148,7 @@ def sinh(b, x, *, dtype):
     q = _exp_half(o, ax)
     big = o.fma(2.0, q, o.i("div.approx.ftz.f32", o.c(-0.125), q))   # e^|x|/2 - e^-|x|/2
     z = o.mul(x, x)
-    p = o.horner(z, (_h(0x3E2AAAAB), _h(0x3C08889A), _h(0x394FFF49), _h(0x363D0ADA)))
+    p = o.horner(z, (h32(0x3E2AAAAB), h32(0x3C08889A), h32(0x394FFF49), h32(0x363D0ADA)))
     small = o.fma(o.mul(z, p), x, x)
     return o.sel(o.copysign(x, big), small, o.cmp("ge", ax, 1.0))
 
@@ -164,32 +164,32 @@ def cosh(b, x, *, dtype):
 def tanh(b, x, *, dtype):
     o = Ops(b, dtype)
     ax = o.abs(x)
-    e = o.i("ex2.approx.ftz.f32", o.mul(ax, _h(0x4038AA3B)))           # e^(2|x|)
+    e = o.i("ex2.approx.ftz.f32", o.mul(ax, h32(0x4038AA3B)))           # e^(2|x|)
     big = o.fma(o.i("rcp.approx.ftz.f32", o.add(e, 1.0)), -2.0, 1.0)
-    big = o.copysign(x, o.sel(1.0, big, o.cmp("ge", ax, _h(0x41102CB4))))
+    big = o.copysign(x, o.sel(1.0, big, o.cmp("ge", ax, h32(0x41102CB4))))
     z = o.mul(x, x)
     # x + x z P(z), the last step an fma with +0 as CUDA has it: tanh(-0) = -0
-    p = o.horner(z, (0.0, _h(0xBEAAA9ED), _h(0x3E085941), _h(0xBD563CAE), _h(0x3C80F082)))
+    p = o.horner(z, (0.0, h32(0xBEAAA9ED), h32(0x3E085941), h32(0xBD563CAE), h32(0x3C80F082)))
     small = o.fma(p, x, x)
-    return o.sel(big, small, o.cmp("ge", ax, _h(0x3F19999A)))
+    return o.sel(big, small, o.cmp("ge", ax, h32(0x3F19999A)))
 
 
 @cuda_form("expm1")
 def expm1(b, x, *, dtype):
     o = Ops(b, dtype)
-    lim = _h(0x42B17218)
+    lim = h32(0x42B17218)
     x = o.sel(o.copysign(x, o.c(lim)), x, o.cmp("gt", o.abs(x), lim))
-    j = o.fma(x, _h(0x3FB8AA3B), _h(0x4B40007F))                       # 1.5*2^23 + 127 + k
-    kf = o.add(j, _h(0xCB40007F))
-    r = o.fma(o.neg(kf), _h(0x3F317217), x)
-    r = o.fma(o.neg(kf), _h(0x3377D1CF), r)
+    j = o.fma(x, h32(0x3FB8AA3B), h32(0x4B40007F))                       # 1.5*2^23 + 127 + k
+    kf = o.add(j, h32(0xCB40007F))
+    r = o.fma(o.neg(kf), h32(0x3F317217), x)
+    r = o.fma(o.neg(kf), h32(0x3377D1CF), r)
     sb = o.i("shl.b32", o.i("bitcast.b32.f32", j), o.ci(23, "u32"))    # 2^k (2^(k-1) if k >= 25)
     k25 = o.cmp("ge", kf, 25.0)
     sb = o.i("selp.b32", o.i("bitcast.b32.s32", o.iadd(o.i("bitcast.s32.b32", sb), -8388608)),
              sb, k25)
     s = o.sel(0.0, o.i("bitcast.f32.b32", sb), o.cmp("eq", kf, -128.0))
-    p = o.horner(r, (0.0, _h(0x3F000003), _h(0x3E2AAA59), _h(0x3D2AA9AF), _h(0x3C091356),
-                     _h(0x3AB5B2C6)))
+    p = o.horner(r, (0.0, h32(0x3F000003), h32(0x3E2AAA59), h32(0x3D2AA9AF), h32(0x3C091356),
+                     h32(0x3AB5B2C6)))
     p = o.fma(p, r, r)                                                   # e^r - 1
     res = o.fma(p, s, o.neg(o.sub(1.0, s)))                              # s (e^r - 1) + s - 1
     return o.sel(o.add(res, res), res, k25)
@@ -197,7 +197,7 @@ def expm1(b, x, *, dtype):
 
 def _log_parts(o: Ops, x, poly: tuple, lg2: bool):
     """(log of the reduced argument plus e ln2 (or e for log2), the pre-scaled input)."""
-    sub = o.cmp("lt", x, _h(0x00800000))
+    sub = o.cmp("lt", x, h32(0x00800000))
     xs = o.sel(o.mul(x, 8388608.0), x, sub)                             # subnormals: * 2^23
     eoff = o.sel(-23.0, 0.0, sub)
     ib = o.i("bitcast.s32.b32", o.i("bitcast.b32.f32", xs))
@@ -205,15 +205,15 @@ def _log_parts(o: Ops, x, poly: tuple, lg2: bool):
     e = o.i("and.b32", o.i("bitcast.b32.s32", o.iadd(ib, shift)), o.ci(-8388608 & 0xFFFFFFFF, "b32"))
     es = o.i("bitcast.s32.b32", e)
     m = o.from_bits(o.isub(ib, es))
-    ef = o.fma(o.i2f(es), _h(0x34000000), eoff)                          # e (the bits / 2^23)
+    ef = o.fma(o.i2f(es), h32(0x34000000), eoff)                          # e (the bits / 2^23)
     f = o.add(m, -1.0)
     p = o.horner(f, poly)
     if lg2:
-        q = o.fma(f, _h(0x3FB8AA3B), o.mul(f, o.mul(f, p)))
+        q = o.fma(f, h32(0x3FB8AA3B), o.mul(f, o.mul(f, p)))
         r = o.add(ef, q)
     else:
         q = o.fma(o.mul(f, p), f, f)
-        r = o.fma(ef, _h(0x3F317218), q)
+        r = o.fma(ef, h32(0x3F317218), q)
     return r, xs, ib
 
 
@@ -224,9 +224,9 @@ def _log_special(o: Ops, r, xs, ib):
     return r
 
 
-_LOG_POLY = tuple(_h(v) for v in (0xBF000000, 0x3EAAAA78, 0xBE7FFF22, 0x3E4CED0B, 0xBE2AD8B9,
+_LOG_POLY = tuple(h32(v) for v in (0xBF000000, 0x3EAAAA78, 0xBE7FFF22, 0x3E4CED0B, 0xBE2AD8B9,
                                    0x3E0F2955, 0xBDF8CDCC, 0x3E1039F6, 0xBE055027))
-_LOG2_POLY = tuple(_h(v) for v in (0xBF38AA3B, 0x3EF6384A, 0xBEB8AA49, 0x3E93BF99, 0xBE763C8B,
+_LOG2_POLY = tuple(h32(v) for v in (0xBF38AA3B, 0x3EF6384A, 0xBEB8AA49, 0x3E93BF99, 0xBE763C8B,
                                     0x3E520BF4, 0xBE374E43, 0x3E2FCF2A, 0xBE2C7F30, 0x3DC6B27F))
 
 
@@ -252,10 +252,10 @@ def log2(b, x, *, dtype):
 
 @cuda_form("log10")
 def log10(b, x, *, dtype):
-    return _log_form(b, x, dtype, _LOG_POLY, False, _h(0x3EDE5BD9))
+    return _log_form(b, x, dtype, _LOG_POLY, False, h32(0x3EDE5BD9))
 
 
-_LOG1P_POLY = tuple(_h(v) for v in (0xBF000000, 0x3EAAAAE6, 0xBE800042, 0x3E4CAF9E, 0xBE2A68DD,
+_LOG1P_POLY = tuple(h32(v) for v in (0xBF000000, 0x3EAAAAE6, 0xBE800042, 0x3E4CAF9E, 0xBE2A68DD,
                                      0x3E146475, 0xBE0778E0, 0x3DD80012, 0xBD39BF78))
 
 
@@ -270,9 +270,9 @@ def log1p(b, x, *, dtype):
     m = o.from_bits(o.isub(xb, e))                                       # x / 2^e
     s = o.from_bits(o.isub(o.ci(1082130432), e))                         # 4 / 2^e
     f = o.add(o.fma(0.25, s, -1.0), m)                                   # (1 + x) / 2^e - 1
-    ef = o.mul(o.i2f(e), _h(0x34000000))
+    ef = o.mul(o.i2f(e), h32(0x34000000))
     p = o.horner(f, _LOG1P_POLY)
-    r = o.fma(ef, _h(0x3F317218), o.fma(o.mul(f, p), f, f))
+    r = o.fma(ef, h32(0x3F317218), o.fma(o.mul(f, p), f, f))
     fin = o.i("setp.lt.u32", o.i("cvt.u32.s32", xb), o.ci(0x7F800000, "u32"))
     neg_ok = o.i("setp.lt.s32", xb, o.ci(-1082130431))                  # -1 < x < -0 ... (bits)
     special = o.sel(r, o.fma(x, _INF, _INF), neg_ok)

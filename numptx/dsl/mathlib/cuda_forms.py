@@ -9,9 +9,9 @@ documented error bounds::
     def exp(b, x, *, dtype):
         ...                               # b.instr(...) / b.const(...), or Ops(b, dtype)
 
-Functions and types with no CUDA-speed form use the accurate sequence in ``cuda`` mode (f64 has
-only ``exp``: CUDA's other double-precision functions are polynomial sequences of about the
-cost of the accurate ones, benchmarks/bench_kernels.py).
+Functions and types with no CUDA-speed form use the accurate sequence in ``cuda`` mode (f64:
+sin, cos, tan, arctan2 and rsqrt, whose CUDA forms rest on rows the PTX ISA gives no error
+bound for, or on a slow path a straight-line stub would always pay for).
 """
 from __future__ import annotations
 
@@ -31,9 +31,13 @@ the exact value may reach the bound plus 0.5); sigmoid has no CUDA function: 4 u
 the rest) away from the region where ``expf(-x)`` overflows (x < -88.72, result < 2^-126).
 The CUDA-speed forms are tested against these bounds (tests/test_cuda_math.py)."""
 
-CUDA_ULP_F64: dict[str, float] = {"exp": 1}
+CUDA_ULP_F64: dict[str, float] = {
+    "exp": 1, "exp2": 2, "expm1": 1, "log": 1, "log2": 1, "log10": 2, "log1p": 1, "sinh": 2,
+    "cosh": 2, "tanh": 2, "arctan": 2, "cbrt": 1, "hypot": 2, "pow": 2, "sigmoid": 3,
+}
 """The same for the double-precision functions that have a CUDA-speed form (CUDA Math API,
-"Double-Precision Floating-Point Functions")."""
+"Double-Precision Floating-Point Functions"); sigmoid: 1 of exp plus 2 for the sum and the
+reciprocal, above x = -709.78 where exp(-x) overflows."""
 
 CUDA_FORMS: dict[tuple[str, str], Callable] = {}
 """(function name, dtype) -> the CUDA-speed sequence ``fn(b, *xs, dtype)``."""
