@@ -263,3 +263,26 @@ def test_numba_variant_reports_its_build():
     v = k.inject(f="mul.rn.f32 %v_z, %v_x, %v_x;")
     v.cubin
     assert v.build_info.how in ("assembled", "memory", "disk")
+
+
+def test_quoted_python_types_mean_the_same_with_or_without_future(tmp_path):
+    import importlib.util
+    for future in ("", "from __future__ import annotations\n"):
+        p = tmp_path / f"m{len(future)}.py"
+        p.write_text(future + "import numptx as nx\n"
+                     "def f(x: 'float', i: 'int') -> 'float':\n    return x + 1.0\n")
+        spec = importlib.util.spec_from_file_location(p.stem, p)
+        m = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(m)
+        e = nx.ptx_expr(m.f)
+        assert (e.params["x"].name, e.params["i"].name) == ("f64", "s64"), future
+
+
+def test_a_comment_naming_a_variable_is_no_register_mistake():
+    t = nx.CudaTemplate(r'''extern "C" __global__ void k(float* o, const float* a, int n) {
+        int i = threadIdx.x; if (i < n) { float x = a[i], z;
+        PTX_INJECT("combine", PTX_IN(F32, x), PTX_OUT(F32, z)); o[i] = z; } }''',
+                        entry="k", cache=False)
+    assert t.inject(combine="mov.f32 %v_z, %v_x; // was %z").cubin[:4] == b"\x7fELF"
+    with pytest.raises(nx.NumptxError, match="%v_z"):
+        t.inject(combine="mov.f32 %z, %v_x;").cubin

@@ -148,6 +148,35 @@ def test_simulator_batches_a_site_across_the_threads_of_a_block(tmp_path):
     run_script(tmp_path, SIM_BATCH, simulator=True, marker="BATCH OK")
 
 
+SIM_SPECIAL = r'''
+import numpy as np, numptx as nx
+import numptx.jit.launch as L
+from numba import cuda
+
+@nx.kernel
+def k(out, a):
+    i = cuda.grid(1)
+    if i < out.size and i % 2 == 1:
+        out[i] = nx.site("s", x=a[i], out={"z": nx.f32})
+a = np.zeros(16, np.float32)
+tid = "{ .reg .u32 %t; mov.u32 %t, %tid.x; cvt.rn.f32.u32 %v_z, %t; }"
+cta = ("{ .reg .u32 %t<4>; mov.u32 %t1, %ctaid.x; mov.u32 %t2, %ntid.x; mov.u32 %t3, %tid.x; "
+       "mad.lo.u32 %t0, %t1, %t2, %t3; cvt.rn.f32.u32 %v_z, %t0; }")
+for batch in (True, False):
+    L.SIM_BATCH = batch
+    for stub, want in ((tid, np.arange(16) % 8), (cta, np.arange(16))):
+        o = np.full(16, -1, np.float32)
+        k.inject(s=stub)[2, 8](o, a)
+        assert np.array_equal(o[1::2], want[1::2]) and np.all(o[::2] == -1), (batch, o)
+print("SPECIAL OK")
+'''
+
+
+def test_simulator_gives_each_thread_its_special_registers(tmp_path):
+    """%tid, %ctaid, %ntid read in a stub are the thread's own, batched or not."""
+    run_script(tmp_path, SIM_SPECIAL, simulator=True, marker="SPECIAL OK")
+
+
 # -- item 6: nx.emulate(..., site=) speaks variable names ----------------------------------------
 def _site(*variables):
     from numptx.jit.numba_site import SiteSpec

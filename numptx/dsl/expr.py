@@ -125,9 +125,12 @@ def _parse(a: Any, glb: dict | None) -> T.DType | None:
     them (``float`` f64, ``int`` s64, ``bool`` pred) whether the annotation is the type itself or
     the string ``"float"`` that ``from __future__ import annotations`` leaves (which would
     otherwise read as the CUDA C alias ``float`` = f32)."""
-    if isinstance(a, str) and a.strip() in _PYTHON_TYPES:
+    if isinstance(a, str):
         name = a.strip()
-        a = (glb or {}).get(name, _PYTHON_TYPES[name])     # a module may rebind the name
+        if len(name) >= 2 and name[0] == name[-1] and name[0] in "'\"":
+            name = name[1:-1].strip()           # x: "float" under postponed annotations
+        if name in _PYTHON_TYPES:
+            a = (glb or {}).get(name, _PYTHON_TYPES[name])     # a module may rebind the name
     return T.parse_annotation(a, glb)
 
 

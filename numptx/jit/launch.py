@@ -170,13 +170,39 @@ def _object_evaluator(stub: Any, spec: SiteSpec):
     return run_object
 
 
+_SPECIAL = "%special"      # the key of a call's special registers in its values (see run)
+
+
+def _special_registers(thread: Any) -> dict | None:
+    """The PTX special registers of a simulator thread (``%tid.x`` ... ``%nctaid.z``,
+    ``%laneid``, ``%warpid``), or None outside numba's simulator threads."""
+    t, bi = getattr(thread, "threadIdx", None), getattr(thread, "blockIdx", None)
+    m = getattr(thread, "_manager", None)
+    if t is None or bi is None or m is None:
+        return None
+    b = tuple(getattr(m, "_block_dim", ())) + (1, 1, 1)
+    g = tuple(getattr(m, "_grid_dim", ())) + (1, 1, 1)
+    regs = {"tid": (t.x, t.y, t.z), "ctaid": (bi.x, bi.y, bi.z), "ntid": b[:3], "nctaid": g[:3]}
+    out = {f"%{r}.{a}": int(v[i]) for r, v in regs.items() for i, a in enumerate("xyz")}
+    linear = t.x + b[0] * (t.y + b[1] * t.z)
+    out["%laneid"], out["%warpid"] = linear % 32, linear // 32
+    return out
+
+
 def _ptx_evaluator(text: str):
     """PTX text run in the stub emulator, once for the whole batch (the site's variables are
-    the registers of the stub's top-level scope, site_layout.reg_name)."""
+    the registers of the stub's top-level scope, site_layout.reg_name; special registers are
+    each thread's own)."""
     reg = site_layout.reg_name
+    reads_special = "%" in text and any(f"%{r}" in text for r in (
+        "tid", "ntid", "ctaid", "nctaid", "laneid", "warpid"))
 
     def run_ptx(spec, batch):
         ins = {reg(n): v for n, v in _stacked(spec, batch).items()}
+        if reads_special:
+            sp = [values.get(_SPECIAL) for values in batch]
+            if all(v is not None for v in sp):
+                ins.update({k: np.array([v[k] for v in sp], np.uint32) for k in sp[0]})
         outs = {reg(n): t for k, t, n in spec.variables if k != "in"}
         res = emulate(text, ins, outs)
         return _finish_batch(spec, {n: res[reg(n)] for k, _, n in spec.variables if k != "in"},
@@ -375,6 +401,9 @@ class _SimLaunch:
         if fn is None:
             fn = self._prepare(name, spec)
         me = threading.current_thread()
+        special = _special_registers(me)
+        if special is not None:
+            values = {**values, _SPECIAL: special}
         if SIM_BATCH and getattr(me, "numptx_manager", None) is not None \
                 and me.numptx_manager.launch is self:
             return me.numptx_site(self, (name, spec), fn, spec, values)

@@ -69,6 +69,7 @@ def _check_registers(text: str, site: Site) -> None:
     names = {v.name: v.reg for v in site.variables if v.name != v.reg}
     if not names:
         return
+    text = _COMMENT.sub(" ", text)              # a comment may say anything
     used = set(_PERCENT.findall(text))
     bad = sorted(used & names.keys())
     if not bad:
