@@ -18,7 +18,7 @@ The NumPy reference evaluation (``expr(x)``) is not contracted: it rounds twice,
 """
 from __future__ import annotations
 
-from .graph import Graph, Node
+from .graph import Graph, Node, row_info as _ROW_INFO
 
 __all__ = ["contract", "CONTRACTED_TYPES"]
 
@@ -29,20 +29,18 @@ _MUL = {f"mul.{t}": t for t in CONTRACTED_TYPES}
 _RN = {name: name.replace(".", ".rn.", 1) for d in (_ADD, _SUB, _MUL) for name in d}
 
 
-def _plan(g: Graph) -> dict[int, int]:
-    """id(add/sub node) -> the operand index of the product it absorbs."""
-    live = g.live()
-    consumers: dict[int, list[Node]] = {}
+def _plan(g: Graph, live: list[Node]) -> dict[int, int]:
+    """Node index of each add/sub that absorbs a product -> that operand's position."""
+    uses: dict[int, list[Node]] = {}
     for n in live:
         for a in n.args:
-            consumers.setdefault(id(a), []).append(n)
-    outputs = {id(n) for _, n in g.outputs}
+            uses.setdefault(a.index, []).append(n)
+    outputs = {n.index for _, n in g.outputs}
 
     def fusable(m: Node, t: str) -> bool:
-        if m.op != "instr" or _MUL.get(m.target) != t or id(m) in outputs:
+        if m.op != "instr" or _MUL.get(m.target) != t or m.index in outputs:
             return False
-        return all(_ADD.get(u.target) == t or _SUB.get(u.target) == t
-                   for u in consumers[id(m)])
+        return all(_ADD.get(u.target) == t or _SUB.get(u.target) == t for u in uses[m.index])
 
     plan: dict[int, int] = {}
     for n in live:
@@ -53,45 +51,49 @@ def _plan(g: Graph) -> dict[int, int]:
             continue
         cands = [i for i, a in enumerate(n.args) if fusable(a, t)]
         if cands:                           # fewer uses first; min keeps the first on a tie
-            plan[id(n)] = min(cands, key=lambda i: len(consumers[id(n.args[i])]))
+            plan[n.index] = min(cands, key=lambda i: len(uses[n.args[i].index]))
     return plan
 
 
 def contract(g: Graph) -> Graph:
     """``g`` with its contractible sums as ``fma.rn`` and the other contractible rows as ``.rn``
     (a new graph; ``g`` if it has no contractible row)."""
-    if not any(n.op == "instr" and n.target in _RN for n in g.nodes):
+    nodes = g.nodes
+    if not any(n.target in _RN for n in nodes if n.op == "instr"):
         return g
-    plan = _plan(g)
-    live = {id(n) for n in g.live()}
+    live = g.live()
+    plan = _plan(g, live)
     new = Graph(g.name)
-    m: dict[int, Node] = {}
-    for n in g.nodes:
+    m: list = [None] * len(nodes)
+    for n in nodes:
         if n.op == "input":
             new.frame = n.frame
-            m[id(n)] = new.input(n.target, n.dtype)
-    for n in g.nodes:
-        if id(n) not in live or n.op == "input":
+            m[n.index] = new.input(n.target, n.dtype)
+    add = new.add_instr
+    for n in live:                      # already folded and merged: copy without the checks
+        op = n.op
+        if op == "input":
             continue
         new.frame = n.frame
-        if n.op == "const":
-            m[id(n)] = new.const_canonical(n.target, n.dtype, n.key[2])
+        if op == "const":
+            m[n.index] = new.const_canonical(n.target, n.dtype, n.key[2])
             continue
-        i = plan.get(id(n))
+        i = plan.get(n.index)
         if i is None:
-            m[id(n)] = new.instr(_RN.get(n.target, n.target), *(m[id(a)] for a in n.args))
+            target = _RN.get(n.target, n.target)
+            m[n.index] = add(_ROW_INFO(target), tuple(m[a.index] for a in n.args), None)
             continue
         t = _ADD.get(n.target) or _SUB[n.target]
-        prod, other = n.args[i], m[id(n.args[1 - i])]
-        a, b = m[id(prod.args[0])], m[id(prod.args[1])]
+        prod, other = n.args[i], m[n.args[1 - i].index]
+        a, b = m[prod.args[0].index], m[prod.args[1].index]
         if n.target in _SUB:
             if i == 0:                                          # a*b - c
                 other = new.instr(f"neg.{t}", other)
             else:                                               # c - a*b
                 a = new.instr(f"neg.{t}", a)
-        m[id(n)] = new.instr(f"fma.rn.{t}", a, b, other)
+        m[n.index] = new.instr(f"fma.rn.{t}", a, b, other)
     new.params = dict(g.params)
-    new.outputs = [(k, m[id(v)]) for k, v in g.outputs]
+    new.outputs = [(k, m[v.index]) for k, v in g.outputs]
     new.output_form = g.output_form
     new.frame = g.frame
     new.library = getattr(g, "library", None)     # the math library's constants (lowering.py)
