@@ -1,5 +1,7 @@
 """@nx.ptx_expr speed: trace + lower + stub of a 30-node formula with a fresh decorator each time
-(nothing cached across), and a new stub of an already traced formula for another site.
+(nothing cached across), and a new stub of an already traced formula for another site. The rows
+use the default precision ("cuda": the contraction pass of numptx/dsl/contract.py runs after
+each trace); one row gives the same build with precision="accurate", side by side.
 
 Targets (the issue): <= 100 us and <= 20 us. The C compile of the same program (what
 ``stack_ptx.compile`` costs alone) and a stage breakdown are printed for reference.
@@ -97,6 +99,8 @@ def main(argv=None) -> int:
         ("trace + lower + stub(site), Stack PTX", best_and_median(fresh(), 20, rep),
          TARGETS["fresh"]),
         ("trace + lower + stub(site), AST PTX", best_and_median(fresh("ast"), 10, rep // 2), None),
+        ("  the same, Stack PTX, precision='accurate'", best_and_median(
+            lambda: nx.ptx_expr(formula, precision="accurate").stub(site), 20, rep), None),
         ("new stub for another site (traced formula)", best_and_median(restub, 50, rep),
          TARGETS["restub"]),
         ("  of which: C compile of the program alone",

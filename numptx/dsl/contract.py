@@ -8,8 +8,8 @@ contracts the one with fewer uses (the first on a tie).
 In ``cuda`` mode the DSL's ``+ - *`` on f32/f64 lower to the contractible rows (``add.f32``,
 ``mul.f32``, ...), as do the final multiplications of the CUDA-speed math forms where CUDA's
 own are contractible; mathlib's internal arithmetic uses ``.rn`` rows, which never contract.
-This pass fuses the contractible pairs by NVRTC's rule and writes every contractible row left
-as its ``.rn`` form, so ptxas contracts nothing else: the stub's SASS is the hand-written
+This pass fuses the contractible pairs by NVRTC's rule (rewriting the traced graph in place) and
+writes every contractible row left as its ``.rn`` form, so ptxas contracts nothing else: the stub's SASS is the hand-written
 kernel's and ``nx.emulate`` computes what the GPU computes, bit for bit::
 
     g = contract(graph)          # what precision="cuda" traces to
@@ -18,7 +18,9 @@ The NumPy reference evaluation (``expr(x)``) is not contracted: it rounds twice,
 """
 from __future__ import annotations
 
-from .graph import Graph, Node, row_info as _ROW_INFO
+import numpy as np
+
+from .graph import Graph, Node
 
 __all__ = ["contract", "CONTRACTED_TYPES"]
 
@@ -29,12 +31,18 @@ _MUL = {f"mul.{t}": t for t in CONTRACTED_TYPES}
 _RN = {name: name.replace(".", ".rn.", 1) for d in (_ADD, _SUB, _MUL) for name in d}
 
 
-def _plan(g: Graph, live: list[Node]) -> dict[int, int]:
+def _plan(g: Graph) -> dict[int, int]:
     """Node index of each add/sub that absorbs a product -> that operand's position."""
+    nodes = g.nodes
+    alive = [False] * len(nodes)
+    for _, n in g.outputs:
+        alive[n.index] = True
     uses: dict[int, list[Node]] = {}
-    for n in live:
-        for a in n.args:
-            uses.setdefault(a.index, []).append(n)
+    for n in reversed(nodes):          # creation order is topological: one backward sweep
+        if alive[n.index]:
+            for a in n.args:
+                alive[a.index] = True
+                uses.setdefault(a.index, []).append(n)
     outputs = {n.index for _, n in g.outputs}
 
     def fusable(m: Node, t: str) -> bool:
@@ -43,8 +51,8 @@ def _plan(g: Graph, live: list[Node]) -> dict[int, int]:
         return all(_ADD.get(u.target) == t or _SUB.get(u.target) == t for u in uses[m.index])
 
     plan: dict[int, int] = {}
-    for n in live:
-        if n.op != "instr":
+    for n in nodes:
+        if not alive[n.index] or n.op != "instr":
             continue
         t = _ADD.get(n.target) or _SUB.get(n.target)
         if t is None:
@@ -56,45 +64,40 @@ def _plan(g: Graph, live: list[Node]) -> dict[int, int]:
 
 
 def contract(g: Graph) -> Graph:
-    """``g`` with its contractible sums as ``fma.rn`` and the other contractible rows as ``.rn``
-    (a new graph; ``g`` if it has no contractible row)."""
+    """``g`` with its contractible sums as ``fma.rn`` and the other contractible rows as ``.rn``,
+    rewritten in place (nodes keep their identity; a ``neg`` node is inserted where a
+    difference needs one)."""
     nodes = g.nodes
     if not any(n.target in _RN for n in nodes if n.op == "instr"):
         return g
-    live = g.live()
-    plan = _plan(g, live)
-    new = Graph(g.name)
-    m: list = [None] * len(nodes)
+    plan = _plan(g)
+    out: list[Node] = []
     for n in nodes:
-        if n.op == "input":
-            new.frame = n.frame
-            m[n.index] = new.input(n.target, n.dtype)
-    add = new.add_instr
-    for n in live:                      # already folded and merged: copy without the checks
-        op = n.op
-        if op == "input":
-            continue
-        new.frame = n.frame
-        if op == "const":
-            m[n.index] = new.const_canonical(n.target, n.dtype, n.key[2])
-            continue
-        i = plan.get(n.index)
-        if i is None:
-            target = _RN.get(n.target, n.target)
-            m[n.index] = add(_ROW_INFO(target), tuple(m[a.index] for a in n.args), None)
-            continue
-        t = _ADD.get(n.target) or _SUB[n.target]
-        prod, other = n.args[i], m[n.args[1 - i].index]
-        a, b = m[prod.args[0].index], m[prod.args[1].index]
-        if n.target in _SUB:
-            if i == 0:                                          # a*b - c
-                other = new.instr(f"neg.{t}", other)
-            else:                                               # c - a*b
-                a = new.instr(f"neg.{t}", a)
-        m[n.index] = new.instr(f"fma.rn.{t}", a, b, other)
-    new.params = dict(g.params)
-    new.outputs = [(k, m[v.index]) for k, v in g.outputs]
-    new.output_form = g.output_form
-    new.frame = g.frame
-    new.library = getattr(g, "library", None)     # the math library's constants (lowering.py)
-    return new
+        if n.op == "instr":
+            i = plan.get(n.index)
+            if i is None:
+                n.target = _RN.get(n.target, n.target)
+            else:
+                t = _ADD.get(n.target) or _SUB[n.target]
+                prod, other = n.args[i], n.args[1 - i]
+                a, b = prod.args
+                if n.target in _SUB:
+                    if i == 0:                                  # a*b - c
+                        other = _negated(other, t, n.frame, out)
+                    else:                                       # c - a*b
+                        a = _negated(a, t, n.frame, out)
+                n.target, n.args = f"fma.rn.{t}", (a, b, other)
+        out.append(n)
+    g.renumber(out)
+    return g
+
+
+def _negated(x: Node, t: str, frame, out: list) -> Node:
+    """``-x`` as a new node appended to ``out`` (a constant when ``x`` is one)."""
+    if x.op == "const":
+        v = np.negative(x.target)
+        node = Node("const", v, (), t, 0, frame, ("c", t, v.tobytes()))
+    else:
+        node = Node("instr", f"neg.{t}", (x,), t, 0, frame)
+    out.append(node)
+    return node

@@ -425,6 +425,30 @@ class Graph:
         return self.const_canonical(res, info.result)
 
     # ---- views -------------------------------------------------------------------------------------
+    def renumber(self, nodes: list[Node]) -> None:
+        """Make ``nodes`` (this graph's nodes, rewritten in place, in a topological order) the
+        graph's: indices, use counts and the Stack PTX record follow them; the CSE tables are
+        cleared (their keys may name rewritten nodes). For passes after tracing
+        (numptx/dsl/contract.py)."""
+        rec: list[int] = []
+        n_inputs = 0
+        for k, n in enumerate(nodes):
+            n.index = k
+            n.uses = 0
+        for n in nodes:
+            if n.op == "input":
+                rec.append(1 | _TID[n.dtype] << 8 | n_inputs << 16)
+                n_inputs += 1
+            elif n.op == "const":
+                rec.extend(_CONST_WORDS.get(n.key) or _const_words(n.key))
+            else:
+                rec.append(row_info(n.target).word)
+                for a in n.args:
+                    a.uses += 1
+                    rec.append(a.index)
+        self.nodes, self.rec = nodes, rec
+        self.cse, self._lits = {}, {}
+
     def live(self) -> list[Node]:
         """Nodes the outputs depend on, in creation order (inputs always included)."""
         seen = {id(n) for n in self.inputs.values()}
