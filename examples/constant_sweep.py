@@ -47,7 +47,7 @@ def main() -> None:
 
     try:
         from numba import cuda
-        gpu = cuda.is_available()
+        gpu = cuda.is_available() and not nx.simulator_active()   # the simulator runs no C++
     except Exception:   # noqa: BLE001 - no driver
         gpu = False
     if not gpu:
