@@ -75,3 +75,19 @@ def elf_sections(cubin: bytes) -> dict[str, bytes]:
         name = cubin[start:cubin.index(b"\0", start)].decode()
         out[name] = b"" if kind == 8 else cubin[off:off + size]
     return out
+
+
+class Counting:
+    """Counts nvJitLink runs made by templates and build_many (the real function runs)."""
+
+    def __init__(self, monkeypatch):
+        from numptx.jit import build as build_mod
+        from numptx.jit import template as template_mod
+        self.calls = 0
+        real = template_mod.ptx_to_cubin
+
+        def to_cubin(*a, **k):
+            self.calls += 1
+            return real(*a, **k)
+        for mod in (template_mod, build_mod):
+            monkeypatch.setattr(mod, "ptx_to_cubin", to_cubin)

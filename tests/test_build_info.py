@@ -14,6 +14,7 @@ from numba import cuda
 import numptx as nx
 from numptx.jit import build as build_mod
 from numptx.jit import template as template_mod
+from conftest import Counting
 from numptx.jit.patch import constant_roles, fix_constants, kinds_of, split_constants
 from numptx.jit.plans import FIRST, BuildInfo
 
@@ -34,20 +35,6 @@ ZERO = "mov.f32 %v_acc, 0f00000000;"
 
 def f32(x: float) -> str:
     return "0f%08X" % struct.unpack("<I", struct.pack("<f", x))[0]
-
-
-class Counting:
-    """Counts nvJitLink runs (the real function runs)."""
-
-    def __init__(self, monkeypatch):
-        self.calls = 0
-        real = template_mod.ptx_to_cubin
-
-        def to_cubin(*a, **k):
-            self.calls += 1
-            return real(*a, **k)
-        for mod in (template_mod, build_mod):
-            monkeypatch.setattr(mod, "ptx_to_cubin", to_cubin)
 
 
 def laplace(precision):

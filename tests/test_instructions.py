@@ -172,14 +172,9 @@ def pow2(e: int) -> Q:
     return Q(2) ** e
 
 
-def round_q(q: Q, t: str, mode: str = "rne") -> float:
-    """Exact rational -> nearest value of format t (ties to even, or away with 'rna'), as a
-    Python float; overflow gives inf; a zero result keeps the sign of q."""
-    p, emin, emax = FMT[t]
-    if q == 0:
-        return 0.0
-    s = -1.0 if q < 0 else 1.0
-    a = abs(q)
+def _grid(a: Q, t: str) -> tuple[Q, Q, int]:
+    """(ulp of format t at a > 0, a in ulps, its integer part)."""
+    p, emin, _ = FMT[t]
     e = a.numerator.bit_length() - a.denominator.bit_length()
     while a < pow2(e):
         e -= 1
@@ -187,7 +182,17 @@ def round_q(q: Q, t: str, mode: str = "rne") -> float:
         e += 1
     ulp = pow2(max(e, emin) - p + 1)
     m = a / ulp
-    n = m.numerator // m.denominator
+    return ulp, m, m.numerator // m.denominator
+
+
+def round_q(q: Q, t: str, mode: str = "rne") -> float:
+    """Exact rational -> nearest value of format t (ties to even, or away with 'rna'), as a
+    Python float; overflow gives inf; a zero result keeps the sign of q."""
+    p, emin, emax = FMT[t]
+    if q == 0:
+        return 0.0
+    s = -1.0 if q < 0 else 1.0
+    ulp, m, n = _grid(abs(q), t)
     rem = m - n
     if rem > Q(1, 2) or (rem == Q(1, 2) and (mode == "rna" or n % 2 == 1)):
         n += 1
@@ -202,15 +207,7 @@ def round_dir(q: Q, t: str, mode: str) -> float:
     largest finite value: inf where the direction points away from zero, else the largest."""
     p, emin, emax = FMT[t]
     s = -1 if q < 0 else 1
-    a = abs(q)
-    e = a.numerator.bit_length() - a.denominator.bit_length()
-    while a < pow2(e):
-        e -= 1
-    while a >= pow2(e + 1):
-        e += 1
-    ulp = pow2(max(e, emin) - p + 1)
-    m = a / ulp
-    n = m.numerator // m.denominator
+    ulp, m, n = _grid(abs(q), t)
     up = (mode == "rp" and s > 0) or (mode == "rm" and s < 0)       # away from zero
     if up and m != n:
         n += 1

@@ -13,6 +13,7 @@ from numba import cuda
 import numptx as nx
 from numptx.jit import build as build_mod
 from numptx.jit import template as template_mod
+from conftest import Counting
 from numptx.jit.patch import (Plan, folds_constants, halves_text, join_constants, kinds_of,
                               make_plan, nan_halves, patchable, plan_key, sentinel_sets, signs,
                               split_constants, words)
@@ -29,20 +30,6 @@ def f32(x: float) -> str:
 
 def bits(x: float) -> int:
     return struct.unpack("<I", struct.pack("<f", x))[0]
-
-
-class Counting:
-    """Counts nvJitLink runs made by templates and build_many (the real function runs)."""
-
-    def __init__(self, monkeypatch):
-        self.calls = 0
-        real = template_mod.ptx_to_cubin
-
-        def to_cubin(*a, **k):
-            self.calls += 1
-            return real(*a, **k)
-        for mod in (template_mod, build_mod):
-            monkeypatch.setattr(mod, "ptx_to_cubin", to_cubin)
 
 
 @pytest.fixture

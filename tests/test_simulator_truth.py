@@ -13,6 +13,7 @@ import pytest
 
 import numptx as nx
 from conftest import run_script
+from numba import cuda
 
 # -- item 5: the simulator runs the stub ----------------------------------------------------------
 SIM_STUB = r'''
@@ -229,6 +230,81 @@ def test_a_stub_that_never_writes_an_output_is_reported():
     assert isinstance(e.value, nx.NumptxError) and e.value.variables == ("z",)
 
 
+UNWRITTEN = "{\n.reg .f32 %t;\nadd.rn.f32 %t, %v_x, %v_y;\n}"     # never writes %v_z
+
+
+def test_strict_templates_refuse_a_stub_that_never_writes_an_output(spine_ptx):
+    from conftest import SPINE_SRC
+    from numptx.jit.stub_checks import UnwrittenOutputError, UnwrittenOutputWarning
+    for t in (nx.Template(spine_ptx), nx.CudaTemplate(SPINE_SRC)):
+        assert t.strict is False
+        with pytest.warns(UnwrittenOutputWarning, match="never writes out variable 'z'"):
+            t.inject(combine=UNWRITTEN)
+    for t in (nx.Template(spine_ptx, strict=True), nx.CudaTemplate(SPINE_SRC, strict=True)):
+        with pytest.raises(UnwrittenOutputError, match=r"site 'combine': the stub never writes "
+                           r"out variable 'z' \(%v_z\)") as e:
+            t.inject(combine=UNWRITTEN)
+        assert e.value.site == "combine" and e.value.variables == ("z",)
+        assert t.for_arch("sm_80").strict is True
+        t.inject(combine="add.rn.f32 %v_z, %v_x, %v_y;")        # a written output: fine
+
+
+def _strict_kernel(out, a):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = nx.site("combine", x=a[i], y=a[i], out={"z": nx.f32})
+
+
+def test_a_strict_kernel_refuses_a_stub_that_never_writes_an_output():
+    from numptx.jit.stub_checks import UnwrittenOutputError, UnwrittenOutputWarning
+    x = np.ones(4, np.float32)
+    with pytest.warns(UnwrittenOutputWarning, match="never writes out variable 'z'"):
+        nx.kernel(_strict_kernel).inject(combine=UNWRITTEN).specialize(x, x)
+    k = nx.kernel(strict=True)(_strict_kernel)
+    assert k.strict is True
+    with pytest.raises(UnwrittenOutputError, match="site 'combine': the stub never writes out "
+                       "variable 'z'"):
+        k.inject(combine=UNWRITTEN).specialize(x, x)
+
+
+SIM_STRICT = r'''
+import warnings
+import numpy as np, numptx as nx
+from numba import cuda
+from numptx.jit.stub_checks import UnwrittenOutputError, UnwrittenOutputWarning
+
+def f(out, a):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = nx.site("combine", x=a[i], y=a[i], out={"z": nx.f32})
+
+stub = "{\n.reg .f32 %t;\nadd.rn.f32 %t, %v_x, %v_y;\n}"
+x = np.ones(4, np.float32)
+with warnings.catch_warnings(record=True) as w:
+    warnings.simplefilter("always")
+    try:                                    # warned; the emulator then has no z to read
+        nx.kernel(f).inject(combine=stub)[1, 4](np.zeros(4, np.float32), x)
+    except nx.EmulationError as e:
+        assert "unknown output 'v_z'" in str(e), e
+assert any(issubclass(c.category, UnwrittenOutputWarning) for c in w), w
+try:
+    nx.kernel(f, strict=True).inject(combine=stub)[1, 4](np.zeros(4, np.float32), x)
+except UnwrittenOutputError as e:
+    assert str(e).startswith("site 'combine': the stub never writes out variable 'z'"), e
+    assert e.variables == ("z",)
+else:
+    raise SystemExit("no error")
+out = np.zeros(4, np.float32)
+nx.kernel(f, strict=True).inject(combine="add.rn.f32 %v_z, %v_x, %v_y;")[1, 4](out, x)
+assert np.all(out == 2), out
+print("STRICT OK")
+'''
+
+
+def test_a_strict_kernel_refuses_the_stub_under_the_simulator_too(tmp_path):
+    run_script(tmp_path, SIM_STRICT, simulator=True, marker="STRICT OK")
+
+
 def test_the_simulator_check_warns_of_an_unwritten_output():
     """The simulator's build check (the real build's, once per text) warns too."""
     from numptx.jit.numba_site import SiteSpec
@@ -306,6 +382,33 @@ def dict_var(out, a):                       # a dict variable, assigned before a
     d = {"z": nx.f32}
     if a[0] > 0:
         out[0] = nx.site("s", x=a[0], out=d)
+
+def positional(out, a):                     # a value given positionally
+    out[0] = nx.site("s", a[0], out={"z": nx.f32})
+
+def no_name(out, a):
+    out[0] = nx.site(x=a[0], out={"z": nx.f32})
+
+def empty_out(out, a):                      # out={} and the result used
+    out[0] = nx.site("s", x=a[0], out={})
+
+def in_and_out(out, a):                     # one name both in and out
+    out[0] = nx.site("s", x=a[0], out={"x": nx.f32})
+
+def two_signatures(out, a):
+    out[0] = nx.site("s", x=a[0], out={"z": nx.f32})
+    out[1] = nx.site("s", x=a[1], y=a[2], out={"z": nx.f32})
+
+def two_types(out, a):                      # the same call as declared, values of two types
+    out[0] = nx.site("s", x=a[0], out={"z": nx.f32})
+    out[1] = nx.site("s", x=np.float64(a[1]), out={"z": nx.f32})
+
+def unpack(out, a):                         # returns z, w, acc; two names unpacked
+    r, n = nx.site("s", x=a[0], out={"z": nx.f32, "w": nx.f32}, mod={"acc": a[1]})
+    out[0] = r + n
+
+def unused(out, a):                         # out={} and the result not used: builds
+    nx.site("s", x=a[0], out={})
 '''
 MISUSE_WANT = {
     "typo": "site 's': outs= is given a dict, but a variable takes one value (outs=a[i]); did "
@@ -314,18 +417,36 @@ MISUSE_WANT = {
               "used: declare what it returns, e.g. out={'z': nx.f32}",
     "list_out": "site 's': out= must be a dict literal, e.g. out={'z': nx.f32}",
     "list_mod": "site 's': mod= must be a dict literal, e.g. mod={'acc': acc[i]}",
+    "positional": "site(name, var=value, ..., out={...}, mod={...}) takes the site name as its "
+                  "only positional argument",
+    "no_name": "site(name, var=value, ..., out={...}, mod={...}) takes the site name as its only "
+               "positional argument",
+    "empty_out": "site 's' has no out= or mod= variables, so it returns nothing, but its result "
+                 "is used",
+    "in_and_out": "site 's': duplicate variable name 'x'",
+    "two_signatures": "site 's' is called with two different signatures: s(in x, out f32 z) and "
+                      "s(in x, in y, out f32 z); a site name has one signature",
+    "two_types": "site 's' is called with two different signatures; a site name has one "
+                 "signature (the same variables, kinds and types at each call)",
+    "unpack": "site 's' returns 3 values (z, w, acc: its out variables, then its mod variables), "
+              "but its result is unpacked into 2 names: unpack 3 names, e.g. z, w, acc = "
+              "nx.site('s', ...)",
 }
 MISUSE_SIM = MISUSE + r'''
 x = np.ones(4, np.float32)
-stubs = {"typo": "mov.f32 %v_z, %v_x;", "no_out": "", "list_out": "mov.f32 %v_z, %v_x;",
-         "list_mod": "", "dict_var": "add.rn.f32 %v_z, %v_x, %v_x;"}
+z = "mov.f32 %v_z, %v_x;"
+stubs = {"typo": z, "no_out": "", "list_out": z, "list_mod": "",
+         "dict_var": "add.rn.f32 %v_z, %v_x, %v_x;", "positional": z, "no_name": z,
+         "empty_out": z,                    # writes a %v_z the site lacks: never assembled
+         "in_and_out": "mov.f32 %v_x, %v_x;", "two_signatures": z, "two_types": z,
+         "unpack": "mov.f32 %v_z, %v_x;\nmov.f32 %v_w, %v_x;", "unused": ""}
 for name, stub in stubs.items():
     k = nx.kernel(globals()[name])
     out = np.zeros(4, np.float32)
     try:
         k.inject(s=stub)[1, 1](out, x)
-    except nx.SiteError as e:
-        print(f"{name}: {e}")
+    except Exception as e:
+        print(f"{name}: {type(e).__name__}: {e}")
     else:
         print(f"{name}: ran {out[0]}")
 '''
@@ -338,7 +459,15 @@ def test_site_misuse_is_a_site_error_on_the_gpu_build(name):
     x = np.ones(4, np.float32)
     with pytest.raises(nx.SiteError) as e:
         nx.kernel(ns[name]).ptx(x, x)
+    assert type(e.value) is nx.SiteError
     assert str(e.value).startswith(f"kernel {name!r}: " + MISUSE_WANT[name]), str(e.value)
+
+
+def test_a_site_whose_result_is_not_used_needs_no_out_on_the_gpu_build():
+    ns: dict = {}
+    exec(compile(MISUSE, "misuse", "exec"), ns)
+    x = np.ones(4, np.float32)
+    assert nx.kernel(ns["unused"]).sites(x, x)["s"].signature == "s(in f32 x)"
 
 
 def test_a_dict_variable_for_out_builds_on_the_gpu_build():
@@ -360,9 +489,10 @@ def test_site_misuse_is_the_same_site_error_under_the_simulator(tmp_path):
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     lines = dict(ln.split(": ", 1) for ln in r.stdout.splitlines() if ": " in ln)
-    for name, want in MISUSE_WANT.items():
-        assert want in lines[name], (name, lines[name])
+    for name, want in MISUSE_WANT.items():         # the build's class and message
+        assert lines[name].startswith(f"SiteError: kernel {name!r}: {want}"), (name, lines[name])
     assert lines["dict_var"] == "ran 2.0"
+    assert lines["unused"] == "ran 0.0"
 
 
 def test_the_simulator_check_assembles_a_constant_sweep_once(monkeypatch):
