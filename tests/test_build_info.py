@@ -12,8 +12,6 @@ import pytest
 from numba import cuda
 
 import numptx as nx
-from numptx.jit import build as build_mod
-from numptx.jit import template as template_mod
 from conftest import Counting
 from numptx.jit.patch import constant_roles, fix_constants, kinds_of, split_constants
 from numptx.jit.plans import FIRST, BuildInfo

@@ -11,8 +11,6 @@ import pytest
 from numba import cuda
 
 import numptx as nx
-from numptx.jit import build as build_mod
-from numptx.jit import template as template_mod
 from conftest import Counting
 from numptx.jit.patch import (Plan, folds_constants, halves_text, join_constants, kinds_of,
                               make_plan, nan_halves, patchable, plan_key, sentinel_sets, signs,
