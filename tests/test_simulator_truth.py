@@ -449,6 +449,12 @@ for name, stub in stubs.items():
         print(f"{name}: {type(e).__name__}: {e}")
     else:
         print(f"{name}: ran {out[0]}")
+    try:                                    # apply.sites(...) under the simulator: the same
+        k.sites(out, x)
+    except Exception as e:
+        print(f"sites {name}: {type(e).__name__}: {e}")
+    else:
+        print(f"sites {name}: ok")
 '''
 
 
@@ -491,6 +497,7 @@ def test_site_misuse_is_the_same_site_error_under_the_simulator(tmp_path):
     lines = dict(ln.split(": ", 1) for ln in r.stdout.splitlines() if ": " in ln)
     for name, want in MISUSE_WANT.items():         # the build's class and message
         assert lines[name].startswith(f"SiteError: kernel {name!r}: {want}"), (name, lines[name])
+        assert lines[f"sites {name}"] == lines[name], (name, lines[f"sites {name}"])
     assert lines["dict_var"] == "ran 2.0"
     assert lines["unused"] == "ran 0.0"
 

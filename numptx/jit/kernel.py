@@ -18,16 +18,17 @@ numba compiles the template once per argument-type signature and architecture (`
 """
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..errors import CompileError, NumptxError
+from ..errors import CompileError, NumptxError, PtxParseError
 from .arch import normalize_arch
 from .cache import CubinCache, cache_option
 from .launch import KernelLaunch
 from .launch import loaded_entry as _loaded_entry
-from .numba_site import SIMULATOR, register, site_errors
+from .numba_site import SIMULATOR, SiteError, register, site_errors, two_signatures
 from .options import option_list
 from .pack import DEFAULT_PER_MODULE, Pack
 from .pack import pack as _pack
@@ -70,7 +71,7 @@ class NumbaTemplate(Template):
         self.kernel, self.argtypes = kernel, argtypes
         super().__init__(ptx, arch=arch, link_options=kernel.link_options, producer=producer,
                          cache=kernel._cache_opt, bind=kernel.bind,
-                         patch_constants=kernel.patch_constants)
+                         patch_constants=kernel.patch_constants, strict=kernel.strict)
 
     @property
     def name(self) -> str:
@@ -101,14 +102,17 @@ class Kernel:
     (nvJitLink's), ``cache`` (True: the default cubin cache, None/False: none, or a
     :class:`~numptx.jit.cache.CubinCache`), ``bind`` (stubs written straight into the site's
     registers) and ``patch_constants`` (variants that differ only in f32/f64 constants patched,
-    not assembled; both see :class:`~numptx.jit.template.Template`), ``simulate`` (what an
+    not assembled; both see :class:`~numptx.jit.template.Template`), ``strict`` (a raw PTX
+    stub that never writes an out variable of its site raises
+    :class:`~numptx.jit.stub_checks.UnwrittenOutputError`, on the GPU build and under the
+    simulator, instead of warning), ``simulate`` (what an
     ``@nx.ptx_expr`` site runs under numba-cuda's simulator: ``"stub"``, the default, its PTX
     stub in the emulator, or ``"reference"``, its NumPy reference)."""
 
     def __init__(self, py_func, signature=None, *, cc: Any = (9, 0), fastmath: bool = False,
                  lineinfo: bool = False, opt: bool = True, link_options: Iterable[str] = (),
                  cache: CubinCache | None | bool = True, bind: bool = True,
-                 patch_constants: bool = True, simulate: str = "stub"):
+                 patch_constants: bool = True, simulate: str = "stub", strict: bool = False):
         if not callable(py_func):
             raise NumptxError(f"nx.kernel decorates a Python function, not {type(py_func).__name__}")
         self.py_func = py_func
@@ -119,6 +123,7 @@ class Kernel:
         self.link_options = option_list(link_options, "link_options")
         self.bind = bool(bind)
         self.patch_constants = bool(patch_constants)
+        self.strict = bool(strict)
         if simulate not in ("stub", "reference"):
             raise NumptxError(f"nx.kernel {self.__name__!r}: simulate={simulate!r}; it is \"stub\" "
                               f"(the PTX stub in the emulator) or \"reference\" (the formula's "
@@ -251,8 +256,16 @@ class Kernel:
             raise
         except Exception as e:   # noqa: BLE001 - numba's typing and lowering errors
             raise _numba_failure(self.__name__, argtypes, e) from e
-        return NumbaTemplate(self, argtypes, ptx, arch=f"sm_{cc[0]}{cc[1]}{suffix}",
-                             producer=f"numba-cuda {numba_cuda.__version__} {self.options}")
+        try:
+            return NumbaTemplate(self, argtypes, ptx, arch=f"sm_{cc[0]}{cc[1]}{suffix}",
+                                 producer=f"numba-cuda {numba_cuda.__version__} {self.options}")
+        except PtxParseError as e:
+            # one site name at two signatures across device functions or value types (the
+            # rewrite catches it within one function): say so as the simulator does
+            m = re.search(r"instances of a site differ \(site '([^']*)'\)", str(e))
+            if m is None:
+                raise
+            raise SiteError(f"kernel {self.__name__!r}: {two_signatures(m.group(1))} ({e})") from e
 
     def ptx(self, *args: Any, signature=None, cc: Any = None) -> str:
         """Template PTX for example arguments (or ``signature``)."""
@@ -398,4 +411,4 @@ def kernel(fn=None, /, signature=None, **options: Any):
 
 
 _KERNEL_OPTIONS = frozenset({"cc", "fastmath", "lineinfo", "opt", "link_options", "cache", "bind",
-                             "patch_constants", "simulate"})
+                             "patch_constants", "simulate", "strict"})

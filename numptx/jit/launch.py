@@ -47,6 +47,7 @@ from .pack import Population, check_selector, with_index
 from .residency import MAX_LOADED, keep_loaded, launch_config, loaded  # noqa: F401
 from .residency import context_handle, plain_config
 from .sim_checks import check_site_names, check_stub, site_for
+from .stubs import resolve_stub
 
 # LaunchError (.errors) and keep_loaded, MAX_LOADED (.residency) are imported from here as ever
 __all__ = ["KernelLaunch", "LaunchError", "simulated_sites"]
@@ -375,6 +376,7 @@ class _SimLaunch:
         self.stubs = kv.stubs
         self.missing = kv.missing
         self.reference = getattr(kv.kernel, "simulate", "stub") == "reference"
+        self.strict = getattr(kv.kernel, "strict", False)
         for name, stub in self.stubs.items():
             if not (_is_expr(stub) or isinstance(stub, (str, list, tuple, Population))
                     or type(stub).__name__ == "ndarray"):
@@ -437,6 +439,8 @@ class _SimLaunch:
         if _is_expr(stub) and not isinstance(stub, PtxExpr):
             # another object with .stub: its reference runs and no PTX is built for it
             return _object_evaluator(stub, spec)
+        if self.strict and type(stub) is str:   # nx.kernel(strict=True): as the build
+            resolve_stub(stub, site_for(spec), strict=True)
         text = check_stub(spec, stub, self.arch)
         if isinstance(stub, PtxExpr) and self.reference:
             return _binding_evaluator(stub.binding(site_for(spec)))
@@ -492,7 +496,8 @@ def _launch_simulator(kv, config, args) -> None:
             base, simk.BlockManager = simk.BlockManager, manager
         _current = launch
         try:
-            with numba_site.simulating(launch.evaluators()):
+            with numba_site.simulating(launch.evaluators(), kernel=kv.kernel.__name__,
+                                       note=launch.note):
                 disp[grid, block, stream, shared](*args)
         except Exception:
             # the simulator re-raises a thread's exception as type(e)(message): raise a failed
@@ -522,9 +527,16 @@ def simulated_sites(kernel, args: tuple) -> dict:
         specs.setdefault(spec.name, spec)
         return _empty_site(spec, values)
     disp = kernel.dispatcher
+    misuse: list[BaseException] = []
     with _sim_launch_lock:
-        with numba_site.simulating({None: record}):
-            disp[1, 1](*copies)
+        try:
+            with numba_site.simulating({None: record}, kernel=kernel.__name__,
+                                       note=misuse.append):
+                disp[1, 1](*copies)
+        except Exception:
+            if misuse:                  # a misused site: the build's SiteError, as it is
+                raise misuse[0] from None
+            raise
     names = site_names(kernel.py_func) or tuple(specs)
     missed = [n for n in names if n not in specs]
     if missed:

@@ -29,14 +29,20 @@ positional arguments. Site names, variable names and types must therefore be com
 constants; ``out``/``mod`` must be dict literals in the same basic block as the call.
 
 Under the CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``) ``site`` is a plain Python function
-that evaluates the stub injected by the running variant (:mod:`numptx.jit.template`).
+that evaluates the stub injected by the running variant (:mod:`numptx.jit.template`). A
+misused site raises there the :class:`SiteError` (class and message) that the rewrite raises
+on the GPU build: both run :func:`check_variables` and share the messages below; a value
+given positionally or no name, a result used where nothing is returned or unpacked into the
+wrong count (read from the caller's bytecode), one name at two signatures (per launch).
 """
 from __future__ import annotations
 
 import contextlib
 import difflib
+import functools
 import os
 import re
+import sys
 import threading
 import types as _pytypes
 from collections.abc import Callable, Mapping
@@ -178,6 +184,56 @@ def _check_name(spec_name: str, vname: str, what: str) -> None:
         raise SiteError(f"site {spec_name!r}: {what} name {vname!r} is not an identifier")
 
 
+_ONE_POSITIONAL = ("site(name, var=value, ..., out={...}, mod={...}) takes the site name as its "
+                   "only positional argument")
+
+
+def _declared(name: str, variables) -> str:
+    """A site's signature as its call declares it, ``s(in x, out f32 z)``: a type shows where
+    the call names it (out variables, ``x=(v, nx.u32)``), not where it follows the value."""
+    return f"{name}({', '.join(f'{k} {t} {n}' if t else f'{k} {n}' for k, t, n in variables)})"
+
+
+def two_signatures(name: str, first: str = "", second: str = "") -> str:
+    detail = f": {first} and {second}" if first else ""
+    return (f"site {name!r} is called with two different signatures{detail}; a site name has "
+            f"one signature (the same variables, kinds and types at each call), since one stub "
+            f"is injected into all of its calls: give one of them another site name")
+
+
+def _returned(variables) -> list[str]:
+    return ([n for k, _, n in variables if k == "out"]
+            + [n for k, _, n in variables if k == "mod"])
+
+
+def _unpacked(name: str, variables, count: int) -> str:
+    names = _returned(variables)
+    what = (f"returns {len(names)} values ({', '.join(names)}: its out variables, then its mod "
+            f"variables)" if len(names) > 1 else
+            f"returns one value ({names[0]}), not a tuple" if names else "returns nothing")
+    fix = (f"unpack {len(names)} names, e.g. {', '.join(names)} = nx.site({name!r}, ...)"
+           if len(names) > 1 else f"assign it to one name, e.g. {names[0]} = nx.site({name!r}, ...)"
+           if names else "declare what it returns with out={'z': nx.f32} or mod={'acc': acc[i]}")
+    return f"site {name!r} {what}, but its result is unpacked into {count} names: {fix}"
+
+
+def check_variables(name: str, variables) -> None:
+    """The checks of a site's name and variables ``(kind, type or None, name)`` that numba's
+    rewrite (GPU build) and the simulator share: identifiers, known types, a layout
+    ``PTX_INJECT`` can write (no variable declared twice, e.g. both in and out)."""
+    _check_name(name, name, "site")
+    for _, t, vname in variables:
+        _check_name(name, vname, "variable")
+        if t is not None:
+            _resolve_dtype(t, f"site {name!r}, variable {vname!r}")
+    try:
+        site_asm_text(name, [(k, t or "b32", n) for k, t, n in variables])
+    except SiteError:
+        raise
+    except NumptxError as e:
+        raise SiteError(str(e)) from None
+
+
 # ---------------------------------------------------------------------------------------------
 # the Python function: the simulator's (and a clear error elsewhere)
 # ---------------------------------------------------------------------------------------------
@@ -185,17 +241,65 @@ def _check_name(spec_name: str, vname: str, what: str) -> None:
 _sim_evaluators: dict[str, Callable] | None = None
 
 
+#: (kernel name, note(error) or None, {site name: (declared signature, ...)}, lock) of the launch
+_sim_launch: tuple | None = None
+
+
 @contextlib.contextmanager
-def simulating(evaluators: Mapping[str | None, Callable]):
+def simulating(evaluators: Mapping[str | None, Callable], *, kernel: str | None = None,
+               note: Callable[[BaseException], None] | None = None):
     """While the block runs, ``nx.site(name, ...)`` under the simulator calls
     ``evaluators[name]`` (or ``evaluators[None]``, the missing="empty" no-op). The launcher
-    holds its simulator lock around this: one simulated launch at a time."""
-    global _sim_evaluators
+    holds its simulator lock around this: one simulated launch at a time. A misused site
+    raises the :class:`SiteError` that numba's rewrite raises on the GPU build, naming
+    ``kernel`` as the build does, and is passed to ``note`` (the launch raises it as is)."""
+    global _sim_evaluators, _sim_launch
     _sim_evaluators = dict(evaluators)
+    _sim_launch = (kernel, note, {}, threading.Lock())
     try:
         yield
     finally:
-        _sim_evaluators = None
+        _sim_evaluators = _sim_launch = None
+
+
+def _result_use(depth: int = 2) -> int | str:
+    """How the caller ``depth`` frames up uses the value of the call it is making: ``"unused"``
+    (an expression statement), ``"stored"`` (assigned to a name: used or not, later),
+    ``"used"``, or the count of a tuple unpacking."""
+    frame = sys._getframe(depth)
+    nxt = _next_instruction(frame.f_code).get(frame.f_lasti)
+    if nxt is None:
+        return "stored"
+    op, arg = nxt
+    if op == "POP_TOP":
+        return "unused"
+    if op == "UNPACK_SEQUENCE":
+        return arg
+    if op.startswith("STORE_") and op != "STORE_SUBSCR" and op != "STORE_ATTR":
+        return "stored"
+    return "used"
+
+
+@functools.lru_cache(maxsize=256)
+def _next_instruction(code) -> dict[int, tuple[str, Any]]:
+    """f_lasti of a frame calling a function (3.11: inside the CALL's caches) -> the next
+    instruction (opname, argval)."""
+    import dis
+    ins = [i for i in dis.get_instructions(code)]
+    out: dict[int, tuple[str, Any]] = {}
+    for a, b in zip(ins, ins[1:]):
+        if a.opname.startswith("CALL"):
+            for off in range(a.offset, b.offset, 2):
+                out[off] = (b.opname, b.argval)
+    return out
+
+
+def _sim_misuse(launch: tuple | None, message: str) -> SiteError:
+    kernel, note = (launch[0], launch[1]) if launch else (None, None)
+    e = SiteError(f"kernel {kernel!r}: {message}" if kernel else message)
+    if note is not None:
+        note(e)
+    return e
 
 
 def _split_value(spec_name: str, vname: str, value: Any) -> tuple[Any, str | None]:
@@ -221,40 +325,69 @@ def _value_dtype(value: Any) -> str:
     raise SiteError(f"a site value of type {name} is not supported; cast to a supported type")
 
 
-def _sim_spec(name: Any, kwargs: Mapping[str, Any]) -> tuple[SiteSpec, dict[str, Any]]:
+def _sim_spec(name: Any, kwargs: Mapping[str, Any]) -> tuple[SiteSpec, dict[str, Any], tuple]:
+    """(spec with each value's type, values, variables as declared: types named in the call)."""
     if not isinstance(name, str):
-        raise SiteError(f"site(): the first argument is the site name (a string), not {name!r}")
-    variables, values = [], {}
+        raise SiteError("the site name must be a string constant")
+    declared, values = [], {}
     for key, value in kwargs.items():
         if key in _RESERVED and not isinstance(value, Mapping):
             raise SiteError(_not_a_dict(name, key))
         if key == "out":
             for vname, t in value.items():
-                variables.append(("out", dtype_name(t), vname))
+                if not isinstance(vname, str):
+                    raise SiteError(f"site {name!r}: out= keys must be string constants")
+                declared.append(("out", dtype_name(t), vname))
         elif key == "mod":
             for vname, v in value.items():
+                if not isinstance(vname, str):
+                    raise SiteError(f"site {name!r}: mod= keys must be string constants")
                 v, t = _split_value(name, vname, v)
-                variables.append(("mod", t or _value_dtype(v), vname))
+                declared.append(("mod", t, vname))
                 values[vname] = v
         else:
             if isinstance(value, Mapping):
                 raise SiteError(_dict_as_input(name, key))
             v, t = _split_value(name, key, value)
-            variables.append(("in", t or _value_dtype(v), key))
+            declared.append(("in", t, key))
             values[key] = v
-    for _, t, vname in variables:
-        _check_name(name, vname, "variable")
-        _resolve_dtype(t, f"site {name!r}, variable {vname!r}")
-    return SiteSpec(name, tuple(variables)), values
+    check_variables(name, declared)      # the rewrite's checks, before any value is typed
+    variables = tuple((k, t or _value_dtype(values[n]), n) for k, t, n in declared)
+    return SiteSpec(name, variables), values, tuple(declared)
 
 
-def site(name: str, /, **variables: Any) -> Any:
-    """Mark an injection site in a numba-cuda kernel (see the module documentation).
+def site(*name: str, **variables: Any) -> Any:
+    """Mark an injection site in a numba-cuda kernel (see the module documentation):
+    ``site(name, var=value, ..., out={...}, mod={...})``.
 
     Inside ``@cuda.jit`` / ``@nx.kernel`` code this call is compiled into the site's inline asm.
-    Under the CUDA simulator it evaluates the stub that the launched variant injects here.
+    Under the CUDA simulator it evaluates the stub that the launched variant injects here; a
+    misused site raises the :class:`SiteError` that the GPU build raises.
     """
-    spec, values = _sim_spec(name, variables)
+    launch = _sim_launch
+    try:
+        if len(name) != 1:
+            raise SiteError(_ONE_POSITIONAL)
+        name, = name
+        spec, values, declared = _sim_spec(name, variables)
+        returns = _returned(declared)
+        use = _result_use() if launch is not None else "stored"
+        if isinstance(use, int) and (len(returns) < 2 or use != len(returns)):
+            raise SiteError(_unpacked(name, declared, use))
+        if not returns and use == "used":
+            raise SiteError(_nothing_returned(name))
+        if launch is not None:
+            with launch[3]:
+                first, typed = launch[2].setdefault(name, (declared, spec.variables))
+            if first != declared:           # as numba's rewrite says it (one function)
+                raise SiteError(two_signatures(name, _declared(name, first),
+                                                _declared(name, declared)))
+            if typed != spec.variables:     # as the build says it (the PTX's sites differ)
+                raise SiteError(two_signatures(name))
+    except SiteError as e:
+        if launch is None:
+            raise
+        raise _sim_misuse(launch, str(e)) from None
     evaluators = _sim_evaluators
     if evaluators is None:
         if SIMULATOR:
@@ -530,14 +663,14 @@ def _register_rewrite() -> None:
                     dead += more
             spec = SiteSpec(name, tuple(variables))
             try:
-                _check_name(name, name, "site")
-                for _, t, vname in variables:
-                    _check_name(name, vname, "variable")
-                    if t is not None:
-                        _resolve_dtype(t, f"site {name!r}, variable {vname!r}")
-                site_asm_text(name, [(k, t or "b32", n) for k, t, n in variables])
+                check_variables(name, variables)        # shared with the simulator
             except NumptxError as e:
                 raise UnsupportedError(f"numptx: {e}", loc) from None
+            # one signature per site name in a function (the simulator checks it per launch)
+            seen = self.func_ir.__dict__.setdefault("_numptx_sites", {})
+            first = seen.setdefault(name, spec.variables)
+            if first != spec.variables:
+                raise UnsupportedError(f"numptx: {two_signatures(name, _declared(name, first), _declared(name, spec.variables))}", loc)
             return spec, args, dead
 
         def apply(self):
@@ -552,6 +685,11 @@ def _register_rewrite() -> None:
                     continue
                 call = st.value
                 spec, args, more = self._spec(call)
+                count = self._unpacked(st.target.name)
+                if count is not None and (len(_returned(spec.variables)) < 2
+                                          or count != len(_returned(spec.variables))):
+                    raise UnsupportedError(f"numptx: {_unpacked(spec.name, spec.variables, count)}",
+                                           call.loc)
                 if not any(k != "in" for k, _, _ in spec.variables) \
                         and self._used(st.target.name):
                     raise UnsupportedError(f"numptx: {_nothing_returned(spec.name)}", call.loc)
@@ -572,6 +710,15 @@ def _register_rewrite() -> None:
             if typingctx is not None:
                 typingctx.refresh()
             return new
+
+        def _unpacked(self, name: str) -> int | None:
+            """The count of a tuple unpacking of the variable ``name`` (``a, b = site(...)``)."""
+            for blk in self.func_ir.blocks.values():
+                for st in blk.body:
+                    if (isinstance(st, ir.Assign) and isinstance(st.value, ir.Expr)
+                            and st.value.op == "exhaust_iter" and st.value.value.name == name):
+                        return st.value.count
+            return None
 
         def _used(self, name: str) -> bool:
             """Whether any statement of the function reads the variable ``name``."""

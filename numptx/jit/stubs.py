@@ -30,14 +30,17 @@ from .stub_checks import check_outputs_written
 __all__ = ["resolve_stub", "merge_stubs", "checked_text"]
 
 
-def resolve_stub(stub: Any, site: Site) -> str:
-    """PTX text of ``stub`` for ``site`` (see the module documentation for what a stub may be)."""
+def resolve_stub(stub: Any, site: Site, *, strict: bool = False) -> str:
+    """PTX text of ``stub`` for ``site`` (see the module documentation for what a stub may be).
+    A raw PTX stub that never writes an out variable of the site warns
+    (:class:`~numptx.jit.stub_checks.UnwrittenOutputWarning`); with ``strict`` it raises
+    :class:`~numptx.jit.stub_checks.UnwrittenOutputError`."""
     if isinstance(stub, str):       # numptx's own compiled stubs (str subclasses) are well formed
         if type(stub) is not str:
             return str(stub)
         if "%" in stub:
             _check_registers(stub, site)
-        check_outputs_written(stub, site)   # an out variable it never writes: a warning
+        check_outputs_written(stub, site, strict=strict)   # an unwritten out: warn or raise
         return checked_text(stub, site.name)
     make = getattr(stub, "stub", None)
     if callable(make):

@@ -76,12 +76,17 @@ class Template:
     only in f32 or f64 constants by writing the constants into a proven cubin of their shape, in
     microseconds (see :mod:`numptx.jit.patch`); ``False`` assembles every variant. The plans
     live in ``plans`` (a :class:`~numptx.jit.plans.PlanBook`), used by ``variant.cubin`` and
-    :meth:`build_many` alike."""
+    :meth:`build_many` alike.
+
+    ``strict=True`` makes a raw PTX stub that never writes an out variable of its site an
+    error (:class:`~numptx.jit.stub_checks.UnwrittenOutputError`) when it is injected; by
+    default it is a warning (:class:`~numptx.jit.stub_checks.UnwrittenOutputWarning`): on a GPU
+    the kernel would read whatever the register held."""
 
     def __init__(self, ptx: str, *, entry: str | None = None, arch: Any = None,
                  link_options: Iterable[str] = (), producer: str = "",
                  cache: CubinCache | None | bool = True, bind: bool = True,
-                 patch_constants: bool = True):
+                 patch_constants: bool = True, strict: bool = False):
         if not isinstance(ptx, str):
             raise NumptxError(f"a template is PTX text (str), not {type(ptx).__name__}")
         if entry is not None and not isinstance(entry, str):
@@ -93,6 +98,8 @@ class Template:
         self.bind = bool(bind)
         #: variants that differ only in f32/f64 constants are patched, not assembled
         self.patch_constants = bool(patch_constants)
+        #: a raw stub that never writes an out variable: an error, not a warning
+        self.strict = bool(strict)
         self.inj = PtxInject(ptx)
         entries = find_entries(ptx)
         if entry is None:
@@ -244,7 +251,7 @@ class Template:
                                       f"it a no-op)", missing=(name,))
                 texts.append("")
             else:
-                texts.append(resolve_stub(stub, site))
+                texts.append(resolve_stub(stub, site, strict=self.strict))
         return texts
 
     def inject(self, stubs: Mapping[str, Any] | None = None, /, *, missing: str = "error",
@@ -453,7 +460,9 @@ class CudaTemplate(Template):
 
     ``entry`` names the kernel (``extern "C"``; default ``"kernel"``, None: the only kernel in the
     PTX); variants are assembled for ``arch`` (default: the compile architecture). ``options``
-    go to NVRTC, ``link_options`` to nvJitLink. ``params`` lists the kernel's parameters; ``variant[grid, block](*args)`` launches
+    go to NVRTC, ``link_options`` to nvJitLink; ``cache``, ``bind``, ``patch_constants`` and
+    ``strict`` (a raw stub that never writes an out variable: an error, not a warning) are
+    :class:`Template`'s. ``params`` lists the kernel's parameters; ``variant[grid, block](*args)`` launches
     a variant on the GPU through numba-cuda (:mod:`numptx.jit.cuda_launch`).
     """
 
@@ -461,7 +470,7 @@ class CudaTemplate(Template):
                  options: Iterable[str] = (), link_options: Iterable[str] = (),
                  name: str = "numptx_template.cu", include_paths: Iterable[str] = (),
                  cache: CubinCache | None | bool = True, bind: bool = True,
-                 patch_constants: bool = True):
+                 patch_constants: bool = True, strict: bool = False):
         self.src = src
         if isinstance(entry, str) and _ARCH_LIKE.match(entry) and \
                 not re.search(rf"\b{entry}\s*\(", src if isinstance(src, str) else ""):
@@ -472,7 +481,7 @@ class CudaTemplate(Template):
         ptx = cuda_to_ptx(src, arch=arch, options=options, name=name, include_paths=include_paths)
         super().__init__(ptx, entry=entry, arch=arch, link_options=link_options,
                          producer=f"nvrtc {nvrtc_version()}", cache=cache, bind=bind,
-                         patch_constants=patch_constants)
+                         patch_constants=patch_constants, strict=strict)
 
     @cached_property
     def params(self) -> tuple[Param, ...]:
