@@ -520,3 +520,13 @@ def test_the_simulator_check_assembles_a_constant_sweep_once(monkeypatch):
     assert len(calls) == 2
     with pytest.raises(nx.LinkError):       # a failure is never taken from a shape
         L.check_stub(spec, "mul.rn.f64 %v_z, %v_x, 0d3FF0000000000000;", "sm_90")
+
+
+def test_a_strict_template_fails_such_a_candidate_in_a_pack():
+    t = nx.CudaTemplate(r'''extern "C" __global__ void k(float* o, const float* a, unsigned s, int n) {
+        int i = threadIdx.x; if (i < n) { float x = a[i], z;
+        PTX_INJECT("s", PTX_IN(F32, x), PTX_IN(U32, s), PTX_OUT(F32, z)); o[i] = z; } }''',
+                        entry="k", cache=False, strict=True)
+    bad = "{ .reg .f32 %q; mov.f32 %q, %v_x; }"
+    p = t.pack("s", ["add.rn.f32 %v_z, %v_x, %v_x;", bad], select="s")
+    assert list(p.errors) == [1] and "never writes" in str(p.errors[1])

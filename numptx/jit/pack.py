@@ -138,7 +138,8 @@ class Population:
     error recorded in ``errors`` (index -> numptx error; indices count from ``offset``)."""
 
     def __init__(self, candidates: Iterable[Any], select: str, *, offset: int = 0,
-                 constants: str = "inline"):
+                 constants: str = "inline", strict: bool = False):
+        self.strict = bool(strict)   # a raw stub that never writes an out variable: fails
         if isinstance(candidates, (str, bytes, Mapping)):
             raise PackError("a population is a list of candidates (stubs), not one "
                             f"{type(candidates).__name__}")
@@ -194,7 +195,7 @@ class Population:
                 out.append(None)
                 continue
             try:
-                out.append(resolve_stub(c, site))
+                out.append(resolve_stub(c, site, strict=self.strict))
             except NumptxError as e:
                 failed[k] = with_index(e, self.offset + k)
                 out.append(None)
@@ -539,7 +540,10 @@ def pack(target: Any, site: str, candidates: Iterable[Any], *, select: str,
     if site in other:
         raise PackError(f"pack: site {site!r} gets the population; give other sites' stubs only",
                         site=site)
-    pop = Population(candidates, select, offset=offset, constants=constants)
+    strict = getattr(target, "strict", None)
+    if strict is None:                          # a numba kernel's build wrapper
+        strict = getattr(getattr(target, "kernel", None), "strict", False)
+    pop = Population(candidates, select, offset=offset, constants=constants, strict=strict)
 
     def make(p: Population):
         return target.inject({**other, site: p}, missing=missing)
