@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Device checks for a lent GPU machine, in one run (see ../shared/gpu/README.md):
-#   ../shared/gpu/prepare.sh                       # once, here: copies the cffi wheels to .whl/
+#   ../shared/gpu/prepare.sh      # here, after committing: cffi/numpy wheels + a cp312 numptx wheel in .whl/
 #   device run, carry [".whl"]:  bash .ci/gpu_check.sh
-# Builds numptx there, runs every `gpu` test, the examples and `numptx demo` on the GPU, and
+# Installs the carried wheel there (or builds numptx when none is carried), runs every `gpu` test, the examples and `numptx demo` on the GPU, and
 # leaves the logs in $OUT (or /tmp/numptx-gpu). Exit status: the number of failed steps.
 set -u
 cd "$(dirname "$0")/.."
@@ -15,11 +15,18 @@ step() {      # step NAME COMMAND...: run, log, count a failure, keep going
     if "$@" > "$LOG/$name.txt" 2>&1; then echo "    ok"; else echo "    FAILED (rc $?)"; failed=$((failed + 1)); fi
     tail -n 15 "$LOG/$name.txt"
 }
-if [ -d .whl ]; then         # the GPU image has no cffi (and no network): the carried wheels
+if ls .whl/numptx-*.whl >/dev/null 2>&1; then
+    # the recipe: the GPU image has no cffi, no compiler use and no network, so numptx comes as
+    # a cp312 wheel built here; tests run from a copy without numptx/ so the wheel is imported
     python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl || exit 99
     export PYTHONPATH=/tmp/site
+    run=/tmp/numptx-run
+    rm -rf "$run" && mkdir -p "$run"
+    cp -r tests examples docs benchmarks native README.md pyproject.toml "$run"/
+    cd "$run"
+else
+    step build python3 -m pip install -q --no-build-isolation --no-deps --no-index -e .
 fi
-step build python3 -m pip install -q --no-build-isolation --no-deps --no-index -e .
 step versions python3 -c "import sys, numba, numba_cuda, numptx; from numba import cuda; \
 print(sys.version.split()[0], 'numba', numba.__version__, 'numba-cuda', numba_cuda.__version__); \
 cuda.detect(); print('cc', cuda.get_current_device().compute_capability)"
