@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Device checks for a lent GPU machine, in one run (see ../shared/gpu/README.md):
 #   ../shared/gpu/prepare.sh      # here, after committing: cffi/numpy wheels + a cp312 numptx wheel in .whl/
+#   (add cp312 wheels of pytest, hypothesis and their deps to .whl/ when the image lacks them)
 #   device run, carry [".whl"]:  bash .ci/gpu_check.sh
 # Installs the carried wheel there (or builds numptx when none is carried), runs every `gpu` test, the examples and `numptx demo` on the GPU, and
 # leaves the logs in $OUT (or /tmp/numptx-gpu). Exit status: the number of failed steps.

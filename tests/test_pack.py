@@ -355,7 +355,8 @@ def test_runtime_constants_on_the_gpu():
     from numba import cuda
     t = nx.CudaTemplate(EVAL, entry="evalk", cache=False)
     cands = ["fma.rn.f32 %v_y, %v_x, 0f40000000, 0f3F000000;",
-             [sp.input("x"), sp.const(1.5, "f32"), sp.instr("mul.rn.f32")]]
+             # m pushed first: it stays the output under y (an empty stack would make m zero)
+             [sp.input("m"), sp.input("x"), sp.const(1.5, "f32"), sp.instr("mul.rn.f32")]]
     pack = t.pack("f", cands, select="cand", constants="runtime")
     X = np.linspace(-1, 1, 256).astype(np.float32)
     dX = cuda.to_device(X)

@@ -121,6 +121,16 @@ def test_static_shared_array(cubins):
     assert r.param_bytes == 16 and r.constant_banks[0] > r.param_bytes
 
 
+def test_reserved_shared_without_the_cap_symbol(cubins):
+    """nvJitLink 13.0 (an H200's driver stack) names only .nv.reservedSmem.offset0: the 1 KiB is
+    still in .nv.shared.<k> and still the system's (the driver reported 1024 B of shared)."""
+    old = b".nv.reservedSmem.cap\x00"
+    cubin = cubins["shared"]
+    assert cubin.count(old) == 1
+    r = nx.cubin_resources(cubin.replace(old, b".nv.reservedSmem.xyz\x00"))["kernel"]
+    assert (r.shared_bytes, r.reserved_shared_bytes) == (1024, 1024)
+
+
 def test_launch_bounds(cubins):
     r = nx.cubin_resources(cubins["bounds"])["kernel"]
     assert r.launch_bounds == (128, 1, 1) and r.max_threads_per_block == 128

@@ -615,7 +615,8 @@ def _host_on_stream(host: np.ndarray, stream, retr: list) -> int:
         retr.append(lambda: d.copy_to_host(host, stream=stream))
     else:
         retr.append(lambda: d)               # alive until the launch is enqueued
-    return int(d.__cuda_array_interface__["data"][0])
+    # not d.__cuda_array_interface__: its "stream" entry calls int() on the cuda.core stream
+    return int(d.device_ctypes_pointer.value or 0)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -31,7 +31,9 @@ sm_75 to sm_120; ``tests/test_resources.py``):
                              reserved part (dynamic shared memory is a launch argument)
 ``reserved_shared_bytes``    shared memory ptxas reserves for the system in each block that
                              uses shared memory (1 KiB from sm_90: the ``.nv.reservedSmem.cap``
-                             symbol); cuobjdump's ``SHARED`` is ``shared_bytes`` + this
+                             symbol, or 1 KiB where nvJitLink 13.0 names only
+                             ``.nv.reservedSmem.offset0``); cuobjdump's ``SHARED`` is
+                             ``shared_bytes`` + this
 ``constant_bytes``           the module's ``__constant__`` data (``.nv.constant3``, cuobjdump's
                              "Common" ``CONSTANT[3]``), seen by every kernel of the module
 ``param_bytes``              the kernel's parameters (``EIATTR_CBANK_PARAM_SIZE``)
@@ -73,6 +75,8 @@ __all__ = ["Resources", "cubin_resources", "kernel_resources", "sass_text", "sas
 
 #: threads per block on every architecture CUDA supports (sm_20 on)
 MAX_THREADS_PER_BLOCK = 1024
+#: the system's shared memory per block from sm_90 (the driver's ReservedSharedMemoryPerBlock)
+RESERVED_SMEM = 1024
 
 _SPILL_REFILL = 1                  # EIATTR_ANNOTATIONS kind
 _STL, _LDL = 0x387, 0x983          # opcodes, bits 0-11 of sm_70+ instructions
@@ -168,7 +172,11 @@ def _resources(elf: CubinElf, k: Symbol) -> Resources:
     reserved = 0
     if shared_sec is not None:
         cap = elf.symbol(".nv.reservedSmem.cap")
-        reserved = min(cap.value, shared_sec.size) if cap is not None else 0
+        if cap is not None:
+            reserved = min(cap.value, shared_sec.size)
+        elif elf.symbol(".nv.reservedSmem.offset0") is not None:
+            # nvJitLink 13.0 reserves the block but names only its offset (seen on an H200)
+            reserved = min(RESERVED_SMEM, shared_sec.size)
     banks, module_constants = {}, 0
     for sec in elf.sections:
         if sec.name.startswith(".nv.constant"):
