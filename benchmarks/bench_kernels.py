@@ -363,6 +363,20 @@ def _inputs(case: Case):
     return (n // 32, n // 8), (32, 8), (out, x, y, n, d), out
 
 
+def _relative_diff(got: np.ndarray, ref: np.ndarray) -> float:
+    """max |got - ref| / max |ref| over the finite reference values; a NaN or infinity where
+    the reference has the same is no difference, anywhere else it is inf."""
+    import numpy as np
+    with np.errstate(invalid="ignore"):
+        same = (got == ref) | (np.isnan(got) & np.isnan(ref))
+    fin = np.isfinite(ref) & np.isfinite(got)
+    if not np.all(same | fin):
+        return float("inf")
+    if not fin.any():
+        return 0.0
+    return float(np.max(np.abs(got[fin] - ref[fin])) / max(float(np.max(np.abs(ref[fin]))), 1e-300))
+
+
 def time_kernels(kernels: list, args: tuple, config: tuple, spin, repeats: int) -> list[float]:
     """Median milliseconds of each launchable in ``kernels`` (interleaved, ``repeats`` rounds),
     each timed between two events on stream 0 with ``spin`` queued first."""
@@ -417,7 +431,7 @@ def gpu_table(builder: Builder, rows: list[dict], repeats: int) -> int:
         ref = out.copy_to_host()
         inj[grid, block](*args)
         got = out.copy_to_host()
-        diff = float(np.max(np.abs(got - ref)) / max(float(np.max(np.abs(ref))), 1e-300))
+        diff = _relative_diff(got, ref)
         print(f"| {c.name} | {c.dtype} | {m.name} | {th:.3f} | {ti:.3f} | {ti / th:.3f} | "
               f"{diff:.1e} |")
     return 0

@@ -78,6 +78,7 @@ typedef struct stackptx_table {
 typedef struct stackptx_io {
     uint32_t n_inputs;  const uint8_t *input_types;  const char *const *input_names;  const uint32_t *input_name_lens;
     uint32_t n_outputs; const uint8_t *output_types; const char *const *output_names; const uint32_t *output_name_lens;
+    const uint32_t *input_tags;
 } stackptx_io;
 typedef struct stackptx_limits {
     uint32_t max_steps, max_nodes, max_depth, stack_capacity, meta_capacity, n_slots;
@@ -87,6 +88,7 @@ typedef struct stackptx_diag {
     uint32_t flags, n_noops, n_unsatisfied, unsatisfied_mask, steps, nodes, emitted;
     uint32_t first_limit_word, error_word;
 } stackptx_diag;
+#define STACKPTX_D_UNKNOWN_INPUT ...
 const char *stackptx_status_string(int status);
 size_t stackptx_workspace_size(const stackptx_limits *lim, const stackptx_io *io);
 stackptx_status stackptx_check_table(const stackptx_table *t, uint32_t *bad_row);

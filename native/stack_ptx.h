@@ -19,9 +19,14 @@
 
    WORDS (one uint64 each; STACKPTX_WORD(kind, type, a, b) builds one)
      bits 0..7 kind, 8..15 type id, 16..31 a, 32..63 b.
-     0 NOP | 1 INPUT a | 2 CONST type,b | 3 CONST64 type (next word = payload) | 4 INSTR a |
+     0 NOP | 1 INPUT a,b | 2 CONST type,b | 3 CONST64 type (next word = payload) | 4 INSTR a |
      5 META_CONST a | 6 META type, a = op | 7 ROUTINE a | 8 STORE type, a = slot |
      9 LOAD type, a = slot | 10 RETURN.   Fields a word does not use are ignored.
+     INPUT's b is a name tag (numptx: the CRC-32 of the input's UTF-8 name, 0 taken as 1): with
+     io.input_tags set, a word with b != 0 reads the input whose tag is b (input a when its tag
+     is b, else the first such input), so an encoding binds by name in any input order; no such
+     input -> flag UNKNOWN_INPUT (Stack PTX: a malformed no-op; AST PTX: AST_BAD_WORD). b == 0,
+     or io.input_tags NULL: input a by position.
      Meta ops: 0 dup, 1 yank_dup, 2 swap, 3 swap_with, 4 replace, 5 drop, 6 clear, 7 rotate,
      8 reverse (depth n popped from the meta stack, only when the op executes).
      Constants are canonicalized to their type: pred = (payload != 0), 16-bit types keep the low
@@ -102,7 +107,8 @@
      of a routine returns too. A LOAD pushes the slot's node (the same value: no copy). No-ops
      (counted in diag.n_noops, state unchanged): NOP, malformed words (also flag
      MALFORMED_WORD: unknown kind, type >= 14, meta op > 8, table/input/routine index out of
-     range, bad table row, CONST64 without its data word), and any word rejected by the
+     range, an input name tag no input has (also UNKNOWN_INPUT), bad table row, CONST64
+     without its data word), and any word rejected by the
      resilience rules (missing operands, depth or slot out of range, empty slot or slot of
      another type, clear of an empty stack, or a limit: stack/meta overflow, node limit,
      routine depth). Limits (STACKPTX_D_* flags, diag.first_limit_word): STEP_LIMIT stops the
@@ -201,6 +207,7 @@ typedef enum stackptx_status {
 #define STACKPTX_D_META_OVERFLOW 16u
 #define STACKPTX_D_MALFORMED_WORD 32u
 #define STACKPTX_D_UNSATISFIED 64u
+#define STACKPTX_D_UNKNOWN_INPUT 128u
 
 typedef struct stackptx_instr {           /* one table row */
     const char *fmt; uint32_t fmt_len;    /* "add.rn.f32 $0, $1, $2;" ($k: results first) */
@@ -218,6 +225,7 @@ typedef struct stackptx_table {
 typedef struct stackptx_io {              /* register names without '%' (not NUL-terminated) */
     uint32_t n_inputs;  const uint8_t *input_types;  const char *const *input_names;  const uint32_t *input_name_lens;
     uint32_t n_outputs; const uint8_t *output_types; const char *const *output_names; const uint32_t *output_name_lens;
+    const uint32_t *input_tags;           /* n_inputs name tags (INPUT words bind by them), or NULL */
 } stackptx_io;
 
 typedef struct stackptx_limits {          /* 0 -> default */
@@ -1343,6 +1351,17 @@ STACKPTX__INLINE void stackptx__push(stackptx__ctx *c, uint32_t t, uint32_t id)
     c->stk[(size_t)t * c->L.cap + c->sz[t]++] = id;
 }
 
+/* The input a tagged INPUT word reads (its own index when that input has the tag: the usual
+   case, one compare), or NONE when no input has the tag. */
+static uint32_t stackptx__tagged_input(const stackptx_io *io, uint64_t w)
+{
+    uint32_t a = (uint32_t)(w >> 16) & 0xFFFF, tag = (uint32_t)(w >> 32), i;
+    if (a < io->n_inputs && io->input_tags[a] == tag) return a;
+    for (i = 0; i < io->n_inputs; i++)
+        if (io->input_tags[i] == tag) return i;
+    return STACKPTX__NONE;
+}
+
 static void stackptx__stack_run(stackptx__ctx *c, const uint64_t *words, uint32_t n_words)
 {
     stackptx_diag *d = c->d;
@@ -1370,6 +1389,10 @@ static void stackptx__stack_run(stackptx__ctx *c, const uint64_t *words, uint32_
         switch (kind) {
         case STACKPTX_K_NOP: did = 0; break;
         case STACKPTX_K_INPUT:
+            if ((w >> 32) && io->input_tags && (a = stackptx__tagged_input(io, w)) == STACKPTX__NONE) {
+                d->flags |= STACKPTX_D_UNKNOWN_INPUT;
+                goto malformed;
+            }
             if (a >= io->n_inputs) goto malformed;
             type = io->input_types[a];
             if (c->sz[type] == cap) { stackptx__limit_hit(c, STACKPTX_D_STACK_OVERFLOW); did = 0; break; }
@@ -1570,6 +1593,10 @@ static stackptx_status stackptx__ast_run(stackptx__ctx *c, const uint64_t *words
         a = (uint32_t)(w >> 16) & 0xFFFF;
         switch (kind) {
         case STACKPTX_K_INPUT:
+            if ((w >> 32) && io->input_tags && (a = stackptx__tagged_input(io, w)) == STACKPTX__NONE) {
+                d->flags |= STACKPTX_D_UNKNOWN_INPUT;
+                goto bad;
+            }
             if (a >= io->n_inputs) goto bad;
             if (n == cap) return stackptx__ast_fail(c, STACKPTX_ERR_LIMIT, c->top, STACKPTX_D_STACK_OVERFLOW);
             id = stackptx__input(c, a);

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import numptx as nx
+from numptx import ast_ptx
 
 
 def _formula(src: str, future: bool):
@@ -67,6 +68,47 @@ def test_encode_in_another_order_than_the_site_binds_by_name(combine):
     # a name the site lacks is an error that says how to encode for the site
     with pytest.raises(sp.ProgramError, match=r"'w'.*site=site"):
         sp.compile(sp.encode([sp.input("w")], ["w"]), site=combine)
+
+
+def test_a_plain_array_of_an_encoding_still_binds_by_name(combine, tmp_path):
+    """The names travel in the words (INPUT name tags): np.asarray, np.save/np.load and
+    np.concatenate drop the Encoded attribute but not the binding."""
+    from numptx import stack_ptx as sp
+    prog = [sp.input("x"), sp.input("y"), sp.instr("sub.rn.f32")]      # x - y
+    want = _run(sp.compile(prog, site=combine), combine)
+    plain = np.asarray(sp.encode(prog, ["y", "x"]))
+    assert type(plain) is np.ndarray and not hasattr(plain, "inputs")
+    np.save(tmp_path / "p.npy", plain)
+    loaded = np.load(tmp_path / "p.npy")
+    halves = np.concatenate([sp.encode(prog[:1], ["y", "x"]), sp.encode(prog[1:], ["x", "y"])])
+    for words in (plain, loaded, halves):
+        assert _run(sp.compile(words, site=combine), combine) == want
+        assert _run(sp.compile(words, inputs={"y": "f32", "x": "f32"}, outputs={"z": "f32"})
+                    .replace("%x", "%v_x").replace("%y", "%v_y").replace("%z", "%v_z"),
+                    combine) == want
+    assert [_run(s, combine) for s in sp.compile_many([plain, loaded], site=combine)] == [want] * 2
+    assert _run(ast_ptx.compile(plain, site=combine), combine) == want
+    assert sp.decode(plain, ["x", "y"]) == prog == sp.decode(plain, ["y", "x"])
+    # by index stays by position; so do words from before the tags (b = 0)
+    assert _run(sp.compile([sp.input(1), sp.input(0), sp.instr("sub.rn.f32")], site=combine),
+                combine) == [-5.0, 4.0]
+    untagged = plain & np.uint64(0xFFFFFFFF)
+    assert _run(sp.compile(untagged, site=combine), combine) == [-5.0, 4.0]
+
+
+def test_a_plain_array_naming_an_input_the_site_lacks_is_an_error(combine):
+    from numptx import stack_ptx as sp
+    words = np.asarray(sp.encode([sp.input("x"), sp.input("w"), sp.instr("add.rn.f32")]))
+    for call in (lambda: sp.compile(words, site=combine),
+                 lambda: ast_ptx.compile(words, site=combine)):
+        with pytest.raises(sp.ProgramError, match=r"word 1 reads an input \(name tag 0x[0-9a-f]{8}\)"
+                                                  r", which the compile does not have \(inputs: "
+                                                  r"'x', 'y'\).*site=site"):
+            call()
+    with pytest.raises(sp.ProgramError, match=r"compile_many: program 1: word 1"):
+        sp.compile_many([sp.encode([sp.input("x")]), words], site=combine)
+    with pytest.raises(sp.ProgramError, match=r"word 1 .*not among the inputs \('x', 'y'\)"):
+        sp.decode(words, ["x", "y"])
 
 
 # ---- item 14: messages that say what to do ----------------------------------------------------

@@ -834,6 +834,53 @@ static void test_slots_return_malformed(void)
     }
 }
 
+/* INPUT words with name tags (b): bound to the input with that tag, in any input order. */
+static void test_input_tags(void)
+{
+    iospec s;
+    uint32_t tags[2] = { 0x1111u, 0x2222u };
+    uint64_t tx = W(STACKPTX_K_INPUT, 0, 1, 0x1111u), ty = W(STACKPTX_K_INPUT, 0, 0, 0x2222u);
+    result r;
+    g_test = "input_tags";
+    io_init(&s, "f32:x f32:y", "f32:z");
+    s.io.input_tags = tags;
+    {   /* the indices say (y, x), the tags (x, y): the tags win */
+        uint64_t w[] = { tx, ty, OP(R_SUB) };
+        char *t = stub(&s, w, N(w));
+        CHECK_STR(t, "{\n.reg .f32 %_s0;\nsub.f32 %_s0, %x, %y;\nmov.f32 %z, %_s0;\n}\n");
+        free(t);
+    }
+    {   /* untagged words stay positional next to tagged ones */
+        uint64_t w[] = { IN(1), tx, OP(R_SUB) };
+        char *t = stub(&s, w, N(w));
+        CHECK_STR(t, "{\n.reg .f32 %_s0;\nsub.f32 %_s0, %y, %x;\nmov.f32 %z, %_s0;\n}\n");
+        free(t);
+    }
+    {   /* a tag no input has: a malformed no-op with its own flag; AST PTX: bad word */
+        uint64_t w[] = { tx, W(STACKPTX_K_INPUT, 0, 0, 0x3333u), OP(R_SUB) };
+        r = run_full(STACK, &s, w, N(w), NULL, NULL, 0);
+        CHECK(r.st == STACKPTX_OK);
+        CHECK((r.d.flags & STACKPTX_D_UNKNOWN_INPUT) && (r.d.flags & STACKPTX_D_MALFORMED_WORD));
+        CHECK(r.d.n_noops == 2);
+        result_free(&r);
+        r = run_full(AST, &s, w, N(w), NULL, NULL, 0);
+        CHECK(r.st == STACKPTX_ERR_AST_BAD_WORD && r.d.error_word == 1);
+        CHECK(r.d.flags & STACKPTX_D_UNKNOWN_INPUT);
+        result_free(&r);
+    }
+    {   /* without io.input_tags the tags are ignored: positional */
+        uint64_t w[] = { tx, ty, OP(R_SUB) };
+        char *t;
+        s.io.input_tags = NULL;
+        t = stub(&s, w, N(w));
+        CHECK_STR(t, "{\n.reg .f32 %_s0;\nsub.f32 %_s0, %y, %x;\nmov.f32 %z, %_s0;\n}\n");
+        free(t);
+        r = run_full(STACK, &s, w, N(w), NULL, NULL, 0);
+        CHECK(!(r.d.flags & STACKPTX_D_UNKNOWN_INPUT));
+        result_free(&r);
+    }
+}
+
 static void test_outputs(void)
 {
     iospec s;
@@ -1673,6 +1720,7 @@ int main(int argc, char **argv)
         test_meta();
         test_routines();
         test_slots_return_malformed();
+        test_input_tags();
         test_outputs();
         test_limits();
         test_paths();

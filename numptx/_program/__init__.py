@@ -21,7 +21,7 @@ from ..opkinds import (CONST, CONST64, INPUT, INSTR, KIND_NAMES, LOAD, META, MET
                        NOP, RETURN, ROUTINE, STORE)
 from .compile import _io_for, _limits_c, value_type, compile_lowered, compile_words, compile_words_many
 from .ctable import _table
-from .encoding import as_program, _encode, _encode_fast, decode, encode
+from .encoding import as_program, _encode, _encode_fast, decode, encode, input_tag
 from .lower_dag import ROOT_INPUT, lower_dag
 from .ops import U64, ASTError, Op, ProgramError, const, input, instr, special, type_id
 from .stub import DEFAULT_LIMITS, Limits, Stub
@@ -29,7 +29,7 @@ from .stub import DEFAULT_LIMITS, Limits, Stub
 __all__ = [
     "NOP", "INPUT", "CONST", "CONST64", "INSTR", "META_CONST", "META", "ROUTINE", "STORE", "LOAD",
     "RETURN", "KIND_NAMES", "META_OPS", "ProgramError", "ASTError", "Op", "type_id", "input",
-    "const", "instr", "special", "encode", "decode", "Stub", "Limits", "DEFAULT_LIMITS",
+    "const", "instr", "special", "encode", "decode", "input_tag", "Stub", "Limits", "DEFAULT_LIMITS",
     "compile_words", "compile_words_many", "compile_lowered", "lower_dag", "ROOT_INPUT",
     # private helpers other numptx modules and the benchmarks import
     "U64", "as_program", "_encode", "_encode_fast", "value_type", "_io_for", "_limits_c",

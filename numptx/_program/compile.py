@@ -19,9 +19,9 @@ from .._native import ffi, lib
 from ..dtypes import get_dtype
 from ..errors import TypeRegistryError
 from ..instructions import TYPES
-from ..opkinds import INPUT
+from ..opkinds import CONST64, INPUT
 from .ctable import _status_name, _table
-from .encoding import as_program, bind_encoded, _encode, _encode_fast
+from .encoding import as_program, input_tag, _encode, _encode_fast, decode
 from .ops import U64, ASTError, ProgramError
 from .stub import DEFAULT_LIMITS, Limits, Stub, batch_stubs, diag_fields
 
@@ -33,7 +33,7 @@ _TEMP = re.compile(r"_s\d+\Z")
 
 class _IO:
     """Inputs and outputs of a compile request, as C arrays (cached per signature)."""
-    __slots__ = ("c", "in_names", "out_types", "index", "name_words", "ws_need", "_keep")
+    __slots__ = ("c", "in_names", "out_types", "index", "tags", "name_words", "ws_need", "_keep")
 
     def __init__(self, in_prog_names, in_regs, in_types, out_regs, out_types):
         for reg in (*in_regs, *out_regs):
@@ -47,7 +47,9 @@ class _IO:
         self.in_names = dict(zip(in_regs, in_types))
         self.out_types = dict(zip(out_regs, out_types))
         self.index = {n: i for i, n in enumerate(in_prog_names)}
-        self.name_words = {n: U64.pack(INPUT | i << 16) for n, i in self.index.items()}
+        self.tags = [0 if "\x00" in n else input_tag(n) for n in in_prog_names]
+        self.name_words = {n: U64.pack(INPUT | i << 16 | self.tags[i] << 32)
+                           for n, i in self.index.items()}
         self.ws_need: dict = {}
         c = ffi.new("stackptx_io *")
         enc_in = [ffi.new("char[]", r.encode()) for r in in_regs]
@@ -59,9 +61,11 @@ class _IO:
             ffi.new("uint8_t[]", [TYPES.index(t) for t in out_types] or [0]),
             ffi.new("char *[]", enc_out or [ffi.NULL]),
             ffi.new("uint32_t[]", [len(r.encode()) for r in out_regs] or [0]),
+            ffi.new("uint32_t[]", self.tags or [0]),
         )
         c.n_inputs, c.input_types, c.input_names, c.input_name_lens = len(in_regs), *arrays[:3]
-        c.n_outputs, c.output_types, c.output_names, c.output_name_lens = len(out_regs), *arrays[3:]
+        c.n_outputs, c.output_types, c.output_names, c.output_name_lens = len(out_regs), *arrays[3:6]
+        c.input_tags = arrays[6]
         self.c = c
         self._keep = (enc_in, enc_out, arrays)
 
@@ -161,7 +165,7 @@ def _words(prog, io: _IO, what: str = "program"):
     if isinstance(prog, np.ndarray):
         if prog.dtype != np.uint64 or prog.ndim != 1:
             raise ProgramError(f"{what}: an encoded program is a 1-D uint64 array, not {prog.dtype} {prog.shape}")
-        arr = np.ascontiguousarray(bind_encoded(prog, io.index, what))
+        arr = np.ascontiguousarray(prog)
         return ffi.from_buffer("uint64_t[]", arr), len(arr), arr
     words = _encode_fast(prog, io.name_words)
     if words is None:
@@ -188,7 +192,6 @@ def _routines(routines, io: _IO):
             if r.dtype.kind not in "iu":
                 raise ProgramError(f"routine {i}: an encoded routine is a uint64 array, not "
                                    f"{r.dtype}")
-            r = bind_encoded(r, io.index, f"routine {i}") if r.dtype == np.uint64 else r
             parts.append(np.ascontiguousarray(r, dtype=np.uint64).tobytes())
         else:
             parts.append(_encode(r, io.index, f"routine {i}").tobytes())
@@ -316,6 +319,8 @@ def _compile_c(mode: str, io: _IO, limits, words, n: int, rts, strict: bool, pro
         s.out_size = out_len[0] + 4096
         s.out = ffi.new("char[]", s.out_size)
     d = ffi.buffer(diag, _DIAG_SIZE)[:]
+    if diag.flags & lib.STACKPTX_D_UNKNOWN_INPUT:
+        raise _unknown_input(prog, io, "program")
     if st == lib.STACKPTX_OK:
         return Stub(ffi.unpack(s.out, out_len[0]).decode(), io.in_names, io.out_types, d)
     if st == lib.STACKPTX_ERR_STRICT_UNSATISFIED:
@@ -329,6 +334,27 @@ def _compile_c(mode: str, io: _IO, limits, words, n: int, rts, strict: bool, pro
         raise ASTError(f"{what if what.startswith('AST PTX') else 'AST PTX: ' + what} at op "
                        f"{index}{shown}", index=index, code=what)
     raise ProgramError(f"{mode} PTX compile failed: {_status_name(st)}")
+
+
+def _unknown_input(prog, io: _IO, what: str) -> ProgramError:
+    """The error for an INPUT word whose name tag no input of the compile has: the word and,
+    where the encoding remembers it (``Encoded.inputs``), the name."""
+    known = ", ".join(repr(n) for n in io.index if "\x00" not in n) or "none"
+    fix = (f"; encode it with this compile's names (sp.encode(prog, site=site) or "
+           f"sp.encode(prog, [{known}]))")
+    if isinstance(prog, np.ndarray):
+        names = {input_tag(n): n for n in (getattr(prog, "inputs", None) or ())}
+        w, i = prog.tolist(), 0
+        while i < len(w):
+            kind, tag = w[i] & 0xFF, w[i] >> 32
+            if kind == INPUT and tag and tag not in io.tags:
+                name = names.get(tag)
+                shown = f"input {name!r}" if name else f"an input (name tag 0x{tag:08x})"
+                return ProgramError(f"{what}: word {i} reads {shown}, which the compile does "
+                                    f"not have (inputs: {known}){fix}")
+            i += 2 if kind == CONST64 else 1
+    return ProgramError(f"{what} (or one of its routines) reads an encoded input the compile "
+                        f"does not have (inputs: {known}){fix}")
 
 
 def _op_index(ops, word_index: int) -> int:
@@ -364,8 +390,6 @@ def compile_words_many(programs, inputs, outputs, *, site=None, routines=(), str
         for p in programs:
             if p.dtype != np.uint64 or p.ndim != 1:
                 raise ProgramError("compile_many: encoded programs are 1-D uint64 arrays")
-        programs = [bind_encoded(p, io.index, f"compile_many: program {i}")
-                    for i, p in enumerate(programs)]
         allw = np.concatenate(programs)
         lens = [len(p) for p in programs]
     else:
@@ -375,8 +399,7 @@ def compile_words_many(programs, inputs, outputs, *, site=None, routines=(), str
                 if p.dtype.kind not in "iu" or p.ndim != 1:
                     raise ProgramError(f"compile_many: program {i}: encoded programs are 1-D "
                                        f"uint64 arrays, not {p.dtype} {p.shape}")
-                parts.append(bind_encoded(np.asanyarray(p, dtype=np.uint64), io.index,
-                                          f"compile_many: program {i}"))
+                parts.append(np.asarray(p, dtype=np.uint64))
             else:
                 w = _encode_fast(p, io.name_words)
                 if w is None:
@@ -419,6 +442,11 @@ def compile_words_many(programs, inputs, outputs, *, site=None, routines=(), str
         raise ProgramError(f"compile_many failed at program {done}: {_status_name(st)}")
     del rkeep
     raw = ffi.buffer(diags, n * _DIAG_SIZE)[:]
+    flags = np.frombuffer(raw, dtype=np.uint32)[::_DIAG_SIZE // 4]
+    bad = np.flatnonzero(flags & lib.STACKPTX_D_UNKNOWN_INPUT)
+    if len(bad):
+        i = int(bad[0])
+        raise _unknown_input(programs[i], io, f"compile_many: program {i}")
     stubs = batch_stubs(texts, io.in_names, io.out_types, raw, _DIAG_SIZE)
     if strict:
         bad = [i for i, stub in enumerate(stubs) if stub.unsatisfied]

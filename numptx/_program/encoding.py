@@ -7,6 +7,7 @@ validated word by word) and the encoders the compile paths use::
 """
 from __future__ import annotations
 
+import zlib
 from array import array
 from collections.abc import Iterable, Mapping, Sequence
 
@@ -18,14 +19,15 @@ from ..opkinds import (CONST, CONST64, INPUT, INSTR, KIND_NAMES, LOAD, META, MET
 from ..valuetypes import WIDE
 from .ops import Op, ProgramError, input, instr
 
-__all__ = ["encode", "decode", "Encoded"]
+__all__ = ["encode", "decode", "Encoded", "input_tag"]
 
 
 class Encoded(np.ndarray):
-    """A uint64 array from :func:`encode` that remembers the input names its INPUT words
-    number, in order (``.inputs``). A compile binds its inputs by those names, so an encoding
-    made in another order than the site's reads the right variables (a plain uint64 array
-    binds by position). Slices and copies keep the names; ``np.concatenate`` drops them."""
+    """A uint64 array from :func:`encode` that also remembers, in order, the input names its
+    INPUT words number (``.inputs``; :func:`decode` reads them back). The binding itself
+    needs no attribute: each INPUT word carries its name's tag (:func:`input_tag`), so any
+    copy of the words (``np.asarray``, ``np.save``/``np.load``, ``np.concatenate``) still reads
+    the right variables at any site that has them, in any input order."""
 
     inputs: tuple[str, ...] | None
 
@@ -39,6 +41,13 @@ class Encoded(np.ndarray):
     def __setstate__(self, state) -> None:
         base, self.inputs = state
         super().__setstate__(base)
+
+
+def input_tag(name: str) -> int:
+    """The 32-bit tag an INPUT word carries for the input ``name`` (its b field): the CRC-32
+    of the UTF-8 name, 0 taken as 1 (0 marks a positional word). The C core binds a tagged
+    word to the compile's input with that tag, so words bind by name in any input order."""
+    return zlib.crc32(name.encode("utf-8", "surrogatepass")) or 1
 
 
 def _input_index(inputs) -> dict[str, int]:
@@ -70,8 +79,10 @@ def encode(prog: Sequence[Op], inputs: Sequence[str] | Mapping[str, str] | None 
     """The program as a uint64 array (one word per op, two for 64-bit constants), an
     :class:`Encoded` that carries the input names. Inputs named in the program are numbered by
     their position in ``inputs``; ``site=`` takes the site's in/mod variable names; with neither,
-    the names the program reads, in order of first use. Compiling binds the words by those
-    names, so any order works at any site that has the inputs."""
+    the names the program reads, in order of first use. Each INPUT word also carries its
+    name's tag (:func:`input_tag`), and a compile binds by it: the words read the right
+    variables at any site that has them, whatever its input order, even as a plain array.
+    Inputs given by index (``input(0)``) stay positional."""
     if site is not None:
         if inputs is not None:
             raise ProgramError("encode: pass inputs= or site=, not both")
@@ -93,22 +104,6 @@ def encode(prog: Sequence[Op], inputs: Sequence[str] | Mapping[str, str] | None 
     return out
 
 
-def bind_encoded(words: np.ndarray, index: Mapping[str, int], what: str) -> np.ndarray:
-    """``words`` with their INPUT words renumbered from the names the encoding carries
-    (``words.inputs``) to the compile's input positions ``index``: unchanged when they agree or
-    when ``words`` is a plain array (positional). A name the compile lacks is an error."""
-    names = getattr(words, "inputs", None)
-    if not names or all(index.get(n) == i for i, n in enumerate(names)):
-        return words
-    missing = [n for n in names if n not in index]
-    if missing:
-        known = ", ".join(map(repr, (n for n in index if "\x00" not in n))) or "none"
-        raise ProgramError(f"{what}: encoded with input {missing[0]!r}, which the compile does not "
-                           f"have (inputs: {known}); encode it with the site's names: "
-                           f"sp.encode(prog, site=site)")
-    return np.frombuffer(_encode(decode(words, names), index, what), dtype=np.uint64)
-
-
 def _encode_fast(prog, name_raw: dict[str, bytes]) -> bytes | None:
     """Encode with inputs resolved through ``name_raw`` (name -> the word's bytes): a join of
     precomputed bytes, no per-word integer conversion. None when something needs the slow path."""
@@ -126,7 +121,7 @@ def _encode(prog, index: dict[str, int], what: str = "program") -> array:
         for op in prog:
             if op.name is not None:
                 try:
-                    append(op.word | index[op.name] << 16)
+                    append(op.word | index[op.name] << 16 | input_tag(op.name) << 32)
                 except KeyError:
                     known = ", ".join(map(repr, index)) or "none"
                     raise ProgramError(f"{what}: {op!r}: no input named {op.name!r} (inputs: "
@@ -162,7 +157,7 @@ def decode(words: np.ndarray | Sequence[int], inputs: Sequence[str] | None = Non
         if kind in (CONST, CONST64, META, STORE, LOAD) and t >= len(types):
             raise ProgramError(f"{where}: unknown value type id {t}")
         if kind == INPUT:
-            op = input(names[a]) if names is not None and a < len(names) else input(a)
+            op = _decode_input(a, b, names, where)
         elif kind == CONST:
             if types[t] in WIDE:
                 raise ProgramError(f"{where}: {types[t]} constants take two words (CONST64)")
@@ -188,11 +183,28 @@ def decode(words: np.ndarray | Sequence[int], inputs: Sequence[str] | None = Non
             op = Op(ROUTINE, a << 16, text=f"routine({a})")
         else:
             op = Op(kind, 0, text=f"{KIND_NAMES[kind]}()" if kind != RETURN else "ret()")
-        if (kind not in (CONST,) and b) or (kind in (NOP, RETURN, INPUT, INSTR, ROUTINE, META_CONST) and t):
+        if (kind not in (CONST, INPUT) and b) or (kind in (NOP, RETURN, INPUT, INSTR, ROUTINE, META_CONST) and t):
             raise ProgramError(f"{where}: stray bits in unused fields")
         out.append(op)
         i += 1
     return out
+
+
+def _decode_input(a: int, tag: int, names: list[str] | None, where: str) -> Op:
+    """The op of INPUT word ``a`` with name tag ``tag`` (0: positional) given the input
+    ``names`` (or None: then a tagged word keeps its tag, and re-encodes as it was)."""
+    if names is None:
+        return Op(INPUT, a << 16 | tag << 32, text=f"input({a})") if tag else input(a)
+    if not tag:
+        return input(names[a]) if a < len(names) else input(a)
+    if a < len(names) and input_tag(names[a]) == tag:
+        return input(names[a])
+    for name in names:
+        if input_tag(name) == tag:
+            return input(name)
+    known = ", ".join(map(repr, names)) or "none"
+    raise ProgramError(f"{where}: an input encoded under a name that is not among the inputs "
+                       f"({known})")
 
 
 def _as_words(words) -> np.ndarray:

@@ -17,7 +17,8 @@ __all__ = ["Stub", "Limits", "DEFAULT_LIMITS"]
 
 _DIAG_FLAGS = ((1, "step limit reached"), (2, "DAG node limit reached"),
                (4, "routine depth limit reached"), (8, "a stack overflowed"),
-               (16, "the meta stack overflowed"), (32, "malformed words were skipped"))
+               (16, "the meta stack overflowed"), (32, "malformed words were skipped"),
+               (128, "an input word's name tag matches no input"))
 
 
 _DIAG = struct.Struct("<9I")
