@@ -128,7 +128,7 @@ def compile_many(programs: Iterable[Sequence[Op] | np.ndarray], inputs: Mapping[
 
 # ---- serialization ------------------------------------------------------------------------------
 _MAGIC = b"NXSP"
-_VERSION = 1
+_VERSION = 2          # 2: INPUT words carry name tags (1 is read too)
 _HEADER = struct.Struct("<4sHH16sI")      # magic, version, flags, table hash (16 bytes), n_names
 
 
@@ -184,8 +184,8 @@ def loads(data: bytes, *, check_table: bool = True) -> list[Op]:
     magic, version, _flags, table_hash, n_names = _HEADER.unpack_from(body, 0)
     if magic != _MAGIC:
         raise SerializationError(f"loads: bad magic {magic!r}; not a numptx Stack PTX program")
-    if version != _VERSION:
-        raise SerializationError(f"loads: format version {version} is not supported (this numptx reads {_VERSION})")
+    if version not in (1, _VERSION):
+        raise SerializationError(f"loads: format version {version} is not supported (this numptx reads 1 and {_VERSION})")
     if check_table and table_hash != bytes.fromhex(TABLE.hash())[:16]:
         raise SerializationError("loads: the program was saved under a different instruction table "
                                  "(pass check_table=False to load it anyway)")

@@ -102,13 +102,66 @@ def test_a_plain_array_naming_an_input_the_site_lacks_is_an_error(combine):
     for call in (lambda: sp.compile(words, site=combine),
                  lambda: ast_ptx.compile(words, site=combine)):
         with pytest.raises(sp.ProgramError, match=r"word 1 reads an input \(name tag 0x[0-9a-f]{8}\)"
-                                                  r", which the compile does not have \(inputs: "
+                                                  r", which site .combine. does not have \(inputs: "
                                                   r"'x', 'y'\).*site=site"):
             call()
     with pytest.raises(sp.ProgramError, match=r"compile_many: program 1: word 1"):
         sp.compile_many([sp.encode([sp.input("x")]), words], site=combine)
-    with pytest.raises(sp.ProgramError, match=r"word 1 .*not among the inputs \('x', 'y'\)"):
-        sp.decode(words, ["x", "y"])
+    # decode keeps a word whose name it is not told as it is: the compile binds it by its tag
+    ops = sp.decode(words, ["x", "y"])
+    assert ops[0] == sp.input("x") and repr(ops[1]).startswith("input(1, tag=0x")
+    assert sp.loads(sp.dumps(ops)) == ops and sp.encode(ops).tolist() == words.tolist()
+    with pytest.raises(sp.ProgramError, match=r"program: word 1 reads an input"):
+        sp.compile(ops, site=combine)
+    # an int64 view (the same bits) names the same word and tag
+    with pytest.raises(sp.ProgramError, match=r"compile_many: program 1: word 1 reads an input "
+                                              r"\(name tag 0x[0-9a-f]{8}\)"):
+        sp.compile_many([[sp.input("x")], words.view(np.int64)], site=combine)
+
+
+def test_an_encoding_pickled_before_the_tags_binds_by_its_names(combine):
+    """An Encoded pickled by numptx before the name tags: untagged words and .inputs (its old
+    state is (array state, inputs)); unpickling tags the words from .inputs."""
+    import pickle
+    from numptx import stack_ptx as sp
+    from numptx._program.encoding import Encoded
+    prog = [sp.input("x"), sp.input("y"), sp.instr("sub.rn.f32")]      # x - y
+    new = sp.encode(prog, ["y", "x"])
+    old = (new & np.uint64(0xFFFFFFFF)).view(Encoded)
+    fn, args, state = old.__reduce__()
+    legacy = fn(*args)
+    legacy.__setstate__((state[0], ("y", "x")))
+    assert legacy.tolist() == new.tolist() and legacy.inputs == ("y", "x")
+    want = _run(sp.compile(prog, site=combine), combine)
+    assert _run(sp.compile(legacy, site=combine), combine) == want
+    assert _run(sp.compile(pickle.loads(pickle.dumps(new)), site=combine), combine) == want
+
+
+def test_inputs_whose_names_share_a_tag_refuse_tagged_words():
+    from numptx import stack_ptx as sp
+    from numptx._program import input_tag
+    assert input_tag("plumless") == input_tag("buckeroo")          # a CRC-32 collision
+    prog = [sp.input("buckeroo"), sp.input("plumless"), sp.instr("sub.rn.f32")]
+    io = {"plumless": "f32", "buckeroo": "f32"}
+    want = sp.compile(prog, io, {"z": "f32"})                       # ops bind by name: fine
+    assert "%buckeroo, %plumless" in want
+    with pytest.raises(sp.ProgramError, match="share that name tag.*list of ops"):
+        sp.compile(sp.encode(prog, ["buckeroo", "plumless"]), io, {"z": "f32"})
+
+
+def test_dumps_of_the_old_format_still_loads():
+    """Version 1 (before the tags): untagged words, bound through the stored names."""
+    import hashlib
+    import struct
+    from numptx import stack_ptx as sp
+    prog = [sp.input("y"), sp.input("x"), sp.instr("sub.rn.f32")]
+    body = bytearray(sp.dumps(prog)[:-8])
+    assert struct.unpack_from("<H", body, 4)[0] == 2                # magic, then the version
+    struct.pack_into("<H", body, 4, 1)
+    words = np.frombuffer(bytes(body[-8 * len(prog):]), "<u8") & np.uint64(0xFFFFFFFF)
+    body[-8 * len(prog):] = words.astype("<u8").tobytes()
+    v1 = bytes(body)
+    assert sp.loads(v1 + hashlib.blake2b(v1, digest_size=8).digest()) == prog
 
 
 # ---- item 14: messages that say what to do ----------------------------------------------------

@@ -33,7 +33,8 @@ _TEMP = re.compile(r"_s\d+\Z")
 
 class _IO:
     """Inputs and outputs of a compile request, as C arrays (cached per signature)."""
-    __slots__ = ("c", "in_names", "out_types", "index", "tags", "name_words", "ws_need", "_keep")
+    __slots__ = ("c", "in_names", "out_types", "index", "tags", "clashes", "name_words", "ws_need",
+                 "label", "_keep")
 
     def __init__(self, in_prog_names, in_regs, in_types, out_regs, out_types):
         for reg in (*in_regs, *out_regs):
@@ -47,10 +48,14 @@ class _IO:
         self.in_names = dict(zip(in_regs, in_types))
         self.out_types = dict(zip(out_regs, out_types))
         self.index = {n: i for i, n in enumerate(in_prog_names)}
-        self.tags = [0 if "\x00" in n else input_tag(n) for n in in_prog_names]
+        tags = [0 if "\x00" in n else input_tag(n) for n in in_prog_names]
+        # two names with one CRC-32: neither binds by tag (a tagged word for them is an error)
+        self.clashes = {t for t in tags if t and tags.count(t) > 1}
+        self.tags = [0 if t in self.clashes else t for t in tags]
         self.name_words = {n: U64.pack(INPUT | i << 16 | self.tags[i] << 32)
                            for n, i in self.index.items()}
         self.ws_need: dict = {}
+        self.label = "the compile"      # or "site 'name'" (what errors call it)
         c = ffi.new("stackptx_io *")
         enc_in = [ffi.new("char[]", r.encode()) for r in in_regs]
         enc_out = [ffi.new("char[]", r.encode()) for r in out_regs]
@@ -284,6 +289,8 @@ def _io_ordered(inputs, outputs, site, names: tuple) -> _IO:
              [value_type(v.dtype, f"{what} variable {v.name!r}") for v in ordered],
              [v.reg for v in outs],
              [value_type(v.dtype, f"{what} variable {v.name!r}") for v in outs])
+    if site is not None:
+        io.label = what
     io._keep = (io._keep, site)          # the id() in the key stays valid while cached
     _cache_put(key, io)
     return io
@@ -342,18 +349,29 @@ def _unknown_input(prog, io: _IO, what: str) -> ProgramError:
     known = ", ".join(repr(n) for n in io.index if "\x00" not in n) or "none"
     fix = (f"; encode it with this compile's names (sp.encode(prog, site=site) or "
            f"sp.encode(prog, [{known}]))")
+    if isinstance(prog, (list, tuple)):
+        try:
+            prog = np.frombuffer(_encode(prog, io.index, what), dtype=np.uint64)
+        except ProgramError as e:
+            return e
     if isinstance(prog, np.ndarray):
         names = {input_tag(n): n for n in (getattr(prog, "inputs", None) or ())}
-        w, i = prog.tolist(), 0
+        w, i = prog.astype(np.uint64).tolist(), 0
         while i < len(w):
             kind, tag = w[i] & 0xFF, w[i] >> 32
             if kind == INPUT and tag and tag not in io.tags:
                 name = names.get(tag)
                 shown = f"input {name!r}" if name else f"an input (name tag 0x{tag:08x})"
-                return ProgramError(f"{what}: word {i} reads {shown}, which the compile does "
+                if tag in io.clashes:
+                    clash = [n for n in io.index if "\x00" not in n and input_tag(n) == tag]
+                    return ProgramError(
+                        f"{what}: word {i} reads {shown}, but inputs {clash[0]!r} and "
+                        f"{clash[1]!r} share that name tag (CRC-32), so an encoding cannot "
+                        f"tell them apart: compile the program as a list of ops")
+                return ProgramError(f"{what}: word {i} reads {shown}, which {io.label} does "
                                     f"not have (inputs: {known}){fix}")
             i += 2 if kind == CONST64 else 1
-    return ProgramError(f"{what} (or one of its routines) reads an encoded input the compile "
+    return ProgramError(f"{what} (or one of its routines) reads an encoded input {io.label} "
                         f"does not have (inputs: {known}){fix}")
 
 

@@ -36,11 +36,14 @@ class Encoded(np.ndarray):
 
     def __reduce__(self):
         fn, args, state = super().__reduce__()
-        return fn, args, (state, self.inputs)
+        return fn, args, (state, self.inputs, 2)
 
     def __setstate__(self, state) -> None:
-        base, self.inputs = state
+        base, self.inputs = state[:2]
         super().__setstate__(base)
+        if len(state) == 2 and self.inputs:      # pickled before the words carried name tags
+            words = _encode(decode(self, self.inputs), _input_index(self.inputs))
+            self[...] = np.frombuffer(words, dtype=np.uint64)
 
 
 def input_tag(name: str) -> int:
@@ -157,7 +160,7 @@ def decode(words: np.ndarray | Sequence[int], inputs: Sequence[str] | None = Non
         if kind in (CONST, CONST64, META, STORE, LOAD) and t >= len(types):
             raise ProgramError(f"{where}: unknown value type id {t}")
         if kind == INPUT:
-            op = _decode_input(a, b, names, where)
+            op = _decode_input(a, b, names)
         elif kind == CONST:
             if types[t] in WIDE:
                 raise ProgramError(f"{where}: {types[t]} constants take two words (CONST64)")
@@ -190,21 +193,19 @@ def decode(words: np.ndarray | Sequence[int], inputs: Sequence[str] | None = Non
     return out
 
 
-def _decode_input(a: int, tag: int, names: list[str] | None, where: str) -> Op:
+def _decode_input(a: int, tag: int, names: list[str] | None) -> Op:
     """The op of INPUT word ``a`` with name tag ``tag`` (0: positional) given the input
-    ``names`` (or None: then a tagged word keeps its tag, and re-encodes as it was)."""
-    if names is None:
-        return Op(INPUT, a << 16 | tag << 32, text=f"input({a})") if tag else input(a)
+    ``names``: the name whose tag it carries; a tag none of them has (or no names) keeps the
+    word as it is, ``input(a, tag=...)``, which a compile binds by that tag."""
     if not tag:
-        return input(names[a]) if a < len(names) else input(a)
-    if a < len(names) and input_tag(names[a]) == tag:
-        return input(names[a])
-    for name in names:
-        if input_tag(name) == tag:
-            return input(name)
-    known = ", ".join(map(repr, names)) or "none"
-    raise ProgramError(f"{where}: an input encoded under a name that is not among the inputs "
-                       f"({known})")
+        return input(names[a]) if names is not None and a < len(names) else input(a)
+    if names is not None:
+        if a < len(names) and input_tag(names[a]) == tag:
+            return input(names[a])
+        for name in names:
+            if input_tag(name) == tag:
+                return input(name)
+    return input(a, tag=tag)
 
 
 def _as_words(words) -> np.ndarray:

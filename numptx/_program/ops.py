@@ -78,14 +78,23 @@ class Op:
         return self.text or f"Op(0x{self.word:016x})"
 
 
-def input(ref: str | int) -> Op:
-    """Push an input, by name (resolved against ``inputs=`` at compile time) or by index."""
+def input(ref: str | int, *, tag: int | None = None) -> Op:
+    """Push an input, by name (resolved against ``inputs=`` at compile time) or by index.
+    ``tag=`` (with an index) is the name tag an encoded word carries (what :func:`decode` gives
+    for a tagged word whose name it was not told): the compile binds it by that tag."""
     if isinstance(ref, str):
         if not ref:
             raise ProgramError("input(''): an input needs a name")
+        if tag is not None:
+            raise ProgramError(f"input({ref!r}, tag=...): a named input gets its tag from its name")
         return Op(INPUT, 0, name=ref, text=f"input({ref!r})")
-    if isinstance(ref, (int, np.integer)) and 0 <= int(ref) < 1 << 16:
-        return Op(INPUT, int(ref) << 16, text=f"input({int(ref)})")
+    if isinstance(ref, (int, np.integer)) and not isinstance(ref, bool) and 0 <= int(ref) < 1 << 16:
+        if tag is None or tag == 0:
+            return Op(INPUT, int(ref) << 16, text=f"input({int(ref)})")
+        if isinstance(tag, (int, np.integer)) and not isinstance(tag, bool) and 0 < tag < 1 << 32:
+            return Op(INPUT, int(ref) << 16 | int(tag) << 32,
+                      text=f"input({int(ref)}, tag=0x{int(tag):08x})")
+        raise ProgramError(f"input({ref!r}, tag={tag!r}): a tag is an int in [1, 2**32)")
     raise ProgramError(f"input({ref!r}): give an input name (str) or index in [0, 65535]")
 
 
