@@ -40,6 +40,7 @@ from .jit.runtime_constants import ConstantsError
 from .jit.fitness import fitness
 from .jit.errors import CubinError, ToolMissingError
 from .jit.resources import Resources, cubin_resources
+from .jit.autotune import AutotuneError, Autotuned, Tuned, autotune, autotuned
 
 from ._version import __version__
 
@@ -54,6 +55,7 @@ __all__ = [
     "BuildError", "SiteError", "LaunchError", "CubinCache", "default_cache",
     "Pack", "PackError", "ConstantsError", "fitness",
     "Resources", "cubin_resources", "CubinError", "ToolMissingError",
+    "autotune", "autotuned", "Autotuned", "Tuned", "AutotuneError",
 ]
 # the DSL functions (one list: numptx/dsl/functions.py); nx.abs, nx.pow and nx.round exist, but
 # ``from numptx import *`` leaves the builtins of those names alone

@@ -1,0 +1,657 @@
+"""``nx.autotune``: the fastest of several candidates (stub sets) of one template, on the device.
+
+::
+
+    best = nx.autotune(tmpl, [{"f": f1}, {"f": f2}, {"f": f3}], args=(out, a, b, n),
+                       grid=grid, block=block, check=reference)     # or check=None
+    best.variant[grid, block](out, a, b, n)     # the winner, built
+    best.index, best.times, best.ranking        # seconds per candidate (inf: failed)
+    best.failed                                 # {index: why} for excluded candidates
+
+    best = nx.autotune(tmpl, cands, cost="sass")     # no GPU: static SASS instruction count
+    best = nx.autotune(tmpl, cands, cost="registers")
+
+    @nx.autotuned(candidates=[{"f": f1}, {"f": f2}])  # the decorator form, on @nx.kernel
+    @nx.kernel
+    def apply(out, a, b): ...
+    apply[grid, block](out, a, b)     # tunes once per argument types, shapes, grid and block
+
+The candidates are built in one parallel :func:`~numptx.jit.build.build_many` batch; times are
+CUDA events (seconds, best of ``repeats`` after ``warmup``), a spin kernel queued before each
+start event keeping the host's launch cost out of the interval; ``check=`` runs each candidate
+once and excludes those that differ from the reference (every call: checks are not cached).
+Measured costs are cached on disk, one JSON file per candidate (:class:`TuneCache`), keyed by
+the cost, the device (name, compute capability, driver), the variant's cubin key (template
+digest, architecture, link options, stub texts, numptx and nvJitLink versions), the argument
+types, shapes and integer values, grid and block: a changed candidate list measures only new
+candidates. Without a GPU, ``cost="time"`` raises :class:`~numptx.jit.errors.LaunchError`;
+``cost="sass"`` (needs ``numptx[tools]``) and ``cost="registers"`` rank on the CPU, keyed
+without device, grid or arguments. The guide: docs/autotune.md.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import numbers
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Executor, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import NumptxError
+from . import numba_site
+from .arch import normalize_arch
+from .build import build_many
+from .cache import default_cache_dir
+from .errors import LaunchError, ToolMissingError, summary
+from .kernel import Kernel, NumbaTemplate
+from .template import CudaTemplate, Template, Variant
+from .tune_cache import TuneCache, entry_key
+
+__all__ = ["autotune", "autotuned", "Autotuned", "Tuned", "TuneCache", "AutotuneError", "COSTS"]
+
+log = logging.getLogger(__name__)
+
+#: what a candidate can be ranked by, and the unit of its cost
+COSTS = {"time": "s", "sass": "instructions", "registers": "registers"}
+#: cycles the spin kernel runs before each timed launch (about 0.5 ms at 2 GHz: longer than the
+#: host needs to record an event and launch)
+SPIN_CYCLES = 1_000_000
+SPIN_SRC = r'''extern "C" __global__ void spin(long long cycles) {
+    long long t0 = clock64();
+    while (clock64() - t0 < cycles) { }
+}'''
+
+
+class AutotuneError(NumptxError):
+    """Bad input to :func:`autotune` (naming the argument or candidate index), or no candidate
+    left to rank. ``failed`` maps each excluded candidate's index to why."""
+
+    def __init__(self, message: str, *, failed: Mapping[int, str] | None = None):
+        self.failed = dict(failed or {})
+        super().__init__(message)
+
+
+@dataclass(frozen=True)
+class Tuned:
+    """What :func:`autotune` found: the winner ``variant`` (a Variant, a KernelVariant for an
+    ``@nx.kernel`` kernel), its ``index`` and ``candidate``; ``costs[i]`` in ``unit`` (seconds
+    for ``cost="time"``; instructions or registers), ``math.inf`` where candidate ``i`` failed;
+    ``ranking`` (best first, ties by index); ``failed`` (index: why); ``from_cache[i]``;
+    ``measured`` (the indices this call measured).
+
+    >>> best.index, best.times[best.index], best.ranking      # doctest: +SKIP
+    (1, 1.9e-05, (1, 2, 0))
+    """
+    variant: Any
+    index: int
+    candidate: Mapping[str, Any]
+    costs: tuple[float, ...]
+    ranking: tuple[int, ...]
+    failed: Mapping[int, str]
+    from_cache: tuple[bool, ...]
+    measured: tuple[int, ...]
+    cost: str
+    keys: tuple[str | None, ...] = field(repr=False, default=())
+
+    @property
+    def unit(self) -> str:
+        """``"s"``, ``"instructions"`` or ``"registers"``."""
+        return COSTS[self.cost]
+
+    @property
+    def times(self) -> tuple[float, ...]:
+        """``costs``: seconds per candidate under ``cost="time"`` (the static cost otherwise,
+        in ``unit``)."""
+        return self.costs
+
+    def table(self) -> str:
+        """A Markdown table of the candidates, best first, then the failed ones."""
+        unit = "µs" if self.cost == "time" else self.unit
+        rows = [f"| rank | candidate | {unit} | cached |", "|---|---|---|---|"]
+        for r, i in enumerate(self.ranking, 1):
+            c = self.costs[i]
+            shown = f"{c * 1e6:.2f}" if self.cost == "time" else f"{c:g}"
+            rows.append(f"| {r} | {i} | {shown} | {'yes' if self.from_cache[i] else 'no'} |")
+        for i, why in sorted(self.failed.items()):
+            rows.append(f"| — | {i} | failed: {why[:80]} | |")
+        return "\n".join(rows)
+
+
+def _tune_cache(cache: Any, cache_dir: Any) -> tuple[TuneCache | None, bool]:
+    """(the cache or None, whether to read it) for ``cache=`` and ``cache_dir=``."""
+    if not (isinstance(cache, bool) or isinstance(cache, str) and cache == "refresh"):
+        raise AutotuneError(f"autotune(cache={cache!r}): use True, False or 'refresh'")
+    if cache is False:
+        return None, False
+    if cache_dir is not None:
+        if not isinstance(cache_dir, (str, os.PathLike)):
+            raise AutotuneError(f"autotune(cache_dir=) is a folder path, not "
+                                f"{type(cache_dir).__name__}")
+        return TuneCache(cache_dir), cache is True
+    if os.environ.get("NUMPTX_CACHE", "1").strip().lower() in ("0", "off", "no", "false"):
+        return None, False                    # the user keeps numptx off the disk
+    return TuneCache(default_cache_dir()), cache is True
+
+
+# input checks
+def _candidates(candidates: Any) -> list[Mapping[str, Any]]:
+    if isinstance(candidates, Mapping):
+        raise AutotuneError("autotune(candidates=) is a list of stub mappings, one per "
+                            "candidate ([{'f': f1}, {'f': f2}]), not one mapping")
+    if isinstance(candidates, (str, bytes)) or not isinstance(candidates, Iterable):
+        raise AutotuneError(f"autotune(candidates=) is a list of stub mappings, not "
+                            f"{type(candidates).__name__}")
+    cands = list(candidates)
+    if not cands:
+        raise AutotuneError("autotune(candidates=[]): give at least one candidate")
+    for i, c in enumerate(cands):
+        if not isinstance(c, Mapping):
+            raise AutotuneError(f"candidate {i}: a mapping of site name to stub ({{'f': stub}}), "
+                                f"not {type(c).__name__}")
+        bad = [k for k in c if not isinstance(k, str)]
+        if bad:
+            raise AutotuneError(f"candidate {i}: site names are strings, not {bad[0]!r}")
+    return cands
+
+
+def _count(value: Any, what: str, least: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (numbers.Integral, np.integer)) \
+            or value < least:
+        raise AutotuneError(f"autotune({what}={value!r}): an int >= {least}")
+    return int(value)
+
+
+def _tolerance(value: Any, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value >= 0:
+        raise AutotuneError(f"autotune({what}={value!r}): a real number >= 0")
+    return float(value)
+
+
+def _dims(d: Any, what: str) -> tuple[int, int, int]:
+    t = tuple(d) if isinstance(d, (tuple, list)) else (d,)
+    if not 1 <= len(t) <= 3 or not all(isinstance(x, (numbers.Integral, np.integer))
+                                       and not isinstance(x, bool) and x >= 1 for x in t):
+        raise AutotuneError(f"autotune({what}={d!r}): a positive int or a tuple of 1 to 3 of them")
+    return tuple(int(x) for x in t) + (1,) * (3 - len(t))
+
+
+def _outputs(output: Any, args: tuple) -> tuple[int, ...]:
+    outs = output if isinstance(output, (tuple, list)) else (output,)
+    if not outs:
+        raise AutotuneError("autotune(output=()): name at least one output argument")
+    for j in outs:
+        if isinstance(j, bool) or not isinstance(j, (numbers.Integral, np.integer)) \
+                or not -len(args) <= j < len(args):
+            raise AutotuneError(f"autotune(output={output!r}): {j!r} is no index into the "
+                                f"{len(args)} argument(s)")
+        if not (hasattr(args[j], "__cuda_array_interface__") or isinstance(args[j], np.ndarray)):
+            raise AutotuneError(f"autotune(output={output!r}): argument {int(j)} is a "
+                                f"{type(args[j]).__name__}, not an array the kernel writes")
+    return tuple(int(j) % len(args) for j in outs)
+
+
+def arg_signature(args: Sequence[Any]) -> list[str]:
+    """What the ranking cache keys on for each argument: an array's dtype, shape and strides;
+    an integer's type and value (sizes change timings); other values' types.
+
+    >>> arg_signature((np.zeros((2, 3), np.float32), 7, 0.5))
+    ['array <f4 (2, 3) (12, 4)', 'int 7', 'float']
+    """
+    out = []
+    for a in args:
+        cai = getattr(a, "__cuda_array_interface__", None)
+        if isinstance(cai, Mapping):
+            out.append(f"array {cai.get('typestr')} {tuple(cai.get('shape', ()))} "
+                       f"{tuple(cai['strides']) if cai.get('strides') else None}")
+        elif isinstance(a, np.ndarray):
+            out.append(f"array {a.dtype.str} {a.shape} {a.strides}")
+        elif isinstance(a, (bool, np.bool_)) or a is None:
+            out.append(repr(a))
+        elif isinstance(a, (numbers.Integral, np.integer)):
+            out.append(f"{type(a).__name__} {int(a)}")
+        else:
+            out.append(type(a).__name__)
+    return out
+
+
+# the device
+def gpu_available() -> bool:
+    """Whether a CUDA GPU can run CUDA C++ here (not numba-cuda's simulator)."""
+    if numba_site.SIMULATOR:
+        return False
+    try:
+        from numba import cuda
+        return bool(cuda.is_available())
+    except Exception:   # noqa: BLE001 - no driver, no numba-cuda: no GPU
+        return False
+
+
+def _device() -> dict[str, str]:
+    """Name, compute capability and driver version of the current device."""
+    from numba import cuda
+    dev = cuda.get_current_device()
+    name = dev.name.decode() if isinstance(dev.name, bytes) else str(dev.name)
+    cc = dev.compute_capability
+    try:
+        from numba.cuda.cudadrv import driver
+        version = ".".join(map(str, driver.driver.get_version()))
+    except Exception:   # noqa: BLE001 - an older numba-cuda: the runtime's view of it
+        version = "unknown"
+    return {"device": name, "cc": f"{cc[0]}.{cc[1]}", "driver": version}
+
+
+_spins: dict[str, Variant] = {}
+
+
+def _spin(arch: str) -> Variant:
+    v = _spins.get(arch)
+    if v is None:
+        v = _spins[arch] = CudaTemplate(SPIN_SRC, entry="spin", arch=arch).inject()
+    return v
+
+
+def _on_device(t: Template, cc: tuple[int, int]) -> Template:
+    """``t`` assembling for the device's architecture where nvJitLink can take it there, so
+    the parallel build makes the cubins the launches load (else each launch would rebuild)."""
+    number, suffix = normalize_arch(t.arch)
+    dev = cc[0] * 10 + cc[1]
+    return t.for_arch(f"sm_{dev}") if dev > number and not suffix else t
+
+
+def _device_args(args: tuple) -> tuple[tuple, list]:
+    """``args`` with host NumPy arrays copied to the device once (a launch would copy them in
+    and out each time, inside the timed interval), and numba views of every array."""
+    from numba import cuda
+    dargs, views = [], []
+    for a in args:
+        if isinstance(a, np.ndarray):
+            a = cuda.to_device(a)
+        dargs.append(a)
+        views.append(cuda.as_cuda_array(a) if hasattr(a, "__cuda_array_interface__") else None)
+    return tuple(dargs), views
+
+
+# measuring: static costs, checks, times
+def _static_cost(v: Variant, cost: str) -> float:
+    if cost == "registers":
+        return float(v.resources.registers)
+    from .sass import sass_instructions
+    return float(len(sass_instructions(v.cubin, v.entry)))
+
+
+def _measure_static(variants: Mapping[int, Variant], cost: str,
+                    max_workers: int | None) -> dict[int, float | BaseException]:
+    """Static costs, nvdisasm runs in parallel threads (subprocesses release the GIL)."""
+    out: dict[int, float | BaseException] = {}
+    workers = max(1, min(len(variants), max_workers or min(32, os.cpu_count() or 1)))
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="numptx-autotune") as pool:
+        futs = {i: pool.submit(_static_cost, v, cost) for i, v in variants.items()}
+        for i, f in futs.items():
+            try:
+                out[i] = f.result()
+            except ToolMissingError:
+                raise                 # not this candidate's fault: say what to install
+            except NumptxError as e:
+                out[i] = e
+    return out
+
+
+def _reference(check: Any, args: tuple, views: list, outs: tuple[int, ...]) -> list[np.ndarray]:
+    """The expected contents of each output argument, checked against their shapes."""
+    if callable(check):
+        host = tuple(views[j].copy_to_host() if views[j] is not None else a
+                     for j, a in enumerate(args))
+        try:
+            ref = check(*host)
+        except Exception as e:   # noqa: BLE001 - the user's reference failed: say where
+            raise AutotuneError(f"autotune(check=): the reference function raised "
+                                f"{type(e).__name__}: {e}") from e
+    else:
+        ref = check
+    refs = list(ref) if len(outs) > 1 and isinstance(ref, (tuple, list)) else [ref]
+    if len(refs) != len(outs):
+        raise AutotuneError(f"autotune(check=): {len(outs)} output(s) {outs}, "
+                            f"{len(refs)} reference(s)")
+    out = []
+    for j, r in zip(outs, refs):
+        try:
+            r = np.asarray(r)
+            out.append(np.broadcast_to(r, views[j].shape))
+        except (ValueError, TypeError) as e:
+            raise AutotuneError(f"autotune(check=): the reference for argument {j} (shape "
+                                f"{np.shape(r)}) does not fit the argument's shape "
+                                f"{views[j].shape}: {e}") from None
+    return out
+
+
+def _compare(i: int, j: int, got: np.ndarray, want: np.ndarray, rtol: float,
+             atol: float) -> str | None:
+    """Why candidate ``i``'s argument ``j`` is not the reference, or None."""
+    try:
+        ok = np.isclose(got, want, rtol=rtol, atol=atol, equal_nan=True)
+    except TypeError:
+        ok = got == want
+    if np.all(ok):
+        return None
+    bad = np.flatnonzero(~np.asarray(ok))
+    k = int(bad[0])
+    return (f"candidate {i}: argument {j}: {bad.size} of {got.size} element(s) differ from the "
+            f"reference beyond rtol={rtol:g}, atol={atol:g} (first at flat index {k}: got "
+            f"{got.reshape(-1)[k]!r}, expected {want.reshape(-1)[k]!r})")
+
+
+def _check(variants: Mapping[int, Variant], dargs: tuple, views: list, outs: tuple[int, ...],
+           refs: list[np.ndarray], config: tuple, rtol: float, atol: float) -> dict[int, str]:
+    """Run each candidate once from the outputs' initial contents and compare."""
+    from numba import cuda
+    initial = {j: views[j].copy_to_host() for j in outs}
+    failed = {}
+    for i, v in variants.items():
+        for j in outs:
+            views[j].copy_to_device(initial[j])
+        v[config](*dargs)
+        cuda.synchronize()
+        for j, want in zip(outs, refs):
+            why = _compare(i, j, views[j].copy_to_host(), want, rtol, atol)
+            if why is not None:
+                failed[i] = why
+                break
+    for j in outs:
+        views[j].copy_to_device(initial[j])
+    return failed
+
+
+def _time(variants: Mapping[int, Variant], dargs: tuple, config: tuple, repeats: int,
+          warmup: int, arch: str) -> dict[int, float]:
+    """Best-of-``repeats`` seconds per candidate: interleaved rounds, each launch between two
+    events on stream 0 with a spin kernel queued first, so the host's launch cost falls inside
+    the spin, not the interval."""
+    if not variants:
+        return {}
+    from numba import cuda
+    spin = _spin(arch)[1, 1]
+    launches = {i: v[config] for i, v in variants.items()}
+    for launch in launches.values():          # loads each module, fills caches and clocks
+        for _ in range(max(1, warmup)):
+            launch(*dargs)
+    spin(SPIN_CYCLES)
+    cuda.synchronize()
+    start, stop = cuda.event(), cuda.event()
+    best = {i: math.inf for i in launches}
+    for _ in range(repeats):
+        for i, launch in launches.items():
+            spin(SPIN_CYCLES)
+            start.record(stream=0)
+            launch(*dargs)
+            stop.record(stream=0)
+            stop.synchronize()
+            best[i] = min(best[i], cuda.event_elapsed_time(start, stop) / 1e3)
+    return best
+
+
+# autotune
+class _Prepared:
+    """A template as :func:`build_many` takes it, whose batch items are indices of variants
+    injected already (so stubs are resolved once, and their warnings given once)."""
+
+    def __init__(self, template: Template, variants: Mapping[int, Variant]):
+        self._template, self._variants = template, variants
+
+    def inject(self, token: int, /, *, missing: str = "error") -> Variant:
+        return self._variants[token]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._template, name)
+
+
+def _template_of(target: Any, args: tuple | None, cc: tuple[int, int] | None) -> Template:
+    """The template the candidates are built by: a kernel's for the argument types (and the
+    device), a template as given (for the device's architecture when launching)."""
+    if isinstance(target, Kernel):
+        if cc is None:
+            return target.template(*(args or ()))
+        return _on_device(target.template_for_device(target.argtypes(*args), cc), cc)
+    if args is not None and not isinstance(target, NumbaTemplate):
+        # a numba template's PTX takes several parameters per array: its kernel checked them
+        try:
+            params = target.params
+        except NumptxError:           # parameters that cannot be read: the launch decides
+            params = None
+        if params is not None and len(args) != len(params):
+            names = ", ".join(p.name for p in params)
+            raise AutotuneError(f"autotune(args=): {len(args)} value(s), but kernel "
+                                f"{target.entry!r} takes {len(params)} ({names})")
+    return target if cc is None else _on_device(target, cc)
+
+
+def autotune(template: Template | Kernel, candidates: Iterable[Mapping[str, Any]], *,
+             args: Sequence[Any] | None = None, grid: Any = None, block: Any = None,
+             check: Any = None, output: int | Sequence[int] = 0, rtol: float = 1e-5,
+             atol: float = 1e-8, repeats: int = 10, warmup: int = 2, cost: str = "time",
+             cache: bool | str = True, cache_dir: str | os.PathLike | None = None,
+             executor: Executor | None = None, max_workers: int | None = None,
+             missing: str = "error") -> Tuned:
+    """The best of ``candidates`` (stub mappings, as ``template.inject`` takes them) for a
+    launch of ``template`` (a :class:`~numptx.jit.template.Template`, ``nx.CudaTemplate`` or
+    ``@nx.kernel`` kernel) with ``args`` on ``grid`` x ``block``.
+
+    ``cost``: ``"time"`` (CUDA events on the GPU, seconds, best of ``repeats`` after
+    ``warmup`` launches), ``"sass"`` (SASS instructions of the kernel) or ``"registers"``; the
+    static costs need no GPU (nor grid, block or, for CUDA C++, args). ``check``: the expected
+    contents of ``args[output]`` (an array, or a callable taking host copies of the arguments
+    and returning it; a tuple of them for several outputs), compared with ``rtol``/``atol``;
+    a candidate that differs, or fails to build, is excluded and listed in ``failed``. The
+    outputs hold what the last timed launch wrote afterwards. ``cache``: True (read and write
+    the ranking cache under ``cache_dir``, default numptx's cache folder), ``"refresh"``
+    (measure again, write), False. ``executor``/``max_workers`` go to
+    :func:`~numptx.jit.build.build_many`; ``missing="empty"`` leaves sites without a stub
+    no-ops.
+
+    >>> best = autotune(tmpl, [{"f": f1}, {"f": f2}], args=(out, a, b, n), grid=blocks,
+    ...                 block=256, check=lambda out, a, b, n: a + b)     # doctest: +SKIP
+    >>> best.index, best.times                                      # doctest: +SKIP
+    (1, (3.1e-05, 1.8e-05))
+    """
+    if cost not in COSTS:
+        raise AutotuneError(f"autotune(cost={cost!r}): use one of {', '.join(map(repr, COSTS))}")
+    if not isinstance(template, (Template, Kernel)):
+        raise AutotuneError(f"autotune(template=): a CudaTemplate, Template or @nx.kernel "
+                            f"kernel, not {type(template).__name__}")
+    cands = _candidates(candidates)
+    if missing not in ("error", "empty"):
+        raise AutotuneError(f"autotune(missing={missing!r}): use 'error' or 'empty'")
+    if args is not None:
+        if isinstance(args, (str, bytes, Mapping)) or not isinstance(args, (tuple, list)):
+            raise AutotuneError(f"autotune(args=) is a tuple of the kernel's arguments, not "
+                                f"{type(args).__name__}")
+        args = tuple(args)
+    repeats, warmup = _count(repeats, "repeats", 1), _count(warmup, "warmup", 0)
+    rtol, atol = _tolerance(rtol, "rtol"), _tolerance(atol, "atol")
+    if not (check is None or callable(check) or isinstance(check, (list, tuple))
+            or hasattr(check, "__array__")):
+        raise AutotuneError(f"autotune(check=): an array, a callable or None, not "
+                            f"{type(check).__name__}")
+    store, read = _tune_cache(cache, cache_dir)
+    launching = cost == "time" or check is not None
+    config = outs = None
+    if launching:
+        if args is None or grid is None or block is None:
+            raise AutotuneError("autotune: args=, grid= and block= are needed to launch the "
+                                "candidates (cost='time' or check=)")
+        config = (_dims(grid, "grid"), _dims(block, "block"))
+        if check is not None:
+            outs = _outputs(output, args)
+        if not gpu_available():
+            where = ("numba-cuda's simulator (NUMBA_ENABLE_CUDASIM=1) is on"
+                     if numba_site.SIMULATOR else "no CUDA GPU is available")
+            raise LaunchError(
+                f"autotune: cost='time' times each candidate on the device, but {where}: pass "
+                f"cost='sass' (SASS instruction count) or cost='registers' to rank candidates by "
+                f"a static cost without one" if cost == "time" else
+                f"autotune: check= runs each candidate on the device, but {where}: pass "
+                f"check=None to rank by a static cost without one")
+    device = _device() if launching else None
+    cc = tuple(int(x) for x in device["cc"].split(".")) if device else None
+    t = _template_of(template, args, cc)
+
+    # one variant per candidate; a candidate whose stubs do not fit is excluded, with its index
+    n = len(cands)
+    failed: dict[int, str] = {}
+    variants: dict[int, Variant] = {}
+    for i, c in enumerate(cands):
+        try:
+            variants[i] = t.inject(c, missing=missing)
+        except Exception as e:   # noqa: BLE001 - any stub object may raise; named by index
+            failed[i] = f"candidate {i}: {type(e).__name__}: {summary(e)}"
+
+    context: dict[str, Any] = {"cost": cost}
+    if cost == "time":
+        context.update(device, args=arg_signature(args), grid=config[0], block=config[1])
+    keys: list[str | None] = [None] * n
+    costs = [math.inf] * n
+    from_cache = [False] * n
+    for i, v in variants.items():
+        keys[i] = entry_key(cost, context, v.key)
+        if read:
+            hit = store.get(keys[i])
+            if hit is not None:
+                costs[i], from_cache[i] = hit, True
+    todo = [i for i in variants if not from_cache[i]]
+
+    # build in parallel what is measured or checked (cubins in the cubin cache come from it)
+    need = sorted(variants) if check is not None else todo
+    if need:
+        built = build_many(_Prepared(t, variants), need, executor=executor, errors="return",
+                           missing=missing, max_workers=max_workers)
+        for i, b in zip(need, built):
+            if isinstance(b, BaseException):
+                failed[i] = f"candidate {i}: {type(b).__name__}: {summary(b)}"
+    alive = {i: v for i, v in variants.items() if i not in failed}
+
+    dargs: tuple = ()
+    if launching and (check is not None or any(not from_cache[i] for i in alive)):
+        dargs, views = _device_args(args)     # nothing to launch when every cost is cached
+        if check is not None:
+            refs = _reference(check, args, views, outs)
+            failed.update(_check(alive, dargs, views, outs, refs, config, rtol, atol))
+        alive = {i: v for i, v in alive.items() if i not in failed}
+    measure = {i: v for i, v in alive.items() if not from_cache[i]}
+    if cost == "time":
+        got: Mapping[int, float | BaseException] = _time(measure, dargs, config, repeats,
+                                                         warmup, t.arch)
+    else:
+        got = _measure_static(measure, cost, max_workers)
+    for i, value in got.items():
+        if isinstance(value, BaseException):
+            failed[i] = f"candidate {i}: {type(value).__name__}: {summary(value)}"
+            continue
+        costs[i] = value
+        if store is not None:
+            store.put(keys[i], value, {**context, "entry": t.entry, "arch": t.arch,
+                                       "template": t.digest[:16], "candidate": i})
+    for i in failed:
+        costs[i], from_cache[i] = math.inf, False
+        log.warning("numptx: autotune %s: %s: excluded", t.name, failed[i])
+    ranking = tuple(sorted((i for i in range(n) if i not in failed), key=lambda i: (costs[i], i)))
+    if not ranking:
+        lines = "\n".join(f"  {failed[i]}" for i in sorted(failed)[:10])
+        raise AutotuneError(f"autotune {t.name}: no candidate left: all {n} failed:\n{lines}",
+                            failed=failed)
+    best = ranking[0]
+    winner: Any = variants[best]
+    if isinstance(template, Kernel):          # launches pick the template of their own args
+        winner = template.inject(cands[best], missing=missing)
+        winner.adopt(variants[best])
+    measured = tuple(sorted(i for i in got if i not in failed))
+    log.info("numptx: autotune %s (%s): %d candidate(s), %d measured, %d from the cache, "
+             "%d failed; best %d (%g %s)", t.name, cost, n, len(measured), sum(from_cache),
+             len(failed), best, costs[best], COSTS[cost])
+    return Tuned(variant=winner, index=best, candidate=cands[best], costs=tuple(costs),
+                 ranking=ranking, failed=dict(sorted(failed.items())),
+                 from_cache=tuple(from_cache), measured=measured, cost=cost, keys=tuple(keys))
+
+
+# the decorator form
+_OPTIONS = frozenset({"check", "output", "rtol", "atol", "repeats", "warmup", "cost", "cache",
+                      "cache_dir", "executor", "max_workers", "missing"})
+
+
+class Autotuned:
+    """A template or ``@nx.kernel`` kernel that launches the best of ``candidates``:
+    ``tuned[grid, block](*args)`` runs :func:`autotune` on the first launch of each argument
+    signature (types, shapes, integer values), grid and block, then launches its winner.
+    ``tune(*args, grid=, block=)`` returns that :class:`Tuned` without launching; ``tunings``
+    holds those made so far.
+
+    >>> @autotuned(candidates=[{"f": f1}, {"f": f2}])      # doctest: +SKIP
+    ... @nx.kernel
+    ... def apply(out, a, b): ...
+    >>> apply[blocks, 256](out, a, b)                      # doctest: +SKIP
+    """
+
+    def __init__(self, target: Template | Kernel, candidates: Iterable[Mapping[str, Any]],
+                 **options: Any):
+        if not isinstance(target, (Template, Kernel)):
+            raise AutotuneError(f"nx.autotuned: a CudaTemplate, Template or @nx.kernel kernel, "
+                                f"not {type(target).__name__} (put @nx.autotuned above @nx.kernel)")
+        unknown = sorted(set(options) - _OPTIONS)
+        if unknown:
+            raise AutotuneError(f"nx.autotuned: unknown option(s) {', '.join(unknown)}; it takes "
+                                f"{', '.join(sorted(_OPTIONS))}")
+        self.target = target
+        self.candidates = _candidates(candidates)
+        self.options = options
+        self.tunings: dict[tuple, Tuned] = {}
+        self.__name__ = getattr(target, "__name__", getattr(target, "entry", "kernel"))
+        self.__doc__ = getattr(target, "__doc__", None)
+
+    def __repr__(self) -> str:
+        return f"<nx.autotuned {self.__name__}: {len(self.candidates)} candidate(s)>"
+
+    def tune(self, *args: Any, grid: Any = None, block: Any = None) -> Tuned:
+        """The :class:`Tuned` of a launch with ``args`` on ``grid`` x ``block`` (made on first
+        use, then kept)."""
+        key = (tuple(arg_signature(args)),
+               None if grid is None else _dims(grid, "grid"),
+               None if block is None else _dims(block, "block"))
+        tuned = self.tunings.get(key)
+        if tuned is None:
+            tuned = self.tunings[key] = autotune(self.target, self.candidates, args=args,
+                                                 grid=grid, block=block, **self.options)
+        return tuned
+
+    def __getitem__(self, config: Any) -> Callable[..., None]:
+        if not isinstance(config, tuple) or len(config) != 2:
+            raise AutotuneError(f"{self.__name__}[grid, block](*args): an autotuned kernel "
+                                f"launches with a grid and a block only, got {config!r}")
+        grid, block = config
+
+        def launch(*args: Any) -> None:
+            self.tune(*args, grid=grid, block=block).variant[grid, block](*args)
+        return launch
+
+    def __call__(self, *args: Any, **kwargs: Any) -> None:
+        raise AutotuneError(f"an autotuned kernel is launched with a grid and a block: "
+                            f"{self.__name__}[grid, block](*args)")
+
+
+def autotuned(target: Template | Kernel | None = None, /, *,
+              candidates: Iterable[Mapping[str, Any]], **options: Any):
+    """An :class:`Autotuned` kernel: ``nx.autotuned(tmpl, candidates=[...], **options)``, or as
+    a decorator above ``@nx.kernel``::
+
+        @nx.autotuned(candidates=[{"f": f1}, {"f": f2}], check=reference)
+        @nx.kernel
+        def apply(out, a, b): ...
+
+    ``options`` are :func:`autotune`'s (``check``, ``output``, ``rtol``, ``atol``, ``repeats``,
+    ``warmup``, ``cost``, ``cache``, ``cache_dir``, ``executor``, ``max_workers``,
+    ``missing``)."""
+    cands = _candidates(candidates)
+    if target is None:
+        return lambda t: Autotuned(t, cands, **options)
+    return Autotuned(target, cands, **options)
