@@ -18,8 +18,8 @@ import logging
 
 from .annotate import process_cuda
 from .dtypes import SiteType, get_dtype, register_type
-from .errors import (AnnotationError, CompileError, LinkError, NumptxError, PtxParseError,
-                     RenderError, ToolchainError, TypeRegistryError)
+from .errors import (AnnotationError, CompileError, LinkError, NumptxError, NumptxWarning,
+                     PtxParseError, RenderError, StubNulWarning, ToolchainError, TypeRegistryError)
 from .dsl.emulator import EmulationError, emulate
 from .dsl import PRECISIONS, BindError, PrecisionError, PtxExpr, TraceError, ptx_expr
 from .dsl import functions as _functions
@@ -48,7 +48,8 @@ __all__ = [
     "PtxInject", "Site", "Variable", "cuda_to_ptx", "ptx_to_cubin", "process_cuda", "include_dir",
     "register_type", "get_dtype", "SiteType", "DType",
     "NumptxError", "PtxParseError", "RenderError", "AnnotationError", "CompileError", "LinkError",
-    "ToolchainError", "TypeRegistryError", "EmulationError", "__version__",
+    "ToolchainError", "TypeRegistryError", "EmulationError", "NumptxWarning", "StubNulWarning",
+    "__version__",
     "emulate", "TABLE", "Instr", "add_instruction",
     "ptx_expr", "PtxExpr", "TraceError", "BindError", "PrecisionError", "PRECISIONS", *_TYPE_NAMES,
     "site", "simulator_active", "kernel", "Kernel", "KernelVariant", "CudaTemplate", "Template", "Variant",

@@ -433,6 +433,28 @@ def unquoted_site_name(src: str) -> tuple[int, str] | None:
     return None
 
 
+# mm-ptx defines a custom type token in the kernel source:
+#   #define PTX_TYPE_INFO_DOG PTX_TYPES_DESC(f32, f32, f, ID)   (reg, mov, constraint, bind kind)
+_MMPTX_TYPE = re.compile(r"#\s*define\s+PTX_TYPE_INFO_(\w+)\s+PTX_TYPES_DESC\s*\(\s*(\w+)\s*,"
+                         r"\s*(\w+)\s*,\s*(\w+)\s*,\s*(\w+)\s*\)")
+# mm-ptx's bind kinds: ID passes the value; U16/U32 view the lvalue as the carrier
+_MMPTX_BIND = {"U16": "*(unsigned short*)&", "U32": "*(unsigned int*)&"}
+
+
+def _mmptx_type_hint(src: str, token: str) -> str:
+    """For a type token the source defines the mm-ptx way, the ``nx.register_type`` call that
+    makes it a numptx type (empty when the source does not define it)."""
+    for m in _MMPTX_TYPE.finditer(src):
+        if m.group(1) == token:
+            reg, mov, constraint, bind = m.group(2, 3, 4, 5)
+            cast = _MMPTX_BIND.get(bind)
+            extra = f", {cast!r}" if cast else ""
+            return (f"; the source defines {token} for mm-ptx (PTX_TYPE_INFO_{token} "
+                    f"PTX_TYPES_DESC({reg}, {mov}, {constraint}, {bind})): register it first: "
+                    f"nx.register_type({token!r}, {reg!r}, {mov!r}, {constraint!r}{extra})")
+    return ""
+
+
 def check_macro_annotations(src: str, source_name: str = "<source>") -> None:
     """Check the macro-form sites of ``src`` before NVRTC sees them (its errors are cryptic).
 
@@ -475,7 +497,7 @@ def check_macro_annotations(src: str, source_name: str = "<source>") -> None:
         try:
             get_dtype(tname)
         except TypeRegistryError as e:
-            raise fail(f"{macro}: {e}", m.start()) from None
+            raise fail(f"{macro}: {e}{_mmptx_type_hint(src, tname)}", m.start()) from None
         if tname not in (tname.lower(), tname.upper()):
             raise fail(f"{macro}: write the type {tname!r} as {tname.lower()!r} or "
                        f"{tname.upper()!r}", m.start())

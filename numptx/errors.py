@@ -74,3 +74,41 @@ class LinkError(NumptxError):
 
 class ToolchainError(NumptxError):
     """A CUDA toolchain component (NVRTC, nvJitLink) is missing or unusable."""
+
+
+class NumptxWarning(UserWarning):
+    """Base class of the warnings numptx issues (``warnings.simplefilter("error",
+    nx.NumptxWarning)`` turns them all into errors)."""
+
+
+class StubNulWarning(NumptxWarning):
+    """A stub ended in NUL bytes (mm-ptx-py returns its stubs with a C string's terminating
+    ``'\\x00'``); numptx trimmed them before nvJitLink, which would refuse the PTX."""
+
+
+def trim_stub_nul(text: str, site: str) -> tuple[str, bool]:
+    """``(text without trailing NUL bytes, whether any were trimmed)``. A NUL anywhere else
+    raises :class:`RenderError` naming the site and stub line: PTX text never holds one."""
+    if "\0" not in text:
+        return text, False
+    body = text.rstrip("\0")
+    k = body.find("\0")
+    if k >= 0:
+        lineno = body.count("\n", 0, k) + 1
+        line = body.splitlines()[lineno - 1]
+        raise RenderError(f"the stub of site {site!r} contains a NUL character inside its text "
+                          f"(stub line {lineno}: {line!r}); PTX text holds none: remove it")
+    return body, True
+
+
+def warn_from_caller(message: str, category: type[Warning]) -> None:
+    """``warnings.warn`` attributed to the first frame outside the numptx package (the user's
+    line), whatever the depth of numptx's own calls."""
+    import os
+    import sys
+    import warnings
+    pkg = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    level, frame = 2, sys._getframe(1)
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(pkg):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)

@@ -19,7 +19,8 @@ from operator import itemgetter
 from typing import NamedTuple
 
 from ._native import ffi, lib
-from .errors import NumptxError, PtxParseError, RenderError
+from .errors import (NumptxError, PtxParseError, RenderError, StubNulWarning, trim_stub_nul,
+                     warn_from_caller)
 from .site_layout import STUB_TAG_CLOSE, STUB_TAG_OPEN
 
 __all__ = ["PtxInject", "Site", "Variable"]
@@ -349,6 +350,30 @@ class PtxInject:
 
     # -- render --------------------------------------------------------------------------------
     def _stub_values(self, stubs: Mapping[str, str], missing: str) -> tuple:
+        """The stubs in site order, after checking for missing and unknown names; stubs ending
+        in NUL bytes (mm-ptx-py's) come back trimmed, with one :class:`StubNulWarning`."""
+        got = self._stub_values_in_order(stubs, missing)
+        if any("\0" in s for s in got if isinstance(s, str)):
+            got = self._trim_nul(got)
+        return got
+
+    def _trim_nul(self, got) -> tuple:
+        out, trimmed = [], []
+        for name, stub in zip(self._names, got):
+            if isinstance(stub, str) and "\0" in stub:
+                stub, cut = trim_stub_nul(stub, name)
+                if cut:
+                    trimmed.append(name)
+            out.append(stub)
+        if trimmed:
+            shown = ", ".join(map(repr, trimmed[:10])) + (" ..." if len(trimmed) > 10 else "")
+            warn_from_caller(f"the stub(s) of site(s) {shown} end in NUL bytes (as mm-ptx-py "
+                             f"returns its stubs); numptx trimmed them before rendering: pass "
+                             f"the text without the trailing '\\x00' to silence this",
+                             StubNulWarning)
+        return tuple(out)
+
+    def _stub_values_in_order(self, stubs: Mapping[str, str], missing: str) -> tuple:
         """The stubs in site order, after checking for missing and unknown names."""
         if not isinstance(stubs, (Mapping, list, tuple)):
             raise RenderError(f"render() takes a mapping site name -> stub text (or a list of "

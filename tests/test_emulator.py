@@ -208,8 +208,11 @@ def test_special_registers():
     # the table's own fmt of every special register emulates
     for ins in TABLE:
         if ins.is_special:
-            r = emulate(ins.render("%r"), {"%laneid": np.arange(3)}, ["r"])["r"]
-            assert r.dtype == NP_DTYPE[ins.result_types[0]] and r.shape == (3,)
+            regs = ["r"] if ins.result_widths == (1,) else [f"r{k}" for k in range(4)]
+            slot = "%r" if len(regs) == 1 else ["%" + r for r in regs]
+            got = emulate(ins.render(slot), {"%laneid": np.arange(3)}, regs)
+            for r in got.values():
+                assert r.dtype == NP_DTYPE[ins.result_types[0]] and r.shape == (3,)
 
 
 # ------------------------------------------------------------------ mma over a warp

@@ -53,10 +53,12 @@ def test_table_is_consistent():
         assert (r.accuracy == "exact") == ("approx" not in r.flags), r.name
         if r.is_special:
             assert r.name.startswith("%") and r.fmt.startswith("mov.") and r.name in r.fmt
-            assert not r.operands and r.result_types[0] in ("u32", "u64")
+            assert not r.operands and r.results[0] in ("u32", "u64", "b32", "pred", "u32[4]")
         elif "bitcast" in r.flags:
-            assert r.name.startswith("bitcast.") and r.opcode.startswith("mov.b")
-            assert I.TYPE_BITS[r.operand_types[0]] == I.TYPE_BITS[r.result_types[0]]
+            assert r.name.split(".")[0] in ("bitcast", "pack", "unpack")
+            assert r.opcode.startswith("mov.b")
+            assert (sum(I.TYPE_BITS[t] for t in r.operand_types)
+                    == sum(I.TYPE_BITS[t] for t in r.result_types))
         else:
             assert TABLE.by_opcode(r.opcode) is r
             assert r.opcode == r.name or r.opcode.startswith("mma.")
@@ -677,7 +679,40 @@ def classify(name: str):
         return (lambda a, b: (cvt_float(b, t), cvt_float(a, t))), None
     if name == "cvt.rna.tf32.f32":
         return tf32_ref, None
+    # ---- rows for mm-ptx parity (numptx/instructions_mmptx.py)
+    m = re.fullmatch(r"setp\.(eq|ne|lt|le|gt|ge|nan|num)\.ftz\.f32", name)
+    if m:
+        ref = setp_ref(m.group(1), True)
+        return (lambda a, b: ref(flush(a), flush(b))), None
+    m = re.fullmatch(r"cvt\.(u32|s32|u64|s64)\.(u8|s8)", name)
+    if m:
+        d, sg = m.group(1), m.group(2) == "s8"
+        return (lambda a: wrap(ext8(a, sg), d)), None
+    m = re.fullmatch(r"cvt\.rn\.(f16|f32)\.(u8|s8)", name)
+    if m:
+        sg = m.group(2) == "s8"
+        return (lambda a: float(ext8(a, sg))), None
+    m = re.fullmatch(r"cvt(\.sat)?\.(u8|s8)\.(u32|s32)", name)
+    if m:
+        sat, sg = bool(m.group(1)), m.group(2) == "s8"
+        lo, hi = (-128, 127) if sg else (0, 255)
+        return (lambda a: ext8(min(max(a, lo), hi) if sat else a, sg)), None
+    m = re.fullmatch(r"cvt\.(rni|rzi)\.(u8|s8)\.f32", name)
+    if m:
+        mode, sg = m.group(1), m.group(2) == "s8"
+        lo, hi = (-128, 127) if sg else (0, 255)
+        return (lambda a: 0 if math.isnan(a) else
+                int(min(max(round_integral(a, mode), lo), hi))), None
+    m = re.fullmatch(r"pack\.(f16|bf16)x2\.\1", name)
+    if m:
+        return (lambda a, b: (a, b)), None
     return None
+
+
+def ext8(v: int, signed: bool) -> int:
+    """The low byte of v as an unsigned (or two's-complement signed) 8-bit value."""
+    b = v & 0xFF
+    return b - 256 if signed and b >= 128 else b
 
 
 def nan_or(x):
@@ -768,7 +803,9 @@ def tf32_ref(a):
 
 # ================================================================================ per-entry checks
 EXACT = [r.name for r in BUILTIN if r.accuracy == "exact" and not r.is_special
-         and not r.name.startswith("mma.")]
+         and not r.name.startswith("mma.") and len(r.results) == 1]
+# several results (unpack.f16.f16x2 ...): tests/test_mmptx_instructions.py
+MULTI = {r.name for r in BUILTIN if r.accuracy == "exact" and len(r.results) > 1}
 
 
 @pytest.mark.parametrize("name", EXACT)
@@ -801,8 +838,9 @@ def test_exact_semantic_matches_reference(name):
 def test_every_entry_is_covered():
     approx = {r.name for r in BUILTIN if r.accuracy != "exact"}
     special = {r.name for r in BUILTIN if r.is_special}
-    assert set(EXACT) | approx | special == {r.name for r in BUILTIN}
-    assert approx == set(APPROX_NAMES) | {"mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"}
+    assert set(EXACT) | approx | special | MULTI == {r.name for r in BUILTIN}
+    assert approx == set(APPROX_NAMES) | {"mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32",
+                                          "mma.sync.aligned.m16n8k4.row.col.f32.tf32.tf32.f32"}
 
 
 # ---- approximate instructions: documented bound vs float64 math
@@ -921,9 +959,18 @@ def test_approx_within_documented_bound(name):
 def test_special_register_semantic(name):
     ins = TABLE[name]
     v = ins.apply()
-    assert np.asarray(v).dtype == NP_DTYPE[ins.result_types[0]] and v == 0
+    if ins.result_widths == (4,):             # a vector register: mov.v4.u32 {...}, %tid
+        assert len(v) == 4 and all(np.asarray(c).dtype == np.uint32 and c == 0 for c in v)
+        assert ins.fmt == f"mov.v4.u32 $0, {name};"
+        assert not ins.is_volatile
+        return
+    lane0 = {"%lanemask_eq": 1, "%lanemask_le": 1, "%lanemask_ge": 0xFFFFFFFF,
+             "%lanemask_gt": 0xFFFFFFFE}          # the lane masks' value is lane 0's
+    assert np.asarray(v).dtype == NP_DTYPE[ins.result_types[0]] and v == lane0.get(name, 0)
     assert ins.fmt == f"mov.{ins.result_types[0]} $0, {name};"
-    assert ins.is_volatile == (name in ("%clock", "%clock64", "%globaltimer", "%smid", "%warpid"))
+    volatile = {"%clock", "%clock64", "%clock_hi", "%globaltimer", "%globaltimer_lo",
+                "%globaltimer_hi", "%smid", "%warpid"}
+    assert ins.is_volatile == (name in volatile or re.fullmatch(r"%pm\d(_64)?", name) is not None)
 
 
 def mma_reference(a, b, c):
@@ -1027,7 +1074,7 @@ def _raw_module(ins: Instr, arch: str) -> str:
             regs.append(f"%r{n}")
             n += 1
         slots.append(regs if w > 1 else regs[0])
-    return (f".version 8.0\n.target {arch}\n.address_size 64\n.visible .entry k()\n{{\n"
+    return (f".version 8.1\n.target {arch}\n.address_size 64\n.visible .entry k()\n{{\n"
             + "\n".join(decl) + f"\n{ins.render(*slots)}\nret;\n}}\n")
 
 

@@ -420,3 +420,26 @@ def test_ast_strict_errors_name_the_op(prog, code, index):
 def test_ast_rejects_stack_only_ops():
     with pytest.raises(ap.ASTError):
         ap.compile([ap.input("x"), sp.dup("f32")], F, Z)
+
+
+def test_a_program_saved_under_a_table_that_since_gained_rows_loads():
+    """sp.dumps records the table's hash; rows appended later (new instructions) leave the old
+    rows' indices alone, so the program loads; a changed row does not."""
+    import hashlib
+    from numptx.instructions import TABLE
+    prog = [sp.input("x"), sp.input("y"), sp.instr(TABLE[3].name)]
+    n = 10                                        # the table as it stood with 10 rows
+    h = hashlib.blake2b(digest_size=32)
+    for r in list(TABLE)[:n]:
+        h.update("\x1f".join((r.name, r.fmt, ",".join(r.operands), ",".join(r.results),
+                              ",".join(sorted(r.flags)))).encode() + b"\x1e")
+
+    def saved_under(digest: bytes) -> bytes:
+        body = bytearray(sp.dumps(prog)[:-8])
+        body[8:24] = digest[:16]                  # magic, version, flags, then the table hash
+        return bytes(body) + hashlib.blake2b(bytes(body), digest_size=8).digest()
+
+    assert sp.loads(saved_under(h.digest())) == prog
+    assert TABLE.prefix_rows(h.hexdigest()) == n
+    with pytest.raises(sp.SerializationError, match="different instruction table"):
+        sp.loads(saved_under(hashlib.blake2b(b"another table", digest_size=32).digest()))

@@ -30,7 +30,11 @@ of its type; a read with another type of the same size reinterprets the bits (``
   int is the bit pattern, a Python float is the bits of that float at the register's width).
 * Special registers come from ``inputs`` under their PTX name: ``{"%tid.x": np.arange(n)}``.
   Missing ones read 0, except ``%laneid`` and ``%tid.x`` which default to ``arange(n) % 32``
-  over the flattened broadcast shape (n elements); ``%clock``-style registers read 0.
+  over the flattened broadcast shape (n elements), and those the ISA defines from others
+  (``numptx.instructions_mmptx.DERIVED``: ``%lanemask_*`` from ``%laneid``, ``%clock_hi`` from
+  ``%clock64``, ``%globaltimer_lo/_hi`` from ``%globaltimer``); ``%clock``-style registers
+  read 0. A vector read (``mov.v4.u32 {%a, %b, %c, %d}, %tid;``) takes the components
+  (``%tid.x`` ...; the 4th is 0): give those as inputs, not ``%tid``.
 * Literals: ``0f3F800000`` (f32 bits), ``0d3FF0000000000000`` (f64 bits), hex/octal/binary/decimal
   integers (the bit pattern for bit types and f16/bf16, a wrapped value for s/u types; PTX
   rejects them for f32/f64), decimal floats such as ``1.5`` (float types), and ``0``/``1`` for
@@ -62,6 +66,7 @@ from .._text import split_top
 from ..errors import NumptxError
 from .. import instructions as _instructions
 from ..instructions import NP_DTYPE, TYPES, UnknownInstructionError, parse_type_spec
+from ..instructions_mmptx import DERIVED, VECTOR_SPECIALS
 from ..valuetypes import FLOATS, INTS
 
 __all__ = ["emulate", "EmulationError", "registers_written"]
@@ -318,7 +323,7 @@ def _parse_statement(stmt: str, lineno: int, line: str, declared: dict,
         slots = []
         for k, (tok, (t, w)) in enumerate(zip(toks, specs)):
             parts_ = _slot_tokens(tok)
-            vec = tok.strip().startswith("{")
+            vec = tok.strip().startswith("{") and not (w == 1 and f"{{${k}}}" in ins.fmt)
             if (w > 1) != vec or len(parts_) != w:
                 raise err(f"operand {k} ({tok!r}) of {opcode} must be "
                           + (f"a vector of {w} registers {{...}}" if w > 1 else "a single value"))
@@ -337,8 +342,35 @@ def _parse_statement(stmt: str, lineno: int, line: str, declared: dict,
         raise err(str(e)) from None
 
 
+def _parse_vector_special(opcode: str, toks: list[str], guard, lineno: int, line: str,
+                          scopes: _Scopes) -> _Step:
+    """``mov.v4.u32 {%a, %b, %c, %d}, %tid;``: a vector special register read as its components
+    (``%tid.x``, ``%tid.y``, ``%tid.z``; the 4th reads 0)."""
+    m = re.fullmatch(r"mov\.v(2|4)\.(\w+)", opcode)
+    t = _PTX_TYPE.get(m.group(2)) if m else None
+    if t is None or len(toks) != 2:
+        raise ValueError(f"unsupported mov {opcode!r} (a vector mov reads a vector special "
+                         f"register: 'mov.v4.u32 {{%a, %b, %c, %d}}, %tid;')")
+    comps = VECTOR_SPECIALS.get(toks[1].strip())
+    d_parts = _slot_tokens(toks[0])
+    k = int(m.group(1))
+    if comps is None or len(d_parts) != k:
+        raise ValueError(f"{opcode}: the source must be a vector special register "
+                         f"({', '.join(sorted(VECTOR_SPECIALS))}) and the destination "
+                         f"{{...}} of {k} registers")
+    dests = tuple(_operand(p, t, scopes) for p in d_parts)
+    if not all(isinstance(o, _Reg) and not o.special for o in dests):
+        raise ValueError(f"the destination of {opcode} must be registers")
+    srcs = tuple(_Reg(c, True) for c in comps[:k])
+    srcs += tuple(_Const(np.zeros(1, NP_DTYPE[t])) for _ in range(k - len(srcs)))
+    return _Step(lineno, line.strip(), "mov", None, (tuple(o.name for o in dests),), (t,),
+                 (srcs,), (t,), guard)
+
+
 def _parse_mov(opcode: str, toks: list[str], lineno: int, line: str, guard,
                scopes: _Scopes) -> _Step:
+    if opcode.startswith("mov.v"):
+        return _parse_vector_special(opcode, toks, guard, lineno, line, scopes)
     t = _PTX_TYPE.get(opcode[4:])
     if t is None:
         raise ValueError(f"unsupported mov type {opcode!r}")
@@ -414,6 +446,10 @@ class _Machine:
             if not isinstance(k, str) or not k:
                 raise EmulationError(f"input names must be non-empty strings, got {k!r}")
             table = _instructions.TABLE
+            if k in VECTOR_SPECIALS:
+                raise EmulationError(f"input {k!r} is a vector special register: give its "
+                                     f"components {', '.join(map(repr, VECTOR_SPECIALS[k]))} "
+                                     f"instead (the 4th component reads 0)")
             if k.startswith("%") and k in table and table[k].is_special:
                 self.special_inputs[k] = _to_val(v)
             else:
@@ -430,6 +466,10 @@ class _Machine:
 
     def special(self, name: str) -> _Val:
         """A special register's value (from inputs, converted to its type, or the default)."""
+        if name in VECTOR_SPECIALS:
+            raise EmulationError(f"{name} is a vector special register: read it with "
+                                 f"'mov.v4.u32 {{%a, %b, %c, %d}}, {name};' or read a component "
+                                 f"such as {VECTOR_SPECIALS[name][0]}")
         ins = _instructions.TABLE[name]
         rt = ins.result_types[0]
         if name in self.special_inputs:
@@ -438,6 +478,9 @@ class _Machine:
                            else v.as_value)
         elif name in _LANE_DEFAULT:
             arr = (np.arange(self.n) % 32).astype(NP_DTYPE[rt])
+        elif name in DERIVED:                    # %lanemask_lt from %laneid ...
+            sources, fn = DERIVED[name]
+            arr = np.asarray(fn(*(self.special(src).arr for src in sources))).astype(NP_DTYPE[rt])
         else:
             arr = np.full(self.n, ins.semantic(), NP_DTYPE[rt])
         return _Val(arr, rt)
@@ -505,8 +548,9 @@ class _Machine:
 
     def _mov(self, step: _Step, srcs: tuple, mask) -> None:
         dests, dt, st = step.dests[0], step.dest_types[0], step.src_types[0]
-        if len(dests) == 1 and len(srcs) == 1:
-            self.write(dests[0], srcs[0], dt, mask)
+        if len(dests) == len(srcs):              # scalar, or a vector special register read
+            for name, src in zip(dests, srcs):
+                self.write(name, src, dt, mask)
         elif len(srcs) > 1:                      # pack: element 0 in the lowest bits
             wide = np.uint64 if NP_DTYPE[dt].itemsize == 8 else np.uint32
             bits = NP_DTYPE[st].itemsize * 8

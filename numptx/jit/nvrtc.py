@@ -34,6 +34,27 @@ def _header_text() -> bytes:
         return f.read()
 
 
+#: the fixed-width integer names <cstdint> puts in namespace std (numptx_stdint.h defines them)
+_STDINT_NAMES = tuple(f"{p}int{s}{k}_t" for p in ("", "u") for s in ("", "_least", "_fast")
+                      for k in (8, 16, 32, 64)) + ("intptr_t", "uintptr_t", "intmax_t",
+                                                  "uintmax_t")
+
+
+@functools.lru_cache(maxsize=1)
+def nvrtc_headers() -> tuple[tuple[bytes, ...], tuple[bytes, ...]]:
+    """``(texts, names)`` of the headers numptx hands NVRTC: its own header as
+    ``ptx_inject.cuh`` and under mm-ptx's name ``ptx_inject.h``, and the fixed-width integer
+    types as ``stdint.h`` and ``cstdint`` (NVRTC ships no C library headers)."""
+    def read(name: str) -> bytes:
+        with open(os.path.join(include_dir(), name), "rb") as f:
+            return f.read()
+    stdint = read("numptx_stdint.h")
+    cstdint = (b'#include "stdint.h"\nnamespace std {\n'
+               + b"".join(f"using ::{n};\n".encode() for n in _STDINT_NAMES) + b"}\n")
+    texts = (_header_text(), read("ptx_inject.h"), stdint, cstdint)
+    return texts, (HEADER_NAME.encode(), b"ptx_inject.h", b"stdint.h", b"cstdint")
+
+
 @functools.lru_cache(maxsize=1)
 def _cuda_include_dir() -> str | None:
     """The CUDA toolkit headers shipped as wheels (cuda_fp16.h, ...), if present."""
@@ -71,11 +92,14 @@ def cuda_to_ptx(src: str, arch: str | int | tuple = "sm_90", *, options: str | I
                 std: str = "c++17") -> str:
     """Compile CUDA C++ ``src`` to PTX text for ``arch`` with NVRTC.
 
-    numptx's header (``PTX_INJECT`` macros) is included for you, comment-form annotations are
+    numptx's header (``PTX_INJECT`` macros) is included for you (``#include <ptx_inject.h>``,
+    mm-ptx's name, and ``"ptx_inject.cuh"`` name it too), comment-form annotations are
     rewritten first (:func:`numptx.process_cuda`), and types registered with
-    :func:`numptx.register_type` are defined. The CUDA headers shipped as wheels (``cuda_fp16.h``
-    and friends) are on the include path. Errors raise :class:`numptx.CompileError` carrying the
-    NVRTC log, with line numbers of ``src`` as written.
+    :func:`numptx.register_type` are defined. ``<stdint.h>`` and ``<cstdint>`` give the
+    fixed-width integer types (``uint32_t``, ``int64_t`` ...) without a CUDA toolkit. The CUDA
+    headers shipped as wheels (``cuda_fp16.h`` and friends) are on the include path. Errors
+    raise :class:`numptx.CompileError` carrying the NVRTC log, with line numbers of ``src`` as
+    written.
 
     >>> ptx = cuda_to_ptx(SRC, arch="sm_90")            # doctest: +SKIP
     """
@@ -100,7 +124,8 @@ def cuda_to_ptx(src: str, arch: str | int | tuple = "sm_90", *, options: str | I
     opts += extra
 
     nvrtc = _nvrtc()
-    err, prog = nvrtc.nvrtcCreateProgram(full, name.encode(), 1, [_header_text()], [HEADER_NAME.encode()])
+    texts, names = nvrtc_headers()
+    err, prog = nvrtc.nvrtcCreateProgram(full, name.encode(), len(texts), list(texts), list(names))
     _check(nvrtc, err, "program creation")
     try:
         try:

@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 
 from .. import stack_ptx as sp
-from ..errors import LinkError, NumptxError, RenderError
+from ..errors import (LinkError, NumptxError, RenderError, StubNulWarning, trim_stub_nul,
+                      warn_from_caller)
 from ..inject import Site
 from .patch import LibraryText, library_literals
 from .stub_checks import check_outputs_written
@@ -38,6 +39,8 @@ def resolve_stub(stub: Any, site: Site, *, strict: bool = False) -> str:
     if isinstance(stub, str):       # numptx's own compiled stubs (str subclasses) are well formed
         if type(stub) is not str:
             return str(stub)
+        if "\0" in stub:             # mm-ptx-py's stubs end in a C string's NUL: trim, warn
+            stub = _trimmed(stub, site.name)
         if "%" in stub:
             _check_registers(stub, site)
         check_outputs_written(stub, site, strict=strict)   # an unwritten out: warn or raise
@@ -60,6 +63,15 @@ def resolve_stub(stub: Any, site: Site, *, strict: bool = False) -> str:
                           f"(@nx.ptx_expr above 'def {name}', or pass nx.ptx_expr({name}))")
     raise NumptxError(f"site {site.name!r}: a stub is PTX text, a Stack PTX program or an object "
                       f"with .stub(site), not {type(stub).__name__}")
+
+
+def _trimmed(text: str, site: str) -> str:
+    text, trimmed = trim_stub_nul(text, site)
+    if trimmed:
+        warn_from_caller(f"the stub of site {site!r} ends in NUL bytes (as mm-ptx-py returns "
+                         f"its stubs); numptx trimmed them: pass the text without the "
+                         f"trailing '\\x00' to silence this", StubNulWarning)
+    return text
 
 
 _PERCENT = re.compile(r"%([A-Za-z_$][\w$]*)(?![\w$.])")     # %tid.x: a special register
