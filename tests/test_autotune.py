@@ -15,6 +15,8 @@ import pytest
 import numptx as nx
 from numptx.jit import autotune as at
 from numptx.jit.autotune import AutotuneError, Autotuned, Tuned, autotune, autotuned
+from numptx.jit.template import Variant
+from numptx.jit.tune_cache import SCHEMA
 
 from conftest import SPINE_SRC, gpu_available
 
@@ -123,7 +125,7 @@ def test_a_changed_candidate_list_measures_only_new_candidates(tmpl, tmp_path, m
     third = autotune(tmpl, [c, a], cost="sass", cache_dir=tmp_path)     # reordered, a subset
     assert count.calls == 3 and third.measured == () and third.index == 1
     assert third.from_cache == (True, True) and third.costs == (second.costs[2], first.costs[0])
-    assert len(glob.glob(str(tmp_path / "autotune-v1" / "*" / "*.json"))) == 3
+    assert len(glob.glob(str(tmp_path / f"autotune-v{SCHEMA}" / "*" / "*.json"))) == 3
     # the key tells costs and architectures apart
     autotune(tmpl, [a], cost="registers", cache_dir=tmp_path)
     autotune(tmpl.for_arch("sm_100"), [a], cost="sass", cache_dir=tmp_path)
@@ -180,7 +182,7 @@ def test_numptx_cache_off_keeps_rankings_off_the_disk(tmpl, tmp_path, monkeypatc
     monkeypatch.setenv("NUMPTX_CACHE", "0")
     monkeypatch.setenv("NUMPTX_CACHE_DIR", str(tmp_path))
     best = autotune(tmpl, [{"combine": ADD}], cost="sass")
-    assert best.measured == (0,) and not (tmp_path / "autotune-v1").exists()
+    assert best.measured == (0,) and not (tmp_path / f"autotune-v{SCHEMA}").exists()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -242,6 +244,11 @@ def test_no_candidate_left_is_an_error(tmpl, tmp_path):
     ({"check": object()}, "check="),
     ({"template": 42}, "template="),
     ({"cost": "time", "grid": None}, "grid= and block="),
+    ({"max_workers": 0}, "max_workers=0"),
+    ({"max_workers": "x"}, "max_workers='x'"),
+    ({"executor": 3}, "executor="),
+    ({"grid": (1, 1, 1, 1)}, r"grid=\(1, 1, 1, 1\)"),
+    ({"block": 0}, "block=0"),
 ])
 def test_bad_input_names_the_argument(tmpl, tmp_path, kw, match):
     kw = dict(kw)
@@ -331,6 +338,224 @@ def test_the_decorator_refuses_what_it_cannot_tune():
 
 
 # ---------------------------------------------------------------------------------------------
+# the launch path on the CPU: only the GPU layer (device, events, launches) is faked; the
+# candidates are built for real, and autotune, _check, _time and Autotuned run as they are
+# ---------------------------------------------------------------------------------------------
+BAD = "// BAD\n" + ADD              # launches fail: too many resources, say
+LATE = "// LATE\n" + ADD            # the third launch fails (a timed one)
+INPLACE = "// INPLACE\n" + ADD      # writes its input a too: a += 1; out += a + b
+
+
+class FakeGpu:
+    """Each candidate's launch runs ``out += a + b`` on host arrays (non-idempotent on
+    purpose); a stub marked BAD raises a LaunchError, LATE raises on its third launch."""
+
+    def __init__(self, monkeypatch):
+        from numba import cuda
+
+        class Event:
+            def record(self, stream=0):
+                pass
+
+            def synchronize(self):
+                pass
+
+        self.launches: list[str] = []
+        counts: dict[str, int] = {}
+        monkeypatch.setattr(at, "gpu_available", lambda: True)
+        monkeypatch.setattr(at, "_device", lambda: {"device": "FakeGPU", "cc": "9.0",
+                                                    "driver": "12.8"})
+        monkeypatch.setattr(at, "_device_args", tuple)     # host arrays launched as they are
+        monkeypatch.setattr(at, "_spin", lambda arch: {(1, 1): lambda cycles: None})
+        monkeypatch.setattr(cuda, "synchronize", lambda: None, raising=False)
+        monkeypatch.setattr(cuda, "event", lambda *a, **k: Event(), raising=False)
+        monkeypatch.setattr(cuda, "event_elapsed_time", lambda s, e: 1.0, raising=False)
+
+        def getitem(variant, config):
+            def launch(out, a, b, n):
+                stub = variant.stubs[0]
+                self.launches.append(stub)
+                counts[stub] = counts.get(stub, 0) + 1
+                if "BAD" in stub or "LATE" in stub and counts[stub] == 3:
+                    raise nx.LaunchError("cuLaunchKernel: CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES")
+                if "INPLACE" in stub:
+                    a[:n] += 1
+                out[:n] += a[:n] + b[:n]
+            return launch
+        monkeypatch.setattr(Variant, "__getitem__", getitem)
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    return FakeGpu(monkeypatch)
+
+
+def _host_args(n=4):
+    return np.zeros(n, np.float32), np.ones(n, np.float32), np.ones(n, np.float32), n
+
+
+def test_autotune_leaves_the_callers_arrays_as_they_were(tmpl, fake_gpu):
+    args = _host_args()
+    best = autotune(tmpl, [{"combine": ADD}, {"combine": FMA_ADD}], args=args, grid=1, block=4,
+                    cache=False, check=lambda out, a, b, n: out + a + b)
+    assert best.failed == {} and len(fake_gpu.launches) > 2
+    assert np.array_equal(args[0], np.zeros(4)) and np.array_equal(args[1], np.ones(4))
+
+
+def test_an_in_place_input_does_not_leak_into_the_next_candidate(tmpl, fake_gpu):
+    args = _host_args()
+    best = autotune(tmpl, [{"combine": INPLACE}, {"combine": "// 2\n" + INPLACE}], args=args,
+                    grid=1, block=4, cost="registers", check=lambda out, a, b, n: a + 1 + b,
+                    cache=False)
+    assert best.failed == {}                  # both checked from a == 1
+    assert np.array_equal(args[1], np.ones(4)) and np.array_equal(args[0], np.zeros(4))
+
+
+def test_the_decorator_launches_the_winner_once_cached_or_not(tmpl, fake_gpu, tmp_path):
+    outs = []
+    for _ in range(2):                        # tuned and measured, then from the ranking cache
+        k = autotuned(tmpl, candidates=[{"combine": ADD}, {"combine": FMA_ADD}],
+                      cache_dir=tmp_path, check=lambda out, a, b, n: out + a + b)
+        args = _host_args()
+        k[1, 4](*args)
+        outs.append(args[0].copy())
+        k[1, 4](*args)                        # kept tuning: one more launch
+        assert np.array_equal(args[0], np.full(4, 4.0))
+    assert np.array_equal(outs[0], np.full(4, 2.0)) and np.array_equal(outs[1], outs[0])
+
+
+@pytest.mark.parametrize("check", [None, lambda out, a, b, n: out + a + b])
+def test_a_candidate_that_fails_to_launch_is_excluded(tmpl, fake_gpu, check, caplog):
+    cands = [{"combine": BAD}, {"combine": LATE}, {"combine": ADD}]
+    with caplog.at_level(logging.WARNING, logger="numptx.jit.autotune"):
+        best = autotune(tmpl, cands, args=_host_args(), grid=1, block=4, cache=False,
+                        check=check)
+    # LATE fails in the warmup after a check, in a timed round without one
+    assert best.index == 2 and sorted(best.failed) == [0, 1] and best.ranking == (2,)
+    assert best.failed[0].startswith("candidate 0: LaunchError")
+    assert "OUT_OF_RESOURCES" in best.failed[0] and "candidate 0" in caplog.text
+    with pytest.raises(AutotuneError, match="no candidate left") as e:
+        autotune(tmpl, cands[:1], args=_host_args(), grid=1, block=4, cache=False, check=check)
+    assert list(e.value.failed) == [0]
+
+
+def test_the_time_key_covers_arguments_grid_and_block(tmpl, fake_gpu, tmp_path):
+    cands = [{"combine": ADD}]
+    first = autotune(tmpl, cands, args=_host_args(), grid=1, block=4, cache_dir=tmp_path)
+    again = autotune(tmpl, cands, args=_host_args(), grid=1, block=4, cache_dir=tmp_path)
+    assert first.measured == (0,) and again.from_cache == (True,)
+    for kw in [dict(args=_host_args(8)), dict(args=_host_args(), grid=2),
+               dict(args=_host_args(), block=(4, 2))]:
+        kw = {"grid": 1, "block": 4, **kw}
+        assert autotune(tmpl, cands, cache_dir=tmp_path, **kw).measured == (0,), kw
+    ctx = {"args": at.arg_signature(_host_args())}
+    other = {"args": at.arg_signature(_host_args(8))}
+    assert at.entry_key("time", ctx, "v") != at.entry_key("time", other, "v")
+
+
+def test_python_scalars_are_references(tmpl, fake_gpu):
+    for ref in (2.0, 2, np.float32(2)):
+        best = autotune(tmpl, [{"combine": ADD}], args=_host_args(), grid=1, block=4,
+                        check=ref, cost="registers", cache=False)
+        assert best.failed == {}
+
+
+def test_warmup_zero_still_loads_each_candidate_untimed(tmpl, fake_gpu):
+    autotune(tmpl, [{"combine": ADD}], args=_host_args(), grid=1, block=4, cache=False,
+             warmup=0, repeats=3)
+    assert len(fake_gpu.launches) == 4
+
+
+def test_two_kernels_of_one_module_share_no_costs(tmp_path):
+    """The entry is part of the key (one source, two kernels: the same variant keys)."""
+    src = SPINE_SRC + r'''
+extern "C" __global__ void cheap(float* out, const float* a, const float* b, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = a[i];
+}'''
+    cands = [{"combine": chain(64)}, {"combine": ADD}]
+    heavy = autotune(nx.CudaTemplate(src, entry="kernel", arch="sm_90", cache=False), cands,
+                     cost="sass", cache_dir=tmp_path)
+    cheap = autotune(nx.CudaTemplate(src, entry="cheap", arch="sm_90", cache=False), cands,
+                     cost="sass", cache_dir=tmp_path)
+    assert cheap.from_cache == (False, False) and cheap.costs[0] == cheap.costs[1]
+    assert heavy.costs[0] > heavy.costs[1]
+    assert not set(heavy.keys) & set(cheap.keys)
+
+
+def test_sass_keys_name_nvdisasm(tmpl, tmp_path, monkeypatch):
+    first = autotune(tmpl, [{"combine": ADD}], cost="sass", cache_dir=tmp_path)
+    monkeypatch.setattr(at, "_nvdisasm_version", lambda: "another nvdisasm")
+    again = autotune(tmpl, [{"combine": ADD}], cost="sass", cache_dir=tmp_path)
+    assert again.keys != first.keys and again.measured == (0,)
+
+
+def test_options_are_checked_even_when_every_cost_is_cached(tmpl, tmp_path):
+    autotune(tmpl, [{"combine": ADD}], cost="registers", cache_dir=tmp_path)
+    with pytest.raises(AutotuneError, match=r"max_workers=0"):
+        autotune(tmpl, [{"combine": ADD}], cost="registers", cache_dir=tmp_path, max_workers=0)
+
+
+def test_a_kernel_without_args_says_pass_args():
+    with pytest.raises(AutotuneError, match="pass args="):
+        autotune(nx.kernel(_combine), [{"combine": ADD}], cost="sass", cache=False)
+
+
+def test_stale_temporary_files_are_swept(tmp_path):
+    import time
+    cache = at.TuneCache(tmp_path)
+    key = "ab" + "0" * 62
+    folder = os.path.dirname(cache.path(key))
+    os.makedirs(folder)
+    old, fresh = os.path.join(folder, ".ab.old.tmp"), os.path.join(folder, ".ab.new.tmp")
+    for p in (old, fresh):
+        open(p, "w").close()
+    os.utime(old, (time.time() - 2 * 3600,) * 2)
+    cache.put(key, 1.0, {})
+    assert not os.path.exists(old) and os.path.exists(fresh) and cache.get(key) == 1.0
+
+
+def test_tunings_are_made_once_under_concurrent_launches(tmpl, monkeypatch):
+    import threading
+    import time
+    from numptx.jit import autotune_decorator
+    calls = []
+
+    def slow(*a, **k):
+        calls.append(1)
+        time.sleep(0.2)                       # long enough for the other thread to arrive
+        return "tuned"
+    monkeypatch.setattr(autotune_decorator, "autotune", slow)
+    k = autotuned(tmpl, candidates=[{"combine": ADD}], cost="sass")
+    threads = [threading.Thread(target=k.tune, args=_host_args()) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(calls) == 1 and list(k.tunings.values()) == ["tuned"]
+
+
+@pytest.mark.parametrize("opts, match", [
+    ({"cost": "fast"}, "cost='fast'"), ({"rtol": -1}, "rtol=-1"), ({"repeats": 0}, "repeats=0"),
+    ({"max_workers": 0}, "max_workers=0"), ({"executor": 3}, "executor="),
+    ({"cache": "maybe"}, "cache='maybe'"), ({"output": "x"}, "output='x'"),
+])
+def test_decorator_options_are_checked_at_decoration(opts, match):
+    kern = nx.kernel(_combine)
+    for make in (lambda: autotuned(candidates=[{"combine": ADD}], **opts),
+                 lambda: autotuned(kern, candidates=[{"combine": ADD}], **opts)):
+        with pytest.raises(AutotuneError, match=match):
+            make()
+
+
+def test_bare_autotuned_says_candidates():
+    with pytest.raises(AutotuneError, match="candidates="):
+        autotuned(nx.kernel(_combine))
+    with pytest.raises(AutotuneError, match="candidates="):
+        autotuned(_combine)
+
+
+# ---------------------------------------------------------------------------------------------
 # on a GPU: timing with events, result checks, the decorator's launches
 # ---------------------------------------------------------------------------------------------
 N = 1 << 22
@@ -399,3 +624,41 @@ def test_the_decorator_launches_the_winner(tmp_path):
     assert tuned.index in (1, 2) and list(tuned.failed) == [0]
     combine[N // 256, 256](out, da, db)
     assert len(combine.tunings) == 1
+
+
+ACC_SRC = SPINE_SRC.replace("out[i] = z;", "out[i] += z;")       # in place: out += a + b
+
+
+@pytest.mark.gpu
+def test_device_arrays_come_back_as_they_were(tmp_path):
+    tmpl = nx.CudaTemplate(ACC_SRC)
+    a, b, (out, _, _, _) = _gpu_args()
+    s = cuda.stream()                          # arguments whose CAI names a stream
+    da, db = cuda.to_device(a, stream=s), cuda.to_device(b, stream=s)
+    s.synchronize()
+    out.copy_to_device(np.zeros(N, np.float32))
+    cands = [{"combine": ADD}, {"combine": FMA_ADD}]
+    best = autotune(tmpl, cands, args=(out, da, db, N), grid=N // 256, block=256,
+                    check=lambda out, a, b, n: out + a + b, cache_dir=tmp_path)
+    assert best.failed == {} and not out.copy_to_host().any()
+    assert np.array_equal(da.copy_to_host(), a)
+    k = autotuned(tmpl, candidates=cands, cache_dir=tmp_path)      # timed from the cache
+    k[N // 256, 256](out, da, db, N)
+    assert np.array_equal(out.copy_to_host(), a + b)
+
+
+@pytest.mark.gpu
+def test_stream_views_and_strided_snapshots():
+    s = cuda.stream()
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    d = cuda.to_device(x, stream=s)
+    s.synchronize()
+    (v,) = at._device_args((d,))
+    assert d.__cuda_array_interface__["stream"] is not None
+    assert v.__cuda_array_interface__.get("stream") is None            # no sync per launch
+    assert v.__cuda_array_interface__["data"][0] == d.__cuda_array_interface__["data"][0]
+    snap = at._Snapshot((d[:, ::2],))          # strided: the bytes it spans are copied
+    d.copy_to_device(np.zeros_like(x))
+    snap.restore()
+    assert np.array_equal(d.copy_to_host()[:, ::2], x[:, ::2])
+

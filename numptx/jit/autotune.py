@@ -19,10 +19,14 @@
 The candidates are built in one parallel :func:`~numptx.jit.build.build_many` batch; times are
 CUDA events (seconds, best of ``repeats`` after ``warmup``), a spin kernel queued before each
 start event keeping the host's launch cost out of the interval; ``check=`` runs each candidate
-once and excludes those that differ from the reference (every call: checks are not cached).
+once and excludes those that differ from the reference (every call: checks are not cached). A
+candidate that fails to build or launch is excluded too (``failed``). Every array argument is
+copied before the first launch and restored after the last (and before each checked
+candidate), so the caller's arrays come back as they were, even for in-place kernels.
 Measured costs are cached on disk, one JSON file per candidate (:class:`TuneCache`), keyed by
-the cost, the device (name, compute capability, driver), the variant's cubin key (template
-digest, architecture, link options, stub texts, numptx and nvJitLink versions), the argument
+the cost, the kernel (entry), the device (name, compute capability, driver), the variant's cubin
+key (template digest, architecture, link options, stub texts, numptx and nvJitLink versions),
+nvdisasm's version for ``cost="sass"``, the argument
 types, shapes and integer values, grid and block: a changed candidate list measures only new
 candidates. Without a GPU, ``cost="time"`` raises :class:`~numptx.jit.errors.LaunchError`;
 ``cost="sass"`` (needs ``numptx[tools]``) and ``cost="registers"`` rank on the CPU, keyed
@@ -30,11 +34,13 @@ without device, grid or arguments. The guide: docs/autotune.md.
 """
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import numbers
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import subprocess
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,6 +55,7 @@ from .cache import default_cache_dir
 from .errors import LaunchError, ToolMissingError, summary
 from .kernel import Kernel, NumbaTemplate
 from .template import CudaTemplate, Template, Variant
+from .autotune_args import _device_args, _host, _is_array, _Snapshot
 from .tune_cache import TuneCache, entry_key
 
 __all__ = ["autotune", "autotuned", "Autotuned", "Tuned", "TuneCache", "AutotuneError", "COSTS"]
@@ -179,6 +186,34 @@ def _dims(d: Any, what: str) -> tuple[int, int, int]:
     return tuple(int(x) for x in t) + (1,) * (3 - len(t))
 
 
+def _settings(cost: Any, check: Any, output: Any, rtol: Any, atol: Any, repeats: Any,
+              warmup: Any, cache: Any, cache_dir: Any, executor: Any, max_workers: Any,
+              missing: Any) -> tuple[int, int, float, float, TuneCache | None, bool]:
+    """:func:`autotune`'s options checked, each error naming its option (also at decoration
+    time, by :class:`Autotuned`): (repeats, warmup, rtol, atol, the cache, whether to read)."""
+    if not isinstance(cost, str) or cost not in COSTS:
+        raise AutotuneError(f"autotune(cost={cost!r}): use one of {', '.join(map(repr, COSTS))}")
+    if not isinstance(missing, str) or missing not in ("error", "empty"):
+        raise AutotuneError(f"autotune(missing={missing!r}): use 'error' or 'empty'")
+    repeats, warmup = _count(repeats, "repeats", 1), _count(warmup, "warmup", 0)
+    rtol, atol = _tolerance(rtol, "rtol"), _tolerance(atol, "atol")
+    # a Python scalar is a reference as np.float32(1) is: broadcast to the output's shape
+    if not (check is None or callable(check) or isinstance(check, (list, tuple, numbers.Number))
+            or hasattr(check, "__array__")):
+        raise AutotuneError(f"autotune(check=): an array, a number, a callable or None, not "
+                            f"{type(check).__name__}")
+    for j in output if isinstance(output, (tuple, list)) else (output,):
+        if isinstance(j, bool) or not isinstance(j, (numbers.Integral, np.integer)):
+            raise AutotuneError(f"autotune(output={output!r}): argument indices (ints), not "
+                                f"{j!r}")
+    if executor is not None and not isinstance(executor, Executor):
+        raise AutotuneError(f"autotune(executor=): a concurrent.futures.Executor or None, not "
+                            f"{type(executor).__name__}")
+    if max_workers is not None:
+        _count(max_workers, "max_workers", 1)
+    return (repeats, warmup, rtol, atol) + _tune_cache(cache, cache_dir)
+
+
 def _outputs(output: Any, args: tuple) -> tuple[int, ...]:
     outs = output if isinstance(output, (tuple, list)) else (output,)
     if not outs:
@@ -262,25 +297,28 @@ def _on_device(t: Template, cc: tuple[int, int]) -> Template:
     return t.for_arch(f"sm_{dev}") if dev > number and not suffix else t
 
 
-def _device_args(args: tuple) -> tuple[tuple, list]:
-    """``args`` with host NumPy arrays copied to the device once (a launch would copy them in
-    and out each time, inside the timed interval), and numba views of every array."""
-    from numba import cuda
-    dargs, views = [], []
-    for a in args:
-        if isinstance(a, np.ndarray):
-            a = cuda.to_device(a)
-        dargs.append(a)
-        views.append(cuda.as_cuda_array(a) if hasattr(a, "__cuda_array_interface__") else None)
-    return tuple(dargs), views
-
-
 # measuring: static costs, checks, times
 def _static_cost(v: Variant, cost: str) -> float:
     if cost == "registers":
         return float(v.resources.registers)
     from .sass import sass_instructions
     return float(len(sass_instructions(v.cubin, v.entry)))
+
+
+@functools.lru_cache(maxsize=None)
+def _tool_version(path: str) -> str:
+    try:
+        r = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60)
+        return " ".join(r.stdout.split()) or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def _nvdisasm_version() -> str:
+    """What ``cost="sass"`` counts with (another nvdisasm may print another listing);
+    :class:`ToolMissingError` without one."""
+    from .sass import find_tool
+    return _tool_version(find_tool("nvdisasm"))
 
 
 def _measure_static(variants: Mapping[int, Variant], cost: str,
@@ -300,11 +338,10 @@ def _measure_static(variants: Mapping[int, Variant], cost: str,
     return out
 
 
-def _reference(check: Any, args: tuple, views: list, outs: tuple[int, ...]) -> list[np.ndarray]:
+def _reference(check: Any, dargs: tuple, outs: tuple[int, ...]) -> list[np.ndarray]:
     """The expected contents of each output argument, checked against their shapes."""
     if callable(check):
-        host = tuple(views[j].copy_to_host() if views[j] is not None else a
-                     for j, a in enumerate(args))
+        host = tuple(_host(a) if _is_array(a) else a for a in dargs)
         try:
             ref = check(*host)
         except Exception as e:   # noqa: BLE001 - the user's reference failed: say where
@@ -318,13 +355,14 @@ def _reference(check: Any, args: tuple, views: list, outs: tuple[int, ...]) -> l
                             f"{len(refs)} reference(s)")
     out = []
     for j, r in zip(outs, refs):
+        shape = tuple(dargs[j].shape)
         try:
             r = np.asarray(r)
-            out.append(np.broadcast_to(r, views[j].shape))
+            out.append(np.broadcast_to(r, shape))
         except (ValueError, TypeError) as e:
             raise AutotuneError(f"autotune(check=): the reference for argument {j} (shape "
                                 f"{np.shape(r)}) does not fit the argument's shape "
-                                f"{views[j].shape}: {e}") from None
+                                f"{shape}: {e}") from None
     return out
 
 
@@ -344,53 +382,73 @@ def _compare(i: int, j: int, got: np.ndarray, want: np.ndarray, rtol: float,
             f"{got.reshape(-1)[k]!r}, expected {want.reshape(-1)[k]!r})")
 
 
-def _check(variants: Mapping[int, Variant], dargs: tuple, views: list, outs: tuple[int, ...],
-           refs: list[np.ndarray], config: tuple, rtol: float, atol: float) -> dict[int, str]:
-    """Run each candidate once from the outputs' initial contents and compare."""
+def _failure(i: int, e: BaseException) -> str:
+    return f"candidate {i}: {type(e).__name__}: {summary(e)}"
+
+
+def _check(variants: Mapping[int, Variant], dargs: tuple, snapshot: _Snapshot,
+           outs: tuple[int, ...], refs: list[np.ndarray], config: tuple, rtol: float,
+           atol: float) -> dict[int, str]:
+    """Run each candidate once from the arguments' initial contents and compare; one that
+    fails to launch (too many registers for the block, say) is excluded, not fatal."""
     from numba import cuda
-    initial = {j: views[j].copy_to_host() for j in outs}
     failed = {}
     for i, v in variants.items():
-        for j in outs:
-            views[j].copy_to_device(initial[j])
-        v[config](*dargs)
-        cuda.synchronize()
+        snapshot.restore()
+        try:
+            v[config](*dargs)
+            cuda.synchronize()
+        except Exception as e:   # noqa: BLE001 - any launch error; named by index
+            failed[i] = _failure(i, e)
+            continue
         for j, want in zip(outs, refs):
-            why = _compare(i, j, views[j].copy_to_host(), want, rtol, atol)
+            why = _compare(i, j, _host(dargs[j]), want, rtol, atol)
             if why is not None:
                 failed[i] = why
                 break
-    for j in outs:
-        views[j].copy_to_device(initial[j])
     return failed
 
 
 def _time(variants: Mapping[int, Variant], dargs: tuple, config: tuple, repeats: int,
-          warmup: int, arch: str) -> dict[int, float]:
-    """Best-of-``repeats`` seconds per candidate: interleaved rounds, each launch between two
-    events on stream 0 with a spin kernel queued first, so the host's launch cost falls inside
-    the spin, not the interval."""
+          warmup: int, arch: str) -> dict[int, float | BaseException]:
+    """Best-of-``repeats`` seconds per candidate (the error for one that fails to launch):
+    interleaved rounds, each launch between two events on stream 0 with a spin kernel queued
+    first, so the host's launch cost falls inside the spin, not the interval."""
     if not variants:
         return {}
     from numba import cuda
     spin = _spin(arch)[1, 1]
-    launches = {i: v[config] for i, v in variants.items()}
-    for launch in launches.values():          # loads each module, fills caches and clocks
-        for _ in range(max(1, warmup)):
-            launch(*dargs)
+    out: dict[int, float | BaseException] = {}
+    launches = {}
+    for i, v in variants.items():
+        try:
+            launch = v[config]
+            # loads the module, fills caches and clocks; at least once (warmup=0 too), so no
+            # module load is timed
+            for _ in range(max(1, warmup)):
+                launch(*dargs)
+            cuda.synchronize()        # an asynchronous launch error surfaces here, named
+            launches[i] = launch
+        except Exception as e:   # noqa: BLE001 - any launch error; named by index
+            out[i] = e
     spin(SPIN_CYCLES)
     cuda.synchronize()
     start, stop = cuda.event(), cuda.event()
     best = {i: math.inf for i in launches}
     for _ in range(repeats):
-        for i, launch in launches.items():
-            spin(SPIN_CYCLES)
-            start.record(stream=0)
-            launch(*dargs)
-            stop.record(stream=0)
-            stop.synchronize()
+        for i, launch in list(launches.items()):
+            try:
+                spin(SPIN_CYCLES)
+                start.record(stream=0)
+                launch(*dargs)
+                stop.record(stream=0)
+                stop.synchronize()
+            except Exception as e:   # noqa: BLE001 - any launch error; named by index
+                out[i] = e
+                del launches[i], best[i]
+                continue
             best[i] = min(best[i], cuda.event_elapsed_time(start, stop) / 1e3)
-    return best
+    return {**out, **best}
 
 
 # autotune
@@ -413,6 +471,12 @@ def _template_of(target: Any, args: tuple | None, cc: tuple[int, int] | None) ->
     device), a template as given (for the device's architecture when launching)."""
     if isinstance(target, Kernel):
         if cc is None:
+            if not args and getattr(target, "_declared", None) is None \
+                    and getattr(target, "_last", None) is None:
+                raise AutotuneError(f"autotune(args=): kernel {target.__name__!r} has no "
+                                    f"signature yet: pass args= (example arguments; host "
+                                    f"NumPy arrays will do) or declare one with "
+                                    f"@nx.kernel('void(float32[:], ...)')")
             return target.template(*(args or ()))
         return _on_device(target.template_for_device(target.argtypes(*args), cc), cc)
     if args is not None and not isinstance(target, NumbaTemplate):
@@ -444,8 +508,11 @@ def autotune(template: Template | Kernel, candidates: Iterable[Mapping[str, Any]
     static costs need no GPU (nor grid, block or, for CUDA C++, args). ``check``: the expected
     contents of ``args[output]`` (an array, or a callable taking host copies of the arguments
     and returning it; a tuple of them for several outputs), compared with ``rtol``/``atol``;
-    a candidate that differs, or fails to build, is excluded and listed in ``failed``. The
-    outputs hold what the last timed launch wrote afterwards. ``cache``: True (read and write
+    a candidate that differs, or fails to build or launch, is excluded and listed in
+    ``failed``. Every array in ``args`` is copied first and restored before each checked
+    candidate and at the end, so afterwards it holds what it held before (the copies take the
+    arrays' memory once more on the device). ``warmup=0`` still launches each candidate once,
+    untimed, to load it. ``cache``: True (read and write
     the ranking cache under ``cache_dir``, default numptx's cache folder), ``"refresh"``
     (measure again, write), False. ``executor``/``max_workers`` go to
     :func:`~numptx.jit.build.build_many`; ``missing="empty"`` leaves sites without a stub
@@ -456,33 +523,27 @@ def autotune(template: Template | Kernel, candidates: Iterable[Mapping[str, Any]
     >>> best.index, best.times                                      # doctest: +SKIP
     (1, (3.1e-05, 1.8e-05))
     """
-    if cost not in COSTS:
-        raise AutotuneError(f"autotune(cost={cost!r}): use one of {', '.join(map(repr, COSTS))}")
     if not isinstance(template, (Template, Kernel)):
         raise AutotuneError(f"autotune(template=): a CudaTemplate, Template or @nx.kernel "
                             f"kernel, not {type(template).__name__}")
     cands = _candidates(candidates)
-    if missing not in ("error", "empty"):
-        raise AutotuneError(f"autotune(missing={missing!r}): use 'error' or 'empty'")
+    repeats, warmup, rtol, atol, store, read = _settings(
+        cost, check, output, rtol, atol, repeats, warmup, cache, cache_dir, executor,
+        max_workers, missing)
     if args is not None:
         if isinstance(args, (str, bytes, Mapping)) or not isinstance(args, (tuple, list)):
             raise AutotuneError(f"autotune(args=) is a tuple of the kernel's arguments, not "
                                 f"{type(args).__name__}")
         args = tuple(args)
-    repeats, warmup = _count(repeats, "repeats", 1), _count(warmup, "warmup", 0)
-    rtol, atol = _tolerance(rtol, "rtol"), _tolerance(atol, "atol")
-    if not (check is None or callable(check) or isinstance(check, (list, tuple))
-            or hasattr(check, "__array__")):
-        raise AutotuneError(f"autotune(check=): an array, a callable or None, not "
-                            f"{type(check).__name__}")
-    store, read = _tune_cache(cache, cache_dir)
+    # checked for every cost: a static ranking must not accept what a launch would refuse
+    config = (None if grid is None else _dims(grid, "grid"),
+              None if block is None else _dims(block, "block"))
     launching = cost == "time" or check is not None
-    config = outs = None
+    outs = None
     if launching:
         if args is None or grid is None or block is None:
             raise AutotuneError("autotune: args=, grid= and block= are needed to launch the "
                                 "candidates (cost='time' or check=)")
-        config = (_dims(grid, "grid"), _dims(block, "block"))
         if check is not None:
             outs = _outputs(output, args)
         if not gpu_available():
@@ -506,9 +567,12 @@ def autotune(template: Template | Kernel, candidates: Iterable[Mapping[str, Any]
         try:
             variants[i] = t.inject(c, missing=missing)
         except Exception as e:   # noqa: BLE001 - any stub object may raise; named by index
-            failed[i] = f"candidate {i}: {type(e).__name__}: {summary(e)}"
+            failed[i] = _failure(i, e)
 
-    context: dict[str, Any] = {"cost": cost}
+    # the entry: two kernels of one module share cubins (variant keys), not costs
+    context: dict[str, Any] = {"cost": cost, "entry": t.entry}
+    if cost == "sass":
+        context["nvdisasm"] = _nvdisasm_version()
     if cost == "time":
         context.update(device, args=arg_signature(args), grid=config[0], block=config[1])
     keys: list[str | None] = [None] * n
@@ -529,25 +593,30 @@ def autotune(template: Template | Kernel, candidates: Iterable[Mapping[str, Any]
                            missing=missing, max_workers=max_workers)
         for i, b in zip(need, built):
             if isinstance(b, BaseException):
-                failed[i] = f"candidate {i}: {type(b).__name__}: {summary(b)}"
+                failed[i] = _failure(i, b)
     alive = {i: v for i, v in variants.items() if i not in failed}
 
-    dargs: tuple = ()
+    got: Mapping[int, float | BaseException] = {}
     if launching and (check is not None or any(not from_cache[i] for i in alive)):
-        dargs, views = _device_args(args)     # nothing to launch when every cost is cached
-        if check is not None:
-            refs = _reference(check, args, views, outs)
-            failed.update(_check(alive, dargs, views, outs, refs, config, rtol, atol))
-        alive = {i: v for i, v in alive.items() if i not in failed}
-    measure = {i: v for i, v in alive.items() if not from_cache[i]}
-    if cost == "time":
-        got: Mapping[int, float | BaseException] = _time(measure, dargs, config, repeats,
-                                                         warmup, t.arch)
-    else:
-        got = _measure_static(measure, cost, max_workers)
+        dargs = _device_args(args)            # nothing to launch when every cost is cached
+        refs = _reference(check, dargs, outs) if check is not None else []
+        # candidates run on the caller's arrays: restored after, whatever happens
+        snapshot = _Snapshot(dargs)
+        try:
+            if check is not None:
+                failed.update(_check(alive, dargs, snapshot, outs, refs, config, rtol, atol))
+                alive = {i: v for i, v in alive.items() if i not in failed}
+            if cost == "time":
+                got = _time({i: v for i, v in alive.items() if not from_cache[i]}, dargs,
+                            config, repeats, warmup, t.arch)
+        finally:
+            snapshot.restore()
+    if cost != "time":
+        got = _measure_static({i: v for i, v in alive.items() if not from_cache[i]}, cost,
+                              max_workers)
     for i, value in got.items():
         if isinstance(value, BaseException):
-            failed[i] = f"candidate {i}: {type(value).__name__}: {summary(value)}"
+            failed[i] = _failure(i, value)
             continue
         costs[i] = value
         if store is not None:
@@ -575,83 +644,6 @@ def autotune(template: Template | Kernel, candidates: Iterable[Mapping[str, Any]
                  from_cache=tuple(from_cache), measured=measured, cost=cost, keys=tuple(keys))
 
 
-# the decorator form
-_OPTIONS = frozenset({"check", "output", "rtol", "atol", "repeats", "warmup", "cost", "cache",
-                      "cache_dir", "executor", "max_workers", "missing"})
 
-
-class Autotuned:
-    """A template or ``@nx.kernel`` kernel that launches the best of ``candidates``:
-    ``tuned[grid, block](*args)`` runs :func:`autotune` on the first launch of each argument
-    signature (types, shapes, integer values), grid and block, then launches its winner.
-    ``tune(*args, grid=, block=)`` returns that :class:`Tuned` without launching; ``tunings``
-    holds those made so far.
-
-    >>> @autotuned(candidates=[{"f": f1}, {"f": f2}])      # doctest: +SKIP
-    ... @nx.kernel
-    ... def apply(out, a, b): ...
-    >>> apply[blocks, 256](out, a, b)                      # doctest: +SKIP
-    """
-
-    def __init__(self, target: Template | Kernel, candidates: Iterable[Mapping[str, Any]],
-                 **options: Any):
-        if not isinstance(target, (Template, Kernel)):
-            raise AutotuneError(f"nx.autotuned: a CudaTemplate, Template or @nx.kernel kernel, "
-                                f"not {type(target).__name__} (put @nx.autotuned above @nx.kernel)")
-        unknown = sorted(set(options) - _OPTIONS)
-        if unknown:
-            raise AutotuneError(f"nx.autotuned: unknown option(s) {', '.join(unknown)}; it takes "
-                                f"{', '.join(sorted(_OPTIONS))}")
-        self.target = target
-        self.candidates = _candidates(candidates)
-        self.options = options
-        self.tunings: dict[tuple, Tuned] = {}
-        self.__name__ = getattr(target, "__name__", getattr(target, "entry", "kernel"))
-        self.__doc__ = getattr(target, "__doc__", None)
-
-    def __repr__(self) -> str:
-        return f"<nx.autotuned {self.__name__}: {len(self.candidates)} candidate(s)>"
-
-    def tune(self, *args: Any, grid: Any = None, block: Any = None) -> Tuned:
-        """The :class:`Tuned` of a launch with ``args`` on ``grid`` x ``block`` (made on first
-        use, then kept)."""
-        key = (tuple(arg_signature(args)),
-               None if grid is None else _dims(grid, "grid"),
-               None if block is None else _dims(block, "block"))
-        tuned = self.tunings.get(key)
-        if tuned is None:
-            tuned = self.tunings[key] = autotune(self.target, self.candidates, args=args,
-                                                 grid=grid, block=block, **self.options)
-        return tuned
-
-    def __getitem__(self, config: Any) -> Callable[..., None]:
-        if not isinstance(config, tuple) or len(config) != 2:
-            raise AutotuneError(f"{self.__name__}[grid, block](*args): an autotuned kernel "
-                                f"launches with a grid and a block only, got {config!r}")
-        grid, block = config
-
-        def launch(*args: Any) -> None:
-            self.tune(*args, grid=grid, block=block).variant[grid, block](*args)
-        return launch
-
-    def __call__(self, *args: Any, **kwargs: Any) -> None:
-        raise AutotuneError(f"an autotuned kernel is launched with a grid and a block: "
-                            f"{self.__name__}[grid, block](*args)")
-
-
-def autotuned(target: Template | Kernel | None = None, /, *,
-              candidates: Iterable[Mapping[str, Any]], **options: Any):
-    """An :class:`Autotuned` kernel: ``nx.autotuned(tmpl, candidates=[...], **options)``, or as
-    a decorator above ``@nx.kernel``::
-
-        @nx.autotuned(candidates=[{"f": f1}, {"f": f2}], check=reference)
-        @nx.kernel
-        def apply(out, a, b): ...
-
-    ``options`` are :func:`autotune`'s (``check``, ``output``, ``rtol``, ``atol``, ``repeats``,
-    ``warmup``, ``cost``, ``cache``, ``cache_dir``, ``executor``, ``max_workers``,
-    ``missing``)."""
-    cands = _candidates(candidates)
-    if target is None:
-        return lambda t: Autotuned(t, cands, **options)
-    return Autotuned(target, cands, **options)
+# the decorator form, in its own module (it imports the above)
+from .autotune_decorator import Autotuned, autotuned  # noqa: E402

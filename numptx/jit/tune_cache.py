@@ -25,16 +25,22 @@ __all__ = ["TuneCache", "SCHEMA", "entry_key"]
 
 log = logging.getLogger(__name__)
 
-#: bump when the key recipe or the entry format changes
-SCHEMA = 1
+#: bump when the key recipe or the entry format changes (2: the kernel's entry, nvdisasm's
+#: version for cost="sass")
+SCHEMA = 2
 _MAX_ENTRY = 1 << 20
+#: a temporary file older than this (seconds) is a killed writer's, removed by the next write
+#: in its folder (a live writer's is seconds old)
+STALE_TMP_S = 3600
 
 
 class TuneCache:
-    """Measured costs by key, one JSON file each under ``directory/autotune-v1/<ab>/<key>.json``.
-    Writes are atomic (a temporary file in the same folder, ``os.replace``); an entry that is
-    not a whole, valid entry for its key is ignored with a warning (and overwritten by the next
-    measurement), never an error."""
+    """Measured costs by key, one JSON file each under
+    ``directory/autotune-v<SCHEMA>/<ab>/<key>.json``. Writes are atomic (a temporary file in the
+    same folder, ``os.replace``); an entry that is not a whole, valid entry for its key is
+    ignored with a warning (and overwritten by the next measurement), never an error. A write
+    also removes the folder's temporary files older than :data:`STALE_TMP_S` (left by killed
+    writers)."""
 
     def __init__(self, directory: str | os.PathLike):
         self.directory = os.path.abspath(os.fspath(directory))
@@ -94,12 +100,28 @@ class TuneCache:
                 os.fsync(f.fileno())
             os.replace(tmp, path)
             tmp = None
+            _sweep(folder)
         except OSError as e:
             log.warning("numptx: could not write the autotune cache entry %s: %s", path, e)
         finally:
             if tmp is not None:
                 with contextlib.suppress(OSError):
                     os.remove(tmp)
+
+
+def _sweep(folder: str) -> None:
+    """Remove the temporary files in ``folder`` that killed writers left."""
+    now = time.time()
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for name in names:
+        if name.startswith(".") and name.endswith(".tmp"):
+            path = os.path.join(folder, name)
+            with contextlib.suppress(OSError):       # another writer may sweep it first
+                if now - os.lstat(path).st_mtime > STALE_TMP_S:
+                    os.remove(path)
 
 
 def entry_key(cost: str, context: Mapping[str, Any], variant_key: str) -> str:

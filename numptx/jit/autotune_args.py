@@ -1,0 +1,101 @@
+"""The arguments :func:`numptx.autotune` launches candidates with: stream-less device views
+of the caller's arrays, and snapshots that put them back as they were.
+
+::
+
+    dargs = _device_args(args)       # host arrays copied to the device; CAI streams synced once
+    snapshot = _Snapshot(dargs)      # a copy of every writable array
+    ...                              # candidates run on dargs (in place, for some)
+    snapshot.restore()               # the caller's arrays as they were
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+__all__: list[str] = []
+
+
+def _device_args(args: tuple) -> tuple:
+    """``args`` as the candidates are launched with: host NumPy arrays copied to the device once
+    (a launch would copy them in and out inside each timed interval), device arrays as numba
+    views of the same memory without their ``__cuda_array_interface__`` stream.
+
+    A launch synchronizes each argument's CAI stream on the host first (numba's
+    ``CUDA_ARRAY_INTERFACE_SYNC``), which would let the spin kernel run out before the start
+    event and time the launch's host cost again. So each stream is synchronized here, once, and
+    the candidates get stream-less views; turning the setting off for the duration instead
+    would change a global that other threads' launches read."""
+    from numba import cuda
+    out = []
+    for a in args:
+        cai = getattr(a, "__cuda_array_interface__", None)
+        if isinstance(a, np.ndarray):
+            a = cuda.to_device(a)
+        elif isinstance(cai, Mapping) and cai.get("mask") is None:
+            if cai.get("stream") is not None:
+                cuda.external_stream(int(cai["stream"])).synchronize()
+            a = cuda.from_cuda_array_interface({k: v for k, v in cai.items() if k != "stream"},
+                                               owner=a, sync=False)
+        out.append(a)
+    return tuple(out)
+
+
+def _is_array(a: Any) -> bool:
+    return isinstance(a, np.ndarray) or hasattr(a, "__cuda_array_interface__")
+
+
+def _host(a: Any) -> np.ndarray:
+    """A host copy of array ``a`` (device or NumPy)."""
+    return a.copy() if isinstance(a, np.ndarray) else a.copy_to_host()
+
+
+def _raw(a: Any) -> Any:
+    """A contiguous byte view of the device memory array ``a`` spans (strided or not), or
+    None for an empty array."""
+    from numba import cuda
+    cai = a.__cuda_array_interface__
+    shape, size = tuple(cai["shape"]), np.dtype(cai["typestr"]).itemsize
+    if 0 in shape:
+        return None
+    strides = cai.get("strides") or tuple(int(np.prod(shape[k + 1:])) * size
+                                          for k in range(len(shape)))
+    lo = sum(s * (n - 1) for s, n in zip(strides, shape) if s < 0)
+    hi = sum(s * (n - 1) for s, n in zip(strides, shape) if s > 0) + size
+    desc = {"shape": (hi - lo,), "typestr": "|u1", "data": (cai["data"][0] + lo, False),
+            "strides": None, "version": 3}
+    return cuda.from_cuda_array_interface(desc, owner=a, sync=False)
+
+
+class _Snapshot:
+    """Copies of every writable array argument (NumPy: a copy; device: a device-to-device copy
+    of the bytes it spans), taken before any candidate runs; :meth:`restore` writes them back.
+    Candidates run on the caller's arrays, so without it an in-place kernel (``out += a``)
+    would hand the caller what every timed launch added, and one checked candidate's writes to
+    an input would become the next one's input."""
+
+    def __init__(self, dargs: tuple):
+        from numba import cuda
+        self._saved: list[tuple[Any, Any]] = []
+        for a in dargs:
+            if isinstance(a, np.ndarray):
+                if a.flags.writeable:
+                    self._saved.append((a, a.copy()))
+            elif _is_array(a) and not a.__cuda_array_interface__["data"][1]:   # not read-only
+                raw = _raw(a)
+                if raw is not None:
+                    copy = cuda.device_array(raw.shape, np.uint8)
+                    copy.copy_to_device(raw)
+                    self._saved.append((raw, copy))
+        cuda.synchronize()
+
+    def restore(self) -> None:
+        from numba import cuda
+        for a, copy in self._saved:
+            if isinstance(a, np.ndarray):
+                a[...] = copy
+            else:
+                a.copy_to_device(copy)
+        cuda.synchronize()            # the caller's other streams see the restored contents
