@@ -40,7 +40,8 @@ from .jit.runtime_constants import ConstantsError
 from .jit.fitness import fitness
 from .jit.errors import CubinError, ToolMissingError
 from .jit.resources import Resources, cubin_resources
-from .jit.autotune import AutotuneError, Autotuned, Tuned, autotune, autotuned
+from .jit.autotune import AutotuneError, Tuned, autotune
+from .jit.autotune_decorator import Autotuned, autotuned
 
 from ._version import __version__
 

@@ -14,7 +14,8 @@ import pytest
 
 import numptx as nx
 from numptx.jit import autotune as at
-from numptx.jit.autotune import AutotuneError, Autotuned, Tuned, autotune, autotuned
+from numptx.jit.autotune import AutotuneError, Tuned, autotune
+from numptx.jit.autotune_decorator import Autotuned, autotuned
 from numptx.jit.template import Variant
 from numptx.jit.tune_cache import SCHEMA
 
@@ -365,7 +366,7 @@ class FakeGpu:
         monkeypatch.setattr(at, "gpu_available", lambda: True)
         monkeypatch.setattr(at, "_device", lambda: {"device": "FakeGPU", "cc": "9.0",
                                                     "driver": "12.8"})
-        monkeypatch.setattr(at, "_device_args", tuple)     # host arrays launched as they are
+        monkeypatch.setattr(at, "device_args", tuple)     # host arrays launched as they are
         monkeypatch.setattr(at, "_spin", lambda arch: {(1, 1): lambda cycles: None})
         monkeypatch.setattr(cuda, "synchronize", lambda: None, raising=False)
         monkeypatch.setattr(cuda, "event", lambda *a, **k: Event(), raising=False)
@@ -653,11 +654,11 @@ def test_stream_views_and_strided_snapshots():
     x = np.arange(12, dtype=np.float32).reshape(3, 4)
     d = cuda.to_device(x, stream=s)
     s.synchronize()
-    (v,) = at._device_args((d,))
+    (v,) = at.device_args((d,))
     assert d.__cuda_array_interface__["stream"] is not None
     assert v.__cuda_array_interface__.get("stream") is None            # no sync per launch
     assert v.__cuda_array_interface__["data"][0] == d.__cuda_array_interface__["data"][0]
-    snap = at._Snapshot((d[:, ::2],))          # strided: the bytes it spans are copied
+    snap = at.Snapshot((d[:, ::2],))          # strided: the bytes it spans are copied
     d.copy_to_device(np.zeros_like(x))
     snap.restore()
     assert np.array_equal(d.copy_to_host()[:, ::2], x[:, ::2])

@@ -55,10 +55,10 @@ from .cache import default_cache_dir
 from .errors import LaunchError, ToolMissingError, summary
 from .kernel import Kernel, NumbaTemplate
 from .template import CudaTemplate, Template, Variant
-from .autotune_args import _device_args, _host, _is_array, _Snapshot
+from .autotune_args import device_args, host_array, is_array, Snapshot
 from .tune_cache import TuneCache, entry_key
 
-__all__ = ["autotune", "autotuned", "Autotuned", "Tuned", "TuneCache", "AutotuneError", "COSTS"]
+__all__ = ["autotune", "Tuned", "TuneCache", "AutotuneError", "COSTS"]
 
 log = logging.getLogger(__name__)
 
@@ -145,7 +145,7 @@ def _tune_cache(cache: Any, cache_dir: Any) -> tuple[TuneCache | None, bool]:
 
 
 # input checks
-def _candidates(candidates: Any) -> list[Mapping[str, Any]]:
+def check_candidates(candidates: Any) -> list[Mapping[str, Any]]:
     if isinstance(candidates, Mapping):
         raise AutotuneError("autotune(candidates=) is a list of stub mappings, one per "
                             "candidate ([{'f': f1}, {'f': f2}]), not one mapping")
@@ -178,7 +178,7 @@ def _tolerance(value: Any, what: str) -> float:
     return float(value)
 
 
-def _dims(d: Any, what: str) -> tuple[int, int, int]:
+def check_dims(d: Any, what: str) -> tuple[int, int, int]:
     t = tuple(d) if isinstance(d, (tuple, list)) else (d,)
     if not 1 <= len(t) <= 3 or not all(isinstance(x, (numbers.Integral, np.integer))
                                        and not isinstance(x, bool) and x >= 1 for x in t):
@@ -186,7 +186,7 @@ def _dims(d: Any, what: str) -> tuple[int, int, int]:
     return tuple(int(x) for x in t) + (1,) * (3 - len(t))
 
 
-def _settings(cost: Any, check: Any, output: Any, rtol: Any, atol: Any, repeats: Any,
+def check_settings(cost: Any, check: Any, output: Any, rtol: Any, atol: Any, repeats: Any,
               warmup: Any, cache: Any, cache_dir: Any, executor: Any, max_workers: Any,
               missing: Any) -> tuple[int, int, float, float, TuneCache | None, bool]:
     """:func:`autotune`'s options checked, each error naming its option (also at decoration
@@ -341,7 +341,7 @@ def _measure_static(variants: Mapping[int, Variant], cost: str,
 def _reference(check: Any, dargs: tuple, outs: tuple[int, ...]) -> list[np.ndarray]:
     """The expected contents of each output argument, checked against their shapes."""
     if callable(check):
-        host = tuple(_host(a) if _is_array(a) else a for a in dargs)
+        host = tuple(host_array(a) if is_array(a) else a for a in dargs)
         try:
             ref = check(*host)
         except Exception as e:   # noqa: BLE001 - the user's reference failed: say where
@@ -386,7 +386,7 @@ def _failure(i: int, e: BaseException) -> str:
     return f"candidate {i}: {type(e).__name__}: {summary(e)}"
 
 
-def _check(variants: Mapping[int, Variant], dargs: tuple, snapshot: _Snapshot,
+def _check(variants: Mapping[int, Variant], dargs: tuple, snapshot: Snapshot,
            outs: tuple[int, ...], refs: list[np.ndarray], config: tuple, rtol: float,
            atol: float) -> dict[int, str]:
     """Run each candidate once from the arguments' initial contents and compare; one that
@@ -402,7 +402,7 @@ def _check(variants: Mapping[int, Variant], dargs: tuple, snapshot: _Snapshot,
             failed[i] = _failure(i, e)
             continue
         for j, want in zip(outs, refs):
-            why = _compare(i, j, _host(dargs[j]), want, rtol, atol)
+            why = _compare(i, j, host_array(dargs[j]), want, rtol, atol)
             if why is not None:
                 failed[i] = why
                 break
@@ -526,8 +526,8 @@ def autotune(template: Template | Kernel, candidates: Iterable[Mapping[str, Any]
     if not isinstance(template, (Template, Kernel)):
         raise AutotuneError(f"autotune(template=): a CudaTemplate, Template or @nx.kernel "
                             f"kernel, not {type(template).__name__}")
-    cands = _candidates(candidates)
-    repeats, warmup, rtol, atol, store, read = _settings(
+    cands = check_candidates(candidates)
+    repeats, warmup, rtol, atol, store, read = check_settings(
         cost, check, output, rtol, atol, repeats, warmup, cache, cache_dir, executor,
         max_workers, missing)
     if args is not None:
@@ -536,8 +536,8 @@ def autotune(template: Template | Kernel, candidates: Iterable[Mapping[str, Any]
                                 f"{type(args).__name__}")
         args = tuple(args)
     # checked for every cost: a static ranking must not accept what a launch would refuse
-    config = (None if grid is None else _dims(grid, "grid"),
-              None if block is None else _dims(block, "block"))
+    config = (None if grid is None else check_dims(grid, "grid"),
+              None if block is None else check_dims(block, "block"))
     launching = cost == "time" or check is not None
     outs = None
     if launching:
@@ -598,10 +598,10 @@ def autotune(template: Template | Kernel, candidates: Iterable[Mapping[str, Any]
 
     got: Mapping[int, float | BaseException] = {}
     if launching and (check is not None or any(not from_cache[i] for i in alive)):
-        dargs = _device_args(args)            # nothing to launch when every cost is cached
+        dargs = device_args(args)            # nothing to launch when every cost is cached
         refs = _reference(check, dargs, outs) if check is not None else []
         # candidates run on the caller's arrays: restored after, whatever happens
-        snapshot = _Snapshot(dargs)
+        snapshot = Snapshot(dargs)
         try:
             if check is not None:
                 failed.update(_check(alive, dargs, snapshot, outs, refs, config, rtol, atol))
@@ -642,8 +642,3 @@ def autotune(template: Template | Kernel, candidates: Iterable[Mapping[str, Any]
     return Tuned(variant=winner, index=best, candidate=cands[best], costs=tuple(costs),
                  ranking=ranking, failed=dict(sorted(failed.items())),
                  from_cache=tuple(from_cache), measured=measured, cost=cost, keys=tuple(keys))
-
-
-
-# the decorator form, in its own module (it imports the above)
-from .autotune_decorator import Autotuned, autotuned  # noqa: E402

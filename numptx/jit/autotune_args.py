@@ -3,8 +3,8 @@ of the caller's arrays, and snapshots that put them back as they were.
 
 ::
 
-    dargs = _device_args(args)       # host arrays copied to the device; CAI streams synced once
-    snapshot = _Snapshot(dargs)      # a copy of every writable array
+    dargs = device_args(args)       # host arrays copied to the device; CAI streams synced once
+    snapshot = Snapshot(dargs)      # a copy of every writable array
     ...                              # candidates run on dargs (in place, for some)
     snapshot.restore()               # the caller's arrays as they were
 """
@@ -18,7 +18,7 @@ import numpy as np
 __all__: list[str] = []
 
 
-def _device_args(args: tuple) -> tuple:
+def device_args(args: tuple) -> tuple:
     """``args`` as the candidates are launched with: host NumPy arrays copied to the device once
     (a launch would copy them in and out inside each timed interval), device arrays as numba
     views of the same memory without their ``__cuda_array_interface__`` stream.
@@ -43,11 +43,11 @@ def _device_args(args: tuple) -> tuple:
     return tuple(out)
 
 
-def _is_array(a: Any) -> bool:
+def is_array(a: Any) -> bool:
     return isinstance(a, np.ndarray) or hasattr(a, "__cuda_array_interface__")
 
 
-def _host(a: Any) -> np.ndarray:
+def host_array(a: Any) -> np.ndarray:
     """A host copy of array ``a`` (device or NumPy)."""
     return a.copy() if isinstance(a, np.ndarray) else a.copy_to_host()
 
@@ -69,7 +69,7 @@ def _raw(a: Any) -> Any:
     return cuda.from_cuda_array_interface(desc, owner=a, sync=False)
 
 
-class _Snapshot:
+class Snapshot:
     """Copies of every writable array argument (NumPy: a copy; device: a device-to-device copy
     of the bytes it spans), taken before any candidate runs; :meth:`restore` writes them back.
     Candidates run on the caller's arrays, so without it an in-place kernel (``out += a``)
@@ -83,7 +83,7 @@ class _Snapshot:
             if isinstance(a, np.ndarray):
                 if a.flags.writeable:
                     self._saved.append((a, a.copy()))
-            elif _is_array(a) and not a.__cuda_array_interface__["data"][1]:   # not read-only
+            elif is_array(a) and not a.__cuda_array_interface__["data"][1]:   # not read-only
                 raw = _raw(a)
                 if raw is not None:
                     copy = cuda.device_array(raw.shape, np.uint8)

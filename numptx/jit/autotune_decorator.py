@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from .autotune import AutotuneError, Tuned, _candidates, _dims, _settings, arg_signature, autotune
+from .autotune import AutotuneError, Tuned, check_candidates, check_dims, check_settings, arg_signature, autotune
 from .kernel import Kernel
 from .template import Template
 
@@ -37,7 +37,7 @@ def _check_options(options: Mapping[str, Any]) -> None:
         raise AutotuneError(f"nx.autotuned: unknown option(s) {', '.join(unknown)}; it takes "
                             f"{', '.join(sorted(DEFAULTS))}")
     try:
-        _settings(**{**DEFAULTS, **options})
+        check_settings(**{**DEFAULTS, **options})
     except AutotuneError as e:
         raise AutotuneError(f"nx.autotuned: {e}") from None
 
@@ -63,7 +63,7 @@ class Autotuned:
                                 f"not {type(target).__name__} (put @nx.autotuned above @nx.kernel)")
         _check_options(options)
         self.target = target
-        self.candidates = _candidates(candidates)
+        self.candidates = check_candidates(candidates)
         self.options = options
         self.tunings: dict[tuple, Tuned] = {}
         self._lock = threading.Lock()
@@ -77,8 +77,8 @@ class Autotuned:
         """The :class:`Tuned` of a launch with ``args`` on ``grid`` x ``block`` (made on first
         use, then kept)."""
         key = (tuple(arg_signature(args)),
-               None if grid is None else _dims(grid, "grid"),
-               None if block is None else _dims(block, "block"))
+               None if grid is None else check_dims(grid, "grid"),
+               None if block is None else check_dims(block, "block"))
         tuned = self.tunings.get(key)
         if tuned is None:
             with self._lock:
@@ -120,7 +120,7 @@ def autotuned(target: Template | Kernel | None = None, /, *,
         raise AutotuneError("nx.autotuned needs candidates=: @nx.autotuned(candidates=[{'f': "
                             "f1}, {'f': f2}]) above @nx.kernel, or nx.autotuned(tmpl, "
                             "candidates=[...])")
-    cands = _candidates(candidates)
+    cands = check_candidates(candidates)
     _check_options(options)
     if target is None:
         return lambda t: Autotuned(t, cands, **options)
