@@ -6,7 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import numptx as nx
 from numptx import NumptxError
+from numptx import stack_ptx as sp
 from numptx.dsl import emulator as E
 from numptx.dsl.emulator import EmulationError, emulate
 from numptx.instructions import NP_DTYPE, TABLE, parse_type_spec
@@ -478,3 +480,19 @@ def test_every_entry_runs_in_a_stub(name):
             u = f"u{g.itemsize}"
             bits = (lambda x, u=u: np.asarray(x).view(u)) if g.dtype.kind == "f" else np.asarray
             np.testing.assert_array_equal(bits(g), bits(comp))      # bit for bit (NaNs included)
+
+
+def test_emulate_at_a_site_takes_special_registers_by_their_names():
+    from numptx.jit import nvrtc
+    src = r'''extern "C" __global__ void k(float* o, const float* a) {
+        float x = a[0], z;
+        PTX_INJECT("s", PTX_IN(F32, x), PTX_OUT(F32, z));
+        o[0] = z;
+    }'''
+    site = nx.PtxInject(nvrtc.cuda_to_ptx(src)).sites["s"]
+    stub = sp.compile([sp.input("x"), sp.special("%tid.x"), sp.instr("cvt.rn.f32.u32"),
+                       sp.instr("add.rn.f32")], site=site)
+    got = nx.emulate(stub, {"x": np.float32([1, 2]), "%tid.x": np.uint32([5, 7])}, site=site)
+    assert got["z"].tolist() == [6.0, 9.0]
+    with pytest.raises(nx.EmulationError, match="go by their names, not their registers: 'x'"):
+        nx.emulate(stub, {"%v_x": np.float32([1])}, site=site)

@@ -638,7 +638,11 @@ def _at_site(stub: Any, site: Any, inputs: Mapping[str, Any] | None,
         raise EmulationError(f"inputs must be a mapping variable name -> value (e.g. "
                              f"{{'x': np.float32([1, 2])}}), not {type(inputs).__name__}")
     regs: dict[str, Any] = {}
+    site_regs = {v.reg for v in variables} | set(by_name)
     for name, value in (inputs or {}).items():
+        if isinstance(name, str) and name.startswith("%") and name[1:] not in site_regs:
+            regs[name] = value                      # a special register (%clock, %tid.x, ...)
+            continue
         if name not in ins:
             raise unknown("input", name, ins)
         regs[by_name[name].reg] = value
@@ -663,7 +667,8 @@ def emulate(stub: Any, inputs: Mapping[str, Any] | None = None,
 
     With ``site=`` (a :class:`~numptx.inject.Site`), inputs and outputs are the site's
     variables by name (``{"x": ..., "acc": ...}``, not registers ``v_x``): unknown names are
-    refused with the names the site has; ``outputs`` defaults to all its out and mod variables
+    refused with the names the site has (special registers keep their ``%`` names:
+    ``{"x": ..., "%tid.x": ...}``); ``outputs`` defaults to all its out and mod variables
     (in their types); ``stub`` may be a formula (its ``.stub(site)`` runs)."""
     if site is not None:
         return _at_site(stub, site, inputs, outputs)
