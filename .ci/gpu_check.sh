@@ -5,6 +5,7 @@
 #   device run, carry [".whl"]:  bash .ci/gpu_check.sh
 # Installs the carried wheel there (or builds numptx when none is carried), runs every `gpu` test, the examples and `numptx demo` on the GPU, and
 # leaves the logs in $OUT (or /tmp/numptx-gpu). Exit status: the number of failed steps.
+# NUMPTX_GPU_KERNELS=0 skips the kernel-time benchmark (about 90 s).
 set -u
 cd "$(dirname "$0")/.."
 LOG="${OUT:-/tmp/numptx-gpu}"
@@ -31,11 +32,14 @@ fi
 step versions python3 -c "import sys, numba, numba_cuda, numptx; from numba import cuda; \
 print(sys.version.split()[0], 'numba', numba.__version__, 'numba-cuda', numba_cuda.__version__); \
 cuda.detect(); print('cc', cuda.get_current_device().compute_capability)"
-step gpu_tests python3 -m pytest -m gpu -q -rs -p no:cacheprovider tests/test_templates.py \
+step gpu_tests python3 -m pytest -m gpu -q -rfEs --tb=line -p no:cacheprovider tests/test_templates.py \
     tests/test_cuda_launch.py tests/test_inject.py tests/test_bind.py tests/test_docs.py \
     tests/test_patch.py tests/test_pack.py tests/test_fitness.py tests/test_launch_plan.py \
-    tests/test_resources.py tests/test_cuda_math.py tests/test_sass_parity.py
-step bench_kernels python3 benchmarks/bench_kernels.py --gpu --functions
+    tests/test_resources.py tests/test_cuda_math.py tests/test_sass_parity.py \
+    tests/test_issue14_messages.py tests/test_autotune.py tests/test_search_loop.py \
+    tests/test_mmptx_instructions.py tests/test_mmptx_examples.py tests/test_mmptx_ports.py
+step bench_search python3 benchmarks/bench_search.py --gpu --points 20000 --population 4096 --generations 10
+[ "${NUMPTX_GPU_KERNELS:-1}" = 0 ] || step bench_kernels python3 benchmarks/bench_kernels.py --gpu --functions
 step bench_launch python3 benchmarks/bench_launch.py
 step demo python3 -m numptx.cli demo
 for ex in examples/*.py; do step "example_$(basename "$ex" .py)" python3 "$ex"; done

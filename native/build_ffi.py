@@ -82,7 +82,10 @@ typedef struct stackptx_io {
 } stackptx_io;
 typedef struct stackptx_limits {
     uint32_t max_steps, max_nodes, max_depth, stack_capacity, meta_capacity, n_slots;
+    uint32_t dialect;
 } stackptx_limits;
+#define STACKPTX_DIALECT_NUMPTX ...
+#define STACKPTX_DIALECT_MMPTX ...
 typedef struct stackptx_routines { const uint64_t *words; const uint32_t *offsets; uint32_t n; } stackptx_routines;
 typedef struct stackptx_diag {
     uint32_t flags, n_noops, n_unsatisfied, unsatisfied_mask, steps, nodes, emitted;

@@ -133,11 +133,27 @@
    Word indices in diag (error_word, first_limit_word) are indices into the top-level words;
    a word inside a routine is reported as the top-level ROUTINE word that led to it.
 
+   DIALECTS (stackptx_limits.dialect; 0 or lim == NULL: numptx, as above). STACKPTX_DIALECT_MMPTX
+     runs Stack PTX words with mm-ptx's semantics (MetaMachines/mm-ptx stack_ptx.h; the table
+     in docs/dialects.md): an INSTR takes operand 0 (component 0 first) off the top and leaves
+     result 0 (component 0) on top (a row without operands, a special register, pushes component
+     0 first); results that find their stack full are dropped, the rest still pushed. META:
+     yank_dup, swap_with, replace and drop pop their number from the meta stack even when they
+     then do nothing; dup, swap, clear, rotate, reverse take none; replace(d) overwrites depth d
+     (top = 0) with the top, then pops; drop(n) pops n when more than n are there; rotate sends
+     the top two down; reverse reverses the whole stack; yank_dup, swap_with, replace do nothing
+     on a full stack. LOAD ignores its type (the value returns to its own type's stack). The end
+     of a routine is a step (mm-ptx ends routines with a RETURN word). An output whose stack is
+     empty is not written (no mov; still counted and flagged UNSATISFIED; strict still fails).
+     A META that only pops its number is no no-op for diag.n_noops (the meta stack changed).
+     AST PTX accepts only the numptx dialect (else INVALID_ARGUMENT).
+
    LIMITS (stackptx_limits; a zero field or lim == NULL means the default)
      max_steps 4096 (executed words, routines included), max_nodes 4096 (DAG nodes),
      max_depth 8 (routine nesting), stack_capacity 256 (per type stack; AST: its one stack),
-     meta_capacity 256, n_slots 16. Accepted ranges: max_nodes, stack_capacity, meta_capacity
-     <= 2^22, n_slots <= 65536, max_depth <= 65536; inputs and outputs <= 65536 each
+     meta_capacity 256, n_slots 16; dialect 0 or 1 (DIALECTS above). Accepted ranges: max_nodes,
+     stack_capacity, meta_capacity <= 2^22, n_slots <= 65536, max_depth <= 65536; inputs and
+     outputs <= 65536 each
      (INVALID_ARGUMENT / workspace size 0 beyond). An INSTR also fails the node limit when the
      operand pool (8 * max_nodes operand ids) is full.
 
@@ -230,7 +246,11 @@ typedef struct stackptx_io {              /* register names without '%' (not NUL
 
 typedef struct stackptx_limits {          /* 0 -> default */
     uint32_t max_steps, max_nodes, max_depth, stack_capacity, meta_capacity, n_slots;
+    uint32_t dialect;                     /* Stack PTX semantics: STACKPTX_DIALECT_* (0 numptx) */
 } stackptx_limits;
+
+#define STACKPTX_DIALECT_NUMPTX 0u
+#define STACKPTX_DIALECT_MMPTX 1u
 
 typedef struct stackptx_routines {        /* routine i = words[offsets[i] .. offsets[i+1]) */
     const uint64_t *words; const uint32_t *offsets; uint32_t n;
@@ -324,7 +344,7 @@ typedef struct stackptx__rc {
 typedef struct stackptx__frame { const uint64_t *w; uint32_t pos, end; } stackptx__frame;
 
 typedef struct stackptx__lim {
-    uint32_t max_steps, max_nodes, max_depth, cap, meta_cap, n_slots;
+    uint32_t max_steps, max_nodes, max_depth, cap, meta_cap, n_slots, mm;   /* mm: mm-ptx dialect */
 } stackptx__lim;
 
 /* Bounded writer: writes while it fits, then only counts (over). */
@@ -399,7 +419,8 @@ static int stackptx__limits(const stackptx_limits *lim, stackptx__lim *L)
     L->cap = lim && lim->stack_capacity ? lim->stack_capacity : 256;
     L->meta_cap = lim && lim->meta_capacity ? lim->meta_capacity : 256;
     L->n_slots = lim && lim->n_slots ? lim->n_slots : 16;
-    return L->max_nodes <= STACKPTX__MAX_BIG && L->cap <= STACKPTX__MAX_BIG &&
+    L->mm = lim && lim->dialect == STACKPTX_DIALECT_MMPTX;
+    return (!lim || lim->dialect <= STACKPTX_DIALECT_MMPTX) && L->max_nodes <= STACKPTX__MAX_BIG && L->cap <= STACKPTX__MAX_BIG &&
            L->meta_cap <= STACKPTX__MAX_BIG && L->n_slots <= 65536u && L->max_depth <= 65536u;
 }
 
@@ -1164,11 +1185,12 @@ static void stackptx__emit(stackptx__ctx *c, stackptx__out *o)
 {
     const stackptx_io *io = c->io;
     stackptx__node *nodes = c->nodes;
-    uint32_t *list = c->list, nl = 0, i, j, k, next = 0;
+    uint32_t *list = c->list, nl = 0, i, j, k, next = 0, unwritten = 0;
 
     /* reachability: one backward pass (operands precede their users); the marked constants
        and instances (by their first node) are listed in reverse creation order */
-    for (k = 0; k < io->n_outputs; k++) nodes[c->out_val[k]].mark = 1;
+    for (k = 0; k < io->n_outputs; k++)
+        if (c->out_val[k] != STACKPTX__NONE) nodes[c->out_val[k]].mark = 1;
     for (i = c->n_nodes; i-- > 0;) {
         const stackptx__node *n = &nodes[i];
         const uint32_t *ops;
@@ -1197,10 +1219,10 @@ static void stackptx__emit(stackptx__ctx *c, stackptx__out *o)
     /* clobber copies (after the DAG temporaries) */
     for (k = 0; k < io->n_outputs; k++) {
         uint32_t v = c->out_val[k], in;
-        if (nodes[v].kind != STACKPTX__N_INPUT || nodes[v].tmp != STACKPTX__NONE) continue;
+        if (v == STACKPTX__NONE || nodes[v].kind != STACKPTX__N_INPUT || nodes[v].tmp != STACKPTX__NONE) continue;
         in = nodes[v].row;
         for (j = 0; j < k; j++)
-            if (c->out_val[j] != v && stackptx__same_name(io->output_names[j], io->output_name_lens[j],
+            if (c->out_val[j] != v && c->out_val[j] != STACKPTX__NONE && stackptx__same_name(io->output_names[j], io->output_name_lens[j],
                                                          io->input_names[in], io->input_name_lens[in]))
                 break;
         if (j < k) {
@@ -1222,7 +1244,9 @@ static void stackptx__emit(stackptx__ctx *c, stackptx__out *o)
         stackptx__put(o, ";\n", 2);
     }
     for (k = 0; k < io->n_outputs; k++) {
-        const stackptx__node *n = &nodes[c->out_val[k]];
+        const stackptx__node *n;
+        if (c->out_val[k] == STACKPTX__NONE) { unwritten++; continue; }
+        n = &nodes[c->out_val[k]];
         stackptx__put_mov(o, c, io->output_types[k]);
         stackptx__put16(o, c->text + c->out_ref[k], 1 + io->output_name_lens[k]);
         stackptx__put(o, ", ", 2);
@@ -1233,7 +1257,7 @@ static void stackptx__emit(stackptx__ctx *c, stackptx__out *o)
         }
     }
     stackptx__put(o, "}\n", 2);
-    c->d->emitted = nl + c->n_copies + io->n_outputs;
+    c->d->emitted = nl + c->n_copies + io->n_outputs - unwritten;
     c->d->nodes = c->n_nodes;
 }
 
@@ -1243,6 +1267,42 @@ static void stackptx__limit_hit(stackptx__ctx *c, uint32_t flag)
 {
     if (c->d->first_limit_word == STACKPTX__NONE) c->d->first_limit_word = c->top;
     c->d->flags |= flag;
+}
+
+STACKPTX__INLINE void stackptx__push(stackptx__ctx *c, uint32_t t, uint32_t id)
+{
+    c->stk[(size_t)t * c->L.cap + c->sz[t]++] = id;
+}
+
+/* INSTR in the mm-ptx dialect, operands present (mm-ptx's stack_ptx.h, _stack_ptx_ast_run_ptx
+   and _stack_ptx_compile_ptx): operand 0 (component 0 first) comes off the top; the results go
+   on last to first, so result 0 (component 0) ends on top, except a row without operands (a
+   special register: mm-ptx pushes .x first, .w ends on top); a result that finds its stack full
+   is dropped, the others still go on. */
+static int stackptx__stack_instr_mm(stackptx__ctx *c, uint32_t row, const stackptx__rc *e, uint32_t *ops)
+{
+    uint32_t j, k, idx = 0, first, f, t, cap = c->L.cap;
+    uint32_t owner[32];   /* result component f -> its type */
+    for (j = 0; j < e->n_ops; j++) {
+        t = e->ot[j];
+        for (k = 0; k < e->ow[j]; k++) ops[idx++] = c->stk[(size_t)t * cap + --c->sz[t]];
+    }
+    if (!e->m) return 1;
+    first = stackptx__instr(c, row, e, ops);
+    if (first == STACKPTX__NONE) {
+        for (k = 0; k < e->nn; k++) c->sz[e->need_t[k]] += e->need_n[k];   /* undo the pops */
+        stackptx__limit_hit(c, STACKPTX_D_NODE_LIMIT);
+        return 0;
+    }
+    for (j = 0, f = 0; j < e->n_res; j++)
+        for (k = 0; k < e->rw[j]; k++) owner[f++] = e->rt[j];
+    for (k = 0; k < f; k++) {
+        uint32_t r = e->n_ops ? f - 1 - k : k;
+        t = owner[r];
+        if (c->sz[t] == cap) { stackptx__limit_hit(c, STACKPTX_D_STACK_OVERFLOW); continue; }
+        stackptx__push(c, t, first + r);
+    }
+    return 1;
 }
 
 /* INSTR in Stack PTX; returns 1 when the word changed the state, 0 for a no-op. */
@@ -1257,6 +1317,7 @@ static int stackptx__stack_instr(stackptx__ctx *c, uint32_t row)
     }
     for (k = 0; k < e->nn; k++)
         if (c->sz[e->need_t[k]] < e->need_n[k]) return 0;   /* missing operands */
+    if (c->L.mm) return stackptx__stack_instr_mm(c, row, e, ops);
     for (k = 0; k < e->np; k++)                             /* room for the results */
         if (c->sz[e->push_t[k]] - e->push_pop[k] + e->push_n[k] > cap) {
             stackptx__limit_hit(c, STACKPTX_D_STACK_OVERFLOW);
@@ -1286,6 +1347,57 @@ static int stackptx__stack_instr(stackptx__ctx *c, uint32_t row)
         c->sz[t] += w;
     }
     return 1;
+}
+
+/* META in the mm-ptx dialect (mm-ptx's _stack_ptx_ast_run_meta): yank_dup, swap_with, replace
+   and drop pop their depth/count off the meta stack whether or not they then run; dup, swap,
+   clear, rotate and reverse take none. rotate: the top goes two down (top-first t m b -> m b t);
+   reverse: the whole stack; replace(d): the item at depth d (top = 0) becomes the top, which is
+   popped; drop(n): pops n, only when more than n are there; yank_dup, swap_with and replace do
+   nothing on a full stack. Returns 0 when the state did not change. */
+static int stackptx__meta_mm(stackptx__ctx *c, uint32_t t, uint32_t op)
+{
+    uint32_t cap = c->L.cap, n = c->sz[t], d = 0, v, i;
+    uint32_t *p = c->stk + (size_t)t * cap;
+    if (op == STACKPTX_M_YANK_DUP || op == STACKPTX_M_SWAP_WITH || op == STACKPTX_M_REPLACE ||
+        op == STACKPTX_M_DROP) {
+        if (!c->n_meta) return 0;
+        d = c->meta[--c->n_meta];
+    }
+    switch (op) {
+    case STACKPTX_M_DUP:
+    case STACKPTX_M_YANK_DUP:
+        if (d >= n) return op == STACKPTX_M_YANK_DUP;
+        if (n == cap) { stackptx__limit_hit(c, STACKPTX_D_STACK_OVERFLOW); return op == STACKPTX_M_YANK_DUP; }
+        p[n] = p[n - 1 - d];
+        c->sz[t] = n + 1;
+        return 1;
+    case STACKPTX_M_SWAP:
+        if (n < 2) return 0;
+        v = p[n - 1]; p[n - 1] = p[n - 2]; p[n - 2] = v;
+        return 1;
+    case STACKPTX_M_SWAP_WITH:
+        if (d < n && n < cap) { v = p[n - 1]; p[n - 1] = p[n - 1 - d]; p[n - 1 - d] = v; }
+        return 1;
+    case STACKPTX_M_REPLACE:
+        if (d < n && n < cap) { p[n - 1 - d] = p[n - 1]; c->sz[t] = n - 1; }
+        return 1;
+    case STACKPTX_M_DROP:
+        if (d < n) c->sz[t] = n - d;
+        return 1;
+    case STACKPTX_M_CLEAR:
+        if (!n) return 0;
+        c->sz[t] = 0;
+        return 1;
+    case STACKPTX_M_ROTATE:
+        if (n < 3) return 0;
+        v = p[n - 1]; p[n - 1] = p[n - 2]; p[n - 2] = p[n - 3]; p[n - 3] = v;
+        return 1;
+    default: /* REVERSE */
+        if (n < 2) return 0;
+        for (i = 0; i < n / 2; i++) { v = p[i]; p[i] = p[n - 1 - i]; p[n - 1 - i] = v; }
+        return 1;
+    }
 }
 
 static int stackptx__meta(stackptx__ctx *c, uint32_t t, uint32_t op)
@@ -1346,11 +1458,6 @@ static int stackptx__meta(stackptx__ctx *c, uint32_t t, uint32_t op)
     return 1;
 }
 
-STACKPTX__INLINE void stackptx__push(stackptx__ctx *c, uint32_t t, uint32_t id)
-{
-    c->stk[(size_t)t * c->L.cap + c->sz[t]++] = id;
-}
-
 /* The input a tagged INPUT word reads (its own index when that input has the tag: the usual
    case, one compare), or NONE when no input has the tag. */
 static uint32_t stackptx__tagged_input(const stackptx_io *io, uint64_t w)
@@ -1375,6 +1482,10 @@ static void stackptx__stack_run(stackptx__ctx *c, const uint64_t *words, uint32_
         int did = 1;
         if (pos >= end) {
             if (!depth) break;
+            if (c->L.mm) {   /* mm-ptx routines end in a RETURN word, which is a step */
+                if (steps >= max_steps) { stackptx__limit_hit(c, STACKPTX_D_STEP_LIMIT); break; }
+                steps++;
+            }
             depth--;
             wp = c->frames[depth].w; pos = c->frames[depth].pos; end = c->frames[depth].end;
             continue;
@@ -1425,7 +1536,7 @@ static void stackptx__stack_run(stackptx__ctx *c, const uint64_t *words, uint32_
             break;
         case STACKPTX_K_META:
             if (type >= STACKPTX_N_TYPES || a > STACKPTX_M_REVERSE) goto malformed;
-            did = stackptx__meta(c, type, a);
+            did = c->L.mm ? stackptx__meta_mm(c, type, a) : stackptx__meta(c, type, a);
             break;
         case STACKPTX_K_ROUTINE: {
             const uint32_t *off;
@@ -1445,6 +1556,8 @@ static void stackptx__stack_run(stackptx__ctx *c, const uint64_t *words, uint32_
             c->slots[a] = c->stk[(size_t)type * cap + --c->sz[type]];
             break;
         case STACKPTX_K_LOAD:
+            /* mm-ptx's load names no type: the value goes back on its own type's stack */
+            if (c->L.mm && a < c->L.n_slots && c->slots[a] != STACKPTX__NONE) type = c->nodes[c->slots[a]].type;
             if (type >= STACKPTX_N_TYPES) goto malformed;
             if (a >= c->L.n_slots || c->slots[a] == STACKPTX__NONE || c->nodes[c->slots[a]].type != type) {
                 did = 0;
@@ -1480,7 +1593,8 @@ static void stackptx__stack_outputs(stackptx__ctx *c)
         if (c->sz[t]) {
             c->out_val[k] = c->stk[(size_t)t * c->L.cap + --c->sz[t]];
         } else {
-            c->out_val[k] = stackptx__const(c, t, 0, 1);   /* reserved room: never NONE */
+            /* mm-ptx leaves an unsatisfied request's register untouched (NONE: no mov) */
+            c->out_val[k] = c->L.mm ? STACKPTX__NONE : stackptx__const(c, t, 0, 1);   /* reserved room */
             c->d->n_unsatisfied++;
             c->d->flags |= STACKPTX_D_UNSATISFIED;
             if (k < 32) c->d->unsatisfied_mask |= 1u << k;
@@ -1676,7 +1790,8 @@ STACKPTX_DEF stackptx_status astptx_compile(const stackptx_table *t, const stack
     char dummy[1];
     if (out_len) *out_len = 0;
     if (diag) stackptx__diag_reset(diag);
-    if (!out_len || (!words && n_words) || n_words > UINT32_MAX || (!out && out_cap))
+    if (!out_len || (!words && n_words) || n_words > UINT32_MAX || (!out && out_cap) ||
+        (lim && lim->dialect != STACKPTX_DIALECT_NUMPTX))   /* AST PTX has one dialect */
         return STACKPTX_ERR_INVALID_ARGUMENT;
     st = stackptx__setup(&c, t, io, lim, r, ws, ws_size);
     if (st != STACKPTX_OK) return st;

@@ -16,6 +16,11 @@ only what the outputs need is emitted and a shared value is emitted once. With s
 one type, the first output takes the top of the stack. The encoding (``encode``), the limits and
 the stub format are specified in ``docs/design/programs.md``; the compiler is the C core
 ``native/stack_ptx.h``.
+
+Programs written for mm-ptx (MetaMachines' Stack PTX) compile with ``dialect="mm-ptx"``: its
+operand order (the first operand on top), meta operations, unwritten unsatisfied outputs and
+step count; :func:`convert` rewrites a program from one dialect to the other
+(``docs/dialects.md``).
 """
 from __future__ import annotations
 
@@ -24,16 +29,17 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ._program import (ASTError, CONST, CONST64, INPUT, INSTR, LOAD, META, META_CONST, META_OPS,
-                       NOP, RETURN, ROUTINE, STORE, Limits, Op, ProgramError, Stub, as_program,
-                       compile_words, compile_words_many, const, decode, encode, input, instr,
-                       special, type_id)
+from ._program import (ASTError, CONST, CONST64, DIALECTS, INPUT, INSTR, LOAD, META, META_CONST,
+                       META_OPS, NOP, RETURN, ROUTINE, STORE, Limits, Op, ProgramError, Stub,
+                       as_program, compile_words, compile_words_many, const, convert, decode,
+                       dialect_id, encode, input, instr, resolve_dialect, special, type_id)
 from .errors import NumptxError
 
 __all__ = [
     "Op", "Stub", "Limits", "ProgramError", "input", "const", "instr", "special", "meta", "dup",
     "yank_dup", "swap", "swap_with", "replace", "drop", "clear", "rotate", "reverse", "routine",
     "store", "load", "ret", "nop", "encode", "decode", "compile", "compile_many", "dumps", "loads",
+    "DIALECTS", "convert",
 ]
 
 
@@ -74,12 +80,14 @@ def routine(index: int) -> Op:
 
 
 def store(dtype: str, slot: int) -> Op:
-    """Pop the top of the ``dtype`` stack into scratch slot ``slot``."""
+    """Pop the top of the ``dtype`` stack into scratch slot ``slot`` (slots hold one value of
+    any type)."""
     return Op(STORE, type_id(dtype, "sp.store") << 8 | _slot(slot) << 16, text=f"store({dtype!r}, {slot})")
 
 
 def load(dtype: str, slot: int) -> Op:
-    """Push the value of scratch slot ``slot`` onto the ``dtype`` stack."""
+    """Push the value of scratch slot ``slot`` onto the ``dtype`` stack (a no-op when the slot
+    holds another type; the mm-ptx dialect ignores ``dtype``: mm-ptx's load names no type)."""
     return Op(LOAD, type_id(dtype, "sp.load") << 8 | _slot(slot) << 16, text=f"load({dtype!r}, {slot})")
 
 
@@ -101,7 +109,8 @@ def nop() -> Op:
 
 def compile(prog: Sequence[Op] | np.ndarray, inputs: Mapping[str, str] | None = None,
             outputs: Mapping[str, str] | None = None, *, site=None, routines: Sequence = (),
-            strict: bool = False, limits: Limits | None = None) -> Stub:
+            strict: bool = False, limits: Limits | None = None,
+            dialect: str | None = None) -> Stub:
     """Compile a Stack PTX program to a PTX stub (a ``str`` subclass with ``.diagnostics``).
 
     ``inputs``/``outputs`` map the register names the stub uses (no ``%``) to value types, in
@@ -109,26 +118,43 @@ def compile(prog: Sequence[Op] | np.ndarray, inputs: Mapping[str, str] | None = 
     name them by variable name), outputs its out/mod variables, and the stub uses the site's
     registers. An output no value reaches gets the zero of its type and is listed in
     ``stub.diagnostics`` (``strict=True`` raises :class:`ProgramError` instead).
+
+    ``dialect="mm-ptx"`` runs the program with mm-ptx's semantics (``docs/dialects.md``); there
+    an output no value reaches is not written at all (no ``mov``: the register keeps what it
+    held; an ``out`` variable of a site is then undefined, which injection warns of). The
+    default is the dialect ``prog`` was encoded for (``encode(..., dialect=)``), else numptx.
     """
+    # (an op list records no dialect: the common case skips the look-up)
+    d = 0 if dialect is None and prog.__class__ is list else \
+        resolve_dialect(dialect, (prog,), "compile")
     return compile_words("stack", prog, inputs, outputs, site=site, routines=routines,
-                         strict=strict, limits=limits)
+                         strict=strict, limits=limits, dialect=d)
 
 
 def compile_many(programs: Iterable[Sequence[Op] | np.ndarray], inputs: Mapping[str, str] | None = None,
                  outputs: Mapping[str, str] | None = None, *, site=None, routines: Sequence = (),
-                 strict: bool = False, limits: Limits | None = None) -> list[Stub]:
+                 strict: bool = False, limits: Limits | None = None,
+                 dialect: str | None = None) -> list[Stub]:
     """Compile a batch of programs in one C loop with the GIL released.
 
     Programs may be lists of ops or uint64 arrays from :func:`encode` (the fast form: evolutionary
-    search keeps its population encoded).
+    search keeps its population encoded). ``dialect`` as in :func:`compile` (one per batch).
     """
+    if not isinstance(programs, list) and isinstance(programs, Iterable) and \
+            not isinstance(programs, (str, bytes, Mapping)):
+        programs = list(programs)
+    d = resolve_dialect(dialect, programs if isinstance(programs, list) else (), "compile_many")
     return compile_words_many(programs, inputs, outputs, site=site, routines=routines,
-                              strict=strict, limits=limits)
+                              strict=strict, limits=limits, dialect=d)
 
 
 # ---- serialization ------------------------------------------------------------------------------
 _MAGIC = b"NXSP"
 _VERSION = 2          # 2: INPUT words carry name tags (1 is read too)
+# 3: format 2 with the program's dialect in the flags field. numptx programs are still written
+# as format 2 (flags 0), which older numptx reads; an mm-ptx program is format 3, which older
+# numptx refuses rather than run it with numptx's semantics.
+_VERSION_DIALECT = 3
 _HEADER = struct.Struct("<4sHH16sI")      # magic, version, flags, table hash (16 bytes), n_names
 
 
@@ -136,14 +162,20 @@ class SerializationError(NumptxError):
     """Bytes that are not a valid serialized Stack PTX program."""
 
 
-def dumps(prog: Sequence[Op]) -> bytes:
+def dumps(prog: Sequence[Op], *, dialect: str = "numptx") -> bytes:
     """Serialize a program: versioned, little-endian, checksummed bytes that carry the hash of the
-    instruction table the program indexes (so loading under another table is refused)::
+    instruction table the program indexes (so loading under another table is refused) and the
+    program's Stack PTX ``dialect`` (so loading it as the other dialect is refused)::
 
         data = sp.dumps(prog); assert sp.loads(data) == prog
+        data = sp.dumps(prog, dialect="mm-ptx"); sp.loads(data, dialect="mm-ptx")
     """
     import hashlib
     from .instructions import TABLE
+    try:
+        d = dialect_id(dialect, "dumps")
+    except ProgramError as e:
+        raise SerializationError(str(e)) from None
     try:
         prog = as_program(prog, "dumps")
     except ProgramError as e:
@@ -157,7 +189,8 @@ def dumps(prog: Sequence[Op]) -> bytes:
         if op.name is not None and op.name not in names:
             names.append(op.name)
     words = encode(prog, inputs=names)
-    parts = [_HEADER.pack(_MAGIC, _VERSION, 0, bytes.fromhex(TABLE.hash())[:16], len(names))]
+    parts = [_HEADER.pack(_MAGIC, _VERSION_DIALECT if d else _VERSION, d,
+                          bytes.fromhex(TABLE.hash())[:16], len(names))]
     for n in names:
         raw = n.encode()
         parts.append(struct.pack("<H", len(raw)) + raw)
@@ -167,10 +200,11 @@ def dumps(prog: Sequence[Op]) -> bytes:
     return body + hashlib.blake2b(body, digest_size=8).digest()
 
 
-def loads(data: bytes, *, check_table: bool = True) -> list[Op]:
+def loads(data: bytes, *, dialect: str = "numptx", check_table: bool = True) -> list[Op]:
     """Inverse of :func:`dumps`. Truncated, corrupted or hostile bytes raise
     :class:`SerializationError`; a program saved under another instruction table raises unless
-    ``check_table=False``."""
+    ``check_table=False``; a program saved in another dialect than ``dialect`` raises (its words
+    would compute something else: load it as its own dialect, then :func:`convert` it)."""
     import hashlib
     from .instructions import TABLE
     if not isinstance(data, (bytes, bytearray, memoryview)):
@@ -181,11 +215,26 @@ def loads(data: bytes, *, check_table: bool = True) -> list[Op]:
     body, digest = data[:-8], data[-8:]
     if hashlib.blake2b(body, digest_size=8).digest() != digest:
         raise SerializationError("loads: checksum mismatch (truncated or corrupted data)")
-    magic, version, _flags, table_hash, n_names = _HEADER.unpack_from(body, 0)
+    magic, version, flags, table_hash, n_names = _HEADER.unpack_from(body, 0)
     if magic != _MAGIC:
         raise SerializationError(f"loads: bad magic {magic!r}; not a numptx Stack PTX program")
-    if version not in (1, _VERSION):
-        raise SerializationError(f"loads: format version {version} is not supported (this numptx reads 1 and {_VERSION})")
+    if version not in (1, _VERSION, _VERSION_DIALECT):
+        raise SerializationError(f"loads: format version {version} is not supported (this numptx "
+                                 f"reads 1 to {_VERSION_DIALECT})")
+    try:
+        want = dialect_id(dialect, "loads")
+    except ProgramError as e:
+        raise SerializationError(str(e)) from None
+    saved = flags if version == _VERSION_DIALECT else 0       # formats 1 and 2: numptx
+    if saved >= len(DIALECTS):
+        raise SerializationError(f"loads: the program's dialect id {saved} is unknown to this "
+                                 f"numptx (it knows {', '.join(DIALECTS)})")
+    if saved != want:
+        src = DIALECTS[saved]
+        raise SerializationError(
+            f"loads: the program was saved in the {src} dialect, not {dialect}: its words compute "
+            f"something else under {dialect}'s rules; load it with sp.loads(data, dialect={src!r}) "
+            f"and compile it with dialect={src!r}, or sp.convert(prog, {src!r}, {dialect!r}, ...)")
     # a table that only gained rows at its end holds the program as saved (its rows kept
     # their indices); any other change is refused
     if check_table and TABLE.prefix_rows(table_hash.hex()) is None:

@@ -234,7 +234,7 @@ static void test_fuzz(void)
             stackptx_io io;
             stackptx_diag d;
             size_t slen;
-            stackptx_limits lim = { 0, 0, 0, 0, 0, 0 };
+            stackptx_limits lim = { 0, 0, 0, 0, 0, 0, 0 };
             uint64_t words[1 << 12];
             for (j = 0; j < nr; j++) ot[j] = T_F32;
             memset(&io, 0, sizeof io);

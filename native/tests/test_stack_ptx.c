@@ -172,7 +172,7 @@ static void io_init(iospec *s, const char *ins, const char *outs)
 /* Structure of a stub: "{", .reg lines declaring %_s0..%_s(n-1) in order, instruction lines in
    which every temporary is written once (the destination field: up to the first ',' outside
    braces) before it is read, output movs, "}". Returns 1 when well-formed. */
-static int valid_stub(const char *t, size_t len, const stackptx_io *io)
+static int valid_stub(const char *t, size_t len, const stackptx_io *io, uint32_t unwritten)
 {
     static unsigned char defined[1 << 16];
     const char *p = t, *e = t + len;
@@ -231,7 +231,7 @@ static int valid_stub(const char *t, size_t len, const stackptx_io *io)
         }
         p = nl + 1;
     }
-    if (n_out != io->n_outputs) return 0;
+    if (n_out != io->n_outputs - unwritten) return 0;
     {
         uint32_t v;
         for (v = 0; v < n_decl; v++)
@@ -283,7 +283,8 @@ static result run_full(int mode, const iospec *s, const uint64_t *words, size_t 
         CHECK(st0 == STACKPTX_ERR_BUFFER_TOO_SMALL);
         CHECK(len == len0);
         CHECK(same_diag(&d0, &res.d));
-        CHECK(valid_stub(out, len, &s->io));
+        /* the mm-ptx dialect writes no mov for an unsatisfied output */
+        CHECK(valid_stub(out, len, &s->io, lim && lim->dialect ? res.d.n_unsatisfied : 0));
         /* one byte short: BUFFER_TOO_SMALL, the exact size, a prefix */
         if (len0) {
             char *o1 = (char *)malloc(len0 - 1 ? len0 - 1 : 1);
@@ -696,6 +697,191 @@ static void test_meta(void)
     }
 #undef STACK_IS
 #undef F
+}
+
+/* The mm-ptx dialect (STACKPTX_DIALECT_MMPTX): the rules of mm-ptx's stack_ptx.h (ee2fa26),
+   _stack_ptx_ast_run_ptx / _run_meta / _ast_run / _compile. Stacks are shown top first over
+   inputs a..e; '?' = an output left unwritten (numptx writes zero: '0'). */
+static void test_mmptx(void)
+{
+    stackptx_limits mm, nx;
+    stackptx_diag d;
+    iospec s;
+    result r;
+    g_test = "mmptx";
+    memset(&mm, 0, sizeof mm);
+    memset(&nx, 0, sizeof nx);
+    mm.dialect = STACKPTX_DIALECT_MMPTX;
+#define MM_IS(want, ...) do { uint64_t w_[] = { __VA_ARGS__ }; CHECK_STR(stack_of_full(w_, N(w_), NULL, &mm, NULL), want); } while (0)
+#define NX_IS(want, ...) do { uint64_t w_[] = { __VA_ARGS__ }; CHECK_STR(stack_of_full(w_, N(w_), NULL, &nx, NULL), want); } while (0)
+#define ABCDE IN(0), IN(1), IN(2), IN(3), IN(4)
+#define M(op) META(T_F32, STACKPTX_M_##op)
+    /* operand order: operand 0 from the top (mm-ptx: sub %d, %in1, %in0) */
+    io_init(&s, "f32:a f32:b f32:c pred:p", "f32:z");
+    {
+        uint64_t w[] = { IN(0), IN(1), OP(R_SUB) };
+        r = run_full(STACK, &s, w, N(w), NULL, &mm, 0);
+        CHECK_STR(r.text, "{\n.reg .f32 %_s0;\nsub.f32 %_s0, %b, %a;\nmov.f32 %z, %_s0;\n}\n");
+        result_free(&r);
+        r = run_full(STACK, &s, w, N(w), NULL, &nx, 0);
+        CHECK_STR(r.text, "{\n.reg .f32 %_s0;\nsub.f32 %_s0, %a, %b;\nmov.f32 %z, %_s0;\n}\n");
+        result_free(&r);
+    }
+    {   /* per type: f32 operands top first, the pred from its own stack */
+        uint64_t w[] = { IN(0), IN(3), IN(1), IN(2), OP(R_SELP) }, w2[] = { IN(0), IN(1), IN(2), OP(R_FMA) };
+        r = run_full(STACK, &s, w, N(w), NULL, &mm, 0);
+        CHECK_STR(r.text, "{\n.reg .f32 %_s0;\nselp.f32 %_s0, %c, %b, %p;\nmov.f32 %z, %_s0;\n}\n");
+        result_free(&r);
+        r = run_full(STACK, &s, w2, N(w2), NULL, &mm, 0);
+        CHECK_STR(r.text, "{\n.reg .f32 %_s0;\nfma.rn.f32 %_s0, %c, %b, %a;\nmov.f32 %z, %_s0;\n}\n");
+        result_free(&r);
+    }
+    /* results: result 0 ends on top (numptx: the last) */
+    io_init(&s, "b64:v", "b32:o0 b32:o1");
+    {
+        uint64_t w[] = { IN(0), OP(R_UNPACK) };
+        r = run_full(STACK, &s, w, N(w), NULL, &mm, 0);
+        CHECK(r.text && strstr(r.text, "mov.b32 %o0, %_s0;\nmov.b32 %o1, %_s1;\n"));
+        result_free(&r);
+        r = run_full(STACK, &s, w, N(w), NULL, &nx, 0);
+        CHECK(r.text && strstr(r.text, "mov.b32 %o0, %_s1;\nmov.b32 %o1, %_s0;\n"));
+        result_free(&r);
+        /* a full stack: mm-ptx pushes result 1 (first in), drops result 0; numptx: no-op */
+        mm.stack_capacity = nx.stack_capacity = 1;
+        r = run_full(STACK, &s, w, N(w), NULL, &mm, 0);
+        CHECK_STR(r.text, "{\n.reg .b32 %_s0;\n.reg .b32 %_s1;\nmov.b64 {%_s0, %_s1}, %v;\n"
+                          "mov.b32 %o0, %_s1;\n}\n");
+        CHECK(r.d.flags == (STACKPTX_D_STACK_OVERFLOW | STACKPTX_D_UNSATISFIED) && r.d.first_limit_word == 1);
+        CHECK(r.d.n_unsatisfied == 1 && r.d.unsatisfied_mask == 2 && r.d.emitted == 2 && r.d.n_noops == 0);
+        result_free(&r);
+        r = run_full(STACK, &s, w, N(w), NULL, &nx, 0);
+        CHECK(r.d.n_noops == 1 && r.d.n_unsatisfied == 2);
+        result_free(&r);
+        mm.stack_capacity = nx.stack_capacity = 0;
+    }
+    /* meta ops without a meta value */
+    MM_IS("abcde", ABCDE, M(REVERSE));                 /* the whole stack */
+    NX_IS("edcba", ABCDE, M(REVERSE));                 /* numptx: needs a depth: no-op */
+    MM_IS("dceba", ABCDE, M(ROTATE));                  /* the top goes two down */
+    NX_IS("edcba", ABCDE, M(ROTATE));
+    MM_IS("edcba", ABCDE, M(DROP));                    /* drop needs its count */
+    NX_IS("dcba0", ABCDE, M(DROP));
+    MM_IS("ba???", IN(0), IN(1), M(ROTATE));           /* rotate needs 3 */
+    MM_IS("a????", IN(0), M(REVERSE));
+    MM_IS("?????", M(REVERSE), M(CLEAR), M(DUP), M(SWAP));
+    /* meta(2), then rotate / drop / replace / yank_dup / swap_with */
+    MM_IS("dceba", ABCDE, MC(2), M(ROTATE));           /* rotate takes no value ... */
+    MM_IS("eba??", ABCDE, MC(2), M(ROTATE), M(DROP));  /* ... so drop finds the 2 */
+    NX_IS("cedba", ABCDE, MC(2), M(ROTATE));
+    MM_IS("cba??", ABCDE, MC(2), M(DROP));
+    NX_IS("dcba0", ABCDE, MC(2), M(DROP));
+    MM_IS("deba?", ABCDE, MC(2), M(REPLACE));          /* depth 2 (c) := top, pop */
+    NX_IS("dcea0", ABCDE, MC(2), M(REPLACE));          /* numptx: depth 2 below the top */
+    MM_IS("dcba?", ABCDE, MC(0), M(REPLACE));          /* replace(0) drops the top */
+    MM_IS("cedcb", ABCDE, MC(2), M(YANK_DUP));
+    NX_IS("cedcb", ABCDE, MC(2), M(YANK_DUP));
+    MM_IS("cdeba", ABCDE, MC(2), M(SWAP_WITH));
+    NX_IS("cdeba", ABCDE, MC(2), M(SWAP_WITH));
+    MM_IS("abcde", ABCDE, MC(2), M(REVERSE));          /* reverse takes no value ... */
+    MM_IS("bcde?", ABCDE, MC(1), M(REVERSE), M(DROP)); /* ... so drop finds the 1 */
+    NX_IS("cdeba", ABCDE, MC(3), M(REVERSE));
+    /* a meta value is consumed even when its op cannot run (numptx keeps it) */
+    MM_IS("bcba?", IN(0), IN(1), IN(2), MC(1), MC(9), M(YANK_DUP), M(YANK_DUP));
+    NX_IS("cba00", IN(0), IN(1), IN(2), MC(1), MC(9), M(YANK_DUP), M(YANK_DUP));
+    MM_IS("bca??", IN(0), IN(1), IN(2), MC(1), MC(7), M(SWAP_WITH), M(SWAP_WITH), M(SWAP_WITH));
+    MM_IS("a????", IN(0), IN(1), MC(1), MC(2), M(DROP), M(DROP), M(DROP));   /* 2 of 2: no; 1 */
+    MM_IS("ba???", IN(0), IN(1), MC(2), M(DROP));
+    MM_IS("ba???", IN(0), IN(1), MC(5), M(REPLACE), MC(2), M(REPLACE));
+    NX_IS("b0000", IN(0), IN(1), MC(5), M(REPLACE), M(DROP), M(DROP), IN(1));   /* kept the 5 */
+    /* a full stack: yank_dup, swap_with, replace do nothing (and take their value) */
+    mm.stack_capacity = nx.stack_capacity = 3;
+    MM_IS("cba??", IN(0), IN(1), IN(2), MC(1), M(SWAP_WITH));
+    NX_IS("bca00", IN(0), IN(1), IN(2), MC(1), M(SWAP_WITH));
+    MM_IS("cba??", IN(0), IN(1), IN(2), MC(1), M(REPLACE));
+    MM_IS("cba??", IN(0), IN(1), IN(2), MC(0), M(YANK_DUP), MC(0), MC(0), M(SWAP_WITH), M(REPLACE), M(DUP), M(REPLACE));
+    MM_IS("a????", IN(0), IN(1), MC(0), M(REPLACE));   /* not full: replace(0) drops the top */
+    mm.stack_capacity = nx.stack_capacity = 0;
+    /* load names no type in mm-ptx: the value goes back to its own stack */
+    MM_IS("aa???", IN(0), STO(T_F32, 0), LD(T_U32, 0), LD(99, 0));
+    NX_IS("00000", IN(0), STO(T_F32, 0), LD(T_U32, 0));
+    MM_IS("?????", LD(T_F32, 0), LD(T_F32, 99));
+    /* unsatisfied outputs: no mov, counted and flagged; strict still fails */
+    io_init(&s, "f32:a", "f32:z f32:w");
+    {
+        uint64_t w[] = { IN(0) };
+        r = run_full(STACK, &s, w, N(w), NULL, &mm, 0);
+        CHECK_STR(r.text, "{\nmov.f32 %z, %a;\n}\n");
+        CHECK(r.d.flags == STACKPTX_D_UNSATISFIED && r.d.n_unsatisfied == 1 && r.d.unsatisfied_mask == 2);
+        CHECK(r.d.emitted == 1 && r.d.nodes == 1);
+        result_free(&r);
+        r = run_full(STACK, &s, w, N(w), NULL, &mm, 1);
+        CHECK(r.st == STACKPTX_ERR_STRICT_UNSATISFIED);
+        result_free(&r);
+        r = run_full(STACK, &s, NULL, 0, NULL, &mm, 0);
+        CHECK_STR(r.text, "{\n}\n");
+        result_free(&r);
+    }
+    /* clobber rule: an unwritten output clobbers nothing */
+    io_init(&s, "f32:x f32:y", "f32:x u32:y f32:z");
+    {
+        uint64_t w[] = { IN(1), IN(0) };
+        r = run_full(STACK, &s, w, N(w), NULL, &mm, 0);
+        CHECK_STR(r.text, "{\nmov.f32 %x, %x;\nmov.f32 %z, %y;\n}\n");
+        result_free(&r);
+    }
+    /* steps: the end of a routine is one (mm-ptx routines end in RETURN) */
+    io_init(&s, "f32:a f32:b", "f32:z");
+    {
+        static const uint64_t rw[] = { IN(0) };
+        static const uint32_t ro[] = { 0, 1 };
+        stackptx_routines rt;
+        uint64_t w[] = { CALL(0), IN(1) };
+        rt.words = rw; rt.offsets = ro; rt.n = 1;
+        r = run_full(STACK, &s, w, N(w), &rt, &mm, 0);
+        CHECK(r.d.steps == 4 && r.d.flags == 0);
+        result_free(&r);
+        r = run_full(STACK, &s, w, N(w), &rt, &nx, 0);
+        CHECK(r.d.steps == 3);
+        result_free(&r);
+        mm.max_steps = nx.max_steps = 3;
+        r = run_full(STACK, &s, w, N(w), &rt, &mm, 0);   /* the routine's end is the 3rd step */
+        CHECK_STR(r.text, "{\nmov.f32 %z, %a;\n}\n");
+        CHECK(r.d.steps == 3 && r.d.flags == STACKPTX_D_STEP_LIMIT && r.d.first_limit_word == 1);
+        result_free(&r);
+        r = run_full(STACK, &s, w, N(w), &rt, &nx, 0);
+        CHECK_STR(r.text, "{\nmov.f32 %z, %b;\n}\n");
+        result_free(&r);
+        mm.max_steps = nx.max_steps = 0;
+    }
+    /* compile_many runs the dialect too */
+    {
+        uint64_t w[] = { IN(0), IN(1), OP(R_SUB), IN(1) };
+        uint32_t off[] = { 0, 3, 4 }, oo[3] = { 0, 0, 0 }, done = 0;
+        size_t wsz = stackptx_workspace_size(&mm, &s.io);
+        char *ws = (char *)malloc(wsz), out[256];
+        stackptx_diag dg[2];
+        CHECK(stackptx_compile_many(&g_table, &s.io, &mm, w, off, 2, NULL, 0, ws, wsz, out, sizeof out,
+                                    oo, dg, &done) == STACKPTX_OK && done == 2);
+        CHECK(oo[1] > 0 && memcmp(out, "{\n.reg .f32 %_s0;\nsub.f32 %_s0, %b, %a;\n", 38) == 0);
+        free(ws);
+    }
+    /* bad dialects */
+    mm.dialect = 2;
+    CHECK(stackptx_workspace_size(&mm, &s.io) == 0);
+    {
+        uint64_t w[] = { IN(0) };
+        size_t len = 0;
+        char ws[64], out[64];
+        CHECK(stackptx_compile(&g_table, &s.io, &mm, w, 1, NULL, 0, ws, sizeof ws, out, sizeof out, &len, &d)
+              == STACKPTX_ERR_INVALID_ARGUMENT);
+        mm.dialect = STACKPTX_DIALECT_MMPTX;   /* AST PTX has one dialect */
+        CHECK(astptx_compile(&g_table, &s.io, &mm, w, 1, NULL, ws, sizeof ws, out, sizeof out, &len, &d)
+              == STACKPTX_ERR_INVALID_ARGUMENT);
+    }
+#undef MM_IS
+#undef NX_IS
+#undef ABCDE
+#undef M
 }
 
 static void test_routines(void)
@@ -1454,6 +1640,7 @@ static void test_fuzz(void)
             r.words = hw;
         }
         for (mode = 0; mode < 2; mode++) {
+            lim.dialect = mode == STACK ? rnd(2) : 0;   /* AST PTX: numptx only */
             res = run_full(mode, &s, words, n, rnd(5) ? &r : NULL, &lim, mode == STACK ? (int)rnd(2) : 0);
             if (mode == STACK) {
                 if (res.st != STACKPTX_OK && res.st != STACKPTX_ERR_STRICT_UNSATISFIED) bad_status++;
@@ -1499,6 +1686,9 @@ static void test_fuzz_many(void)
         char *texts[12], *all;
         size_t lens[12], total = 0, got = 0;
         stackptx_diag ds[12], dm[12];
+        stackptx_limits lim;
+        memset(&lim, 0, sizeof lim);
+        lim.dialect = rnd(2);   /* both dialects batch the same as one by one */
         offs[0] = 0;
         for (i = 0; i < np; i++) {
             uint32_t k, len = rnd(40);
@@ -1506,7 +1696,7 @@ static void test_fuzz_many(void)
             offs[i + 1] = n;
         }
         for (i = 0; i < np; i++) {
-            result r = run(STACK, &s, words + offs[i], offs[i + 1] - offs[i]);
+            result r = run_full(STACK, &s, words + offs[i], offs[i + 1] - offs[i], NULL, &lim, 0);
             texts[i] = r.text; lens[i] = r.len; ds[i] = r.d; total += r.len;
         }
         all = (char *)malloc(total);
@@ -1515,7 +1705,7 @@ static void test_fuzz_many(void)
             size_t cap = rnd(3) ? rnd(600) : total - got;
             char *out = (char *)malloc(cap ? cap : 1);
             uint32_t k = 0;
-            stackptx_status st = stackptx_compile_many(&g_table, &s.io, NULL, words, offs + done, np - done, NULL, 0,
+            stackptx_status st = stackptx_compile_many(&g_table, &s.io, &lim, words, offs + done, np - done, NULL, 0,
                                                        ws + 1, wsz, cap ? out : NULL, cap, oo + done, dm + done, &k);
             if (st != STACKPTX_OK && st != STACKPTX_ERR_BUFFER_TOO_SMALL) { agree = 0; free(out); break; }
             if (st == STACKPTX_ERR_BUFFER_TOO_SMALL) resumes++;
@@ -1718,6 +1908,7 @@ int main(int argc, char **argv)
         test_cse();
         test_constants();
         test_meta();
+        test_mmptx();
         test_routines();
         test_slots_return_malformed();
         test_input_tags();

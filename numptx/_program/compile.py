@@ -22,7 +22,7 @@ from ..instructions import TYPES
 from ..opkinds import CONST64, INPUT
 from .ctable import _status_name, _table
 from .encoding import as_program, input_tag, _encode, _encode_fast, decode
-from .ops import U64, ASTError, ProgramError
+from .ops import DIALECTS, U64, ASTError, ProgramError
 from .stub import DEFAULT_LIMITS, Limits, Stub, batch_stubs, diag_fields
 
 __all__ = ["compile_words", "compile_words_many", "compile_lowered"]
@@ -143,17 +143,20 @@ _scratch = _Scratch()
 _limits_cache: dict = {}
 
 
-def _limits_c(limits: Limits | None):
-    """(cache key, C limits); the key is None for the defaults (hashing a Limits costs ~1 us)."""
-    if limits is None:
+def _limits_c(limits: Limits | None, dialect: int = 0):
+    """(cache key, C limits) for ``limits`` and the Stack PTX dialect (an index of
+    DIALECTS, which the C core takes in its limits); the key is None for the defaults in
+    numptx's dialect (hashing a Limits costs ~1 us)."""
+    if limits is None and not dialect:
         c = _limits_cache.get(None)
         if c is None:
             _, c = _limits_c(DEFAULT_LIMITS)
             _limits_cache[None] = c
         return None, c
-    lim = limits
+    lim = DEFAULT_LIMITS if limits is None else limits
+    key = lim if not dialect else (lim, dialect)
     try:
-        c = _limits_cache.get(lim)
+        c = _limits_cache.get(key)
     except TypeError:                       # unhashable: a dict, a list...
         c = None
     if c is None:
@@ -161,9 +164,10 @@ def _limits_c(limits: Limits | None):
             raise ProgramError(f"limits must be a numptx.stack_ptx.Limits, e.g. "
                                f"sp.Limits(max_steps=1000), not {type(lim).__name__}")
         c = ffi.new("stackptx_limits *", [lim.max_steps, lim.max_nodes, lim.max_depth,
-                                          lim.stack_capacity, lim.meta_capacity, lim.n_slots])
-        _limits_cache[lim] = c
-    return lim, c
+                                          lim.stack_capacity, lim.meta_capacity, lim.n_slots,
+                                          dialect])
+        _limits_cache[key] = c
+    return key, c
 
 
 def _words(prog, io: _IO, what: str = "program"):
@@ -218,15 +222,16 @@ _DIAG_SIZE = ffi.sizeof("stackptx_diag")
 
 
 def compile_words(mode: str, prog, inputs, outputs, *, site=None, routines=(), strict=False,
-                  limits=None) -> Stub:
-    """Compile one program with the Stack PTX (mode "stack") or AST PTX (mode "ast") core."""
+                  limits=None, dialect: int = 0) -> Stub:
+    """Compile one program with the Stack PTX (mode "stack") or AST PTX (mode "ast") core;
+    ``dialect`` (Stack PTX): an index of DIALECTS."""
     io = _io_for(inputs, outputs, site)
     if prog.__class__ is not list:
         prog = as_program(prog)
     words, n, keep = _words(prog, io)
     rts, rkeep = _routines(routines, io) if routines else (ffi.NULL, None)
     try:
-        return _compile_c(mode, io, limits, words, n, rts, strict, prog)
+        return _compile_c(mode, io, limits, words, n, rts, strict, prog, dialect)
     finally:
         del keep, rkeep
 
@@ -304,9 +309,10 @@ class _Reg:
         self.name, self.reg, self.dtype = name, reg, dtype
 
 
-def _compile_c(mode: str, io: _IO, limits, words, n: int, rts, strict: bool, prog) -> Stub:
+def _compile_c(mode: str, io: _IO, limits, words, n: int, rts, strict: bool, prog,
+               dialect: int = 0) -> Stub:
     table = _table()
-    lim_key, lim = _limits_c(limits)
+    lim_key, lim = _limits_c(limits, dialect)
     s = _scratch
     need = io.workspace_size(lim_key, lim)
     if s.ws_size < need:
@@ -329,9 +335,11 @@ def _compile_c(mode: str, io: _IO, limits, words, n: int, rts, strict: bool, pro
     if diag.flags & lib.STACKPTX_D_UNKNOWN_INPUT:
         raise _unknown_input(prog, io, "program")
     if st == lib.STACKPTX_OK:
-        return Stub(ffi.unpack(s.out, out_len[0]).decode(), io.in_names, io.out_types, d)
+        return Stub(ffi.unpack(s.out, out_len[0]).decode(), io.in_names, io.out_types, d,
+                    DIALECTS[dialect])
     if st == lib.STACKPTX_ERR_STRICT_UNSATISFIED:
-        raise ProgramError("strict compile: " + "; ".join(Stub("", io.in_names, io.out_types, d).diagnostics))
+        raise ProgramError("strict compile: " + "; ".join(
+            Stub("", io.in_names, io.out_types, d, DIALECTS[dialect]).diagnostics))
     error_word = diag_fields(d)[8]
     if mode == "ast" and error_word != 0xFFFFFFFF:
         ops = prog if prog is not None and not isinstance(prog, np.ndarray) else None
@@ -391,8 +399,9 @@ def _op_at(ops, word_index: int):
 
 
 def compile_words_many(programs, inputs, outputs, *, site=None, routines=(), strict=False,
-                       limits=None) -> list[Stub]:
-    """Compile a batch with one call of the C loop (which runs with the GIL released)."""
+                       limits=None, dialect: int = 0) -> list[Stub]:
+    """Compile a batch with one call of the C loop (which runs with the GIL released);
+    ``dialect``: an index of DIALECTS."""
     io = _io_for(inputs, outputs, site)
     if not isinstance(programs, list):
         if isinstance(programs, (str, bytes, Mapping)) or not isinstance(programs, Iterable):
@@ -400,7 +409,7 @@ def compile_words_many(programs, inputs, outputs, *, site=None, routines=(), str
                                f"arrays), not {type(programs).__name__}")
         programs = list(programs)
     table = _table()
-    lim_key, lim = _limits_c(limits)
+    lim_key, lim = _limits_c(limits, dialect)
     n = len(programs)
     if n == 0:
         return []
@@ -465,7 +474,7 @@ def compile_words_many(programs, inputs, outputs, *, site=None, routines=(), str
     if len(bad):
         i = int(bad[0])
         raise _unknown_input(programs[i], io, f"compile_many: program {i}")
-    stubs = batch_stubs(texts, io.in_names, io.out_types, raw, _DIAG_SIZE)
+    stubs = batch_stubs(texts, io.in_names, io.out_types, raw, _DIAG_SIZE, DIALECTS[dialect])
     if strict:
         bad = [i for i, stub in enumerate(stubs) if stub.unsatisfied]
         if bad:

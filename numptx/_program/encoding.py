@@ -17,7 +17,7 @@ from ..instructions import TABLE, TYPES
 from ..opkinds import (CONST, CONST64, INPUT, INSTR, KIND_NAMES, LOAD, META, META_CONST, META_OPS,
                        NOP, RETURN, ROUTINE, STORE)
 from ..valuetypes import WIDE
-from .ops import Op, ProgramError, input, instr
+from .ops import Op, ProgramError, dialect_id, input, instr
 
 __all__ = ["encode", "decode", "Encoded", "input_tag"]
 
@@ -27,19 +27,24 @@ class Encoded(np.ndarray):
     INPUT words number (``.inputs``; :func:`decode` reads them back). The binding itself
     needs no attribute: each INPUT word carries its name's tag (:func:`input_tag`), so any
     copy of the words (``np.asarray``, ``np.save``/``np.load``, ``np.concatenate``) still reads
-    the right variables at any site that has them, in any input order."""
+    the right variables at any site that has them, in any input order. ``.dialect`` is the Stack
+    PTX dialect it was encoded for (``encode(..., dialect=)``; None: not recorded), which a
+    compile then runs (and a compile naming another dialect refuses)."""
 
     inputs: tuple[str, ...] | None
+    dialect: str | None
 
     def __array_finalize__(self, obj) -> None:
         self.inputs = getattr(obj, "inputs", None)
+        self.dialect = getattr(obj, "dialect", None)
 
     def __reduce__(self):
         fn, args, state = super().__reduce__()
-        return fn, args, (state, self.inputs, 2)
+        return fn, args, (state, self.inputs, 2, self.dialect)
 
     def __setstate__(self, state) -> None:
         base, self.inputs = state[:2]
+        self.dialect = state[3] if len(state) > 3 else None
         super().__setstate__(base)
         if len(state) == 2 and self.inputs:      # pickled before the words carried name tags
             words = _encode(decode(self, self.inputs), _input_index(self.inputs))
@@ -78,14 +83,18 @@ def as_program(prog, what: str = "program"):
 
 
 def encode(prog: Sequence[Op], inputs: Sequence[str] | Mapping[str, str] | None = None, *,
-           site=None) -> Encoded:
+           site=None, dialect: str | None = None) -> Encoded:
     """The program as a uint64 array (one word per op, two for 64-bit constants), an
     :class:`Encoded` that carries the input names. Inputs named in the program are numbered by
     their position in ``inputs``; ``site=`` takes the site's in/mod variable names; with neither,
     the names the program reads, in order of first use. Each INPUT word also carries its
     name's tag (:func:`input_tag`), and a compile binds by it: the words read the right
     variables at any site that has them, whatever its input order, even as a plain array.
-    Inputs given by index (``input(0)``) stay positional."""
+    Inputs given by index (``input(0)``) stay positional. ``dialect=`` (``"numptx"``,
+    ``"mm-ptx"``) is recorded as ``.dialect``: compiles run the program in it (the words are the
+    same in both dialects; a plain copy of the array forgets it)."""
+    if dialect is not None:
+        dialect_id(dialect, "encode")
     if site is not None:
         if inputs is not None:
             raise ProgramError("encode: pass inputs= or site=, not both")
@@ -104,6 +113,7 @@ def encode(prog: Sequence[Op], inputs: Sequence[str] | Mapping[str, str] | None 
     index = _input_index(inputs)
     out = np.frombuffer(_encode(prog, index), dtype=np.uint64).copy().view(Encoded)
     out.inputs = tuple(index)
+    out.dialect = dialect
     return out
 
 

@@ -20,7 +20,8 @@ from ..opkinds import CONST, CONST64, INPUT, INSTR, KIND_NAMES
 from ..semantics import bf16_bits
 from ..valuetypes import BY_NAME, WIDE
 
-__all__ = ["ProgramError", "ASTError", "Op", "type_id", "input", "const", "instr", "special"]
+__all__ = ["ProgramError", "ASTError", "Op", "type_id", "input", "const", "instr", "special",
+           "DIALECTS", "dialect_id"]
 
 U64 = struct.Struct("<Q")
 
@@ -35,6 +36,22 @@ class ASTError(ProgramError):
     def __init__(self, message: str, *, index: int | None = None, code: str | None = None):
         self.index, self.code = index, code
         super().__init__(message)
+
+
+# The Stack PTX dialects, in the C core's order (stackptx_limits.dialect): numptx's own
+# semantics, and mm-ptx's (docs/dialects.md). Append only.
+DIALECTS: tuple[str, ...] = ("numptx", "mm-ptx")
+
+
+def dialect_id(dialect: str, context: str = "") -> int:
+    """Index of a Stack PTX dialect in :data:`DIALECTS` (``"mm-ptx"`` -> 1)."""
+    try:
+        return DIALECTS.index(dialect)
+    except (ValueError, TypeError):
+        where = f"{context}: " if context else ""
+        raise ProgramError(f"{where}unknown dialect {dialect!r}; the dialects are "
+                           f"{', '.join(map(repr, DIALECTS))} (numptx is the default; mm-ptx runs "
+                           f"programs written for MetaMachines' mm-ptx)") from None
 
 
 def type_id(dtype: str, context: str = "") -> int:

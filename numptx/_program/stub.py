@@ -31,15 +31,22 @@ def diag_fields(raw) -> tuple:
 class Stub(str):
     """A compiled PTX stub: the text itself (a ``str``), plus what the compiler noticed.
 
-    ``stub.diagnostics`` lists limits hit and outputs that got a zero value;
-    ``stub.unsatisfied`` names those outputs; ``stub.stats`` counts steps, DAG nodes, emitted
-    instructions and no-ops; ``stub.inputs`` / ``stub.outputs`` map register names to types.
+    ``stub.diagnostics`` lists limits hit and outputs that got no value (a zero value; the
+    mm-ptx dialect leaves them unwritten); ``stub.unsatisfied`` names those outputs;
+    ``stub.stats`` counts steps, DAG nodes, emitted instructions and no-ops; ``stub.inputs`` /
+    ``stub.outputs`` map register names to types; ``stub.dialect`` is the Stack PTX dialect
+    that compiled it (``"numptx"`` or ``"mm-ptx"``).
     """
 
-    def __new__(cls, text: str, inputs: dict, outputs: dict, diag=bytes(36)):
+    def __new__(cls, text: str, inputs: dict, outputs: dict, diag=bytes(36),
+                dialect: str = "numptx"):
         self = super().__new__(cls, text)
-        self._meta = (inputs, outputs, diag)          # diag: raw stackptx_diag bytes
+        self._meta = (inputs, outputs, diag, dialect)     # diag: raw stackptx_diag bytes
         return self
+
+    @property
+    def dialect(self) -> str:
+        return self._meta[3] if len(self._meta) > 3 else "numptx"
 
     @property
     def text(self) -> str:
@@ -77,28 +84,30 @@ class Stub(str):
                 msgs.append(text + at)
         unsat = self.unsatisfied
         for name in unsat:
-            msgs.append(f"output {name!r} ({self.outputs[name]}) got no value: set to zero")
+            msgs.append(f"output {name!r} ({self.outputs[name]}) got no value: " +
+                        ("left unwritten (mm-ptx dialect: the register keeps what it held)"
+                         if self.dialect == "mm-ptx" else "set to zero"))
         if d[2] > len(unsat):
             msgs.append(f"{d[2] - len(unsat)} more output(s) beyond the 32nd got no value")
         return tuple(msgs)
 
     def __reduce__(self):
-        inputs, outputs, diag = self._meta
-        return (Stub, (self.text, inputs, outputs, bytes(diag)))
+        inputs, outputs, diag = self._meta[:3]
+        return (Stub, (self.text, inputs, outputs, bytes(diag), self.dialect))
 
     def __repr__(self) -> str:
         return f"Stub({str.__repr__(self)})"
 
 
 def batch_stubs(texts: list[str], inputs: dict, outputs: dict, diags: bytes,
-                diag_size: int) -> list[Stub]:
+                diag_size: int, dialect: str = "numptx") -> list[Stub]:
     """The stubs of a batch compile: ``texts[i]`` with the i-th ``diag_size``-byte
-    stackptx_diag of ``diags``; all share ``inputs`` and ``outputs``."""
+    stackptx_diag of ``diags``; all share ``inputs``, ``outputs`` and ``dialect``."""
     new, stubs = str.__new__, []
     append = stubs.append
     for i, text in enumerate(texts):           # Stub(...) inlined: this loop is per program
         stub = new(Stub, text)
-        stub._meta = (inputs, outputs, diags[i * diag_size:(i + 1) * diag_size])
+        stub._meta = (inputs, outputs, diags[i * diag_size:(i + 1) * diag_size], dialect)
         append(stub)
     return stubs
 
