@@ -42,6 +42,7 @@ from .jit.errors import CubinError, ToolMissingError
 from .jit.resources import Resources, cubin_resources
 from .jit.autotune import AutotuneError, Tuned, autotune
 from .jit.autotune_decorator import Autotuned, autotuned
+from . import search
 
 from ._version import __version__
 
@@ -57,7 +58,7 @@ __all__ = [
     "BuildError", "SiteError", "LaunchError", "CubinCache", "default_cache",
     "Pack", "PackError", "ConstantsError", "fitness",
     "Resources", "cubin_resources", "CubinError", "ToolMissingError",
-    "autotune", "autotuned", "Autotuned", "Tuned", "AutotuneError",
+    "autotune", "autotuned", "Autotuned", "Tuned", "AutotuneError", "search",
 ]
 # the DSL functions (one list: numptx/dsl/functions.py); nx.abs, nx.pow and nx.round exist, but
 # ``from numptx import *`` leaves the builtins of those names alone

@@ -47,7 +47,7 @@ from .stubs import resolve_stub
 from .numba_site import SIMULATOR
 from .template import CudaTemplate
 
-__all__ = ["fitness", "FitnessError", "LOSSES", "fitness_template"]
+__all__ = ["fitness", "FitnessError", "LOSSES", "fitness_template", "gpu_available", "device_arch"]
 
 log = logging.getLogger(__name__)
 
@@ -231,9 +231,9 @@ def fitness(candidates: Iterable[Any], X: Any, y: Any, loss: Any = "mse", *,
     vt = "f64" if X.dtype == np.float64 else "f32"
     loss_key = loss if isinstance(loss, str) else "user"
     if device == "auto":
-        device = "gpu" if _gpu() else "cpu"
+        device = "gpu" if gpu_available() else "cpu"
     tmpl = fitness_template(X.shape[1], names, vt, loss_key,
-                            _device_arch() if device == "gpu" else "sm_90")
+                            device_arch() if device == "gpu" else "sm_90")
     if device == "cpu":
         site = tmpl.sites["f"]
         out = np.empty(len(cands))
@@ -250,7 +250,8 @@ def fitness(candidates: Iterable[Any], X: Any, y: Any, loss: Any = "mse", *,
                         executor, block)
 
 
-def _gpu() -> bool:
+def gpu_available() -> bool:
+    """Whether a CUDA GPU runs the generated kernel (never under numba-cuda's simulator)."""
     if SIMULATOR:               # numba-cuda's simulator runs no CUDA C++
         return False
     try:
@@ -260,7 +261,7 @@ def _gpu() -> bool:
         return False
 
 
-def _device_arch() -> str:
+def device_arch() -> str:
     """The current GPU's architecture: the generated kernel is compiled for it."""
     from numba import cuda
     cc = cuda.get_current_device().compute_capability

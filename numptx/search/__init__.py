@@ -1,0 +1,30 @@
+"""Evolutionary search over Stack PTX programs (issue 15): symbolic regression, MAP-Elites and
+the evolution of any template's site, with genes, operators and formula printing.
+
+::
+
+    import numpy as np
+    from numptx import search
+    X = np.random.uniform(-1, 1, (2000, 2)).astype(np.float32)
+    y = (1 / (1 + X[:, 0] ** -4) + 1 / (1 + X[:, 1] ** -4)).astype(np.float32)      # Pagie-1
+    result = search.regress(X, y, ops=["add", "sub", "mul", "div", "exp", "log", "sin", "cos"],
+                            population=1000, generations=50, seed=0)
+    result.best.formula, result.best.loss, result.history[-1]
+    result.best.stub(site)          # PTX for any site with inputs x0, x1 and one f32 output
+    result.save("run.nxck"); result = search.resume("run.nxck", generations=50)
+
+See docs/search.md. Modules: :mod:`.genes` (building blocks), :mod:`.operators` (variation),
+:mod:`.formula` (printing, keys), :mod:`.evaluate` (scoring on CPU/GPU), :mod:`.constants` (the
+local optimizer), :mod:`.loop` (the searches), :mod:`.checkpoint` (files).
+"""
+from . import genes, operators, formula as formula_module  # noqa: F401
+from .checkpoint import CheckpointError
+from .formula import canonical_key, evaluate, formula
+from .genes import Genes, SearchError
+from .loop import (DESCRIPTORS, Candidate, Descriptor, Generation, Result, evolve, map_elites,
+                   regress)
+from .resume import resume
+
+__all__ = ["regress", "map_elites", "evolve", "resume", "Result", "Candidate", "Generation",
+           "Descriptor", "DESCRIPTORS", "Genes", "SearchError", "CheckpointError", "formula",
+           "evaluate", "canonical_key", "genes", "operators"]

@@ -1,0 +1,177 @@
+"""Checkpoint files of a search: versioned, checksummed, written atomically.
+
+Layout (little-endian)::
+
+    b"NXCK"  u16 version  u16 flags  u64 body length  body  blake2b-16(header + body)
+
+The body is zlib-compressed JSON: the search's state (its settings, the genes, the population
+with Stack PTX programs as :func:`numptx.stack_ptx.dumps` bytes, the random generator's state,
+the history, the data). :func:`write` writes a temporary file in the same folder, flushes it
+to disk and renames it over ``path`` (``os.replace``): a crash leaves the old file or the new
+one, never half of one. :func:`read` checks everything and raises :class:`CheckpointError`
+naming the path and what is wrong::
+
+    from numptx.search import checkpoint
+    checkpoint.write("run.nxck", {"kind": "regress", ...})
+    state = checkpoint.read("run.nxck")
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import struct
+import tempfile
+import zlib
+from typing import Any
+
+import numpy as np
+
+from .. import stack_ptx as sp
+from .genes import SearchError
+
+__all__ = ["CheckpointError", "write", "read", "VERSION", "encode_array", "decode_array",
+           "encode_program", "decode_program", "state_of", "restore"]
+
+MAGIC = b"NXCK"
+VERSION = 1
+_HEAD = struct.Struct("<4sHHQ")
+_DIGEST = 16
+
+
+class CheckpointError(SearchError):
+    """A checkpoint file that cannot be read: missing, truncated, corrupted, of another
+    version or another instruction table. ``path`` is the file."""
+
+    def __init__(self, message: str, *, path: str | os.PathLike | None = None):
+        self.path = None if path is None else os.fspath(path)
+        super().__init__(message)
+
+
+def encode_array(a: np.ndarray) -> dict:
+    """A JSON-able form of an array (dtype, shape, base64 of the bytes)."""
+    a = np.ascontiguousarray(a)
+    return {"dtype": a.dtype.str, "shape": list(a.shape),
+            "data": base64.b64encode(a.tobytes()).decode("ascii")}
+
+
+def decode_array(d: dict) -> np.ndarray:
+    """Inverse of :func:`encode_array`."""
+    raw = base64.b64decode(d["data"])
+    return np.frombuffer(raw, dtype=np.dtype(d["dtype"])).reshape(d["shape"]).copy()
+
+
+def encode_program(prog: Any) -> str:
+    """A program as base64 of :func:`numptx.stack_ptx.dumps` (carries the table hash)."""
+    return base64.b64encode(sp.dumps(list(prog))).decode("ascii")
+
+
+def decode_program(text: str) -> list:
+    """Inverse of :func:`encode_program`."""
+    return sp.loads(base64.b64decode(text))
+
+
+def write(path: str | os.PathLike, state: dict) -> None:
+    """Write ``state`` (JSON-able) to ``path`` atomically (temporary file + ``os.replace``)."""
+    path = os.fspath(path)
+    body = zlib.compress(json.dumps(state, separators=(",", ":"), allow_nan=True).encode(), 6)
+    head = _HEAD.pack(MAGIC, VERSION, 0, len(body))
+    digest = hashlib.blake2b(head + body, digest_size=_DIGEST).digest()
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".nxck-", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(head + body + digest)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def read(path: str | os.PathLike, *, kind: str | None = None) -> dict:
+    """The state in ``path``; a :class:`CheckpointError` names the path and the fault.
+    ``kind`` (``"regress"``, ``"map_elites"``, ``"evolve"``), when given, must match."""
+    spath = os.fspath(path)
+    try:
+        with open(spath, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise CheckpointError(f"checkpoint {spath!r}: cannot read it ({e.strerror or e})",
+                              path=spath) from None
+    if len(data) < _HEAD.size + _DIGEST:
+        raise CheckpointError(f"checkpoint {spath!r}: {len(data)} bytes is too short for a "
+                              f"numptx checkpoint (truncated?)", path=spath)
+    magic, version, _flags, n = _HEAD.unpack_from(data, 0)
+    if magic != MAGIC:
+        raise CheckpointError(f"checkpoint {spath!r}: not a numptx search checkpoint (magic "
+                              f"{magic!r}, expected {MAGIC!r})", path=spath)
+    if version != VERSION:
+        raise CheckpointError(f"checkpoint {spath!r}: format version {version}; this numptx "
+                              f"reads version {VERSION}", path=spath)
+    if len(data) != _HEAD.size + n + _DIGEST:
+        raise CheckpointError(f"checkpoint {spath!r}: {len(data)} bytes, the header announces "
+                              f"{_HEAD.size + n + _DIGEST} (truncated or appended to)", path=spath)
+    body, digest = data[_HEAD.size:_HEAD.size + n], data[_HEAD.size + n:]
+    if hashlib.blake2b(data[:_HEAD.size + n], digest_size=_DIGEST).digest() != digest:
+        raise CheckpointError(f"checkpoint {spath!r}: checksum mismatch (the file is corrupted)",
+                              path=spath)
+    try:
+        state = json.loads(zlib.decompress(body))
+    except (zlib.error, ValueError) as e:
+        raise CheckpointError(f"checkpoint {spath!r}: the body does not decode ({e})",
+                              path=spath) from None
+    if not isinstance(state, dict) or "kind" not in state:
+        raise CheckpointError(f"checkpoint {spath!r}: no search state in it", path=spath)
+    if kind is not None and state["kind"] != kind:
+        raise CheckpointError(f"checkpoint {spath!r}: holds a {state['kind']!r} search, not "
+                              f"{kind!r}", path=spath)
+    return state
+
+
+def programs_from(state_programs: list, spath: str) -> list:
+    """Decode a list of encoded programs, naming the checkpoint on failure (e.g. a program
+    saved under another instruction table)."""
+    try:
+        return [decode_program(t) for t in state_programs]
+    except (sp.SerializationError, ValueError, TypeError) as e:
+        raise CheckpointError(f"checkpoint {spath!r}: a program does not load ({e})",
+                              path=spath) from None
+
+
+# ---- a search's state <-> a file (numptx.search.loop calls these) --------------------------
+def state_of(search: Any) -> dict:
+    """The JSON-able state of a running search (``loop._Search``)."""
+    cfg = {k: (list(v) if isinstance(v, tuple) else v) for k, v in search.cfg.items()
+           if k != "descriptors"}
+    if search.kind == "map_elites":       # a user descriptor's function is not saved
+        given = search.cfg["descriptors"]
+        cfg["descriptors"] = [d if isinstance(d, str) else d[0] for d in given]
+        user = [d[0] for d in given if not isinstance(d, str)]
+        if user:
+            cfg["user_descriptors"] = user
+
+    def cands(cs):
+        return [[encode_program(c.program), c.loss, c.fitted] for c in cs]
+    state = {"kind": search.kind, "seed": search.seed, "genes": search.genes.to_dict(),
+             "config": cfg, "rng": search.rng.bit_generator.state,
+             "population": cands(search.population),
+             "archive": [[list(k), *cands([c])[0]] for k, c in search.archive.items()],
+             "best": cands([search.best])[0] if search.best else None,
+             "history": [list(g) for g in search.history], "evaluated": search.evaluated,
+             "children_made": search.children_made, "seconds": search.seconds,
+             "improved_at": search.improved_at, "restarts": search.restarts}
+    if search.evaluator is not None:
+        ev = search.evaluator
+        state["data"] = {"X": encode_array(ev.X), "y": encode_array(ev.y), "loss": ev.loss,
+                         "names": list(ev.names)}
+    else:
+        u = search.user
+        state["evolve"] = {"site": u["site"], "select": u["select"],
+                           "per_module": u["per_module"]}
+    return state

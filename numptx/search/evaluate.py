@@ -1,0 +1,276 @@
+"""Scoring Stack PTX programs on a data set for the search loop (:mod:`numptx.search.loop`).
+
+::
+
+    from numptx.search.evaluate import Evaluator
+    ev = Evaluator(X, y, loss="mse", device="auto")    # checks X, y once
+    losses = ev.score(programs)                         # one float64 per program, +inf on failure
+    batch = ev.constant_batch(programs)                 # the same programs, constants swapped in
+    losses = batch([theta_0, theta_1, ...])             # a vector per program (constants_of)
+
+Programs are compiled in one batch (:func:`numptx.stack_ptx.compile_many`) at the site of
+:func:`numptx.jit.fitness.fitness_template` and scored by :func:`numptx.fitness`: on a CPU each
+stub runs in the emulator; on a GPU the batch is packed into modules (one launch per module).
+
+:meth:`Evaluator.constant_batch` is what the local optimizer (:mod:`numptx.search.constants`)
+calls many times for one set of programs. On the CPU it re-evaluates the programs with the new
+constants written in (a compile is ~2 µs). On the GPU the programs are packed once with
+``constants="runtime"``; each call writes the new constants into the module's table
+(:meth:`numptx.jit.pack.Pack.set_constants`) and launches again, with no new assembly.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import os
+from collections.abc import Sequence
+from concurrent.futures import Executor
+from typing import Any
+
+import numpy as np
+
+from .. import stack_ptx as sp
+from ..jit import fitness as F
+from ..jit.pack import DEFAULT_PER_MODULE
+from .genes import SearchError
+
+__all__ = ["Evaluator", "check_data", "LOSSES"]
+
+log = logging.getLogger(__name__)
+
+LOSSES = F.LOSSES
+_CPU_CHUNK = 128         # stubs per task when a CPU evaluation is spread over an executor
+
+
+def check_data(X: Any, y: Any, *, where: str = "regress") -> tuple[np.ndarray, np.ndarray]:
+    """``X`` as a C-contiguous (n, d) float array and ``y`` as (n,) of the same dtype (float64
+    where either is float64, else float32); a :class:`SearchError` names the argument at fault
+    (shape, non-numeric or non-finite values)."""
+    try:
+        X, y = np.asarray(X), np.asarray(y)
+    except Exception as e:   # noqa: BLE001 - ragged lists and the like
+        raise SearchError(f"{where}: X and y must be numeric arrays ({e})") from None
+    for what, a in (("X", X), ("y", y)):
+        if a.dtype.kind not in "biuf":
+            raise SearchError(f"{where}: {what} holds {a.dtype} values; it takes real numbers")
+    if X.ndim == 1:
+        X = X[:, None]
+    if X.ndim != 2 or X.shape[0] == 0 or X.shape[1] == 0:
+        raise SearchError(f"{where}: X must be an (n samples, d inputs) array with n, d >= 1; "
+                          f"got shape {X.shape}")
+    if y.shape != (X.shape[0],):
+        raise SearchError(f"{where}: y has shape {y.shape}; X has {X.shape[0]} samples, so y "
+                          f"must have shape ({X.shape[0]},)")
+    dt = np.float64 if np.float64 in (X.dtype, y.dtype) else np.float32
+    X, y = np.ascontiguousarray(X, dt), np.ascontiguousarray(y, dt)
+    for what, a in (("X", X), ("y", y)):
+        bad = ~np.isfinite(a)
+        if bad.any():
+            at = np.argwhere(bad)[0]
+            raise SearchError(f"{where}: {what} holds {int(bad.sum())} non-finite value(s) "
+                              f"(NaN or inf; the first at index {tuple(int(i) for i in at)}); "
+                              f"drop or impute them first")
+    return X, y
+
+
+def _resolve_device(device: str) -> str:
+    if device not in ("auto", "cpu", "gpu"):
+        raise SearchError(f"device={device!r}: use 'auto', 'cpu' or 'gpu'")
+    if device == "auto":
+        return "gpu" if F.gpu_available() else "cpu"
+    if device == "gpu" and not F.gpu_available():
+        raise SearchError("device='gpu': no CUDA GPU found (use device='auto' or 'cpu')")
+    return device
+
+
+class Evaluator:
+    """Scores programs over inputs ``names`` (the columns of ``X``) against ``y``.
+
+    ``evaluated`` counts the programs scored so far (what dedup saves shows there);
+    ``device`` is the resolved one, ``"cpu"`` or ``"gpu"``.
+    """
+
+    def __init__(self, X: Any, y: Any, *, loss: str = "mse", names: Sequence[str] | None = None,
+                 device: str = "auto", executor: Executor | None = None,
+                 per_module: int | None = None, where: str = "regress"):
+        self.X, self.y = check_data(X, y, where=where)
+        if not (isinstance(loss, str) and loss in LOSSES):
+            raise SearchError(f"{where}: loss={loss!r}: use one of {', '.join(LOSSES)}")
+        d = self.X.shape[1]
+        self.names = tuple(names) if names is not None else tuple(f"x{j}" for j in range(d))
+        if len(self.names) != d:
+            raise SearchError(f"{where}: names= gives {len(self.names)} names for the {d} "
+                              f"columns of X")
+        self.loss, self.executor, self.per_module = loss, executor, per_module
+        self.device = _resolve_device(device)
+        self.dtype = "f64" if self.X.dtype == np.float64 else "f32"
+        arch = F.device_arch() if self.device == "gpu" else "sm_90"
+        try:     # the generated kernel checks the names (C++ keywords, its own variables)
+            self.template = F.fitness_template(d, self.names, self.dtype, loss, arch)
+        except Exception as e:  # noqa: BLE001 - a bad column name fails to compile: say which
+            raise SearchError(f"{where}: names={self.names!r} cannot name the columns: "
+                              f"{e}") from None
+        self.site = self.template.sites["f"]
+        self.evaluated = 0
+        self._gpu_arrays: tuple | None = None
+
+    # -- scoring ----------------------------------------------------------------------------
+    def stubs(self, programs: Sequence[Any]) -> list:
+        """The programs compiled for the fitness kernel's site, in one C batch."""
+        return sp.compile_many(programs, site=self.site)
+
+    def score(self, programs: Sequence[Any]) -> np.ndarray:
+        """One loss per program (float64; +inf where it gives NaN/inf or fails to build)."""
+        if not len(programs):
+            return np.empty(0)
+        self.evaluated += len(programs)
+        stubs = self.stubs(programs)
+        if self.device == "cpu" and self.executor is not None and len(stubs) > _CPU_CHUNK:
+            # the emulator is the cost on a CPU: chunks of stubs (picklable text) to the workers
+            futs = [self.executor.submit(F.fitness, stubs[i:i + _CPU_CHUNK], self.X, self.y,
+                                         self.loss, names=self.names, device="cpu")
+                    for i in range(0, len(stubs), _CPU_CHUNK)]
+            return np.concatenate([f.result() for f in futs])
+        return F.fitness(stubs, self.X, self.y, self.loss, names=self.names,
+                         device=self.device, executor=self.executor,
+                         per_module=self.module_size(len(stubs)))
+
+    def module_size(self, n: int) -> int:
+        """Candidates per module for a batch of ``n``: ``per_module`` when given, else enough
+        modules to keep every core assembling (ptxas's time grows with a module's size, and
+        the modules of one batch build in parallel), 16 to 256 a module."""
+        if self.per_module is not None:
+            return self.per_module
+        cores = os.cpu_count() or 1
+        return int(min(DEFAULT_PER_MODULE, max(16, -(-n // (2 * cores)))))
+
+    def predict(self, program: Any, X: Any | None = None) -> np.ndarray:
+        """The program's output on ``X`` (default: the training inputs), run by the emulator."""
+        from ..dsl.emulator import emulate
+        from ..site_layout import reg_name
+        X = self.X if X is None else np.ascontiguousarray(np.asarray(X, self.X.dtype))
+        if X.ndim == 1:
+            X = X[:, None]
+        stub = sp.compile(program, site=self.site)
+        cols = {reg_name(n): X[:, j] for j, n in enumerate(self.names)}
+        with np.errstate(all="ignore"):
+            got = emulate(stub, cols | {reg_name("cand"): np.uint32(0)},
+                          {reg_name("p"): self.dtype})
+        return np.broadcast_to(np.asarray(got[reg_name("p")]), (X.shape[0],)).copy()
+
+    def constant_batch(self, programs: Sequence[Any]) -> "ConstantBatch":
+        """A callable scoring ``programs`` with new constants: see the module documentation."""
+        if self.device == "gpu":
+            return _GpuConstants(self, programs)
+        return ConstantBatch(self, programs)
+
+    # -- the GPU launch of run-time constant packs ------------------------------------------
+    def _device_data(self):
+        if self._gpu_arrays is None:
+            from numba import cuda
+            self._gpu_arrays = (cuda.to_device(self.X), cuda.to_device(self.y),
+                                float(self.y.astype(np.float64).mean()),
+                                float(self.y.astype(np.float64).var()))
+        return self._gpu_arrays
+
+    def _launch(self, packs: list, total: int, block: int = 256) -> np.ndarray:
+        """Launch each pack of the fitness kernel once; the losses of its ``total`` candidates
+        (the same reduction as :func:`numptx.fitness`)."""
+        from numba import cuda
+        dX, dy, c, var_t = self._device_data()
+        n = self.X.shape[0]
+        acc = cuda.to_device(np.zeros((total, 4)))
+        for p in packs:
+            if p.empty:
+                continue
+            p[((n + block - 1) // block, len(p)), block](acc[p.offset:p.offset + len(p)], dX, dy,
+                                                        n, c)
+        sums = acc.copy_to_host()
+        bad = {i for p in packs for i in p.errors}
+        out = np.full(total, math.inf)
+        for k in range(total):
+            s0, s1, s2, nbad = sums[k]
+            if k in bad or nbad > 0:
+                continue
+            if self.loss in ("mse", "mae"):
+                s = s0 / n
+            elif self.loss == "rmse":
+                s = math.sqrt(s0 / n)
+            else:
+                mq = s0 / n
+                vq = s1 / n - mq * mq
+                s = (math.inf if vq <= 1e-12 * (s1 / n) or var_t <= 0
+                     else max(0.0, 1.0 - (s2 / n) / math.sqrt(vq * var_t)))
+            out[k] = s if math.isfinite(s) else math.inf
+        return out
+
+
+class ConstantBatch:
+    """``batch(thetas)``: the losses of ``programs`` with ``thetas[i]`` written into program i's
+    constants (``operators.with_constants``), re-evaluated; ``batch.counts[i]`` is the number of
+    constants program i has (``operators.constants_of``)."""
+
+    def __init__(self, evaluator: Evaluator, programs: Sequence[Any]):
+        from .operators import constants_of
+        self.ev, self.programs = evaluator, [list(p) for p in programs]
+        self.initial = [np.asarray(constants_of(p), np.float64) for p in self.programs]
+        self.counts = [len(t) for t in self.initial]
+
+    def with_values(self, thetas: Sequence[np.ndarray]) -> list:
+        from .operators import with_constants
+        return [with_constants(p, t) if len(t) else p for p, t in zip(self.programs, thetas)]
+
+    def __call__(self, thetas: Sequence[np.ndarray]) -> np.ndarray:
+        return self.ev.score(self.with_values(thetas))
+
+
+class _GpuConstants(ConstantBatch):
+    """The GPU form: one build with run-time constants, then a table copy and a launch a call.
+
+    The stub of a program shares equal literals and drops constants its output does not need,
+    so its table slots are matched to the program's constants by building it with distinct
+    marker values (``_MARK + j`` for constant j); a slot that is no marker (a literal the
+    compiler made) keeps its value."""
+
+    _MARK = 4096.0     # markers 4096 + j are exact in f32 and f64 for j < 2**11
+
+    def __init__(self, evaluator: Evaluator, programs: Sequence[Any]):
+        super().__init__(evaluator, programs)
+        from .operators import with_constants
+        marked = [with_constants(p, self._MARK + np.arange(n)) if n else p
+                  for p, n in zip(self.programs, self.counts)]
+        ev = evaluator
+        self.packs = ev.template.pack_many("f", ev.stubs(marked), select="cand",
+                                           per_module=ev.module_size(len(marked)),
+                                           executor=ev.executor,
+                                           constants="runtime")
+        self._slots: list[tuple[np.ndarray, np.ndarray] | None] = []
+        for p in self.packs:
+            if p.empty:
+                self._slots += [None] * len(p)
+                continue
+            p.cubin                                    # noqa: B018 - build: errors known after
+            for k, vals in enumerate(p.constants):
+                if vals is None:
+                    self._slots.append(None)
+                    continue
+                j = vals - self._MARK
+                is_mark = (j == np.round(j)) & (j >= 0) & (j < self.counts[p.offset + k])
+                self._slots.append((vals.copy(), np.where(is_mark, j, -1).astype(np.int64)))
+
+    def __call__(self, thetas: Sequence[np.ndarray]) -> np.ndarray:
+        for p in self.packs:
+            if p.empty:
+                continue
+            new = {}
+            for k in range(p.offset, p.offset + len(p)):
+                s = self._slots[k]
+                if s is None or not len(s[0]):
+                    continue
+                base, idx = s
+                theta = np.asarray(thetas[k], np.float64)
+                new[k] = np.where(idx >= 0, theta[np.maximum(idx, 0)] if len(theta) else 0.0, base)
+            if new:
+                p.set_constants(new)
+        self.ev.evaluated += len(self.programs)
+        return self.ev._launch(self.packs, len(self.programs))

@@ -1,0 +1,454 @@
+"""Readable formulas of search programs, their NumPy evaluation, and a dedup key.
+
+:func:`formula` prints what a program computes *as built*: the program is compiled by the C core
+(``sp.compile(prog, genes.inputs, genes.outputs)``) and the stub's DAG is printed, so no-ops and
+dead code never show. Op macros are recognised (``mul`` by log2(e) then ``ex2`` prints as
+``exp(x)``, ``lg2`` then ``mul`` by ln(2) as ``log(x)``), ``x*x`` prints as ``x**2``, ``+0``,
+``*1``, ``/1`` are dropped and constant-only subtrees are folded with the instruction table's own
+semantics (so folding is bit-exact)::
+
+    import numpy as np
+    from numptx import stack_ptx as sp
+    from numptx.search.genes import Genes
+    from numptx.search.formula import formula, evaluate, canonical_key
+
+    genes = Genes(["add", "mul", "exp"], 2)
+    prog = [sp.input("x0"), *genes.op_words("exp"), sp.input("x1"), sp.dup("f32"),
+            *genes.op_words("mul"), *genes.op_words("add")]
+    formula(prog, genes)                                  # 'exp(x0) + x1**2'
+    evaluate("exp(x0) + x1**2", np.ones((4, 2)), genes)   # float32 array of 4 values
+
+The text is a Python expression over the input names, numbers (``nan``, ``inf`` included) and
+the functions ``exp exp2 log log2 sin cos tanh sqrt abs fmax fmin fma copysign rint trunc floor
+ceil sat`` (NumPy's names; ``fma(a, b, c)`` is a*b+c rounded once, ``sat`` clamps to [0, 1] with
+NaN -> 0). A subexpression shared by a large formula is bound once with ``(_t0 := ...)`` so the
+text stays linear in the program size. Directed-rounding forms (``add.rz.f32`` ...) and ``.ftz``
+forms print as the plain operation.
+"""
+from __future__ import annotations
+
+import ast
+import hashlib
+import math
+import re
+import sys
+from collections.abc import Sequence
+
+import numpy as np
+
+from .. import stack_ptx as sp
+from ..instructions import TABLE, UnknownInstructionError
+from .genes import LN2, LOG2E, Genes, SearchError
+
+__all__ = ["formula", "formula_of_stub", "evaluate", "canonical_key", "canonical_keys"]
+
+# precedence levels of the printed text (Python's)
+_ADD, _MUL, _UNARY, _POW, _ATOM = 1, 2, 3, 4, 5
+_BIN = {"+": _ADD, "-": _ADD, "*": _MUL, "/": _MUL}
+_BIND_SIZE = 40          # a shared subexpression longer than this is bound with :=
+
+# instruction base name -> formula function; binary arithmetic is handled separately
+_FUNCS = {"sqrt": "sqrt", "sin": "sin", "cos": "cos", "tanh": "tanh", "ex2": "exp2",
+          "lg2": "log2", "abs": "abs", "min": "fmin", "max": "fmax", "fma": "fma"}
+_CVT = {"rni": "rint", "rzi": "trunc", "rmi": "floor", "rpi": "ceil", "sat": "sat"}
+_LINE = re.compile(r"^\s*([\w.]+)\s+(.*?);\s*$")
+
+
+class _Dag:
+    """Interned expression nodes: (op, child ids, value); ids are topologically ordered."""
+
+    def __init__(self, genes: Genes, simplify: bool):
+        self.genes, self.simplify = genes, simplify
+        self.np = np.float32 if genes.dtype == "f32" else np.float64
+        self.nodes: list[tuple] = []
+        self._intern: dict[tuple, int] = {}
+        self.log2e, self.ln2 = genes.round(LOG2E), genes.round(LN2)
+
+    def add(self, op: str, args: tuple[int, ...] = (), value=None) -> int:
+        # floats keyed by their bits: 0.0 and -0.0 differ, NaN equals NaN
+        key = (op, args, value.hex() if isinstance(value, float) else value)
+        i = self._intern.get(key)
+        if i is None:
+            i = self._intern[key] = len(self.nodes)
+            self.nodes.append((op, args, value))
+        return i
+
+    def num(self, v: float) -> int:
+        return self.add("num", (), float(v))
+
+    def value(self, i: int) -> float | None:
+        op, _, v = self.nodes[i]
+        return v if op == "num" else None
+
+    def is_num(self, i: int, v: float) -> bool:
+        """Node ``i`` is the number ``v`` (a nonzero value)."""
+        x = self.value(i)
+        return x is not None and x == v
+
+    # ---- building with simplification
+    def instr(self, row, args: list[int]) -> int:
+        if self.simplify and all(self.value(a) is not None for a in args):
+            ops = [np.asarray([self.value(a)], self.np) for a in args]
+            return self.num(float(np.asarray(row.apply(*ops)).reshape(-1)[0]))
+        parts = row.name.split(".")
+        base = parts[0]
+        if base in ("add", "sub", "mul", "div"):
+            return self.binop({"add": "+", "sub": "-", "mul": "*", "div": "/"}[base], *args)
+        if base == "neg":
+            return self.neg(args[0])
+        if base == "rcp":
+            return self.binop("/", self.num(1.0), args[0])
+        if base == "rsqrt":
+            return self.binop("/", self.num(1.0), self.call("sqrt", args[0]))
+        if base == "copysign":                       # PTX copysign d, a, b: b with a's sign
+            return self.call("copysign", args[1], args[0])
+        if base == "cvt" and parts[1] in _CVT:
+            return self.call(_CVT[parts[1]], *args)
+        if base == "ex2":
+            return self.exp2(args[0])
+        if base in ("min", "max") and self.simplify and args[0] == args[1]:
+            return args[0]
+        if base in _FUNCS:
+            return self.call(_FUNCS[base], *args)
+        raise SearchError(f"formula: instruction {row.name!r} has no formula form")
+
+    def call(self, name: str, *args: int) -> int:
+        return self.add("call", tuple(args), name)
+
+    def neg(self, a: int) -> int:
+        if self.simplify and self.nodes[a][0] == "neg":
+            return self.nodes[a][1][0]
+        return self.add("neg", (a,))
+
+    def exp2(self, a: int) -> int:
+        if self.simplify and self.nodes[a][0] == "*":
+            p, q = self.nodes[a][1]
+            for x, c in ((p, q), (q, p)):
+                if self.is_num(c, self.log2e):
+                    return self.call("exp", x)
+                if self.is_num(c, -self.log2e):
+                    return self.call("exp", self.neg(x))
+        return self.call("exp2", a)
+
+    def binop(self, op: str, a: int, b: int) -> int:
+        if not self.simplify:
+            return self.add(op, (a, b))
+        na, nb = self.nodes[a], self.nodes[b]
+        # exact rewrites only (at most the sign of a zero changes), so evaluation matches the stub
+        if op == "+":
+            if self.value(b) == 0:
+                return a
+            if self.value(a) == 0:
+                return b
+            if a == b:
+                return self.add("*", (self.num(2.0), a))
+            if nb[0] == "neg":
+                return self.binop("-", a, nb[1][0])
+            if (self.value(b) or 0) < 0:                  # a + -c prints as a - c
+                return self.binop("-", a, self.num(-self.value(b)))
+            if na[0] == "neg":
+                return self.binop("-", b, na[1][0])
+        elif op == "-":
+            if self.value(b) == 0:
+                return a
+            if nb[0] == "neg":
+                return self.binop("+", a, nb[1][0])
+            if (self.value(b) or 0) < 0:
+                return self.binop("+", a, self.num(-self.value(b)))
+        elif op == "*":
+            for x, y in ((a, b), (b, a)):
+                if self.is_num(y, 1.0):
+                    return x
+                if self.is_num(y, -1.0):
+                    return self.neg(x)
+            if a == b:
+                return self.add("sq", (a,))
+            for x, y in ((a, b), (b, a)):     # lg2(v) * ln2 is log(v) (as evaluate computes it)
+                nx_ = self.nodes[x]
+                if nx_[0] == "call" and nx_[2] == "log2" and self.is_num(y, self.ln2):
+                    return self.call("log", nx_[1][0])
+        elif op == "/":
+            if self.is_num(b, 1.0):
+                return a
+        return self.add(op, (a, b))
+
+
+def _parse_stub(text: str, genes: Genes, simplify: bool) -> tuple[_Dag, int]:
+    """The DAG of a compiled stub and its output node."""
+    dag = _Dag(genes, simplify)
+    regs: dict[str, int] = {f"%{n}": dag.add("var", (), n) for n in genes.names}
+    out = None
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line in "{}" or line.startswith(".reg") or line.startswith("//"):
+            continue
+        m = _LINE.match(line)
+        if not m:
+            raise SearchError(f"formula: cannot read stub line {line!r}")
+        opcode, operands = m.group(1), [s.strip() for s in m.group(2).split(",")]
+        if opcode.startswith("mov."):
+            dest, src = operands
+            if src.startswith("%"):
+                value = regs[src]
+            elif src.startswith("0f"):
+                value = dag.num(float(np.uint32(int(src[2:], 16)).view(np.float32)))
+            elif src.startswith("0d"):
+                value = dag.num(float(np.uint64(int(src[2:], 16)).view(np.float64)))
+            else:
+                raise SearchError(f"formula: unexpected constant {src!r} in stub line {line!r}")
+            if dest == "%y":
+                out = value
+            regs[dest] = value
+            continue
+        try:
+            row = TABLE.by_opcode(opcode)
+        except UnknownInstructionError:
+            raise SearchError(f"formula: the stub uses {opcode!r}, which has no formula form") \
+                from None
+        if len(row.results) != 1 or any(w != 1 for w in row.operand_widths):
+            raise SearchError(f"formula: instruction {row.name!r} has no formula form")
+        regs[operands[0]] = dag.instr(row, [regs[o] for o in operands[1:]])
+    if out is None:
+        raise SearchError("formula: the stub writes no output %y")
+    return dag, out
+
+
+def _fmt_num(v: float, digits: int) -> str:
+    if math.isnan(v):
+        return "nan"
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    s = format(v, f".{digits}g")
+    return "0" if s == "-0" else s      # the sign of a zero is not worth showing
+
+
+class _Printer:
+    def __init__(self, dag: _Dag, root: int, digits: int):
+        self.dag, self.digits = dag, digits
+        nodes = dag.nodes
+        refs = [0] * len(nodes)
+        size = [0] * len(nodes)
+        reach = [False] * len(nodes)
+        reach[root] = True
+        for i in range(root, -1, -1):             # children have smaller ids than parents
+            if reach[i]:
+                for c in nodes[i][1]:
+                    reach[c] = True
+                    refs[c] += 1
+        for i, (op, args, _v) in enumerate(nodes):
+            size[i] = 8 + sum(size[c] for c in args)
+        self.bind = {i for i in range(len(nodes)) if reach[i] and refs[i] > 1
+                     and size[i] > _BIND_SIZE and nodes[i][0] not in ("num", "var")}
+        self.bound: dict[int, str] = {}
+
+    def emit(self, i: int) -> tuple[str, int]:
+        if i in self.bound:
+            return self.bound[i], _ATOM
+        text, prec = self._emit(i)
+        if i in self.bind:
+            name = f"_t{len(self.bound)}"
+            self.bound[i] = name
+            return f"({name} := {text})", _ATOM
+        return text, prec
+
+    def _emit(self, i: int) -> tuple[str, int]:
+        op, args, v = self.dag.nodes[i]
+        if op == "num":
+            s = _fmt_num(v, self.digits)
+            return s, _UNARY if s.startswith("-") else _ATOM
+        if op == "var":
+            return v, _ATOM
+        if op == "call":
+            return f"{v}({', '.join(self.emit(a)[0] for a in args)})", _ATOM
+        if op == "neg":
+            t, p = self.emit(args[0])
+            return (f"-({t})" if p < _UNARY else f"-{t}"), _UNARY
+        if op == "sq":
+            t, p = self.emit(args[0])
+            return (f"({t})**2" if p <= _POW else f"{t}**2"), _POW
+        prec = _BIN[op]
+        (lt, lp), (rt, rp) = self.emit(args[0]), self.emit(args[1])
+        lt = f"({lt})" if lp < prec else lt
+        rt = f"({rt})" if rp <= prec else rt          # float + and * are not associative
+        sep = " " if prec == _ADD else ""
+        return f"{lt}{sep}{op}{sep}{rt}", prec
+
+
+def _check_digits(digits) -> int:
+    if isinstance(digits, bool) or not isinstance(digits, (int, np.integer)) \
+            or not 1 <= digits <= 17:
+        raise SearchError(f"digits={digits!r}: give an int in [1, 17]")
+    return int(digits)
+
+
+def formula_of_stub(stub: str, genes: Genes, *, simplify: bool = True, digits: int = 6) -> str:
+    """:func:`formula` of an already compiled stub (from ``sp.compile(prog, genes.inputs,
+    genes.outputs)`` or ``sp.compile_many``)."""
+    if not isinstance(genes, Genes):
+        raise SearchError(f"genes={genes!r}: give a numptx.search.genes.Genes")
+    digits = _check_digits(digits)
+    dag, root = _parse_stub(str(stub), genes, bool(simplify))
+    printer = _Printer(dag, root, digits)
+    old = sys.getrecursionlimit()
+    try:                         # a long chain of ops nests deeply; the DAG bounds the depth
+        sys.setrecursionlimit(max(old, 4 * len(dag.nodes) + 1000))
+        return printer.emit(root)[0]
+    finally:
+        sys.setrecursionlimit(old)
+
+
+def _compile(prog, genes: Genes):
+    if not isinstance(genes, Genes):
+        raise SearchError(f"genes={genes!r}: give a numptx.search.genes.Genes")
+    try:
+        return sp.compile(prog, genes.inputs, genes.outputs)
+    except sp.ProgramError as e:
+        raise SearchError(f"prog: {e}") from None
+
+
+def formula(prog: Sequence[sp.Op], genes: Genes, *, simplify: bool = True, digits: int = 6) -> str:
+    """Readable infix text of what ``prog`` computes as built (see the module docstring);
+    ``digits`` significant digits per number, ``simplify=False`` prints the stub's DAG as is."""
+    return formula_of_stub(_compile(prog, genes), genes, simplify=simplify, digits=digits)
+
+
+def canonical_key(prog: Sequence[sp.Op], genes: Genes) -> bytes:
+    """A 16-byte key equal for programs whose built stubs are equal (a hash of the stub text),
+    to skip building programs equivalent to one already built."""
+    return hashlib.blake2b(str(_compile(prog, genes)).encode(), digest_size=16).digest()
+
+
+def canonical_keys(progs: Sequence[Sequence[sp.Op]], genes: Genes) -> list[bytes]:
+    """:func:`canonical_key` of many programs, compiled in one ``sp.compile_many`` batch."""
+    if not isinstance(genes, Genes):
+        raise SearchError(f"genes={genes!r}: give a numptx.search.genes.Genes")
+    stubs = sp.compile_many(progs, genes.inputs, genes.outputs)
+    return [hashlib.blake2b(str(s).encode(), digest_size=16).digest() for s in stubs]
+
+
+# ---- evaluation ---------------------------------------------------------------------------------
+def _via_f64(f):
+    def g(x):
+        return f(np.asarray(x, np.float64)).astype(x.dtype)
+    return g
+
+
+def _fma(a, b, c):
+    if a.dtype == np.float32:       # the f32 product is exact in f64: one rounding (in f64)
+        return (a.astype(np.float64) * b + c).astype(np.float32)
+    return a * b + c                # f64: no NumPy fma; two roundings
+
+
+def _sat(a):
+    return np.where(np.isnan(a), a.dtype.type(0), np.clip(a, 0, 1)).astype(a.dtype)
+
+
+def _exp(a):
+    # as the exp macro computes it: ex2 of a*log2(e) rounded to the dtype, so evaluate()
+    # reproduces the built kernel instead of drifting from it where exp amplifies rounding
+    c = a.dtype.type(LOG2E)
+    return np.exp2((a * c).astype(np.float64)).astype(a.dtype)
+
+
+def _log(a):
+    # as the log macro computes it: lg2 rounded to the dtype, then times ln(2) rounded
+    return np.log2(a.astype(np.float64)).astype(a.dtype) * a.dtype.type(LN2)
+
+
+_EVAL_FUNCS = {
+    "exp": _exp, "exp2": _via_f64(np.exp2), "log": _log,
+    "log2": _via_f64(np.log2), "sin": _via_f64(np.sin), "cos": _via_f64(np.cos),
+    "tanh": _via_f64(np.tanh), "sqrt": np.sqrt, "abs": np.abs, "fmax": np.fmax, "fmin": np.fmin,
+    "fma": _fma, "copysign": np.copysign, "rint": np.rint, "trunc": np.trunc,
+    "floor": np.floor, "ceil": np.ceil, "sat": _sat,
+}
+_ARITY = {"fmax": 2, "fmin": 2, "copysign": 2, "fma": 3}
+
+
+class _Eval:
+    def __init__(self, text: str, env: dict[str, np.ndarray], dtype):
+        self.text, self.env, self.dtype = text, env, dtype
+
+    def fail(self, what: str):
+        raise SearchError(f"evaluate: text_or_prog={self.text!r}: {what}")
+
+    def run(self, node):
+        if isinstance(node, ast.Expression):
+            return self.run(node.body)
+        if isinstance(node, ast.Constant):
+            if isinstance(node.value, bool) or not isinstance(node.value, (int, float)):
+                self.fail(f"unsupported literal {node.value!r}")
+            return np.asarray(node.value, self.dtype)
+        if isinstance(node, ast.Name):
+            if node.id in self.env:
+                return self.env[node.id]
+            if node.id in ("nan", "inf"):
+                return np.asarray(float(node.id), self.dtype)
+            self.fail(f"unknown name {node.id!r}")
+        if isinstance(node, ast.NamedExpr):
+            value = self.run(node.value)
+            self.env[node.target.id] = value
+            return value
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            v = self.run(node.operand)
+            return -v if isinstance(node.op, ast.USub) else v
+        if isinstance(node, ast.BinOp):
+            a, b = self.run(node.left), self.run(node.right)
+            if isinstance(node.op, ast.Add):
+                return a + b
+            if isinstance(node.op, ast.Sub):
+                return a - b
+            if isinstance(node.op, ast.Mult):
+                return a * b
+            if isinstance(node.op, ast.Div):
+                return a / b
+            if isinstance(node.op, ast.Pow):
+                if isinstance(node.right, ast.Constant) and node.right.value == 2:
+                    return a * a
+                return np.power(a, b)
+            self.fail(f"unsupported operator {type(node.op).__name__}")
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords:
+            f = _EVAL_FUNCS.get(node.func.id)
+            if f is None:
+                self.fail(f"unknown function {node.func.id!r}")
+            if len(node.args) != _ARITY.get(node.func.id, 1):
+                self.fail(f"{node.func.id}() takes {_ARITY.get(node.func.id, 1)} arguments")
+            args = np.broadcast_arrays(*(self.run(a) for a in node.args))
+            return np.asarray(f(*[np.asarray(a, self.dtype) for a in args]), self.dtype)
+        self.fail(f"unsupported syntax {type(node).__name__}")
+
+
+def evaluate(text_or_prog: str | Sequence[sp.Op], X: np.ndarray, genes: Genes) -> np.ndarray:
+    """Evaluate a formula (text from :func:`formula`, or a program, printed at full precision)
+    with NumPy on the rows of ``X`` (n x len(genes.names), one column per input), in the genes'
+    dtype: arithmetic rounds like the GPU's ``.rn`` instructions, functions are computed in
+    float64 and rounded, ``exp``/``log`` the way their op macros compute them (``exp2`` of
+    ``x*log2(e)``, ``log2(x)*ln(2)``, each step rounded), so the result follows the built kernel.
+    Returns an array of n values::
+
+        evaluate("sin(x0) * 2", np.linspace(0, 1, 5)[:, None], Genes(["sin", "mul"], 1))
+    """
+    if not isinstance(genes, Genes):
+        raise SearchError(f"genes={genes!r}: give a numptx.search.genes.Genes")
+    dtype = np.float32 if genes.dtype == "f32" else np.float64
+    if isinstance(text_or_prog, str):
+        text = text_or_prog
+    else:
+        text = formula(text_or_prog, genes, digits=9 if genes.dtype == "f32" else 17)
+    try:
+        X = np.asarray(X, dtype=dtype)
+    except (TypeError, ValueError):
+        raise SearchError(f"X: expected a numeric array of shape (n, {len(genes.names)})") from None
+    if X.ndim == 1 and len(genes.names) == 1:
+        X = X[:, None]
+    if X.ndim != 2 or X.shape[1] != len(genes.names):
+        raise SearchError(f"X: shape {X.shape} does not fit (n, {len(genes.names)}): one column "
+                          f"per input {', '.join(genes.names)}")
+    try:
+        tree = ast.parse(text, mode="eval")
+    except SyntaxError as e:
+        raise SearchError(f"evaluate: text_or_prog={text!r} is not a formula ({e.msg})") from None
+    env = {n: X[:, j] for j, n in enumerate(genes.names)}
+    with np.errstate(all="ignore"):
+        out = _Eval(text, env, dtype).run(tree)
+    return np.broadcast_to(np.asarray(out, dtype), (X.shape[0],)).copy()

@@ -1,0 +1,297 @@
+"""Genes: the building blocks evolutionary search assembles Stack PTX programs from.
+
+A :class:`Genes` object fixes the value type (``f32`` or ``f64``), the program inputs, the
+constants and the op set. Every gene is a short list of Stack PTX ops: an input push, a constant
+push, or the words of one op. Because Stack PTX is resilient (an instruction lacking operands is
+a no-op, an empty output reads 0), any concatenation of genes compiles::
+
+    import numpy as np
+    from numptx import stack_ptx as sp
+    from numptx.search.genes import Genes
+
+    genes = Genes(["add", "mul", "exp"], 2)          # inputs x0, x1; value type f32
+    prog = [*genes.op_words("exp")]                  # const(log2 e), mul.rn.f32, ex2.approx.f32
+    prog = [sp.input("x0"), *prog, sp.input("x1"), *genes.op_words("add")]
+    stub = sp.compile(prog, genes.inputs, genes.outputs)   # y = exp(x0) + x1
+
+Op names (short names; ``-`` means the dtype has no form and asking for it raises SearchError).
+Macros use their argument once, so they work on a stack; ``dup`` copies the top.
+
+=========  ==================  =====================================  ===================
+name       computes            f32 words                              f64 words
+=========  ==================  =====================================  ===================
+add        a + b               add.rn.f32                             add.rn.f64
+sub        a - b               sub.rn.f32                             sub.rn.f64
+mul        a * b               mul.rn.f32                             mul.rn.f64
+div        a / b               div.rn.f32                             div.rn.f64
+fma        a * b + c           fma.rn.f32                             fma.rn.f64
+neg        -a                  neg.f32                                neg.f64
+abs        abs(a)              abs.f32                                abs.f64
+sq         a ** 2              dup, mul.rn.f32                        dup, mul.rn.f64
+inv        1 / a               rcp.rn.f32                             rcp.rn.f64
+sqrt       sqrt(a)             sqrt.rn.f32                            sqrt.rn.f64
+max, min   fmax(a,b), fmin     max.f32, min.f32                       max.f64, min.f64
+exp        exp(a)              const log2(e), mul.rn, ex2.approx      -
+exp2/pow2  2 ** a              ex2.approx.f32                         -
+log        log(a)              lg2.approx.f32, const ln(2), mul.rn    -
+log2       log2(a)             lg2.approx.f32                         -
+sin, cos   sin(a), cos(a)      sin.approx.f32, cos.approx.f32         -
+tanh       tanh(a)             tanh.approx.f32                        -
+sigmoid    1 / (1 + exp(-a))   const -log2(e), mul.rn, ex2.approx,    -
+                               const 1, add.rn, rcp.rn
+=========  ==================  =====================================  ===================
+
+A full instruction-table name (``"fma.rn.ftz.f32"``, ``"rsqrt.approx.f32"``) is accepted as an op
+too when all its operands and results have the genes' dtype.
+"""
+from __future__ import annotations
+
+import difflib
+import keyword
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from .. import stack_ptx as sp
+from ..errors import NumptxError
+from ..instructions import TABLE
+from ..stack_ptx import Op
+
+__all__ = ["SearchError", "Genes", "OP_NAMES", "DTYPES", "LOG2E", "LN2", "RESERVED_NAMES"]
+
+DTYPES = ("f32", "f64")
+LOG2E = 1.4426950408889634
+LN2 = 0.6931471805599453
+
+# words per op as (kind, value) pairs; "{t}" in an instruction name is the dtype
+_BINARY = {"add": "add.rn.{t}", "sub": "sub.rn.{t}", "mul": "mul.rn.{t}", "div": "div.rn.{t}",
+           "max": "max.{t}", "min": "min.{t}"}
+_MACROS: dict[str, tuple[tuple[str, Any], ...]] = {
+    **{k: (("i", v),) for k, v in _BINARY.items()},
+    "fma": (("i", "fma.rn.{t}"),),
+    "neg": (("i", "neg.{t}"),),
+    "abs": (("i", "abs.{t}"),),
+    "sq": (("dup", None), ("i", "mul.rn.{t}")),
+    "inv": (("i", "rcp.rn.{t}"),),
+    "sqrt": (("i", "sqrt.rn.{t}"),),
+    "exp": (("c", LOG2E), ("i", "mul.rn.{t}"), ("i", "ex2.approx.{t}")),
+    "exp2": (("i", "ex2.approx.{t}"),),
+    "pow2": (("i", "ex2.approx.{t}"),),
+    "log": (("i", "lg2.approx.{t}"), ("c", LN2), ("i", "mul.rn.{t}")),
+    "log2": (("i", "lg2.approx.{t}"),),
+    "sin": (("i", "sin.approx.{t}"),),
+    "cos": (("i", "cos.approx.{t}"),),
+    "tanh": (("i", "tanh.approx.{t}"),),
+    "sigmoid": (("c", -LOG2E), ("i", "mul.rn.{t}"), ("i", "ex2.approx.{t}"), ("c", 1.0),
+                ("i", "add.rn.{t}"), ("i", "rcp.rn.{t}")),
+}
+OP_NAMES: tuple[str, ...] = tuple(_MACROS)
+
+# names a formula uses for functions and numbers: an input may not shadow them
+RESERVED_NAMES = frozenset({"exp", "exp2", "log", "log2", "sin", "cos", "tanh", "sqrt", "abs",
+                            "fmax", "fmin", "fma", "copysign", "rint", "trunc", "floor", "ceil",
+                            "sat", "nan", "inf", "y"})
+
+
+class SearchError(NumptxError, ValueError):
+    """A bad argument to :mod:`numptx.search` (the message names the argument)."""
+
+
+def _table_fits(name: str, dtype: str) -> bool:
+    try:
+        row = TABLE[name]
+    except KeyError:
+        return False
+    if row.is_special or "bitcast" in row.flags or "volatile" in row.flags:
+        return False
+    return (all(t == dtype for t in row.operand_types) and all(t == dtype for t in row.result_types)
+            and all(w == 1 for w in row.operand_widths + row.result_widths))
+
+
+def _words(name: str, dtype: str) -> list[Op]:
+    """The ops of short op ``name`` for ``dtype`` (KeyError when a table row is missing)."""
+    out = []
+    for kind, value in _MACROS[name]:
+        if kind == "i":
+            iname = value.format(t=dtype)
+            TABLE.index(iname)                      # raises when the dtype has no such row
+            out.append(sp.instr(iname))
+        elif kind == "c":
+            out.append(sp.const(value, dtype))
+        else:
+            out.append(sp.dup(dtype))
+    return out
+
+
+def _supports(name: str, dtype: str) -> bool:
+    try:
+        _words(name, dtype)
+        return True
+    except KeyError:
+        return False
+
+
+class Genes:
+    """The building blocks of programs for one value type: input, constant and op genes.
+
+    ``ops`` are short op names (see the module docstring's table) or full instruction names;
+    ``n_inputs`` gives inputs ``x0..x{n-1}``, or ``names=`` names them (Python identifiers);
+    ``constants`` are the constant genes random programs draw from (besides random values)::
+
+        genes = Genes(["add", "mul", "sin"], names=["t", "v"], constants=(0.5, 3.0))
+        sp.compile(prog, genes.inputs, genes.outputs)        # stub with inputs %t, %v; output %y
+    """
+
+    def __init__(self, ops: Sequence[str], n_inputs: int | None = None, *,
+                 names: Sequence[str] | None = None, dtype: str = "f32",
+                 constants: Sequence[float] = (0.5, 1.0, 2.0)):
+        if not isinstance(dtype, str) or dtype.lower() not in DTYPES:
+            raise SearchError(f"dtype={dtype!r}: search programs use one of {', '.join(DTYPES)}")
+        self.dtype: str = dtype.lower()
+        self.names: tuple[str, ...] = self._check_names(n_inputs, names)
+        self.ops: tuple[str, ...] = self._check_ops(ops)
+        self.constants: tuple[float, ...] = self._check_constants(constants)
+        self.inputs: dict[str, str] = {n: self.dtype for n in self.names}
+        self.outputs: dict[str, str] = {"y": self.dtype}
+        self._words = {name: self._expand(name) for name in self.ops}
+
+    # ---- validation
+    @staticmethod
+    def _check_names(n_inputs, names) -> tuple[str, ...]:
+        if n_inputs is not None and (isinstance(n_inputs, bool)
+                                     or not isinstance(n_inputs, (int, np.integer))
+                                     or n_inputs < 1):
+            raise SearchError(f"n_inputs={n_inputs!r}: give a positive int (the number of inputs)")
+        if names is None:
+            if n_inputs is None:
+                raise SearchError("Genes: give n_inputs= (inputs x0, x1, ...) or names=")
+            return tuple(f"x{i}" for i in range(int(n_inputs)))
+        if isinstance(names, str) or not isinstance(names, Sequence):
+            raise SearchError(f"names={names!r}: give a sequence of input names, e.g. ['x', 't']")
+        names = tuple(names)
+        if not names:
+            raise SearchError("names=(): a program needs at least one input")
+        if n_inputs is not None and int(n_inputs) != len(names):
+            raise SearchError(f"n_inputs={n_inputs} but names= has {len(names)} names")
+        for n in names:
+            if not isinstance(n, str) or not n.isidentifier() or keyword.iskeyword(n) \
+                    or n.startswith("_"):
+                raise SearchError(f"names=: {n!r} is not a usable input name (a Python "
+                                  f"identifier not starting with '_')")
+            if n in RESERVED_NAMES:
+                raise SearchError(f"names=: {n!r} is reserved (the output or a formula "
+                                  f"function/number name); pick another input name")
+        if len(set(names)) != len(names):
+            raise SearchError(f"names={list(names)!r}: input names must be unique")
+        return names
+
+    def _check_ops(self, ops) -> tuple[str, ...]:
+        if isinstance(ops, str) or not isinstance(ops, Sequence):
+            raise SearchError(f"ops={ops!r}: give a sequence of op names, e.g. ['add', 'mul']")
+        ops = tuple(ops)
+        if not ops:
+            raise SearchError(f"ops=(): the op set is empty; use some of {', '.join(OP_NAMES)}")
+        for name in ops:
+            if not isinstance(name, str):
+                raise SearchError(f"ops=: {name!r} is not an op name")
+            if name in _MACROS:
+                if not _supports(name, self.dtype):
+                    need = [t for t in DTYPES if _supports(name, t)]
+                    raise SearchError(f"ops=: op {name!r} has no {self.dtype} form (it needs "
+                                      f"dtype {' or '.join(repr(t) for t in need)})")
+            elif name in TABLE:
+                if not _table_fits(name, self.dtype):
+                    row = TABLE[name]
+                    raise SearchError(f"ops=: instruction {name!r} ({', '.join(row.operands)} -> "
+                                      f"{', '.join(row.results)}) does not take and give only "
+                                      f"{self.dtype} values")
+            else:
+                valid = [n for n in OP_NAMES if _supports(n, self.dtype)]
+                rows = [r.name for r in TABLE if _table_fits(r.name, self.dtype)]
+                close = difflib.get_close_matches(name, valid + rows, n=4, cutoff=0.6)
+                hint = (f"did you mean {', '.join(map(repr, close))}? " if close else "")
+                raise SearchError(f"ops=: unknown op {name!r}; {hint}valid {self.dtype} op names: "
+                                  f"{', '.join(valid)} (or a full instruction name)")
+        if len(set(ops)) != len(ops):
+            raise SearchError(f"ops={list(ops)!r}: an op is listed twice")
+        return ops
+
+    def _check_constants(self, constants) -> tuple[float, ...]:
+        if isinstance(constants, (str, bytes)) or not isinstance(constants, Sequence):
+            raise SearchError(f"constants={constants!r}: give a sequence of numbers")
+        out = []
+        for c in constants:
+            if isinstance(c, (bool, np.bool_)) or not isinstance(c, (int, float, np.number)) \
+                    or not math.isfinite(float(c)):
+                raise SearchError(f"constants=: {c!r} is not a finite number")
+            v = self.round(float(c))
+            if not math.isfinite(v):
+                raise SearchError(f"constants=: {c!r} is out of the {self.dtype} range")
+            out.append(v)
+        return tuple(out)
+
+    def _expand(self, name: str) -> tuple[Op, ...]:
+        return tuple(_words(name, self.dtype)) if name in _MACROS else (sp.instr(name),)
+
+    # ---- genes
+    def round(self, value: float) -> float:
+        """``value`` rounded to the genes' dtype, as a Python float."""
+        with np.errstate(over="ignore"):
+            return float(np.float32(value)) if self.dtype == "f32" else float(value)
+
+    def op_words(self, name: str) -> list[Op]:
+        """The Stack PTX ops op gene ``name`` expands to (a fresh list)."""
+        try:
+            return list(self._words[name])
+        except (KeyError, TypeError):
+            raise SearchError(f"op_words({name!r}): not an op of these genes; they have "
+                              f"{', '.join(self.ops)}") from None
+
+    def const(self, value: float) -> Op:
+        """A constant op of the genes' dtype (``value`` rounded to it)."""
+        return sp.const(self.round(value), self.dtype)
+
+    def random_constant(self, rng: np.random.Generator) -> float:
+        """A constant gene value: one of ``constants`` half the time, else a random short number."""
+        if self.constants and rng.random() < 0.5:
+            return self.constants[int(rng.integers(len(self.constants)))]
+        return self.round(float(np.round(rng.normal(0.0, 2.0), 2)))
+
+    def random_gene(self, rng: np.random.Generator) -> list[Op]:
+        """One random gene: an input push (35%), a constant push (15%) or an op's words (50%)."""
+        u = rng.random()
+        if u < 0.35:
+            return [sp.input(self.names[int(rng.integers(len(self.names)))])]
+        if u < 0.5:
+            return [self.const(self.random_constant(rng))]
+        return list(self._words[self.ops[int(rng.integers(len(self.ops)))]])
+
+    # ---- serialization
+    def to_dict(self) -> dict:
+        """A JSON-able description: ``Genes.from_dict(g.to_dict()) == g``."""
+        return {"ops": list(self.ops), "names": list(self.names), "dtype": self.dtype,
+                "constants": list(self.constants)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> Genes:
+        """Inverse of :meth:`to_dict` (a bad dict raises SearchError naming ``d``)."""
+        if not isinstance(d, Mapping) or not {"ops", "names", "dtype"} <= set(d):
+            raise SearchError(f"Genes.from_dict(d): d needs keys 'ops', 'names', 'dtype' "
+                              f"(and optionally 'constants'), got {d!r}")
+        extra = set(d) - {"ops", "names", "dtype", "constants"}
+        if extra:
+            raise SearchError(f"Genes.from_dict(d): unknown keys {sorted(extra)}")
+        return cls(d["ops"], names=d["names"], dtype=d["dtype"],
+                   constants=d.get("constants", (0.5, 1.0, 2.0)))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Genes) and self.to_dict() == other.to_dict()
+
+    def __hash__(self) -> int:
+        return hash((self.ops, self.names, self.dtype, self.constants))
+
+    def __repr__(self) -> str:
+        return (f"Genes(ops={list(self.ops)!r}, names={list(self.names)!r}, dtype={self.dtype!r}, "
+                f"constants={self.constants!r})")

@@ -1,0 +1,695 @@
+"""The search loop: symbolic regression, MAP-Elites and evolution of any template's site.
+
+::
+
+    import numpy as np
+    from numptx import search
+    X = np.random.default_rng(0).uniform(-1, 1, (200, 1)).astype(np.float32)
+    y = X[:, 0] ** 3 + X[:, 0] ** 2 + X[:, 0]
+    result = search.regress(X, y, ops=["add", "sub", "mul"], population=300, generations=50,
+                            seed=0, target=1e-9)
+    result.best.formula, result.best.loss, result.history[-1].best
+    result.save("run.nxck"); more = search.resume("run.nxck", generations=20)
+
+One generation: tournament selection (penalized loss ``loss + parsimony * ops``), crossover and
+mutation (:mod:`numptx.search.operators`), deduplication by canonical key (a program whose stub
+equals one already scored reuses that score: nothing is compiled, built or run for it), one
+batched evaluation of the new programs (:class:`numptx.search.evaluate.Evaluator`: the emulator
+on a CPU, packed modules on a GPU), constant fitting of the best new programs
+(:mod:`numptx.search.constants`), then the elites and the children form the next population.
+With a seed the run is reproducible; the state saved by :meth:`Result.save` holds the random
+generator, so a resumed run continues exactly as the uninterrupted one.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from .. import stack_ptx as sp
+from ..instructions import TABLE
+from . import checkpoint as ck
+from . import operators as O
+from .constants import fit_constants
+from .evaluate import Evaluator, check_data
+from .genes import LN2, LOG2E, Genes, SearchError
+
+__all__ = ["regress", "map_elites", "evolve", "Result", "Candidate", "Generation",
+           "Descriptor", "DESCRIPTORS"]
+
+log = logging.getLogger(__name__)
+
+_CACHE_MAX = 1_000_000       # score-cache entries before it is cleared (scores are pure: no effect)
+_LINEAR = {"add", "sub", "mul", "neg", "abs", "max", "min", "fma", "mov"}
+
+
+def _formula_mod():
+    # the module (the package's ``formula`` attribute is the function of that name)
+    import importlib
+    return importlib.import_module(__package__ + ".formula")
+
+
+# ---- results ------------------------------------------------------------------------------
+class Generation(NamedTuple):
+    """One row of :attr:`Result.history`."""
+    generation: int
+    best: float            #: lowest loss so far
+    median: float          #: median loss of the population (MAP-Elites: of the archive)
+    evaluated: int         #: programs scored this generation (after dedup; constant fits count)
+    mean_length: float     #: mean program length (ops) of the population
+    filled: int            #: MAP-Elites: archive cells filled; else the population size
+    seconds: float         #: wall time of the generation
+
+
+@dataclass
+class Candidate:
+    """A program with its loss. ``formula`` is readable infix text; ``stub(site)`` the PTX to
+    inject at ``site`` (a :class:`numptx.Site` whose inputs are named as the genes' inputs; no
+    site: a stub over registers ``%x0..`` and ``%y``); ``program`` works with ``sp.dumps``."""
+    program: list
+    loss: float
+    genes: Genes
+    fitted: bool = False
+
+    @property
+    def formula(self) -> str:
+        return _formula_mod().formula(self.program, self.genes)
+
+    @property
+    def length(self) -> int:
+        return len(self.program)
+
+    def stub(self, site: Any = None) -> sp.Stub:
+        if site is None:
+            return sp.compile(self.program, self.genes.inputs, self.genes.outputs)
+        return sp.compile(self.program, site=site)
+
+    def predict(self, X: Any) -> np.ndarray:
+        """The program's output on ``X`` (n x d), run by the stub emulator on the CPU."""
+        from ..dsl.emulator import emulate
+        X = np.asarray(X, np.float64 if self.genes.dtype == "f64" else np.float32)
+        X = X[:, None] if X.ndim == 1 else X
+        with np.errstate(all="ignore"):
+            got = emulate(self.stub(), {n: X[:, j] for j, n in enumerate(self.genes.names)},
+                          {"y": self.genes.dtype})["y"]
+        return np.broadcast_to(np.asarray(got), (X.shape[0],)).copy()
+
+    def __repr__(self) -> str:
+        try:
+            text = self.formula
+        except Exception:   # noqa: BLE001 - a repr never fails
+            text = f"<{len(self.program)} ops>"
+        return f"Candidate(loss={self.loss:.6g}, {text})"
+
+
+class Descriptor(NamedTuple):
+    """A MAP-Elites behaviour axis: ``fn(program, genes) -> float`` binned into ``bins`` equal
+    cells over ``[low, high]`` (values outside go to the end cells)."""
+    name: str
+    fn: Callable[[list, Genes], float]
+    low: float
+    high: float
+    bins: int
+
+
+def _length(prog: list, genes: Genes) -> float:
+    return float(len(prog))
+
+
+def _op_mix(prog: list, genes: Genes) -> float:
+    """The share of instructions that are not linear (exp, log, sin, div, ...)."""
+    names = [TABLE[op.word >> 16].name for op in prog if op.kind == "instr"]
+    if not names:
+        return 0.0
+    return sum(n.split(".")[0] not in _LINEAR for n in names) / len(names)
+
+
+def _input_share(prog: list, genes: Genes) -> float:
+    return sum(op.kind == "input" for op in prog) / max(1, len(prog))
+
+
+#: built-in descriptors by name (``length`` takes its range from ``max_length``)
+DESCRIPTORS = {"length": Descriptor("length", _length, 0, 64, 8),
+               "op_mix": Descriptor("op_mix", _op_mix, 0.0, 1.0, 5),
+               "inputs": Descriptor("inputs", _input_share, 0.0, 1.0, 5)}
+
+
+@dataclass
+class Result:
+    """What a search returns: ``best`` (lowest loss), ``population`` (the last one; MAP-Elites:
+    the archive's elites), ``history`` (a :class:`Generation` per generation), ``archive``
+    (MAP-Elites: cell -> :class:`Candidate`), ``generations`` done, ``stopped`` (why: 
+    ``"generations"``, ``"target"``, ``"time_limit"``), ``evaluated`` (programs scored),
+    ``seconds``, ``timings`` (seconds per stage), ``device``. ``save(path)`` writes a
+    checkpoint that :func:`resume` continues."""
+    best: Candidate
+    population: list[Candidate]
+    history: list[Generation]
+    genes: Genes
+    generations: int
+    stopped: str
+    evaluated: int
+    seconds: float
+    device: str
+    timings: dict = field(default_factory=dict)
+    archive: dict | None = None
+    _search: Any = field(default=None, repr=False)
+
+    def save(self, path: Any) -> None:
+        """Write the search's state to ``path`` (versioned, checksummed, atomic)."""
+        self._search.save(path)
+
+    @property
+    def candidates_per_second(self) -> float:
+        """Children generated, scored and selected per second, end to end."""
+        n = self._search.children_made
+        return n / self.seconds if self.seconds > 0 else 0.0
+
+
+# ---- the search state ---------------------------------------------------------------------
+def check_int(name: str, v: Any, low: int) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
+        raise SearchError(f"{name}={v!r}: give an int >= {low}")
+    return int(v)
+
+
+def _check_float(name: str, v: Any, low: float, high: float = math.inf) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.number)) or \
+            not low <= float(v) <= high:
+        raise SearchError(f"{name}={v!r}: give a number in [{low}, {high}]")
+    return float(v)
+
+
+_DEFAULTS = dict(population=1000, generations=100, tournament=5, elitism=None, parsimony=0.0,
+                 crossover=0.5, mutation=0.9, max_length=64, init_length=(2, 12), fit_top=None,
+                 fit_steps=12, fit_trials=4, target=None, time_limit=None, bins=None,
+                 descriptors=("length", "op_mix"), restart=None)
+
+
+class Search:
+    """The state one run carries from generation to generation (and into a checkpoint)."""
+
+    def __init__(self, kind: str, genes: Genes, cfg: dict, seed: int | None, *,
+                 evaluator: Evaluator | None = None, user: dict | None = None):
+        self.kind, self.genes, self.cfg = kind, genes, cfg
+        self.seed = int(np.random.SeedSequence().entropy % (1 << 63)) if seed is None else seed
+        self.rng = np.random.default_rng(self.seed)
+        self.evaluator, self.user = evaluator, user
+        self.population: list[Candidate] = []
+        self.archive: dict[tuple, Candidate] = {}
+        self.history: list[Generation] = []
+        self.cache: dict[bytes, float] = {}
+        self.fits: dict[bytes, tuple[list, float]] = {}
+        self.best: Candidate | None = None
+        self.evaluated = self.children_made = 0
+        self.seconds = 0.0
+        self.timings = {"generate": 0.0, "dedup": 0.0, "evaluate": 0.0, "fit": 0.0, "select": 0.0}
+        self.descriptors = _descriptors(cfg) if kind == "map_elites" else []
+        self.stopped = "generations"
+        self.improved_at = 0          # the generation the best last improved by 1 % or more
+        self.restarts = 0
+        # the op macros' own constants (exp: log2 e, log: ln 2) are not fitted
+        self._macro_constants = [genes.round(v) for v in (LOG2E, -LOG2E, LN2)]
+
+    # -- scoring --------------------------------------------------------------------------
+    def _score(self, programs: list) -> np.ndarray:
+        if self.evaluator is not None:
+            return self.evaluator.score(programs)
+        u = self.user
+        stubs = sp.compile_many(programs, site=u["site_obj"])
+        cores = os.cpu_count() or 1
+        per = u["per_module"] or int(min(256, max(16, -(-len(stubs) // (2 * cores)))))
+        packs = u["template"].pack_many(u["site"], stubs, select=u["select"], per_module=per,
+                                        executor=u["executor"])
+        got = u["fitness"](packs)
+        try:
+            arr = np.asarray(got, np.float64).reshape(-1)
+        except (TypeError, ValueError):
+            raise SearchError(f"evolve: fitness= returned {type(got).__name__}; it must return "
+                              f"one number per candidate ({len(programs)})") from None
+        if arr.shape != (len(programs),):
+            raise SearchError(f"evolve: fitness= returned {arr.size} scores for "
+                              f"{len(programs)} candidates; it must return one per candidate")
+        return np.where(np.isnan(arr), math.inf, arr)
+
+    def _evaluate(self, programs: list) -> np.ndarray:
+        """Losses of ``programs``: cached by canonical key; the new keys scored in one batch."""
+        t0 = time.perf_counter()
+        if len(self.cache) > _CACHE_MAX:
+            self.cache.clear()
+        keys = _formula_mod().canonical_keys(programs, self.genes)
+        todo: dict[bytes, int] = {}
+        for i, k in enumerate(keys):
+            if k not in self.cache and k not in todo:
+                todo[k] = i
+        t1 = time.perf_counter()
+        if todo:
+            got = self._score([programs[i] for i in todo.values()])
+            self.cache.update(zip(todo, (float(v) for v in got)))
+        self.evaluated += len(todo)
+        self._gen_evaluated += len(todo)
+        self.timings["dedup"] += t1 - t0
+        self.timings["evaluate"] += time.perf_counter() - t1
+        return np.array([self.cache[k] for k in keys])
+
+    def _fit(self, cands: list[Candidate]) -> None:
+        """Fit the constants of the best ``fit_top`` unfitted candidates (in place)."""
+        top = self.cfg["fit_top"]
+        if self.evaluator is None or not top:
+            return
+        t0 = time.perf_counter()
+        order = sorted((i for i, c in enumerate(cands) if not c.fitted and math.isfinite(c.loss)),
+                       key=lambda i: cands[i].loss)
+        picked: list[tuple[int, bytes]] = []
+        same: dict[bytes, list[int]] = {}       # copies of one program take its fit
+        for i in order:
+            exact = sp.encode(cands[i].program, list(self.genes.names)).tobytes()
+            cands[i].fitted = True
+            if exact in same:
+                same[exact].append(i)
+                continue
+            same[exact] = [i]
+            # fitting is a function of the program: a fit made before is reused (below)
+            if exact not in self.fits and len(O.constants_of(cands[i].program)):
+                picked.append((i, exact))
+            if len(picked) >= top:
+                break
+        if picked:
+            progs, losses = fit_constants(
+                self.evaluator, [cands[i].program for i, _ in picked],
+                [cands[i].loss for i, _ in picked], [e for _, e in picked], seed=self.seed,
+                steps=self.cfg["fit_steps"], trials=self.cfg["fit_trials"],
+                protect=self._macro_constants)
+            n = len(picked) * self.cfg["fit_trials"] * self.cfg["fit_steps"]
+            self.evaluated += n
+            self._gen_evaluated += n
+            keys = _formula_mod().canonical_keys(progs, self.genes)
+            for (i, exact), p, loss, k in zip(picked, progs, losses, keys):
+                self.fits[exact] = (p, float(loss))
+                self.cache.setdefault(k, float(loss))
+        for exact, idx in same.items():
+            memo = self.fits.get(exact)
+            if memo is not None:
+                for j in idx:
+                    cands[j].program, cands[j].loss = list(memo[0]), memo[1]
+        if len(self.fits) > _CACHE_MAX:
+            self.fits.clear()
+        self.timings["fit"] += time.perf_counter() - t0
+
+    # -- variation ------------------------------------------------------------------------
+    def _children(self, parents_a: list, parents_b: list) -> list:
+        cfg, g, rng = self.cfg, self.genes, self.rng
+        coins = rng.random((len(parents_a), 2))
+        out = []
+        for (a, b), (c0, c1) in zip(zip(parents_a, parents_b), coins):
+            if c0 < cfg["crossover"]:
+                child = O.crossover(a, b, rng, max_length=cfg["max_length"])
+                if c1 < cfg["mutation"]:
+                    child = O.mutate(child, g, rng, max_length=cfg["max_length"])
+            else:
+                child = O.mutate(a, g, rng, max_length=cfg["max_length"])
+            out.append(child)
+        self.children_made += len(out)
+        return out
+
+    def _penalized(self, cands: Sequence[Candidate]) -> np.ndarray:
+        loss = np.array([c.loss for c in cands])
+        if self.cfg["parsimony"]:
+            loss = loss + self.cfg["parsimony"] * np.array([len(c.program) for c in cands])
+        return loss
+
+    def _init(self) -> list[Candidate]:
+        t0 = time.perf_counter()
+        n = self.cfg["population"]
+        progs = [O.random_program(self.genes, self.rng, length=tuple(self.cfg["init_length"]))
+                 for _ in range(n)]
+        self.children_made += n
+        self.timings["generate"] += time.perf_counter() - t0
+        losses = self._evaluate(progs)
+        return [Candidate(p, float(v), self.genes) for p, v in zip(progs, losses)]
+
+    # -- one generation -------------------------------------------------------------------
+    def step(self) -> Generation:
+        t_start = time.perf_counter()
+        self._gen_evaluated = 0
+        cfg = self.cfg
+        if self.kind == "map_elites":
+            self._step_map_elites()
+            pool = list(self.archive.values())
+        else:
+            stall = cfg["restart"]
+            if stall and self.population and len(self.history) - self.improved_at >= stall:
+                # stagnation: a fresh population (the best so far stays in result.best)
+                self.population, self.improved_at = [], len(self.history)
+                self.restarts += 1
+                log.info("numptx.search: no progress in %d generations: restart %d", stall,
+                         self.restarts)
+            if not self.population:
+                cands = self._init()
+                self._fit(cands)
+                self.population = cands
+            else:
+                t0 = time.perf_counter()
+                pop = self.population
+                fit = self._penalized(pop)
+                n_el = min(cfg["elitism"], len(pop))
+                elite = np.argsort(fit, kind="stable")[:n_el]
+                n_child = cfg["population"] - n_el
+                idx = self.rng.integers(0, len(pop), size=(2 * n_child, cfg["tournament"]))
+                win = idx[np.arange(2 * n_child), np.argmin(fit[idx], axis=1)]
+                self.timings["select"] += time.perf_counter() - t0
+                t0 = time.perf_counter()
+                progs = self._children([pop[i].program for i in win[:n_child]],
+                                       [pop[i].program for i in win[n_child:]])
+                self.timings["generate"] += time.perf_counter() - t0
+                losses = self._evaluate(progs)
+                kids = [Candidate(p, float(v), self.genes) for p, v in zip(progs, losses)]
+                self._fit(kids)
+                self.population = [pop[i] for i in elite] + kids
+            pool = self.population
+        self._note_best(pool)
+        losses = np.array([c.loss for c in pool])
+        g = Generation(len(self.history), float(self.best.loss), float(np.median(losses)),
+                       self._gen_evaluated, float(np.mean([len(c.program) for c in pool])),
+                       len(self.archive) if self.kind == "map_elites" else len(pool),
+                       time.perf_counter() - t_start)
+        self.history.append(g)
+        self.seconds += g.seconds
+        return g
+
+    def _note_best(self, pool: Sequence[Candidate]) -> None:
+        old = math.inf if self.best is None else self.best.loss
+        for c in pool:
+            b = self.best
+            if b is None or c.loss < b.loss or (c.loss == b.loss and
+                                                 len(c.program) < len(b.program)):
+                self.best = Candidate(list(c.program), c.loss, self.genes, c.fitted)
+        if self.best.loss < old * 0.99 or (old == math.inf and self.best.loss < old):
+            self.improved_at = len(self.history)
+
+    def _cell(self, prog: list) -> tuple:
+        out = []
+        for d in self.descriptors:
+            v = float(d.fn(prog, self.genes))
+            frac = 0.0 if d.high <= d.low else (v - d.low) / (d.high - d.low)
+            out.append(int(min(d.bins - 1, max(0, math.floor(frac * d.bins))))
+                       if math.isfinite(frac) else 0)
+        return tuple(out)
+
+    def _step_map_elites(self) -> None:
+        cfg = self.cfg
+        if not self.archive:
+            cands = self._init()
+        else:
+            t0 = time.perf_counter()
+            elites = list(self.archive.values())
+            idx = self.rng.integers(0, len(elites), size=(cfg["population"], 2))
+            self.timings["select"] += time.perf_counter() - t0
+            t0 = time.perf_counter()
+            progs = self._children([elites[i].program for i in idx[:, 0]],
+                                   [elites[i].program for i in idx[:, 1]])
+            self.timings["generate"] += time.perf_counter() - t0
+            losses = self._evaluate(progs)
+            cands = [Candidate(p, float(v), self.genes) for p, v in zip(progs, losses)]
+        self._fit(cands)
+        t0 = time.perf_counter()
+        pen = self._penalized(cands)
+        for c, f in zip(cands, pen):
+            if not math.isfinite(c.loss):
+                continue
+            cell = self._cell(c.program)
+            old = self.archive.get(cell)
+            if old is None or f < self._penalized([old])[0]:
+                self.archive[cell] = c
+        self.timings["select"] += time.perf_counter() - t0
+
+    # -- running --------------------------------------------------------------------------
+    def run(self, generations: int, progress: Any) -> Result:
+        t0 = time.perf_counter()
+        target, limit = self.cfg["target"], self.cfg["time_limit"]
+        self.stopped = "generations"
+        for _ in range(generations):
+            if target is not None and self.best is not None and self.best.loss <= target:
+                self.stopped = "target"
+                break
+            if limit is not None and time.perf_counter() - t0 > limit:
+                self.stopped = "time_limit"
+                break
+            g = self.step()
+            _report(progress, g, self)
+        else:
+            if target is not None and self.best is not None and self.best.loss <= target:
+                self.stopped = "target"
+        return self.result()
+
+    def result(self) -> Result:
+        pop = list(self.archive.values()) if self.kind == "map_elites" else list(self.population)
+        return Result(best=self.best, population=pop, history=list(self.history),
+                      genes=self.genes, generations=len(self.history), stopped=self.stopped,
+                      evaluated=self.evaluated, seconds=self.seconds,
+                      device=self.evaluator.device if self.evaluator else "template",
+                      timings=dict(self.timings),
+                      archive=dict(self.archive) if self.kind == "map_elites" else None,
+                      _search=self)
+
+    # -- checkpoints ----------------------------------------------------------------------
+    def save(self, path: Any) -> None:
+        ck.write(path, ck.state_of(self))
+
+
+def _report(progress: Any, g: Generation, s: Search) -> None:
+    if not progress:
+        return
+    if callable(progress):
+        progress(g)
+        return
+    print(f"numptx.search: gen {g.generation:4d}  best {g.best:.6g}  median {g.median:.4g}  "
+          f"evaluated {g.evaluated:6d}  len {g.mean_length:5.1f}  {g.seconds * 1e3:7.1f} ms",
+          file=sys.stderr, flush=True)
+
+
+def _descriptors(cfg: dict) -> list[Descriptor]:
+    out = []
+    for d in cfg["descriptors"]:
+        if isinstance(d, str):
+            if d not in DESCRIPTORS:
+                raise SearchError(f"map_elites: descriptors: unknown {d!r}; built in: "
+                                  f"{', '.join(DESCRIPTORS)}, or a Descriptor(name, fn, low, "
+                                  f"high, bins)")
+            d = DESCRIPTORS[d]
+            if d.name == "length":
+                d = d._replace(high=cfg["max_length"])
+        elif isinstance(d, tuple) and len(d) == 5 and callable(d[1]):
+            d = Descriptor(*d)
+            check_int("map_elites: descriptor bins", d.bins, 1)
+        else:
+            raise SearchError(f"map_elites: descriptors: {d!r} is neither a built-in name nor "
+                              f"a Descriptor(name, fn, low, high, bins)")
+        if cfg.get("bins") is not None:
+            d = d._replace(bins=check_int("bins", cfg["bins"], 1))
+        out.append(d)
+    if not out:
+        raise SearchError("map_elites: descriptors= is empty")
+    return out
+
+
+def _config(where: str, **given: Any) -> dict:
+    cfg = dict(_DEFAULTS)
+    unknown = set(given) - set(cfg)
+    if unknown:
+        raise SearchError(f"{where}: unknown option(s) {sorted(unknown)}")
+    cfg.update({k: v for k, v in given.items()})
+    cfg["population"] = check_int("population", cfg["population"], 2)
+    cfg["generations"] = check_int("generations", cfg["generations"], 0)
+    cfg["tournament"] = check_int("tournament", cfg["tournament"], 1)
+    cfg["elitism"] = (max(1, cfg["population"] // 100) if cfg["elitism"] is None
+                      else check_int("elitism", cfg["elitism"], 0))
+    if cfg["elitism"] >= cfg["population"]:
+        raise SearchError(f"elitism={cfg['elitism']}: must be below population="
+                          f"{cfg['population']}")
+    cfg["parsimony"] = _check_float("parsimony", cfg["parsimony"], 0.0)
+    cfg["crossover"] = _check_float("crossover", cfg["crossover"], 0.0, 1.0)
+    cfg["mutation"] = _check_float("mutation", cfg["mutation"], 0.0, 1.0)
+    cfg["max_length"] = check_int("max_length", cfg["max_length"], 1)
+    il = cfg["init_length"]
+    if not (isinstance(il, (tuple, list)) and len(il) == 2):
+        raise SearchError(f"init_length={il!r}: give a (low, high) pair of gene counts")
+    cfg["init_length"] = (check_int("init_length", il[0], 1), check_int("init_length", il[1], 1))
+    # default: a few per generation on a CPU (each fit costs steps x trials evaluations), more
+    # with the large populations a GPU scores
+    cfg["fit_top"] = (max(2, min(64, cfg["population"] // 128)) if cfg["fit_top"] is None
+                      else check_int("fit_top", cfg["fit_top"], 0))
+    cfg["fit_steps"] = check_int("fit_steps", cfg["fit_steps"], 1)
+    cfg["fit_trials"] = check_int("fit_trials", cfg["fit_trials"], 1)
+    if cfg["target"] is not None:
+        cfg["target"] = _check_float("target", cfg["target"], -math.inf)
+    if cfg["time_limit"] is not None:
+        cfg["time_limit"] = _check_float("time_limit", cfg["time_limit"], 0.0)
+    if cfg["restart"] is not None:
+        cfg["restart"] = check_int("restart", cfg["restart"], 1)
+    if isinstance(cfg["descriptors"], str):
+        cfg["descriptors"] = (cfg["descriptors"],)
+    cfg["descriptors"] = tuple(cfg["descriptors"])
+    return cfg
+
+
+def _seed(seed: Any) -> int | None:
+    if seed is None:
+        return None
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise SearchError(f"seed={seed!r}: give a non-negative int (or None)")
+    return int(seed)
+
+
+def _regression_search(kind: str, X: Any, y: Any, ops: Sequence[str], *, names, dtype, constants,
+                       loss, device, executor, per_module, seed, **options) -> Search:
+    Xc, yc = check_data(X, y, where=kind)
+    if dtype is None:
+        dtype = "f64" if Xc.dtype == np.float64 else "f32"
+    genes = Genes(ops, Xc.shape[1], names=names, dtype=dtype,
+                  **({} if constants is None else {"constants": constants}))
+    if genes.dtype == "f32" and Xc.dtype == np.float64:
+        Xc, yc = Xc.astype(np.float32), yc.astype(np.float32)
+    elif genes.dtype == "f64":
+        Xc, yc = Xc.astype(np.float64), yc.astype(np.float64)
+    cfg = _config(kind, **options)
+    ev = Evaluator(Xc, yc, loss=loss, names=genes.names, device=device, executor=executor,
+                   per_module=per_module, where=kind)
+    return Search(kind, genes, cfg, _seed(seed), evaluator=ev)
+
+
+def regress(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div"), *,
+            population: int = 1000, generations: int = 100, seed: int | None = None,
+            loss: str = "mse", names: Sequence[str] | None = None, dtype: str | None = None,
+            constants: Sequence[float] | None = None, tournament: int = 5,
+            elitism: int | None = None, parsimony: float = 0.0, crossover: float = 0.5,
+            mutation: float = 0.9, max_length: int = 64, init_length: tuple = (2, 12),
+            fit_top: int | None = None, fit_steps: int = 12, fit_trials: int = 4,
+            target: float | None = None, time_limit: float | None = None,
+            restart: int | None = None, device: str = "auto", executor: Executor | None = None,
+            per_module: int | None = None,
+            progress: bool | Callable[[Generation], Any] = False) -> Result:
+    """Symbolic regression: find a program over the columns of ``X`` (named ``x0..``, or
+    ``names``) whose output fits ``y`` under ``loss`` (``mse``, ``mae``, ``rmse``,
+    ``pearson``). Tournament selection of size ``tournament`` with ``elitism`` elites (default
+    1 % of the population); ``parsimony`` adds that much loss per op in selection;
+    ``crossover``/``mutation`` are the rates. The ``fit_top`` best new programs of each
+    generation (default population // 128, from 2 to 64; 0: off) get their constants fitted
+    (:mod:`numptx.search.constants`: ``fit_steps`` rounds of ``fit_trials`` trials). Stops
+    after ``generations``, at a loss <= ``target`` or after ``time_limit`` seconds.
+    ``restart=k``: after k generations without a 1 % better best, start again from a random
+    population (the best found stays the result's; a guard against a population stuck on an
+    approximation). ``device``: ``auto`` (a GPU when present), ``cpu`` (the emulator) or
+    ``gpu``; ``executor`` (any ``concurrent.futures.Executor``) builds the GPU modules or
+    spreads the CPU emulation. ``progress``: True prints a line per generation to stderr; a
+    callable gets each :class:`Generation`."""
+    s = _regression_search("regress", X, y, ops, names=names, dtype=dtype, constants=constants,
+                           loss=loss, device=device, executor=executor, per_module=per_module,
+                           seed=seed, population=population, generations=generations,
+                           tournament=tournament, elitism=elitism, parsimony=parsimony,
+                           crossover=crossover, mutation=mutation, max_length=max_length,
+                           init_length=init_length, fit_top=fit_top, fit_steps=fit_steps,
+                           fit_trials=fit_trials, target=target, time_limit=time_limit,
+                           restart=restart)
+    return s.run(s.cfg["generations"], progress)
+
+
+def map_elites(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div"), *,
+               descriptors: Sequence[Any] = ("length", "op_mix"), bins: int | None = None,
+               batch: int = 500, generations: int = 100, seed: int | None = None,
+               loss: str = "mse", names: Sequence[str] | None = None, dtype: str | None = None,
+               constants: Sequence[float] | None = None, parsimony: float = 0.0,
+               crossover: float = 0.3, mutation: float = 0.9, max_length: int = 64,
+               init_length: tuple = (2, 12), fit_top: int | None = None, fit_steps: int = 12,
+               fit_trials: int = 4, target: float | None = None,
+               time_limit: float | None = None, device: str = "auto",
+               executor: Executor | None = None, per_module: int | None = None,
+               progress: bool | Callable[[Generation], Any] = False) -> Result:
+    """MAP-Elites: an archive keeps the best program of each cell of a behaviour grid; each
+    generation makes ``batch`` children of uniformly drawn elites and files each in its cell
+    when it beats the cell's elite. ``descriptors``: built-in names (``length``: program length
+    over [0, max_length], 8 bins; ``op_mix``: share of non-linear instructions, 5 bins;
+    ``inputs``: share of input pushes, 5 bins) or :class:`Descriptor` tuples
+    ``(name, fn(program, genes) -> float, low, high, bins)``; ``bins`` overrides every axis'
+    count. ``result.archive`` maps cell index tuples to candidates. Other options as
+    :func:`regress`."""
+    s = _regression_search("map_elites", X, y, ops, names=names, dtype=dtype,
+                           constants=constants, loss=loss, device=device, executor=executor,
+                           per_module=per_module, seed=seed, population=batch,
+                           generations=generations, parsimony=parsimony, crossover=crossover,
+                           mutation=mutation, max_length=max_length, init_length=init_length,
+                           fit_top=fit_top, fit_steps=fit_steps, fit_trials=fit_trials,
+                           target=target, time_limit=time_limit, descriptors=descriptors,
+                           bins=bins, elitism=0)
+    return s.run(s.cfg["generations"], progress)
+
+
+def site_genes(template: Any, site: Any, select: str, ops: Sequence[str],
+                constants: Sequence[float] | None) -> tuple[str, Any, Genes]:
+    sites = getattr(template, "sites", None)
+    if sites is None:
+        raise SearchError(f"evolve: template={template!r} has no sites (give an nx.CudaTemplate "
+                          f"or a kernel with injection sites)")
+    name = site if isinstance(site, str) else getattr(site, "name", None)
+    if not isinstance(name, str) or name not in sites:
+        raise SearchError(f"evolve: site={site!r}: the template's sites are "
+                          f"{', '.join(sites) or 'none'}")
+    s = sites[name]
+    ins = [v for v in s.inputs if v.name != select]
+    if select not in [v.name for v in s.inputs]:
+        raise SearchError(f"evolve: select={select!r}: site {name!r} has no such input (it picks "
+                          f"the candidate in a packed module; give PTX_IN(U32, {select}))")
+    types = {v.dtype for v in ins}
+    if not ins or len(types) != 1 or not types <= {"f32", "f64"}:
+        raise SearchError(f"evolve: site {name!r}: programs need at least one input and inputs "
+                          f"of one float type (f32 or f64), got "
+                          f"{', '.join(f'{v.name}: {v.dtype}' for v in ins) or 'none'}")
+    genes = Genes(ops, names=[v.name for v in ins], dtype=types.pop(),
+                  **({} if constants is None else {"constants": constants}))
+    return name, s, genes
+
+
+def evolve(template: Any, site: Any, fitness: Callable[[list], Sequence[float]], *,
+           ops: Sequence[str] = ("add", "sub", "mul", "div"), select: str = "cand",
+           population: int = 256, generations: int = 20, seed: int | None = None,
+           constants: Sequence[float] | None = None, tournament: int = 5,
+           elitism: int | None = None, parsimony: float = 0.0, crossover: float = 0.5,
+           mutation: float = 0.9, max_length: int = 64, init_length: tuple = (2, 12),
+           target: float | None = None, time_limit: float | None = None,
+           restart: int | None = None, executor: Executor | None = None,
+           per_module: int | None = None,
+           progress: bool | Callable[[Generation], Any] = False) -> Result:
+    """Evolve programs for ``site`` of any ``template`` (``nx.CudaTemplate`` or a numba kernel).
+
+    The site needs a u32 input ``select`` (the candidate index of a packed module) and float
+    inputs the programs read. Each generation the new programs (deduplicated) are packed and
+    built (``template.pack_many``, on ``executor``), and ``fitness(packs)`` returns one score per
+    candidate in order (lower is better; NaN counts as +inf)::
+
+        def fitness(packs):
+            scores = []
+            for p in packs:          # launch p[(grid, len(p)), block](...) on a GPU, read back
+                ...
+            return scores
+        result = search.evolve(tmpl, "f", fitness, ops=["add", "mul"], population=128)
+    """
+    if not callable(fitness):
+        raise SearchError(f"evolve: fitness={fitness!r} is not callable (it takes the built packs "
+                          f"and returns one score per candidate)")
+    name, s, genes = site_genes(template, site, select, ops, constants)
+    cfg = _config("evolve", population=population, generations=generations, tournament=tournament,
+                  elitism=elitism, parsimony=parsimony, crossover=crossover, mutation=mutation,
+                  max_length=max_length, init_length=init_length, fit_top=0, target=target,
+                  time_limit=time_limit, restart=restart)
+    user = {"template": template, "site": name, "site_obj": s, "select": select,
+            "fitness": fitness, "per_module": per_module, "executor": executor}
+    search = Search("evolve", genes, cfg, _seed(seed), user=user)
+    return search.run(cfg["generations"], progress)

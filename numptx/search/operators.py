@@ -1,0 +1,230 @@
+"""Variation operators on Stack PTX programs (lists of :class:`numptx.stack_ptx.Op`).
+
+Every operator is a pure function of its arguments and the ``rng`` it is given (a
+``numpy.random.Generator``): the same seed gives the same programs. The result is a new list;
+inputs are never modified. Because Stack PTX is resilient, every result compiles with
+``sp.compile(prog, genes.inputs, genes.outputs)``::
+
+    import numpy as np
+    from numptx.search.genes import Genes
+    from numptx.search import operators as ops
+
+    genes = Genes(["add", "mul", "sin"], 2)
+    rng = np.random.default_rng(0)
+    a, b = ops.random_program(genes, rng), ops.random_program(genes, rng)
+    child = ops.mutate(ops.crossover(a, b, rng), genes, rng, max_length=64)
+    ops.constants_of(child)                      # float64 array of its constants, in order
+
+Programs are sequences of ops, not of genes: an op gene (e.g. ``exp``: const, mul, ex2) is
+inserted as several ops, and a later mutation may split it, which is still a valid program.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from .. import stack_ptx as sp
+from ..opkinds import CONST, CONST64
+from ..stack_ptx import Op
+from .genes import Genes, SearchError
+
+__all__ = ["random_program", "point_mutation", "insertion", "deletion", "perturb_constants",
+           "crossover", "mutate", "constants_of", "with_constants", "MUTATIONS"]
+
+_F_TYPES = {5: "f32", 6: "f64"}      # type ids of the float stacks a search program uses
+
+
+def _check_rng(rng) -> np.random.Generator:
+    if not isinstance(rng, np.random.Generator):
+        raise SearchError(f"rng={rng!r}: give a numpy.random.Generator, e.g. "
+                          f"np.random.default_rng(seed)")
+    return rng
+
+
+def _check_prog(prog, arg: str = "prog") -> list[Op]:
+    if isinstance(prog, (str, bytes)) or not isinstance(prog, Sequence):
+        raise SearchError(f"{arg}={prog!r}: a program is a list of Stack PTX ops")
+    out = list(prog)
+    for op in out:
+        if not isinstance(op, Op):
+            raise SearchError(f"{arg}: {op!r} is not a Stack PTX op")
+    return out
+
+
+def _check_genes(genes) -> Genes:
+    if not isinstance(genes, Genes):
+        raise SearchError(f"genes={genes!r}: give a numptx.search.genes.Genes")
+    return genes
+
+
+def random_program(genes: Genes, rng: np.random.Generator,
+                   length: int | tuple[int, int] = (4, 16)) -> list[Op]:
+    """A program of ``length`` random genes (an int, or a (low, high) range, both inclusive);
+    with two genes or more the last one is an op gene (so the output is not a bare push).
+
+    Op genes expand to several ops, so the op count can exceed the gene count::
+
+        prog = random_program(genes, np.random.default_rng(1), length=8)
+    """
+    _check_genes(genes)
+    _check_rng(rng)
+    if isinstance(length, (int, np.integer)) and not isinstance(length, bool):
+        lo = hi = int(length)
+    elif isinstance(length, tuple) and len(length) == 2 and \
+            all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in length):
+        lo, hi = int(length[0]), int(length[1])
+    else:
+        raise SearchError(f"length={length!r}: give an int or a (low, high) pair of ints")
+    if lo < 0 or hi < lo:
+        raise SearchError(f"length={length!r}: need 0 <= low <= high")
+    n = int(rng.integers(lo, hi + 1))
+    prog: list[Op] = []
+    for _ in range(n - 1):
+        prog.extend(genes.random_gene(rng))
+    if n >= 2:      # end on an op: a final input or constant push would be the whole output
+        prog.extend(genes.op_words(genes.ops[int(rng.integers(len(genes.ops)))]))
+    elif n == 1:
+        prog.extend(genes.random_gene(rng))
+    return prog
+
+
+def point_mutation(prog: Sequence[Op], genes: Genes, rng: np.random.Generator) -> list[Op]:
+    """Replace one op by a random gene (an empty program gets one gene)."""
+    prog = _check_prog(prog)
+    _check_genes(genes)
+    _check_rng(rng)
+    if not prog:
+        return genes.random_gene(rng)
+    i = int(rng.integers(len(prog)))
+    return prog[:i] + genes.random_gene(rng) + prog[i + 1:]
+
+
+def insertion(prog: Sequence[Op], genes: Genes, rng: np.random.Generator) -> list[Op]:
+    """Insert a random gene at a random position (the end included)."""
+    prog = _check_prog(prog)
+    _check_genes(genes)
+    _check_rng(rng)
+    i = int(rng.integers(len(prog) + 1))
+    return prog[:i] + genes.random_gene(rng) + prog[i:]
+
+
+def deletion(prog: Sequence[Op], genes: Genes, rng: np.random.Generator) -> list[Op]:
+    """Delete one op, or (a quarter of the time) a run of up to 4 ops; [] stays []."""
+    prog = _check_prog(prog)
+    _check_genes(genes)
+    _check_rng(rng)
+    if not prog:
+        return []
+    n = 1 if rng.random() < 0.75 else int(rng.integers(1, min(4, len(prog)) + 1))
+    i = int(rng.integers(len(prog) - n + 1))
+    return prog[:i] + prog[i + n:]
+
+
+def _const_value(op: Op) -> tuple[float, str] | None:
+    """(value, dtype) of a float constant op, else None."""
+    kind, tid = op.word & 0xFF, op.word >> 8 & 0xFF
+    if kind == CONST and tid == 5:
+        return float(np.uint32(op.word >> 32).view(np.float32)), "f32"
+    if kind == CONST64 and tid == 6 and op.extra is not None:
+        return float(np.uint64(op.extra).view(np.float64)), "f64"
+    return None
+
+
+def perturb_constants(prog: Sequence[Op], genes: Genes, rng: np.random.Generator,
+                      scale: float = 0.1) -> list[Op]:
+    """Add noise to the float constants: each one (or, if none is picked, one at random) is
+    multiplied by ``1 + scale * N(0, 1)`` or, half the time, gets ``scale * N(0, 1)`` added
+    (additive noise moves a zero). A program without constants is returned unchanged."""
+    prog = _check_prog(prog)
+    _check_genes(genes)
+    _check_rng(rng)
+    if not isinstance(scale, (int, float, np.floating)) or not math.isfinite(scale) or scale < 0:
+        raise SearchError(f"scale={scale!r}: give a finite non-negative float")
+    where = [i for i, op in enumerate(prog) if _const_value(op) is not None]
+    if not where:
+        return prog
+    picked = [i for i in where if rng.random() < 0.5] or [where[int(rng.integers(len(where)))]]
+    out = list(prog)
+    for i in picked:
+        value, dtype = _const_value(out[i])
+        noise = float(rng.normal(0.0, scale))
+        new = value * (1.0 + noise) if rng.random() < 0.5 else value + noise
+        new = _round(new, dtype)
+        if math.isfinite(new):                # a perturbation never makes an infinity
+            out[i] = sp.const(new, dtype)
+    return out
+
+
+def crossover(a: Sequence[Op], b: Sequence[Op], rng: np.random.Generator, *,
+              max_length: int | None = None) -> list[Op]:
+    """Two-point crossover: ``a`` with a segment of it replaced by a segment of ``b``
+    (segments may be empty); cut to ``max_length`` ops when given."""
+    a, b = _check_prog(a, "a"), _check_prog(b, "b")
+    _check_rng(rng)
+    i, j = sorted(int(v) for v in rng.integers(0, len(a) + 1, size=2))
+    k, m = sorted(int(v) for v in rng.integers(0, len(b) + 1, size=2))
+    child = a[:i] + b[k:m] + a[j:]
+    return child if max_length is None else _cap(child, max_length)
+
+
+def _cap(prog: list[Op], max_length: int) -> list[Op]:
+    if isinstance(max_length, bool) or not isinstance(max_length, (int, np.integer)) \
+            or max_length < 1:
+        raise SearchError(f"max_length={max_length!r}: give a positive int")
+    return prog[:int(max_length)]
+
+
+MUTATIONS = (point_mutation, insertion, deletion, perturb_constants)
+
+
+def mutate(prog: Sequence[Op], genes: Genes, rng: np.random.Generator, *,
+           max_length: int = 64) -> list[Op]:
+    """Apply one operator chosen at random from :data:`MUTATIONS` (perturb_constants only when
+    the program has constants; insertion not when it is already at ``max_length``); the result
+    is cut to ``max_length`` ops."""
+    prog = _check_prog(prog)
+    _check_genes(genes)
+    _check_rng(rng)
+    _cap([], max_length)                                  # validates max_length
+    choices = [point_mutation, insertion, deletion]
+    if len(prog) >= max_length:
+        choices.remove(insertion)
+    if any(_const_value(op) is not None for op in prog):
+        choices.append(perturb_constants)
+    op = choices[int(rng.integers(len(choices)))]
+    return _cap(op(prog, genes, rng), max_length)
+
+
+def constants_of(prog: Sequence[Op]) -> np.ndarray:
+    """The float64 values of the program's float (f32/f64) constant ops, in program order."""
+    prog = _check_prog(prog)
+    return np.array([v[0] for op in prog if (v := _const_value(op)) is not None], np.float64)
+
+
+def _round(value: float, dtype: str) -> float:
+    with np.errstate(over="ignore"):
+        return float(np.float32(value)) if dtype == "f32" else float(value)
+
+
+def with_constants(prog: Sequence[Op], values) -> list[Op]:
+    """The same program with its float constants (as :func:`constants_of` lists them) set to
+    ``values``, each rounded to its constant's type. A non-finite value, or one that is out of
+    an f32's range, raises SearchError naming ``values``."""
+    prog = _check_prog(prog)
+    try:
+        vals = np.asarray(values, dtype=np.float64).ravel()
+    except (TypeError, ValueError):
+        raise SearchError(f"values={values!r}: give a sequence of numbers") from None
+    where = [i for i, op in enumerate(prog) if _const_value(op) is not None]
+    if len(vals) != len(where):
+        raise SearchError(f"values: the program has {len(where)} constants, got {len(vals)} values")
+    out = list(prog)
+    for n, i in enumerate(where):
+        dtype = _const_value(out[i])[1]
+        v = _round(float(vals[n]), dtype)
+        if not math.isfinite(v):
+            raise SearchError(f"values[{n}]={float(vals[n])!r}: not a finite {dtype} constant")
+        out[i] = sp.const(v, dtype)
+    return out
