@@ -253,3 +253,30 @@ def test_ten_thousand_variations_all_compile(ops, dtype):
             formula_of_stub(stub, g)                       # every built program prints
     assert failures == 0
     assert run(11)[-50:] == made[-50:]
+
+
+def test_variation_keeps_multi_op_genes_whole():
+    """exp is const(log2 e), mul, ex2: no operator splits it or perturbs its constant, so a
+    population never decays into stray * 1.4427 scalings (it did before gene-aware cuts)."""
+    import numpy as np
+    from numptx import stack_ptx as sp
+    from numptx.search import operators as O
+    from numptx.search.genes import Genes
+    genes = Genes(["add", "mul", "exp", "log"], 2)
+    exp, log = tuple(genes.op_words("exp")), tuple(genes.op_words("log"))
+    assert genes.tokens([sp.input("x0"), *exp, *log, sp.input("x1")]) == [0, 1, 4, 7, 8]
+    rng = np.random.default_rng(0)
+    pop = [O.random_program(genes, rng, (4, 12)) for _ in range(200)]
+
+    def whole(prog):             # every log2 e / ln 2 constant sits inside its own gene
+        b = genes.tokens(prog)
+        spans = [tuple(prog[i:j]) for i, j in zip(b, b[1:])]
+        loose = [s for s in spans if len(s) == 1 and s[0] in (exp[0], log[1])]
+        return not loose
+    assert all(whole(p) for p in pop)
+    for _ in range(3000):
+        a, b = pop[int(rng.integers(len(pop)))], pop[int(rng.integers(len(pop)))]
+        child = O.mutate(O.crossover(a, b, rng, genes=genes, max_length=200), genes, rng,
+                         max_length=200)
+        assert whole(child), child
+        pop[int(rng.integers(len(pop)))] = child

@@ -156,6 +156,11 @@ class Genes:
         self.inputs: dict[str, str] = {n: self.dtype for n in self.names}
         self.outputs: dict[str, str] = {"y": self.dtype}
         self._words = {name: self._expand(name) for name in self.ops}
+        # multi-op genes by their first op: what tokens() matches (longest first)
+        self._macros: dict[Op, list[tuple[Op, ...]]] = {}
+        for w in sorted(set(self._words.values()), key=len, reverse=True):
+            if len(w) > 1:
+                self._macros.setdefault(w[0], []).append(w)
 
     # ---- validation
     @staticmethod
@@ -267,6 +272,24 @@ class Genes:
         if u < 0.5:
             return [self.const(self.random_constant(rng))]
         return list(self._words[self.ops[int(rng.integers(len(self.ops)))]])
+
+    def tokens(self, prog: Sequence[Op]) -> list[int]:
+        """The gene boundaries of ``prog``: ``[0, b1, ..., len(prog)]``, where each span is
+        one op or a whole multi-op gene (``exp``: const log2 e, mul, ex2) found in place.
+        Variation cuts only there, so it never splits an ``exp`` into a stray scaling::
+
+            genes.tokens([input("x0"), *genes.op_words("exp")])    # [0, 1, 4]
+        """
+        macros, bounds, i, n = self._macros, [0], 0, len(prog)
+        while i < n:
+            step = 1
+            for w in macros.get(prog[i], ()):
+                if tuple(prog[i:i + len(w)]) == w:
+                    step = len(w)
+                    break
+            i += step
+            bounds.append(i)
+        return bounds
 
     # ---- serialization
     def to_dict(self) -> dict:

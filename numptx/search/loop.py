@@ -311,7 +311,7 @@ class Search:
         out = []
         for (a, b), (c0, c1) in zip(zip(parents_a, parents_b), coins):
             if c0 < cfg["crossover"]:
-                child = O.crossover(a, b, rng, max_length=cfg["max_length"])
+                child = O.crossover(a, b, rng, max_length=cfg["max_length"], genes=g)
                 if c1 < cfg["mutation"]:
                     child = O.mutate(child, g, rng, max_length=cfg["max_length"])
             else:

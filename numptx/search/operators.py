@@ -15,8 +15,11 @@ inputs are never modified. Because Stack PTX is resilient, every result compiles
     child = ops.mutate(ops.crossover(a, b, rng), genes, rng, max_length=64)
     ops.constants_of(child)                      # float64 array of its constants, in order
 
-Programs are sequences of ops, not of genes: an op gene (e.g. ``exp``: const, mul, ex2) is
-inserted as several ops, and a later mutation may split it, which is still a valid program.
+Programs are sequences of ops; an op gene (e.g. ``exp``: const, mul, ex2) is several ops.
+Variation works on genes found in place (:meth:`Genes.tokens`): a point mutation replaces a
+whole gene, deletion removes whole genes, crossover cuts between genes and constant
+perturbation leaves the constants inside a gene alone, so ``exp`` never decays into a stray
+``* 1.4427`` scaling (a program from elsewhere is still fine: unmatched ops are genes of one op).
 """
 from __future__ import annotations
 
@@ -97,8 +100,9 @@ def point_mutation(prog: Sequence[Op], genes: Genes, rng: np.random.Generator) -
     _check_rng(rng)
     if not prog:
         return genes.random_gene(rng)
-    i = int(rng.integers(len(prog)))
-    return prog[:i] + genes.random_gene(rng) + prog[i + 1:]
+    b = genes.tokens(prog)
+    t = int(rng.integers(len(b) - 1))
+    return prog[:b[t]] + genes.random_gene(rng) + prog[b[t + 1]:]
 
 
 def insertion(prog: Sequence[Op], genes: Genes, rng: np.random.Generator) -> list[Op]:
@@ -106,20 +110,23 @@ def insertion(prog: Sequence[Op], genes: Genes, rng: np.random.Generator) -> lis
     prog = _check_prog(prog)
     _check_genes(genes)
     _check_rng(rng)
-    i = int(rng.integers(len(prog) + 1))
+    b = genes.tokens(prog)
+    i = b[int(rng.integers(len(b)))]
     return prog[:i] + genes.random_gene(rng) + prog[i:]
 
 
 def deletion(prog: Sequence[Op], genes: Genes, rng: np.random.Generator) -> list[Op]:
-    """Delete one op, or (a quarter of the time) a run of up to 4 ops; [] stays []."""
+    """Delete one gene, or (a quarter of the time) a run of up to 4 genes; [] stays []."""
     prog = _check_prog(prog)
     _check_genes(genes)
     _check_rng(rng)
     if not prog:
         return []
-    n = 1 if rng.random() < 0.75 else int(rng.integers(1, min(4, len(prog)) + 1))
-    i = int(rng.integers(len(prog) - n + 1))
-    return prog[:i] + prog[i + n:]
+    b = genes.tokens(prog)
+    count = len(b) - 1
+    n = 1 if rng.random() < 0.75 else int(rng.integers(1, min(4, count) + 1))
+    t = int(rng.integers(count - n + 1))
+    return prog[:b[t]] + prog[b[t + n]:]
 
 
 def _const_value(op: Op) -> tuple[float, str] | None:
@@ -142,7 +149,8 @@ def perturb_constants(prog: Sequence[Op], genes: Genes, rng: np.random.Generator
     _check_rng(rng)
     if not isinstance(scale, (int, float, np.floating)) or not math.isfinite(scale) or scale < 0:
         raise SearchError(f"scale={scale!r}: give a finite non-negative float")
-    where = [i for i, op in enumerate(prog) if _const_value(op) is not None]
+    b = genes.tokens(prog)          # a constant inside a gene (exp's log2 e) is the gene's
+    where = [i for i, j in zip(b, b[1:]) if j == i + 1 and _const_value(prog[i]) is not None]
     if not where:
         return prog
     picked = [i for i in where if rng.random() < 0.5] or [where[int(rng.integers(len(where)))]]
@@ -158,13 +166,18 @@ def perturb_constants(prog: Sequence[Op], genes: Genes, rng: np.random.Generator
 
 
 def crossover(a: Sequence[Op], b: Sequence[Op], rng: np.random.Generator, *,
-              max_length: int | None = None) -> list[Op]:
+              max_length: int | None = None, genes: Genes | None = None) -> list[Op]:
     """Two-point crossover: ``a`` with a segment of it replaced by a segment of ``b``
-    (segments may be empty); cut to ``max_length`` ops when given."""
+    (segments may be empty); cut to ``max_length`` ops when given. With ``genes`` the cuts fall
+    between genes (:meth:`Genes.tokens`), else anywhere."""
     a, b = _check_prog(a, "a"), _check_prog(b, "b")
     _check_rng(rng)
-    i, j = sorted(int(v) for v in rng.integers(0, len(a) + 1, size=2))
-    k, m = sorted(int(v) for v in rng.integers(0, len(b) + 1, size=2))
+    if genes is not None:
+        ta, tb = _check_genes(genes).tokens(a), genes.tokens(b)
+    else:
+        ta, tb = range(len(a) + 1), range(len(b) + 1)
+    i, j = sorted(ta[int(v)] for v in rng.integers(0, len(ta), size=2))
+    k, m = sorted(tb[int(v)] for v in rng.integers(0, len(tb), size=2))
     child = a[:i] + b[k:m] + a[j:]
     return child if max_length is None else _cap(child, max_length)
 
@@ -191,7 +204,8 @@ def mutate(prog: Sequence[Op], genes: Genes, rng: np.random.Generator, *,
     choices = [point_mutation, insertion, deletion]
     if len(prog) >= max_length:
         choices.remove(insertion)
-    if any(_const_value(op) is not None for op in prog):
+    b = genes.tokens(prog)
+    if any(j == i + 1 and _const_value(prog[i]) is not None for i, j in zip(b, b[1:])):
         choices.append(perturb_constants)
     op = choices[int(rng.integers(len(choices)))]
     return _cap(op(prog, genes, rng), max_length)
