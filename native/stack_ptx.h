@@ -9,6 +9,9 @@
    Define STACK_PTX_STATIC as well to make every function static (private copy). The
    declarations also compile as C++; the implementation is C99 (compile it as C).
    Public names start with stackptx_ / astptx_ / STACKPTX_, private ones with stackptx__.
+   ABI: STACKPTX_ABI_VERSION changes whenever a public struct's layout or a word's meaning
+   changes (2: stackptx_limits gained the dialect field); a binding built against another
+   version must be rebuilt (numptx's cffi module checks it at import).
 
    VALUE TYPES (ids 0..STACKPTX_N_TYPES-1, STACKPTX_T_*; STACKPTX_TYPE_NAMES spells them):
    pred f16 f16x2 bf16 bf16x2 f32 f64 s32 u32 s64 u64 b16 b32 b64, as listed in
@@ -22,6 +25,10 @@
      0 NOP | 1 INPUT a,b | 2 CONST type,b | 3 CONST64 type (next word = payload) | 4 INSTR a |
      5 META_CONST a | 6 META type, a = op | 7 ROUTINE a | 8 STORE type, a = slot |
      9 LOAD type, a = slot | 10 RETURN.   Fields a word does not use are ignored.
+     DIALECT MARKER: a NOP with a = 0xD1A1 and b = 0x4E584400 | dialect id ("NXD", id) is how
+     numptx's encodings carry their dialect (word 0 of an mm-ptx program). The core runs it as
+     any NOP (a no-op, and a step); numptx strips it from word 0 before calling compile, so
+     STACKPTX_MARKER_WORD(id) never reaches the core from numptx and step counts are unchanged.
      INPUT's b is a name tag (numptx: the CRC-32 of the input's UTF-8 name, 0 taken as 1): with
      io.input_tags set, a word with b != 0 reads the input whose tag is b (input a when its tag
      is b, else the first such input), so an encoding binds by name in any input order; no such
@@ -251,6 +258,8 @@ typedef struct stackptx_limits {          /* 0 -> default */
 
 #define STACKPTX_DIALECT_NUMPTX 0u
 #define STACKPTX_DIALECT_MMPTX 1u
+#define STACKPTX_ABI_VERSION 2           /* 1: stackptx_limits without dialect (see USAGE) */
+#define STACKPTX_MARKER_WORD(dialect) STACKPTX_WORD(STACKPTX_K_NOP, 0, 0xD1A1u, 0x4E584400u | ((dialect) & 0xFFu))
 
 typedef struct stackptx_routines {        /* routine i = words[offsets[i] .. offsets[i+1]) */
     const uint64_t *words; const uint32_t *offsets; uint32_t n;

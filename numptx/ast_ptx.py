@@ -24,6 +24,8 @@ import numpy as np
 
 from ._program import (DEFAULT_LIMITS, ASTError, Limits, Op, ProgramError, Stub, compile_words,
                        const, input, instr, special)
+from ._program.encoding import program_dialect
+from ._program.ops import DIALECTS
 from .stack_ptx import routine
 
 __all__ = ["ASTError", "Limits", "Node", "compile", "const", "input", "instr", "leaf", "node",
@@ -162,5 +164,10 @@ def compile(prog: Sequence[Op] | np.ndarray, inputs: Mapping[str, str] | None = 
             outputs: Mapping[str, str] | None = None, *, site=None, routines: Sequence = (),
             limits: Limits | None = None) -> Stub:
     """Compile an AST PTX program to a stub, or raise :class:`ASTError` (with ``.index``)."""
+    own, _ = program_dialect(prog)
+    if own:                           # (its marker would be a bad word 0: say why instead)
+        raise ProgramError(f"AST PTX has one dialect (numptx); the program carries the "
+                           f"{DIALECTS[own]} dialect marker (sp.encode(..., dialect=)): compile "
+                           f"it with sp.compile")
     return compile_words("ast", prog, inputs, outputs, site=site, routines=routines, strict=True,
                          limits=limits)

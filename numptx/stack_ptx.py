@@ -33,13 +33,15 @@ from ._program import (ASTError, CONST, CONST64, DIALECTS, INPUT, INSTR, LOAD, M
                        META_OPS, NOP, RETURN, ROUTINE, STORE, Limits, Op, ProgramError, Stub,
                        as_program, compile_words, compile_words_many, const, convert, decode,
                        dialect_id, encode, input, instr, resolve_dialect, special, type_id)
+from ._program.encoding import program_dialect
+from ._program.ops import MARKER_MAGIC as _MARK, MARKER_MASK as _MARK_MASK, dialect_marker
 from .errors import NumptxError
 
 __all__ = [
     "Op", "Stub", "Limits", "ProgramError", "input", "const", "instr", "special", "meta", "dup",
     "yank_dup", "swap", "swap_with", "replace", "drop", "clear", "rotate", "reverse", "routine",
     "store", "load", "ret", "nop", "encode", "decode", "compile", "compile_many", "dumps", "loads",
-    "DIALECTS", "convert",
+    "DIALECTS", "convert", "dialect_marker",
 ]
 
 
@@ -122,11 +124,16 @@ def compile(prog: Sequence[Op] | np.ndarray, inputs: Mapping[str, str] | None = 
     ``dialect="mm-ptx"`` runs the program with mm-ptx's semantics (``docs/dialects.md``); there
     an output no value reaches is not written at all (no ``mov``: the register keeps what it
     held; an ``out`` variable of a site is then undefined, which injection warns of). The
-    default is the dialect ``prog`` was encoded for (``encode(..., dialect=)``), else numptx.
+    default is the dialect ``prog`` carries (``encode(..., dialect="mm-ptx")`` starts the words
+    with a marker word, :func:`dialect_marker`), else its routines', else numptx; a program or
+    routine that contradicts ``dialect=`` or each other is a :class:`ProgramError`.
     """
-    # (an op list records no dialect: the common case skips the look-up)
-    d = 0 if dialect is None and prog.__class__ is list else \
-        resolve_dialect(dialect, (prog,), "compile")
+    # the common case (an op list without a marker op, no routines) skips the look-up
+    if dialect is None and prog.__class__ is list and not routines and \
+            (not prog or prog[0].__class__ is not Op or prog[0].word & _MARK_MASK != _MARK):
+        d = 0
+    else:
+        d, prog, routines = resolve_dialect(dialect, prog, routines, "compile")
     return compile_words("stack", prog, inputs, outputs, site=site, routines=routines,
                          strict=strict, limits=limits, dialect=d)
 
@@ -138,12 +145,14 @@ def compile_many(programs: Iterable[Sequence[Op] | np.ndarray], inputs: Mapping[
     """Compile a batch of programs in one C loop with the GIL released.
 
     Programs may be lists of ops or uint64 arrays from :func:`encode` (the fast form: evolutionary
-    search keeps its population encoded). ``dialect`` as in :func:`compile` (one per batch).
+    search keeps its population encoded). ``dialect`` as in :func:`compile`, one per batch: a
+    program that carries no dialect (marker word) runs in ``dialect`` (default numptx); a batch
+    whose programs' dialects differ is a :class:`ProgramError` naming two of them.
     """
     if not isinstance(programs, list) and isinstance(programs, Iterable) and \
             not isinstance(programs, (str, bytes, Mapping)):
         programs = list(programs)
-    d = resolve_dialect(dialect, programs if isinstance(programs, list) else (), "compile_many")
+    d = None if dialect is None else dialect_id(dialect, "compile_many")
     return compile_words_many(programs, inputs, outputs, site=site, routines=routines,
                               strict=strict, limits=limits, dialect=d)
 
@@ -162,18 +171,20 @@ class SerializationError(NumptxError):
     """Bytes that are not a valid serialized Stack PTX program."""
 
 
-def dumps(prog: Sequence[Op], *, dialect: str = "numptx") -> bytes:
+def dumps(prog: Sequence[Op], *, dialect: str | None = None) -> bytes:
     """Serialize a program: versioned, little-endian, checksummed bytes that carry the hash of the
     instruction table the program indexes (so loading under another table is refused) and the
     program's Stack PTX ``dialect`` (so loading it as the other dialect is refused)::
 
         data = sp.dumps(prog); assert sp.loads(data) == prog
         data = sp.dumps(prog, dialect="mm-ptx"); sp.loads(data, dialect="mm-ptx")
-    """
+
+    ``dialect`` defaults to the program's marker op (:func:`dialect_marker`, which the header
+    then records in its place), else numptx."""
     import hashlib
     from .instructions import TABLE
     try:
-        d = dialect_id(dialect, "dumps")
+        d = 0 if dialect is None else dialect_id(dialect, "dumps")
     except ProgramError as e:
         raise SerializationError(str(e)) from None
     try:
@@ -182,6 +193,12 @@ def dumps(prog: Sequence[Op], *, dialect: str = "numptx") -> bytes:
         raise SerializationError(str(e)) from None
     if isinstance(prog, np.ndarray):
         raise SerializationError("dumps: takes a list of ops; decode() an encoded program first")
+    own, prog = program_dialect(prog)
+    if own is not None:
+        if dialect is not None and own != d:
+            raise SerializationError(f"dumps: the program starts with dialect_marker("
+                                     f"{DIALECTS[own]!r}) and dialect={dialect!r} contradicts it")
+        d = own
     names: list[str] = []
     for op in prog:
         if not isinstance(op, Op):

@@ -268,12 +268,14 @@ def test_encoded_programs_remember_their_dialect():
     assert enc.dialect == MM and pickle.loads(pickle.dumps(enc)).dialect == MM
     assert "%_s0, %b, %a" in sp.compile(enc, **io)                  # runs as mm-ptx
     assert "%_s0, %b, %a" in sp.compile_many([enc, enc], **io)[1]
-    assert "%_s0, %a, %b" in sp.compile(np.asarray(enc), **io)      # a plain copy forgets it
+    assert "%_s0, %b, %a" in sp.compile(np.asarray(enc), **io)      # the marker word travels
     assert sp.encode(prog).dialect is None
-    with pytest.raises(ProgramError, match=r"encoded in the mm-ptx dialect and is compiled with "
-                       r"dialect='numptx'; compile it with dialect='mm-ptx'"):
+    with pytest.raises(ProgramError, match=r"in the mm-ptx dialect \(its marker word, from "
+                       r"encode\(dialect=\)\) and is compiled with dialect='numptx'; compile it "
+                       r"with dialect='mm-ptx'"):
         sp.compile(enc, **io, dialect=NX)
-    with pytest.raises(ProgramError, match="encoded in several dialects"):
+    with pytest.raises(ProgramError, match="mixes dialects: program 0 is mm-ptx, program 1 is "
+                                           "numptx"):
         sp.compile_many([enc, sp.encode(prog, dialect=NX)], **io)
     stub = sp.compile(enc, **io)
     assert pickle.loads(pickle.dumps(stub)).dialect == MM
@@ -412,7 +414,7 @@ def test_convert_refuses_what_it_cannot_keep():
     with pytest.raises(ProgramError, match="item 1 is 3, not a Stack PTX op"):
         sp.convert([a, 3], MM, NX, **io)
     enc = sp.encode([a, a, sp.instr("sub.f32")], dialect=MM)
-    with pytest.raises(ProgramError, match="encoded in the mm-ptx dialect, not numptx"):
+    with pytest.raises(ProgramError, match=r"in the mm-ptx dialect \(its marker word.*\), not numptx"):
         sp.convert(enc, NX, MM, **io)
     assert sp.convert(enc, MM, NX, **io) == [a, a, sp.meta(2), sp.reverse("f32"),
                                              sp.instr("sub.f32")]

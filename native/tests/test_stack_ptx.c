@@ -865,6 +865,16 @@ static void test_mmptx(void)
         CHECK(oo[1] > 0 && memcmp(out, "{\n.reg .f32 %_s0;\nsub.f32 %_s0, %b, %a;\n", 38) == 0);
         free(ws);
     }
+    /* the dialect marker word (numptx strips it first): any core runs it as a NOP, a step */
+    io_init(&s, "f32:a f32:b", "f32:z");
+    {
+        uint64_t w[] = { STACKPTX_MARKER_WORD(STACKPTX_DIALECT_MMPTX), IN(0), IN(1), OP(R_SUB) };
+        CHECK(w[0] == 0x4E584401D1A10000ull && STACKPTX_ABI_VERSION == 2);
+        r = run_full(STACK, &s, w, N(w), NULL, &mm, 0);
+        CHECK_STR(r.text, "{\n.reg .f32 %_s0;\nsub.f32 %_s0, %b, %a;\nmov.f32 %z, %_s0;\n}\n");
+        CHECK(r.d.steps == 4 && r.d.n_noops == 1 && r.d.flags == 0);
+        result_free(&r);
+    }
     /* bad dialects */
     mm.dialect = 2;
     CHECK(stackptx_workspace_size(&mm, &s.io) == 0);

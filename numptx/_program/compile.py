@@ -21,11 +21,19 @@ from ..errors import TypeRegistryError
 from ..instructions import TYPES
 from ..opkinds import CONST64, INPUT
 from .ctable import _status_name, _table
-from .encoding import as_program, input_tag, _encode, _encode_fast, decode
-from .ops import DIALECTS, U64, ASTError, ProgramError
-from .stub import DEFAULT_LIMITS, Limits, Stub, batch_stubs, diag_fields
+from .encoding import as_program, input_tag, _encode, _encode_fast, decode, routine_dialects
+from .ops import DIALECTS, MARKER_MAGIC, MARKER_MASK, U64, ASTError, ProgramError
+from .stub import DEFAULT_LIMITS, Limits, Stub, batch_stubs, diag_fields, meta_capacity
 
 __all__ = ["compile_words", "compile_words_many", "compile_lowered"]
+
+# the C core's ABI this module speaks (stackptx_limits with its dialect field): a stale build
+# of numptx/_native would read the limits struct short
+_ABI_VERSION = 2
+if getattr(lib, "STACKPTX_ABI_VERSION", 1) != _ABI_VERSION:
+    raise ImportError(f"numptx's native module was built for C core ABI "
+                      f"{getattr(lib, 'STACKPTX_ABI_VERSION', 1)}, this numptx needs "
+                      f"{_ABI_VERSION}: rebuild it (pip install -e .)")
 
 _IDENT = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*\Z")
 _TEMP = re.compile(r"_s\d+\Z")
@@ -154,7 +162,8 @@ def _limits_c(limits: Limits | None, dialect: int = 0):
             _limits_cache[None] = c
         return None, c
     lim = DEFAULT_LIMITS if limits is None else limits
-    key = lim if not dialect else (lim, dialect)
+    # (mm-ptx: the meta capacity may follow stack_capacity, which Limits' hash does not see)
+    key = lim if not dialect else (lim, dialect, meta_capacity(lim, dialect))
     try:
         c = _limits_cache.get(key)
     except TypeError:                       # unhashable: a dict, a list...
@@ -164,7 +173,7 @@ def _limits_c(limits: Limits | None, dialect: int = 0):
             raise ProgramError(f"limits must be a numptx.stack_ptx.Limits, e.g. "
                                f"sp.Limits(max_steps=1000), not {type(lim).__name__}")
         c = ffi.new("stackptx_limits *", [lim.max_steps, lim.max_nodes, lim.max_depth,
-                                          lim.stack_capacity, lim.meta_capacity, lim.n_slots,
+                                          lim.stack_capacity, meta_capacity(lim, dialect), lim.n_slots,
                                           dialect])
         _limits_cache[key] = c
     return key, c
@@ -399,9 +408,10 @@ def _op_at(ops, word_index: int):
 
 
 def compile_words_many(programs, inputs, outputs, *, site=None, routines=(), strict=False,
-                       limits=None, dialect: int = 0) -> list[Stub]:
+                       limits=None, dialect: int | None = 0) -> list[Stub]:
     """Compile a batch with one call of the C loop (which runs with the GIL released);
-    ``dialect``: an index of DIALECTS."""
+    ``dialect``: an index of DIALECTS, or None: the dialect the programs carry (marker words,
+    ``Encoded.dialect``), else numptx; see :func:`_batch_dialect`."""
     io = _io_for(inputs, outputs, site)
     if not isinstance(programs, list):
         if isinstance(programs, (str, bytes, Mapping)) or not isinstance(programs, Iterable):
@@ -409,14 +419,16 @@ def compile_words_many(programs, inputs, outputs, *, site=None, routines=(), str
                                f"arrays), not {type(programs).__name__}")
         programs = list(programs)
     table = _table()
-    lim_key, lim = _limits_c(limits, dialect)
     n = len(programs)
     if n == 0:
         return []
+    numptx_enc = []                 # Encoded as numptx: a dialect without a marker word
     if all(isinstance(p, np.ndarray) for p in programs):
-        for p in programs:
+        for i, p in enumerate(programs):
             if p.dtype != np.uint64 or p.ndim != 1:
                 raise ProgramError("compile_many: encoded programs are 1-D uint64 arrays")
+            if getattr(p, "_dialect", None) == "numptx":
+                numptx_enc.append(i)
         allw = np.concatenate(programs)
         lens = [len(p) for p in programs]
     else:
@@ -426,6 +438,8 @@ def compile_words_many(programs, inputs, outputs, *, site=None, routines=(), str
                 if p.dtype.kind not in "iu" or p.ndim != 1:
                     raise ProgramError(f"compile_many: program {i}: encoded programs are 1-D "
                                        f"uint64 arrays, not {p.dtype} {p.shape}")
+                if getattr(p, "_dialect", None) == "numptx":
+                    numptx_enc.append(i)
                 parts.append(np.asarray(p, dtype=np.uint64))
             else:
                 w = _encode_fast(p, io.name_words)
@@ -439,6 +453,8 @@ def compile_words_many(programs, inputs, outputs, *, site=None, routines=(), str
                 parts.append(np.frombuffer(w, dtype=np.uint64))
         allw = np.concatenate(parts)
         lens = [len(p) for p in parts]
+    allw, lens, dialect, routines = _batch_dialect(allw, lens, numptx_enc, dialect, routines)
+    lim_key, lim = _limits_c(limits, dialect)
     offsets = np.zeros(n + 1, dtype=np.uint32)
     np.cumsum(lens, out=offsets[1:])
     rts, rkeep = _routines(routines, io)
@@ -480,3 +496,52 @@ def compile_words_many(programs, inputs, outputs, *, site=None, routines=(), str
         if bad:
             raise ProgramError(f"strict compile of program {bad[0]}: " + "; ".join(stubs[bad[0]].diagnostics))
     return stubs
+
+
+def _batch_dialect(allw: np.ndarray, lens, numptx_enc: list[int], dialect: int | None,
+                   routines):
+    """(words, lengths, dialect, routines) of a batch with the dialect markers stripped. Each
+    program's dialect is its marker word (found for the whole batch at once) or numptx when it
+    was encoded so; one without takes ``dialect`` (None: numptx). A program whose dialect
+    contradicts ``dialect``, or a batch mixing dialects, is an error naming the programs."""
+    lens = np.asarray(lens, dtype=np.int64)
+    starts = np.cumsum(lens) - lens
+    has = lens > 0
+    first = np.zeros(len(lens), dtype=np.uint64)
+    first[has] = allw[starts[has]]
+    marked = (first & np.uint64(MARKER_MASK)) == np.uint64(MARKER_MAGIC)
+    if not marked.any() and not numptx_enc:
+        d = dialect or 0
+        d, routines = routine_dialects(routines, d if dialect is not None else None,
+                                       "the programs", "compile_many")
+        return allw, lens, d or 0, routines
+    own = np.full(len(lens), -1, dtype=np.int64)
+    own[marked] = (first[marked] >> np.uint64(32)).astype(np.int64) & 0xFF
+    own[[i for i in numptx_enc if own[i] < 0]] = 0
+    if dialect is not None:
+        bad = np.flatnonzero((own >= 0) & (own != dialect))
+        if len(bad):
+            i = int(bad[0])
+            raise ProgramError(f"compile_many: program {i} is in the {DIALECTS[own[i]]} dialect "
+                               f"(encode(dialect=); mm-ptx: its marker word) and is compiled "
+                               f"with dialect={DIALECTS[dialect]!r}: compile it apart, or "
+                               f"sp.convert it first")
+        eff = dialect
+    else:
+        each = np.where(own < 0, 0, own)         # no dialect of its own: numptx
+        clash = np.flatnonzero(each != each[0])
+        if len(clash):
+            j = int(clash[0])
+            why = [DIALECTS[each[k]] + (" (none given: numptx)" if own[k] < 0 else "")
+                   for k in (0, j)]
+            raise ProgramError(f"compile_many: the batch mixes dialects: program 0 is "
+                               f"{why[0]}, program {j} is {why[1]}; compile each dialect apart "
+                               f"(or pass dialect= for the programs that carry none)")
+        eff = int(each[0])
+    if marked.any():
+        keep = np.ones(len(allw), dtype=bool)
+        keep[starts[marked]] = False
+        allw, lens = allw[keep], lens - marked
+    eff, routines = routine_dialects(routines, eff, f"the programs ({DIALECTS[eff]})",
+                                     "compile_many")
+    return allw, lens, eff, routines

@@ -19,7 +19,9 @@ for each op that does something, target-dialect ops with the same effect at that
 mm-ptx ``reverse`` of 5 values becomes numptx ``meta(5), reverse``; a numptx ``rotate`` of
 depth 3 becomes three mm-ptx ``swap_with``. Ops that do nothing are left out, meta values are
 pushed right before the op that takes them, and routines are inlined (a routine's depths
-depend on its caller). That is why it needs the compile's inputs and outputs.
+depend on its caller). That is why it needs the compile's inputs and outputs. The replay
+assumes every word with its operands runs; only the DAG node limit breaks that (CSE decides
+which values need a node), so the source is compiled once and a hit refuses the conversion.
 """
 from __future__ import annotations
 
@@ -32,34 +34,39 @@ from ..instructions import TABLE, TYPES
 from ..opkinds import (CONST, CONST64, INPUT, INSTR, LOAD, META, META_CONST, META_OPS, NOP,
                        RETURN, ROUTINE, STORE)
 from .compile import value_type
-from .encoding import Encoded, decode, input_tag
+from .encoding import as_program, decode, input_tag, program_dialect, routine_dialects
 from .ops import DIALECTS, Op, ProgramError, const, dialect_id
 from .ops import input as input_op
-from .stub import DEFAULT_LIMITS, Limits
+from .stub import DEFAULT_LIMITS, Limits, meta_capacity
 
 __all__ = ["convert", "resolve_dialect"]
+
 
 _NUMPTX, _MMPTX = 0, 1
 
 
-def resolve_dialect(dialect: str | None, programs: Sequence, what: str) -> int:
-    """The dialect index a compile runs: ``dialect``, or the one the programs were encoded in
-    (``Encoded.dialect``), or numptx. A program encoded in another dialect than the one named
-    is an error (its words would silently compute something else)."""
-    recorded = {p.dialect for p in programs if isinstance(p, Encoded) and p.dialect is not None}
-    if dialect is None:
-        if len(recorded) > 1:
-            raise ProgramError(f"{what}: the programs were encoded in several dialects "
-                               f"({', '.join(sorted(recorded))}); compile each dialect apart")
-        return dialect_id(recorded.pop(), what) if recorded else _NUMPTX
-    index = dialect_id(dialect, what)
-    other = recorded - {dialect}
-    if other:
-        src = other.pop()
-        raise ProgramError(f"{what}: the program was encoded in the {src} dialect and is compiled "
-                           f"with dialect={dialect!r}; compile it with dialect={src!r}, or "
-                           f"sp.convert(prog, {src!r}, {dialect!r}, ...) first")
-    return index
+def resolve_dialect(dialect: str | None, prog, routines, what: str):
+    """(dialect index, ``prog``, ``routines``) for a compile, markers stripped: ``dialect=``, or
+    the one the program carries (its marker word, ``Encoded.dialect``), or its routines', or
+    numptx. A program or routine in another dialect than the one named or than each other is an
+    error (its words would silently compute something else)."""
+    d = None if dialect is None else dialect_id(dialect, what)
+    own, prog = program_dialect(prog)
+    if own is not None:
+        if d is not None and own != d:
+            raise ProgramError(f"{what}: the program is in the {DIALECTS[own]} dialect ("
+                               f"{_how(own)}) and is compiled with "
+                               f"dialect={dialect!r}; compile it with dialect="
+                               f"{DIALECTS[own]!r}, or sp.convert(prog, {DIALECTS[own]!r}, "
+                               f"{dialect!r}, ...) first")
+        d = own
+    d, routines = routine_dialects(routines, d, "the program" if dialect is None else
+                                   f"dialect={dialect!r}", what)
+    return (d or 0), prog, routines
+
+
+def _how(d: int) -> str:
+    return "its marker word, from encode(dialect=)" if d else "encode(dialect='numptx')"
 
 
 # ---- the target program's ops -------------------------------------------------------------------
@@ -92,6 +99,7 @@ class _Run:
     out: list[Op] = field(default_factory=list)
     steps: int = 0
     where: str = ""
+    meta_cap: int = 256
 
     def fail(self, why: str) -> ProgramError:
         return ProgramError(f"convert {DIALECTS[self.src]} -> {DIALECTS[self.dst]}: "
@@ -160,8 +168,10 @@ def convert(prog, src: str, dst: str, inputs: Mapping[str, str] | None = None,
     that reaches its capacity (the dialects differ on a full stack); for mm-ptx -> numptx, an
     output the program leaves unwritten that is not also an input (numptx writes zero where
     mm-ptx writes nothing: push a value for it or make it a mod variable); a converted program
-    longer than ``limits.max_steps``. Programs that stop at the step limit convert up to that
-    point. With ``src == dst`` the program comes back as a list, unchanged."""
+    longer than ``limits.max_steps``; a source that hits the DAG node limit (a value-dependent
+    no-op, found by compiling the source once); a program or routine whose dialect marker is
+    not ``src``. Programs that stop at the step limit convert up to that point. With
+    ``src == dst`` the program comes back as a list, unchanged."""
     s, d = dialect_id(src, "convert"), dialect_id(dst, "convert")
     lim = DEFAULT_LIMITS if limits is None else limits
     if not isinstance(lim, Limits):
@@ -180,9 +190,12 @@ def convert(prog, src: str, dst: str, inputs: Mapping[str, str] | None = None,
     names = [n for n, _ in ins]
     in_types = [TYPES.index(value_type(t, f"convert: input {n!r}")) for n, t in ins]
     out_types = [TYPES.index(value_type(t, f"convert: output {n!r}")) for n, t in outs]
-    if isinstance(prog, Encoded) and prog.dialect not in (None, src):
-        raise ProgramError(f"convert: the program was encoded in the {prog.dialect} dialect, not "
-                           f"{src}; convert it from {prog.dialect!r}")
+    own, prog = program_dialect(as_program(prog, "convert"))
+    if own is not None and own != s:
+        raise ProgramError(f"convert: the program is in the {DIALECTS[own]} dialect "
+                           f"({_how(own)}), not {src}; convert it from "
+                           f"{DIALECTS[own]!r}")
+    _, routines = routine_dialects(routines, s, f"the source ({src})", "convert")
     if isinstance(prog, np.ndarray):
         prog = decode(prog, getattr(prog, "inputs", None) or names)
     prog = list(prog)
@@ -191,11 +204,12 @@ def convert(prog, src: str, dst: str, inputs: Mapping[str, str] | None = None,
         raise ProgramError(f"convert: item {bad} is {prog[bad]!r}, not a Stack PTX op")
     if s == d:
         return prog
-    run = _Run(s, d, lim, in_types, names)
+    run = _Run(s, d, lim, in_types, names, meta_cap=meta_capacity(lim, s))
     try:
         _execute(run, prog, _routine_ops(routines, names), depth=0, path="")
     except _Stop:
         pass                                # the rest never runs in the source: left out
+    _check_value_limits(run, prog, ins, outs, site, routines)
     run.where = "the outputs"
     _fix_outputs(run, outs, out_types)
     n_steps = len(run.out)
@@ -204,6 +218,25 @@ def convert(prog, src: str, dst: str, inputs: Mapping[str, str] | None = None,
                            f"more than limits.max_steps ({lim.max_steps}); compile it with "
                            f"limits=sp.Limits(max_steps={n_steps}) and convert with the same")
     return run.out
+
+
+def _check_value_limits(run: _Run, prog: list[Op], ins, outs, site, routines) -> None:
+    """The replay assumes every word that has its operands runs; the DAG node limit makes a
+    word a no-op depending on the values (CSE merges equal ones), which only the source compile
+    knows: compile it once, and refuse where that limit was hit."""
+    from .compile import _op_index, compile_words
+    ins, outs = (None, None) if site is not None else (dict(ins), dict(outs))
+    stub = compile_words("stack", prog, ins, outs, site=site, routines=routines, limits=run.lim,
+                         dialect=run.src)
+    flags, word = stub._diag[0], stub._diag[7]
+    if flags & 2:                                              # STACKPTX_D_NODE_LIMIT
+        i = _op_index(prog, word)
+        at = f"op {i} ({prog[i]!r})" if i < len(prog) else "the outputs"
+        raise ProgramError(f"convert {DIALECTS[run.src]} -> {DIALECTS[run.dst]}: {at} hits the "
+                           f"DAG node limit (limits.max_nodes = {run.lim.max_nodes}) in the "
+                           f"source, which makes words no-ops depending on the values: the "
+                           f"depths cannot be replayed; convert with limits=sp.Limits("
+                           f"max_nodes=...) large enough that the source compiles within it")
 
 
 class _Stop(Exception):
@@ -237,7 +270,7 @@ def _execute(run: _Run, ops: list[Op], routines: list[list[Op]], depth: int, pat
         elif kind == INSTR:
             _instr(run, op, a)
         elif kind == META_CONST:
-            if len(run.meta) < run.lim.meta_capacity:
+            if len(run.meta) < run.meta_cap:
                 run.meta.append(a)
         elif kind == META and t < len(TYPES) and a < len(META_OPS):
             (_meta_from_mm if mm_src else _meta_from_numptx)(run, META_OPS[a], t)

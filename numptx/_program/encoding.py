@@ -17,9 +17,10 @@ from ..instructions import TABLE, TYPES
 from ..opkinds import (CONST, CONST64, INPUT, INSTR, KIND_NAMES, LOAD, META, META_CONST, META_OPS,
                        NOP, RETURN, ROUTINE, STORE)
 from ..valuetypes import WIDE
-from .ops import Op, ProgramError, dialect_id, input, instr
+from .ops import (DIALECTS, MARKER_MASK, MARKER_MAGIC, Op, ProgramError, dialect_id,
+                  dialect_marker, input, instr, marker_dialect)
 
-__all__ = ["encode", "decode", "Encoded", "input_tag"]
+__all__ = ["encode", "decode", "Encoded", "input_tag", "program_dialect", "routine_dialects"]
 
 
 class Encoded(np.ndarray):
@@ -29,22 +30,30 @@ class Encoded(np.ndarray):
     copy of the words (``np.asarray``, ``np.save``/``np.load``, ``np.concatenate``) still reads
     the right variables at any site that has them, in any input order. ``.dialect`` is the Stack
     PTX dialect it was encoded for (``encode(..., dialect=)``; None: not recorded), which a
-    compile then runs (and a compile naming another dialect refuses)."""
+    compile then runs (and a compile naming another dialect refuses). An mm-ptx program's
+    dialect is in its words (a marker word first), so plain copies keep it too; ``.dialect``
+    reads it from there."""
 
     inputs: tuple[str, ...] | None
-    dialect: str | None
+    _dialect: str | None             # "numptx" when encoded so (numptx words carry no marker)
 
     def __array_finalize__(self, obj) -> None:
         self.inputs = getattr(obj, "inputs", None)
-        self.dialect = getattr(obj, "dialect", None)
+        self._dialect = getattr(obj, "_dialect", None)
+
+    @property
+    def dialect(self) -> str | None:
+        d = marker_dialect(int(self[0])) if self.ndim == 1 and self.size else None
+        return DIALECTS[d] if d is not None and d < len(DIALECTS) else \
+            ("numptx" if self._dialect == "numptx" else None)
 
     def __reduce__(self):
         fn, args, state = super().__reduce__()
-        return fn, args, (state, self.inputs, 2, self.dialect)
+        return fn, args, (state, self.inputs, 2, self._dialect)
 
     def __setstate__(self, state) -> None:
         base, self.inputs = state[:2]
-        self.dialect = state[3] if len(state) > 3 else None
+        self._dialect = state[3] if len(state) > 3 else None
         super().__setstate__(base)
         if len(state) == 2 and self.inputs:      # pickled before the words carried name tags
             words = _encode(decode(self, self.inputs), _input_index(self.inputs))
@@ -91,10 +100,19 @@ def encode(prog: Sequence[Op], inputs: Sequence[str] | Mapping[str, str] | None 
     name's tag (:func:`input_tag`), and a compile binds by it: the words read the right
     variables at any site that has them, whatever its input order, even as a plain array.
     Inputs given by index (``input(0)``) stay positional. ``dialect=`` (``"numptx"``,
-    ``"mm-ptx"``) is recorded as ``.dialect``: compiles run the program in it (the words are the
-    same in both dialects; a plain copy of the array forgets it)."""
+    ``"mm-ptx"``) is recorded as ``.dialect``: compiles run the program in it. ``"mm-ptx"``
+    starts the words with a marker word (:func:`~numptx._program.ops.dialect_marker`), so any
+    copy of the array (``np.asarray``, ``np.save``, ``np.concatenate`` as its first part) keeps
+    the dialect; numptx programs get no marker (the default dialect)."""
     if dialect is not None:
-        dialect_id(dialect, "encode")
+        d = dialect_id(dialect, "encode")
+        prog = as_program(prog, "encode")
+        own = marker_dialect(prog[0].word) if len(prog) and isinstance(prog[0], Op) else None
+        if own is not None and own != d:
+            raise ProgramError(f"encode: the program starts with dialect_marker("
+                               f"{DIALECTS[own]!r}) and dialect={dialect!r} contradicts it")
+        if d and own is None:                    # the marker: the dialect travels in the words
+            prog = [dialect_marker(dialect), *prog]
     if site is not None:
         if inputs is not None:
             raise ProgramError("encode: pass inputs= or site=, not both")
@@ -113,8 +131,26 @@ def encode(prog: Sequence[Op], inputs: Sequence[str] | Mapping[str, str] | None 
     index = _input_index(inputs)
     out = np.frombuffer(_encode(prog, index), dtype=np.uint64).copy().view(Encoded)
     out.inputs = tuple(index)
-    out.dialect = dialect
+    out._dialect = dialect
     return out
+
+
+def program_dialect(prog):
+    """(dialect index or None, the program without its marker word): the dialect a program
+    carries (its marker word 0; an :class:`Encoded` encoded as numptx). One compare per program."""
+    if isinstance(prog, np.ndarray):
+        if prog.ndim == 1 and prog.size and prog.dtype == np.uint64 and \
+                int(prog[0]) & MARKER_MASK == MARKER_MAGIC:
+            return int(prog[0]) >> 32 & 0xFF, prog[1:]
+        return (0 if getattr(prog, "_dialect", None) == "numptx" else None), prog
+    if isinstance(prog, (bytes, bytearray)):
+        if len(prog) >= 8 and int.from_bytes(prog[:8], "little") & MARKER_MASK == MARKER_MAGIC:
+            return prog[4], prog[8:]
+        return None, prog
+    if isinstance(prog, (list, tuple)) and prog and prog[0].__class__ is Op and \
+            prog[0].word & MARKER_MASK == MARKER_MAGIC:
+        return prog[0].word >> 32 & 0xFF, prog[1:]
+    return None, prog
 
 
 def _encode_fast(prog, name_raw: dict[str, bytes]) -> bytes | None:
@@ -151,7 +187,9 @@ def _encode(prog, index: dict[str, int], what: str = "program") -> array:
 
 def decode(words: np.ndarray | Sequence[int], inputs: Sequence[str] | None = None) -> list[Op]:
     """Ops of an encoded program, validated word by word (a :class:`ProgramError` names the index
-    of a word that is no valid op under the current instruction table)."""
+    of a word that is no valid op under the current instruction table). A dialect marker word
+    becomes a ``dialect_marker(...)`` op, so ``encode(decode(w))`` gives ``w`` back and the
+    decoded list still compiles in its dialect."""
     types = TYPES              # (a local: read once per word below)
     if inputs is None:
         inputs = getattr(words, "inputs", None)       # an Encoded knows its names
@@ -167,6 +205,10 @@ def decode(words: np.ndarray | Sequence[int], inputs: Sequence[str] | None = Non
         where = f"word {i} (0x{word:016x})"
         if kind >= len(KIND_NAMES):
             raise ProgramError(f"{where}: unknown kind {kind}")
+        if word & MARKER_MASK == MARKER_MAGIC and b & 0xFF < len(DIALECTS):
+            out.append(dialect_marker(DIALECTS[b & 0xFF]))   # encode() writes it back as is
+            i += 1
+            continue
         if kind in (CONST, CONST64, META, STORE, LOAD) and t >= len(types):
             raise ProgramError(f"{where}: unknown value type id {t}")
         if kind == INPUT:
@@ -245,3 +287,23 @@ def _as_words(words) -> np.ndarray:
         i = int(np.argmax(arr.ravel() < 0))
         raise ProgramError(f"decode: word {i} is {int(arr.ravel()[i])}, not a uint64 word")
     return arr.astype(np.uint64)
+
+
+def routine_dialects(routines, d: int | None, whose: str, what: str):
+    """(dialect, routines without markers): the routines' dialect must match ``d`` (None:
+    the first routine that carries one decides)."""
+    if not routines or not isinstance(routines, (list, tuple)):
+        return d, routines         # (no routines, or a wrong type that _routines refuses)
+    out = list(routines)
+    for i, r in enumerate(out):
+        rd, out[i] = program_dialect(r)
+        if rd is None:
+            continue
+        if d is not None and rd != d:
+            raise ProgramError(f"{what}: routine {i} is in the {DIALECTS[rd]} dialect, "
+                               f"{whose} in {DIALECTS[d]}; a routine runs in its caller's "
+                               f"dialect: encode it with dialect={DIALECTS[d]!r} (or "
+                               f"sp.convert it)")
+        if d is None:
+            d, whose = rd, f"routine {i}"
+    return d, out

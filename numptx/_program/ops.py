@@ -21,7 +21,7 @@ from ..semantics import bf16_bits
 from ..valuetypes import BY_NAME, WIDE
 
 __all__ = ["ProgramError", "ASTError", "Op", "type_id", "input", "const", "instr", "special",
-           "DIALECTS", "dialect_id"]
+           "DIALECTS", "dialect_id", "dialect_marker", "marker_dialect"]
 
 U64 = struct.Struct("<Q")
 
@@ -52,6 +52,26 @@ def dialect_id(dialect: str, context: str = "") -> int:
         raise ProgramError(f"{where}unknown dialect {dialect!r}; the dialects are "
                            f"{', '.join(map(repr, DIALECTS))} (numptx is the default; mm-ptx runs "
                            f"programs written for MetaMachines' mm-ptx)") from None
+
+
+# A program's dialect travels in its words: word 0 is a marker, a NOP (which every core runs
+# as a no-op) whose unused a/b fields hold MARKER_MAGIC and the dialect id in b's low byte
+# (native/stack_ptx.h, WORDS; docs/design/programs.md). Compiles strip it before the C core, so
+# step counts do not change; numptx-dialect encodings carry none (their words are unchanged).
+MARKER_MASK = 0xFFFFFF00_FFFFFFFF                  # every bit but the dialect id
+MARKER_MAGIC = 0x4E584400_D1A10000                 # b = "NXD" << 8 | id, a = 0xD1A1, kind NOP
+
+
+def marker_dialect(word: int) -> int | None:
+    """The dialect index a marker word names, or None for any other word."""
+    return (word >> 32) & 0xFF if word & MARKER_MASK == MARKER_MAGIC else None
+
+
+def dialect_marker(dialect: str) -> Op:
+    """The marker op that makes a program's dialect part of its words (``sp.encode(...,
+    dialect="mm-ptx")`` starts with it; :func:`decode` returns it). Only word 0 counts."""
+    d = dialect_id(dialect, "dialect_marker")
+    return Op(MARKER_MAGIC | d << 32, 0, text=f"dialect_marker({dialect!r})")
 
 
 def type_id(dtype: str, context: str = "") -> int:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, fields
 
 from .ops import ProgramError
 
-__all__ = ["Stub", "Limits", "DEFAULT_LIMITS"]
+__all__ = ["Stub", "Limits", "DEFAULT_LIMITS", "meta_capacity"]
 
 _DIAG_FLAGS = ((1, "step limit reached"), (2, "DAG node limit reached"),
                (4, "routine depth limit reached"), (8, "a stack overflowed"),
@@ -70,6 +70,11 @@ class Stub(str):
         return tuple(n for i, n in enumerate(self.outputs) if i < 32 and mask >> i & 1)
 
     @property
+    def n_unsatisfied(self) -> int:
+        """How many outputs got no value (``unsatisfied`` names the first 32 outputs' only)."""
+        return self._diag[2]
+
+    @property
     def stats(self) -> dict[str, int]:
         d = self._diag
         return {"steps": d[4], "nodes": d[5], "emitted": d[6], "noops": d[1]}
@@ -114,7 +119,9 @@ def batch_stubs(texts: list[str], inputs: dict, outputs: dict, diags: bytes,
 
 @dataclass(frozen=True)
 class Limits:
-    """Compile limits (docs/design/programs.md); hitting one is reported in ``stub.diagnostics``."""
+    """Compile limits (docs/design/programs.md); hitting one is reported in ``stub.diagnostics``.
+    Under ``dialect="mm-ptx"`` (one size for every stack, as mm-ptx's stack_size), a Limits
+    that sets ``stack_capacity`` but not ``meta_capacity`` sizes the meta stack the same."""
     max_steps: int = 4096
     max_nodes: int = 4096
     max_depth: int = 8
@@ -128,13 +135,28 @@ class Limits:
         if unknown or len(args) > len(_LIMIT_FIELDS):
             what = f"unknown field {unknown[0]!r}" if unknown else f"{len(args)} positional values"
             raise ProgramError(f"Limits: {what}; the fields are {', '.join(_LIMIT_FIELDS)}")
-        return super().__new__(cls)
+        self = super().__new__(cls)
+        # the fields set by the caller (not a field: eq/hash/repr ignore it): the mm-ptx
+        # dialect sizes the meta stack like the stacks unless meta_capacity is given
+        object.__setattr__(self, "_given", frozenset((*_LIMIT_FIELDS[:len(args)], *kwargs)))
+        return self
 
     def __post_init__(self):
-        for k, v in self.__dict__.items():
+        for k in _LIMIT_FIELDS:
+            v = getattr(self, k)
             if not isinstance(v, int) or not 1 <= v <= 1 << 20:
                 raise ProgramError(f"Limits.{k} = {v!r}: must be an int in [1, 1048576]")
 
 
 _LIMIT_FIELDS = tuple(f.name for f in fields(Limits))
 DEFAULT_LIMITS = Limits()
+
+
+def meta_capacity(lim: Limits, dialect: int) -> int:
+    """The meta stack's capacity a compile runs with: mm-ptx has one size for the stacks and
+    the meta stack (its stack_size), so under dialect mm-ptx (1) a Limits that sets
+    stack_capacity and not meta_capacity gets meta_capacity = stack_capacity."""
+    given = getattr(lim, "_given", ())
+    if dialect == 1 and "stack_capacity" in given and "meta_capacity" not in given:
+        return lim.stack_capacity
+    return getattr(lim, "meta_capacity", None)      # (not a Limits: the caller refuses it)

@@ -80,10 +80,35 @@ def unwritten_outputs(text: str, site: Any) -> tuple[str, ...]:
 def check_outputs_written(text: str, site: Any, *, strict: bool = False) -> None:
     """Warn (:class:`UnwrittenOutputWarning`), or with ``strict`` raise
     :class:`UnwrittenOutputError`, where ``text`` never writes an out variable of ``site``."""
+    unsat = _compiled_unwritten(text)
+    if unsat is not None:         # a compiled Stub knows what it left unwritten: no parse
+        outs = text.outputs       # (a stub compiled for other outputs writes none of the site's)
+        missing = [v for v in site.variables
+                   if v.kind == "out" and (v.reg in unsat or v.reg not in outs)]
+        if missing:
+            report_unwritten(missing, site, {}, strict=strict, stacklevel=4)
+        return
     written, inner = _written(text)
     missing = [v for v in site.variables if v.kind == "out" and v.reg not in written]
-    if not missing:
-        return
+    if missing:
+        report_unwritten(missing, site, inner, strict=strict, stacklevel=4)
+
+
+def _compiled_unwritten(text: Any):
+    """The registers a compiled Stack PTX stub left unwritten, or None where only a parse can
+    tell (raw text; a stub with more than 32 unsatisfied outputs, past its mask)."""
+    outs = getattr(text, "outputs", None)
+    if not hasattr(text, "unsatisfied") or not isinstance(outs, dict):
+        return None
+    unsat = set(text.unsatisfied)
+    if text.n_unsatisfied > len(unsat):
+        return None
+    return unsat
+
+
+def report_unwritten(missing: list, site: Any, inner: dict, *, strict: bool,
+                     stacklevel: int = 3) -> None:
+    """Warn, or with ``strict`` raise, for the out variables ``missing`` of ``site``."""
     names = ", ".join(f"{v.name!r} (%{v.reg})" for v in missing)
     shadow = [v for v in missing if v.reg in inner]
     hint = "".join(f"; %{v.reg} is declared inside a {{ }} block (stub line {inner[v.reg]}), "
@@ -94,4 +119,4 @@ def check_outputs_written(text: str, site: Any, *, strict: bool = False) -> None
            f"(e.g. mov.{v.reg_type} %{v.reg}, ...;) or declare the variable mod")
     if strict:
         raise UnwrittenOutputError(msg, site=site.name, variables=tuple(v.name for v in missing))
-    warnings.warn(msg, UnwrittenOutputWarning, stacklevel=3)
+    warnings.warn(msg, UnwrittenOutputWarning, stacklevel=stacklevel)

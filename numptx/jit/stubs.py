@@ -38,6 +38,10 @@ def resolve_stub(stub: Any, site: Site, *, strict: bool = False) -> str:
     :class:`~numptx.jit.stub_checks.UnwrittenOutputError`."""
     if isinstance(stub, str):       # numptx's own compiled stubs (str subclasses) are well formed
         if type(stub) is not str:
+            # a compiled mm-ptx stub leaves unsatisfied outputs unwritten: check against the
+            # site from its diagnostics (no parse); numptx's zero-fills every output
+            if getattr(stub, "dialect", "numptx") != "numptx":
+                check_outputs_written(stub, site, strict=strict)
             return str(stub)
         if "\0" in stub:             # mm-ptx-py's stubs end in a C string's NUL: trim, warn
             stub = _trimmed(stub, site.name)
@@ -55,7 +59,10 @@ def resolve_stub(stub: Any, site: Site, *, strict: bool = False) -> str:
         library = library_literals(stub)      # a formula's math-library constants: not patched
         return LibraryText(text, library) if library else str(text)
     if isinstance(stub, (list, tuple, np.ndarray)):      # sp.encode's arrays included
-        return str(sp.compile(stub, site=site))
+        out = sp.compile(stub, site=site)
+        if out.dialect != "numptx":         # (an mm-ptx program may leave an out unwritten)
+            check_outputs_written(out, site, strict=strict)
+        return str(out)
     if callable(stub) and hasattr(stub, "__code__"):
         name = getattr(stub, "__name__", "f")
         raise NumptxError(f"site {site.name!r}: the stub is the plain function {name!r}; a "
