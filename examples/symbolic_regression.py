@@ -96,7 +96,7 @@ def main() -> None:
                            target=1e-10, parsimony=1e-6, restart=15)
         dt = time.perf_counter() - t0
         print(f"\n{name}: {r.generations} generations in {dt:.1f} s "
-              f"({r.candidates_per_second:,.0f} candidates/s), stopped: {r.stopped}")
+              f"({r.candidates_per_second:,.0f} candidates evaluated/s), stopped: {r.stopped}")
         for g in r.history[:: max(1, len(r.history) // 6)] + r.history[-1:]:
             print(f"  gen {g.generation:3d}  best {g.best:.4g}  median {g.median:.4g}  "
                   f"scored {g.evaluated}")

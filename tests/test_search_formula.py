@@ -41,7 +41,11 @@ G = Genes(ALL_F32, 2)
     (("x0", "sigmoid"), "1/(exp(-x0) + 1)"),
     (("x0", "x1", "sub", "sq"), "(x0 - x1)**2"),
     (("x0", "neg", "sq"), "(-x0)**2"),
-    (("x0", 0.0, "add", 1.0, "mul", 1.0, "div"), "x0"),           # +0, *1, /1 dropped
+    (("x0", 0.0, "sub", 1.0, "mul", 1.0, "div"), "x0"),           # -0, *1, /1 dropped
+    (("x0", -0.0, "add"), "x0"),                                    # x + -0.0 is x
+    (("x0", 0.0, "add"), "x0 + 0"),            # kept: -0.0 + 0.0 is +0.0, not x0's -0.0
+    (("x0", -0.0, "sub"), "x0 + 0"),                                # x - -0.0 is x + 0.0
+    (("x0", -0.0, "mul"), "x0*-0.0"),                               # a zero's sign is printed
     ((2.0, 3.0, "mul", "x0", "add"), "6 + x0"),                     # constants folded
     (("x0", 0.5, "exp", "mul"), "x0*1.64872"),
     (("x0", "neg", "neg", "x1", "neg", "add"), "x0 - x1"),

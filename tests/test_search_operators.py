@@ -7,10 +7,11 @@ import json
 import numpy as np
 import pytest
 
+import numptx as nx
 from numptx import NumptxError
 from numptx import stack_ptx as sp
 from numptx.search import operators as O
-from numptx.search.formula import formula_of_stub
+from numptx.search.formula import evaluate, formula_of_stub
 from numptx.search.genes import LOG2E, OP_NAMES, Genes, SearchError
 
 ALL_F32 = ["add", "sub", "mul", "div", "neg", "abs", "sq", "inv", "sqrt", "max", "min", "fma",
@@ -244,14 +245,26 @@ def test_ten_thousand_variations_all_compile(ops, dtype):
     g = Genes(ops, 3, dtype=dtype)
     made = run(11)
     assert all(len(p) <= 64 for p in made)
-    failures = 0
+    npd = np.float32 if dtype == "f32" else np.float64
+    X = np.array([[0.5, -1.25, 2.0], [3.0, 0.25, -0.75]], npd)
+    cols = {n: X[:, j] for j, n in enumerate(g.names)}
+    checked = 0
     for start in range(0, len(made), 1000):
-        stubs = sp.compile_many(made[start:start + 1000], g.inputs, g.outputs)
-        for stub in stubs:
-            if f"mov.{dtype} %y," not in stub:
-                failures += 1
-            formula_of_stub(stub, g)                       # every built program prints
-    assert failures == 0
+        batch = made[start:start + 1000]
+        stubs = sp.compile_many(batch, g.inputs, g.outputs)
+        assert len(stubs) == len(batch)
+        for k, (prog, stub) in enumerate(zip(batch, stubs)):
+            text = formula_of_stub(stub, g)                # every built program prints
+            if k % 20:
+                continue
+            # every 20th: the batch stub is the single compile's, it runs in the emulator and
+            # the formula evaluates to what it computes
+            assert str(stub) == str(sp.compile(prog, g.inputs, g.outputs))
+            got = np.broadcast_to(nx.emulate(stub, cols, {"y": dtype})["y"], (2,))
+            want = evaluate(formula_of_stub(stub, g, digits=9 if dtype == "f32" else 17), X, g)
+            assert np.allclose(got, want, rtol=1e-4, atol=1e-6, equal_nan=True), (text, got, want)
+            checked += 1
+    assert checked == len(made) // 20
     assert run(11)[-50:] == made[-50:]
 
 

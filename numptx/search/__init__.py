@@ -15,14 +15,15 @@ the evolution of any template's site, with genes, operators and formula printing
 
 See docs/search.md. Modules: :mod:`.genes` (building blocks), :mod:`.operators` (variation),
 :mod:`.formula` (printing, keys), :mod:`.evaluate` (scoring on CPU/GPU), :mod:`.constants` (the
-local optimizer), :mod:`.loop` (the searches), :mod:`.checkpoint` (files).
+local optimizer), :mod:`.loop` (the searches), :mod:`.elites` (MAP-Elites), :mod:`.checkpoint`
+(files), :mod:`.resume` (continuing a saved run).
 """
 from . import genes, operators, formula as formula_module  # noqa: F401
 from .checkpoint import CheckpointError
 from .formula import canonical_key, evaluate, formula
 from .genes import Genes, SearchError
-from .loop import (DESCRIPTORS, Candidate, Descriptor, Generation, Result, evolve, map_elites,
-                   regress)
+from .elites import DESCRIPTORS, Descriptor
+from .loop import Candidate, Generation, Result, evolve, map_elites, regress
 from .resume import resume
 
 __all__ = ["regress", "map_elites", "evolve", "resume", "Result", "Candidate", "Generation",

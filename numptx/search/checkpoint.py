@@ -6,10 +6,12 @@ Layout (little-endian)::
 
 The body is zlib-compressed JSON: the search's state (its settings, the genes, the population
 with Stack PTX programs as :func:`numptx.stack_ptx.dumps` bytes, the random generator's state,
-the history, the data). :func:`write` writes a temporary file in the same folder, flushes it
-to disk and renames it over ``path`` (``os.replace``): a crash leaves the old file or the new
-one, never half of one. :func:`read` checks everything and raises :class:`CheckpointError`
-naming the path and what is wrong::
+the history, the data, the score cache and the constant-fit memo). :func:`write` writes a
+temporary file in the same folder, flushes it to disk, renames it over ``path``
+(``os.replace``) and flushes the folder: a crash leaves the old file or the new one, never half
+of one. The file gets the mode a new file gets (``0o666`` less the umask). A folder that does
+not exist, or a ``path`` that is a folder, raises :class:`CheckpointError`. :func:`read` checks
+everything and raises :class:`CheckpointError` naming the path and what is wrong::
 
     from numptx.search import checkpoint
     checkpoint.write("run.nxck", {"kind": "regress", ...})
@@ -33,6 +35,14 @@ from .genes import SearchError
 
 __all__ = ["CheckpointError", "write", "read", "VERSION", "encode_array", "decode_array",
            "encode_program", "decode_program", "state_of", "restore"]
+
+#: score-cache entries (16-byte key + loss) and constant fits a checkpoint keeps: the most recent
+#: ones. A resumed run matches the uninterrupted one exactly, ``evaluated`` counts included,
+#: while the run's cache holds no more than this (else programs scored before the checkpoint
+#: may be scored again, counting in ``evaluated``; the search itself is unchanged: scores are
+#: pure functions of the program).
+CACHE_SAVED = 200_000
+FITS_SAVED = 50_000
 
 MAGIC = b"NXCK"
 VERSION = 1
@@ -75,23 +85,59 @@ def decode_program(text: str) -> list:
 def write(path: str | os.PathLike, state: dict) -> None:
     """Write ``state`` (JSON-able) to ``path`` atomically (temporary file + ``os.replace``)."""
     path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise CheckpointError(f"checkpoint {path!r}: is a folder; give a file path such as "
+                              f"{os.path.join(path, 'run.nxck')!r}", path=path)
+    if not os.path.isdir(folder):
+        raise CheckpointError(f"checkpoint {path!r}: the folder {folder!r} does not exist "
+                              f"(create it first)", path=path)
     body = zlib.compress(json.dumps(state, separators=(",", ":"), allow_nan=True).encode(), 6)
     head = _HEAD.pack(MAGIC, VERSION, 0, len(body))
     digest = hashlib.blake2b(head + body, digest_size=_DIGEST).digest()
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".nxck-", suffix=".tmp", dir=folder)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".nxck-", suffix=".tmp", dir=folder)
+    except OSError as e:
+        raise CheckpointError(f"checkpoint {path!r}: cannot write in {folder!r} "
+                              f"({e.strerror or e})", path=path) from None
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(head + body + digest)
             f.flush()
+            if hasattr(os, "fchmod"):          # mkstemp makes 0600: give a new file's usual mode
+                os.fchmod(f.fileno(), 0o666 & ~_umask())
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         try:
             os.unlink(tmp)
         except OSError:
             pass
+        if isinstance(e, OSError):
+            raise CheckpointError(f"checkpoint {path!r}: cannot write it ({e.strerror or e})",
+                                  path=path) from None
         raise
+    _fsync_folder(folder)
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)      # the only portable way to read it: set and restore at once
+    os.umask(mask)
+    return mask
+
+
+def _fsync_folder(folder: str) -> None:
+    """Flush the folder entry of the rename to disk (POSIX; skipped where not supported)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def read(path: str | os.PathLike, *, kind: str | None = None) -> dict:
@@ -166,6 +212,14 @@ def state_of(search: Any) -> dict:
              "history": [list(g) for g in search.history], "evaluated": search.evaluated,
              "children_made": search.children_made, "seconds": search.seconds,
              "improved_at": search.improved_at, "restarts": search.restarts}
+    # the score cache and the fit memo (the most recent entries): dedup after a resume skips
+    # what the uninterrupted run skips, so ``evaluated`` matches too
+    keys = list(search.cache)[-CACHE_SAVED:]
+    state["cache"] = {"keys": base64.b64encode(b"".join(keys)).decode("ascii"),
+                      "losses": encode_array(np.array([search.cache[k] for k in keys],
+                                                      np.float64))}
+    state["fits"] = [[base64.b64encode(k).decode("ascii"), encode_program(p), loss]
+                     for k, (p, loss) in list(search.fits.items())[-FITS_SAVED:]]
     if search.evaluator is not None:
         ev = search.evaluator
         state["data"] = {"X": encode_array(ev.X), "y": encode_array(ev.y), "loss": ev.loss,

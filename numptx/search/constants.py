@@ -76,7 +76,7 @@ def fit_constants(evaluator: Any, programs: Sequence[Sequence[Any]], losses: Seq
             t = theta[i]
             z = rngs[i].standard_normal((trials, len(t))) * free[i]
             # clipped: a trial out of the f32 range would not be a constant
-            trial_theta.extend(np.clip(t + sig[i] * (np.abs(t) + 1.0) * z, -1e30, 1e30))
+            trial_theta.extend(np.clip(t + sig[i] * (np.abs(t) + 1.0) * z, -1e30, 1e30) + 0.0)
         got = batch(trial_theta).reshape(len(todo), trials)
         for row, i in enumerate(todo):
             j = int(np.argmin(got[row]))

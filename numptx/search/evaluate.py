@@ -34,7 +34,7 @@ from ..jit import fitness as F
 from ..jit.pack import DEFAULT_PER_MODULE
 from .genes import SearchError
 
-__all__ = ["Evaluator", "check_data", "LOSSES"]
+__all__ = ["Evaluator", "check_data", "check_executor", "check_per_module", "LOSSES"]
 
 log = logging.getLogger(__name__)
 
@@ -42,10 +42,50 @@ LOSSES = F.LOSSES
 _CPU_CHUNK = 128         # stubs per task when a CPU evaluation is spread over an executor
 
 
-def check_data(X: Any, y: Any, *, where: str = "regress") -> tuple[np.ndarray, np.ndarray]:
-    """``X`` as a C-contiguous (n, d) float array and ``y`` as (n,) of the same dtype (float64
-    where either is float64, else float32); a :class:`SearchError` names the argument at fault
-    (shape, non-numeric or non-finite values)."""
+def check_executor(executor: Any, where: str) -> Any:
+    """``executor`` when it is None or a ``concurrent.futures.Executor`` (or has a callable
+    ``submit``); else a :class:`SearchError` naming it."""
+    if executor is None or isinstance(executor, Executor) or callable(getattr(executor, "submit",
+                                                                              None)):
+        return executor
+    raise SearchError(f"{where}: executor={executor!r} is not a concurrent.futures.Executor "
+                      f"(give e.g. ThreadPoolExecutor(4), or None)")
+
+
+def check_per_module(per_module: Any, where: str) -> int | None:
+    """``per_module`` when None or an int >= 1; else a :class:`SearchError` naming it."""
+    if per_module is None:
+        return None
+    if isinstance(per_module, bool) or not isinstance(per_module, (int, np.integer)) \
+            or per_module < 1:
+        raise SearchError(f"{where}: per_module={per_module!r}: give an int >= 1 (candidates "
+                          f"per module) or None")
+    return int(per_module)
+
+
+def _cast(what: str, a: np.ndarray, dt: type, where: str) -> np.ndarray:
+    """``a`` as C-contiguous ``dt``; values that do not fit ``dt`` raise SearchError."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = np.ascontiguousarray(a, dt)
+    if out.dtype != a.dtype and a.dtype.kind == "f":
+        over = np.isfinite(a) & ~np.isfinite(out)
+        if over.any():
+            big = float(np.max(np.abs(a[over])))
+            name = "f32" if dt == np.float32 else "f64"
+            raise SearchError(f"{where}: {what} holds {int(over.sum())} value(s) that overflow "
+                              f"{name} (largest |value| {big:.3g}; the {name} maximum is "
+                              f"{float(np.finfo(dt).max):.3g}): rescale the data or use "
+                              f"float64 X")
+    return out
+
+
+def check_data(X: Any, y: Any, *, where: str = "regress",
+               dtype: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``X`` as a C-contiguous (n, d) float array and ``y`` as (n,) of the same dtype: the
+    search's dtype, which follows ``X`` (float64 only when ``X`` is float64, else float32; ``y``
+    is cast to it) or ``dtype`` (``"f32"``/``"f64"``) when given. A :class:`SearchError` names
+    the argument at fault (shape, non-numeric or non-finite values, values that overflow the
+    dtype)."""
     try:
         X, y = np.asarray(X), np.asarray(y)
     except Exception as e:   # noqa: BLE001 - ragged lists and the like
@@ -61,9 +101,22 @@ def check_data(X: Any, y: Any, *, where: str = "regress") -> tuple[np.ndarray, n
     if y.shape != (X.shape[0],):
         raise SearchError(f"{where}: y has shape {y.shape}; X has {X.shape[0]} samples, so y "
                           f"must have shape ({X.shape[0]},)")
-    dt = np.float64 if np.float64 in (X.dtype, y.dtype) else np.float32
-    X, y = np.ascontiguousarray(X, dt), np.ascontiguousarray(y, dt)
-    for what, a in (("X", X), ("y", y)):
+    if dtype is None:
+        dt = np.float64 if X.dtype == np.float64 else np.float32
+    elif isinstance(dtype, str) and dtype.lower() in ("f32", "f64"):
+        dt = np.float64 if dtype.lower() == "f64" else np.float32
+    else:
+        raise SearchError(f"{where}: dtype={dtype!r}: search programs use 'f32' or 'f64' (or "
+                          f"None: the dtype of X)")
+    for what, a in (("X", X), ("y", y)):       # before the cast: a NaN is not an overflow
+        bad = ~np.isfinite(a) if a.dtype.kind == "f" else np.zeros(a.shape, bool)
+        if bad.any():
+            at = np.argwhere(bad)[0]
+            raise SearchError(f"{where}: {what} holds {int(bad.sum())} non-finite value(s) "
+                              f"(NaN or inf; the first at index {tuple(int(i) for i in at)}); "
+                              f"drop or impute them first")
+    X, y = _cast("X", X, dt, where), _cast("y", y, dt, where)
+    for what, a in (("X", X), ("y", y)):      # integers past the f32 range
         bad = ~np.isfinite(a)
         if bad.any():
             at = np.argwhere(bad)[0]
@@ -96,6 +149,14 @@ class Evaluator:
         self.X, self.y = check_data(X, y, where=where)
         if not (isinstance(loss, str) and loss in LOSSES):
             raise SearchError(f"{where}: loss={loss!r}: use one of {', '.join(LOSSES)}")
+        if loss == "pearson" and (self.y.min() == self.y.max()
+                                  or not float(self.y.astype(np.float64).var()) > 0):
+            raise SearchError(f"{where}: y is constant ({float(self.y[0])!r} in all "
+                              f"{len(self.y)} samples): with zero variance the pearson loss "
+                              f"(1 - correlation) is undefined for every candidate; use "
+                              f"loss='mse' (or another loss) for a constant target")
+        executor = check_executor(executor, where)
+        per_module = check_per_module(per_module, where)
         d = self.X.shape[1]
         self.names = tuple(names) if names is not None else tuple(f"x{j}" for j in range(d))
         if len(self.names) != d:

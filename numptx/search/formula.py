@@ -3,9 +3,11 @@
 :func:`formula` prints what a program computes *as built*: the program is compiled by the C core
 (``sp.compile(prog, genes.inputs, genes.outputs)``) and the stub's DAG is printed, so no-ops and
 dead code never show. Op macros are recognised (``mul`` by log2(e) then ``ex2`` prints as
-``exp(x)``, ``lg2`` then ``mul`` by ln(2) as ``log(x)``), ``x*x`` prints as ``x**2``, ``+0``,
-``*1``, ``/1`` are dropped and constant-only subtrees are folded with the instruction table's own
-semantics (so folding is bit-exact)::
+``exp(x)``, ``lg2`` then ``mul`` by ln(2) as ``log(x)``), ``x*x`` prints as ``x**2``, ``*1``,
+``/1``, ``- 0.0`` and ``+ -0.0`` are dropped (``+ 0.0`` only after a term that is never -0.0: a
+square, abs, exp; else ``x + 0`` stays, since -0.0 + 0.0 is +0.0) and constant-only subtrees are
+folded with the instruction table's own semantics (so folding is bit-exact). Signed zeros are
+kept: a -0.0 constant prints as ``-0.0`` (``1/(x*-0.0)`` is not ``1/(x*0)``)::
 
     import numpy as np
     from numptx import stack_ptx as sp
@@ -22,8 +24,20 @@ The text is a Python expression over the input names, numbers (``nan``, ``inf`` 
 the functions ``exp exp2 log log2 sin cos tanh sqrt abs fmax fmin fma copysign rint trunc floor
 ceil sat`` (NumPy's names; ``fma(a, b, c)`` is a*b+c rounded once, ``sat`` clamps to [0, 1] with
 NaN -> 0). A subexpression shared by a large formula is bound once with ``(_t0 := ...)`` so the
-text stays linear in the program size. Directed-rounding forms (``add.rz.f32`` ...) and ``.ftz``
-forms print as the plain operation.
+text stays linear in the program size.
+
+:func:`evaluate` of the text matches the stub (the emulator) bit for bit for the search's op
+names, with these exceptions, where the text cannot say what the instruction does:
+
+- directed-rounding forms (``add.rz.f32``, ``.rm``, ``.rp``) and ``.ftz`` forms print as the
+  plain operation (round to nearest, subnormals kept), so results can differ in the last bit or
+  on subnormal inputs/results (``.ftz`` flushes them to zero);
+- approximate rows print as the exact function: ``rsqrt.approx`` as ``1/sqrt(x)``,
+  ``div.approx``/``div.full`` as ``a/b`` (on the device and in the emulator these give 0 for
+  ``|b| > 2**126``), ``rcp.approx`` as ``1/x``: a few ulps apart;
+- ``fma`` in f64 is evaluated as ``a*b + c`` with two roundings (NumPy has no fused form), in
+  f32 through f64 (one rounding in f64, then to f32): either may differ from the fused result
+  by an ulp.
 """
 from __future__ import annotations
 
@@ -61,6 +75,7 @@ class _Dag:
         self.genes, self.simplify = genes, simplify
         self.np = np.float32 if genes.dtype == "f32" else np.float64
         self.nodes: list[tuple] = []
+        self._nnz: list[bool] = []
         self._intern: dict[tuple, int] = {}
         self.log2e, self.ln2 = genes.round(LOG2E), genes.round(LN2)
 
@@ -71,6 +86,9 @@ class _Dag:
         if i is None:
             i = self._intern[key] = len(self.nodes)
             self.nodes.append((op, args, value))
+            self._nnz.append(not _is_zero(value, -1.0) if op == "num" else
+                             op == "sq" or (op == "call" and value in ("abs", "exp", "exp2"))
+                             or (op == "+" and any(self._nnz[a] for a in args)))
         return i
 
     def num(self, v: float) -> int:
@@ -130,31 +148,39 @@ class _Dag:
                     return self.call("exp", self.neg(x))
         return self.call("exp2", a)
 
+    def never_negative_zero(self, i: int) -> bool:
+        """Node ``i`` is never -0.0 (so ``i + 0.0`` is ``i``): a square, abs, exp, exp2, a
+        number other than -0.0, or a sum with such a term (round to nearest: a sum is -0.0 only
+        when both terms are). Set as each node is made (children first: no recursion)."""
+        return self._nnz[i]
+
     def binop(self, op: str, a: int, b: int) -> int:
         if not self.simplify:
             return self.add(op, (a, b))
         na, nb = self.nodes[a], self.nodes[b]
-        # exact rewrites only (at most the sign of a zero changes), so evaluation matches the stub
+        va, vb = self.value(a), self.value(b)
+        # exact rewrites only, signed zeros included (a + 0.0 is not a when a is -0.0, but
+        # a + -0.0 and a - 0.0 are), so evaluating the formula matches the stub bit for bit
         if op == "+":
-            if self.value(b) == 0:
+            if _is_zero(vb, -1.0) or (_is_zero(vb, 1.0) and self.never_negative_zero(a)):
                 return a
-            if self.value(a) == 0:
+            if _is_zero(va, -1.0) or (_is_zero(va, 1.0) and self.never_negative_zero(b)):
                 return b
             if a == b:
                 return self.add("*", (self.num(2.0), a))
             if nb[0] == "neg":
                 return self.binop("-", a, nb[1][0])
-            if (self.value(b) or 0) < 0:                  # a + -c prints as a - c
-                return self.binop("-", a, self.num(-self.value(b)))
+            if _negative(vb):                                  # a + -c prints as a - c
+                return self.binop("-", a, self.num(-vb))
             if na[0] == "neg":
                 return self.binop("-", b, na[1][0])
         elif op == "-":
-            if self.value(b) == 0:
+            if _is_zero(vb, 1.0):
                 return a
             if nb[0] == "neg":
                 return self.binop("+", a, nb[1][0])
-            if (self.value(b) or 0) < 0:
-                return self.binop("+", a, self.num(-self.value(b)))
+            if _negative(vb):                                  # a - -c is a + c
+                return self.binop("+", a, self.num(-vb))
         elif op == "*":
             for x, y in ((a, b), (b, a)):
                 if self.is_num(y, 1.0):
@@ -171,6 +197,16 @@ class _Dag:
             if self.is_num(b, 1.0):
                 return a
         return self.add(op, (a, b))
+
+
+def _is_zero(v: float | None, sign: float) -> bool:
+    """``v`` is a zero of the sign of ``sign``."""
+    return v is not None and v == 0 and math.copysign(1.0, v) == sign
+
+
+def _negative(v: float | None) -> bool:
+    """``v`` is a number with its sign bit set (-0.0 included; NaN never)."""
+    return v is not None and not math.isnan(v) and math.copysign(1.0, v) < 0
 
 
 def _parse_stub(text: str, genes: Genes, simplify: bool) -> tuple[_Dag, int]:
@@ -219,7 +255,7 @@ def _fmt_num(v: float, digits: int) -> str:
     if math.isinf(v):
         return "inf" if v > 0 else "-inf"
     s = format(v, f".{digits}g")
-    return "0" if s == "-0" else s      # the sign of a zero is not worth showing
+    return "-0.0" if s == "-0" else s   # a negative zero keeps its sign: 1/-0.0 is -inf
 
 
 class _Printer:

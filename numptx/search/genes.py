@@ -59,7 +59,8 @@ from ..errors import NumptxError
 from ..instructions import TABLE
 from ..stack_ptx import Op
 
-__all__ = ["SearchError", "Genes", "OP_NAMES", "DTYPES", "LOG2E", "LN2", "RESERVED_NAMES"]
+__all__ = ["SearchError", "Genes", "OP_NAMES", "DTYPES", "LOG2E", "LN2", "RESERVED_NAMES",
+           "check_int"]
 
 DTYPES = ("f32", "f64")
 LOG2E = 1.4426950408889634
@@ -97,6 +98,13 @@ RESERVED_NAMES = frozenset({"exp", "exp2", "log", "log2", "sin", "cos", "tanh", 
 
 class SearchError(NumptxError, ValueError):
     """A bad argument to :mod:`numptx.search` (the message names the argument)."""
+
+
+def check_int(name: str, v: Any, low: int) -> int:
+    """``v`` as an int >= ``low``; else a :class:`SearchError` naming ``name``."""
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
+        raise SearchError(f"{name}={v!r}: give an int >= {low}")
+    return int(v)
 
 
 def _table_fits(name: str, dtype: str) -> bool:
@@ -262,7 +270,8 @@ class Genes:
         """A constant gene value: one of ``constants`` half the time, else a random short number."""
         if self.constants and rng.random() < 0.5:
             return self.constants[int(rng.integers(len(self.constants)))]
-        return self.round(float(np.round(rng.normal(0.0, 2.0), 2)))
+        # + 0.0: a tiny negative draw rounds to -0.0; a gene is never a negative zero
+        return self.round(float(np.round(rng.normal(0.0, 2.0), 2))) + 0.0
 
     def random_gene(self, rng: np.random.Generator) -> list[Op]:
         """One random gene: an input push (35%), a constant push (15%) or an op's words (50%)."""
@@ -290,6 +299,29 @@ class Genes:
             i += step
             bounds.append(i)
         return bounds
+
+    def check_site(self, site: Any, where: str) -> None:
+        """Raise :class:`SearchError` (naming ``where`` and the site) unless programs of these
+        genes fit ``site`` (a :class:`numptx.Site`): its inputs (in/mod variables) include
+        every input name with the genes' dtype, and it has exactly one output (out/mod
+        variable), of the genes' dtype, which takes the program's result. Extra inputs (a
+        ``u32`` candidate index, say) are fine: programs do not read them."""
+        ins, outs = getattr(site, "inputs", None), getattr(site, "outputs", None)
+        if ins is None or outs is None or not isinstance(getattr(site, "name", None), str):
+            raise SearchError(f"{where}: site={site!r}: give a numptx Site (template.sites[name])")
+        have = {v.name: v.dtype for v in ins}
+        bad = [f"{n} (missing)" if n not in have else f"{n}: {have[n]}"
+               for n in self.names if have.get(n) != self.dtype]
+        if bad:
+            raise SearchError(f"{where}: site {site.name!r} does not fit these programs: they "
+                              f"read {self.dtype} inputs {', '.join(self.names)}; the site has "
+                              f"{', '.join(bad)} (its inputs: "
+                              f"{', '.join(f'{v.name}: {v.dtype}' for v in ins) or 'none'})")
+        if len(outs) != 1 or outs[0].dtype != self.dtype:
+            raise SearchError(f"{where}: site {site.name!r} does not fit these programs: they "
+                              f"give one {self.dtype} result, so the site needs exactly one "
+                              f"out/mod variable of type {self.dtype}; it has "
+                              f"{', '.join(f'{v.name}: {v.dtype}' for v in outs) or 'none'}")
 
     # ---- serialization
     def to_dict(self) -> dict:

@@ -35,20 +35,18 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .. import stack_ptx as sp
-from ..instructions import TABLE
 from . import checkpoint as ck
+from . import elites
 from . import operators as O
 from .constants import fit_constants
-from .evaluate import Evaluator, check_data
-from .genes import LN2, LOG2E, Genes, SearchError
+from .evaluate import Evaluator, check_data, check_executor, check_per_module
+from .genes import LN2, LOG2E, Genes, SearchError, check_int
 
-__all__ = ["regress", "map_elites", "evolve", "Result", "Candidate", "Generation",
-           "Descriptor", "DESCRIPTORS"]
+__all__ = ["regress", "map_elites", "evolve", "Result", "Candidate", "Generation", "check_int"]
 
 log = logging.getLogger(__name__)
 
 _CACHE_MAX = 1_000_000       # score-cache entries before it is cleared (scores are pure: no effect)
-_LINEAR = {"add", "sub", "mul", "neg", "abs", "max", "min", "fma", "mov"}
 
 
 def _formula_mod():
@@ -72,8 +70,10 @@ class Generation(NamedTuple):
 @dataclass
 class Candidate:
     """A program with its loss. ``formula`` is readable infix text; ``stub(site)`` the PTX to
-    inject at ``site`` (a :class:`numptx.Site` whose inputs are named as the genes' inputs; no
-    site: a stub over registers ``%x0..`` and ``%y``); ``program`` works with ``sp.dumps``."""
+    inject at ``site`` (a :class:`numptx.Site` whose inputs include the genes' input names with
+    the genes' dtype and whose one out/mod variable, of that dtype, takes the result: else a
+    SearchError; no site: a stub over registers ``%x0..`` and ``%y``); ``program`` works with
+    ``sp.dumps``."""
     program: list
     loss: float
     genes: Genes
@@ -90,6 +90,7 @@ class Candidate:
     def stub(self, site: Any = None) -> sp.Stub:
         if site is None:
             return sp.compile(self.program, self.genes.inputs, self.genes.outputs)
+        self.genes.check_site(site, "Candidate.stub")
         return sp.compile(self.program, site=site)
 
     def predict(self, X: Any) -> np.ndarray:
@@ -110,47 +111,17 @@ class Candidate:
         return f"Candidate(loss={self.loss:.6g}, {text})"
 
 
-class Descriptor(NamedTuple):
-    """A MAP-Elites behaviour axis: ``fn(program, genes) -> float`` binned into ``bins`` equal
-    cells over ``[low, high]`` (values outside go to the end cells)."""
-    name: str
-    fn: Callable[[list, Genes], float]
-    low: float
-    high: float
-    bins: int
-
-
-def _length(prog: list, genes: Genes) -> float:
-    return float(len(prog))
-
-
-def _op_mix(prog: list, genes: Genes) -> float:
-    """The share of instructions that are not linear (exp, log, sin, div, ...)."""
-    names = [TABLE[op.word >> 16].name for op in prog if op.kind == "instr"]
-    if not names:
-        return 0.0
-    return sum(n.split(".")[0] not in _LINEAR for n in names) / len(names)
-
-
-def _input_share(prog: list, genes: Genes) -> float:
-    return sum(op.kind == "input" for op in prog) / max(1, len(prog))
-
-
-#: built-in descriptors by name (``length`` takes its range from ``max_length``)
-DESCRIPTORS = {"length": Descriptor("length", _length, 0, 64, 8),
-               "op_mix": Descriptor("op_mix", _op_mix, 0.0, 1.0, 5),
-               "inputs": Descriptor("inputs", _input_share, 0.0, 1.0, 5)}
-
-
 @dataclass
 class Result:
-    """What a search returns: ``best`` (lowest loss), ``population`` (the last one; MAP-Elites:
-    the archive's elites), ``history`` (a :class:`Generation` per generation), ``archive``
-    (MAP-Elites: cell -> :class:`Candidate`), ``generations`` done, ``stopped`` (why: 
-    ``"generations"``, ``"target"``, ``"time_limit"``), ``evaluated`` (programs scored),
-    ``seconds``, ``timings`` (seconds per stage), ``device``. ``save(path)`` writes a
-    checkpoint that :func:`resume` continues."""
-    best: Candidate
+    """What a search returns: ``best`` (the lowest raw loss seen, ties to the shorter program;
+    ``parsimony`` only steers selection, it is not in ``best``'s choice; None when no
+    generation ran), ``population`` (the last one; MAP-Elites: the archive's elites),
+    ``history`` (a :class:`Generation` per generation), ``archive`` (MAP-Elites: cell ->
+    :class:`Candidate`), ``generations`` done, ``stopped`` (why: ``"generations"``,
+    ``"target"``, ``"time_limit"``), ``evaluated`` (programs scored), ``seconds``, ``timings``
+    (seconds per stage), ``device``, ``seed`` (the one used: drawn when none was given).
+    ``save(path)`` writes a checkpoint that :func:`resume` continues."""
+    best: Candidate | None
     population: list[Candidate]
     history: list[Generation]
     genes: Genes
@@ -161,6 +132,7 @@ class Result:
     device: str
     timings: dict = field(default_factory=dict)
     archive: dict | None = None
+    seed: int | None = None
     _search: Any = field(default=None, repr=False)
 
     def save(self, path: Any) -> None:
@@ -169,18 +141,18 @@ class Result:
 
     @property
     def candidates_per_second(self) -> float:
-        """Children generated, scored and selected per second, end to end."""
+        """Candidates evaluated (scored after dedup, constant-fit trials included) per second
+        of the run, end to end (:attr:`evaluated` / :attr:`seconds`)."""
+        return self.evaluated / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def children_per_second(self) -> float:
+        """Children made (generated, deduplicated or scored, selected) per second, end to end."""
         n = self._search.children_made
         return n / self.seconds if self.seconds > 0 else 0.0
 
 
 # ---- the search state ---------------------------------------------------------------------
-def check_int(name: str, v: Any, low: int) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
-        raise SearchError(f"{name}={v!r}: give an int >= {low}")
-    return int(v)
-
-
 def _check_float(name: str, v: Any, low: float, high: float = math.inf) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float, np.number)) or \
             not low <= float(v) <= high:
@@ -212,7 +184,7 @@ class Search:
         self.evaluated = self.children_made = 0
         self.seconds = 0.0
         self.timings = {"generate": 0.0, "dedup": 0.0, "evaluate": 0.0, "fit": 0.0, "select": 0.0}
-        self.descriptors = _descriptors(cfg) if kind == "map_elites" else []
+        self.descriptors = elites.descriptors(cfg) if kind == "map_elites" else []
         self.stopped = "generations"
         self.improved_at = 0          # the generation the best last improved by 1 % or more
         self.restarts = 0
@@ -240,7 +212,11 @@ class Search:
                               f"{len(programs)} candidates; it must return one per candidate")
         return np.where(np.isnan(arr), math.inf, arr)
 
-    def _evaluate(self, programs: list) -> np.ndarray:
+    def candidate(self, program: list, loss: float) -> Candidate:
+        """A :class:`Candidate` of this search's genes."""
+        return Candidate(program, loss, self.genes)
+
+    def evaluate_programs(self, programs: list) -> np.ndarray:
         """Losses of ``programs``: cached by canonical key; the new keys scored in one batch."""
         t0 = time.perf_counter()
         if len(self.cache) > _CACHE_MAX:
@@ -260,7 +236,7 @@ class Search:
         self.timings["evaluate"] += time.perf_counter() - t1
         return np.array([self.cache[k] for k in keys])
 
-    def _fit(self, cands: list[Candidate]) -> None:
+    def fit_constants_of(self, cands: list[Candidate]) -> None:
         """Fit the constants of the best ``fit_top`` unfitted candidates (in place)."""
         top = self.cfg["fit_top"]
         if self.evaluator is None or not top:
@@ -305,7 +281,7 @@ class Search:
         self.timings["fit"] += time.perf_counter() - t0
 
     # -- variation ------------------------------------------------------------------------
-    def _children(self, parents_a: list, parents_b: list) -> list:
+    def make_children(self, parents_a: list, parents_b: list) -> list:
         cfg, g, rng = self.cfg, self.genes, self.rng
         coins = rng.random((len(parents_a), 2))
         out = []
@@ -320,20 +296,20 @@ class Search:
         self.children_made += len(out)
         return out
 
-    def _penalized(self, cands: Sequence[Candidate]) -> np.ndarray:
+    def penalized(self, cands: Sequence[Candidate]) -> np.ndarray:
         loss = np.array([c.loss for c in cands])
         if self.cfg["parsimony"]:
             loss = loss + self.cfg["parsimony"] * np.array([len(c.program) for c in cands])
         return loss
 
-    def _init(self) -> list[Candidate]:
+    def init_population(self) -> list[Candidate]:
         t0 = time.perf_counter()
         n = self.cfg["population"]
         progs = [O.random_program(self.genes, self.rng, length=tuple(self.cfg["init_length"]))
                  for _ in range(n)]
         self.children_made += n
         self.timings["generate"] += time.perf_counter() - t0
-        losses = self._evaluate(progs)
+        losses = self.evaluate_programs(progs)
         return [Candidate(p, float(v), self.genes) for p, v in zip(progs, losses)]
 
     # -- one generation -------------------------------------------------------------------
@@ -342,8 +318,10 @@ class Search:
         self._gen_evaluated = 0
         cfg = self.cfg
         if self.kind == "map_elites":
-            self._step_map_elites()
-            pool = list(self.archive.values())
+            made = elites.step(self)
+            # an archive holds finite losses only: while it is empty (no finite loss yet) the
+            # generation's candidates stand in, so best and median read +inf
+            pool = list(self.archive.values()) or made
         else:
             stall = cfg["restart"]
             if stall and self.population and len(self.history) - self.improved_at >= stall:
@@ -353,13 +331,13 @@ class Search:
                 log.info("numptx.search: no progress in %d generations: restart %d", stall,
                          self.restarts)
             if not self.population:
-                cands = self._init()
-                self._fit(cands)
+                cands = self.init_population()
+                self.fit_constants_of(cands)
                 self.population = cands
             else:
                 t0 = time.perf_counter()
                 pop = self.population
-                fit = self._penalized(pop)
+                fit = self.penalized(pop)
                 n_el = min(cfg["elitism"], len(pop))
                 elite = np.argsort(fit, kind="stable")[:n_el]
                 n_child = cfg["population"] - n_el
@@ -367,12 +345,12 @@ class Search:
                 win = idx[np.arange(2 * n_child), np.argmin(fit[idx], axis=1)]
                 self.timings["select"] += time.perf_counter() - t0
                 t0 = time.perf_counter()
-                progs = self._children([pop[i].program for i in win[:n_child]],
-                                       [pop[i].program for i in win[n_child:]])
+                progs = self.make_children([pop[i].program for i in win[:n_child]],
+                                           [pop[i].program for i in win[n_child:]])
                 self.timings["generate"] += time.perf_counter() - t0
-                losses = self._evaluate(progs)
+                losses = self.evaluate_programs(progs)
                 kids = [Candidate(p, float(v), self.genes) for p, v in zip(progs, losses)]
-                self._fit(kids)
+                self.fit_constants_of(kids)
                 self.population = [pop[i] for i in elite] + kids
             pool = self.population
         self._note_best(pool)
@@ -392,44 +370,8 @@ class Search:
             if b is None or c.loss < b.loss or (c.loss == b.loss and
                                                  len(c.program) < len(b.program)):
                 self.best = Candidate(list(c.program), c.loss, self.genes, c.fitted)
-        if self.best.loss < old * 0.99 or (old == math.inf and self.best.loss < old):
+        if _improved(self.best.loss, old):
             self.improved_at = len(self.history)
-
-    def _cell(self, prog: list) -> tuple:
-        out = []
-        for d in self.descriptors:
-            v = float(d.fn(prog, self.genes))
-            frac = 0.0 if d.high <= d.low else (v - d.low) / (d.high - d.low)
-            out.append(int(min(d.bins - 1, max(0, math.floor(frac * d.bins))))
-                       if math.isfinite(frac) else 0)
-        return tuple(out)
-
-    def _step_map_elites(self) -> None:
-        cfg = self.cfg
-        if not self.archive:
-            cands = self._init()
-        else:
-            t0 = time.perf_counter()
-            elites = list(self.archive.values())
-            idx = self.rng.integers(0, len(elites), size=(cfg["population"], 2))
-            self.timings["select"] += time.perf_counter() - t0
-            t0 = time.perf_counter()
-            progs = self._children([elites[i].program for i in idx[:, 0]],
-                                   [elites[i].program for i in idx[:, 1]])
-            self.timings["generate"] += time.perf_counter() - t0
-            losses = self._evaluate(progs)
-            cands = [Candidate(p, float(v), self.genes) for p, v in zip(progs, losses)]
-        self._fit(cands)
-        t0 = time.perf_counter()
-        pen = self._penalized(cands)
-        for c, f in zip(cands, pen):
-            if not math.isfinite(c.loss):
-                continue
-            cell = self._cell(c.program)
-            old = self.archive.get(cell)
-            if old is None or f < self._penalized([old])[0]:
-                self.archive[cell] = c
-        self.timings["select"] += time.perf_counter() - t0
 
     # -- running --------------------------------------------------------------------------
     def run(self, generations: int, progress: Any) -> Result:
@@ -458,11 +400,21 @@ class Search:
                       device=self.evaluator.device if self.evaluator else "template",
                       timings=dict(self.timings),
                       archive=dict(self.archive) if self.kind == "map_elites" else None,
-                      _search=self)
+                      seed=self.seed, _search=self)
 
     # -- checkpoints ----------------------------------------------------------------------
     def save(self, path: Any) -> None:
         ck.write(path, ck.state_of(self))
+
+
+def _improved(new: float, old: float) -> bool:
+    """``new`` is better than ``old`` by 1 % of ``|old|`` (any sign); from +inf any finite
+    value is; an ``old`` of 0 needs a negative ``new``."""
+    if math.isnan(new) or new >= old:
+        return False
+    if not math.isfinite(old):
+        return True                     # +inf to anything lower (-inf: never reached here)
+    return new < old - 0.01 * abs(old)
 
 
 def _report(progress: Any, g: Generation, s: Search) -> None:
@@ -476,38 +428,15 @@ def _report(progress: Any, g: Generation, s: Search) -> None:
           file=sys.stderr, flush=True)
 
 
-def _descriptors(cfg: dict) -> list[Descriptor]:
-    out = []
-    for d in cfg["descriptors"]:
-        if isinstance(d, str):
-            if d not in DESCRIPTORS:
-                raise SearchError(f"map_elites: descriptors: unknown {d!r}; built in: "
-                                  f"{', '.join(DESCRIPTORS)}, or a Descriptor(name, fn, low, "
-                                  f"high, bins)")
-            d = DESCRIPTORS[d]
-            if d.name == "length":
-                d = d._replace(high=cfg["max_length"])
-        elif isinstance(d, tuple) and len(d) == 5 and callable(d[1]):
-            d = Descriptor(*d)
-            check_int("map_elites: descriptor bins", d.bins, 1)
-        else:
-            raise SearchError(f"map_elites: descriptors: {d!r} is neither a built-in name nor "
-                              f"a Descriptor(name, fn, low, high, bins)")
-        if cfg.get("bins") is not None:
-            d = d._replace(bins=check_int("bins", cfg["bins"], 1))
-        out.append(d)
-    if not out:
-        raise SearchError("map_elites: descriptors= is empty")
-    return out
-
-
-def _config(where: str, **given: Any) -> dict:
+def check_config(where: str, **given: Any) -> dict:
     cfg = dict(_DEFAULTS)
     unknown = set(given) - set(cfg)
     if unknown:
         raise SearchError(f"{where}: unknown option(s) {sorted(unknown)}")
     cfg.update({k: v for k, v in given.items()})
-    cfg["population"] = check_int("population", cfg["population"], 2)
+    # map_elites takes the population size as batch=
+    cfg["population"] = check_int("batch" if where == "map_elites" else "population",
+                                  cfg["population"], 2)
     cfg["generations"] = check_int("generations", cfg["generations"], 0)
     cfg["tournament"] = check_int("tournament", cfg["tournament"], 1)
     cfg["elitism"] = (max(1, cfg["population"] // 100) if cfg["elitism"] is None
@@ -523,6 +452,8 @@ def _config(where: str, **given: Any) -> dict:
     if not (isinstance(il, (tuple, list)) and len(il) == 2):
         raise SearchError(f"init_length={il!r}: give a (low, high) pair of gene counts")
     cfg["init_length"] = (check_int("init_length", il[0], 1), check_int("init_length", il[1], 1))
+    if cfg["init_length"][0] > cfg["init_length"][1]:
+        raise SearchError(f"init_length={il!r}: give (low, high) with low <= high")
     # default: a few per generation on a CPU (each fit costs steps x trials evaluations), more
     # with the large populations a GPU scores
     cfg["fit_top"] = (max(2, min(64, cfg["population"] // 128)) if cfg["fit_top"] is None
@@ -535,8 +466,13 @@ def _config(where: str, **given: Any) -> dict:
         cfg["time_limit"] = _check_float("time_limit", cfg["time_limit"], 0.0)
     if cfg["restart"] is not None:
         cfg["restart"] = check_int("restart", cfg["restart"], 1)
+    if cfg["bins"] is not None:
+        cfg["bins"] = check_int("bins", cfg["bins"], 1)
     if isinstance(cfg["descriptors"], str):
         cfg["descriptors"] = (cfg["descriptors"],)
+    if not isinstance(cfg["descriptors"], (tuple, list)):
+        raise SearchError(f"descriptors={cfg['descriptors']!r}: give a sequence of descriptor "
+                          f"names or Descriptor tuples")
     cfg["descriptors"] = tuple(cfg["descriptors"])
     return cfg
 
@@ -551,16 +487,18 @@ def _seed(seed: Any) -> int | None:
 
 def _regression_search(kind: str, X: Any, y: Any, ops: Sequence[str], *, names, dtype, constants,
                        loss, device, executor, per_module, seed, **options) -> Search:
-    Xc, yc = check_data(X, y, where=kind)
-    if dtype is None:
-        dtype = "f64" if Xc.dtype == np.float64 else "f32"
-    genes = Genes(ops, Xc.shape[1], names=names, dtype=dtype,
-                  **({} if constants is None else {"constants": constants}))
-    if genes.dtype == "f32" and Xc.dtype == np.float64:
-        Xc, yc = Xc.astype(np.float32), yc.astype(np.float32)
-    elif genes.dtype == "f64":
-        Xc, yc = Xc.astype(np.float64), yc.astype(np.float64)
-    cfg = _config(kind, **options)
+    # the dtype follows X (y is cast to it), or dtype= when given
+    Xc, yc = check_data(X, y, where=kind, dtype=dtype)
+    data_dtype = "f64" if Xc.dtype == np.float64 else "f32"
+    try:
+        genes = Genes(ops, Xc.shape[1], names=names, dtype=data_dtype,
+                      **({} if constants is None else {"constants": constants}))
+    except SearchError as e:
+        if dtype is None and data_dtype == "f64" and "no f64 form" in str(e):
+            raise SearchError(f"{kind}: {e}; X is float64, so the search runs in f64: pass X "
+                              f"as float32 (or dtype='f32') to use that op") from None
+        raise
+    cfg = check_config(kind, **options)
     ev = Evaluator(Xc, yc, loss=loss, names=genes.names, device=device, executor=executor,
                    per_module=per_module, where=kind)
     return Search(kind, genes, cfg, _seed(seed), evaluator=ev)
@@ -602,6 +540,73 @@ def regress(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div"), *
     return s.run(s.cfg["generations"], progress)
 
 
+def site_genes(template: Any, site: Any, select: str, ops: Sequence[str],
+                constants: Sequence[float] | None) -> tuple[str, Any, Genes]:
+    sites = getattr(template, "sites", None)
+    if sites is None:
+        raise SearchError(f"evolve: template={template!r} has no sites (give an nx.CudaTemplate "
+                          f"or a kernel with injection sites)")
+    name = site if isinstance(site, str) else getattr(site, "name", None)
+    if not isinstance(name, str) or name not in sites:
+        raise SearchError(f"evolve: site={site!r}: the template's sites are "
+                          f"{', '.join(sites) or 'none'}")
+    s = sites[name]
+    ins = [v for v in s.inputs if v.name != select]
+    if select not in [v.name for v in s.inputs]:
+        raise SearchError(f"evolve: select={select!r}: site {name!r} has no such input (it picks "
+                          f"the candidate in a packed module; give PTX_IN(U32, {select}))")
+    types = {v.dtype for v in ins}
+    if not ins or len(types) != 1 or not types <= {"f32", "f64"}:
+        raise SearchError(f"evolve: site {name!r}: programs need at least one input and inputs "
+                          f"of one float type (f32 or f64), got "
+                          f"{', '.join(f'{v.name}: {v.dtype}' for v in ins) or 'none'}")
+    genes = Genes(ops, names=[v.name for v in ins], dtype=types.pop(),
+                  **({} if constants is None else {"constants": constants}))
+    genes.check_site(s, "evolve")          # one output, of the inputs' type
+    return name, s, genes
+
+
+def evolve(template: Any, site: Any, fitness: Callable[[list], Sequence[float]], *,
+           ops: Sequence[str] = ("add", "sub", "mul", "div"), select: str = "cand",
+           population: int = 256, generations: int = 20, seed: int | None = None,
+           constants: Sequence[float] | None = None, tournament: int = 5,
+           elitism: int | None = None, parsimony: float = 0.0, crossover: float = 0.5,
+           mutation: float = 0.9, max_length: int = 64, init_length: tuple = (2, 12),
+           target: float | None = None, time_limit: float | None = None,
+           restart: int | None = None, executor: Executor | None = None,
+           per_module: int | None = None,
+           progress: bool | Callable[[Generation], Any] = False) -> Result:
+    """Evolve programs for ``site`` of any ``template`` (``nx.CudaTemplate`` or a numba kernel).
+
+    The site needs a u32 input ``select`` (the candidate index of a packed module), float
+    inputs of one type (f32 or f64; in or mod variables) the programs read, and exactly one
+    out/mod variable, of that type, for the result (else a SearchError). Each generation the
+    new programs (deduplicated) are packed and built (``template.pack_many``, on ``executor``),
+    and ``fitness(packs)`` returns one score per candidate in order (lower is better; NaN
+    counts as +inf)::
+
+        def fitness(packs):
+            scores = []
+            for p in packs:          # launch p[(grid, len(p)), block](...) on a GPU, read back
+                ...
+            return scores
+        result = search.evolve(tmpl, "f", fitness, ops=["add", "mul"], population=128)
+    """
+    if not callable(fitness):
+        raise SearchError(f"evolve: fitness={fitness!r} is not callable (it takes the built packs "
+                          f"and returns one score per candidate)")
+    name, s, genes = site_genes(template, site, select, ops, constants)
+    cfg = check_config("evolve", population=population, generations=generations, tournament=tournament,
+                  elitism=elitism, parsimony=parsimony, crossover=crossover, mutation=mutation,
+                  max_length=max_length, init_length=init_length, fit_top=0, target=target,
+                  time_limit=time_limit, restart=restart)
+    user = {"template": template, "site": name, "site_obj": s, "select": select,
+            "fitness": fitness, "per_module": check_per_module(per_module, "evolve"),
+            "executor": check_executor(executor, "evolve")}
+    search = Search("evolve", genes, cfg, _seed(seed), user=user)
+    return search.run(cfg["generations"], progress)
+
+
 def map_elites(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div"), *,
                descriptors: Sequence[Any] = ("length", "op_mix"), bins: int | None = None,
                batch: int = 500, generations: int = 100, seed: int | None = None,
@@ -631,65 +636,3 @@ def map_elites(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div")
                            bins=bins, elitism=0)
     return s.run(s.cfg["generations"], progress)
 
-
-def site_genes(template: Any, site: Any, select: str, ops: Sequence[str],
-                constants: Sequence[float] | None) -> tuple[str, Any, Genes]:
-    sites = getattr(template, "sites", None)
-    if sites is None:
-        raise SearchError(f"evolve: template={template!r} has no sites (give an nx.CudaTemplate "
-                          f"or a kernel with injection sites)")
-    name = site if isinstance(site, str) else getattr(site, "name", None)
-    if not isinstance(name, str) or name not in sites:
-        raise SearchError(f"evolve: site={site!r}: the template's sites are "
-                          f"{', '.join(sites) or 'none'}")
-    s = sites[name]
-    ins = [v for v in s.inputs if v.name != select]
-    if select not in [v.name for v in s.inputs]:
-        raise SearchError(f"evolve: select={select!r}: site {name!r} has no such input (it picks "
-                          f"the candidate in a packed module; give PTX_IN(U32, {select}))")
-    types = {v.dtype for v in ins}
-    if not ins or len(types) != 1 or not types <= {"f32", "f64"}:
-        raise SearchError(f"evolve: site {name!r}: programs need at least one input and inputs "
-                          f"of one float type (f32 or f64), got "
-                          f"{', '.join(f'{v.name}: {v.dtype}' for v in ins) or 'none'}")
-    genes = Genes(ops, names=[v.name for v in ins], dtype=types.pop(),
-                  **({} if constants is None else {"constants": constants}))
-    return name, s, genes
-
-
-def evolve(template: Any, site: Any, fitness: Callable[[list], Sequence[float]], *,
-           ops: Sequence[str] = ("add", "sub", "mul", "div"), select: str = "cand",
-           population: int = 256, generations: int = 20, seed: int | None = None,
-           constants: Sequence[float] | None = None, tournament: int = 5,
-           elitism: int | None = None, parsimony: float = 0.0, crossover: float = 0.5,
-           mutation: float = 0.9, max_length: int = 64, init_length: tuple = (2, 12),
-           target: float | None = None, time_limit: float | None = None,
-           restart: int | None = None, executor: Executor | None = None,
-           per_module: int | None = None,
-           progress: bool | Callable[[Generation], Any] = False) -> Result:
-    """Evolve programs for ``site`` of any ``template`` (``nx.CudaTemplate`` or a numba kernel).
-
-    The site needs a u32 input ``select`` (the candidate index of a packed module) and float
-    inputs the programs read. Each generation the new programs (deduplicated) are packed and
-    built (``template.pack_many``, on ``executor``), and ``fitness(packs)`` returns one score per
-    candidate in order (lower is better; NaN counts as +inf)::
-
-        def fitness(packs):
-            scores = []
-            for p in packs:          # launch p[(grid, len(p)), block](...) on a GPU, read back
-                ...
-            return scores
-        result = search.evolve(tmpl, "f", fitness, ops=["add", "mul"], population=128)
-    """
-    if not callable(fitness):
-        raise SearchError(f"evolve: fitness={fitness!r} is not callable (it takes the built packs "
-                          f"and returns one score per candidate)")
-    name, s, genes = site_genes(template, site, select, ops, constants)
-    cfg = _config("evolve", population=population, generations=generations, tournament=tournament,
-                  elitism=elitism, parsimony=parsimony, crossover=crossover, mutation=mutation,
-                  max_length=max_length, init_length=init_length, fit_top=0, target=target,
-                  time_limit=time_limit, restart=restart)
-    user = {"template": template, "site": name, "site_obj": s, "select": select,
-            "fitness": fitness, "per_module": per_module, "executor": executor}
-    search = Search("evolve", genes, cfg, _seed(seed), user=user)
-    return search.run(cfg["generations"], progress)

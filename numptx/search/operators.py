@@ -159,7 +159,7 @@ def perturb_constants(prog: Sequence[Op], genes: Genes, rng: np.random.Generator
         value, dtype = _const_value(out[i])
         noise = float(rng.normal(0.0, scale))
         new = value * (1.0 + noise) if rng.random() < 0.5 else value + noise
-        new = _round(new, dtype)
+        new = _round(new, dtype) + 0.0          # never a negative zero (0 * (1 + noise))
         if math.isfinite(new):                # a perturbation never makes an infinity
             out[i] = sp.const(new, dtype)
     return out

@@ -8,15 +8,18 @@ file back into a running :class:`~numptx.search.loop.Search`)::
 """
 from __future__ import annotations
 
+import base64
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from typing import Any
 
-from .checkpoint import CheckpointError, decode_array, programs_from, read
+from .checkpoint import CheckpointError, decode_array, decode_program, programs_from, read
 from .evaluate import Evaluator
 from .genes import Genes, SearchError
-from .loop import Candidate, Generation, Result, Search, check_int, site_genes
+from .loop import Candidate, Generation, Result, Search, check_config, check_int, site_genes
+
+_KINDS = ("regress", "map_elites", "evolve")
 
 __all__ = ["resume", "restore"]
 
@@ -47,6 +50,10 @@ def restore(path: str | os.PathLike, *, device: str = "auto", executor: Any = No
     spath = os.fspath(path)
     st = read(spath)
     try:
+        kind = st["kind"]
+        if kind not in _KINDS:
+            raise CheckpointError(f"checkpoint {spath!r}: field kind={kind!r}: not one of "
+                                  f"{', '.join(_KINDS)}", path=spath)
         genes = Genes.from_dict(st["genes"])
         cfg = dict(st["config"])
         cfg.pop("user_descriptors", None)
@@ -57,7 +64,11 @@ def restore(path: str | os.PathLike, *, device: str = "auto", executor: Any = No
                               f"{st['config']['user_descriptors']}; pass descriptors= again")
         cfg = {k: (tuple(v) if k in ("init_length", "descriptors") else v)
                for k, v in cfg.items()}
-        kind = st["kind"]
+        try:                   # the same checks as the API's (a hand-edited file, say)
+            cfg = check_config(kind, **cfg)
+        except SearchError as e:
+            raise CheckpointError(f"checkpoint {spath!r}: field config: {e}", path=spath) \
+                from None
         if kind == "evolve":
             if template is None or fitness is None:
                 raise SearchError(f"resume: checkpoint {spath!r} is an evolve() run: pass "
@@ -83,6 +94,11 @@ def restore(path: str | os.PathLike, *, device: str = "auto", executor: Any = No
             progs = programs_from([r[0] for r in rows], spath)
             return [Candidate(p, float(r[1]), genes, bool(r[2])) for p, r in zip(progs, rows)]
         search.population = cands(st["population"])
+        if kind != "map_elites" and st["history"] and \
+                len(search.population) != cfg["population"]:
+            raise CheckpointError(f"checkpoint {spath!r}: field population holds "
+                                  f"{len(search.population)} candidates; the run's population "
+                                  f"is {cfg['population']}", path=spath)
         search.archive = {tuple(r[0]): c for r, c in
                           zip(st["archive"], cands([r[1:] for r in st["archive"]]))}
         search.best = cands([st["best"]])[0] if st["best"] else None
@@ -90,6 +106,7 @@ def restore(path: str | os.PathLike, *, device: str = "auto", executor: Any = No
         search.evaluated, search.children_made = st["evaluated"], st["children_made"]
         search.seconds = st["seconds"]
         search.improved_at, search.restarts = st["improved_at"], st["restarts"]
+        _restore_memo(search, st, spath)
     except CheckpointError:
         raise
     except SearchError as e:
@@ -100,3 +117,23 @@ def restore(path: str | os.PathLike, *, device: str = "auto", executor: Any = No
         raise CheckpointError(f"checkpoint {spath!r}: missing or malformed field "
                               f"({type(e).__name__}: {e})", path=spath) from None
     return search
+
+
+def _restore_memo(search: Search, st: dict, spath: str) -> None:
+    """The score cache and the constant-fit memo (older checkpoints: none, and a resumed run
+    may then score some programs again)."""
+    c = st.get("cache")
+    if c is not None:
+        raw = base64.b64decode(c["keys"], validate=True)
+        losses = decode_array(c["losses"])
+        if len(raw) != 16 * len(losses):
+            raise CheckpointError(f"checkpoint {spath!r}: field cache: {len(raw)} key bytes for "
+                                  f"{len(losses)} losses", path=spath)
+        search.cache = {raw[16 * i:16 * i + 16]: float(v) for i, v in enumerate(losses)}
+    for k, prog, loss in st.get("fits", ()):
+        try:
+            p = decode_program(prog)
+        except Exception as e:  # noqa: BLE001 - any decoding fault names the file
+            raise CheckpointError(f"checkpoint {spath!r}: field fits: a program does not load "
+                                  f"({e})", path=spath) from None
+        search.fits[base64.b64decode(k, validate=True)] = (p, float(loss))

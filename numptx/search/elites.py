@@ -1,0 +1,135 @@
+"""MAP-Elites (:func:`numptx.search.loop.map_elites`): an archive keeps the best program of each cell of a
+behaviour grid (:class:`Descriptor` axes; built in: :data:`DESCRIPTORS`)::
+
+    from numptx import search
+    r = search.map_elites(X, y, ["add", "mul", "sin"], descriptors=("length", "op_mix"),
+                          batch=500, generations=50, seed=0)
+    r.archive            # cell index tuple -> Candidate
+
+The generation step (:func:`step`) runs inside :class:`numptx.search.loop.Search`.
+"""
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from ..instructions import TABLE
+from .genes import Genes, SearchError, check_int
+
+__all__ = ["Descriptor", "DESCRIPTORS", "descriptors", "cell", "step"]
+
+_LINEAR = {"add", "sub", "mul", "neg", "abs", "max", "min", "fma", "mov"}
+
+
+class Descriptor(NamedTuple):
+    """A MAP-Elites behaviour axis: ``fn(program, genes) -> float`` binned into ``bins`` equal
+    cells over ``[low, high]`` (values outside go to the end cells)."""
+    name: str
+    fn: Callable[[list, Genes], float]
+    low: float
+    high: float
+    bins: int
+
+
+def _length(prog: list, genes: Genes) -> float:
+    return float(len(prog))
+
+
+def _op_mix(prog: list, genes: Genes) -> float:
+    """The share of instructions that are not linear (exp, log, sin, div, ...)."""
+    names = [TABLE[op.word >> 16].name for op in prog if op.kind == "instr"]
+    if not names:
+        return 0.0
+    return sum(n.split(".")[0] not in _LINEAR for n in names) / len(names)
+
+
+def _input_share(prog: list, genes: Genes) -> float:
+    return sum(op.kind == "input" for op in prog) / max(1, len(prog))
+
+
+#: built-in descriptors by name (``length`` takes its range from ``max_length``)
+DESCRIPTORS = {"length": Descriptor("length", _length, 0, 64, 8),
+               "op_mix": Descriptor("op_mix", _op_mix, 0.0, 1.0, 5),
+               "inputs": Descriptor("inputs", _input_share, 0.0, 1.0, 5)}
+
+
+
+def descriptors(cfg: dict) -> list[Descriptor]:
+    out = []
+    for d in cfg["descriptors"]:
+        if isinstance(d, str):
+            if d not in DESCRIPTORS:
+                raise SearchError(f"map_elites: descriptors: unknown {d!r}; built in: "
+                                  f"{', '.join(DESCRIPTORS)}, or a Descriptor(name, fn, low, "
+                                  f"high, bins)")
+            d = DESCRIPTORS[d]
+            if d.name == "length":
+                d = d._replace(high=cfg["max_length"])
+        elif isinstance(d, tuple) and len(d) == 5 and callable(d[1]):
+            d = Descriptor(*d)
+            check_int("map_elites: descriptor bins", d.bins, 1)
+        else:
+            raise SearchError(f"map_elites: descriptors: {d!r} is neither a built-in name nor "
+                              f"a Descriptor(name, fn, low, high, bins)")
+        if cfg.get("bins") is not None:
+            d = d._replace(bins=check_int("bins", cfg["bins"], 1))
+        out.append(d)
+    if not out:
+        raise SearchError("map_elites: descriptors= is empty")
+    return out
+
+
+def cell(s: Any, prog: list) -> tuple:
+    """The archive cell of ``prog`` (one bin index per descriptor of the search ``s``)."""
+    out = []
+    for d in s.descriptors:
+        got = d.fn(prog, s.genes)
+        if isinstance(got, np.ndarray) and got.ndim == 0:
+            got = got[()]
+        if isinstance(got, (bool, np.bool_)) or not isinstance(got, (int, float, np.number)) \
+                or isinstance(got, np.complexfloating):
+            raise SearchError(f"map_elites: descriptor {d.name!r} returned {got!r} "
+                              f"({type(got).__name__}); it must return a number")
+        v = float(got)
+        frac = 0.0 if d.high <= d.low else (v - d.low) / (d.high - d.low)
+        out.append(int(min(d.bins - 1, max(0, math.floor(frac * d.bins))))
+                   if math.isfinite(frac) else 0)
+    return tuple(out)
+
+
+def step(s: Any) -> list:
+    """One MAP-Elites generation of the search ``s`` (:class:`numptx.search.loop.Search`):
+    ``batch`` children of uniformly drawn elites (the first generation, or while the archive
+    is empty: random programs), scored, fitted and filed. Returns the generation's candidates
+    (the archive holds only finite ones; when none is finite the archive stays empty and the
+    next generation starts from random programs again)."""
+    cfg = s.cfg
+    if not s.archive:
+        cands = s.init_population()
+    else:
+        t0 = time.perf_counter()
+        elites = list(s.archive.values())
+        idx = s.rng.integers(0, len(elites), size=(cfg["population"], 2))
+        s.timings["select"] += time.perf_counter() - t0
+        t0 = time.perf_counter()
+        progs = s.make_children([elites[i].program for i in idx[:, 0]],
+                                [elites[i].program for i in idx[:, 1]])
+        s.timings["generate"] += time.perf_counter() - t0
+        losses = s.evaluate_programs(progs)
+        cands = [s.candidate(p, float(v)) for p, v in zip(progs, losses)]
+    s.fit_constants_of(cands)
+    t0 = time.perf_counter()
+    pen = s.penalized(cands)
+    for c, f in zip(cands, pen):
+        if not math.isfinite(c.loss):
+            continue
+        at = cell(s, c.program)
+        old = s.archive.get(at)
+        if old is None or f < s.penalized([old])[0]:
+            s.archive[at] = c
+    s.timings["select"] += time.perf_counter() - t0
+    return cands
