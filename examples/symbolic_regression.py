@@ -21,7 +21,7 @@ import time
 import numpy as np
 
 from numptx import search
-from numptx.jit.fitness import _gpu
+from numptx.jit.fitness import gpu_available
 
 OPS = ["add", "sub", "mul", "div", "exp", "log", "sin", "cos"]
 
@@ -82,7 +82,7 @@ def main() -> None:
     ap.add_argument("--full", action="store_true", help="full sizes (default on a GPU)")
     ap.add_argument("--out", default=None, help="folder for the PNGs (default: a temp dir)")
     args, _ = ap.parse_known_args()
-    gpu = _gpu()
+    gpu = gpu_available()
     full = args.full or gpu
     n, population, generations = (20000, 4096, 60) if full else (300, 300, 40)
     out = args.out or os.path.join(tempfile.gettempdir(), "numptx_symbolic_regression")
