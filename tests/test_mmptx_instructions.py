@@ -21,6 +21,7 @@ from numptx import stack_ptx as sp
 from numptx.dsl.emulator import EmulationError, emulate
 from numptx.errors import NumptxError
 from numptx.instructions import NP_DTYPE, TABLE, parse_type_spec
+from test_instructions import site_for
 
 
 def _new_names() -> list[str]:
@@ -268,39 +269,8 @@ def test_derived_special_registers():
 
 
 # ================================================================================ assembly
-C_TYPE = {"f16": "unsigned short", "bf16": "unsigned short", "b16": "unsigned short",
-          "f16x2": "unsigned int", "bf16x2": "unsigned int", "b32": "unsigned int",
-          "u32": "unsigned int", "s32": "int", "f32": "float", "f64": "double",
-          "s64": "long long", "u64": "unsigned long long", "b64": "unsigned long long",
-          "pred": "unsigned int"}
-
-
-def _site(idx: int, ins: I.Instr) -> tuple[str, str]:
-    """CUDA text of one site exercising ``ins`` (predicates pass through setp/selp) and its stub."""
-    ops, pre, post, decl, slots = [], [], [], [], []
-    k = 0
-    for role, specs in (("o", ins.results), ("i", ins.operands)):
-        for j, spec in enumerate(specs):
-            t, w = parse_type_spec(spec)
-            regs = []
-            for c in range(w):
-                v = f"{role}{j}_{c}"
-                lv = f"*({C_TYPE[t]}*)&buf[{idx * 16 + k}]"
-                k += 1
-                kind = "OUT" if role == "o" else "IN"
-                ops.append(f"PTX_{kind}({'U32' if t == 'pred' else t.upper()}, {v}, {lv})")
-                if t == "pred":
-                    decl.append(f".reg .pred %p{v};")
-                    if role == "i":
-                        pre.append(f"setp.ne.u32 %p{v}, %v_{v}, 0;")
-                    else:
-                        post.append(f"selp.u32 %v_{v}, 1, 0, %p{v};")
-                    regs.append(f"%p{v}")
-                else:
-                    regs.append(f"%v_{v}")
-            slots.append(regs if w > 1 else regs[0])
-    cuda = f'    {{ PTX_INJECT("s{idx}", {", ".join(ops)}); }}'
-    return cuda, "\n".join(["{", *decl, *pre, ins.render(*slots), *post, "}"])
+# one site per row, as tests/test_instructions.py builds them for the whole table
+_site = site_for
 
 
 @pytest.mark.parametrize("arch", ["sm_90", "sm_80"])
