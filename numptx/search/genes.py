@@ -164,11 +164,12 @@ class Genes:
         self.inputs: dict[str, str] = {n: self.dtype for n in self.names}
         self.outputs: dict[str, str] = {"y": self.dtype}
         self._words = {name: self._expand(name) for name in self.ops}
-        # multi-op genes by their first op: what tokens() matches (longest first)
-        self._macros: dict[Op, list[tuple[Op, ...]]] = {}
+        # multi-op genes by their first op's encoded bytes (hashing bytes is far cheaper than
+        # an Op): what tokens() matches, longest first, as (length, all the ops' bytes)
+        self._macros: dict[bytes, list[tuple[int, bytes]]] = {}
         for w in sorted(set(self._words.values()), key=len, reverse=True):
-            if len(w) > 1:
-                self._macros.setdefault(w[0], []).append(w)
+            if len(w) > 1 and all(op.raw for op in w):
+                self._macros.setdefault(w[0].raw, []).append((len(w), b"".join(op.raw for op in w)))
 
     # ---- validation
     @staticmethod
@@ -292,10 +293,12 @@ class Genes:
         macros, bounds, i, n = self._macros, [0], 0, len(prog)
         while i < n:
             step = 1
-            for w in macros.get(prog[i], ()):
-                if tuple(prog[i:i + len(w)]) == w:
-                    step = len(w)
-                    break
+            found = macros.get(prog[i].raw)
+            if found:
+                for length, raw in found:
+                    if b"".join([op.raw for op in prog[i:i + length]]) == raw:
+                        step = length
+                        break
             i += step
             bounds.append(i)
         return bounds
