@@ -340,6 +340,19 @@ def test_an_executor_gives_the_same_run():
     assert _words(spread.best.program) == _words(plain.best.program)
 
 
+def test_a_dask_executor_gives_the_same_run():
+    """The documented Dask form: client.get_executor() spreads the emulator's chunks."""
+    distributed = pytest.importorskip("distributed")
+    X, y = _data()
+    kw = dict(population=300, generations=2, seed=5, device="cpu", fit_top=1, fit_steps=2)
+    plain = search.regress(X, y, OPS, **kw)
+    with distributed.Client(processes=False, n_workers=1, threads_per_worker=2,
+                            dashboard_address=None) as client:
+        spread = search.regress(X, y, OPS, executor=client.get_executor(), **kw)
+    assert _rows(spread.history) == _rows(plain.history)
+    assert _words(spread.best.program) == _words(plain.best.program)
+
+
 def test_restart_reseeds_a_stalled_population(tmp_path):
     r = _small(generations=8, restart=2, target=0.0)
     assert r._search.restarts >= 1
