@@ -14,6 +14,7 @@
     python benchmarks/bench_search.py                       # CPU throughput, small Pagie-1
     python benchmarks/bench_search.py --gpu --points 20000 --population 4096 --generations 20
     python benchmarks/bench_search.py --nguyen --problems 1 2 3 4 --seeds 0 1 2 --time-cap 60
+    python benchmarks/bench_search.py --stages                # where a GPU generation's time goes
 
 Prints markdown tables. Targets (issue 15): >= 20,000 candidates/s end to end for Pagie-1 with
 20,000 points on a 16-core GPU machine; Nguyen-1..4 solved in under 60 s each for most seeds on
@@ -119,6 +120,45 @@ def solve(args) -> None:
         print(f"| {name} | {len(times)}/{n} | {med_t} | {med_g} | {worst} | {bad} |", flush=True)
 
 
+def stages(args) -> None:
+    """Per-candidate costs of the steps a GPU generation takes, without a GPU: making a child
+    (selection aside: crossover and mutation), its canonical key, its stub, and assembling
+    packed modules of the fitness kernel (nvJitLink, the GPU path's build)."""
+    from numptx import stack_ptx as sp
+    from numptx.jit.fitness import fitness_template
+    from numptx.search import operators as O
+    from numptx.search.formula import canonical_keys
+    from numptx.search.genes import Genes
+    g, rng, n = Genes(args.ops, 2), np.random.default_rng(0), args.population
+    pop = [O.random_program(g, rng, (2, 12)) for _ in range(n)]
+    t = time.perf_counter()
+    kids = []
+    for _ in range(n):
+        a, b = pop[int(rng.integers(n))], pop[int(rng.integers(n))]
+        c = O.crossover(a, b, rng, genes=g, max_length=64)
+        kids.append(O.mutate(c, g, rng, max_length=64) if rng.random() < 0.5 else c)
+    t_gen = time.perf_counter() - t
+    t = time.perf_counter()
+    canonical_keys(kids, g)
+    t_key = time.perf_counter() - t
+    tmpl = fitness_template(2, None, "f32", "mse", "sm_90")
+    t = time.perf_counter()
+    stubs = sp.compile_many(kids, site=tmpl.sites["f"])
+    t_stub = time.perf_counter() - t
+    t = time.perf_counter()
+    packs = tmpl.pack_many("f", list(stubs), select="cand", per_module=256)
+    for p in packs:
+        p._require()
+    t_build = time.perf_counter() - t
+    import os
+    cores = len(os.sched_getaffinity(0))
+    print(f"| step | per candidate ({n} candidates, {cores} cores) |\n|---|---|")
+    for name, sec in (("make a child", t_gen), ("canonical key", t_key), ("stub", t_stub),
+                      ("assemble packed modules (wall)", t_build)):
+        print(f"| {name} | {sec / n * 1e6:.1f} us |")
+    print(f"| assemble, core time | {t_build * cores / n * 1e3:.2f} ms |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--gpu", action="store_true", help="evaluate on the GPU")
@@ -141,10 +181,15 @@ def main() -> None:
     ap.add_argument("--progress", action="store_true")
     ap.add_argument("--no-warmup", dest="warmup", action="store_false")
     ap.add_argument("-v", "--verbose", action="store_true")
+    ap.add_argument("--stages", action="store_true",
+                    help="per-candidate cost of each step of a GPU generation (no GPU needed)")
     args = ap.parse_args()
     args.points = args.points or (20000 if args.gpu else 400)
     args.restart = args.restart or None
-    if args.nguyen:
+    if args.stages:
+        args.population = args.population or 1024
+        stages(args)
+    elif args.nguyen:
         args.population = args.population or (4096 if args.gpu else 500)
         solve(args)
     else:
