@@ -46,7 +46,12 @@ def _check_rng(rng) -> np.random.Generator:
     return rng
 
 
+_ONLY_OPS = {Op}
+
+
 def _check_prog(prog, arg: str = "prog") -> list[Op]:
+    if prog.__class__ is list and set(map(type, prog)) <= _ONLY_OPS:
+        return prog[:]                    # the common case, checked in C: a list of ops
     if isinstance(prog, (str, bytes)) or not isinstance(prog, Sequence):
         raise SearchError(f"{arg}={prog!r}: a program is a list of Stack PTX ops")
     out = list(prog)
@@ -93,36 +98,39 @@ def random_program(genes: Genes, rng: np.random.Generator,
     return prog
 
 
-def point_mutation(prog: Sequence[Op], genes: Genes, rng: np.random.Generator) -> list[Op]:
-    """Replace one op by a random gene (an empty program gets one gene)."""
+def point_mutation(prog: Sequence[Op], genes: Genes, rng: np.random.Generator, *,
+                   _tokens: list[int] | None = None) -> list[Op]:
+    """Replace one gene by a random gene (an empty program gets one gene)."""
     prog = _check_prog(prog)
     _check_genes(genes)
     _check_rng(rng)
     if not prog:
         return genes.random_gene(rng)
-    b = genes.tokens(prog)
+    b = _tokens or genes.tokens(prog)
     t = int(rng.integers(len(b) - 1))
     return prog[:b[t]] + genes.random_gene(rng) + prog[b[t + 1]:]
 
 
-def insertion(prog: Sequence[Op], genes: Genes, rng: np.random.Generator) -> list[Op]:
-    """Insert a random gene at a random position (the end included)."""
+def insertion(prog: Sequence[Op], genes: Genes, rng: np.random.Generator, *,
+              _tokens: list[int] | None = None) -> list[Op]:
+    """Insert a random gene at a random gene boundary (the end included)."""
     prog = _check_prog(prog)
     _check_genes(genes)
     _check_rng(rng)
-    b = genes.tokens(prog)
+    b = _tokens or genes.tokens(prog)
     i = b[int(rng.integers(len(b)))]
     return prog[:i] + genes.random_gene(rng) + prog[i:]
 
 
-def deletion(prog: Sequence[Op], genes: Genes, rng: np.random.Generator) -> list[Op]:
+def deletion(prog: Sequence[Op], genes: Genes, rng: np.random.Generator, *,
+             _tokens: list[int] | None = None) -> list[Op]:
     """Delete one gene, or (a quarter of the time) a run of up to 4 genes; [] stays []."""
     prog = _check_prog(prog)
     _check_genes(genes)
     _check_rng(rng)
     if not prog:
         return []
-    b = genes.tokens(prog)
+    b = _tokens or genes.tokens(prog)
     count = len(b) - 1
     n = 1 if rng.random() < 0.75 else int(rng.integers(1, min(4, count) + 1))
     t = int(rng.integers(count - n + 1))
@@ -140,7 +148,7 @@ def _const_value(op: Op) -> tuple[float, str] | None:
 
 
 def perturb_constants(prog: Sequence[Op], genes: Genes, rng: np.random.Generator,
-                      scale: float = 0.1) -> list[Op]:
+                      scale: float = 0.1, *, _tokens: list[int] | None = None) -> list[Op]:
     """Add noise to the float constants: each one (or, if none is picked, one at random) is
     multiplied by ``1 + scale * N(0, 1)`` or, half the time, gets ``scale * N(0, 1)`` added
     (additive noise moves a zero). A program without constants is returned unchanged."""
@@ -149,7 +157,7 @@ def perturb_constants(prog: Sequence[Op], genes: Genes, rng: np.random.Generator
     _check_rng(rng)
     if not isinstance(scale, (int, float, np.floating)) or not math.isfinite(scale) or scale < 0:
         raise SearchError(f"scale={scale!r}: give a finite non-negative float")
-    b = genes.tokens(prog)          # a constant inside a gene (exp's log2 e) is the gene's
+    b = _tokens or genes.tokens(prog)   # a constant inside a gene (exp's log2 e) is the gene's
     where = [i for i, j in zip(b, b[1:]) if j == i + 1 and _const_value(prog[i]) is not None]
     if not where:
         return prog
@@ -208,7 +216,7 @@ def mutate(prog: Sequence[Op], genes: Genes, rng: np.random.Generator, *,
     if any(j == i + 1 and _const_value(prog[i]) is not None for i, j in zip(b, b[1:])):
         choices.append(perturb_constants)
     op = choices[int(rng.integers(len(choices)))]
-    return _cap(op(prog, genes, rng), max_length)
+    return _cap(op(prog, genes, rng, _tokens=b), max_length)      # the boundaries found once
 
 
 def constants_of(prog: Sequence[Op]) -> np.ndarray:
