@@ -123,13 +123,7 @@ def _mma_m16n8k4_tf32(a, b, c):
     layout (PTX ISA, "Matrix Fragments for mma.m16n8k4", .tf32), g = lane >> 2, t = lane % 4:
     A (16x4): a0 (g, t), a1 (g+8, t); B (4x8): b0 (t, g); C, D (16x8): c0 (g, 2t),
     c1 (g, 2t+1), c2 (g+8, 2t), c3 (g+8, 2t+1)."""
-    n = np.asarray(a[0]).size
-    if n % 32:
-        raise ValueError(f"mma.sync is a warp-level instruction: the emulated arrays must hold "
-                         f"whole warps of 32 lanes (got {n} elements)")
-    w = n // 32
-    lane = np.arange(32)
-    g, t = lane >> 2, lane & 3
+    w, g, t = S.mma_lanes(a[0])
 
     def tf(x):
         return S.tf32(np.asarray(x).ravel()).astype(_F64).reshape(w, 32)

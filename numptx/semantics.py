@@ -126,6 +126,18 @@ def tf32(bits):
     return (_a(bits).astype(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)
 
 
+def mma_lanes(a0) -> tuple:
+    """(warps, g, t) of an mma.sync fragment array: lane = index % 32, g = lane >> 2 (the
+    groupID of the PTX ISA's fragment layouts), t = lane % 4 (threadID_in_group). A size that
+    is no whole number of warps is an error: mma.sync is a warp-level instruction."""
+    n = np.asarray(a0).size
+    if n % 32:
+        raise ValueError(f"mma.sync is a warp-level instruction: the emulated arrays must hold "
+                         f"whole warps of 32 lanes (got {n} elements)")
+    lane = np.arange(32)
+    return n // 32, lane >> 2, lane & 3
+
+
 def to_float(x, t):
     """Canonical array of float type t ('f16', 'bf16', 'f32', 'f64') -> float64 (exact)."""
     if t == "bf16":
