@@ -12,6 +12,8 @@ import pytest
 import numptx as nx
 from numptx.errors import NumptxError, NumptxWarning, StubNulWarning
 
+from conftest import SPINE_SRC
+
 # mm-ptx's examples/ptx_inject/02_custom_types kernel, as its users write it
 DOG_SRC = r'''#include <ptx_inject.h>
 
@@ -33,15 +35,7 @@ kernel(float* out) {
 }
 '''
 
-SIMPLE = r'''
-extern "C" __global__ void kernel(float* out, const float* a, const float* b, int n) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) {
-        float x = a[i], y = b[i], z;
-        PTX_INJECT("combine", PTX_IN(F32, x), PTX_IN(F32, y), PTX_OUT(F32, z));
-        out[i] = z;
-    }
-}'''
+SIMPLE = SPINE_SRC                 # the conftest's one-site kernel
 
 
 # ================================================================================ the header name

@@ -20,6 +20,8 @@ from numptx.search import operators as O
 from numptx.search.formula import evaluate, formula
 from numptx.search.genes import Genes
 
+from test_search_loop import _EVOLVE_SRC
+
 OPS = ["add", "sub", "mul"]
 
 
@@ -148,16 +150,7 @@ def test_data_that_overflows_f32_is_a_search_error_without_a_warning(what):
 
 
 # ---- 5: restarts with negative losses ---------------------------------------------------------
-_EVOLVE_SRC = r'''
-extern "C" __global__ void fit(float* out, const float* X, int n) {
-    unsigned cand = blockIdx.y;
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) {
-        float t = X[i], p;
-        PTX_INJECT("f", PTX_IN(U32, cand), PTX_IN(F32, t), PTX_OUT(F32, p));
-        out[(size_t)cand * n + i] = p;
-    }
-}'''
+# the evolve() kernel of test_search_loop: one f32 input t, output p, candidate cand
 
 
 @pytest.mark.parametrize("value", [-100.0, 0.0, 100.0])
