@@ -1,13 +1,18 @@
 """Philox4x32-10 (curand's default generator; Random123's ``philox4x32`` with 10 rounds) as a
-Stack PTX routine library, compiled to one stub and checked against Random123's known answers.
+Stack PTX routine library on a stack type of its own, compiled to one stub and checked against
+Random123's known answers.
 
     python examples/philox.py         # the emulator on the CPU; on a GPU the kernel runs too
 
-The state lives in scratch slots (counter words in slots 0-3, key words in 4 and 5) and three
-routines work on it: ROUND (one Philox round), BUMP (the Weyl key increment) and BUMPED_ROUND
-(BUMP then ROUND). The program stores the six site inputs, runs ROUND once and BUMPED_ROUND nine
-times, then loads the counter for the four outputs. Values are u32; PTX's ``xor`` works on bit
-types, so the xors go through the b32 stack (``bitcast.b32.u32`` is a plain ``mov.b32``).
+The generator's state (counter words c0..c3, key words k0, k1) lives on a ``philox`` stack
+(``sp.stack_type``: u32 registers, a stack apart from the u32 one, as mm-ptx's PHILOX stack), so
+its words never mix with other u32 values. The instructions on it are the u32 rows retyped
+(``sp.retype``: same PTX, the philox stack): add, mul.hi, mul.lo and xor (PTX's xor works on
+b32, which takes u32 registers). The site's variables are of the philox type too
+(``PTX_IN(philox, c0)``). Three routines work on the state in scratch slots (counter words in
+slots 0-3, key words in 4 and 5): ROUND (one Philox round), BUMP (the Weyl key increment) and
+BUMPED_ROUND (BUMP then ROUND). The program stores the six inputs, runs ROUND once and
+BUMPED_ROUND nine times, then loads the counter for the four outputs.
 """
 from __future__ import annotations
 
@@ -22,8 +27,23 @@ M0, M1 = 0xD2511F53, 0xCD9E8D57
 W0, W1 = 0x9E3779B9, 0xBB67AE85
 ROUNDS = 10
 
-INPUTS = {"c0": "u32", "c1": "u32", "c2": "u32", "c3": "u32", "k0": "u32", "k1": "u32"}
-OUTPUTS = {"r0": "u32", "r1": "u32", "r2": "u32", "r3": "u32"}
+#: the stack type of the state, and the rows on it (name -> the u32/b32 row it retypes)
+STACK = "philox"
+ROWS = {"add.philox": ("add.u32", "u32"), "mul.hi.philox": ("mul.hi.u32", "u32"),
+        "mul.lo.philox": ("mul.lo.u32", "u32"), "xor.philox": ("xor.b32", "b32")}
+
+
+def define_stack() -> None:
+    """Define the ``philox`` stack type and its rows (once per process; again is a no-op)."""
+    sp.stack_type(STACK, "u32")
+    for name, (row, t) in ROWS.items():
+        if name not in nx.TABLE:
+            sp.retype(row, {t: STACK}, name=name)
+
+
+define_stack()
+INPUTS = {"c0": STACK, "c1": STACK, "c2": STACK, "c3": STACK, "k0": STACK, "k1": STACK}
+OUTPUTS = {"r0": STACK, "r1": STACK, "r2": STACK, "r3": STACK}
 C, K = (0, 1, 2, 3), (4, 5)          # the scratch slots of the counter and key words
 ROUND, BUMP, BUMPED_ROUND = 0, 1, 2  # routine indices
 
@@ -44,14 +64,12 @@ def _u32(value: int, what: str) -> int:
     return int(value)
 
 
-def _xor_u32(*operands: list[sp.Op]) -> list[sp.Op]:
-    """u32 operands (each a list of ops that pushes one u32) -> their xor on the u32 stack."""
+def _xor(*operands: list[sp.Op]) -> list[sp.Op]:
+    """Operands (each a list of ops that pushes one philox word) -> their xor."""
     ops: list[sp.Op] = []
     for i, push in enumerate(operands):
-        ops += push + [sp.instr("bitcast.b32.u32")]
-        if i:
-            ops.append(sp.instr("xor.b32"))
-    return ops + [sp.instr("bitcast.u32.b32")]
+        ops += push + ([sp.instr("xor.philox")] if i else [])
+    return ops
 
 
 def routines(m0: int = M0, m1: int = M1, w0: int = W0, w1: int = W1) -> list[list[sp.Op]]:
@@ -61,19 +79,19 @@ def routines(m0: int = M0, m1: int = M1, w0: int = W0, w1: int = W1) -> list[lis
     w0, w1 = _u32(w0, "the Weyl increment w0"), _u32(w1, "the Weyl increment w1")
 
     def slot(i):
-        return [sp.load("u32", i)]
+        return [sp.load(STACK, i)]
 
-    def mul(half, m, i):          # mul.hi/lo.u32 of counter word i and the multiplier m
-        return slot(i) + [sp.const(m, "u32"), sp.instr(f"mul.{half}.u32")]
+    def mul(half, m, i):          # mul.hi/lo of counter word i and the multiplier m
+        return slot(i) + [sp.const(m, STACK), sp.instr(f"mul.{half}.philox")]
 
     # Random123: (hi0, lo0) = M0 * c0, (hi1, lo1) = M1 * c2;
     #            c' = (hi1 ^ c1 ^ k0, lo1, hi0 ^ c3 ^ k1, lo0)
-    round_ = (_xor_u32(mul("hi", m1, C[2]), slot(C[1]), slot(K[0])) + mul("lo", m1, C[2])
-              + _xor_u32(mul("hi", m0, C[0]), slot(C[3]), slot(K[1])) + mul("lo", m0, C[0])
-              + [sp.store("u32", s) for s in reversed(C)])      # the new words, top first
+    round_ = (_xor(mul("hi", m1, C[2]), slot(C[1]), slot(K[0])) + mul("lo", m1, C[2])
+              + _xor(mul("hi", m0, C[0]), slot(C[3]), slot(K[1])) + mul("lo", m0, C[0])
+              + [sp.store(STACK, s) for s in reversed(C)])      # the new words, top first
     bump = [op for s, w in zip(K, (w0, w1))
-            for op in (sp.load("u32", s), sp.const(w, "u32"), sp.instr("add.u32"),
-                       sp.store("u32", s))]
+            for op in (sp.load(STACK, s), sp.const(w, STACK), sp.instr("add.philox"),
+                       sp.store(STACK, s))]
     return [round_, bump, [sp.routine(BUMP), sp.routine(ROUND)]]
 
 
@@ -82,9 +100,9 @@ def program(rounds: int = ROUNDS) -> list[sp.Op]:
     the counter: the first output takes the top, so c0 is pushed last."""
     if isinstance(rounds, bool) or not isinstance(rounds, int) or not 1 <= rounds <= 64:
         raise NumptxError(f"philox: rounds must be an int in [1, 64], not {rounds!r}")
-    prog = [op for i, name in enumerate(INPUTS) for op in (sp.input(name), sp.store("u32", i))]
+    prog = [op for i, name in enumerate(INPUTS) for op in (sp.input(name), sp.store(STACK, i))]
     prog += [sp.routine(ROUND)] + [sp.routine(BUMPED_ROUND)] * (rounds - 1)
-    return prog + [sp.load("u32", s) for s in reversed(C)]
+    return prog + [sp.load(STACK, s) for s in reversed(C)]
 
 
 def stub(rounds: int = ROUNDS, *, site=None, **constants) -> sp.Stub:
@@ -129,9 +147,10 @@ extern "C" __global__ void philox(unsigned* out, const unsigned* ctr, const unsi
     if (i < n) {
         unsigned c0 = ctr[4 * i], c1 = ctr[4 * i + 1], c2 = ctr[4 * i + 2], c3 = ctr[4 * i + 3];
         unsigned k0 = key[2 * i], k1 = key[2 * i + 1], r0, r1, r2, r3;
-        PTX_INJECT("philox", PTX_IN(U32, c0), PTX_IN(U32, c1), PTX_IN(U32, c2), PTX_IN(U32, c3),
-                   PTX_IN(U32, k0), PTX_IN(U32, k1),
-                   PTX_OUT(U32, r0), PTX_OUT(U32, r1), PTX_OUT(U32, r2), PTX_OUT(U32, r3));
+        PTX_INJECT("philox", PTX_IN(philox, c0), PTX_IN(philox, c1), PTX_IN(philox, c2),
+                   PTX_IN(philox, c3), PTX_IN(philox, k0), PTX_IN(philox, k1),
+                   PTX_OUT(philox, r0), PTX_OUT(philox, r1), PTX_OUT(philox, r2),
+                   PTX_OUT(philox, r3));
         out[4 * i] = r0; out[4 * i + 1] = r1; out[4 * i + 2] = r2; out[4 * i + 3] = r3;
     }
 }'''
@@ -144,8 +163,8 @@ def _hex(words) -> str:
 def main(n_random: int = 4096, gpu: bool | None = None) -> None:
     st = stub()
     n_instr = sum(1 for line in st.splitlines() if not line.startswith((".reg", "{", "}")))
-    print(f"Philox4x32-{ROUNDS}: 3 routines, {len(program())} program ops -> "
-          f"one stub of {n_instr} PTX lines")
+    print(f"Philox4x32-{ROUNDS} on the {STACK!r} stack type: 3 routines, {len(program())} "
+          f"program ops -> one stub of {n_instr} PTX lines")
 
     # 1. Random123's known answers, through the emulator
     results = check_kat(st)

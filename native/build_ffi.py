@@ -74,6 +74,9 @@ typedef struct stackptx_instr {
 typedef struct stackptx_table {
     const stackptx_instr *rows; uint32_t n_rows;
     const char *const *reg_type_names;
+    uint32_t n_user_types;
+    const uint8_t *user_type_base;
+    const char *const *user_reg_names;
 } stackptx_table;
 typedef struct stackptx_io {
     uint32_t n_inputs;  const uint8_t *input_types;  const char *const *input_names;  const uint32_t *input_name_lens;
@@ -87,6 +90,7 @@ typedef struct stackptx_limits {
 #define STACKPTX_DIALECT_NUMPTX ...
 #define STACKPTX_DIALECT_MMPTX ...
 #define STACKPTX_ABI_VERSION ...
+#define STACKPTX_MAX_TYPES ...
 typedef struct stackptx_routines { const uint64_t *words; const uint32_t *offsets; uint32_t n; } stackptx_routines;
 typedef struct stackptx_diag {
     uint32_t flags, n_noops, n_unsatisfied, unsatisfied_mask, steps, nodes, emitted;

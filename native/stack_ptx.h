@@ -10,7 +10,8 @@
    declarations also compile as C++; the implementation is C99 (compile it as C).
    Public names start with stackptx_ / astptx_ / STACKPTX_, private ones with stackptx__.
    ABI: STACKPTX_ABI_VERSION changes whenever a public struct's layout or a word's meaning
-   changes (2: stackptx_limits gained the dialect field); a binding built against another
+   changes (2: stackptx_limits gained the dialect field; 3: stackptx_table gained the user
+   stack types); a binding built against another
    version must be rebuilt (numptx's cffi module checks it at import).
 
    VALUE TYPES (ids 0..STACKPTX_N_TYPES-1, STACKPTX_T_*; STACKPTX_TYPE_NAMES spells them):
@@ -19,6 +20,12 @@
    PTX register type names come from table->reg_type_names (STACKPTX_N_TYPES NUL-terminated
    strings of 1..16 characters, else STACKPTX_ERR_BAD_TABLE) or, when that is NULL, the
    defaults pred b16 b32 b16 b32 f32 f64 s32 u32 s64 u64 b16 b32 b64.
+   USER STACK TYPES: a table may define n_user_types more (at most STACKPTX_MAX_TYPES - 14),
+   ids 14, 15, ...: each has a stack of its own, its register type user_reg_names[i] (1..16
+   characters) and a built-in base user_type_base[i], whose bits and literal form its constants
+   take (a "philox" type on u32 registers has base u32). Words, rows and io may use ids below
+   14 + n_user_types; any other id is a bad type as before (a bad table definition:
+   BAD_TABLE; an io type: INVALID_ARGUMENT). The workspace holds STACKPTX_MAX_TYPES stacks.
 
    WORDS (one uint64 each; STACKPTX_WORD(kind, type, a, b) builds one)
      bits 0..7 kind, 8..15 type id, 16..31 a, 32..63 b.
@@ -45,7 +52,7 @@
    THE TABLE (stackptx_table; rows are filled from numptx/instructions.py)
      fmt: PTX text, $k = register slot k (results first, then operands; one digit, k < n_results
      + n_operands). A slot of width w > 1 renders as {%a, %b, ...}. Other '$' are copied.
-     Row rules: fmt != NULL, fmt_len > 0, n_results <= 4, n_operands <= 4, types < N_TYPES, widths
+     Row rules: fmt != NULL, fmt_len > 0, n_results <= 4, n_operands <= 4, types < 14 + n_user_types, widths
      1..8 for every used result/operand, and every "$<digit>" slot in range. Compilation checks
      all of this (except the fmt slots) on each row an INSTR word uses, in O(1); a bad row is a
      no-op (malformed word) in Stack PTX and STACKPTX_ERR_BAD_TABLE in AST PTX. The fmt slots
@@ -113,7 +120,7 @@
      recursion); RETURN leaves the current routine (or ends the program at top level); the end
      of a routine returns too. A LOAD pushes the slot's node (the same value: no copy). No-ops
      (counted in diag.n_noops, state unchanged): NOP, malformed words (also flag
-     MALFORMED_WORD: unknown kind, type >= 14, meta op > 8, table/input/routine index out of
+     MALFORMED_WORD: unknown kind, type >= 14 + n_user_types, meta op > 8, table/input/routine index out of
      range, an input name tag no input has (also UNKNOWN_INPUT), bad table row, CONST64
      without its data word), and any word rejected by the
      resilience rules (missing operands, depth or slot out of range, empty slot or slot of
@@ -127,7 +134,7 @@
    AST PTX (design section 5): words INPUT, CONST, CONST64, INSTR, ROUTINE; anything else is
      STACKPTX_ERR_AST_BAD_WORD. One typed value stack of stack_capacity entries.
      Errors (diag->error_word; flags as noted):
-       AST_BAD_WORD       kind not allowed/unknown, type >= 14, input/table/routine index out of
+       AST_BAD_WORD       kind not allowed/unknown, type >= 14 + n_user_types, input/table/routine index out of
                           range, CONST64 without its data word (flag MALFORMED_WORD)
        BAD_TABLE          the INSTR's table row is bad
        AST_UNDERFLOW      an INSTR needs more values than the stack holds
@@ -243,7 +250,13 @@ typedef struct stackptx_instr {           /* one table row */
 typedef struct stackptx_table {
     const stackptx_instr *rows; uint32_t n_rows;
     const char *const *reg_type_names;    /* 14 NUL-terminated names, or NULL for the defaults */
+    uint32_t n_user_types;                /* user stack types: ids 14 .. 14 + n_user_types - 1 */
+    const uint8_t *user_type_base;        /* n_user_types built-in ids: constants as the base's */
+    const char *const *user_reg_names;    /* n_user_types PTX register types (1..16 chars) */
 } stackptx_table;
+
+/* type ids a table may define: the 14 built-in types and up to 18 user stack types */
+#define STACKPTX_MAX_TYPES 32
 
 typedef struct stackptx_io {              /* register names without '%' (not NUL-terminated) */
     uint32_t n_inputs;  const uint8_t *input_types;  const char *const *input_names;  const uint32_t *input_name_lens;
@@ -258,7 +271,7 @@ typedef struct stackptx_limits {          /* 0 -> default */
 
 #define STACKPTX_DIALECT_NUMPTX 0u
 #define STACKPTX_DIALECT_MMPTX 1u
-#define STACKPTX_ABI_VERSION 2           /* 1: stackptx_limits without dialect (see USAGE) */
+#define STACKPTX_ABI_VERSION 3           /* 2: no user stack types; 1: no dialect (USAGE) */
 #define STACKPTX_MARKER_WORD(dialect) STACKPTX_WORD(STACKPTX_K_NOP, 0, 0xD1A1u, 0x4E584400u | ((dialect) & 0xFFu))
 
 typedef struct stackptx_routines {        /* routine i = words[offsets[i] .. offsets[i+1]) */
@@ -367,12 +380,14 @@ typedef struct stackptx__ctx {
     const char (*decl)[32];               /* ".reg .<rt> %_s" per type (32 bytes read whole) */
     const char (*mov)[32];                /* "mov.<rt> " per type */
     const uint8_t *decl_len, *mov_len;
-    char cdecl[STACKPTX_N_TYPES][32], cmov[STACKPTX_N_TYPES][32];   /* custom register names */
-    uint8_t cdecl_len[STACKPTX_N_TYPES], cmov_len[STACKPTX_N_TYPES];
+    char cdecl[STACKPTX_MAX_TYPES][32], cmov[STACKPTX_MAX_TYPES][32];   /* custom register names */
+    uint8_t cdecl_len[STACKPTX_MAX_TYPES], cmov_len[STACKPTX_MAX_TYPES];
+    uint32_t n_types;                     /* 14 + the table's user stack types */
+    uint8_t base[STACKPTX_MAX_TYPES];     /* the built-in type whose constants a type's are */
     stackptx__node *nodes; uint32_t n_nodes, node_cap;
     uint32_t *pool; uint32_t n_pool, pool_cap;
     uint32_t *hash; uint32_t hmask, hfull, hcount;
-    uint32_t *stk; uint32_t sz[STACKPTX_N_TYPES];
+    uint32_t *stk; uint32_t sz[STACKPTX_MAX_TYPES];
     uint32_t *meta; uint32_t n_meta;
     uint32_t *slots;
     uint32_t *in_node;
@@ -408,9 +423,9 @@ static const char stackptx__digits2[201] =
     "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
     "8081828384858687888990919293949596979899";
 
-static uint64_t stackptx__canon(uint32_t type, uint64_t v)
+static uint64_t stackptx__canon(const stackptx__ctx *c, uint32_t type, uint64_t v)
 {
-    switch (stackptx__bits[type]) {
+    switch (stackptx__bits[c->base[type]]) {
     case 1: return v != 0;
     case 16: return v & 0xFFFFu;
     case 32: return v & 0xFFFFFFFFu;
@@ -442,12 +457,12 @@ static int stackptx__io_ok(const stackptx_io *io, uint64_t *names)
     if (io->n_inputs && (!io->input_types || !io->input_names || !io->input_name_lens)) return 0;
     if (io->n_outputs && (!io->output_types || !io->output_names || !io->output_name_lens)) return 0;
     for (i = 0; i < io->n_inputs; i++) {
-        if (io->input_types[i] >= STACKPTX_N_TYPES || !io->input_names[i] || !io->input_name_lens[i])
+        if (io->input_types[i] >= STACKPTX_MAX_TYPES || !io->input_names[i] || !io->input_name_lens[i])
             return 0;
         n += 1 + (uint64_t)io->input_name_lens[i];
     }
     for (i = 0; i < io->n_outputs; i++) {
-        if (io->output_types[i] >= STACKPTX_N_TYPES || !io->output_names[i] || !io->output_name_lens[i])
+        if (io->output_types[i] >= STACKPTX_MAX_TYPES || !io->output_names[i] || !io->output_name_lens[i])
             return 0;
         n += 1 + (uint64_t)io->output_name_lens[i];
     }
@@ -474,7 +489,7 @@ static uint64_t stackptx__layout(const stackptx__lim *L, uint32_t n_in, uint32_t
     sizes[1] = ((uint64_t)L->max_depth + 1) * sizeof(stackptx__frame);
     sizes[2] = (uint64_t)L->max_nodes * STACKPTX__POOL_PER_NODE * 4;            /* pool */
     sizes[3] = (uint64_t)stackptx__pow2(2 * node_cap) * 4;                      /* hash */
-    sizes[4] = (uint64_t)L->cap * STACKPTX_N_TYPES * 4;                         /* stacks */
+    sizes[4] = (uint64_t)L->cap * STACKPTX_MAX_TYPES * 4;                       /* stacks */
     sizes[5] = (uint64_t)L->meta_cap * 4;
     sizes[6] = (uint64_t)L->n_slots * 4;
     sizes[7] = (uint64_t)n_in * 4 * 2;                                          /* in_node, copies */
@@ -503,14 +518,30 @@ STACKPTX_DEF size_t stackptx_workspace_size(const stackptx_limits *lim, const st
 
 /* ---- table checks ----------------------------------------------------------------------- */
 
-static int stackptx__row_ok(const stackptx_instr *r)
+static int stackptx__row_ok(const stackptx_instr *r, uint32_t n_types)
 {
     uint32_t i;
     if (!r->fmt || !r->fmt_len || r->n_results > 4 || r->n_operands > 4) return 0;
     for (i = 0; i < r->n_results; i++)
-        if (r->result_type[i] >= STACKPTX_N_TYPES || r->result_width[i] - 1u > 7u) return 0;
+        if (r->result_type[i] >= n_types || r->result_width[i] - 1u > 7u) return 0;
     for (i = 0; i < r->n_operands; i++)
-        if (r->operand_type[i] >= STACKPTX_N_TYPES || r->operand_width[i] - 1u > 7u) return 0;
+        if (r->operand_type[i] >= n_types || r->operand_width[i] - 1u > 7u) return 0;
+    return 1;
+}
+
+/* The user stack types of a table: a count in range, built-in bases, register names. */
+static int stackptx__user_types_ok(const stackptx_table *t)
+{
+    uint32_t i;
+    if (!t->n_user_types) return 1;
+    if (t->n_user_types > STACKPTX_MAX_TYPES - STACKPTX_N_TYPES || !t->user_type_base ||
+        !t->user_reg_names)
+        return 0;
+    for (i = 0; i < t->n_user_types; i++) {
+        const char *s = t->user_reg_names[i];
+        if (t->user_type_base[i] >= STACKPTX_N_TYPES || !s || !s[0] || strlen(s) > STACKPTX__MAX_RT)
+            return 0;
+    }
     return 1;
 }
 
@@ -537,8 +568,10 @@ STACKPTX_DEF stackptx_status stackptx_check_table(const stackptx_table *t, uint3
             if (!t->reg_type_names[i] || !t->reg_type_names[i][0] ||
                 strlen(t->reg_type_names[i]) > STACKPTX__MAX_RT)
                 return STACKPTX_ERR_BAD_TABLE;
+    if (!stackptx__user_types_ok(t)) return STACKPTX_ERR_BAD_TABLE;
     for (i = 0; i < t->n_rows; i++)
-        if (!stackptx__row_ok(&t->rows[i]) || !stackptx__fmt_ok(&t->rows[i])) {
+        if (!stackptx__row_ok(&t->rows[i], STACKPTX_N_TYPES + t->n_user_types) ||
+            !stackptx__fmt_ok(&t->rows[i])) {
             if (bad_row) *bad_row = i;
             return STACKPTX_ERR_BAD_TABLE;
         }
@@ -571,11 +604,25 @@ static stackptx_status stackptx__setup(stackptx__ctx *c, const stackptx_table *t
             if (r->offsets[i + 1] < r->offsets[i]) return STACKPTX_ERR_INVALID_ARGUMENT;
         if (r->n && r->offsets[r->n] > r->offsets[0] && !r->words) return STACKPTX_ERR_INVALID_ARGUMENT;
     }
-    if (t->reg_type_names) {
-        for (i = 0; i < STACKPTX_N_TYPES; i++) {
-            const char *s = t->reg_type_names[i];
+    if (!stackptx__user_types_ok(t)) return STACKPTX_ERR_BAD_TABLE;
+    c->n_types = STACKPTX_N_TYPES + t->n_user_types;
+    for (i = 0; i < c->n_types; i++)
+        c->base[i] = (uint8_t)(i < STACKPTX_N_TYPES ? i : t->user_type_base[i - STACKPTX_N_TYPES]);
+    for (i = 0; i < io->n_inputs; i++)
+        if (io->input_types[i] >= c->n_types) return STACKPTX_ERR_INVALID_ARGUMENT;
+    for (i = 0; i < io->n_outputs; i++)
+        if (io->output_types[i] >= c->n_types) return STACKPTX_ERR_INVALID_ARGUMENT;
+    if (t->reg_type_names || t->n_user_types) {
+        for (i = 0; i < c->n_types; i++) {
+            const char *s = i >= STACKPTX_N_TYPES ? t->user_reg_names[i - STACKPTX_N_TYPES]
+                          : t->reg_type_names ? t->reg_type_names[i] : NULL;
             size_t n = s ? strlen(s) : 0;
             char *d = c->cdecl[i], *m = c->cmov[i];
+            if (i < STACKPTX_N_TYPES && !t->reg_type_names) {   /* the built-in default */
+                memcpy(d, stackptx__def_decl[i], 32); c->cdecl_len[i] = stackptx__def_decl_len[i];
+                memcpy(m, stackptx__def_mov[i], 32); c->cmov_len[i] = stackptx__def_mov_len[i];
+                continue;
+            }
             if (!n || n > STACKPTX__MAX_RT) return STACKPTX_ERR_BAD_TABLE;
             memset(d, 0, 32);
             memset(m, 0, 32);
@@ -653,11 +700,11 @@ static void stackptx__begin(stackptx__ctx *c, stackptx_diag *d)
 
 /* ---- row cache -------------------------------------------------------------------------- */
 
-static void stackptx__rc_fill(stackptx__rc *e, const stackptx_instr *r)
+static void stackptx__rc_fill(stackptx__rc *e, const stackptx_instr *r, uint32_t n_types)
 {
     uint32_t j, k, base;
     memset(e, 0, offsetof(stackptx__rc, piece_k));   /* the summary; the fmt part is set by split */
-    if (!stackptx__row_ok(r)) return;
+    if (!stackptx__row_ok(r, n_types)) return;
     e->ok = 1;
     e->n_res = r->n_results;
     e->n_ops = r->n_operands;
@@ -723,7 +770,7 @@ STACKPTX__INLINE stackptx__rc *stackptx__rc_get(stackptx__ctx *c, uint32_t row)
     uint32_t slot = row & (STACKPTX__RC_N - 1);
     stackptx__rc *e = &c->rc[slot];
     if (c->rc_tag[slot] != row + 1) {
-        stackptx__rc_fill(e, &c->t->rows[row]);
+        stackptx__rc_fill(e, &c->t->rows[row], c->n_types);
         c->rc_tag[slot] = row + 1;
     }
     return e;
@@ -820,7 +867,7 @@ static uint32_t stackptx__const(stackptx__ctx *c, uint32_t type, uint64_t bits, 
 {
     uint32_t h, i, k, e = 0;
     stackptx__node *n;
-    bits = stackptx__canon(type, bits);
+    bits = stackptx__canon(c, type, bits);
     h = stackptx__const_hash(type, bits);
     if ((c->hcount + 1) * 2 > c->hmask + 1) stackptx__hash_grow(c);
     i = h & c->hmask;
@@ -1049,14 +1096,14 @@ static void stackptx__put_const(stackptx__out *o, const stackptx__ctx *c, const 
     p = stackptx__utoa32(p + 3, n->tmp);
     p[0] = ','; p[1] = ' ';
     p += 2;
-    switch (stackptx__lit[n->type]) {   /* the literal form of the type (generated table) */
+    switch (stackptx__lit[c->base[n->type]]) {   /* the literal form (generated table) */
     case STACKPTX__LIT_PRED: *p++ = v ? '1' : '0'; break;
     case STACKPTX__LIT_HEX:   /* f16, bf16, the packed pairs, the b types: all their bits */
-        *p++ = '0'; *p++ = 'x'; p = stackptx__hex(p, v, stackptx__bits[n->type] >> 2); break;
+        *p++ = '0'; *p++ = 'x'; p = stackptx__hex(p, v, stackptx__bits[c->base[n->type]] >> 2); break;
     case STACKPTX__LIT_F32: *p++ = '0'; *p++ = 'f'; p = stackptx__hex(p, v, 8); break;
     case STACKPTX__LIT_F64: *p++ = '0'; *p++ = 'd'; p = stackptx__hex(p, v, 16); break;
     case STACKPTX__LIT_SIGNED: {
-        unsigned b = stackptx__bits[n->type];
+        unsigned b = stackptx__bits[c->base[n->type]];
         uint64_t mask = b >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << b) - 1;
         if (v >> (b - 1) & 1) { *p++ = '-'; v = (~v + 1) & mask; }
         p = stackptx__utoa(p, v);
@@ -1526,11 +1573,11 @@ static void stackptx__stack_run(stackptx__ctx *c, const uint64_t *words, uint32_
             if (kind == STACKPTX_K_CONST64) {
                 if (pos >= end) goto malformed;
                 bits = wp[pos++];
-                if (type >= STACKPTX_N_TYPES) goto malformed;
+                if (type >= c->n_types) goto malformed;
             } else {
-                if (type >= STACKPTX_N_TYPES) goto malformed;
+                if (type >= c->n_types) goto malformed;
                 bits = w >> 32;
-                if (type == STACKPTX_T_S64 && (bits & 0x80000000u)) bits |= 0xFFFFFFFF00000000u;
+                if (c->base[type] == STACKPTX_T_S64 && (bits & 0x80000000u)) bits |= 0xFFFFFFFF00000000u;
             }
             if (c->sz[type] == cap) { stackptx__limit_hit(c, STACKPTX_D_STACK_OVERFLOW); did = 0; break; }
             id = stackptx__const(c, type, bits, 0);
@@ -1544,7 +1591,7 @@ static void stackptx__stack_run(stackptx__ctx *c, const uint64_t *words, uint32_
             c->meta[c->n_meta++] = a;
             break;
         case STACKPTX_K_META:
-            if (type >= STACKPTX_N_TYPES || a > STACKPTX_M_REVERSE) goto malformed;
+            if (type >= c->n_types || a > STACKPTX_M_REVERSE) goto malformed;
             did = c->L.mm ? stackptx__meta_mm(c, type, a) : stackptx__meta(c, type, a);
             break;
         case STACKPTX_K_ROUTINE: {
@@ -1560,14 +1607,14 @@ static void stackptx__stack_run(stackptx__ctx *c, const uint64_t *words, uint32_
             break;
         }
         case STACKPTX_K_STORE:
-            if (type >= STACKPTX_N_TYPES) goto malformed;
+            if (type >= c->n_types) goto malformed;
             if (a >= c->L.n_slots || !c->sz[type]) { did = 0; break; }
             c->slots[a] = c->stk[(size_t)type * cap + --c->sz[type]];
             break;
         case STACKPTX_K_LOAD:
             /* mm-ptx's load names no type: the value goes back on its own type's stack */
             if (c->L.mm && a < c->L.n_slots && c->slots[a] != STACKPTX__NONE) type = c->nodes[c->slots[a]].type;
-            if (type >= STACKPTX_N_TYPES) goto malformed;
+            if (type >= c->n_types) goto malformed;
             if (a >= c->L.n_slots || c->slots[a] == STACKPTX__NONE || c->nodes[c->slots[a]].type != type) {
                 did = 0;
                 break;
@@ -1732,11 +1779,11 @@ static stackptx_status stackptx__ast_run(stackptx__ctx *c, const uint64_t *words
             if (kind == STACKPTX_K_CONST64) {
                 if (fr->pos >= fr->end) goto bad;
                 bits = fr->w[fr->pos++];
-                if (type >= STACKPTX_N_TYPES) goto bad;
+                if (type >= c->n_types) goto bad;
             } else {
-                if (type >= STACKPTX_N_TYPES) goto bad;
+                if (type >= c->n_types) goto bad;
                 bits = w >> 32;
-                if (type == STACKPTX_T_S64 && (bits & 0x80000000u)) bits |= 0xFFFFFFFF00000000u;
+                if (c->base[type] == STACKPTX_T_S64 && (bits & 0x80000000u)) bits |= 0xFFFFFFFF00000000u;
             }
             if (n == cap) return stackptx__ast_fail(c, STACKPTX_ERR_LIMIT, c->top, STACKPTX_D_STACK_OVERFLOW);
             id = stackptx__const(c, type, bits, 0);

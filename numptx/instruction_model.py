@@ -26,12 +26,13 @@ __all__ = [
     "TYPES", "TYPE_ID", "REG_TYPE", "NP_DTYPE", "TYPE_BITS", "FLAGS", "COMMUTATIVE", "VOLATILE",
     "APPROX", "FTZ", "SPECIAL", "BITCAST", "Instr", "Table", "parse_type_spec",
     "InstructionError", "UnknownInstructionError", "format_accuracy", "MAX_OPERANDS",
-    "MAX_RESULTS", "MAX_WIDTH",
+    "MAX_RESULTS", "MAX_WIDTH", "note_user_type", "user_typed",
 ]
 
 # ORDER TYPES: derived from numptx/valuetypes.py, which owns every per-type fact (ids are
-# positions; docs/design/programs.md, section 1)
-TYPES: tuple[str, ...] = VT.NAMES
+# positions; docs/design/programs.md, section 1). The user stack types join these maps when
+# they are defined (numptx/stack_types.py): TYPES is valuetypes' live TypeNames.
+TYPES: VT.TypeNames = VT.NAMES
 TYPE_ID: dict[str, int] = {r.name: r.id for r in VT.ROWS}
 REG_TYPE: dict[str, str] = {r.name: r.reg for r in VT.ROWS}
 NP_DTYPE: dict[str, np.dtype] = {r.name: r.np for r in VT.ROWS}
@@ -49,7 +50,7 @@ MAX_OPERANDS = 4
 MAX_RESULTS = 4
 MAX_WIDTH = 8
 
-_SPEC = re.compile(r"^([a-z0-9]+)(?:\[(\d+)\])?$")
+_SPEC = re.compile(r"^([a-z0-9_]+)(?:\[(\d+)\])?$")
 _SLOT = re.compile(r"\$(\d+)")
 _TABLE_UIDS = itertools.count()
 
@@ -67,6 +68,19 @@ class UnknownInstructionError(NumptxError, KeyError):
 
     def __str__(self) -> str:            # KeyError would repr() the message
         return str(self.args[0])
+
+
+def note_user_type(row: VT.ValueType) -> None:
+    """Enter a user stack type (already in valuetypes) into the maps of this module."""
+    TYPE_ID[row.name] = row.id
+    REG_TYPE[row.name] = row.reg
+    NP_DTYPE[row.name] = row.np
+    TYPE_BITS[row.name] = row.bits
+
+
+def user_typed(ins: "Instr") -> bool:
+    """Whether a row reads or writes a user stack type."""
+    return any(TYPE_ID[t] >= len(VT.ROWS) for t in ins.operand_types + ins.result_types)
 
 
 def parse_type_spec(spec: str) -> tuple[str, int]:
@@ -345,7 +359,7 @@ class Table:
             if ins.name.startswith("%"):
                 raise InstructionError(f"{where}: names starting with '%' are special registers "
                                        f"(add the 'special' flag)")
-            if ins.opcode in self._by_opcode:
+            if ins.opcode in self._by_opcode and not user_typed(ins):
                 other = self._rows[self._by_opcode[ins.opcode]].name
                 raise InstructionError(f"{where}: opcode {ins.opcode!r} is already used by "
                                        f"{other!r} (opcodes are unique except special registers)")
@@ -356,7 +370,9 @@ class Table:
         idx = len(self._rows)
         self._rows.append(ins)
         self._by_name[ins.name] = idx
-        if not ins.is_special and "bitcast" not in ins.flags:
+        # a user-typed row runs the PTX of a built-in one (add.u32 on a "philox" stack): the
+        # opcode keeps naming the built-in row, which the emulator's semantics come from
+        if not ins.is_special and "bitcast" not in ins.flags and ins.opcode not in self._by_opcode:
             self._by_opcode[ins.opcode] = idx
         self.version += 1
         return idx
@@ -364,6 +380,13 @@ class Table:
     def hash(self) -> str:
         """blake2b hex digest of (name, fmt, operands, results, flags) of every entry, in order."""
         return self._hashes()[2]
+
+    def prefix_hash(self, n: int) -> str:
+        """:meth:`hash` of the table's first ``n`` rows (what a program that indexes only those
+        rows records: a later change to another row does not concern it)."""
+        if not 0 <= n <= len(self._rows):
+            raise InstructionError(f"prefix_hash({n}): the table has {len(self._rows)} rows")
+        return self._hashes()[3][n]
 
     def prefix_rows(self, digest: str) -> int | None:
         """How many leading rows of this table hash to ``digest`` (a :meth:`hash` of an earlier
@@ -374,11 +397,14 @@ class Table:
     def _hashes(self):
         if self._hash is None or self._hash[0] != self.version:
             h = hashlib.blake2b(digest_size=32)
-            prefixes = {h.hexdigest()[:32]: 0}
-            for i, r in enumerate(self._rows):
+            digests = [h.hexdigest()]
+            for r in self._rows:
                 rec = "\x1f".join((r.name, r.fmt, ",".join(r.operands), ",".join(r.results),
                                    ",".join(sorted(r.flags))))
                 h.update(rec.encode() + b"\x1e")
-                prefixes.setdefault(h.hexdigest()[:32], i + 1)
-            self._hash = (self.version, prefixes, h.hexdigest())
-        return self._hash[0], self._hash[1], self._hash[2]
+                digests.append(h.hexdigest())
+            prefixes: dict[str, int] = {}
+            for i, d in enumerate(digests):
+                prefixes.setdefault(d[:32], i)
+            self._hash = (self.version, prefixes, digests[-1], digests)
+        return self._hash

@@ -39,15 +39,18 @@ import math
 import numpy as np
 
 from . import semantics as S
+from . import valuetypes as VT
 from .instruction_model import (APPROX, BITCAST, COMMUTATIVE, FLAGS, FTZ, MAX_OPERANDS,  # noqa: F401
                                 MAX_RESULTS, MAX_WIDTH, NP_DTYPE, REG_TYPE, SPECIAL,
                                 TYPE_BITS, TYPE_ID, TYPES, VOLATILE, Instr, InstructionError,
-                                Table, UnknownInstructionError, format_accuracy, parse_type_spec)
+                                Table, UnknownInstructionError, format_accuracy, parse_type_spec,
+                                user_typed)
 
 __all__ = [
     "TYPES", "TYPE_ID", "REG_TYPE", "NP_DTYPE", "TYPE_BITS", "FLAGS", "COMMUTATIVE", "VOLATILE",
     "APPROX", "FTZ", "SPECIAL", "BITCAST", "Instr", "Table", "TABLE", "add_instruction", "parse_type_spec",
     "InstructionError", "UnknownInstructionError", "format_accuracy", "markdown_table",
+    "user_typed", "BUILTIN_ROWS",
 ]
 
 
@@ -487,11 +490,16 @@ _mmptx.add_rows(_row, {"commutative": COMMUTATIVE, "ftz": FTZ, "approx": APPROX,
 for _ins in _ROWS:
     TABLE.add(_ins)
 del _ins
+#: the rows numptx defines (add_instruction and stack_ptx.retype append after them)
+BUILTIN_ROWS: int = len(TABLE)
 
 
 # =============================================================================== documentation
-def markdown_table(table: Table = TABLE) -> str:
-    """The docs/instructions.md text: one row per entry, in table order."""
+def markdown_table(table: Table | None = None) -> str:
+    """The docs/instructions.md text: one row per entry, in table order (default: numptx's own
+    rows, without those a program added)."""
+    if table is None:
+        table = Table(TABLE[i] for i in range(BUILTIN_ROWS))
     lines = [
         "# Instruction table",
         "",
@@ -499,7 +507,8 @@ def markdown_table(table: Table = TABLE) -> str:
         "`numptx/instructions.py` (the only instruction table). "
         f"{len(table)} entries, table hash `{table.hash()[:16]}`.",
         "",
-        "Types: " + ", ".join(f"`{t}` (.{REG_TYPE[t]})" for t in TYPES) + ". `T[k]` is a vector "
+        "Types: " + ", ".join(f"`{t}` (.{REG_TYPE[t]})" for t in TYPES[:len(VT.ROWS)])
+        + ". `T[k]` is a vector "
         "slot of k registers. Accuracy is what the PTX ISA documents for approximate "
         "instructions (the emulator returns the correctly rounded value). Flags: c = "
         "commutative (first two operands), v = volatile, a = approx, z = ftz, s = special "

@@ -35,13 +35,16 @@ from ._program import (ASTError, CONST, CONST64, DIALECTS, INPUT, INSTR, LOAD, M
                        dialect_id, encode, input, instr, resolve_dialect, special, type_id)
 from ._program.encoding import program_dialect
 from ._program.ops import MARKER_MAGIC as _MARK, MARKER_MASK as _MARK_MASK, dialect_marker
+from . import valuetypes as VT
 from .errors import NumptxError
+from .stack_types import MAX_USER_TYPES, retype, stack_type, stack_types
 
 __all__ = [
     "Op", "Stub", "Limits", "ProgramError", "input", "const", "instr", "special", "meta", "dup",
     "yank_dup", "swap", "swap_with", "replace", "drop", "clear", "rotate", "reverse", "routine",
     "store", "load", "ret", "nop", "encode", "decode", "compile", "compile_many", "dumps", "loads",
-    "DIALECTS", "convert", "dialect_marker",
+    "DIALECTS", "convert", "dialect_marker", "stack_type", "stack_types", "retype",
+    "MAX_USER_TYPES",
 ]
 
 
@@ -164,7 +167,11 @@ _VERSION = 2          # 2: INPUT words carry name tags (1 is read too)
 # as format 2 (flags 0), which older numptx reads; an mm-ptx program is format 3, which older
 # numptx refuses rather than run it with numptx's semantics.
 _VERSION_DIALECT = 3
+# 4: format 3 plus the user stack types the program names (id, name, register type), after the
+# input names: loads maps them to this process's ids by name. Written only when there are any.
+_VERSION_TYPES = 4
 _HEADER = struct.Struct("<4sHH16sI")      # magic, version, flags, table hash (16 bytes), n_names
+_TYPED_KINDS = (CONST, CONST64, META, STORE, LOAD)     # the kinds whose type field names a stack
 
 
 class SerializationError(NumptxError):
@@ -173,7 +180,8 @@ class SerializationError(NumptxError):
 
 def dumps(prog: Sequence[Op], *, dialect: str | None = None) -> bytes:
     """Serialize a program: versioned, little-endian, checksummed bytes that carry the hash of the
-    instruction table the program indexes (so loading under another table is refused) and the
+    instruction table's rows the program can index (so loading under a table whose rows there
+    differ is refused), the user stack types it names (``stack_type``) and the
     program's Stack PTX ``dialect`` (so loading it as the other dialect is refused)::
 
         data = sp.dumps(prog); assert sp.loads(data) == prog
@@ -206,11 +214,23 @@ def dumps(prog: Sequence[Op], *, dialect: str | None = None) -> bytes:
         if op.name is not None and op.name not in names:
             names.append(op.name)
     words = encode(prog, inputs=names)
-    parts = [_HEADER.pack(_MAGIC, _VERSION_DIALECT if d else _VERSION, d,
-                          bytes.fromhex(TABLE.hash())[:16], len(names))]
+    users = sorted({t for op in prog if op.word & 0xFF in _TYPED_KINDS
+                    for t in [(op.word >> 8) & 0xFF] if t >= len(VT.ROWS)})
+    version = _VERSION_TYPES if users else _VERSION_DIALECT if d else _VERSION
+    # the hash of the rows the program can index (up to its highest INSTR): a table that
+    # differs only after them, or gained rows, still runs the program as saved
+    used = max(((op.word >> 16) & 0xFFFF for op in prog if op.word & 0xFF == INSTR), default=-1)
+    parts = [_HEADER.pack(_MAGIC, version, d, bytes.fromhex(TABLE.prefix_hash(used + 1))[:16],
+                          len(names))]
     for n in names:
         raw = n.encode()
         parts.append(struct.pack("<H", len(raw)) + raw)
+    if users:
+        parts.append(struct.pack("<H", len(users)))
+        for t in users:
+            row = VT.BY_NAME[VT.NAMES[t]]
+            parts.append(struct.pack("<BB", t, len(row.name)) + row.name.encode()
+                         + struct.pack("<B", len(row.reg)) + row.reg.encode())
     parts.append(struct.pack("<I", len(words)))
     parts.append(words.astype("<u8").tobytes())
     body = b"".join(parts)
@@ -235,14 +255,14 @@ def loads(data: bytes, *, dialect: str = "numptx", check_table: bool = True) -> 
     magic, version, flags, table_hash, n_names = _HEADER.unpack_from(body, 0)
     if magic != _MAGIC:
         raise SerializationError(f"loads: bad magic {magic!r}; not a numptx Stack PTX program")
-    if version not in (1, _VERSION, _VERSION_DIALECT):
+    if version not in (1, _VERSION, _VERSION_DIALECT, _VERSION_TYPES):
         raise SerializationError(f"loads: format version {version} is not supported (this numptx "
-                                 f"reads 1 to {_VERSION_DIALECT})")
+                                 f"reads 1 to {_VERSION_TYPES})")
     try:
         want = dialect_id(dialect, "loads")
     except ProgramError as e:
         raise SerializationError(str(e)) from None
-    saved = flags if version == _VERSION_DIALECT else 0       # formats 1 and 2: numptx
+    saved = flags if version >= _VERSION_DIALECT else 0       # formats 1 and 2: numptx
     if saved >= len(DIALECTS):
         raise SerializationError(f"loads: the program's dialect id {saved} is unknown to this "
                                  f"numptx (it knows {', '.join(DIALECTS)})")
@@ -271,6 +291,7 @@ def loads(data: bytes, *, dialect: str = "numptx", check_table: bool = True) -> 
         except UnicodeDecodeError:
             raise SerializationError(f"loads: input name {i} is not UTF-8") from None
         pos += ln
+    remap, pos = _read_user_types(body, pos) if version == _VERSION_TYPES else ({}, pos)
     if pos + 4 > len(body):
         raise SerializationError("loads: truncated word count")
     (n_words,) = struct.unpack_from("<I", body, pos)
@@ -278,7 +299,57 @@ def loads(data: bytes, *, dialect: str = "numptx", check_table: bool = True) -> 
     if len(body) - pos != 8 * n_words:
         raise SerializationError(f"loads: {n_words} words announced, {(len(body) - pos) / 8:g} present")
     words = np.frombuffer(body, dtype="<u8", count=n_words, offset=pos).astype(np.uint64)
+    if remap:
+        words = _retype_words(words, remap)
     try:
         return decode(words, inputs=names)
     except ProgramError as e:
         raise SerializationError(f"loads: {e}") from None
+
+
+def _read_user_types(body: bytes, pos: int) -> tuple[dict[int, int], int]:
+    """The stack-type section of format 4: saved id -> this process's id of the same name and
+    register type (a type not defined here, or defined on other registers, is refused)."""
+    def take(n: int, what: str) -> bytes:
+        nonlocal pos
+        if pos + n > len(body):
+            raise SerializationError(f"loads: truncated {what}")
+        pos += n
+        return body[pos - n:pos]
+
+    (n,) = struct.unpack("<H", take(2, "stack type count"))
+    remap: dict[int, int] = {}
+    for i in range(n):
+        t, ln = take(2, f"stack type {i}")
+        try:
+            name = take(ln, f"stack type {i}").decode()
+            reg = take(take(1, f"stack type {i}")[0], f"stack type {i}").decode()
+        except UnicodeDecodeError:
+            raise SerializationError(f"loads: stack type {i} is not UTF-8") from None
+        row = VT.BY_NAME.get(name)
+        if row is None or not row.user:
+            raise SerializationError(
+                f"loads: the program uses the stack type {name!r} (.{reg} registers), which is "
+                f"not defined here: call sp.stack_type({name!r}, {reg!r}) before loading")
+        if row.reg != reg:
+            raise SerializationError(f"loads: the program's stack type {name!r} is on .{reg} "
+                                     f"registers, this process's on .{row.reg}")
+        if t < len(VT.ROWS) or t in remap:
+            raise SerializationError(f"loads: stack type {i} has the id {t}, which is no user "
+                                     f"stack type's (corrupted data)")
+        remap[t] = row.id
+    return remap, pos
+
+
+def _retype_words(words: np.ndarray, remap: dict[int, int]) -> np.ndarray:
+    """``words`` with the type field of each typed word moved from saved ids to current ones
+    (a CONST64's data word is skipped: it is a payload, not a word)."""
+    out = words.copy()
+    i = 0
+    while i < len(out):
+        w = int(out[i])
+        kind, t = w & 0xFF, (w >> 8) & 0xFF
+        if kind in _TYPED_KINDS and t in remap:
+            out[i] = np.uint64(w & ~0xFF00 | remap[t] << 8)
+        i += 2 if kind == CONST64 else 1
+    return out

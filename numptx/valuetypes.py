@@ -20,12 +20,13 @@ This module imports only NumPy: the generator loads it without the rest of the p
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 __all__ = ["SiteInfo", "ValueType", "ROWS", "NAMES", "BY_NAME", "WIDE", "FLOATS", "INTS",
-           "WHOLE", "KINDS", "aliases"]
+           "WHOLE", "KINDS", "USER", "aliases", "add_user_row"]
 
 #: the values of :attr:`ValueType.kind`
 KINDS = ("pred", "float", "signed", "unsigned", "bits")
@@ -64,6 +65,12 @@ class ValueType:
     dsl: bool
     aliases: tuple[str, ...]
     numba: str | None
+    base: str | None = None     #: a user stack type's built-in type (its constants, NumPy dtype)
+
+    @property
+    def user(self) -> bool:
+        """A user-defined stack type (:func:`numptx.stack_ptx.stack_type`), id 14 or more."""
+        return self.base is not None
 
     @property
     def wide(self) -> bool:
@@ -122,18 +129,74 @@ ROWS: tuple[ValueType, ...] = tuple(
     ValueType(i, name, reg, np.dtype(npt), bits, kind, SiteInfo(*site) if site else None, dsl,
               tuple(al), numba)
     for i, (name, reg, npt, bits, kind, dsl, numba, site, al) in enumerate(_TABLE))
-#: the type names in ORDER TYPES
-NAMES: tuple[str, ...] = tuple(r.name for r in ROWS)
-#: name -> row
+
+
+class TypeNames(Sequence):
+    """The type names by id, built-in first, then the user stack types as they are defined: a
+    read-only sequence that grows (``names.index("f32")`` is a dict look-up; slices are tuples;
+    it compares equal to a tuple or list of the same names)."""
+
+    __slots__ = ("_names", "_ids")
+
+    def __init__(self, names):
+        self._names: list[str] = list(names)
+        self._ids: dict[str, int] = {n: i for i, n in enumerate(self._names)}
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def __getitem__(self, i):
+        return tuple(self._names[i]) if isinstance(i, slice) else self._names[i]
+
+    def __iter__(self):
+        return iter(self._names)
+
+    def __contains__(self, name) -> bool:
+        return name in self._ids
+
+    def index(self, name, *_args) -> int:
+        try:
+            return self._ids[name]
+        except (KeyError, TypeError):
+            raise ValueError(f"{name!r} is not a value type") from None
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, (TypeNames, tuple, list)) and tuple(self) == tuple(other)
+
+    __hash__ = None          # it grows
+
+    def __repr__(self) -> str:
+        return repr(tuple(self._names))
+
+    def _append(self, name: str) -> None:
+        self._ids[name] = len(self._names)
+        self._names.append(name)
+
+
+#: the type names in ORDER TYPES, then the user stack types (ids are positions)
+NAMES: TypeNames = TypeNames(r.name for r in ROWS)
+#: name -> row (user stack types included once defined)
 BY_NAME: dict[str, ValueType] = {r.name: r for r in ROWS}
-#: the 64-bit types (their constants are CONST64 ops)
-WIDE: frozenset[str] = frozenset(r.name for r in ROWS if r.wide)
+#: the 64-bit types (their constants are CONST64 ops), user stack types included
+WIDE: set[str] = {r.name for r in ROWS if r.wide}
+#: the user stack types, in id order (ids 14, 15, ...)
+USER: list[ValueType] = []
 #: the scalar float types (f16 bf16 f32 f64; the packed pairs are not scalars)
 FLOATS: tuple[str, ...] = tuple(r.name for r in ROWS if r.kind == "float" and r.dsl)
 #: the integer types (s32 u32 s64 u64)
 INTS: tuple[str, ...] = tuple(r.name for r in ROWS if r.kind in ("signed", "unsigned"))
 #: the types whose constants are whole numbers that wrap: integers and bit types
 WHOLE: tuple[str, ...] = tuple(r.name for r in ROWS if r.kind in ("signed", "unsigned", "bits"))
+
+
+def add_user_row(row: ValueType) -> None:
+    """Append a user stack type's row (``numptx.stack_types`` validates and calls this; the
+    other type maps of the package follow it there)."""
+    NAMES._append(row.name)
+    BY_NAME[row.name] = row
+    USER.append(row)
+    if row.wide:
+        WIDE.add(row.name)
 
 
 def aliases(rows: tuple[ValueType, ...] | list[ValueType]) -> dict[str, str]:

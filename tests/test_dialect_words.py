@@ -187,4 +187,4 @@ def test_mm_ptx_outputs_that_alias_inputs_read_the_inputs_before_any_write():
 
 # ===================================================================================== 7. ABI
 def test_the_c_core_abi_version():
-    assert lib.STACKPTX_ABI_VERSION == 2
+    assert lib.STACKPTX_ABI_VERSION == 3

@@ -11,7 +11,7 @@ from numptx import NumptxError
 from numptx import stack_ptx as sp
 from numptx.dsl import emulator as E
 from numptx.dsl.emulator import EmulationError, emulate
-from numptx.instructions import NP_DTYPE, TABLE, parse_type_spec
+from numptx.instructions import BUILTIN_ROWS, NP_DTYPE, TABLE, parse_type_spec
 
 RNG = np.random.default_rng(7)
 MMA = "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"
@@ -208,7 +208,7 @@ def test_special_registers():
     np.testing.assert_array_equal(out["a"], np.arange(5))
     assert (out["e"] == 128).all() and (out["c"] == 3).all()
     # the table's own fmt of every special register emulates
-    for ins in TABLE:
+    for ins in list(TABLE)[:BUILTIN_ROWS]:
         if ins.is_special:
             regs = ["r"] if ins.result_widths == (1,) else [f"r{k}" for k in range(4)]
             slot = "%r" if len(regs) == 1 else ["%" + r for r in regs]
@@ -445,7 +445,7 @@ def _random(t: str, n: int) -> np.ndarray:
     return RNG.integers(np.iinfo(dt).min, np.iinfo(dt).max, n, dtype=dt, endpoint=True)
 
 
-@pytest.mark.parametrize("name", [r.name for r in TABLE if not r.is_special])
+@pytest.mark.parametrize("name", [r.name for r in list(TABLE)[:BUILTIN_ROWS] if not r.is_special])
 def test_every_entry_runs_in_a_stub(name):
     ins = TABLE[name]
     n = 64

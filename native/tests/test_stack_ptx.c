@@ -869,7 +869,7 @@ static void test_mmptx(void)
     io_init(&s, "f32:a f32:b", "f32:z");
     {
         uint64_t w[] = { STACKPTX_MARKER_WORD(STACKPTX_DIALECT_MMPTX), IN(0), IN(1), OP(R_SUB) };
-        CHECK(w[0] == 0x4E584401D1A10000ull && STACKPTX_ABI_VERSION == 2);
+        CHECK(w[0] == 0x4E584401D1A10000ull && STACKPTX_ABI_VERSION == 3);
         r = run_full(STACK, &s, w, N(w), NULL, &mm, 0);
         CHECK_STR(r.text, "{\n.reg .f32 %_s0;\nsub.f32 %_s0, %b, %a;\nmov.f32 %z, %_s0;\n}\n");
         CHECK(r.d.steps == 4 && r.d.n_noops == 1 && r.d.flags == 0);
@@ -1075,6 +1075,116 @@ static void test_input_tags(void)
         CHECK(!(r.d.flags & STACKPTX_D_UNKNOWN_INPUT));
         result_free(&r);
     }
+}
+
+/* user stack types: 14 = "philox" (u32 registers, u32 constants), 15 = "wide" (s64 base,
+   b64 registers); each has a stack of its own */
+static void test_user_types(void)
+{
+    static const uint8_t base[2] = { STACKPTX_T_U32, STACKPTX_T_S64 };
+    static const char *const regs[2] = { "u32", "b64" };
+    static stackptx_instr urows[3];
+    stackptx_table saved = g_table, ut;
+    iospec s;
+    result r;
+    enum { P = N_TYPES, WIDE = N_TYPES + 1 };
+    g_test = "user_types";
+    memset(urows, 0, sizeof urows);
+    urows[0].fmt = "add.u32 $0, $1, $2;"; urows[0].fmt_len = 19;          /* philox + philox */
+    urows[0].n_results = 1; urows[0].n_operands = 2;
+    urows[0].result_type[0] = P; urows[0].operand_type[0] = P; urows[0].operand_type[1] = P;
+    urows[0].result_width[0] = urows[0].operand_width[0] = urows[0].operand_width[1] = 1;
+    urows[1].fmt = "mov.b32 $0, $1;"; urows[1].fmt_len = 15;              /* philox -> u32 */
+    urows[1].n_results = 1; urows[1].n_operands = 1;
+    urows[1].result_type[0] = T_U32; urows[1].operand_type[0] = P;
+    urows[1].result_width[0] = urows[1].operand_width[0] = 1;
+    urows[2] = urows[1];
+    urows[2].operand_type[0] = N_TYPES + 2;                                /* a type nobody defined */
+    memset(&ut, 0, sizeof ut);
+    ut.rows = urows; ut.n_rows = 2;
+    ut.n_user_types = 2; ut.user_type_base = base; ut.user_reg_names = regs;
+    CHECK(stackptx_check_table(&ut, NULL) == STACKPTX_OK);
+    g_table = ut;
+    io_init(&s, "u32:x", "u32:z");
+    {   /* constants take the base's form; the instruction works on the user stack */
+        uint64_t w[] = { CST(P, 5), CST(P, 7), OP(0), OP(1) };
+        char *t = stub(&s, w, N(w));
+        CHECK_STR(t, "{\n.reg .u32 %_s0;\n.reg .u32 %_s1;\n.reg .u32 %_s2;\n.reg .u32 %_s3;\n"
+                     "mov.u32 %_s0, 5;\nmov.u32 %_s1, 7;\nadd.u32 %_s2, %_s0, %_s1;\n"
+                     "mov.b32 %_s3, %_s2;\nmov.u32 %z, %_s3;\n}\n");
+        free(t);
+    }
+    {   /* a u32 value is not on the philox stack: the add is a no-op, the output the input */
+        uint64_t w[] = { IN(0), CST(T_U32, 1), OP(0) };
+        r = run(STACK, &s, w, N(w));
+        CHECK(r.st == STACKPTX_OK && r.d.n_noops == 1);
+        CHECK_STR(r.text, "{\n.reg .u32 %_s0;\nmov.u32 %_s0, 1;\nmov.u32 %z, %_s0;\n}\n");
+        result_free(&r);
+    }
+    {   /* meta ops and slots on a user stack; a type id past the table's is malformed */
+        uint64_t w[] = { CST(P, 1), CST(P, 2), META(P, STACKPTX_M_SWAP), STO(P, 0), LD(P, 0),
+                         OP(1), CST(N_TYPES + 2, 3), META(N_TYPES + 2, STACKPTX_M_DUP) };
+        r = run(STACK, &s, w, N(w));
+        CHECK(r.st == STACKPTX_OK && (r.d.flags & STACKPTX_D_MALFORMED_WORD) && r.d.n_noops == 2);
+        CHECK_STR(r.text, "{\n.reg .u32 %_s0;\n.reg .u32 %_s1;\nmov.u32 %_s0, 1;\n"
+                          "mov.b32 %_s1, %_s0;\nmov.u32 %z, %_s1;\n}\n");
+        result_free(&r);
+    }
+    {   /* a user-typed input and output; the s64 base sign-extends a 32-bit constant */
+        iospec u;
+        uint64_t w[] = { IN(0), OP(1), CST(WIDE, 0xFFFFFFFFu) };
+        io_init(&u, "u32:x", "u32:z u32:q");
+        u.it[0] = P;
+        u.ot[1] = WIDE;
+        CHECK(stackptx_workspace_size(NULL, &u.io) > 0);
+        r = run(STACK, &u, w, N(w));
+        CHECK(r.st == STACKPTX_OK);
+        CHECK_STR(r.text, "{\n.reg .u32 %_s0;\n.reg .b64 %_s1;\nmov.b32 %_s0, %x;\n"
+                          "mov.b64 %_s1, -1;\nmov.u32 %z, %_s0;\nmov.b64 %q, %_s1;\n}\n");
+        result_free(&r);
+        r = run(AST, &u, w, N(w));
+        CHECK(r.st == STACKPTX_OK);
+        result_free(&r);
+        u.it[0] = N_TYPES + 2;                          /* no such type in this table */
+        r = run(STACK, &u, w, N(w));
+        CHECK(r.st == STACKPTX_ERR_INVALID_ARGUMENT);
+        result_free(&r);
+        u.it[0] = STACKPTX_MAX_TYPES;                   /* no table has it */
+        CHECK(stackptx_workspace_size(NULL, &u.io) == 0);
+        g_table = saved;                                /* the built-in table lacks type 14 */
+        u.it[0] = P;
+        r = run(STACK, &u, w, N(w));
+        CHECK(r.st == STACKPTX_ERR_INVALID_ARGUMENT);
+        result_free(&r);
+    }
+    {   /* bad definitions */
+        static const uint8_t bad_base[2] = { STACKPTX_T_U32, N_TYPES };
+        static const char *const long_reg[2] = { "u32", "abcdefghijklmnopq" };
+        static const char *const null_reg[2] = { "u32", NULL };
+        uint32_t bad = 0;
+        stackptx_table b = ut;
+        b.n_user_types = STACKPTX_MAX_TYPES - N_TYPES + 1;
+        CHECK(stackptx_check_table(&b, &bad) == STACKPTX_ERR_BAD_TABLE);
+        b = ut; b.user_type_base = bad_base;
+        CHECK(stackptx_check_table(&b, &bad) == STACKPTX_ERR_BAD_TABLE);
+        b = ut; b.user_reg_names = long_reg;
+        CHECK(stackptx_check_table(&b, &bad) == STACKPTX_ERR_BAD_TABLE);
+        g_table = b;
+        r = run(STACK, &s, (const uint64_t[]){ CST(P, 1) }, 1);
+        CHECK(r.st == STACKPTX_ERR_BAD_TABLE);
+        result_free(&r);
+        b = ut; b.user_reg_names = null_reg;
+        CHECK(stackptx_check_table(&b, &bad) == STACKPTX_ERR_BAD_TABLE);
+        b = ut; b.user_type_base = NULL;
+        CHECK(stackptx_check_table(&b, &bad) == STACKPTX_ERR_BAD_TABLE);
+        b = ut; b.n_rows = 3;                            /* row 2 names type 16 */
+        CHECK(stackptx_check_table(&b, &bad) == STACKPTX_ERR_BAD_TABLE && bad == 2);
+        g_table = b;
+        r = run(STACK, &s, (const uint64_t[]){ CST(P, 1), OP(2) }, 2);
+        CHECK(r.st == STACKPTX_OK && (r.d.flags & STACKPTX_D_MALFORMED_WORD));
+        result_free(&r);
+    }
+    g_table = saved;
 }
 
 static void test_outputs(void)
@@ -1922,6 +2032,7 @@ int main(int argc, char **argv)
         test_routines();
         test_slots_return_malformed();
         test_input_tags();
+        test_user_types();
         test_outputs();
         test_limits();
         test_paths();

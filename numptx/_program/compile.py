@@ -27,9 +27,9 @@ from .stub import DEFAULT_LIMITS, Limits, Stub, batch_stubs, diag_fields, meta_c
 
 __all__ = ["compile_words", "compile_words_many", "compile_lowered"]
 
-# the C core's ABI this module speaks (stackptx_limits with its dialect field): a stale build
-# of numptx/_native would read the limits struct short
-_ABI_VERSION = 2
+# the C core's ABI this module speaks (stackptx_limits with its dialect field, stackptx_table
+# with the user stack types): a stale build of numptx/_native would read the structs short
+_ABI_VERSION = 3
 if getattr(lib, "STACKPTX_ABI_VERSION", 1) != _ABI_VERSION:
     raise ImportError(f"numptx's native module was built for C core ABI "
                       f"{getattr(lib, 'STACKPTX_ABI_VERSION', 1)}, this numptx needs "

@@ -177,8 +177,8 @@ def const(value, dtype: str) -> Op:
     the integer types, a bool for pred, a pair of floats (or an int bit pattern) for f16x2/bf16x2.
     """
     t = type_id(dtype, f"const({value!r}, {dtype!r})")
-    name = TYPES[t]
-    text = f"const({value!r}, {name!r})"
+    text = f"const({value!r}, {TYPES[t]!r})"
+    name = BY_NAME[TYPES[t]].base or TYPES[t]      # a stack type's constants are its base's
     if name in WIDE:
         if name == "f64":
             bits = int(np.float64(_float_value(value, name, text)).view(np.uint64))

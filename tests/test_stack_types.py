@@ -1,0 +1,291 @@
+"""User-defined stack types (issue 16, item 3): sp.stack_type / sp.retype through the C core,
+constants, meta ops, sites, the emulator, nvJitLink, serialization, and the bad inputs.
+
+Stack types are process-wide (one definition per name), so the types here have names no other
+test uses, and what needs a fresh process (an undefined type at load time, the type limit) runs
+in one."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import numptx as nx
+from numptx import ast_ptx as ap
+from numptx import stack_ptx as sp
+from numptx.errors import TypeRegistryError
+from numptx.instructions import TABLE, InstructionError, parse_type_spec
+from numptx.stack_ptx import SerializationError
+
+# the types of this module: name -> register type
+TYPES = {"st_word": "u32", "st_bits": "b32", "st_real": "f32", "st_wide": "s64", "st_half": "b16",
+         "st_flag": "pred"}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def types():
+    rows = {n: sp.stack_type(n, r) for n, r in TYPES.items()}
+    for name, src, mapping in (("add.st_word", "add.u32", {"u32": "st_word"}),
+                               ("mul.lo.st_word", "mul.lo.u32", {"u32": "st_word"}),
+                               ("st_word.to.u32", "bitcast.u32.b32", {"b32": "st_word"}),
+                               ("add.st_real", "add.rn.f32", {"f32": "st_real"}),
+                               ("xor.st_bits", "xor.b32", {"b32": "st_bits"}),
+                               ("setp.lt.st_word", "setp.lt.u32", {"u32": "st_word",
+                                                                    "pred": "st_flag"})):
+        if name not in TABLE:
+            sp.retype(src, mapping, name=name)
+    return rows
+
+
+# ================================================================================ definition
+def test_a_stack_type_gets_the_next_id_and_its_registers_facts(types):
+    w = types["st_word"]
+    assert w.id >= 14 and w.user and w.reg == "u32" and w.base == "u32" and w.bits == 32
+    assert sp.stack_type("st_word", "u32") is w                        # again: a no-op
+    assert sp.stack_type("st_word", "u32", 32) is w
+    assert [t.name for t in sp.stack_types()][-len(TYPES):] == list(TYPES)
+    assert types["st_half"].base == "b16" and types["st_wide"].wide
+    assert parse_type_spec("st_word[4]") == ("st_word", 4)
+    # a site data type of the same name (a CUDA template declares PTX_IN(st_word, x))
+    assert nx.get_dtype("st_word").reg == "u32" and nx.get_dtype("st_word").constraint == "r"
+    assert nx.get_dtype("st_real").constraint == "f"
+
+
+@pytest.mark.parametrize("args, msg", [
+    (("F32x", "u32"), "lower case"),
+    (("9lives", "u32"), "lower case"),
+    (("f32", "f32"), "built-in value type 'f32'"),
+    (("float", "f32"), "names the built-in type 'f32'"),
+    (("half", "b16"), "names the built-in type 'f16'"),
+    (("st_x8", "u8"), "not one mov copies"),
+    (("st_xh", "f16"), "not one mov copies"),
+    (("st_word", "b32"), "already a stack type on .u32"),
+    (("st_x", "u32", 8), "no PTX register holds 8-bit values.*u32 registers"),
+    (("st_x", "b64", 128), "no PTX register holds 128-bit"),
+    (("st_x", "b32", 64), "width=64 but .b32 registers hold 32 bits"),
+    (("st_x", "b32", "32"), "must be an int"),
+])
+def test_bad_definitions_name_the_type_and_the_fix(args, msg):
+    with pytest.raises(TypeRegistryError, match=msg) as e:
+        sp.stack_type(*args)
+    assert f"stack_type({args[0]!r})" in str(e.value)
+    assert isinstance(e.value, nx.NumptxError)
+
+
+def test_a_site_type_on_other_registers_blocks_the_name():
+    nx.register_type("st_taken", "b64", "b64", "l")
+    with pytest.raises(TypeRegistryError, match="site data type on .b64"):
+        sp.stack_type("st_taken", "u32")
+
+
+@pytest.mark.parametrize("args, msg", [
+    (("add.u32", {"u32": "st_wide"}), "u32 holds 32 bits and st_wide 64"),
+    (("add.u32", {"u32": "nope"}), "unknown value type 'nope'"),
+    (("add.u32", {"f32": "st_real"}), "no f32 operand or result"),
+    (("add.u32", {}), "maps type names"),
+    (("add.u32", {"u32": "st_word"}), "already has an entry"),
+])
+def test_bad_retypes(args, msg):
+    name = "add.st_word" if msg.startswith("already") else "st_bad_row"
+    with pytest.raises(InstructionError, match=msg):
+        sp.retype(*args, name=name)
+
+
+def test_a_retyped_row_shares_the_opcode_the_built_in_row_keeps():
+    assert TABLE.by_opcode("add.u32").name == "add.u32"
+    assert TABLE["add.st_word"].fmt == TABLE["add.u32"].fmt
+    assert TABLE["add.st_word"].operands == ("st_word", "st_word")
+
+
+# ================================================================================ the C core
+def test_constants_take_their_base_types_form():
+    outs = {"w": "st_word", "b": "st_bits", "r": "st_real", "s": "st_wide", "h": "st_half"}
+    prog = [sp.const(7, "st_word"), sp.const(0xBEEF, "st_bits"), sp.const(1.5, "st_real"),
+            sp.const(-2, "st_wide"), sp.const(0xABC, "st_half")]
+    st = sp.compile(prog, outputs=outs)
+    for line in ("mov.u32 %_s0, 7;", "mov.b32 %_s1, 0x0000BEEF;", "mov.f32 %_s2, 0f3FC00000;",
+                 "mov.s64 %_s3, -2;", "mov.b16 %_s4, 0x0ABC;", ".reg .s64 %_s3;",
+                 "mov.u32 %w, %_s0;", "mov.b16 %h, %_s4;"):
+        assert line in st, (line, st)
+    with pytest.raises(sp.ProgramError, match="out of range"):
+        sp.const(1 << 32, "st_word")
+
+
+def test_a_stack_type_is_a_stack_of_its_own():
+    # u32 values do not feed an st_word instruction, nor the other way round
+    st = sp.compile([sp.const(1, "u32"), sp.const(2, "u32"), sp.instr("add.st_word")],
+                    outputs={"z": "st_word"})
+    assert "add.u32" not in st and st.stats["noops"] == 1 and st.n_unsatisfied == 1
+    st = sp.compile([sp.const(1, "st_word"), sp.const(2, "st_word"), sp.instr("add.u32")],
+                    outputs={"z": "u32"})
+    assert "add.u32" not in st and st.n_unsatisfied == 1
+
+
+def test_meta_ops_slots_and_the_emulator_on_a_stack_type():
+    prog = [sp.input("a"), sp.input("b"), sp.swap("st_word"), sp.store("st_word", 3),
+            sp.dup("st_word"), sp.instr("mul.lo.st_word"), sp.load("st_word", 3),
+            sp.instr("add.st_word"), sp.instr("st_word.to.u32")]
+    st = sp.compile(prog, inputs={"a": "st_word", "b": "st_word"}, outputs={"z": "u32"})
+    a, b = np.uint32([3, 5, 0xFFFFFFFF]), np.uint32([4, 6, 2])
+    got = nx.emulate(st, {"a": a, "b": b}, outputs=["z"])["z"]
+    # swap -> (b, a): a stored; b * b + a
+    np.testing.assert_array_equal(got, (b.astype(np.uint64) ** 2 + a) & 0xFFFFFFFF)
+
+
+def test_a_stack_type_on_pred_registers():
+    prog = [sp.input("a"), sp.input("b"), sp.instr("setp.lt.st_word")]
+    st = sp.compile(prog, inputs={"a": "st_word", "b": "st_word"}, outputs={"p": "st_flag"})
+    assert "setp.lt.u32 %_s0, %a, %b;" in st and "mov.pred %p, %_s0;" in st
+
+
+def test_compile_many_encode_decode_and_ast_ptx():
+    prog = [sp.input("x"), sp.const(1, "st_word"), sp.instr("add.st_word")]
+    io = dict(inputs={"x": "st_word"}, outputs={"y": "st_word"})
+    one = sp.compile(prog, **io)
+    enc = sp.encode(prog, inputs=["x"])
+    assert sp.decode(enc, inputs=["x"]) == prog
+    assert list(sp.compile_many([prog, enc], **io)) == [one, one]
+    assert str(ap.compile(prog, **io)) == str(one)
+    with pytest.raises(ap.ASTError):
+        ap.compile(prog[:2] + [sp.instr("add.u32")], **io)
+
+
+def test_the_mm_ptx_dialect_runs_stack_types_too():
+    prog = [sp.const(2, "st_word"), sp.const(9, "st_word"), sp.instr("add.st_word"),
+            sp.instr("st_word.to.u32")]
+    st = sp.compile(prog, outputs={"z": "u32"}, dialect="mm-ptx")
+    assert nx.emulate(st, {}, outputs=["z"])["z"] == 11
+
+
+def test_an_unknown_type_id_in_words_is_refused():
+    bad = np.array([2 | 31 << 8 | 1 << 32], np.uint64)            # CONST of type 31
+    with pytest.raises(sp.ProgramError, match="unknown value type id 31"):
+        sp.decode(bad)
+
+
+# ================================================================================ sites, nvJitLink
+SRC = r'''
+extern "C" __global__ void k(unsigned* out, const unsigned* a, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        unsigned x = a[i], y;
+        PTX_INJECT("f", PTX_IN(st_word, x), PTX_OUT(U32, y));
+        out[i] = y;
+    }
+}'''
+
+
+def test_a_cuda_site_declares_a_stack_type_variable_and_assembles():
+    tmpl = nx.CudaTemplate(SRC, entry="k", arch="sm_90", cache=None)
+    site = tmpl.sites["f"]
+    assert site["x"].dtype == "st_word"
+    prog = [sp.input("x"), sp.dup("st_word"), sp.instr("mul.lo.st_word"), sp.const(1, "st_word"),
+            sp.instr("add.st_word"), sp.instr("st_word.to.u32")]
+    st = sp.compile(prog, site=site)
+    v = tmpl.inject(f=st)
+    assert len(v.cubin) > 0
+    x = np.uint32([0, 3, 70000])
+    got = nx.emulate(st, {site["x"].reg: x}, outputs=[site["y"].reg])[site["y"].reg]
+    np.testing.assert_array_equal(got, (x.astype(np.uint64) ** 2 + 1).astype(np.uint32))
+
+
+# ================================================================================ serialization
+def test_dumps_records_the_stack_types_and_loads_round_trips():
+    prog = [sp.input("x"), sp.const(-5, "st_wide"), sp.const(3, "st_word"), sp.drop("st_bits")]
+    data = sp.dumps(prog)
+    assert data[4:6] == b"\x04\x00"                                 # format 4
+    assert sp.loads(data) == prog
+    assert sp.dumps([sp.input("x")])[4:6] == b"\x02\x00"            # no stack type: format 2
+
+
+_CHILD = """
+import sys
+from numptx import stack_ptx as sp
+data = bytes.fromhex(sys.argv[1])
+{setup}
+try:
+    prog = sp.loads(data)
+except sp.SerializationError as e:
+    print("ERR", e)
+else:
+    print("OK", prog)
+    print("STUB", sp.compile(prog, inputs={{"x": "u32"}}, outputs={{"y": "u32"}}).replace("\\n", "|"))
+"""
+
+
+def _child(data: bytes, setup: str) -> str:
+    out = subprocess.run([sys.executable, "-c", _CHILD.format(setup=textwrap.dedent(setup)),
+                          data.hex()], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_loads_maps_stack_types_to_this_process_ids_by_name():
+    prog = [sp.const(5, "st_word"), sp.const(7, "st_word"), sp.instr("add.st_word"),
+            sp.instr("st_word.to.u32")]
+    want = sp.compile(prog, inputs={"x": "u32"}, outputs={"y": "u32"}).replace("\n", "|")
+    # the child defines another type first and ours in reverse order, so every id differs
+    # there; it replays the rows added here, in order (the table hash must match)
+    setup = "\nsp.stack_type('other_first', 'b64')\n"
+    setup += "".join(f"sp.stack_type({t.name!r}, {t.reg!r})\n" for t in reversed(sp.stack_types()))
+    out = _child(sp.dumps(prog), setup + _replay_rows())
+    assert out.startswith("OK"), out
+    assert f"STUB {want}" in out
+
+
+def _replay_rows() -> str:
+    """Python lines that add this process's added rows to a fresh table, in the same order."""
+    from numptx.instructions import BUILTIN_ROWS
+    lines = ["from numptx.instructions import Instr, add_instruction"]
+    for r in list(TABLE)[BUILTIN_ROWS:]:
+        lines.append(f"add_instruction(Instr({r.name!r}, {r.fmt!r}, {r.operands!r}, "
+                     f"{r.results!r}, lambda *a: 0, {r.accuracy!r}, "
+                     f"frozenset({sorted(r.flags)!r}), {r.min_sm!r}, 'replayed'))")
+    return "\n".join(lines) + "\n"
+
+
+def test_loads_refuses_an_undefined_or_different_stack_type():
+    data = sp.dumps([sp.const(5, "st_word")])
+    out = _child(data, "")
+    assert "ERR" in out and "stack type 'st_word' (.u32 registers)" in out \
+        and "sp.stack_type('st_word', 'u32')" in out
+    out = _child(data, "sp.stack_type('st_word', 'b32')")
+    assert "ERR" in out and "on .u32 registers, this process's on .b32" in out
+
+
+def test_corrupted_stack_type_sections_are_refused():
+    import hashlib
+    data = sp.dumps([sp.const(5, "st_word")])
+    body = bytearray(data[:-8])
+    i = body.index(b"st_word") - 2                   # the saved id byte
+    body[i] = 3                                      # a built-in type's id
+    bad = bytes(body) + hashlib.blake2b(bytes(body), digest_size=8).digest()
+    with pytest.raises(SerializationError, match="no user stack type"):
+        sp.loads(bad)
+    short = bytes(body[:i + 3])
+    with pytest.raises(SerializationError):
+        sp.loads(short + hashlib.blake2b(short, digest_size=8).digest())
+
+
+# ================================================================================ the limit
+def test_the_type_limit_and_the_last_id_compile():
+    code = """
+    from numptx import stack_ptx as sp
+    from numptx.errors import TypeRegistryError
+    rows = [sp.stack_type(f"t{i}", "u32") for i in range(sp.MAX_USER_TYPES)]
+    last = rows[-1]
+    st = sp.compile([sp.const(3, last.name), sp.dup(last.name)], outputs={"a": last.name,
+                    "b": last.name})
+    assert "mov.u32 %a, %_s0;" in st and "mov.u32 %b, %_s0;" in st, st
+    try:
+        sp.stack_type("one_more", "u32")
+    except TypeRegistryError as e:
+        print("LIMIT", last.id, e)
+    """
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("LIMIT 31 ") and "at most 18 stack types" in out.stdout
