@@ -132,13 +132,17 @@ def compile(prog: Sequence[Op] | np.ndarray, inputs: Mapping[str, str] | None = 
     routine that contradicts ``dialect=`` or each other is a :class:`ProgramError`.
     """
     # the common case (an op list without a marker op, no routines) skips the look-up
+    first = 0
     if dialect is None and prog.__class__ is list and not routines and \
             (not prog or prog[0].__class__ is not Op or prog[0].word & _MARK_MASK != _MARK):
         d = 0
     else:
+        n = len(prog) if hasattr(prog, "__len__") else None
         d, prog, routines = resolve_dialect(dialect, prog, routines, "compile")
+        if n is not None and hasattr(prog, "__len__") and len(prog) != n:
+            first = 1                      # the marker word went: errors count it back in
     return compile_words("stack", prog, inputs, outputs, site=site, routines=routines,
-                         strict=strict, limits=limits, dialect=d)
+                         strict=strict, limits=limits, dialect=d, first_word=first)
 
 
 def compile_many(programs: Iterable[Sequence[Op] | np.ndarray], inputs: Mapping[str, str] | None = None,

@@ -188,3 +188,17 @@ def test_mm_ptx_outputs_that_alias_inputs_read_the_inputs_before_any_write():
 # ===================================================================================== 7. ABI
 def test_the_c_core_abi_version():
     assert lib.STACKPTX_ABI_VERSION == 3
+
+
+def test_an_unknown_input_is_named_at_its_index_in_a_marked_array():
+    """The marker word is stripped before the C core runs; the error still counts it, so the
+    index names the word in the array the user holds (word 2 here: marker, x, q)."""
+    w = sp.encode([sp.input("x"), sp.input("q")], inputs=["x", "q"], dialect="mm-ptx")
+    for prog in (w, np.asarray(w)):
+        with pytest.raises(sp.ProgramError, match=r"^program: word 2 reads"):
+            sp.compile(prog, inputs={"x": "f32"}, outputs={"y": "f32"})
+    with pytest.raises(sp.ProgramError, match=r"program 0: word 2 reads"):
+        sp.compile_many([np.asarray(w)], inputs={"x": "f32"}, outputs={"y": "f32"})
+    plain = sp.encode([sp.input("x"), sp.input("q")], inputs=["x", "q"])
+    with pytest.raises(sp.ProgramError, match=r"^program: word 1 reads"):
+        sp.compile(np.asarray(plain), inputs={"x": "f32"}, outputs={"y": "f32"})

@@ -231,16 +231,17 @@ _DIAG_SIZE = ffi.sizeof("stackptx_diag")
 
 
 def compile_words(mode: str, prog, inputs, outputs, *, site=None, routines=(), strict=False,
-                  limits=None, dialect: int = 0) -> Stub:
+                  limits=None, dialect: int = 0, first_word: int = 0) -> Stub:
     """Compile one program with the Stack PTX (mode "stack") or AST PTX (mode "ast") core;
-    ``dialect`` (Stack PTX): an index of DIALECTS."""
+    ``dialect`` (Stack PTX): an index of DIALECTS; ``first_word``: the index word 0 of ``prog``
+    has in what the user passed (1 when a dialect marker was stripped), for error messages."""
     io = _io_for(inputs, outputs, site)
     if prog.__class__ is not list:
         prog = as_program(prog)
     words, n, keep = _words(prog, io)
     rts, rkeep = _routines(routines, io) if routines else (ffi.NULL, None)
     try:
-        return _compile_c(mode, io, limits, words, n, rts, strict, prog, dialect)
+        return _compile_c(mode, io, limits, words, n, rts, strict, prog, dialect, first_word)
     finally:
         del keep, rkeep
 
@@ -319,7 +320,7 @@ class _Reg:
 
 
 def _compile_c(mode: str, io: _IO, limits, words, n: int, rts, strict: bool, prog,
-               dialect: int = 0) -> Stub:
+               dialect: int = 0, first_word: int = 0) -> Stub:
     table = _table()
     lim_key, lim = _limits_c(limits, dialect)
     s = _scratch
@@ -342,7 +343,7 @@ def _compile_c(mode: str, io: _IO, limits, words, n: int, rts, strict: bool, pro
         s.out = ffi.new("char[]", s.out_size)
     d = ffi.buffer(diag, _DIAG_SIZE)[:]
     if diag.flags & lib.STACKPTX_D_UNKNOWN_INPUT:
-        raise _unknown_input(prog, io, "program")
+        raise _unknown_input(prog, io, "program", first_word)
     if st == lib.STACKPTX_OK:
         return Stub(ffi.unpack(s.out, out_len[0]).decode(), io.in_names, io.out_types, d,
                     DIALECTS[dialect])
@@ -360,9 +361,9 @@ def _compile_c(mode: str, io: _IO, limits, words, n: int, rts, strict: bool, pro
     raise ProgramError(f"{mode} PTX compile failed: {_status_name(st)}")
 
 
-def _unknown_input(prog, io: _IO, what: str) -> ProgramError:
-    """The error for an INPUT word whose name tag no input of the compile has: the word and,
-    where the encoding remembers it (``Encoded.inputs``), the name."""
+def _unknown_input(prog, io: _IO, what: str, first_word: int = 0) -> ProgramError:
+    """The error for an INPUT word whose name tag no input of the compile has: the word (counted
+    from ``first_word``) and, where the encoding remembers it (``Encoded.inputs``), the name."""
     known = ", ".join(repr(n) for n in io.index if "\x00" not in n) or "none"
     fix = (f"; encode it with this compile's names (sp.encode(prog, site=site) or "
            f"sp.encode(prog, [{known}]))")
@@ -382,10 +383,10 @@ def _unknown_input(prog, io: _IO, what: str) -> ProgramError:
                 if tag in io.clashes:
                     clash = [n for n in io.index if "\x00" not in n and input_tag(n) == tag]
                     return ProgramError(
-                        f"{what}: word {i} reads {shown}, but inputs {clash[0]!r} and "
+                        f"{what}: word {i + first_word} reads {shown}, but inputs {clash[0]!r} and "
                         f"{clash[1]!r} share that name tag (CRC-32), so an encoding cannot "
                         f"tell them apart: compile the program as a list of ops")
-                return ProgramError(f"{what}: word {i} reads {shown}, which {io.label} does "
+                return ProgramError(f"{what}: word {i + first_word} reads {shown}, which {io.label} does "
                                     f"not have (inputs: {known}){fix}")
             i += 2 if kind == CONST64 else 1
     return ProgramError(f"{what} (or one of its routines) reads an encoded input {io.label} "
