@@ -20,11 +20,12 @@ constants written in (a compile is ~2 µs). On the GPU the programs are packed o
 """
 from __future__ import annotations
 
+import copy
 import logging
 import math
 import os
-from collections.abc import Sequence
-from concurrent.futures import Executor
+from collections.abc import Iterable, Sequence
+from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -33,6 +34,7 @@ from .. import stack_ptx as sp
 from ..jit import fitness as F
 from ..jit.pack import DEFAULT_PER_MODULE
 from .genes import SearchError
+from .pipeline import PackPipeline
 
 __all__ = ["Evaluator", "check_data", "check_executor", "check_per_module", "LOSSES"]
 
@@ -140,12 +142,14 @@ class Evaluator:
     """Scores programs over inputs ``names`` (the columns of ``X``) against ``y``.
 
     ``evaluated`` counts the programs scored so far (what dedup saves shows there);
-    ``device`` is the resolved one, ``"cpu"`` or ``"gpu"``.
+    ``device`` is the resolved one, ``"cpu"`` or ``"gpu"``. ``pipeline``: on the GPU,
+    :meth:`score_chunks` assembles modules while the next chunk is made (see the module
+    documentation; False: it scores all the programs in one batch at the end).
     """
 
     def __init__(self, X: Any, y: Any, *, loss: str = "mse", names: Sequence[str] | None = None,
                  device: str = "auto", executor: Executor | None = None,
-                 per_module: int | None = None, where: str = "regress"):
+                 per_module: int | None = None, where: str = "regress", pipeline: bool = True):
         self.X, self.y = check_data(X, y, where=where)
         if not (isinstance(loss, str) and loss in LOSSES):
             raise SearchError(f"{where}: loss={loss!r}: use one of {', '.join(LOSSES)}")
@@ -173,7 +177,9 @@ class Evaluator:
                               f"{e}") from None
         self.site = self.template.sites["f"]
         self.evaluated = 0
+        self.pipeline = bool(pipeline)
         self._gpu_arrays: tuple | None = None
+        self._pack_template: Any = None
 
     # -- scoring ----------------------------------------------------------------------------
     def stubs(self, programs: Sequence[Any]) -> list:
@@ -195,6 +201,47 @@ class Evaluator:
         return F.fitness(stubs, self.X, self.y, self.loss, names=self.names,
                          device=self.device, executor=self.executor,
                          per_module=self.module_size(len(stubs)))
+
+    @property
+    def pipelined(self) -> bool:
+        """Whether :meth:`score_chunks` pipelines: on the GPU with ``pipeline=True`` and no
+        executor or a thread pool (the pipeline's jobs hold packs: no process pool)."""
+        return self.device == "gpu" and self.pipeline and (
+            self.executor is None or isinstance(self.executor, ThreadPoolExecutor))
+
+    def score_chunks(self, chunks: Iterable[Sequence[Any]], total: int | None = None
+                     ) -> np.ndarray:
+        """One loss per program of ``chunks`` (an iterable of program lists, consumed here),
+        in order: what :meth:`score` of all of them gives. ``total`` (an upper bound on the
+        programs to come) sizes the modules as :meth:`module_size` does; default 4096."""
+        if not self.pipelined:
+            return self.score([p for chunk in chunks for p in chunk])
+        per = self.module_size(4096 if total is None else max(1, total))
+        launches = _Launches(self)
+        with PackPipeline(self._packing_template(), "f", select="cand", per_module=per,
+                          executor=self.executor) as pipe:
+            for chunk in chunks:
+                if len(chunk):
+                    pipe.add(self.stubs(chunk))
+                for p in pipe.ready():       # launched while later modules assemble
+                    launches.launch(p)
+            for p in pipe.finish():
+                launches.launch(p)
+            n = pipe.total
+        self.evaluated += n
+        return launches.losses(n)
+
+    def _packing_template(self) -> Any:
+        """The fitness template without constant patching, for the pipeline: each module of a
+        generation is a new shape (patching never applies), and finding a module's shape costs
+        ~20 µs of Python per candidate (benchmarks/bench_search.py --stages), under the GIL
+        the thread that feeds the pipeline needs. Its cubins are the same (a first of its
+        shape is assembled as written)."""
+        if self._pack_template is None:
+            t = copy.copy(self.template)          # shares the PTX, sites and cache
+            t.patch_constants = False
+            self._pack_template = t
+        return self._pack_template
 
     def module_size(self, n: int) -> int:
         """Candidates per module for a batch of ``n``: ``per_module`` when given, else enough
@@ -225,7 +272,7 @@ class Evaluator:
             return _GpuConstants(self, programs)
         return ConstantBatch(self, programs)
 
-    # -- the GPU launch of run-time constant packs ------------------------------------------
+    # -- GPU launches ------------------------------------------------------------------------
     def _device_data(self):
         if self._gpu_arrays is None:
             from numba import cuda
@@ -238,7 +285,7 @@ class Evaluator:
         """Launch each pack of the fitness kernel once; the losses of its ``total`` candidates
         (the same reduction as :func:`numptx.fitness`)."""
         from numba import cuda
-        dX, dy, c, var_t = self._device_data()
+        dX, dy, c, _ = self._device_data()
         n = self.X.shape[0]
         acc = cuda.to_device(np.zeros((total, 4)))
         for p in packs:
@@ -246,8 +293,17 @@ class Evaluator:
                 continue
             p[((n + block - 1) // block, len(p)), block](acc[p.offset:p.offset + len(p)], dX, dy,
                                                         n, c)
-        sums = acc.copy_to_host()
-        bad = {i for p in packs for i in p.errors}
+        return self.losses_of(acc.copy_to_host(), {i for p in packs for i in p.errors})
+
+    def losses_of(self, sums: np.ndarray, bad: Iterable[int]) -> np.ndarray:
+        """The losses from the fitness kernel's sums (``sums[k]``: candidate k's s0, s1, s2
+        and count of non-finite samples) over this evaluator's data; candidates in ``bad``
+        (failed to build) and non-finite ones score +inf (the reduction of
+        :func:`numptx.fitness`)."""
+        n = self.X.shape[0]
+        var_t = float(self.y.astype(np.float64).var())
+        bad = set(bad)
+        total = len(sums)
         out = np.full(total, math.inf)
         for k in range(total):
             s0, s1, s2, nbad = sums[k]
@@ -264,6 +320,33 @@ class Evaluator:
                      else max(0.0, 1.0 - (s2 / n) / math.sqrt(vq * var_t)))
             out[k] = s if math.isfinite(s) else math.inf
         return out
+
+
+class _Launches:
+    """The pipelined path's launches: each pack of the fitness kernel launched once, as it
+    comes, into sums of its own (the packs' total is known only at the end)."""
+
+    def __init__(self, ev: Evaluator, block: int = 256):
+        self.ev, self.block = ev, block
+        self.parts: list[tuple[Any, Any]] = []      # (pack, its device sums or None)
+
+    def launch(self, p: Any) -> None:
+        if p.empty:                 # no candidate of the module works: all +inf
+            self.parts.append((p, None))
+            return
+        from numba import cuda
+        dX, dy, c, _ = self.ev._device_data()
+        n, b = self.ev.X.shape[0], self.block
+        acc = cuda.to_device(np.zeros((len(p), 4)))
+        p[((n + b - 1) // b, len(p)), b](acc, dX, dy, n, c)
+        self.parts.append((p, acc))
+
+    def losses(self, total: int) -> np.ndarray:
+        sums = np.zeros((total, 4))
+        for p, acc in self.parts:
+            if acc is not None:
+                sums[p.offset:p.offset + len(p)] = acc.copy_to_host()
+        return self.ev.losses_of(sums, {i for p, _ in self.parts for i in p.errors})
 
 
 class ConstantBatch:

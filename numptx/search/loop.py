@@ -27,7 +27,7 @@ import math
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -217,24 +217,59 @@ class Search:
         return Candidate(program, loss, self.genes)
 
     def evaluate_programs(self, programs: list) -> np.ndarray:
-        """Losses of ``programs``: cached by canonical key; the new keys scored in one batch."""
+        """Losses of ``programs``: cached by canonical key; the new keys scored in one batch
+        (on the GPU: pipelined, chunk by chunk, see :meth:`evaluate_chunks`)."""
+        size = self._chunk_size(len(programs))
+        return self.evaluate_chunks((programs[i:i + size]
+                                     for i in range(0, len(programs), size)),
+                                    len(programs))[1]
+
+    def _chunk_size(self, total: int) -> int:
+        # a chunk a module: each chunk's new programs fill about one module of the GPU
+        # pipeline (on the CPU the chunks are joined and scored at once: the same losses)
+        ev = self.evaluator
+        return max(1, ev.module_size(total) if ev is not None else total)
+
+    def evaluate_chunks(self, chunks: Iterable[list], total: int) -> tuple[list, np.ndarray]:
+        """The programs of ``chunks`` (consumed here; on the GPU each chunk's new programs are
+        compiled and sent to assembly before the next chunk is made) and their losses: cached
+        by canonical key, a key first met in this call (in any chunk) scored once, in order of
+        first appearance, so the losses equal those of one :meth:`evaluate_programs` call on
+        all the programs. ``total``: an upper bound on the programs (sizes the modules)."""
         t0 = time.perf_counter()
+        gen0 = self.timings["generate"]          # chunks made by a generator that times itself
         if len(self.cache) > _CACHE_MAX:
             self.cache.clear()
-        keys = _formula_mod().canonical_keys(programs, self.genes)
-        todo: dict[bytes, int] = {}
-        for i, k in enumerate(keys):
-            if k not in self.cache and k not in todo:
-                todo[k] = i
-        t1 = time.perf_counter()
-        if todo:
-            got = self._score([programs[i] for i in todo.values()])
-            self.cache.update(zip(todo, (float(v) for v in got)))
+        programs: list = []
+        keys: list[bytes] = []
+        todo: dict[bytes, None] = {}
+        spent = [0.0]
+
+        def new_ones():
+            for chunk in chunks:
+                t = time.perf_counter()
+                ks = _formula_mod().canonical_keys(chunk, self.genes) if len(chunk) else []
+                fresh = []
+                for p, k in zip(chunk, ks):
+                    if k not in self.cache and k not in todo:
+                        todo[k] = None
+                        fresh.append(p)
+                programs.extend(chunk)
+                keys.extend(ks)
+                spent[0] += time.perf_counter() - t
+                yield fresh
+        if self.evaluator is not None:
+            got = self.evaluator.score_chunks(new_ones(), total)
+        else:
+            fresh = [p for chunk in new_ones() for p in chunk]
+            got = self._score(fresh) if fresh else np.empty(0)
+        self.cache.update(zip(todo, (float(v) for v in got)))
         self.evaluated += len(todo)
         self._gen_evaluated += len(todo)
-        self.timings["dedup"] += t1 - t0
-        self.timings["evaluate"] += time.perf_counter() - t1
-        return np.array([self.cache[k] for k in keys])
+        made = self.timings["generate"] - gen0
+        self.timings["dedup"] += spent[0]
+        self.timings["evaluate"] += time.perf_counter() - t0 - spent[0] - made
+        return programs, np.array([self.cache[k] for k in keys])
 
     def fit_constants_of(self, cands: list[Candidate]) -> None:
         """Fit the constants of the best ``fit_top`` unfitted candidates (in place)."""
@@ -282,19 +317,34 @@ class Search:
 
     # -- variation ------------------------------------------------------------------------
     def make_children(self, parents_a: list, parents_b: list) -> list:
+        """One child per pair of parents (crossover and/or mutation), in order."""
+        return [c for chunk in self.child_chunks(parents_a, parents_b, max(1, len(parents_a)),
+                                                 timed=False) for c in chunk]
+
+    def child_chunks(self, parents_a: list, parents_b: list, size: int, *,
+                     timed: bool = True) -> Iterator[list]:
+        """:meth:`make_children` in chunks of ``size``, made as they are asked for: the same
+        children (the coins of the whole generation are drawn first, then each child's draws
+        in order, whatever the chunks). ``timed``: the time making them goes to
+        ``timings["generate"]``."""
         cfg, g, rng = self.cfg, self.genes, self.rng
         coins = rng.random((len(parents_a), 2))
-        out = []
-        for (a, b), (c0, c1) in zip(zip(parents_a, parents_b), coins):
-            if c0 < cfg["crossover"]:
-                child = O.crossover(a, b, rng, max_length=cfg["max_length"], genes=g)
-                if c1 < cfg["mutation"]:
-                    child = O.mutate(child, g, rng, max_length=cfg["max_length"])
-            else:
-                child = O.mutate(a, g, rng, max_length=cfg["max_length"])
-            out.append(child)
-        self.children_made += len(out)
-        return out
+        pairs = list(zip(parents_a, parents_b))
+        for start in range(0, len(pairs), size):
+            t0 = time.perf_counter()
+            out = []
+            for (a, b), (c0, c1) in zip(pairs[start:start + size], coins[start:start + size]):
+                if c0 < cfg["crossover"]:
+                    child = O.crossover(a, b, rng, max_length=cfg["max_length"], genes=g)
+                    if c1 < cfg["mutation"]:
+                        child = O.mutate(child, g, rng, max_length=cfg["max_length"])
+                else:
+                    child = O.mutate(a, g, rng, max_length=cfg["max_length"])
+                out.append(child)
+            self.children_made += len(out)
+            if timed:
+                self.timings["generate"] += time.perf_counter() - t0
+            yield out
 
     def penalized(self, cands: Sequence[Candidate]) -> np.ndarray:
         loss = np.array([c.loss for c in cands])
@@ -303,13 +353,19 @@ class Search:
         return loss
 
     def init_population(self) -> list[Candidate]:
-        t0 = time.perf_counter()
         n = self.cfg["population"]
-        progs = [O.random_program(self.genes, self.rng, length=tuple(self.cfg["init_length"]))
-                 for _ in range(n)]
-        self.children_made += n
-        self.timings["generate"] += time.perf_counter() - t0
-        losses = self.evaluate_programs(progs)
+        size = self._chunk_size(n)
+
+        def chunks():          # made as the pipeline asks: the same draws in the same order
+            for start in range(0, n, size):
+                t0 = time.perf_counter()
+                out = [O.random_program(self.genes, self.rng,
+                                        length=tuple(self.cfg["init_length"]))
+                       for _ in range(min(size, n - start))]
+                self.children_made += len(out)
+                self.timings["generate"] += time.perf_counter() - t0
+                yield out
+        progs, losses = self.evaluate_chunks(chunks(), n)
         return [Candidate(p, float(v), self.genes) for p, v in zip(progs, losses)]
 
     # -- one generation -------------------------------------------------------------------
@@ -344,11 +400,12 @@ class Search:
                 idx = self.rng.integers(0, len(pop), size=(2 * n_child, cfg["tournament"]))
                 win = idx[np.arange(2 * n_child), np.argmin(fit[idx], axis=1)]
                 self.timings["select"] += time.perf_counter() - t0
-                t0 = time.perf_counter()
-                progs = self.make_children([pop[i].program for i in win[:n_child]],
-                                           [pop[i].program for i in win[n_child:]])
-                self.timings["generate"] += time.perf_counter() - t0
-                losses = self.evaluate_programs(progs)
+                # children made chunk by chunk: on the GPU each chunk's modules assemble
+                # while the next is made (the same children and losses as all at once)
+                chunks = self.child_chunks([pop[i].program for i in win[:n_child]],
+                                           [pop[i].program for i in win[n_child:]],
+                                           self._chunk_size(n_child))
+                progs, losses = self.evaluate_chunks(chunks, n_child)
                 kids = [Candidate(p, float(v), self.genes) for p, v in zip(progs, losses)]
                 self.fit_constants_of(kids)
                 self.population = [pop[i] for i in elite] + kids
@@ -486,7 +543,8 @@ def _seed(seed: Any) -> int | None:
 
 
 def _regression_search(kind: str, X: Any, y: Any, ops: Sequence[str], *, names, dtype, constants,
-                       loss, device, executor, per_module, seed, **options) -> Search:
+                       loss, device, executor, per_module, seed, pipeline=True,
+                       **options) -> Search:
     # the dtype follows X (y is cast to it), or dtype= when given
     Xc, yc = check_data(X, y, where=kind, dtype=dtype)
     data_dtype = "f64" if Xc.dtype == np.float64 else "f32"
@@ -499,8 +557,10 @@ def _regression_search(kind: str, X: Any, y: Any, ops: Sequence[str], *, names, 
                               f"as float32 (or dtype='f32') to use that op") from None
         raise
     cfg = check_config(kind, **options)
+    if not isinstance(pipeline, bool):
+        raise SearchError(f"{kind}: pipeline={pipeline!r}: give True or False")
     ev = Evaluator(Xc, yc, loss=loss, names=genes.names, device=device, executor=executor,
-                   per_module=per_module, where=kind)
+                   per_module=per_module, where=kind, pipeline=pipeline)
     return Search(kind, genes, cfg, _seed(seed), evaluator=ev)
 
 
@@ -513,7 +573,7 @@ def regress(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div"), *
             fit_top: int | None = None, fit_steps: int = 12, fit_trials: int = 4,
             target: float | None = None, time_limit: float | None = None,
             restart: int | None = None, device: str = "auto", executor: Executor | None = None,
-            per_module: int | None = None,
+            per_module: int | None = None, pipeline: bool = True,
             progress: bool | Callable[[Generation], Any] = False) -> Result:
     """Symbolic regression: find a program over the columns of ``X`` (named ``x0..``, or
     ``names``) whose output fits ``y`` under ``loss`` (``mse``, ``mae``, ``rmse``,
@@ -527,11 +587,14 @@ def regress(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div"), *
     population (the best found stays the result's; a guard against a population stuck on an
     approximation). ``device``: ``auto`` (a GPU when present), ``cpu`` (the emulator) or
     ``gpu``; ``executor`` (any ``concurrent.futures.Executor``) builds the GPU modules or
-    spreads the CPU emulation. ``progress``: True prints a line per generation to stderr; a
-    callable gets each :class:`Generation`."""
+    spreads the CPU emulation. ``pipeline`` (GPU): each chunk of children is compiled and its
+    modules assembled in threads while the next chunk is made (the same losses; False: made
+    first, then built in one batch; a process-pool executor never pipelines). ``progress``:
+    True prints a line per generation to stderr; a callable gets each :class:`Generation`."""
     s = _regression_search("regress", X, y, ops, names=names, dtype=dtype, constants=constants,
                            loss=loss, device=device, executor=executor, per_module=per_module,
-                           seed=seed, population=population, generations=generations,
+                           seed=seed, pipeline=pipeline, population=population,
+                           generations=generations,
                            tournament=tournament, elitism=elitism, parsimony=parsimony,
                            crossover=crossover, mutation=mutation, max_length=max_length,
                            init_length=init_length, fit_top=fit_top, fit_steps=fit_steps,
@@ -617,6 +680,7 @@ def map_elites(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div")
                fit_trials: int = 4, target: float | None = None,
                time_limit: float | None = None, device: str = "auto",
                executor: Executor | None = None, per_module: int | None = None,
+               pipeline: bool = True,
                progress: bool | Callable[[Generation], Any] = False) -> Result:
     """MAP-Elites: an archive keeps the best program of each cell of a behaviour grid; each
     generation makes ``batch`` children of uniformly drawn elites and files each in its cell
@@ -628,7 +692,8 @@ def map_elites(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div")
     :func:`regress`."""
     s = _regression_search("map_elites", X, y, ops, names=names, dtype=dtype,
                            constants=constants, loss=loss, device=device, executor=executor,
-                           per_module=per_module, seed=seed, population=batch,
+                           per_module=per_module, seed=seed, pipeline=pipeline,
+                           population=batch,
                            generations=generations, parsimony=parsimony, crossover=crossover,
                            mutation=mutation, max_length=max_length, init_length=init_length,
                            fit_top=fit_top, fit_steps=fit_steps, fit_trials=fit_trials,

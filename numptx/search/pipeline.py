@@ -1,0 +1,154 @@
+"""Pipelined packing: packed modules assemble in threads while the caller makes the next chunk.
+
+::
+
+    from numptx.search.pipeline import PackPipeline, pack_chunks
+    with PackPipeline(tmpl, "f", select="cand", per_module=128) as pipe:
+        for chunk in chunks:              # stubs, made chunk by chunk on this thread
+            pipe.add(chunk)               # each full module goes to a thread at once
+            for p in pipe.ready():        # the modules built so far, in order
+                launch(p)
+        for p in pipe.finish():           # the rest, in order, each as soon as it is built
+            launch(p)
+
+    packs = pack_chunks(tmpl, "f", chunks, select="cand", per_module=128)   # all of them
+
+The stubs are cut into modules exactly as one :func:`numptx.jit.pack.pack_many` call cuts
+them all (``per_module`` candidates a module from the first, the last one shorter, however the
+chunks fall), so the packs equal that call's: the same candidates and offsets, the same cubins,
+the same errors under the same global indices. Each module is packed
+(:func:`numptx.jit.pack.pack`) and assembled (``pack.cubin``: a candidate that ptxas refuses is
+left out and the rest assembled again) by one job on a thread pool. nvJitLink releases the GIL,
+so the jobs assemble while the calling thread makes, deduplicates and compiles the next chunk
+(the search loop's GPU path, :meth:`numptx.search.evaluate.Evaluator.score_chunks`).
+"""
+from __future__ import annotations
+
+import os
+from collections import deque
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from typing import Any
+
+from ..jit.errors import BuildError
+from ..jit.pack import MAX_CANDIDATES, Pack, PackError, pack
+
+__all__ = ["PackPipeline", "pack_chunks"]
+
+
+def _build(target: Any, site: str, stubs: list, select: str, offset: int, constants: str,
+           other: Mapping[str, Any] | None) -> Pack:
+    """One module: packed and assembled (the job a pipeline sends to its threads)."""
+    p = pack(target, site, stubs, select=select, offset=offset, constants=constants,
+             stubs=other)
+    if not p.empty:
+        try:
+            p.cubin                # noqa: B018 - assemble here, in the worker thread
+        except BuildError:
+            if not p.empty:        # ptxas refused every candidate: an empty pack, as
+                raise              # pack_many leaves it
+    return p
+
+
+class PackPipeline:
+    """Packs of ``site`` of ``target`` (a template: what :func:`numptx.jit.pack.pack` takes)
+    built from stubs given chunk by chunk (see the module documentation).
+
+    ``executor``: the thread pool the modules build on (the jobs share the template and hand
+    back :class:`~numptx.jit.pack.Pack` objects, so it must run them in this process); None:
+    one of its own with ``max_workers`` threads (default: the cores, at most 32), shut down by
+    :meth:`close`. ``constants`` and ``stubs`` (other sites' stubs) are :func:`pack`'s.
+    """
+
+    def __init__(self, target: Any, site: str, *, select: str, per_module: int = 256,
+                 executor: Executor | None = None, max_workers: int | None = None,
+                 constants: str = "inline", stubs: Mapping[str, Any] | None = None):
+        if isinstance(per_module, bool) or not isinstance(per_module, int) or \
+                not 1 <= per_module <= MAX_CANDIDATES:
+            raise PackError(f"per_module={per_module!r}: an int from 1 to {MAX_CANDIDATES}")
+        if executor is not None and not callable(getattr(executor, "submit", None)):
+            raise PackError(f"executor={executor!r} is not a concurrent.futures.Executor")
+        self.target, self.site, self.select = target, site, select
+        self.per_module, self.constants, self.stubs = per_module, constants, stubs
+        self._own = executor is None
+        self._pool: Any = executor if executor is not None else ThreadPoolExecutor(
+            max_workers=max_workers or min(32, os.cpu_count() or 1),
+            thread_name_prefix="numptx-pipeline")
+        self._buffer: list = []          # stubs not yet in a module
+        self._sent = 0                   # candidates sent in modules (the next offset)
+        self._futures: deque[Future] = deque()
+        self._closed = False
+
+    @property
+    def total(self) -> int:
+        """Candidates added so far."""
+        return self._sent + len(self._buffer)
+
+    def add(self, stubs: Iterable[Any]) -> None:
+        """Take the next candidates; each module that fills goes to a thread now."""
+        if self._closed:
+            raise PackError("PackPipeline.add: the pipeline is closed")
+        if isinstance(stubs, (str, bytes, Mapping)):
+            raise PackError("PackPipeline.add takes a list of candidates (stubs), not one "
+                            f"{type(stubs).__name__}")
+        self._buffer.extend(stubs)
+        while len(self._buffer) >= self.per_module:
+            self._send(self._buffer[:self.per_module])
+            del self._buffer[:self.per_module]
+
+    def _send(self, stubs: list) -> None:
+        fut = self._pool.submit(_build, self.target, self.site, stubs, self.select, self._sent,
+                                self.constants, self.stubs)
+        self._futures.append(fut)
+        self._sent += len(stubs)
+
+    def ready(self) -> Iterator[Pack]:
+        """The packs built since the last call, in order, up to the first still building
+        (never waits). A module whose job failed raises its error here."""
+        while self._futures and self._futures[0].done():
+            yield self._futures.popleft().result()
+
+    def finish(self) -> Iterator[Pack]:
+        """Send the last (shorter) module; then each pack not yet handed out, in order, as
+        soon as it is built."""
+        if self._buffer:
+            self._send(list(self._buffer))
+            self._buffer.clear()
+        self._closed = True
+        return self._drain()
+
+    def _drain(self) -> Iterator[Pack]:
+        while self._futures:
+            yield self._futures.popleft().result()
+
+    def close(self) -> None:
+        """Drop the modules not yet started and shut down the pipeline's own thread pool
+        (a given executor is left running)."""
+        self._closed = True
+        for f in self._futures:
+            f.cancel()
+        if self._own:
+            self._pool.shutdown(wait=True)
+
+    def __enter__(self) -> PackPipeline:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def pack_chunks(target: Any, site: str, chunks: Iterable[Sequence[Any]], *, select: str,
+                per_module: int = 256, executor: Executor | None = None,
+                max_workers: int | None = None, constants: str = "inline",
+                stubs: Mapping[str, Any] | None = None) -> list[Pack]:
+    """All the packs of ``chunks`` (an iterable of stub lists, consumed while earlier modules
+    assemble), in order: what ``pack_many(target, site, <the chunks joined>, ...)`` gives;
+    ``[]`` when the chunks hold no stub."""
+    with PackPipeline(target, site, select=select, per_module=per_module, executor=executor,
+                      max_workers=max_workers, constants=constants, stubs=stubs) as pipe:
+        out: list[Pack] = []
+        for chunk in chunks:
+            pipe.add(chunk)
+            out.extend(pipe.ready())
+        out.extend(pipe.finish())
+    return out
