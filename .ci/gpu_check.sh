@@ -37,8 +37,11 @@ step gpu_tests python3 -m pytest -m gpu -q -rfEs --tb=line -p no:cacheprovider t
     tests/test_patch.py tests/test_pack.py tests/test_fitness.py tests/test_launch_plan.py \
     tests/test_resources.py tests/test_cuda_math.py tests/test_sass_parity.py \
     tests/test_issue14_messages.py tests/test_autotune.py tests/test_search_loop.py \
-    tests/test_mmptx_instructions.py tests/test_mmptx_examples.py tests/test_mmptx_ports.py
+    tests/test_search_pipeline.py tests/test_mmptx_instructions.py tests/test_mmptx_examples.py \
+    tests/test_mmptx_ports.py tests/test_stack_types.py
 step bench_search python3 benchmarks/bench_search.py --gpu --points 20000 --population 4096 --generations 10
+step bench_search_unpipelined python3 benchmarks/bench_search.py --gpu --points 20000 --population 4096 \
+    --generations 10 --no-pipeline
 [ "${NUMPTX_GPU_KERNELS:-1}" = 0 ] || step bench_kernels python3 benchmarks/bench_kernels.py --gpu --functions
 step bench_launch python3 benchmarks/bench_launch.py
 step demo python3 -m numptx.cli demo

@@ -33,7 +33,7 @@ from ._program import (ASTError, CONST, CONST64, DIALECTS, INPUT, INSTR, LOAD, M
                        META_OPS, NOP, RETURN, ROUTINE, STORE, Limits, Op, ProgramError, Stub,
                        as_program, compile_words, compile_words_many, const, convert, decode,
                        dialect_id, encode, input, instr, resolve_dialect, special, type_id)
-from ._program.encoding import program_dialect
+from ._program.encoding import program_dialect, remap_types, typed_ids, user_type_ids
 from ._program.ops import MARKER_MAGIC as _MARK, MARKER_MASK as _MARK_MASK, dialect_marker
 from . import valuetypes as VT
 from .errors import NumptxError
@@ -175,7 +175,6 @@ _VERSION_DIALECT = 3
 # input names: loads maps them to this process's ids by name. Written only when there are any.
 _VERSION_TYPES = 4
 _HEADER = struct.Struct("<4sHH16sI")      # magic, version, flags, table hash (16 bytes), n_names
-_TYPED_KINDS = (CONST, CONST64, META, STORE, LOAD)     # the kinds whose type field names a stack
 
 
 class SerializationError(NumptxError):
@@ -218,12 +217,20 @@ def dumps(prog: Sequence[Op], *, dialect: str | None = None) -> bytes:
         if op.name is not None and op.name not in names:
             names.append(op.name)
     words = encode(prog, inputs=names)
-    users = sorted({t for op in prog if op.word & 0xFF in _TYPED_KINDS
-                    for t in [(op.word >> 8) & 0xFF] if t >= len(VT.ROWS)})
+    rows = [(i, (op.word >> 16) & 0xFFFF) for i, op in enumerate(prog) if op.word & 0xFF == INSTR]
+    for i, r in rows:
+        if r >= len(TABLE):
+            raise SerializationError(f"dumps: op {i} runs instruction row {r}, outside the table "
+                                     f"({len(TABLE)} rows)")
+    # the stack types the words name, and those of the rows they run
+    users = {t for t in typed_ids(words) if t >= len(VT.ROWS)}
+    users |= {VT.NAMES.index(t) for r in {r for _, r in rows}
+              for t in TABLE[r].operand_types + TABLE[r].result_types if VT.BY_NAME[t].user}
+    users = sorted(users)
     version = _VERSION_TYPES if users else _VERSION_DIALECT if d else _VERSION
     # the hash of the rows the program can index (up to its highest INSTR): a table that
     # differs only after them, or gained rows, still runs the program as saved
-    used = max(((op.word >> 16) & 0xFFFF for op in prog if op.word & 0xFF == INSTR), default=-1)
+    used = max((r for _, r in rows), default=-1)
     parts = [_HEADER.pack(_MAGIC, version, d, bytes.fromhex(TABLE.prefix_hash(used + 1))[:16],
                           len(names))]
     for n in names:
@@ -304,7 +311,7 @@ def loads(data: bytes, *, dialect: str = "numptx", check_table: bool = True) -> 
         raise SerializationError(f"loads: {n_words} words announced, {(len(body) - pos) / 8:g} present")
     words = np.frombuffer(body, dtype="<u8", count=n_words, offset=pos).astype(np.uint64)
     if remap:
-        words = _retype_words(words, remap)
+        words = remap_types(words, remap)
     try:
         return decode(words, inputs=names)
     except ProgramError as e:
@@ -322,7 +329,7 @@ def _read_user_types(body: bytes, pos: int) -> tuple[dict[int, int], int]:
         return body[pos - n:pos]
 
     (n,) = struct.unpack("<H", take(2, "stack type count"))
-    remap: dict[int, int] = {}
+    saved = []
     for i in range(n):
         t, ln = take(2, f"stack type {i}")
         try:
@@ -330,30 +337,8 @@ def _read_user_types(body: bytes, pos: int) -> tuple[dict[int, int], int]:
             reg = take(take(1, f"stack type {i}")[0], f"stack type {i}").decode()
         except UnicodeDecodeError:
             raise SerializationError(f"loads: stack type {i} is not UTF-8") from None
-        row = VT.BY_NAME.get(name)
-        if row is None or not row.user:
-            raise SerializationError(
-                f"loads: the program uses the stack type {name!r} (.{reg} registers), which is "
-                f"not defined here: call sp.stack_type({name!r}, {reg!r}) before loading")
-        if row.reg != reg:
-            raise SerializationError(f"loads: the program's stack type {name!r} is on .{reg} "
-                                     f"registers, this process's on .{row.reg}")
-        if t < len(VT.ROWS) or t in remap:
-            raise SerializationError(f"loads: stack type {i} has the id {t}, which is no user "
-                                     f"stack type's (corrupted data)")
-        remap[t] = row.id
-    return remap, pos
-
-
-def _retype_words(words: np.ndarray, remap: dict[int, int]) -> np.ndarray:
-    """``words`` with the type field of each typed word moved from saved ids to current ones
-    (a CONST64's data word is skipped: it is a payload, not a word)."""
-    out = words.copy()
-    i = 0
-    while i < len(out):
-        w = int(out[i])
-        kind, t = w & 0xFF, (w >> 8) & 0xFF
-        if kind in _TYPED_KINDS and t in remap:
-            out[i] = np.uint64(w & ~0xFF00 | remap[t] << 8)
-        i += 2 if kind == CONST64 else 1
-    return out
+        saved.append((t, name, reg))
+    try:
+        return user_type_ids(saved, "loads"), pos
+    except ProgramError as e:
+        raise SerializationError(str(e)) from None

@@ -32,7 +32,7 @@ from . import valuetypes as VT
 from ._native import lib
 from .dtypes import all_dtypes, register_type
 from .errors import TypeRegistryError
-from .instruction_model import (Instr, InstructionError, TYPE_BITS, note_user_type,
+from .instruction_model import (REG_TYPE, TYPE_BITS, Instr, InstructionError, note_user_type,
                                 parse_type_spec)
 
 __all__ = ["stack_type", "stack_types", "retype", "MAX_USER_TYPES", "REGISTER_TYPES"]
@@ -57,7 +57,7 @@ def _fail(name, msg: str) -> TypeRegistryError:
     return TypeRegistryError(f"stack_type({name!r}): {msg}")
 
 
-def stack_type(name: str, reg: str, width: int | None = None, *, doc: str = "") -> VT.ValueType:
+def stack_type(name: str, reg: str, width: int | None = None) -> VT.ValueType:
     """Define the stack type ``name`` on PTX registers of type ``reg`` (``"u32"``, ``"b64"``,
     ``"f32"``, ... see :data:`REGISTER_TYPES`); ``width`` (bits) is the register's and may be
     given as a check. Returns its row (``.id`` 14, 15, ... in definition order)::
@@ -67,15 +67,18 @@ def stack_type(name: str, reg: str, width: int | None = None, *, doc: str = "") 
         64
 
     Its constants are written as those of the built-in type of the same register kind (u32
-    decimal, b32 hex, f32 ``0f...``); its NumPy values (``nx.emulate``) are that type's.
+    decimal, b32 hex, f32 ``0f...``); its NumPy values (``nx.emulate``) are that type's. It is
+    also a site data type of the same name (a type on ``pred`` registers is not: no site
+    variable is a predicate); a site type of that name registered before on the same registers
+    (:func:`numptx.register_type`, e.g. with a ``cast``) is kept as it is.
     Raises :class:`~numptx.TypeRegistryError` for a name that is not lower-case
     ``[a-z][a-z0-9_]*``, a name a built-in type or alias (or a site type on other registers)
     has, a register type ``mov`` lacks, a width no register holds, a second definition that
     differs, or more than :data:`MAX_USER_TYPES` types.
     """
-    if not isinstance(name, str) or not _NAME.match(name):
-        raise _fail(name, "a stack type's name is lower case [a-z][a-z0-9_]* (it appears in "
-                          "type specs like 'name[4]')")
+    if not isinstance(name, str) or not _NAME.match(name) or len(name) > 64:
+        raise _fail(name, "a stack type's name is lower case [a-z][a-z0-9_]*, at most 64 "
+                          "characters (it appears in type specs like 'name[4]')")
     if not isinstance(reg, str) or reg.lstrip(".") not in REGISTER_TYPES:
         raise _fail(name, f"register type {reg!r} is not one mov copies; use one of "
                           f"{', '.join(REGISTER_TYPES)}")
@@ -92,8 +95,6 @@ def stack_type(name: str, reg: str, width: int | None = None, *, doc: str = "") 
                         "; keep 8-bit values in u32 registers, as numptx's cvt .u8 rows do)"
                         if width == 8 else ")"))
             raise _fail(name, f"width={width} but .{reg} registers hold {bits} bits{hint}")
-    if not isinstance(doc, str):
-        raise _fail(name, "doc must be a string")
     with _lock:
         old = VT.BY_NAME.get(name)
         if old is not None:
@@ -120,7 +121,7 @@ def stack_type(name: str, reg: str, width: int | None = None, *, doc: str = "") 
             site_info = VT.SiteInfo(reg, letter, b.site.ctype if b.site else "", "bits")
         row = VT.ValueType(len(VT.NAMES), name, reg, b.np, bits, b.kind, site_info, False, (),
                            None, base)
-        if site_info is not None:
+        if site_info is not None and site is None:
             register_type(name, reg, reg, site_info.constraint)
         VT.add_user_row(row)
         note_user_type(row)
@@ -157,6 +158,13 @@ def retype(row: str | Instr, types: dict[str, str], *, name: str, doc: str = "")
         if TYPE_BITS[a] != TYPE_BITS[b]:
             raise InstructionError(f"retype({src.name!r}): {a} holds {TYPE_BITS[a]} bits and "
                                    f"{b} {TYPE_BITS[b]}: the PTX text cannot take both")
+        # the row's PTX is typed for ``a``; ptxas takes b's registers only where PTX allows
+        want = VT.BY_NAME[a].reg if VT.BY_NAME[a].user else a
+        if not VT.ptx_compatible(want, REG_TYPE[b]):
+            raise InstructionError(f"retype({src.name!r}): its PTX works on .{want} values and "
+                                   f"{b} lives in .{REG_TYPE[b]} registers, which ptxas does "
+                                   f"not let it take (a bit type of the same size, or signed "
+                                   f"for unsigned, would)")
         if not any(parse_type_spec(s)[0] == a for s in src.operands + src.results):
             raise InstructionError(f"retype({src.name!r}): the row has no {a} operand or result")
 

@@ -20,13 +20,14 @@ This module imports only NumPy: the generator loads it without the rest of the p
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 __all__ = ["SiteInfo", "ValueType", "ROWS", "NAMES", "BY_NAME", "WIDE", "FLOATS", "INTS",
-           "WHOLE", "KINDS", "USER", "aliases", "add_user_row"]
+           "WHOLE", "KINDS", "USER", "aliases", "add_user_row", "ptx_compatible"]
 
 #: the values of :attr:`ValueType.kind`
 KINDS = ("pred", "float", "signed", "unsigned", "bits")
@@ -152,7 +153,10 @@ class TypeNames(Sequence):
         return iter(self._names)
 
     def __contains__(self, name) -> bool:
-        return name in self._ids
+        try:
+            return name in self._ids
+        except TypeError:                 # an unhashable value names no type
+            return False
 
     def index(self, name, *_args) -> int:
         try:
@@ -197,6 +201,34 @@ def add_user_row(row: ValueType) -> None:
     USER.append(row)
     if row.wide:
         WIDE.add(row.name)
+
+
+_PTX_TYPE = re.compile(r"(b|u|s|f|bf)(8|16|32|64)(x2)?\Z")
+
+
+def _ptx_class(t: str) -> tuple[str, int] | None:
+    if t == "pred":
+        return "pred", 1
+    m = _PTX_TYPE.match(t)
+    if m is None:
+        return None
+    kind = {"b": "bits", "u": "int", "s": "int"}.get(m.group(1), t)   # each float type its own
+    return kind, int(m.group(2)) * (2 if m.group(3) else 1)
+
+
+def ptx_compatible(instr_type: str, reg_type: str) -> bool:
+    """Whether PTX lets an instruction of type ``instr_type`` (``add.u32``: u32) take a register
+    declared ``.reg .<reg_type>``: the same type; a bit type (b16/b32/b64) with any type of its
+    size, either way round; or signed and unsigned integers of one size. ptxas refuses the rest
+    (an f32 register to ``add.u32``), and so do ``sp.retype`` and the emulator::
+
+        >>> ptx_compatible("u32", "b32"), ptx_compatible("s32", "u32"), ptx_compatible("u32", "f32")
+        (True, True, False)
+    """
+    a, b = _ptx_class(instr_type), _ptx_class(reg_type)
+    if a is None or b is None:
+        return False
+    return a == b or (a[1] == b[1] and ("bits" in (a[0], b[0]) or a[0] == b[0] == "int"))
 
 
 def aliases(rows: tuple[ValueType, ...] | list[ValueType]) -> dict[str, str]:

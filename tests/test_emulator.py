@@ -420,11 +420,11 @@ def test_unbalanced_braces(stub, line, msg):
 
 
 def test_parse_is_cached():
-    E._parse.cache_clear()
+    E.parse.cache_clear()
     stub = "mul.rn.f32 %z, %x, %x;"
     for k in range(5):
         emulate(stub, {"x": np.float32(k)}, ["z"])
-    info = E._parse.cache_info()
+    info = E.parse.cache_info()
     assert info.misses == 1 and info.hits == 4
 
 

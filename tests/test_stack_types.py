@@ -192,6 +192,21 @@ def test_a_cuda_site_declares_a_stack_type_variable_and_assembles():
     np.testing.assert_array_equal(got, (x.astype(np.uint64) ** 2 + 1).astype(np.uint32))
 
 
+@pytest.mark.gpu
+def test_a_stack_type_kernel_on_the_gpu_matches_the_emulator():
+    tmpl = nx.CudaTemplate(SRC, entry="k", arch="sm_90", cache=None)   # H100/H200
+    site = tmpl.sites["f"]
+    prog = [sp.input("x"), sp.dup("st_word"), sp.instr("mul.lo.st_word"), sp.const(1, "st_word"),
+            sp.instr("add.st_word"), sp.instr("st_word.to.u32")]
+    st = sp.compile(prog, site=site)
+    v = tmpl.inject(f=st)
+    x = np.arange(0, 1 << 20, 997, dtype=np.uint32) * np.uint32(4099)
+    out = np.zeros_like(x)
+    v[(len(x) + 127) // 128, 128](out, x, len(x))
+    want = nx.emulate(st, {site["x"].reg: x}, outputs=[site["y"].reg])[site["y"].reg]
+    np.testing.assert_array_equal(out, want)
+
+
 # ================================================================================ serialization
 def test_dumps_records_the_stack_types_and_loads_round_trips():
     prog = [sp.input("x"), sp.const(-5, "st_wide"), sp.const(3, "st_word"), sp.drop("st_bits")]
@@ -289,3 +304,134 @@ def test_the_type_limit_and_the_last_id_compile():
                          text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("LIMIT 31 ") and "at most 18 stack types" in out.stdout
+
+
+# ================================================================================ review fixes
+@pytest.mark.parametrize("row, mapping", [
+    ("add.u32", {"u32": "st_real"}),            # an integer add on f32 registers
+    ("add.rn.f32", {"f32": "st_word"}),         # a float add on u32 registers
+    ("%laneid", {"u32": "st_real"}),            # mov.u32 into an f32 register
+    ("add.s32", {"s32": "st_real"}),
+])
+def test_retype_refuses_what_ptxas_refuses(row, mapping):
+    with pytest.raises(InstructionError, match="ptxas does not let it take"):
+        sp.retype(row, mapping, name="st_refused")
+    assert "st_refused" not in TABLE
+
+
+def test_retype_takes_what_ptxas_takes():
+    # a bit type takes any register of its size; signed and unsigned integers trade places
+    from numptx.valuetypes import ptx_compatible
+    assert ptx_compatible("b32", "f32") and ptx_compatible("u32", "b32")
+    assert ptx_compatible("s32", "u32") and not ptx_compatible("u32", "f32")
+    assert not ptx_compatible("f16", "u16") and not ptx_compatible("pred", "b32")
+
+
+def test_the_emulator_refuses_a_register_type_an_instruction_cannot_take():
+    bad = ".reg .f32 %r;\nadd.u32 %r, %a, %b;\nmov.b32 %z, %r;"
+    with pytest.raises(nx.EmulationError, match=r"%r is declared \.f32.*\.u32"):
+        nx.emulate(bad, {"a": np.uint32(1), "b": np.uint32(2)}, outputs=["z"])
+    with pytest.raises(nx.EmulationError, match="the destination of mov.u32"):
+        nx.emulate(".reg .f32 %r;\nmov.u32 %r, %laneid;\nmov.b32 %z, %r;", {}, outputs=["z"])
+    ok = ".reg .b32 %r;\nadd.u32 %r, %a, %b;\nmov.u32 %z, %r;"
+    assert nx.emulate(ok, {"a": np.uint32(1), "b": np.uint32(2)}, outputs=["z"])["z"] == 3
+    # and nvJitLink agrees: the refused form does not assemble
+    with pytest.raises(nx.LinkError):
+        nx.ptx_to_cubin(_kernel_ptx(bad), arch="sm_90")
+    assert nx.ptx_to_cubin(_kernel_ptx(ok), arch="sm_90")
+
+
+def _kernel_ptx(body: str) -> str:
+    return (".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k(.param .u64 p)\n{\n"
+            ".reg .u32 %a, %b, %z;\n.reg .u64 %q;\nmov.u32 %a, 1;\nmov.u32 %b, 2;\n{\n" + body
+            + "\n}\nld.param.u64 %q, [p];\nst.global.u32 [%q], %z;\nret;\n}\n")
+
+
+def test_a_site_type_that_becomes_a_stack_type_is_compiled_as_the_stack_type():
+    nx.register_type("st_late", "u32", "u32", "r")
+    io = dict(inputs={"x": "st_late"}, outputs={"y": "st_late"})
+    assert "mov.u32 %y, %x;" in sp.compile([sp.input("x")], **io)     # the u32 stack, for now
+    sp.stack_type("st_late", "u32")
+    sp.retype("add.u32", {"u32": "st_late"}, name="add.st_late")
+    st = sp.compile([sp.input("x"), sp.input("x"), sp.instr("add.st_late")], **io)
+    assert "add.u32 %_s0, %x, %x;" in st                 # the same io, now the stack type's
+
+
+def test_a_cast_site_type_of_the_name_is_kept():
+    nx.register_type("st_cast", "u32", "u32", "r", "*(unsigned int*)&")
+    row = sp.stack_type("st_cast", "u32")
+    assert row.user and nx.get_dtype("st_cast").mode == "cast"
+
+
+def test_long_names_and_rows_outside_the_table_are_refused_clearly():
+    with pytest.raises(TypeRegistryError, match="at most 64"):
+        sp.stack_type("x" * 65, "u32")
+    with pytest.raises(SerializationError, match="op 1 runs instruction row 60000"):
+        sp.dumps([sp.const(1, "u32"), sp.Op(4, 60000 << 16)])
+
+
+def test_the_rows_stack_types_are_recorded_too():
+    """A program that reaches a stack type only through a row (no typed word) still names it,
+    so loading it where the type is on other registers is refused."""
+    data = sp.dumps([sp.input("x"), sp.instr("st_word.to.u32")])
+    assert data[4:6] == b"\x04\x00" and b"st_word" in data
+    assert sp.loads(data) == [sp.input("x"), sp.instr("st_word.to.u32")]
+
+
+def test_a_pickled_encoding_maps_its_stack_types_by_name_in_another_process():
+    import pickle
+    enc = sp.encode([sp.const(-5, "st_wide"), sp.const(9, "st_word")])
+    blob = pickle.dumps(enc).hex()
+    code = f"""
+    import pickle, sys
+    from numptx import stack_ptx as sp
+    sp.stack_type("other_first", "b64")
+    sp.stack_type("st_word", "u32")
+    sp.stack_type("st_wide", "s64")
+    enc = pickle.loads(bytes.fromhex({blob!r}))
+    print(sp.compile(enc, outputs={{"a": "st_word", "b": "st_wide"}}).replace("\\n", "|"))
+    """
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "mov.s64 %_s0, -5;|mov.u32 %_s1, 9;|mov.u32 %a, %_s1;|mov.s64 %b, %_s0;" in \
+        out.stdout, out.stdout
+    code = f"""
+    import pickle
+    from numptx import stack_ptx as sp
+    try:
+        pickle.loads(bytes.fromhex({blob!r}))
+    except sp.ProgramError as e:
+        print("ERR", e)
+    """
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                         text=True, timeout=120)
+    assert "ERR unpickling an encoded program: the program uses the stack type" in out.stdout, \
+        out.stdout + out.stderr
+
+
+def test_the_simulator_copies_bits_into_a_stack_type_site_as_the_gpu_build_does(tmp_path):
+    from conftest import run_script
+    src = """
+    import numpy as np, numptx as nx
+    from numptx import stack_ptx as sp
+    from numba import cuda
+    sp.stack_type("sim_real", "f32")
+
+    @nx.kernel
+    def k(out, a):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = nx.site("f", x=(a[i], "sim_real"), out={"y": nx.u32})
+
+    v = k.inject(f="mov.b32 %v_y, %v_x;")
+    out = np.zeros(2, np.uint32)
+    v[1, 2](out, np.array([1, 2], np.int32))           # an int32's bits, not 1.0's
+    assert out.tolist() == [1, 2], out
+    try:
+        v[1, 2](out, np.array([1, 2], np.uint16))
+    except nx.SiteError as e:
+        assert "copies bits and needs a 32-bit value" in str(e)
+        print("SIM-OK")
+    """
+    run_script(tmp_path, textwrap.dedent(src), simulator=True, marker="SIM-OK")

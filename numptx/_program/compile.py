@@ -19,6 +19,7 @@ from .._native import ffi, lib
 from ..dtypes import get_dtype
 from ..errors import TypeRegistryError
 from ..instructions import TYPES
+from ..valuetypes import USER
 from ..opkinds import CONST64, INPUT
 from .ctable import _status_name, _table
 from .encoding import as_program, input_tag, _encode, _encode_fast, decode, routine_dialects
@@ -118,7 +119,8 @@ def _io_for(inputs, outputs, site) -> _IO:
     if outputs is None:
         outputs = {}
     try:
-        key = (*inputs.items(), None, *outputs.items())
+        # a name becomes a stack type's when one is defined: the count keeps keys current
+        key = (len(USER), *inputs.items(), None, *outputs.items())
         io = _io_cache.get(key)
     except (AttributeError, TypeError):
         raise ProgramError("inputs and outputs map register names to value types, e.g. "
@@ -267,7 +269,7 @@ def compile_lowered(mode: str, words: bytes, input_names: Sequence[str],
 def _io_ordered(inputs, outputs, site, names: tuple) -> _IO:
     """Like :func:`_io_for`, with the inputs ``names`` first, in that order."""
     if site is not None:
-        key = (id(site), names)
+        key = (id(site), names, len(USER))
         io = _io_cache.get(key)
         if io is not None and io._keep[1] is site:
             return io
@@ -279,7 +281,7 @@ def _io_ordered(inputs, outputs, site, names: tuple) -> _IO:
         what = f"site {site.name!r}"
     else:
         inputs, outputs = dict(inputs or {}), dict(outputs or {})
-        key = (*inputs.items(), None, *outputs.items(), None, *names)
+        key = (len(USER), *inputs.items(), None, *outputs.items(), None, *names)
         io = _io_cache.get(key)
         if io is not None:
             return io

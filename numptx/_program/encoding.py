@@ -16,11 +16,12 @@ import numpy as np
 from ..instructions import TABLE, TYPES
 from ..opkinds import (CONST, CONST64, INPUT, INSTR, KIND_NAMES, LOAD, META, META_CONST, META_OPS,
                        NOP, RETURN, ROUTINE, STORE)
-from ..valuetypes import WIDE
+from ..valuetypes import BY_NAME, ROWS, WIDE
 from .ops import (DIALECTS, MARKER_MASK, MARKER_MAGIC, Op, ProgramError, dialect_id,
                   dialect_marker, input, instr, marker_dialect)
 
-__all__ = ["encode", "decode", "Encoded", "input_tag", "program_dialect", "routine_dialects"]
+__all__ = ["encode", "decode", "Encoded", "input_tag", "program_dialect", "routine_dialects",
+           "typed_ids", "remap_types", "user_type_ids"]
 
 
 class Encoded(np.ndarray):
@@ -49,7 +50,10 @@ class Encoded(np.ndarray):
 
     def __reduce__(self):
         fn, args, state = super().__reduce__()
-        return fn, args, (state, self.inputs, 2, self._dialect)
+        # stack type ids are the process's: the pickle names the types its words use
+        users = tuple((t, TYPES[t], BY_NAME[TYPES[t]].reg) for t in sorted(typed_ids(self))
+                      if t >= len(ROWS)) if self.ndim == 1 else ()
+        return fn, args, (state, self.inputs, 3, self._dialect, users)
 
     def __setstate__(self, state) -> None:
         base, self.inputs = state[:2]
@@ -58,6 +62,60 @@ class Encoded(np.ndarray):
         if len(state) == 2 and self.inputs:      # pickled before the words carried name tags
             words = _encode(decode(self, self.inputs), _input_index(self.inputs))
             self[...] = np.frombuffer(words, dtype=np.uint64)
+        if len(state) > 4 and state[4]:
+            remap = user_type_ids(state[4], "unpickling an encoded program")
+            if any(a != b for a, b in remap.items()):
+                self[...] = remap_types(np.asarray(self), remap)
+
+
+_TYPED = (CONST, CONST64, META, STORE, LOAD)      # the kinds whose type field names a stack
+
+
+def typed_ids(words) -> set[int]:
+    """The type ids the typed words (CONST, CONST64, META, STORE, LOAD) of ``words`` name
+    (a CONST64's data word is a payload, not a word)."""
+    w, out, i = [int(x) for x in np.asarray(words, np.uint64).ravel()], set(), 0
+    while i < len(w):
+        kind = w[i] & 0xFF
+        if kind in _TYPED:
+            out.add((w[i] >> 8) & 0xFF)
+        i += 2 if kind == CONST64 else 1
+    return out
+
+
+def remap_types(words: np.ndarray, remap: dict[int, int]) -> np.ndarray:
+    """A copy of ``words`` whose typed words name ``remap[t]`` for type ``t`` (saved stack type
+    ids moved to this process's)."""
+    out = np.array(words, np.uint64)
+    i = 0
+    while i < len(out):
+        w = int(out[i])
+        kind, t = w & 0xFF, (w >> 8) & 0xFF
+        if kind in _TYPED and t in remap:
+            out[i] = np.uint64(w & ~0xFF00 | remap[t] << 8)
+        i += 2 if kind == CONST64 else 1
+    return out
+
+
+def user_type_ids(saved, what: str) -> dict[int, int]:
+    """Saved id -> this process's id for the stack types ``saved`` ((id, name, register type)
+    each), matched by name; a type not defined here, or on other registers, is an error naming
+    the fix (``sp.stack_type``)."""
+    remap: dict[int, int] = {}
+    for t, name, reg in saved:
+        row = BY_NAME.get(name)
+        if row is None or not row.user:
+            raise ProgramError(f"{what}: the program uses the stack type {name!r} (.{reg} "
+                               f"registers), which is not defined here: call "
+                               f"sp.stack_type({name!r}, {reg!r}) first")
+        if row.reg != reg:
+            raise ProgramError(f"{what}: the program's stack type {name!r} is on .{reg} "
+                               f"registers, this process's on .{row.reg}")
+        if not isinstance(t, int) or t < len(ROWS) or t in remap:
+            raise ProgramError(f"{what}: stack type {name!r} has the id {t!r}, which is no "
+                               f"user stack type's (corrupted data)")
+        remap[t] = row.id
+    return remap
 
 
 def input_tag(name: str) -> int:

@@ -183,7 +183,7 @@ def const(value, dtype: str) -> Op:
         if name == "f64":
             bits = int(np.float64(_float_value(value, name, text)).view(np.uint64))
         else:
-            bits = _int_payload(value, 64, BY_NAME[name].kind == "signed", name)
+            bits = _int_payload(value, 64, BY_NAME[name].kind == "signed", TYPES[t])
         return Op(CONST64, t << 8, extra=bits, text=text)
     if name == "pred":
         if not isinstance(value, (bool, np.bool_, int)) or int(value) not in (0, 1):
@@ -209,7 +209,7 @@ def const(value, dtype: str) -> Op:
         else:
             payload = _int_payload(value, 32, False, name)
     else:                                            # the integer and bit types: s32, b16...
-        payload = _int_payload(value, BY_NAME[name].bits, BY_NAME[name].kind == "signed", name)
+        payload = _int_payload(value, BY_NAME[name].bits, BY_NAME[name].kind == "signed", TYPES[t])
     return Op(CONST, t << 8 | payload << 32, text=text)
 
 

@@ -84,13 +84,25 @@ def _np_dtype(dtype_name: str) -> np.dtype:
 
 
 def _typed_inputs(spec: SiteSpec, values: dict) -> dict:
+    """The in/mod values of one site call in their types, as the GPU build makes them: a
+    ``value`` type converts, a bit-copying type (``bits``/``cast``: f16, b32, the stack
+    types...) takes the bits of a value of its size and refuses another size."""
     out = {}
     for k, t, n in spec.variables:
         if k != "out":
             v = np.asarray(values[n])
             dt = _np_dtype(t)
-            out[n] = (v.astype(dt) if v.dtype.kind != dt.kind or v.dtype.itemsize != dt.itemsize
-                      else v)[()]
+            if v.dtype.kind != dt.kind or v.dtype.itemsize != dt.itemsize:
+                site_t = get_dtype(t)
+                if site_t.mode == "value":
+                    v = v.astype(dt)
+                elif v.dtype.itemsize == dt.itemsize and v.dtype.kind in "biuf":
+                    v = v.view(dt)
+                else:
+                    raise SiteError(f"site {spec.name!r}, {k} variable {n!r}: {site_t.name} "
+                                    f"copies bits and needs a {dt.itemsize * 8}-bit value, "
+                                    f"got {v.dtype}")
+            out[n] = v[()]
     return out
 
 
