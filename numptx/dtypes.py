@@ -119,6 +119,10 @@ def get_dtype(name: str, *, context: str = "") -> SiteType:
     dt = _registry.get(str(name).lower())
     if dt is None:
         where = f"{context}: " if context else ""
+        row = VT.BY_NAME.get(str(name).lower())
+        if row is not None and row.kind == "pred":
+            raise TypeRegistryError(f"{where}{name!r} is a type on .pred registers, which no "
+                                    f"site variable carries (move a predicate through selp)")
         raise TypeRegistryError(f"{where}unknown data type {name!r}; known types: "
                                 f"{', '.join(sorted(_registry))} (add one with nx.register_type)")
     return dt

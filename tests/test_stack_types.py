@@ -435,3 +435,8 @@ def test_the_simulator_copies_bits_into_a_stack_type_site_as_the_gpu_build_does(
         print("SIM-OK")
     """
     run_script(tmp_path, textwrap.dedent(src), simulator=True, marker="SIM-OK")
+
+
+def test_a_pred_stack_type_is_no_site_type_and_says_so():
+    with pytest.raises(TypeRegistryError, match="no site variable carries"):
+        nx.get_dtype("st_flag")
