@@ -20,7 +20,10 @@ named in ``inputs`` and ``outputs``), so a stub that declares ``%v_z`` inside a 
 it there leaves the outer ``%v_z`` unwritten, as the GPU does.
 
 Values (design, section 2): every register holds an array in the canonical NumPy representation
-of its type; a read with another type of the same size reinterprets the bits (``.view``).
+of its type; a read with another type of the same size reinterprets the bits (``.view``). A
+register the stub declares is checked against the instructions that use it as ptxas checks it
+(:func:`numptx.valuetypes.ptx_compatible`: ``add.u32`` takes a ``.b32`` or ``.s32`` register,
+not a ``.f32`` one).
 
 * ``inputs`` maps register names (without ``%``) to scalars or arrays, broadcast to one common
   shape; the outputs have that shape. NumPy arrays and NumPy scalars are taken *as stored*: a read
