@@ -26,7 +26,7 @@ __all__ = [
     "TYPES", "TYPE_ID", "REG_TYPE", "NP_DTYPE", "TYPE_BITS", "FLAGS", "COMMUTATIVE", "VOLATILE",
     "APPROX", "FTZ", "SPECIAL", "BITCAST", "Instr", "Table", "parse_type_spec",
     "InstructionError", "UnknownInstructionError", "format_accuracy", "MAX_OPERANDS",
-    "MAX_RESULTS", "MAX_WIDTH", "note_user_type", "user_typed",
+    "MAX_RESULTS", "MAX_WIDTH", "note_user_type", "user_typed", "ptx_slot_types",
 ]
 
 # ORDER TYPES: derived from numptx/valuetypes.py, which owns every per-type fact (ids are
@@ -81,6 +81,51 @@ def note_user_type(row: VT.ValueType) -> None:
 def user_typed(ins: "Instr") -> bool:
     """Whether a row reads or writes a user stack type."""
     return any(TYPE_ID[t] >= len(VT.ROWS) for t in ins.operand_types + ins.result_types)
+
+
+_PTX_NAME = re.compile(r"(?:b|u|s|f)(?:8|16|32|64)|f16x2|bf16x2|bf16|tf32|pred")
+_BRACES = re.compile(r"\{([^}]*)\}")
+
+
+def ptx_slot_types(ins: "Instr") -> tuple[tuple[str, bool], ...]:
+    """Per slot of ``ins`` (results first, then operands): the PTX type its registers are
+    checked against and whether a wider register is allowed (``cvt``'s relaxed rule), for
+    :func:`numptx.valuetypes.ptx_compatible`. The type comes from the PTX text where the row's
+    value types say less: ``cvt.<dst>.<src>`` (``cvt.u32.u8`` reads a u8), ``mma``'s
+    ``.d.a.b.c`` types (tf32), a ``mov.b<n>``'s whole and its ``{...}`` parts; else it is the
+    row's value type (a stack type: its register type)."""
+    tokens = ins.opcode.split(".")
+    types = [t for t in tokens if _PTX_NAME.fullmatch(t)]
+    n_res, n_ops = len(ins.results), len(ins.operands)
+    if tokens[0] == "cvt" and len(types) >= 2 and n_res == 1:
+        # ptxas (sm_90) relaxes a cvt's register widths unless bf16, bf16x2 or tf32 is in it
+        wider = not {"bf16", "bf16x2", "tf32"} & {types[-2], types[-1]}
+        return ((types[-2], wider),) + ((types[-1], wider),) * n_ops
+    if tokens[0] == "mma" and len(types) >= 4 and n_res == 1 and n_ops == 3:
+        return tuple((t, False) for t in types[-4:])
+    if tokens[0] == "mov" and types and not ins.is_special:
+        t, out = types[-1], []
+        parts: dict[int, str] = {}
+        for group in _BRACES.findall(ins.fmt):
+            slots = [int(k) for k in _SLOT.findall(group)]
+            if len(slots) > 1:
+                for k in slots:
+                    parts[k] = f"b{_ptx_bits(t) // len(slots)}"
+        for k in range(n_res + n_ops):
+            out.append((parts.get(k, t), False))
+        return tuple(out)
+    out = []
+    for spec in ins.results + ins.operands:
+        name = parse_type_spec(spec)[0]
+        row = VT.BY_NAME[name]
+        out.append((row.reg if row.user else name, False))
+    return tuple(out)
+
+
+def _ptx_bits(t: str) -> int:
+    """Bits of a PTX type name (``b32`` -> 32, ``f16x2`` -> 32)."""
+    m = re.fullmatch(r"[a-z]+?(8|16|32|64)(x2)?", t)
+    return int(m.group(1)) * (2 if m.group(2) else 1) if m else 0
 
 
 def parse_type_spec(spec: str) -> tuple[str, int]:

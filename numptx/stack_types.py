@@ -33,7 +33,7 @@ from ._native import lib
 from .dtypes import all_dtypes, register_type
 from .errors import TypeRegistryError
 from .instruction_model import (REG_TYPE, TYPE_BITS, Instr, InstructionError, note_user_type,
-                                parse_type_spec)
+                                parse_type_spec, ptx_slot_types)
 
 __all__ = ["stack_type", "stack_types", "retype", "MAX_USER_TYPES", "REGISTER_TYPES"]
 
@@ -158,15 +158,18 @@ def retype(row: str | Instr, types: dict[str, str], *, name: str, doc: str = "")
         if TYPE_BITS[a] != TYPE_BITS[b]:
             raise InstructionError(f"retype({src.name!r}): {a} holds {TYPE_BITS[a]} bits and "
                                    f"{b} {TYPE_BITS[b]}: the PTX text cannot take both")
-        # the row's PTX is typed for ``a``; ptxas takes b's registers only where PTX allows
-        want = VT.BY_NAME[a].reg if VT.BY_NAME[a].user else a
-        if not VT.ptx_compatible(want, REG_TYPE[b]):
-            raise InstructionError(f"retype({src.name!r}): its PTX works on .{want} values and "
+        if not any(parse_type_spec(s)[0] == a for s in src.operands + src.results):
+            raise InstructionError(f"retype({src.name!r}): the row has no {a} operand or result")
+    # each slot's registers must be ones ptxas lets the row's PTX take (the slot's PTX type:
+    # cvt.u32.u8 reads a u8, mov.b32 {...} takes any 16-bit parts)
+    for k, (spec, (want, wider)) in enumerate(zip(src.results + src.operands,
+                                                  ptx_slot_types(src))):
+        b = types.get(parse_type_spec(spec)[0])
+        if b is not None and not VT.ptx_compatible(want, REG_TYPE[b], wider=wider):
+            raise InstructionError(f"retype({src.name!r}): its slot ${k} takes .{want} values and "
                                    f"{b} lives in .{REG_TYPE[b]} registers, which ptxas does "
                                    f"not let it take (a bit type of the same size, or signed "
                                    f"for unsigned, would)")
-        if not any(parse_type_spec(s)[0] == a for s in src.operands + src.results):
-            raise InstructionError(f"retype({src.name!r}): the row has no {a} operand or result")
 
     def spec(s: str) -> str:
         t, w = parse_type_spec(s)

@@ -203,7 +203,7 @@ def add_user_row(row: ValueType) -> None:
         WIDE.add(row.name)
 
 
-_PTX_TYPE = re.compile(r"(b|u|s|f|bf)(8|16|32|64)(x2)?\Z")
+_PTX_TYPE = re.compile(r"(b|u|s|f|bf|tf)(8|16|32|64)(x2)?\Z")
 
 
 def _ptx_class(t: str) -> tuple[str, int] | None:
@@ -216,10 +216,12 @@ def _ptx_class(t: str) -> tuple[str, int] | None:
     return kind, int(m.group(2)) * (2 if m.group(3) else 1)
 
 
-def ptx_compatible(instr_type: str, reg_type: str) -> bool:
-    """Whether PTX lets an instruction of type ``instr_type`` (``add.u32``: u32) take a register
-    declared ``.reg .<reg_type>``: the same type; a bit type (b16/b32/b64) with any type of its
-    size, either way round; or signed and unsigned integers of one size. ptxas refuses the rest
+def ptx_compatible(instr_type: str, reg_type: str, *, wider: bool = False) -> bool:
+    """Whether PTX lets an operand of instruction type ``instr_type`` (``add.u32``: u32) be a
+    register declared ``.reg .<reg_type>``: the same type; a bit type (b16/b32/b64) with any
+    type of its size, either way round; or signed and unsigned integers of one size; tf32
+    takes b32 only. ``wider`` (``cvt``'s relaxed rule): a bit or integer register may also be
+    wider than the type. ptxas refuses the rest
     (an f32 register to ``add.u32``), and so do ``sp.retype`` and the emulator::
 
         >>> ptx_compatible("u32", "b32"), ptx_compatible("s32", "u32"), ptx_compatible("u32", "f32")
@@ -228,7 +230,18 @@ def ptx_compatible(instr_type: str, reg_type: str) -> bool:
     a, b = _ptx_class(instr_type), _ptx_class(reg_type)
     if a is None or b is None:
         return False
-    return a == b or (a[1] == b[1] and ("bits" in (a[0], b[0]) or a[0] == b[0] == "int"))
+    if a[0] == "tf32":
+        return b == ("bits", 32)
+    if reg_type == "f16x2":
+        # ptxas (sm_90, measured) takes an .f16x2 register for f16x2 and b32 instruction types,
+        # and for some (not all) 32-bit integer and predicate operands: those are refused here
+        return a in (("f16x2", 32), ("bits", 32))
+    if a[0] == "pred" or b[0] == "pred":
+        return a == b
+    relaxed = "bits" in (a[0], b[0]) or a[0] == b[0] == "int"
+    if not relaxed:
+        return a == b                               # a float type: its own registers only
+    return b[1] == a[1] or (wider and b[1] > a[1])
 
 
 def aliases(rows: tuple[ValueType, ...] | list[ValueType]) -> dict[str, str]:

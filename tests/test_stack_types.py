@@ -440,3 +440,80 @@ def test_the_simulator_copies_bits_into_a_stack_type_site_as_the_gpu_build_does(
 def test_a_pred_stack_type_is_no_site_type_and_says_so():
     with pytest.raises(TypeRegistryError, match="no site variable carries"):
         nx.get_dtype("st_flag")
+
+
+# ================================================================================ second review
+_LINKS = [
+    # (stub, assembles?) - each checked with nvJitLink here, and the emulator must agree
+    (".reg .u16 %h;\n.reg .b16 %o;\nmov.b16 %h, 0x3C00;\nadd.rn.f16 %o, %h, %h;\n"
+     "mov.b32 %z, {%o, %o};", False),                       # f16 wants .b16/.f16, not .u16
+    (".reg .b32 %r;\n.reg .f32 %f, %g;\nmov.b32 %f, %a;\ncvt.rn.f16.f32 %r, %f;\n"
+     "cvt.f32.f16 %g, %r;\nmov.b32 %z, %g;", True),         # cvt: a wider bit register
+    (".reg .s64 %d;\n.reg .f32 %f;\nmov.f32 %f, 0f40400000;\ncvt.rni.s32.f32 %d, %f;\n"
+     "cvt.rn.f32.s32 %f, %d;\nmov.b32 %z, %f;", True),      # cvt: a wider integer register
+    (".reg .b16 %h;\nmov.b16 %h, 0x1ff;\ncvt.u32.u8 %z, %h;", True),
+    (".reg .u32 %t;\n.reg .f32 %f;\nmov.b32 %f, %a;\ncvt.rna.tf32.f32 %t, %f;\nmov.u32 %z, %t;",
+     False),                                                # tf32 wants .b32 exactly
+    (".reg .b32 %t;\n.reg .bf16 %h;\nmov.b32 %t, %a;\nmov.b32 %z, %t;", False),   # no .bf16 regs
+    (".reg .b32 %p;\nmov.b32 %p, %a;\n@%p mov.u32 %z, 1;", False),               # guard: pred
+    (".reg .b16 %h0, %h1;\nmov.b16 %h0, 1;\nmov.b16 %h1, 2;\nmov.u32 %z, {%h0, %h1};", False),
+    (".reg .u16 %h0, %h1;\nmov.u16 %h0, 1;\nmov.u16 %h1, 2;\nmov.b32 %z, {%h0, %h1};", True),
+]
+
+
+@pytest.mark.parametrize("stub, links", _LINKS)
+def test_the_emulator_accepts_what_nvjitlink_assembles(stub, links):
+    try:
+        nx.ptx_to_cubin(_kernel_ptx(stub), arch="sm_90")
+        built = True
+    except nx.LinkError:
+        built = False
+    assert built == links, "the expectation is nvJitLink's"
+    try:
+        nx.emulate(stub, {"a": np.uint32(0x3FC00000)}, outputs=["z"])
+        emulated = True
+    except nx.EmulationError:
+        emulated = False
+    assert emulated == links
+
+
+@pytest.mark.parametrize("row, mapping, ok", [
+    ("pack.f16x2.f16", {"f16": "st_half"}, True),          # mov.b32 {..}: any 16-bit parts
+    ("bitcast.b32.f32", {"f32": "st_word"}, True),
+    ("cvt.rna.tf32.f32", {"b32": "st_word"}, False),       # tf32: .b32 only
+    ("cvt.rna.tf32.f32", {"b32": "st_bits"}, True),
+    ("cvt.rn.f32.u32", {"u32": "st_word"}, True),
+])
+def test_retype_follows_the_rows_ptx_types(row, mapping, ok):
+    name = f"st_rt_{abs(hash((row, tuple(mapping.items())))) % 10**8}"
+    if ok:
+        sp.retype(row, mapping, name=name)
+        assert name in TABLE
+    else:
+        with pytest.raises(InstructionError, match="ptxas does not let it take"):
+            sp.retype(row, mapping, name=name)
+
+
+def test_a_pickled_encoding_maps_added_rows_by_name_in_another_process():
+    import pickle
+    enc = sp.encode([sp.const(3, "st_word"), sp.const(4, "st_word"), sp.instr("add.st_word")])
+    blob = pickle.dumps(enc).hex()
+    code = f"""
+    import pickle
+    from numptx import stack_ptx as sp
+    sp.stack_type("st_word", "u32")
+    sp.retype("mul.lo.u32", {{"u32": "st_word"}}, name="mul.lo.st_word")   # another order
+    sp.retype("add.u32", {{"u32": "st_word"}}, name="add.st_word")
+    enc = pickle.loads(bytes.fromhex({blob!r}))
+    print(sp.decode(enc))
+    """
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "instr('add.st_word')" in out.stdout, out.stdout
+
+
+def test_a_pickled_view_that_starts_in_a_payload_still_pickles():
+    import pickle
+    e = sp.encode([sp.const(0xFF02, "u64")])[1:]
+    assert pickle.loads(pickle.dumps(e)).tolist() == [0xFF02]

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ..instructions import TABLE, TYPES
+from ..instructions import BUILTIN_ROWS, TABLE, TYPES
 from ..opkinds import (CONST, CONST64, INPUT, INSTR, KIND_NAMES, LOAD, META, META_CONST, META_OPS,
                        NOP, RETURN, ROUTINE, STORE)
 from ..valuetypes import BY_NAME, ROWS, WIDE
@@ -21,7 +21,7 @@ from .ops import (DIALECTS, MARKER_MASK, MARKER_MAGIC, Op, ProgramError, dialect
                   dialect_marker, input, instr, marker_dialect)
 
 __all__ = ["encode", "decode", "Encoded", "input_tag", "program_dialect", "routine_dialects",
-           "typed_ids", "remap_types", "user_type_ids"]
+           "typed_ids", "row_ids", "remap_types", "user_type_ids", "added_row_ids"]
 
 
 class Encoded(np.ndarray):
@@ -29,7 +29,10 @@ class Encoded(np.ndarray):
     INPUT words number (``.inputs``; :func:`decode` reads them back). The binding itself
     needs no attribute: each INPUT word carries its name's tag (:func:`input_tag`), so any
     copy of the words (``np.asarray``, ``np.save``/``np.load``, ``np.concatenate``) still reads
-    the right variables at any site that has them, in any input order. ``.dialect`` is the Stack
+    the right variables at any site that has them, in any input order (within one process: a
+    stack type's id and an added row's index are the process's; a pickle of an ``Encoded``
+    names them and maps them by name, and so does :func:`numptx.stack_ptx.dumps` - use those
+    across processes, not raw copies). ``.dialect`` is the Stack
     PTX dialect it was encoded for (``encode(..., dialect=)``; None: not recorded), which a
     compile then runs (and a compile naming another dialect refuses). An mm-ptx program's
     dialect is in its words (a marker word first), so plain copies keep it too; ``.dialect``
@@ -50,10 +53,16 @@ class Encoded(np.ndarray):
 
     def __reduce__(self):
         fn, args, state = super().__reduce__()
-        # stack type ids are the process's: the pickle names the types its words use
-        users = tuple((t, TYPES[t], BY_NAME[TYPES[t]].reg) for t in sorted(typed_ids(self))
-                      if t >= len(ROWS)) if self.ndim == 1 else ()
-        return fn, args, (state, self.inputs, 3, self._dialect, users)
+        # stack type ids and added rows' indices are the process's: the pickle names those
+        # its words use, and unpickling maps them by name
+        users: tuple = ()
+        rows: tuple = ()
+        if self.ndim == 1:
+            users = tuple((t, TYPES[t], BY_NAME[TYPES[t]].reg) for t in sorted(typed_ids(self))
+                          if len(ROWS) <= t < len(TYPES))
+            rows = tuple((r, TABLE[r].name) for r in sorted(row_ids(self))
+                         if BUILTIN_ROWS <= r < len(TABLE))
+        return fn, args, (state, self.inputs, 3, self._dialect, users, rows)
 
     def __setstate__(self, state) -> None:
         base, self.inputs = state[:2]
@@ -62,13 +71,40 @@ class Encoded(np.ndarray):
         if len(state) == 2 and self.inputs:      # pickled before the words carried name tags
             words = _encode(decode(self, self.inputs), _input_index(self.inputs))
             self[...] = np.frombuffer(words, dtype=np.uint64)
-        if len(state) > 4 and state[4]:
-            remap = user_type_ids(state[4], "unpickling an encoded program")
-            if any(a != b for a, b in remap.items()):
-                self[...] = remap_types(np.asarray(self), remap)
+        types = user_type_ids(state[4], "unpickling an encoded program") \
+            if len(state) > 4 and state[4] else {}
+        rows = added_row_ids(state[5], "unpickling an encoded program") \
+            if len(state) > 5 and state[5] else {}
+        if any(a != b for a, b in (*types.items(), *rows.items())):
+            self[...] = remap_types(np.asarray(self), types, rows)
 
 
 _TYPED = (CONST, CONST64, META, STORE, LOAD)      # the kinds whose type field names a stack
+
+
+def row_ids(words) -> set[int]:
+    """The table rows the INSTR words of ``words`` run."""
+    w, out, i = [int(x) for x in np.asarray(words, np.uint64).ravel()], set(), 0
+    while i < len(w):
+        kind = w[i] & 0xFF
+        if kind == INSTR:
+            out.add((w[i] >> 16) & 0xFFFF)
+        i += 2 if kind == CONST64 else 1
+    return out
+
+
+def added_row_ids(saved, what: str) -> dict[int, int]:
+    """Saved index -> this table's index for rows added after numptx's own (``(index, name)``
+    each: ``add_instruction``, ``sp.retype``), matched by name; a name the table lacks is an
+    error naming it."""
+    remap: dict[int, int] = {}
+    for r, name in saved:
+        if name not in TABLE:
+            raise ProgramError(f"{what}: the program runs the instruction {name!r}, which this "
+                               f"table does not have: add it (nx.add_instruction, "
+                               f"sp.retype) first")
+        remap[r] = TABLE.index(name)
+    return remap
 
 
 def typed_ids(words) -> set[int]:
@@ -83,16 +119,20 @@ def typed_ids(words) -> set[int]:
     return out
 
 
-def remap_types(words: np.ndarray, remap: dict[int, int]) -> np.ndarray:
-    """A copy of ``words`` whose typed words name ``remap[t]`` for type ``t`` (saved stack type
-    ids moved to this process's)."""
+def remap_types(words: np.ndarray, remap: dict[int, int],
+                rows: dict[int, int] | None = None) -> np.ndarray:
+    """A copy of ``words`` whose typed words name ``remap[t]`` for type ``t``, and whose INSTR
+    words run ``rows[r]`` for row ``r`` (saved ids moved to this process's)."""
     out = np.array(words, np.uint64)
+    rows = rows or {}
     i = 0
     while i < len(out):
         w = int(out[i])
-        kind, t = w & 0xFF, (w >> 8) & 0xFF
+        kind, t, a = w & 0xFF, (w >> 8) & 0xFF, (w >> 16) & 0xFFFF
         if kind in _TYPED and t in remap:
             out[i] = np.uint64(w & ~0xFF00 | remap[t] << 8)
+        elif kind == INSTR and a in rows:
+            out[i] = np.uint64(w & ~0xFFFF0000 | rows[a] << 16)
         i += 2 if kind == CONST64 else 1
     return out
 

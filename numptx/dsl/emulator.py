@@ -57,6 +57,7 @@ wrong kind. Each stub text is parsed once (cached).
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -64,6 +65,7 @@ import numpy as np
 
 from .. import instructions as _instructions
 from ..instructions import NP_DTYPE
+from ..instruction_model import ptx_slot_types
 from ..instructions_mmptx import DERIVED, VECTOR_SPECIALS
 from .ptx_parse import (LANE_DEFAULT, Const, EmulationError, Operand, Program, Reg, Step, convert,
                         parse, reg_shown)
@@ -90,6 +92,17 @@ def _to_val(v: Any) -> _Val:
 def _outer(regs: Mapping[str, Any]) -> list[str]:
     """The outer (top-level) register names among ``regs``, sorted."""
     return sorted(k for k in regs if "#" not in k)
+
+
+_WHOLE = frozenset(("s32", "u32", "s64", "u64", "b16", "b32", "b64"))
+_UNSIGNED = {2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def _cvt_source_bits(ins) -> int:
+    """Bits of a cvt row's source type in its PTX (``cvt.u32.u8``: 8)."""
+    t = ptx_slot_types(ins)[-1][0]
+    m = re.search(r"\d+", t)                                 # u8 -> 8, f16x2 -> 16 (x2: 32)
+    return (int(m.group()) if m else 0) * (2 if t.endswith("x2") else 1)
 
 
 class _Machine:
@@ -155,6 +168,14 @@ class _Machine:
             hint = f"; did you mean {', '.join('%' + c for c in close)}?" if close else ""
             raise EmulationError(f"register {shown} is read before it is written and is not "
                                  f"an input{hint}", line=step.line, text=step.text)
+        if v.type in _WHOLE and t in _WHOLE and v.type != t and step.kind == "instr" and \
+                step.instr.opcode.startswith("cvt") and \
+                NP_DTYPE[v.type].itemsize * 8 >= _cvt_source_bits(step.instr):
+            # cvt's relaxed rule: an integer register at least as wide as the cvt's source
+            # type; its low bits (cvt.u32.u8 of a .b16 reads the low byte either way)
+            size = NP_DTYPE[t].itemsize
+            raw = v.arr.view(_UNSIGNED[v.arr.dtype.itemsize])
+            return raw.astype(_UNSIGNED[size]).view(NP_DTYPE[t])
         if v.type is not None and v.type != t and (NP_DTYPE[v.type].itemsize != NP_DTYPE[t].itemsize
                                                    or "pred" in (v.type, t)):
             raise EmulationError(f"register {shown} holds a {v.type} value and cannot be read "

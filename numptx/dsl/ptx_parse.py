@@ -22,8 +22,9 @@ from .._text import split_top
 from ..errors import NumptxError
 from .. import instructions as _instructions
 from ..instructions import NP_DTYPE, TYPES, UnknownInstructionError, parse_type_spec
+from ..instruction_model import ptx_slot_types
 from ..instructions_mmptx import VECTOR_SPECIALS
-from ..valuetypes import BY_NAME, FLOATS, INTS, ptx_compatible
+from ..valuetypes import FLOATS, INTS, ptx_compatible
 
 __all__ = ["EmulationError", "Const", "Reg", "Operand", "Step", "Program", "parse", "convert",
            "reg_shown", "LANE_DEFAULT"]
@@ -107,6 +108,7 @@ class _Scopes:
         self.opened: list[tuple[int, str]] = []     # (line, text) of each open '{'
         self.serial = 0
         self.inner: dict[str, int] = {}
+        self.ptx_types: dict[str, str] = {}         # register key -> its .reg type as written
 
     def open(self, lineno: int, line: str) -> None:
         self.stack.append({})
@@ -222,19 +224,17 @@ def _operand(tok: str, t: str, scopes: _Scopes) -> Operand:
         raise ValueError(f"bad operand {tok!r} for type {t}: {e}") from None
 
 
-def _check_fit(ops, t: str, declared: dict, what: str) -> None:
-    """Refuse a register declared in the stub whose type an instruction of type ``t`` may not
-    take (``add.u32`` on a ``.reg .f32``): ptxas refuses it. ``t`` may be a stack type (its
-    registers' type counts); registers the stub does not declare (the site's) are not known."""
-    row = BY_NAME.get(t)
-    want = row.reg if row is not None and row.user else t
+def _check_fit(ops, t: str, scopes: "_Scopes", what: str, *, wider: bool = False) -> None:
+    """Refuse a register declared in the stub whose type an operand of PTX type ``t`` may not
+    be (``add.u32`` on a ``.reg .f32``; ``wider``: cvt's relaxed rule): ptxas refuses it.
+    Registers the stub does not declare (the site's) are not known here."""
     for o in ops:
         if isinstance(o, Reg) and not o.special:
-            have = declared.get(o.name)
-            if have is not None and not ptx_compatible(want, have):
-                raise ValueError(f"{what}: register %{reg_shown(o.name)} is declared .{have}, which "
-                                 f"an instruction of type .{want} cannot take (ptxas refuses "
-                                 f"it too)")
+            have = scopes.ptx_types.get(o.name)
+            if have is not None and not ptx_compatible(t, have, wider=wider):
+                raise ValueError(f"{what}: register %{reg_shown(o.name)} is declared .{have}, "
+                                 f"which an operand of type .{t} cannot be (ptxas refuses it "
+                                 f"too)")
 
 
 def _slot_tokens(tok: str) -> list[str]:
@@ -262,7 +262,10 @@ def _parse_statement(stmt: str, lineno: int, line: str, declared: dict,
         parts = stmt.split(None, 2)
         if parts[0] != ".reg" or len(parts) < 3 or not parts[1].startswith("."):
             raise err(f"unsupported directive {parts[0]!r} (only '.reg .<type> %name, ...;')")
-        t = _PTX_TYPE.get(parts[1][1:])
+        raw = parts[1][1:]
+        t = _PTX_TYPE.get(raw)
+        if raw in ("bf16", "bf16x2"):
+            raise err(f"ptxas has no .{raw} registers: declare .b{16 if raw == 'bf16' else 32}")
         if t is None:
             raise err(f"unsupported register type {parts[1]!r}")
         for name in _split_top(parts[2]):
@@ -272,19 +275,23 @@ def _parse_statement(stmt: str, lineno: int, line: str, declared: dict,
             names = ([f"{m.group(1)[1:]}{k}" for k in range(int(m.group(2)))] if m.group(2)
                      else [m.group(1)[1:]])
             for n in names:
-                declared[scopes.declare(n, lineno)] = t
+                key = scopes.declare(n, lineno)
+                declared[key], scopes.ptx_types[key] = t, raw
         return None
     guard = None
     g = _GUARD.match(stmt)
     if g:
         guard = (scopes.resolve(g.group(2)[1:]), g.group(1) == "!")
+        if scopes.ptx_types.get(guard[0], "pred") != "pred":
+            raise err(f"a guard is a predicate: {g.group(2)} is declared "
+                      f".{scopes.ptx_types[guard[0]]}")
         stmt = g.group(3).strip()
     parts = stmt.split(None, 1)
     opcode, rest = parts[0], (parts[1] if len(parts) > 1 else "")
     toks = _split_top(rest) if rest.strip() else []
     try:
         if opcode.startswith("mov."):
-            return _parse_mov(opcode, toks, lineno, line, guard, scopes, declared)
+            return _parse_mov(opcode, toks, lineno, line, guard, scopes)
         try:
             ins = _instructions.TABLE.by_opcode(opcode)
         except UnknownInstructionError as e:
@@ -293,6 +300,7 @@ def _parse_statement(stmt: str, lineno: int, line: str, declared: dict,
             raise err(f"{opcode} takes {ins.n_slots} operands ({len(ins.results)} result(s) then "
                       f"{len(ins.operands)} source(s)), got {len(toks)}")
         specs = [parse_type_spec(s) for s in ins.results + ins.operands]
+        ptx_types = ptx_slot_types(ins)
         slots = []
         for k, (tok, (t, w)) in enumerate(zip(toks, specs)):
             parts_ = _slot_tokens(tok)
@@ -301,7 +309,8 @@ def _parse_statement(stmt: str, lineno: int, line: str, declared: dict,
                 raise err(f"operand {k} ({tok!r}) of {opcode} must be "
                           + (f"a vector of {w} registers {{...}}" if w > 1 else "a single value"))
             slots.append(tuple(_operand(p, t, scopes) for p in parts_))
-            _check_fit(slots[-1], t, declared, f"operand {k} of {opcode}")
+            ptx_t, wider = ptx_types[k]
+            _check_fit(slots[-1], ptx_t, scopes, f"operand {k} of {opcode}", wider=wider)
         nres = len(ins.results)
         dests = []
         for k in range(nres):
@@ -317,7 +326,7 @@ def _parse_statement(stmt: str, lineno: int, line: str, declared: dict,
 
 
 def _parse_vector_special(opcode: str, toks: list[str], guard, lineno: int, line: str,
-                          scopes: _Scopes, declared: dict) -> Step:
+                          scopes: _Scopes) -> Step:
     """``mov.v4.u32 {%a, %b, %c, %d}, %tid;``: a vector special register read as its components
     (``%tid.x``, ``%tid.y``, ``%tid.z``; the 4th reads 0)."""
     m = re.fullmatch(r"mov\.v(2|4)\.(\w+)", opcode)
@@ -335,7 +344,7 @@ def _parse_vector_special(opcode: str, toks: list[str], guard, lineno: int, line
     dests = tuple(_operand(p, t, scopes) for p in d_parts)
     if not all(isinstance(o, Reg) and not o.special for o in dests):
         raise ValueError(f"the destination of {opcode} must be registers")
-    _check_fit(dests, t, declared, f"the destination of {opcode}")
+    _check_fit(dests, m.group(2), scopes, f"the destination of {opcode}")
     srcs = tuple(Reg(c, True) for c in comps[:k])
     srcs += tuple(Const(np.zeros(1, NP_DTYPE[t])) for _ in range(k - len(srcs)))
     return Step(lineno, line.strip(), "mov", None, (tuple(o.name for o in dests),), (t,),
@@ -343,10 +352,11 @@ def _parse_vector_special(opcode: str, toks: list[str], guard, lineno: int, line
 
 
 def _parse_mov(opcode: str, toks: list[str], lineno: int, line: str, guard,
-               scopes: _Scopes, declared: dict) -> Step:
+               scopes: _Scopes) -> Step:
     if opcode.startswith("mov.v"):
-        return _parse_vector_special(opcode, toks, guard, lineno, line, scopes, declared)
-    t = _PTX_TYPE.get(opcode[4:])
+        return _parse_vector_special(opcode, toks, guard, lineno, line, scopes)
+    raw = opcode[4:]
+    t = _PTX_TYPE.get(raw)
     if t is None:
         raise ValueError(f"unsupported mov type {opcode!r}")
     if len(toks) != 2:
@@ -358,8 +368,9 @@ def _parse_mov(opcode: str, toks: list[str], lineno: int, line: str, guard,
     if k > 1:                                  # pack / unpack: components of width/k bits
         width = NP_DTYPE[t].itemsize * 8 if t != "pred" else 0
         comp = {16: "b16", 32: "b32"}.get(width // k) if width % k == 0 else None
-        if t not in ("b32", "b64", "u32", "u64", "s32", "s64", "f16x2", "bf16x2") or comp is None:
-            raise ValueError(f"{opcode}: cannot pack/unpack {k} components")
+        if raw not in ("b32", "b64") or comp is None:      # PTX packs with mov.b32/.b64 only
+            raise ValueError(f"{opcode}: cannot pack/unpack {k} components (PTX packs and "
+                             f"unpacks with mov.b32 / mov.b64)")
     else:
         comp = t
     dtype = comp if len(d_parts) > 1 else t
@@ -368,8 +379,9 @@ def _parse_mov(opcode: str, toks: list[str], lineno: int, line: str, guard,
     if not all(isinstance(o, Reg) and not o.special for o in dests):
         raise ValueError(f"the destination of {opcode} must be a register")
     srcs = tuple(_operand(p, stype, scopes) for p in s_parts)
-    _check_fit(dests, dtype, declared, f"the destination of {opcode}")
-    _check_fit(srcs, stype, declared, f"the source of {opcode}")
+    part = f"b{width // k}" if k > 1 else raw
+    _check_fit(dests, part if len(d_parts) > 1 else raw, scopes, f"the destination of {opcode}")
+    _check_fit(srcs, part if len(s_parts) > 1 else raw, scopes, f"the source of {opcode}")
     return Step(lineno, line.strip(), "mov", None, (tuple(o.name for o in dests),), (dtype,),
                  (srcs,), (stype,), guard)
 
