@@ -34,8 +34,9 @@ __all__ = ["SiteType", "register_type", "get_dtype", "all_dtypes", "user_dtypes"
 # constraint letter -> carrier C++ type used by the emitted temporaries
 _CARRIER = {"h": "unsigned short", "r": "unsigned int", "l": "unsigned long long",
             "f": "float", "d": "double"}
+# the .reg types ptxas declares (it has no .bf16/.bf16x2 registers: those live in .b16/.b32)
 _REG_TYPES = {"b16", "b32", "b64", "u16", "u32", "u64", "s16", "s32", "s64",
-              "f16", "f16x2", "bf16", "bf16x2", "f32", "f64", "pred"}
+              "f16", "f16x2", "f32", "f64", "pred"}
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
