@@ -7,9 +7,11 @@
   (every child, scored or deduplicated) is reported beside it, with the time per stage. On the
   CPU (the emulator) by default, on the GPU with ``--gpu`` (pipelined: modules assemble while
   the next children are made; ``--no-pipeline`` for the one-batch path, to compare).
-- **stages** (``--stages``, no GPU needed): each step of a GPU generation timed on the CPU,
-  and one generation's build sequential and pipelined side by side, projected to ``--cores``
-  (see :func:`stages` for the formula); ``--options`` adds nvJitLink option sets.
+- **stages** (``--stages``, no GPU needed): one generation of a warm search (``--warm`` CPU
+  generations of Pagie-1) made the old way (the operators) and by the breeder with ``revary``
+  0, 1, 2, 4, side by side from the same parents: making, keying, the share new; then each
+  step of its GPU build timed on the CPU, projected to ``--cores`` (see :func:`stages` for the
+  formula); ``--options`` adds nvJitLink option sets.
 - **solving** (``--nguyen``): Nguyen-1..7 (and Pagie-1 with ``--pagie``) with seeds 0..9:
   solved (loss < 1e-6) or not within ``--time-cap`` seconds, the generations and the time.
 
@@ -20,6 +22,7 @@
     python benchmarks/bench_search.py --nguyen --problems 1 2 3 4 --seeds 0 1 2 --time-cap 60
     python benchmarks/bench_search.py --gpu --points 20000 --population 4096 --no-pipeline
     python benchmarks/bench_search.py --stages --options      # where a GPU generation's time goes
+    python benchmarks/bench_search.py --nguyen --problems 1 2 --revary 0   # duplicates kept
 
 Prints markdown tables. Targets (issue 15): >= 20,000 candidates/s end to end for Pagie-1 with
 20,000 points on a 16-core GPU machine; Nguyen-1..4 solved in under 60 s each for most seeds on
@@ -71,7 +74,8 @@ def throughput(args) -> None:
         search.regress(X[:256], y[:256], OPS, population=64, generations=2, seed=1, device=device)
     t0 = time.perf_counter()
     r = search.regress(X, y, OPS, population=args.population, generations=args.generations,
-                       seed=0, device=device, progress=args.progress, pipeline=args.pipeline)
+                       seed=0, device=device, progress=args.progress, pipeline=args.pipeline,
+                       **_revary(args))
     wall = time.perf_counter() - t0
     made = r._search.children_made
     print(f"\n### Throughput: Pagie-1, {args.points} points, population {args.population}, "
@@ -88,6 +92,11 @@ def throughput(args) -> None:
         print(f"| stage {k} | {v:.2f} s ({100 * v / wall:.0f} %) |")
     print(f"| best loss | {r.best.loss:.4g} |")
     print(f"| best formula | `{r.best.formula[:80]}` |")
+
+
+def _revary(args) -> dict:
+    """``revary=`` when given (the library's default otherwise)."""
+    return {} if args.revary is None else {"revary": args.revary}
 
 
 def solve(args) -> None:
@@ -108,7 +117,8 @@ def solve(args) -> None:
             t0 = time.perf_counter()
             r = search.regress(X, y, args.ops, population=args.population, generations=10_000,
                                seed=seed, target=args.target, time_limit=args.time_cap,
-                               device=device, parsimony=args.parsimony, restart=args.restart)
+                               device=device, parsimony=args.parsimony, restart=args.restart,
+                               **_revary(args))
             dt = time.perf_counter() - t0
             if r.best.loss < args.target:
                 times.append(dt)
@@ -126,152 +136,195 @@ def solve(args) -> None:
         print(f"| {name} | {len(times)}/{n} | {med_t} | {med_g} | {worst} | {bad} |", flush=True)
 
 
-def _children(g, pop, rng, n: int) -> list:
-    """``n`` children of random parents: crossover, then a mutation half of the time."""
+def _old_children(g, cfg, rng, pa, pb) -> list:
+    """The children the loop made before the breeder (numptx.search.operators, as its
+    child_chunks called them): the old code path, for side-by-side timings."""
     from numptx.search import operators as O
-    kids = []
-    for _ in range(n):
-        a, b = pop[int(rng.integers(len(pop)))], pop[int(rng.integers(len(pop)))]
-        c = O.crossover(a, b, rng, genes=g, max_length=64)
-        kids.append(O.mutate(c, g, rng, max_length=64) if rng.random() < 0.5 else c)
-    return kids
+    coins = rng.random((len(pa), 2))
+    out = []
+    for a, b, (c0, c1) in zip(pa, pb, coins):
+        if c0 < cfg["crossover"]:
+            child = O.crossover(a, b, rng, max_length=cfg["max_length"], genes=g)
+            if c1 < cfg["mutation"]:
+                child = O.mutate(child, g, rng, max_length=cfg["max_length"])
+        else:
+            child = O.mutate(a, g, rng, max_length=cfg["max_length"])
+        out.append(child)
+    return out
 
 
-def _generation(g, pop, tmpl, n: int, per: int, pipelined: bool) -> tuple[float, int]:
-    """Build one generation of ``n`` children (the same ones for the same seed): its wall
-    time and the candidates packed. Children, keys and stubs are made on this thread;
-    pipelined: a chunk of ``per`` at a time, each module sent to the threads at once."""
-    from numptx import stack_ptx as sp
+def _warm_search(n: int, generations: int):
+    """A search after ``generations`` CPU generations of Pagie-1 (200 points, population
+    ``n``, no constant fitting): its population, score cache and breeder are what a
+    generation of a run starts from, which a random population is not (its children are
+    rarely duplicates)."""
+    X, y = pagie(200, np.random.default_rng(0))
+    return search.regress(X, y, OPS, population=n, generations=generations, seed=0,
+                          device="cpu", fit_top=0)._search
+
+
+def _make(s, variant: str, pa: list, pb: list, per: int) -> tuple[list, float, float, int]:
+    """One generation's children of ``s`` (a warm search) by ``variant`` (``old`` or
+    ``revary=k``), from the same parents and random state each time: (the new programs, in
+    order; seconds making; seconds keying; children)."""
+    import copy
+    import gc
     from numptx.search.formula import canonical_keys
+    rng = np.random.default_rng(7)
+    scored = s.cache
+    gc.collect()          # each way starts with a collected heap (a full collection of the warm
+    #                       search's objects, ~30 ms, would land on whichever way runs first)
+    if variant == "old":
+        t = time.perf_counter()
+        kids = _old_children(s.genes, s.cfg, rng, pa, pb)
+        t_make = time.perf_counter() - t
+        t = time.perf_counter()
+        keys = [k for i in range(0, len(kids), per) for k in canonical_keys(kids[i:i + per],
+                                                                            s.genes)]
+        t_key = time.perf_counter() - t
+    else:
+        b = copy.copy(s.breeder)              # its parents' splits, as the loop has them
+        b.revary, b.split = int(variant.split("=")[1]), dict(s.breeder.split)
+        keyed = [0.0]
+        kids, keys = [], []
+        t = time.perf_counter()
+        for progs, ks in b.children(rng, pa, pb, size=per, scored=scored,
+                                    on_keys=lambda sec: keyed.__setitem__(0, keyed[0] + sec)):
+            kids += progs
+            keys += ks
+        t_key = keyed[0]
+        t_make = time.perf_counter() - t - t_key
+    seen, new = set(), []
+    for p, k in zip(kids, keys):
+        if k not in scored and k not in seen:
+            seen.add(k)
+            new.append(p)
+    return new, t_make, t_key, len(kids)
+
+
+def _build(tmpl, new: list, per: int) -> float:
+    """Pipelined build of ``new`` (compiled, packed, assembled in threads), as
+    ``Evaluator.score_chunks`` does it: wall seconds."""
+    from numptx import stack_ptx as sp
     from numptx.search.pipeline import PackPipeline
     site = tmpl.sites["f"]
-    rng = np.random.default_rng(1)
-    seen: set = set()
-
-    def fresh(kids):
-        out = []
-        for k, p in zip(canonical_keys(kids, g), kids):
-            if k not in seen:
-                seen.add(k)
-                out.append(p)
-        return out
     t0 = time.perf_counter()
-    if not pipelined:
-        new = fresh(_children(g, pop, rng, n))
-        packs = tmpl.pack_many("f", list(sp.compile_many(new, site=site)), select="cand",
-                               per_module=per)
-    else:
-        packs = []
-        with PackPipeline(tmpl, "f", select="cand", per_module=per) as pipe:
-            for start in range(0, n, per):
-                pipe.add(sp.compile_many(fresh(_children(g, pop, rng, min(per, n - start))),
-                                         site=site))
-                packs.extend(pipe.ready())
-            packs.extend(pipe.finish())
-    for p in packs:
-        if not p.empty:
-            p.cubin                  # noqa: B018 - built (pipelined: already)
-    return time.perf_counter() - t0, sum(len(p) for p in packs)
+    packs = []
+    with PackPipeline(tmpl, "f", select="cand", per_module=per) as pipe:
+        for i in range(0, len(new), per):
+            pipe.add(sp.compile_many(new[i:i + per], site=site))
+            packs.extend(pipe.ready())
+        packs.extend(pipe.finish())
+    assert sum(len(p) for p in packs) == len(new) and all(p.empty or p.cubin for p in packs)
+    return time.perf_counter() - t0
 
 
 def stages(args) -> None:
-    """Per-candidate costs of the steps a GPU generation takes, without a GPU: making a child
-    (selection aside: crossover and mutation), its canonical key, its stub, packing a module
-    (Python: the packed stub, its PTX, the constant-patch shape) and assembling packed modules
-    of the fitness kernel (nvJitLink, the GPU path's build). Then the build of one whole
-    generation of ``--population`` children (made, keyed, deduplicated, compiled, packed and
-    assembled; no launch), sequential (what ``Evaluator.score`` does: every child made, then
-    one ``pack_many``) and pipelined (``Evaluator.score_chunks``: a chunk a module, each
-    module assembling in a thread while the next chunk is made), side by side in this run,
-    with nothing cached (templates with ``cache=False``). ``--options`` adds nvJitLink option
-    sets: assembly core time and the SASS instructions of the modules (nvdisasm).
+    """Per-candidate costs of the steps a GPU generation takes, without a GPU, and what they
+    project to on ``--cores`` cores.
 
-    Projection to ``--cores`` cores (C), per child made, from the single-threaded costs
-    measured here: G = making a child and its key (every child), u = the share of children
-    that are new (deduplication leaves the rest unbuilt, measured in the generation's build),
-    then per new candidate Ss = stub and packing (Python), Sh = the constant-patch shape
-    (Python, sequential path only: the pipeline's template does not patch) and A = nvJitLink
-    core time; P = candidates a module, N = the children of a generation. All Python runs
-    under one GIL, whichever thread runs it. Sequential: Python and assembly take turns,
-    G + u (Ss + Sh) + u A / C. Pipelined: they overlap, this thread making children while
-    the other cores assemble, max(G + u Ss, u A / (C - 1)), plus the last module's assembly,
-    which nothing overlaps, A P / N. Children/s is the inverse; candidates (new, evaluated)/s
-    is u times that. Launches, module loads, copies back and constant fitting are in
-    neither, so the end-to-end figure on a GPU is lower."""
+    The generation is a real one: a Pagie-1 search runs ``--warm`` generations on the CPU
+    (population ``--population``), then one generation's parents are drawn by tournament, as
+    the loop draws them, and its children made from them several ways, side by side in this
+    run, from the same parents and random state: ``old`` (the operators module, as the loop
+    made children before the breeder) and the breeder (:mod:`numptx.search.breed`) with
+    ``revary`` 0, 1 (the default), 2 and 4 (a duplicate mutated again, at a gene that feeds
+    the output, up to that many times).
+    For each (after a full garbage collection): making the children (with revary, the
+    retries' mutations too), their canonical keys (dedup; the retries' keys too) and the
+    share of children that are new (not scored before, not made earlier in the generation).
+    Then, on the default's new programs, with nothing cached (templates with
+    ``cache=False``): the stub, packing a module (Python: packed stub, PTX) and assembling
+    the modules of the fitness kernel (nvJitLink, core time: the GPU path's build); and the
+    pipelined build (``Evaluator.score_chunks``: modules assemble in threads while the next
+    chunk is made) of the old and the default ways' new programs, wall time here.
+    ``--options`` adds nvJitLink option sets.
+
+    Projection to ``--cores`` cores (C), per child, from the single-threaded costs measured
+    here: G = making a child and keying it (retries included), u = the share of children
+    that are new; per new candidate Ss = stub and packing (Python) and A = nvJitLink core
+    time; P = candidates a module, N = the children of a generation. All Python runs under
+    one GIL, whichever thread runs it. Pipelined, Python and assembly overlap, this thread
+    making children while the other cores assemble: max(G + u Ss, u A / (C - 1)), plus the
+    last module's assembly, which nothing overlaps, A P / N. Children/s is the inverse;
+    candidates (new, evaluated)/s is u times that. Launches, module loads, copies back,
+    selection and constant fitting are in neither, so the end-to-end figure on a GPU is
+    lower."""
     import os
     import numptx as nx
     from numptx import stack_ptx as sp
     from numptx.jit.fitness import fitness_template
     from numptx.jit.nvjitlink import ptx_to_cubin
     from numptx.jit.pack import pack
-    from numptx.search import operators as O
-    from numptx.search.formula import canonical_keys
-    from numptx.search.genes import Genes
-    g, rng, n = Genes(args.ops, 2), np.random.default_rng(0), args.population
-    pop = [O.random_program(g, rng, (2, 12)) for _ in range(n)]
+    n = args.population
+    t = time.perf_counter()
+    s = _warm_search(n, args.warm)
+    t_warm = time.perf_counter() - t
     base = fitness_template(2, None, "f32", "mse", "sm_90")
 
-    def fresh_template(patch: bool = True):
-        # the fitness kernel's PTX in a template of its own: nothing cached, no plans shared
+    def fresh_template():
+        # the fitness kernel's PTX in a template of its own: nothing cached, no plans shared;
+        # no constant patching, as the evaluator's pipeline packs
         return nx.Template(base.ptx, entry=base.entry, arch=base.arch, cache=False,
-                           patch_constants=patch)
+                           patch_constants=False)
     per = args.per_module or int(min(256, max(16, -(-n // (2 * args.cores)))))
+    # the loop's selection: tournaments on the loss (no parsimony), elites aside
+    pop, cfg = s.population, s.cfg
+    n_child = n - cfg["elitism"]
+    fit = np.array([c.loss for c in pop])
+    idx = np.random.default_rng(3).integers(0, len(pop), size=(2 * n_child, cfg["tournament"]))
+    win = idx[np.arange(2 * n_child), np.argmin(fit[idx], axis=1)].tolist()
+    pa, pb = [pop[i].program for i in win[:n_child]], [pop[i].program for i in win[n_child:]]
+    variants = ["old", "revary=0", "revary=1", "revary=2", "revary=4"]
+    made = {v: _make(s, v, pa, pb, per) for v in variants}
+    new = made["revary=1"][0]
+    m = min(len(new), 1024)                         # enough for the per-candidate costs
     t = time.perf_counter()
-    kids = _children(g, pop, rng, n)
-    t_gen = time.perf_counter() - t
-    t = time.perf_counter()
-    canonical_keys(kids, g)
-    t_key = time.perf_counter() - t
-    t = time.perf_counter()
-    stubs = list(sp.compile_many(kids, site=base.sites["f"]))
+    stubs = list(sp.compile_many(new[:m], site=base.sites["f"]))
     t_stub = time.perf_counter() - t
     tmpl = fresh_template()
-    mods = [stubs[i:i + per] for i in range(0, n, per)]
+    mods = [stubs[i:i + per] for i in range(0, m, per)]
     t = time.perf_counter()
-    packs = [pack(tmpl, "f", m, select="cand", offset=i * per) for i, m in enumerate(mods)]
+    packs = [pack(tmpl, "f", md, select="cand", offset=i * per) for i, md in enumerate(mods)]
     ptxs = [p.ptx for p in packs]
     t_pack = time.perf_counter() - t
-    t = time.perf_counter()
-    for p in packs:
-        tmpl.split(p.variant.stubs)
-    t_shape = time.perf_counter() - t
     t = time.process_time()
     for x in ptxs:
         ptx_to_cubin(x, base.arch)
     t_link = time.process_time() - t               # one thread: its CPU time is core time
     cores = len(os.sched_getaffinity(0))
-    print(f"\n### Steps, per candidate ({n} candidates, modules of {per}, one thread)\n")
-    print("| step | per candidate |\n|---|---|")
-    for name, sec in (("make a child (crossover, mutation)", t_gen),
-                      ("canonical key (dedup)", t_key), ("stub", t_stub),
-                      ("pack a module (packed stub, PTX)", t_pack),
-                      ("constant-patch shape of a module (patching on)", t_shape)):
-        print(f"| {name} | {sec / n * 1e6:.1f} us |")
-    print(f"| assemble packed modules (nvJitLink), core time | {t_link / n * 1e3:.3f} ms |")
-
-    G, Ss, Sh, A, C = (t_gen + t_key) / n, (t_stub + t_pack) / n, t_shape / n, t_link / n, \
-        args.cores
-    print(f"\n### One generation's build: {n} children, modules of {per}, nothing cached "
-          f"({cores} cores here)\n")
-    print(f"| build | wall here | per child here | new candidates | projected on {C} cores: "
-          f"children/s, new candidates/s |")
-    print("|---|---|---|---|---|")
-    rows = (("sequential: all children, then one pack_many (patching on)", False, True),
-            ("sequential, patching off", False, False),
-            ("pipelined: a chunk a module (patching off)", True, False))
-    for name, pipelined, patch in rows:
-        wall, got = _generation(g, pop, fresh_template(patch), n, per, pipelined)
-        u = got / n
-        if pipelined:
-            proj = max(G + u * Ss, u * A / (C - 1)) + A * per / n
-        else:
-            proj = G + u * (Ss + (Sh if patch else 0.0)) + u * A / C
-        print(f"| {name} | {wall:.2f} s | {wall / n * 1e6:.0f} us | {got} ({100 * u:.0f} %) | "
+    Ss, A, C = (t_stub + t_pack) / m, t_link / m, args.cores
+    print(f"\n### One generation's children, per child (population {n} after {args.warm} "
+          f"CPU generations of Pagie-1 ({t_warm:.0f} s); {n_child} children, one thread)\n")
+    print(f"| children made by | make a child (with retries) | keys (with retries') | "
+          f"G = make + keys | new "
+          f"(share u) | G / u (Python per new) | projected on {C} cores: children/s, "
+          f"new candidates/s |")
+    print("|---|---|---|---|---|---|---|")
+    for v in variants:
+        kids_new, t_make, t_key, kids = made[v]
+        G, u = (t_make + t_key) / kids, len(kids_new) / kids
+        proj = max(G + u * Ss, u * A / (C - 1)) + A * per / kids
+        name = "operators (before)" if v == "old" else f"breeder, {v}" + \
+            (" (default)" if v == "revary=1" else "")
+        print(f"| {name} | {t_make / kids * 1e6:.1f} us | {t_key / kids * 1e6:.1f} us | "
+              f"{G * 1e6:.1f} us | {len(kids_new)} ({100 * u:.0f} %) | {G / u * 1e6:.1f} us | "
               f"{proj * 1e6:.0f} us: {1 / proj:,.0f}, {u / proj:,.0f} |")
-    print(f"\nG = {G * 1e6:.1f} us, Ss = {Ss * 1e6:.1f} us, Sh = {Sh * 1e6:.1f} us, "
-          f"A = {A * 1e3:.3f} ms, P = {per}, N = {n}")
+    print(f"\n### Per new candidate ({m} of the default's, modules of {per}, nothing "
+          f"cached)\n")
+    print("| step | per candidate |\n|---|---|")
+    print(f"| stub | {t_stub / m * 1e6:.1f} us |")
+    print(f"| pack a module (packed stub, PTX) | {t_pack / m * 1e6:.1f} us |")
+    print(f"| assemble packed modules (nvJitLink), core time | {A * 1e3:.3f} ms |")
+    print(f"\nSs = {Ss * 1e6:.1f} us, A = {A * 1e3:.3f} ms, P = {per}, N = {n_child}, "
+          f"C = {C}")
+    print(f"\n### Pipelined build of the new programs ({cores} cores here)\n")
+    print("| children made by | new candidates | wall here (build only) |\n|---|---|---|")
+    for v in ("old", "revary=1"):
+        kids_new = made[v][0]
+        print(f"| {v} | {len(kids_new)} | {_build(fresh_template(), kids_new, per):.2f} s |")
     if args.options:
-        _options(ptxs[:4], base.arch, sum(len(m) for m in mods[:4]))
+        _options(ptxs[:4], base.arch, sum(len(md) for md in mods[:4]))
 
 
 def _options(ptxs: list, arch: str, n: int) -> None:
@@ -318,6 +371,9 @@ def main() -> None:
                     help="generations without progress before a fresh population (0: never)")
     ap.add_argument("--ops", nargs="+", default=OPS,
                     help=f"the op set of --nguyen (default: {' '.join(OPS)})")
+    ap.add_argument("--revary", type=int, default=None,
+                    help="mutations of a duplicate child before it is kept (default: the "
+                         "library's, 1)")
     ap.add_argument("--progress", action="store_true")
     ap.add_argument("--no-warmup", dest="warmup", action="store_false")
     ap.add_argument("--no-pipeline", dest="pipeline", action="store_false",
@@ -328,6 +384,8 @@ def main() -> None:
                          "generation's build sequential and pipelined (no GPU needed)")
     ap.add_argument("--cores", type=int, default=16,
                     help="with --stages: the cores the projection is for (default 16)")
+    ap.add_argument("--warm", type=int, default=5,
+                    help="with --stages: CPU generations before the measured one (default 5)")
     ap.add_argument("--per-module", type=int, default=None,
                     help="with --stages: candidates a module (default: what the evaluator "
                          "picks for --population on --cores cores)")

@@ -354,11 +354,13 @@ def test_a_dask_executor_gives_the_same_run():
 
 
 def test_restart_reseeds_a_stalled_population(tmp_path):
-    r = _small(generations=8, restart=2, target=0.0)
+    # no target: these settings find the exact formula within a few generations, and the
+    # population then stalls (it cannot improve on a loss of 0)
+    r = _small(generations=8, restart=2)
     assert r._search.restarts >= 1
     assert r.best.loss == min(g.best for g in r.history)
     r.save(tmp_path / "r.nxck")
-    full = _small(generations=10, restart=2, target=0.0)
+    full = _small(generations=10, restart=2)
     more = search.resume(tmp_path / "r.nxck", generations=2)
     assert _rows(more.history) == _rows(full.history)
     assert more.evaluated == full.evaluated

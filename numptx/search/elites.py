@@ -115,12 +115,8 @@ def step(s: Any) -> list:
         elites = list(s.archive.values())
         idx = s.rng.integers(0, len(elites), size=(cfg["population"], 2))
         s.timings["select"] += time.perf_counter() - t0
-        t0 = time.perf_counter()
-        progs = s.make_children([elites[i].program for i in idx[:, 0]],
-                                [elites[i].program for i in idx[:, 1]])
-        s.timings["generate"] += time.perf_counter() - t0
-        losses = s.evaluate_programs(progs)
-        cands = [s.candidate(p, float(v)) for p, v in zip(progs, losses)]
+        cands = s.scored_children([elites[i].program for i in idx[:, 0].tolist()],
+                                  [elites[i].program for i in idx[:, 1].tolist()])
     s.fit_constants_of(cands)
     t0 = time.perf_counter()
     pen = s.penalized(cands)

@@ -12,16 +12,19 @@
     result.save("run.nxck"); more = search.resume("run.nxck", generations=20)
 
 One generation: tournament selection (penalized loss ``loss + parsimony * ops``), crossover and
-mutation (:mod:`numptx.search.operators`), deduplication by canonical key (a program whose stub
-equals one already scored reuses that score: nothing is compiled, built or run for it), one
-batched evaluation of the new programs (:class:`numptx.search.evaluate.Evaluator`: the emulator
-on a CPU, packed modules on a GPU), constant fitting of the best new programs
-(:mod:`numptx.search.constants`), then the elites and the children form the next population.
+mutation (:mod:`numptx.search.breed`: the operators of :mod:`numptx.search.operators`, fast),
+deduplication by canonical key (a duplicate is mutated again, up to ``revary`` times; a
+program whose stub equals one already scored reuses that score: nothing is compiled, built or
+run for it), one batched evaluation of the new programs
+(:class:`numptx.search.evaluate.Evaluator`: the emulator on a CPU, packed modules on a GPU),
+constant fitting of the best new programs (:mod:`numptx.search.constants`), then the elites
+and the children form the next population.
 With a seed the run is reproducible; the state saved by :meth:`Result.save` holds the random
 generator, so a resumed run continues exactly as the uninterrupted one.
 """
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import os
@@ -38,6 +41,8 @@ from .. import stack_ptx as sp
 from . import checkpoint as ck
 from . import elites
 from . import operators as O
+from .breed import Breeder
+from .config import check_config, check_seed
 from .constants import fit_constants
 from .evaluate import Evaluator, check_data, check_executor, check_per_module
 from .genes import LN2, LOG2E, Genes, SearchError, check_int
@@ -153,19 +158,6 @@ class Result:
 
 
 # ---- the search state ---------------------------------------------------------------------
-def _check_float(name: str, v: Any, low: float, high: float = math.inf) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float, np.number)) or \
-            not low <= float(v) <= high:
-        raise SearchError(f"{name}={v!r}: give a number in [{low}, {high}]")
-    return float(v)
-
-
-_DEFAULTS = dict(population=1000, generations=100, tournament=5, elitism=None, parsimony=0.0,
-                 crossover=0.5, mutation=0.9, max_length=64, init_length=(2, 12), fit_top=None,
-                 fit_steps=12, fit_trials=4, target=None, time_limit=None, bins=None,
-                 descriptors=("length", "op_mix"), restart=None)
-
-
 class Search:
     """The state one run carries from generation to generation (and into a checkpoint)."""
 
@@ -174,6 +166,8 @@ class Search:
         self.kind, self.genes, self.cfg = kind, genes, cfg
         self.seed = int(np.random.SeedSequence().entropy % (1 << 63)) if seed is None else seed
         self.rng = np.random.default_rng(self.seed)
+        self.breeder = Breeder(genes, crossover=cfg["crossover"], mutation=cfg["mutation"],
+                               max_length=cfg["max_length"], revary=cfg["revary"])
         self.evaluator, self.user = evaluator, user
         self.population: list[Candidate] = []
         self.archive: dict[tuple, Candidate] = {}
@@ -235,9 +229,11 @@ class Search:
         compiled and sent to assembly before the next chunk is made) and their losses: cached
         by canonical key, a key first met in this call (in any chunk) scored once, in order of
         first appearance, so the losses equal those of one :meth:`evaluate_programs` call on
-        all the programs. ``total``: an upper bound on the programs (sizes the modules)."""
+        all the programs. ``total``: an upper bound on the programs (sizes the modules). A
+        chunk is a list of programs or a (programs, keys) pair (:meth:`keyed_chunks`)."""
         t0 = time.perf_counter()
-        gen0 = self.timings["generate"]          # chunks made by a generator that times itself
+        # chunks made (and keyed) by a generator that times itself
+        gen0, dd0 = self.timings["generate"], self.timings["dedup"]
         if len(self.cache) > _CACHE_MAX:
             self.cache.clear()
         programs: list = []
@@ -248,7 +244,10 @@ class Search:
         def new_ones():
             for chunk in chunks:
                 t = time.perf_counter()
-                ks = _formula_mod().canonical_keys(chunk, self.genes) if len(chunk) else []
+                if isinstance(chunk, tuple):          # (programs, keys): keyed when made
+                    chunk, ks = chunk
+                else:
+                    ks = _formula_mod().canonical_keys(chunk, self.genes) if len(chunk) else []
                 fresh = []
                 for p, k in zip(chunk, ks):
                     if k not in self.cache and k not in todo:
@@ -266,7 +265,7 @@ class Search:
         self.cache.update(zip(todo, (float(v) for v in got)))
         self.evaluated += len(todo)
         self._gen_evaluated += len(todo)
-        made = self.timings["generate"] - gen0
+        made = self.timings["generate"] - gen0 + self.timings["dedup"] - dd0
         self.timings["dedup"] += spent[0]
         self.timings["evaluate"] += time.perf_counter() - t0 - spent[0] - made
         return programs, np.array([self.cache[k] for k in keys])
@@ -324,27 +323,40 @@ class Search:
     def child_chunks(self, parents_a: list, parents_b: list, size: int, *,
                      timed: bool = True) -> Iterator[list]:
         """:meth:`make_children` in chunks of ``size``, made as they are asked for: the same
-        children (the coins of the whole generation are drawn first, then each child's draws
-        in order, whatever the chunks). ``timed``: the time making them goes to
-        ``timings["generate"]``."""
-        cfg, g, rng = self.cfg, self.genes, self.rng
-        coins = rng.random((len(parents_a), 2))
-        pairs = list(zip(parents_a, parents_b))
-        for start in range(0, len(pairs), size):
-            t0 = time.perf_counter()
-            out = []
-            for (a, b), (c0, c1) in zip(pairs[start:start + size], coins[start:start + size]):
-                if c0 < cfg["crossover"]:
-                    child = O.crossover(a, b, rng, max_length=cfg["max_length"], genes=g)
-                    if c1 < cfg["mutation"]:
-                        child = O.mutate(child, g, rng, max_length=cfg["max_length"])
-                else:
-                    child = O.mutate(a, g, rng, max_length=cfg["max_length"])
-                out.append(child)
-            self.children_made += len(out)
+        children whatever the chunks (:class:`numptx.search.breed.Breeder`). ``timed``: the
+        time making them goes to ``timings["generate"]``, their keys' to ``["dedup"]``."""
+        for progs, _ in self.keyed_chunks(parents_a, parents_b, size, timed=timed):
+            yield progs
+
+    def keyed_chunks(self, parents_a: list, parents_b: list, size: int, *,
+                     timed: bool = True) -> Iterator[tuple[list, list]]:
+        """:meth:`child_chunks` with the children's canonical keys: (programs, keys) chunks
+        that :meth:`evaluate_chunks` takes without keying the programs again."""
+        keyed = [0.0]
+
+        def on_keys(sec: float) -> None:
+            keyed[0] += sec
+        it = self.breeder.children(self.rng, parents_a, parents_b, size=size,
+                                   scored=self.cache, on_keys=on_keys)
+        while True:
+            t0, k0 = time.perf_counter(), keyed[0]
+            chunk = next(it, None)
             if timed:
-                self.timings["generate"] += time.perf_counter() - t0
-            yield out
+                self.timings["dedup"] += keyed[0] - k0
+                self.timings["generate"] += time.perf_counter() - t0 - (keyed[0] - k0)
+            if chunk is None:
+                return
+            self.children_made += len(chunk[0])
+            yield chunk
+
+    def scored_children(self, parents_a: list, parents_b: list) -> list[Candidate]:
+        """One child per pair of parents, scored: made, keyed and deduplicated chunk by chunk
+        (on the GPU each chunk's modules assemble while the next is made; the same children
+        and losses as all at once)."""
+        n = len(parents_a)
+        progs, losses = self.evaluate_chunks(
+            self.keyed_chunks(parents_a, parents_b, self._chunk_size(n)), n)
+        return [Candidate(p, v, self.genes) for p, v in zip(progs, losses.tolist())]
 
     def penalized(self, cands: Sequence[Candidate]) -> np.ndarray:
         loss = np.array([c.loss for c in cands])
@@ -357,11 +369,10 @@ class Search:
         size = self._chunk_size(n)
 
         def chunks():          # made as the pipeline asks: the same draws in the same order
+            made = self.breeder.random_programs(self.rng, n, tuple(self.cfg["init_length"]))
             for start in range(0, n, size):
                 t0 = time.perf_counter()
-                out = [O.random_program(self.genes, self.rng,
-                                        length=tuple(self.cfg["init_length"]))
-                       for _ in range(min(size, n - start))]
+                out = list(itertools.islice(made, size))
                 self.children_made += len(out)
                 self.timings["generate"] += time.perf_counter() - t0
                 yield out
@@ -398,15 +409,10 @@ class Search:
                 elite = np.argsort(fit, kind="stable")[:n_el]
                 n_child = cfg["population"] - n_el
                 idx = self.rng.integers(0, len(pop), size=(2 * n_child, cfg["tournament"]))
-                win = idx[np.arange(2 * n_child), np.argmin(fit[idx], axis=1)]
+                win = idx[np.arange(2 * n_child), np.argmin(fit[idx], axis=1)].tolist()
+                parents = [pop[i].program for i in win]     # (Python ints: numpy's are slow)
                 self.timings["select"] += time.perf_counter() - t0
-                # children made chunk by chunk: on the GPU each chunk's modules assemble
-                # while the next is made (the same children and losses as all at once)
-                chunks = self.child_chunks([pop[i].program for i in win[:n_child]],
-                                           [pop[i].program for i in win[n_child:]],
-                                           self._chunk_size(n_child))
-                progs, losses = self.evaluate_chunks(chunks, n_child)
-                kids = [Candidate(p, float(v), self.genes) for p, v in zip(progs, losses)]
+                kids = self.scored_children(parents[:n_child], parents[n_child:])
                 self.fit_constants_of(kids)
                 self.population = [pop[i] for i in elite] + kids
             pool = self.population
@@ -485,63 +491,6 @@ def _report(progress: Any, g: Generation, s: Search) -> None:
           file=sys.stderr, flush=True)
 
 
-def check_config(where: str, **given: Any) -> dict:
-    cfg = dict(_DEFAULTS)
-    unknown = set(given) - set(cfg)
-    if unknown:
-        raise SearchError(f"{where}: unknown option(s) {sorted(unknown)}")
-    cfg.update({k: v for k, v in given.items()})
-    # map_elites takes the population size as batch=
-    cfg["population"] = check_int("batch" if where == "map_elites" else "population",
-                                  cfg["population"], 2)
-    cfg["generations"] = check_int("generations", cfg["generations"], 0)
-    cfg["tournament"] = check_int("tournament", cfg["tournament"], 1)
-    cfg["elitism"] = (max(1, cfg["population"] // 100) if cfg["elitism"] is None
-                      else check_int("elitism", cfg["elitism"], 0))
-    if cfg["elitism"] >= cfg["population"]:
-        raise SearchError(f"elitism={cfg['elitism']}: must be below population="
-                          f"{cfg['population']}")
-    cfg["parsimony"] = _check_float("parsimony", cfg["parsimony"], 0.0)
-    cfg["crossover"] = _check_float("crossover", cfg["crossover"], 0.0, 1.0)
-    cfg["mutation"] = _check_float("mutation", cfg["mutation"], 0.0, 1.0)
-    cfg["max_length"] = check_int("max_length", cfg["max_length"], 1)
-    il = cfg["init_length"]
-    if not (isinstance(il, (tuple, list)) and len(il) == 2):
-        raise SearchError(f"init_length={il!r}: give a (low, high) pair of gene counts")
-    cfg["init_length"] = (check_int("init_length", il[0], 1), check_int("init_length", il[1], 1))
-    if cfg["init_length"][0] > cfg["init_length"][1]:
-        raise SearchError(f"init_length={il!r}: give (low, high) with low <= high")
-    # default: a few per generation on a CPU (each fit costs steps x trials evaluations), more
-    # with the large populations a GPU scores
-    cfg["fit_top"] = (max(2, min(64, cfg["population"] // 128)) if cfg["fit_top"] is None
-                      else check_int("fit_top", cfg["fit_top"], 0))
-    cfg["fit_steps"] = check_int("fit_steps", cfg["fit_steps"], 1)
-    cfg["fit_trials"] = check_int("fit_trials", cfg["fit_trials"], 1)
-    if cfg["target"] is not None:
-        cfg["target"] = _check_float("target", cfg["target"], -math.inf)
-    if cfg["time_limit"] is not None:
-        cfg["time_limit"] = _check_float("time_limit", cfg["time_limit"], 0.0)
-    if cfg["restart"] is not None:
-        cfg["restart"] = check_int("restart", cfg["restart"], 1)
-    if cfg["bins"] is not None:
-        cfg["bins"] = check_int("bins", cfg["bins"], 1)
-    if isinstance(cfg["descriptors"], str):
-        cfg["descriptors"] = (cfg["descriptors"],)
-    if not isinstance(cfg["descriptors"], (tuple, list)):
-        raise SearchError(f"descriptors={cfg['descriptors']!r}: give a sequence of descriptor "
-                          f"names or Descriptor tuples")
-    cfg["descriptors"] = tuple(cfg["descriptors"])
-    return cfg
-
-
-def _seed(seed: Any) -> int | None:
-    if seed is None:
-        return None
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise SearchError(f"seed={seed!r}: give a non-negative int (or None)")
-    return int(seed)
-
-
 def _regression_search(kind: str, X: Any, y: Any, ops: Sequence[str], *, names, dtype, constants,
                        loss, device, executor, per_module, seed, pipeline=True,
                        **options) -> Search:
@@ -561,7 +510,7 @@ def _regression_search(kind: str, X: Any, y: Any, ops: Sequence[str], *, names, 
         raise SearchError(f"{kind}: pipeline={pipeline!r}: give True or False")
     ev = Evaluator(Xc, yc, loss=loss, names=genes.names, device=device, executor=executor,
                    per_module=per_module, where=kind, pipeline=pipeline)
-    return Search(kind, genes, cfg, _seed(seed), evaluator=ev)
+    return Search(kind, genes, cfg, check_seed(seed), evaluator=ev)
 
 
 def regress(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div"), *,
@@ -572,8 +521,9 @@ def regress(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div"), *
             mutation: float = 0.9, max_length: int = 64, init_length: tuple = (2, 12),
             fit_top: int | None = None, fit_steps: int = 12, fit_trials: int = 4,
             target: float | None = None, time_limit: float | None = None,
-            restart: int | None = None, device: str = "auto", executor: Executor | None = None,
-            per_module: int | None = None, pipeline: bool = True,
+            restart: int | None = None, revary: int = 1, device: str = "auto",
+            executor: Executor | None = None, per_module: int | None = None,
+            pipeline: bool = True,
             progress: bool | Callable[[Generation], Any] = False) -> Result:
     """Symbolic regression: find a program over the columns of ``X`` (named ``x0..``, or
     ``names``) whose output fits ``y`` under ``loss`` (``mse``, ``mae``, ``rmse``,
@@ -585,12 +535,15 @@ def regress(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div"), *
     after ``generations``, at a loss <= ``target`` or after ``time_limit`` seconds.
     ``restart=k``: after k generations without a 1 % better best, start again from a random
     population (the best found stays the result's; a guard against a population stuck on an
-    approximation). ``device``: ``auto`` (a GPU when present), ``cpu`` (the emulator) or
-    ``gpu``; ``executor`` (any ``concurrent.futures.Executor``) builds the GPU modules or
-    spreads the CPU emulation. ``pipeline`` (GPU): each chunk of children is compiled and its
-    modules assembled in threads while the next chunk is made (the same losses; False: made
-    first, then built in one batch; a process-pool executor never pipelines). ``progress``:
-    True prints a line per generation to stderr; a callable gets each :class:`Generation`."""
+    approximation). ``revary=k``: a child whose canonical key was scored before, or made
+    earlier in the generation, is mutated again at a gene that feeds its output, up to k
+    times, before it is kept as a duplicate (0: kept at once; see :mod:`numptx.search.breed`).
+    ``device``: ``auto`` (a GPU when present), ``cpu`` (the emulator) or ``gpu``; ``executor``
+    (any ``concurrent.futures.Executor``) builds the GPU modules or spreads the CPU emulation.
+    ``pipeline`` (GPU): each chunk of children is compiled and its modules assembled in
+    threads while the next chunk is made (the same losses; False: made first, then built in
+    one batch; a process-pool executor never pipelines). ``progress``: True prints a line per
+    generation to stderr; a callable gets each :class:`Generation`."""
     s = _regression_search("regress", X, y, ops, names=names, dtype=dtype, constants=constants,
                            loss=loss, device=device, executor=executor, per_module=per_module,
                            seed=seed, pipeline=pipeline, population=population,
@@ -599,7 +552,7 @@ def regress(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div"), *
                            crossover=crossover, mutation=mutation, max_length=max_length,
                            init_length=init_length, fit_top=fit_top, fit_steps=fit_steps,
                            fit_trials=fit_trials, target=target, time_limit=time_limit,
-                           restart=restart)
+                           restart=restart, revary=revary)
     return s.run(s.cfg["generations"], progress)
 
 
@@ -636,7 +589,7 @@ def evolve(template: Any, site: Any, fitness: Callable[[list], Sequence[float]],
            elitism: int | None = None, parsimony: float = 0.0, crossover: float = 0.5,
            mutation: float = 0.9, max_length: int = 64, init_length: tuple = (2, 12),
            target: float | None = None, time_limit: float | None = None,
-           restart: int | None = None, executor: Executor | None = None,
+           restart: int | None = None, revary: int = 1, executor: Executor | None = None,
            per_module: int | None = None,
            progress: bool | Callable[[Generation], Any] = False) -> Result:
     """Evolve programs for ``site`` of any ``template`` (``nx.CudaTemplate`` or a numba kernel).
@@ -654,19 +607,21 @@ def evolve(template: Any, site: Any, fitness: Callable[[list], Sequence[float]],
                 ...
             return scores
         result = search.evolve(tmpl, "f", fitness, ops=["add", "mul"], population=128)
-    """
+
+    The other options (selection, rates, ``restart``, ``revary``) are :func:`regress`'s."""
     if not callable(fitness):
         raise SearchError(f"evolve: fitness={fitness!r} is not callable (it takes the built packs "
                           f"and returns one score per candidate)")
     name, s, genes = site_genes(template, site, select, ops, constants)
-    cfg = check_config("evolve", population=population, generations=generations, tournament=tournament,
-                  elitism=elitism, parsimony=parsimony, crossover=crossover, mutation=mutation,
-                  max_length=max_length, init_length=init_length, fit_top=0, target=target,
-                  time_limit=time_limit, restart=restart)
+    cfg = check_config("evolve", population=population, generations=generations,
+                       tournament=tournament, elitism=elitism, parsimony=parsimony,
+                       crossover=crossover, mutation=mutation, max_length=max_length,
+                       init_length=init_length, fit_top=0, target=target,
+                       time_limit=time_limit, restart=restart, revary=revary)
     user = {"template": template, "site": name, "site_obj": s, "select": select,
             "fitness": fitness, "per_module": check_per_module(per_module, "evolve"),
             "executor": check_executor(executor, "evolve")}
-    search = Search("evolve", genes, cfg, _seed(seed), user=user)
+    search = Search("evolve", genes, cfg, check_seed(seed), user=user)
     return search.run(cfg["generations"], progress)
 
 
@@ -678,7 +633,7 @@ def map_elites(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div")
                crossover: float = 0.3, mutation: float = 0.9, max_length: int = 64,
                init_length: tuple = (2, 12), fit_top: int | None = None, fit_steps: int = 12,
                fit_trials: int = 4, target: float | None = None,
-               time_limit: float | None = None, device: str = "auto",
+               time_limit: float | None = None, revary: int = 1, device: str = "auto",
                executor: Executor | None = None, per_module: int | None = None,
                pipeline: bool = True,
                progress: bool | Callable[[Generation], Any] = False) -> Result:
@@ -698,6 +653,6 @@ def map_elites(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div")
                            mutation=mutation, max_length=max_length, init_length=init_length,
                            fit_top=fit_top, fit_steps=fit_steps, fit_trials=fit_trials,
                            target=target, time_limit=time_limit, descriptors=descriptors,
-                           bins=bins, elitism=0)
+                           bins=bins, elitism=0, revary=revary)
     return s.run(s.cfg["generations"], progress)
 
