@@ -247,7 +247,11 @@ def stages(args) -> None:
     one GIL, whichever thread runs it. Pipelined, Python and assembly overlap, this thread
     making children while the other cores assemble: max(G + u Ss, u A / (C - 1)), plus the
     last module's assembly, which nothing overlaps, A P / N. Children/s is the inverse;
-    candidates (new, evaluated)/s is u times that. Launches, module loads, copies back,
+    candidates (new, evaluated)/s is u times that. The loop tapers the last two modules' worth
+    of a generation to modules of P / 4 (``PackPipeline(taper_at=...)``), so its end waits
+    for one small module: the "tapered" column takes T / N for that tail instead, T the core
+    time of one module of P / 4 (measured here), plus the small modules' extra assembly,
+    2 P (A4 - A) / (C - 1) / N with A4 = T / (P / 4). Launches, module loads, copies back,
     selection and constant fitting are in neither, so the end-to-end figure on a GPU is
     lower."""
     import os
@@ -292,6 +296,11 @@ def stages(args) -> None:
     for x in ptxs:
         ptx_to_cubin(x, base.arch)
     t_link = time.process_time() - t               # one thread: its CPU time is core time
+    small = max(16, per // 4)                      # the loop's tapered modules
+    small_ptx = pack(fresh_template(), "f", stubs[:small], select="cand").ptx
+    t = time.process_time()
+    ptx_to_cubin(small_ptx, base.arch)
+    T = time.process_time() - t
     cores = len(os.sched_getaffinity(0))
     Ss, A, C = (t_stub + t_pack) / m, t_link / m, args.cores
     print(f"\n### One generation's children, per child (population {n} after {args.warm} "
@@ -299,23 +308,28 @@ def stages(args) -> None:
     print(f"| children made by | make a child (with retries) | keys (with retries') | "
           f"G = make + keys | new "
           f"(share u) | G / u (Python per new) | projected on {C} cores: children/s, "
-          f"new candidates/s |")
-    print("|---|---|---|---|---|---|---|")
+          f"new candidates/s | tapered |")
+    print("|---|---|---|---|---|---|---|---|")
     for v in variants:
         kids_new, t_make, t_key, kids = made[v]
         G, u = (t_make + t_key) / kids, len(kids_new) / kids
         proj = max(G + u * Ss, u * A / (C - 1)) + A * per / kids
+        extra = 2 * per * max(0.0, T / small - A) / (C - 1) / kids
+        taper = max(G + u * Ss, u * A / (C - 1)) + T / kids + extra
         name = "operators (before)" if v == "old" else f"breeder, {v}" + \
             (" (default)" if v == "revary=1" else "")
         print(f"| {name} | {t_make / kids * 1e6:.1f} us | {t_key / kids * 1e6:.1f} us | "
               f"{G * 1e6:.1f} us | {len(kids_new)} ({100 * u:.0f} %) | {G / u * 1e6:.1f} us | "
-              f"{proj * 1e6:.0f} us: {1 / proj:,.0f}, {u / proj:,.0f} |")
+              f"{proj * 1e6:.0f} us: {1 / proj:,.0f}, {u / proj:,.0f} | "
+              f"{taper * 1e6:.0f} us: {1 / taper:,.0f}, {u / taper:,.0f} |")
     print(f"\n### Per new candidate ({m} of the default's, modules of {per}, nothing "
           f"cached)\n")
     print("| step | per candidate |\n|---|---|")
     print(f"| stub | {t_stub / m * 1e6:.1f} us |")
     print(f"| pack a module (packed stub, PTX) | {t_pack / m * 1e6:.1f} us |")
     print(f"| assemble packed modules (nvJitLink), core time | {A * 1e3:.3f} ms |")
+    print(f"| one tapered module of {small} (nvJitLink), core time | T = {T * 1e3:.1f} ms "
+          f"({T / small * 1e3:.3f} ms a candidate) |")
     print(f"\nSs = {Ss * 1e6:.1f} us, A = {A * 1e3:.3f} ms, P = {per}, N = {n_child}, "
           f"C = {C}")
     print(f"\n### Pipelined build of the new programs ({cores} cores here)\n")

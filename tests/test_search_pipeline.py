@@ -134,6 +134,44 @@ def test_ready_hands_out_packs_in_order_and_finish_the_rest(ptx):
         pipe.add(stubs[:1])
 
 
+def test_a_tapered_pipeline_cuts_small_modules_at_the_end(ptx):
+    """Past taper_at the modules (and the last one, cut up) have taper_size candidates; the
+    candidates, their order and each error's index are those of one pack_many call."""
+    t1, t2 = _template(ptx), _template(ptx)
+    stubs = _stubs(t1, 45)
+    stubs[40] = BAD_PTXAS
+    one = t1.pack_many("f", stubs, select="cand", per_module=16)
+    with PackPipeline(t2, "f", select="cand", per_module=16, taper_at=20, taper_size=4) as pipe:
+        for i in range(0, 45, 10):
+            pipe.add(stubs[i:i + 10])
+        two = list(pipe.finish())
+    assert [(p.offset, len(p)) for p in two] == \
+        [(0, 16), (16, 16), (32, 4), (36, 4), (40, 4), (44, 1)]
+    assert [c for p in two for c in p.candidates] == [c for p in one for c in p.candidates]
+    assert {k for p in two for k in p.errors} == {k for p in one for k in p.errors} == {40}
+    assert two[0].cubin == one[0].cubin                  # the same module, the same code
+    # tapering from the start, and a remainder cut up
+    with PackPipeline(_template(ptx), "f", select="cand", per_module=16, taper_at=0,
+                      taper_size=5) as pipe:
+        pipe.add(stubs[:12])
+        assert [(p.offset, len(p)) for p in pipe.finish()] == [(0, 5), (5, 5), (10, 2)]
+
+
+@pytest.mark.parametrize("kw, msg", [({"taper_at": -1}, "taper_at"),
+                                     ({"taper_at": 1.5}, "taper_at"),
+                                     ({"taper_size": 0}, "taper_size")])
+def test_bad_taper(ptx, kw, msg):
+    with pytest.raises(PackError, match=msg):
+        PackPipeline(_template(ptx), "f", select="cand", per_module=8, **kw)
+
+
+def test_the_loop_expects_its_last_share_of_new_programs():
+    s = _search()
+    assert s._new_share is None
+    s.run(2, None)
+    assert 0 < s._new_share <= 1
+
+
 @pytest.mark.parametrize("bad", [0, -1, True, 1.5, 20000])
 def test_bad_module_sizes(ptx, bad):
     with pytest.raises(PackError, match="per_module"):

@@ -209,17 +209,23 @@ class Evaluator:
         return self.device == "gpu" and self.pipeline and (
             self.executor is None or isinstance(self.executor, ThreadPoolExecutor))
 
-    def score_chunks(self, chunks: Iterable[Sequence[Any]], total: int | None = None
-                     ) -> np.ndarray:
+    def score_chunks(self, chunks: Iterable[Sequence[Any]], total: int | None = None,
+                     expected: int | None = None) -> np.ndarray:
         """One loss per program of ``chunks`` (an iterable of program lists, consumed here),
         in order: what :meth:`score` of all of them gives. ``total`` (an upper bound on the
-        programs to come) sizes the modules as :meth:`module_size` does; default 4096."""
+        programs to come) sizes the modules as :meth:`module_size` does; default 4096.
+        ``expected`` (an estimate of the programs to come: the loop's last generation's
+        share of new children) tapers the modules of the last two modules' worth to a
+        quarter size (:class:`~numptx.search.pipeline.PackPipeline`), so a generation ends
+        waiting for a small module."""
         if not self.pipelined:
             return self.score([p for chunk in chunks for p in chunk])
         per = self.module_size(4096 if total is None else max(1, total))
+        taper = None if expected is None or per < 64 else max(0, expected - 2 * per)
         launches = _Launches(self)
         with PackPipeline(self._packing_template(), "f", select="cand", per_module=per,
-                          executor=self.executor) as pipe:
+                          executor=self.executor, taper_at=taper,
+                          taper_size=max(16, per // 4)) as pipe:
             for chunk in chunks:
                 if len(chunk):
                     pipe.add(self.stubs(chunk))

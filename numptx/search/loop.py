@@ -173,6 +173,7 @@ class Search:
         self.archive: dict[tuple, Candidate] = {}
         self.history: list[Generation] = []
         self.cache: dict[bytes, float] = {}
+        self._new_share: float | None = None   # new programs / children, last evaluation
         self.fits: dict[bytes, tuple[list, float]] = {}
         self.best: Candidate | None = None
         self.evaluated = self.children_made = 0
@@ -258,11 +259,15 @@ class Search:
                 spent[0] += time.perf_counter() - t
                 yield fresh
         if self.evaluator is not None:
-            got = self.evaluator.score_chunks(new_ones(), total)
+            # the last call's share of new programs: how many to expect (tapers the modules)
+            expected = None if self._new_share is None else round(total * self._new_share)
+            got = self.evaluator.score_chunks(new_ones(), total, expected)
         else:
             fresh = [p for chunk in new_ones() for p in chunk]
             got = self._score(fresh) if fresh else np.empty(0)
         self.cache.update(zip(todo, (float(v) for v in got)))
+        if programs:
+            self._new_share = len(todo) / len(programs)
         self.evaluated += len(todo)
         self._gen_evaluated += len(todo)
         made = self.timings["generate"] - gen0 + self.timings["dedup"] - dd0

@@ -58,14 +58,25 @@ class PackPipeline:
     back :class:`~numptx.jit.pack.Pack` objects, so it must run them in this process); None:
     one of its own with ``max_workers`` threads (default: the cores, at most 32), shut down by
     :meth:`close`. ``constants`` and ``stubs`` (other sites' stubs) are :func:`pack`'s.
+
+    ``taper_at``: once that many candidates are in modules, the rest (and the last, short
+    one) go in modules of ``taper_size``: the modules still assembling when the caller runs
+    out of candidates are small, so the end waits for one small module, not a full one
+    (nvJitLink's time grows with a module; the cores are idle then). Only the cuts change
+    (the packs then differ from one ``pack_many`` call's), never a candidate's code.
     """
 
     def __init__(self, target: Any, site: str, *, select: str, per_module: int = 256,
                  executor: Executor | None = None, max_workers: int | None = None,
-                 constants: str = "inline", stubs: Mapping[str, Any] | None = None):
-        if isinstance(per_module, bool) or not isinstance(per_module, int) or \
-                not 1 <= per_module <= MAX_CANDIDATES:
-            raise PackError(f"per_module={per_module!r}: an int from 1 to {MAX_CANDIDATES}")
+                 constants: str = "inline", stubs: Mapping[str, Any] | None = None,
+                 taper_at: int | None = None, taper_size: int = 32):
+        for name, v in (("per_module", per_module), ("taper_size", taper_size)):
+            if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_CANDIDATES:
+                raise PackError(f"{name}={v!r}: an int from 1 to {MAX_CANDIDATES}")
+        if taper_at is not None and (isinstance(taper_at, bool) or not isinstance(taper_at, int)
+                                     or taper_at < 0):
+            raise PackError(f"taper_at={taper_at!r}: a number of candidates (int >= 0) or None")
+        self.taper_at, self.taper_size = taper_at, taper_size
         if executor is not None and not callable(getattr(executor, "submit", None)):
             raise PackError(f"executor={executor!r} is not a concurrent.futures.Executor")
         self.target, self.site, self.select = target, site, select
@@ -92,9 +103,15 @@ class PackPipeline:
             raise PackError("PackPipeline.add takes a list of candidates (stubs), not one "
                             f"{type(stubs).__name__}")
         self._buffer.extend(stubs)
-        while len(self._buffer) >= self.per_module:
-            self._send(self._buffer[:self.per_module])
-            del self._buffer[:self.per_module]
+        while len(self._buffer) >= self._size():
+            size = self._size()
+            self._send(self._buffer[:size])
+            del self._buffer[:size]
+
+    def _size(self) -> int:
+        """Candidates in the next module (per_module, or taper_size once tapering)."""
+        tapering = self.taper_at is not None and self._sent >= self.taper_at
+        return self.taper_size if tapering else self.per_module
 
     def _send(self, stubs: list) -> None:
         fut = self._pool.submit(_build, self.target, self.site, stubs, self.select, self._sent,
@@ -111,9 +128,10 @@ class PackPipeline:
     def finish(self) -> Iterator[Pack]:
         """Send the last (shorter) module; then each pack not yet handed out, in order, as
         soon as it is built."""
-        if self._buffer:
-            self._send(list(self._buffer))
-            self._buffer.clear()
+        step = self.taper_size if self.taper_at is not None else len(self._buffer)
+        for i in range(0, len(self._buffer), max(1, step)):
+            self._send(self._buffer[i:i + step])
+        self._buffer.clear()
         self._closed = True
         return self._drain()
 
