@@ -248,10 +248,12 @@ def stages(args) -> None:
     making children while the other cores assemble: max(G + u Ss, u A / (C - 1)), plus the
     last module's assembly, which nothing overlaps, A P / N. Children/s is the inverse;
     candidates (new, evaluated)/s is u times that. The loop tapers the last two modules' worth
-    of a generation to modules of P / 4 (``PackPipeline(taper_at=...)``), so its end waits
-    for one small module: the "tapered" column takes T / N for that tail instead, T the core
-    time of one module of P / 4 (measured here), plus the small modules' extra assembly,
-    2 P (A4 - A) / (C - 1) / N with A4 = T / (P / 4). Launches, module loads, copies back,
+    of a generation to modules of P / 4 (``PackPipeline(taper_at=...)``); a formula cannot
+    say what that leaves (the last full module may still be assembling, small modules queue
+    behind full ones), so the "simulated" column runs the schedule: the modules cut as the
+    loop cuts them, each sent when the main thread has made its candidates (G + u Ss per
+    child), assembled by C - 1 workers in order, a module of k candidates taking F + a k core
+    time (F, a fitted to A P and T, the measured core time of one module of P / 4). Launches, module loads, copies back,
     selection and constant fitting are in neither, so the end-to-end figure on a GPU is
     lower."""
     import os
@@ -308,14 +310,13 @@ def stages(args) -> None:
     print(f"| children made by | make a child (with retries) | keys (with retries') | "
           f"G = make + keys | new "
           f"(share u) | G / u (Python per new) | projected on {C} cores: children/s, "
-          f"new candidates/s | tapered |")
+          f"new candidates/s | simulated, tapered |")
     print("|---|---|---|---|---|---|---|---|")
     for v in variants:
         kids_new, t_make, t_key, kids = made[v]
         G, u = (t_make + t_key) / kids, len(kids_new) / kids
         proj = max(G + u * Ss, u * A / (C - 1)) + A * per / kids
-        extra = 2 * per * max(0.0, T / small - A) / (C - 1) / kids
-        taper = max(G + u * Ss, u * A / (C - 1)) + T / kids + extra
+        taper = _simulate(kids, len(kids_new), G + u * Ss, A, T, per, small, C) / kids
         name = "operators (before)" if v == "old" else f"breeder, {v}" + \
             (" (default)" if v == "revary=1" else "")
         print(f"| {name} | {t_make / kids * 1e6:.1f} us | {t_key / kids * 1e6:.1f} us | "
@@ -339,6 +340,32 @@ def stages(args) -> None:
         print(f"| {v} | {len(kids_new)} | {_build(fresh_template(), kids_new, per):.2f} s |")
     if args.options:
         _options(ptxs[:4], base.arch, sum(len(md) for md in mods[:4]))
+
+
+def _simulate(kids: int, new: int, per_child: float, A: float, T: float, per: int,
+              small: int, C: int) -> float:
+    """Seconds for one pipelined generation's build on C cores: the main thread makes the
+    ``kids`` children (``per_child`` each, ``new`` of them new) and sends each module when its
+    candidates are made, cut as the loop cuts them (modules of ``per``; from ``new - 2 per``
+    on, and the last one, modules of ``small``); C - 1 workers assemble them in order, a module
+    of k candidates taking F + a k (fitted: F + a per = A per, F + a small = T)."""
+    import heapq
+    a = (A * per - T) / (per - small)
+    F = T - a * small
+    per_new = per_child * kids / max(1, new)
+    sizes, sent, taper = [], 0, max(0, new - 2 * per)
+    while new - sent >= (size := small if sent >= taper else per):
+        sizes.append(size)
+        sent += size
+    sizes += [min(small, new - i) for i in range(sent, new, small)]
+    workers = [0.0] * (C - 1)
+    end, made = kids * per_child, 0
+    for k in sizes:
+        made += k
+        start = max(made * per_new, heapq.heappop(workers))
+        heapq.heappush(workers, start + F + a * k)
+        end = max(end, start + F + a * k)
+    return end
 
 
 def _options(ptxs: list, arch: str, n: int) -> None:

@@ -70,6 +70,11 @@ def test_resume_continues_exactly(tmp_path):
         [_words(c.program) for c in full.population]
     # nothing left of the original 2 generations: resume() with no count runs none
     assert search.resume(path).generations == 2
+    # the checkpoint holds the whole score cache: re-variation after a resume sees every
+    # program the run scored (a truncated cache changed the children)
+    from numptx.search import checkpoint
+    assert checkpoint.CACHE_SAVED >= search.config.CACHE_MAX
+    assert set(search.resume(path)._search.cache) == set(part._search.cache)
 
 
 def test_map_elites_resume_with_a_user_descriptor(tmp_path):

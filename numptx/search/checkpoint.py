@@ -31,17 +31,18 @@ from typing import Any
 import numpy as np
 
 from .. import stack_ptx as sp
+from .config import CACHE_MAX
 from .genes import SearchError
 
 __all__ = ["CheckpointError", "write", "read", "VERSION", "encode_array", "decode_array",
            "encode_program", "decode_program", "state_of", "restore"]
 
-#: score-cache entries (16-byte key + loss) and constant fits a checkpoint keeps: the most recent
-#: ones. A resumed run matches the uninterrupted one exactly, ``evaluated`` counts included,
-#: while the run's cache holds no more than this (else programs scored before the checkpoint
-#: may be scored again, counting in ``evaluated``; the search itself is unchanged: scores are
-#: pure functions of the program).
-CACHE_SAVED = 200_000
+#: score-cache entries (16-byte key + loss) a checkpoint keeps: all of them (a run clears its
+#: cache past this many), because the children made after a resume depend on which programs
+#: were scored (re-variation of duplicates, ``revary``). Constant fits: the most recent ones
+#: (a resumed run may fit again what the run had fitted before; only ``fit_top``'s choice
+#: among equals can differ).
+CACHE_SAVED = CACHE_MAX
 FITS_SAVED = 50_000
 
 MAGIC = b"NXCK"
@@ -212,8 +213,8 @@ def state_of(search: Any) -> dict:
              "history": [list(g) for g in search.history], "evaluated": search.evaluated,
              "children_made": search.children_made, "seconds": search.seconds,
              "improved_at": search.improved_at, "restarts": search.restarts}
-    # the score cache and the fit memo (the most recent entries): dedup after a resume skips
-    # what the uninterrupted run skips, so ``evaluated`` matches too
+    # the score cache (whole) and the fit memo (the most recent entries): dedup and re-variation
+    # after a resume see what the uninterrupted run sees, so the children and ``evaluated`` match
     keys = list(search.cache)[-CACHE_SAVED:]
     state["cache"] = {"keys": base64.b64encode(b"".join(keys)).decode("ascii"),
                       "losses": encode_array(np.array([search.cache[k] for k in keys],

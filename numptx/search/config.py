@@ -15,7 +15,12 @@ import numpy as np
 
 from .genes import SearchError, check_int
 
-__all__ = ["DEFAULTS", "check_config", "check_float", "check_seed"]
+#: score-cache entries a run keeps before clearing its cache. A checkpoint saves the whole cache
+#: (at most this many 16-byte keys and losses: 24 MB), because re-variation (``revary``) makes
+#: children depend on which programs were scored: a resumed run sees what the run saw.
+CACHE_MAX = 1_000_000
+
+__all__ = ["CACHE_MAX", "DEFAULTS", "check_config", "check_float", "check_seed"]
 
 
 def check_float(name: str, v: Any, low: float, high: float = math.inf) -> float:

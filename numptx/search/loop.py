@@ -42,7 +42,7 @@ from . import checkpoint as ck
 from . import elites
 from . import operators as O
 from .breed import Breeder
-from .config import check_config, check_seed
+from .config import CACHE_MAX, check_config, check_seed
 from .constants import fit_constants
 from .evaluate import Evaluator, check_data, check_executor, check_per_module
 from .genes import LN2, LOG2E, Genes, SearchError, check_int
@@ -51,7 +51,6 @@ __all__ = ["regress", "map_elites", "evolve", "Result", "Candidate", "Generation
 
 log = logging.getLogger(__name__)
 
-_CACHE_MAX = 1_000_000       # score-cache entries before it is cleared (scores are pure: no effect)
 
 
 def _formula_mod():
@@ -235,7 +234,7 @@ class Search:
         t0 = time.perf_counter()
         # chunks made (and keyed) by a generator that times itself
         gen0, dd0 = self.timings["generate"], self.timings["dedup"]
-        if len(self.cache) > _CACHE_MAX:
+        if len(self.cache) > CACHE_MAX:
             self.cache.clear()
         programs: list = []
         keys: list[bytes] = []
@@ -315,7 +314,7 @@ class Search:
             if memo is not None:
                 for j in idx:
                     cands[j].program, cands[j].loss = list(memo[0]), memo[1]
-        if len(self.fits) > _CACHE_MAX:
+        if len(self.fits) > CACHE_MAX:
             self.fits.clear()
         self.timings["fit"] += time.perf_counter() - t0
 

@@ -16,7 +16,8 @@
 The stubs are cut into modules exactly as one :func:`numptx.jit.pack.pack_many` call cuts
 them all (``per_module`` candidates a module from the first, the last one shorter, however the
 chunks fall), so the packs equal that call's: the same candidates and offsets, the same cubins,
-the same errors under the same global indices. Each module is packed
+the same errors under the same global indices (with ``taper_at``, the modules past it are
+smaller: the same candidates, in order, other cuts). Each module is packed
 (:func:`numptx.jit.pack.pack`) and assembled (``pack.cubin``: a candidate that ptxas refuses is
 left out and the rest assembled again) by one job on a thread pool. nvJitLink releases the GIL,
 so the jobs assemble while the calling thread makes, deduplicates and compiles the next chunk
