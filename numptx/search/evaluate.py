@@ -221,7 +221,10 @@ class Evaluator:
         if not self.pipelined:
             return self.score([p for chunk in chunks for p in chunk])
         per = self.module_size(4096 if total is None else max(1, total))
-        taper = None if expected is None or per < 64 else max(0, expected - 2 * per)
+        # no taper on a poor estimate's behalf (a share of 0, a small batch): small modules
+        # throughout would double the assembly time
+        taper = None if expected is None or per < 64 or expected < 4 * per \
+            else expected - 2 * per
         launches = _Launches(self)
         with PackPipeline(self._packing_template(), "f", select="cand", per_module=per,
                           executor=self.executor, taper_at=taper,
