@@ -140,6 +140,11 @@ def triple(x, y):                              # three results for two outputs
     return x, y, x + y
 
 
+@nx.ptx_expr
+def partial(accum, x):                         # x matches, accum does not: never by position
+    return accum * 2.0 + x
+
+
 #: case -> (kernel name, formula, what NumPy says from the site's in/mod values or None: the
 #: build refuses it)
 CASES = {
@@ -158,6 +163,7 @@ CASES = {
     "wrong output type": ("combine", wide, None),
     "unknown output name": ("combine", stray, None),
     "too many outputs": ("two", triple, None),
+    "some names match": ("step", partial, None),
 }
 
 
@@ -265,8 +271,9 @@ def test_binding_says_which_variable_feeds_which_parameter(cases):
     assert b.inputs == {"x": "x", "m": "m"} and b.outputs == {"z": 0, "m": None}
     assert b.constants == {"k": 2.0} and b.expr.bound == {"k": 2.0}    # the default baked in
     assert b.evaluate({"x": np.float32(3), "m": np.float32(7)}) == {"z": 6.0, "m": 7.0}
-    # counts that match bind in declaration order, whatever the names: k reads m
-    assert f.bind(m=0.5).binding(step).inputs == {"x": "x", "k": "m"}
+    # x matches by name, so k never binds by position to m: its default is baked in
+    b = f.bind(m=0.5).binding(step)
+    assert b.inputs == {"x": "x"} and b.constants == {"m": 0.5, "k": 2.0}
 
     @nx.ptx_expr
     def h(x, m):
@@ -283,6 +290,38 @@ def test_binding_says_which_variable_feeds_which_parameter(cases):
     assert b.evaluate({"x": np.float32(2), "m": np.float32(9)}) == {"z": 2.0, "m": 3.0}
     # the stub compiles by the same binding
     assert f.stub(step).text == f.binding(step).expr.stub(step).text
+
+
+def test_partial_name_matches_never_bind_the_rest_by_position():
+    # issue 22 item 2: f(accum, r) at force(in r, mod acc) bound accum to r and r to acc
+    inj = nx.PtxInject(nx.cuda_to_ptx(r'''
+    extern "C" __global__ void k(float* o, const float* a, float* acc_) {
+        float r = a[0], acc = acc_[0];
+        PTX_INJECT("force", PTX_IN(F32, r), PTX_MOD(F32, acc));
+        o[0] = acc;
+    }''', arch="sm_90"))
+    force = inj.sites["force"]
+
+    @nx.ptx_expr
+    def f(accum, r):
+        return {"acc": accum + r * 2.0}
+
+    for call in (lambda: f.binding(force), lambda: f.stub(force)):
+        with pytest.raises(nx.BindError, match=r"'accum' match no site variable while 'r' "
+                                               r"binds? by name.*rename it after the site's 'acc'"):
+            call()
+
+    @nx.ptx_expr
+    def g(acc, r):                                    # the same formula named after the site
+        return {"acc": acc + r * 2.0}
+    b = g.binding(force)
+    assert b.inputs == {"acc": "acc", "r": "r"}
+    assert b.evaluate({"r": np.float32(5), "acc": np.float32(2)}) == {"acc": 12.0}
+
+    @nx.ptx_expr
+    def h(p, q):                                      # no name in common: declaration order
+        return {"acc": p + q * 2.0}
+    assert h.binding(force).inputs == {"p": "r", "q": "acc"}
 
 
 def test_output_order_is_the_rule_for_every_result_form():

@@ -513,7 +513,8 @@ class PtxExpr:
         """Compile a stub.
 
         * ``stub(site)``: parameters bind to the site's in/mod variables by name (by
-          declaration order when the names differ and the counts match; parameters with
+          declaration order when no name matches and the counts match, never when some
+          names match and others do not; parameters with
           defaults that the site lacks are baked in); outputs bind to its out/mod variables
           (a dict by name, a tuple in order, a single value to the single output; ``mod``
           variables the formula does not return keep their value). Mismatches raise
@@ -618,14 +619,24 @@ class PtxExpr:
         def fail(why: str) -> BindError:
             return BindError(f"cannot bind {self.signature()} to site {site.signature}: {why}",
                              frame=_def_frame(self.fn))
-        if all(p in in_names for p in params):
+        missing = [p for p in params if p not in in_names]
+        if not missing:
             mapping = {p: p for p in params}
-        elif len(params) == len(ins):
-            mapping = dict(zip(params, in_names))
+        elif len(missing) == len(params) and len(params) == len(ins):
+            mapping = dict(zip(params, in_names))      # no name in common: declaration order
+        elif all(p in self.defaults for p in missing):
+            return self.bind(**{p: self.defaults[p] for p in missing})._bind_site(site)
+        elif len(missing) < len(params):
+            # some names match: the rest are never bound by position (f(accum, r) at
+            # force(in r, mod acc) must not read acc as r)
+            free = [v for v in in_names if v not in params]
+            named = [repr(p) for p in params if p not in missing]
+            raise fail(f"parameter(s) {', '.join(map(repr, missing))} match no site variable "
+                       f"while {', '.join(named)} bind{'s' if len(named) == 1 else ''} by "
+                       f"name, so none binds by position; rename "
+                       f"{'it' if len(missing) == 1 else 'them'} after the site's "
+                       f"{', '.join(map(repr, free)) or '(no unbound) variables'}")
         else:
-            missing = [p for p in params if p not in in_names]
-            if missing and all(p in self.defaults for p in missing):
-                return self.bind(**{p: self.defaults[p] for p in missing})._bind_site(site)
             raise fail(f"{len(params)} parameter(s) for {len(ins)} in/mod variable(s) and the "
                        f"names differ ({', '.join(missing)} not in the site)")
         by_name = {v.name: v for v in ins}
