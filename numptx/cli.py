@@ -4,6 +4,7 @@
     numptx process a.cu b.cu -o outdir/        rewrite comment annotations into inline asm
     numptx sites kernel.cu|kernel.ptx          list the injection sites of a template
     numptx cache info|clear                    show or empty the cubin cache (NUMPTX_CACHE_DIR)
+    numptx --version                           print numptx's version
 """
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ import argparse
 import logging
 import os
 import sys
+
+from ._shadow import shadow_message, shadowing_folder
+from ._version import __version__
 
 
 class _InputError(Exception):
@@ -104,6 +108,7 @@ def _cmd_cache(args) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="numptx", description="GPU kernel variants in microseconds.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
+    parser.add_argument("--version", action="version", version=f"numptx {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     def command(name: str, summary: str, text: str) -> argparse.ArgumentParser:
@@ -135,6 +140,11 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(fn=_cmd_cache)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING)
+    import numptx  # noqa: F401 - the package this command runs in: the real one, or a clone?
+    folder = shadowing_folder()
+    if folder is not None:
+        print(f"numptx {args.command}: error: {shadow_message(folder)}", file=sys.stderr)
+        return 2
     from .errors import NumptxError
     try:
         rc = args.fn(args)

@@ -72,3 +72,19 @@ def test_demo_runs_as_a_console_script():
     assert res.returncode == 0, res.stderr
     assert "combine(in f32 x, in f32 y, out f32 z)" in res.stdout
     assert "assemble 'hypot'" in res.stdout and "cubin" in res.stdout
+    # errors in ulps of the terms: a cancelling sum near zero is not thousands of ulp
+    ulps = [float(ln.split("(")[1].split(" ulp")[0]) for ln in res.stdout.splitlines()
+            if "ulp of the terms" in ln]
+    assert len(ulps) == 8 and max(ulps) <= 4, res.stdout
+
+
+def test_cli_version(capsys):
+    from numptx.cli import main
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0 and capsys.readouterr().out.strip() == f"numptx {nx_version()}"
+
+
+def nx_version() -> str:
+    import numptx
+    return numptx.__version__
