@@ -93,3 +93,29 @@ def test_doc_blocks_run_on_the_gpu(path, tmp_path):
 def test_every_tag_is_known_and_some_blocks_run():
     runnable = sum(1 for p in DOCS for _, tags, _ in doc_blocks(p) if not tags & {"skip", "gpu"})
     assert runnable >= 10
+
+
+def test_printed_graphs_in_the_docs_are_what_print_shows(tmp_path):
+    # a "print(<f>.graph)" line followed by "# graph ..." comment lines shows that output; the
+    # blocks run in order, then each printed graph is compared line by line (locations aside)
+    for path in DOCS:
+        blocks = [(ln, code) for ln, tags, code in doc_blocks(path) if not tags & {"skip", "gpu"}]
+        shown = []
+        for _, code in blocks:
+            lines = code.splitlines()
+            for i, line in enumerate(lines):
+                m = re.match(r"print\((\w+)\.graph\)", line)
+                if m and i + 1 < len(lines) and lines[i + 1].startswith("# graph "):
+                    body = [ln[2:] for ln in lines[i + 1:] if ln.startswith("# ")]
+                    shown.append((m.group(1), [ln.split("   # ")[0] for ln in body]))
+        if not shown:
+            continue
+        src = "\n".join(code for _, code in blocks)
+        probe = src + "\nimport json as _j\nprint('@@' + _j.dumps({k: [ln.split('   # ')[0] " \
+            "for ln in str(globals()[k].graph).splitlines()] for k in %r}))" % [k for k, _ in shown]
+        r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                           env=dict(os.environ, NUMPTX_CACHE_DIR=str(tmp_path / "c")), timeout=600)
+        assert r.returncode == 0, r.stderr
+        got = json.loads(r.stdout.split("@@")[-1])
+        for name, lines in shown:
+            assert got[name][:len(lines)] == lines, (path, name, got[name])
