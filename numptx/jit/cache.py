@@ -16,6 +16,13 @@ whose body is not an ELF file, is a miss (the entry is removed and rebuilt), nev
 regular files of at most 1 GiB are read, without blocking: anything else at an entry's path (a
 FIFO, a device, a folder) is a miss with a warning, left in place. Misses are explained at DEBUG level on
 the ``numptx.jit.cache`` logger.
+
+Nothing outside the cache folder is read, written or removed. The folder itself may be a
+symlink (the user chose it), but no symlink under it is followed: a ``cubin-v<N>`` or ``<ab>``
+folder or an entry that is a symlink is a miss with a warning on reads, refused (warned) on
+writes, skipped by :meth:`CubinCache.info`, and unlinked (the link, never its target) by
+:meth:`CubinCache.clear`. Keys are lowercase hex (what :func:`variant_key` makes), so no key
+names a path outside its folder.
 """
 from __future__ import annotations
 
@@ -23,12 +30,13 @@ import hashlib
 import logging
 import operator
 import os
+import re
 import stat
 import sys
 import tempfile
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import NamedTuple
 
 from .._version import __version__
@@ -36,7 +44,7 @@ from ..errors import NumptxError
 from .nvjitlink import nvjitlink_version
 
 __all__ = ["CubinCache", "CacheInfo", "default_cache", "default_cache_dir", "variant_key",
-           "template_digest", "cache_option", "SCHEMA"]
+           "template_digest", "cache_option", "SCHEMA", "check_key", "safe_folder", "open_entry"]
 
 log = logging.getLogger(__name__)
 
@@ -49,8 +57,72 @@ _FOOTER = len(_MAGIC) + 32
 #: the largest entry read back (bigger files are misses, not memory exhaustion)
 _MAX_ENTRY = 1 << 30
 # never block opening an entry (a FIFO), never hand its descriptor to a child process
+# nor follow a symlink standing at an entry's path (out of the cache folder)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | \
-    getattr(os, "O_BINARY", 0)
+    getattr(os, "O_BINARY", 0) | _NOFOLLOW
+_KEY = re.compile(r"[0-9a-f]{2,128}")
+
+
+class OutsideError(OSError):
+    """A path under a cache folder that would lead out of it (a symlink, or a name that resolves
+    elsewhere): never followed."""
+
+
+def check_key(key: str, what: str = "cache") -> str:
+    """``key`` when it is a cache key (2 to 128 lowercase hex digits); :class:`NumptxError`
+    otherwise, so no key names a path outside its folder (``../..``)."""
+    if not isinstance(key, str) or not _KEY.fullmatch(key):
+        raise NumptxError(f"{what} key {key!r}: keys are 2 to 128 lowercase hex digits (what "
+                          f"variant_key and entry_key make)")
+    return key
+
+
+def safe_folder(root: str, parts: Sequence[str], *, create: bool) -> str | None:
+    """``root/parts[0]/parts[1]...`` when each part is a real folder (not a symlink) whose
+    resolved path lies inside ``root``'s (made when ``create``; ``root`` may itself be a
+    symlink). None when a part is missing and not ``create``; :class:`OutsideError` when a
+    part is a symlink or anything but a folder.
+
+    >>> safe_folder("/tmp/c", ["cubin-v3", "ab"], create=True)       # doctest: +SKIP
+    '/tmp/c/cubin-v3/ab'
+    """
+    if create:
+        os.makedirs(root, exist_ok=True)
+    path = root
+    for part in parts:
+        path = os.path.join(path, part)
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            if not create:
+                return None
+            try:
+                os.mkdir(path)
+            except FileExistsError:          # another writer made it (or something else)
+                pass
+            st = os.lstat(path)
+        if not stat.S_ISDIR(st.st_mode):
+            what = "a symlink" if stat.S_ISLNK(st.st_mode) else "not a folder"
+            raise OutsideError(f"{path} is {what}: not followed (nothing outside the cache "
+                               f"folder is read or written)")
+    real_root, real = os.path.realpath(root), os.path.realpath(path)
+    if os.path.commonpath([real_root, real]) != real_root:
+        raise OutsideError(f"{path} resolves to {real}, outside the cache folder {real_root}")
+    return path
+
+
+def open_entry(path: str) -> int:
+    """A read-only descriptor of the file at ``path`` without following a symlink there
+    (:class:`OutsideError` for one) or blocking on a FIFO."""
+    if not _NOFOLLOW and os.path.islink(path):     # no O_NOFOLLOW (Windows): look first
+        raise OutsideError(f"{path} is a symlink: not followed")
+    try:
+        return os.open(path, _OPEN_FLAGS)
+    except OSError as e:
+        if _NOFOLLOW and os.path.islink(path):      # ELOOP (Linux) or EMLINK (BSD)
+            raise OutsideError(f"{path} is a symlink: not followed") from None
+        raise e
 
 
 def default_cache_dir() -> str:
@@ -150,7 +222,8 @@ class CubinCache:
         return f"<CubinCache {self.directory or 'memory only'}>"
 
     def path(self, key: str) -> str | None:
-        """Where the entry of ``key`` lives on disk."""
+        """Where the entry of ``key`` lives on disk (``key``: lowercase hex, checked)."""
+        check_key(key, "cubin cache")
         if self.directory is None:
             return None
         return os.path.join(self.directory, _SUBDIR, key[:2], key + ".cubin")
@@ -187,9 +260,14 @@ class CubinCache:
         if path is None:
             return None, "not in memory; the disk cache is off (NUMPTX_CACHE=0)"
         try:
-            fd = os.open(path, _OPEN_FLAGS)
+            if safe_folder(self.directory, [_SUBDIR, key[:2]], create=False) is None:
+                return None, f"not in memory, no file {path}"
+            fd = open_entry(path)
         except FileNotFoundError:
             return None, f"not in memory, no file {path}"
+        except OutsideError as e:
+            log.warning("numptx: cubin cache entry for key %s: %s: treated as a miss", key[:16], e)
+            return None, f"not in memory, {e}"
         except OSError as e:
             return None, f"not in memory, {path} unreadable ({e})"
         try:
@@ -253,10 +331,9 @@ class CubinCache:
         path = self.path(key)
         if path is None:
             return
-        folder = os.path.dirname(path)
         tmp = None
         try:
-            os.makedirs(folder, exist_ok=True)
+            folder = safe_folder(self.directory, [_SUBDIR, key[:2]], create=True)
             fd, tmp = tempfile.mkstemp(prefix=f".{key[:16]}.", suffix=".tmp", dir=folder)
             with os.fdopen(fd, "wb") as f:
                 f.write(cubin)
@@ -272,29 +349,33 @@ class CubinCache:
                 self._discard(tmp)
 
     # -- maintenance ----------------------------------------------------------------------------
-    def _files(self, every_schema: bool = False):
+    def _files(self, every_schema: bool = False) -> Iterator[tuple[str, str]]:
+        """``(path, kind)`` of what lies under the cache's ``cubin-v<N>`` folders: ``"entry"``
+        (a regular ``.cubin`` file), ``"link"`` (a symlink, listed, never followed or
+        entered) or ``"other"`` (any other file, a temporary one say). A ``cubin-v<N>`` that is
+        no folder is listed itself."""
         if self.directory is None:
             return
-        roots = [_SUBDIR]
-        if every_schema:        # entries older numptx versions left behind
-            try:
-                roots = [d for d in os.listdir(self.directory)
-                         if d.startswith("cubin-v") and d[7:].isdigit()]
-            except OSError:
-                return
-        for root in roots:
-            for dirpath, _, names in os.walk(os.path.join(self.directory, root)):
-                for n in names:
-                    if n.endswith(".cubin") or n.endswith(".tmp"):
-                        yield os.path.join(dirpath, n)
+        try:
+            with os.scandir(self.directory) as it:
+                tops = [e for e in it if (e.name.startswith("cubin-v") and e.name[7:].isdigit()
+                                          if every_schema else e.name == _SUBDIR)]
+        except OSError:
+            return
+        for top in tops:
+            if top.is_dir(follow_symlinks=False):
+                yield from _walk(top.path, _MAX_DEPTH)
+            else:
+                yield top.path, "link" if top.is_symlink() else "other"
 
     def info(self) -> CacheInfo:
-        """Folder, number and total size of disk entries, memory entries, hits and misses."""
+        """Folder, number and total size of disk entries (regular files only: no symlink is
+        followed), memory entries, hits and misses."""
         entries = size = 0
-        for p in self._files():
-            if p.endswith(".cubin"):
+        for p, kind in self._files():
+            if kind == "entry":
                 try:
-                    size += os.path.getsize(p)
+                    size += os.lstat(p).st_size
                     entries += 1
                 except OSError:
                     pass
@@ -302,18 +383,47 @@ class CubinCache:
             return CacheInfo(self.directory, entries, size, len(self._mem), self.hits, self.misses)
 
     def clear(self) -> int:
-        """Remove every entry (memory and disk, older cache formats' too); return the number of
-        disk entries removed."""
+        """Remove every entry (memory and disk, older cache formats' too) and whatever else
+        lies in the ``cubin-v<N>`` folders; return the number of entries removed. Only what
+        lies inside the cache folder is removed: a symlink under it is unlinked (the link
+        itself, with a warning), never followed."""
         with self._lock:
             self._mem.clear()
         n = 0
-        for p in list(self._files(every_schema=True)):
+        for p, kind in list(self._files(every_schema=True)):
             try:
-                os.remove(p)
-                n += p.endswith(".cubin")
+                os.remove(p)               # a symlink: the link, not its target
             except OSError:
-                pass
+                continue
+            if kind == "link":
+                log.warning("numptx: removed the symlink %s from the cubin cache (its target "
+                            "was left alone)", p)
+            n += kind == "entry"
         return n
+
+
+#: how deep under a ``cubin-v<N>`` folder files are looked for (``<ab>/<key>.cubin`` is 2)
+_MAX_DEPTH = 4
+
+
+def _walk(folder: str, depth: int) -> Iterator[tuple[str, str]]:
+    """``(path, kind)`` of the files and symlinks under ``folder`` (see
+    :meth:`CubinCache._files`), without following any link."""
+    try:
+        with os.scandir(folder) as it:
+            items = list(it)
+    except OSError:
+        return
+    for e in items:
+        if e.is_symlink():
+            yield e.path, "link"
+        elif e.is_dir(follow_symlinks=False):
+            if depth > 1:
+                yield from _walk(e.path, depth - 1)
+        elif e.name.endswith(".cubin") and e.is_file(follow_symlinks=False):
+            yield e.path, "entry"
+        else:
+            yield e.path, "other"
 
 
 _default: CubinCache | None = None

@@ -6,6 +6,12 @@
     c = TuneCache("/tmp/tunes")
     c.put(key, 1.5e-05, {"cost": "time"})      # atomic: a whole entry or none
     c.get(key)                                  # 1.5e-05; None when absent or corrupt (warned)
+
+Nothing outside the cache folder is read, written or removed: the folder may itself be a
+symlink, but an ``autotune-v<N>`` or ``<ab>`` folder or an entry that is a symlink is never
+followed (a miss with a warning on reads, a logged refusal on writes). An entry that is not a
+whole, valid entry (bad JSON, JSON nested too deep for the parser, wrong types or key) is a
+miss with a warning, never an exception.
 """
 from __future__ import annotations
 
@@ -15,11 +21,14 @@ import json
 import logging
 import math
 import os
+import re
 import stat
 import tempfile
 import time
 from collections.abc import Mapping
 from typing import Any
+
+from .cache import OutsideError, check_key, open_entry, safe_folder
 
 __all__ = ["TuneCache", "SCHEMA", "entry_key"]
 
@@ -28,6 +37,7 @@ log = logging.getLogger(__name__)
 #: bump when the key recipe or the entry format changes (2: the kernel's entry, nvdisasm's
 #: version for cost="sass")
 SCHEMA = 2
+_SUBDIR = f"autotune-v{SCHEMA}"
 _MAX_ENTRY = 1 << 20
 #: a temporary file older than this (seconds) is a killed writer's, removed by the next write
 #: in its folder (a live writer's is seconds old)
@@ -49,36 +59,30 @@ class TuneCache:
         return f"<TuneCache {self.directory}>"
 
     def path(self, key: str) -> str:
-        return os.path.join(self.directory, f"autotune-v{SCHEMA}", key[:2], key + ".json")
+        """Where the entry of ``key`` (lowercase hex, checked) lives."""
+        check_key(key, "autotune cache")
+        return os.path.join(self.directory, _SUBDIR, key[:2], key + ".json")
 
     def get(self, key: str) -> float | None:
-        """The cost stored under ``key``, or None (no entry, or an unreadable one: warned)."""
+        """The cost stored under ``key``, or None (no entry, or an unreadable or corrupt one:
+        warned). Never raises for what is on disk."""
         path = self.path(key)
         try:
-            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+            if safe_folder(self.directory, [_SUBDIR, key[:2]], create=False) is None:
+                return None
+            fd = open_entry(path)
         except FileNotFoundError:
             return None
-        except OSError as e:
+        except OSError as e:            # OutsideError too: a symlink is never followed
             log.warning("numptx: autotune cache entry %s is unreadable (%s): measuring again",
                         path, e)
             return None
         try:
-            st = os.fstat(fd)      # never read a FIFO or a device standing at an entry's path
-            if not stat.S_ISREG(st.st_mode) or st.st_size > _MAX_ENTRY:
-                why = "not a regular file" if not stat.S_ISREG(st.st_mode) else "too large"
-                raise ValueError(why)
-            with os.fdopen(fd, "rb", closefd=False) as f:
-                entry = json.loads(f.read().decode("utf-8"))
-            value = entry["value"] if isinstance(entry, dict) else None
-            if (not isinstance(entry, dict) or entry.get("schema") != SCHEMA
-                    or entry.get("key") != key or isinstance(value, bool)
-                    or not isinstance(value, (int, float)) or not math.isfinite(value)
-                    or value < 0):
-                raise ValueError("not an autotune entry for this key")
-            return float(value)
-        except (OSError, ValueError, KeyError, UnicodeDecodeError) as e:
+            return _parse(fd, key)
+        except (OSError, ValueError, TypeError, KeyError, OverflowError, RecursionError,
+                MemoryError) as e:     # UnicodeDecodeError and JSONDecodeError are ValueErrors
             log.warning("numptx: autotune cache entry %s is corrupt (%s): ignored, measuring "
-                        "again", path, e)
+                        "again", path, f"{type(e).__name__}: {e}"[:200])
             return None
         finally:
             os.close(fd)
@@ -87,12 +91,11 @@ class TuneCache:
         """Store ``value`` under ``key`` with ``context`` (what it was measured for, for people
         reading the file); a failing write is logged and ignored."""
         path = self.path(key)
-        folder = os.path.dirname(path)
         entry = {"schema": SCHEMA, "key": key, "value": value, "context": dict(context),
                  "written": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         tmp = None
         try:                  # a whole entry or none: readers never see a half-written file
-            os.makedirs(folder, exist_ok=True)
+            folder = safe_folder(self.directory, [_SUBDIR, key[:2]], create=True)
             fd, tmp = tempfile.mkstemp(prefix=f".{key[:16]}.", suffix=".tmp", dir=folder)
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 json.dump(entry, f, sort_keys=True, default=str)
@@ -109,6 +112,58 @@ class TuneCache:
                     os.remove(tmp)
 
 
+def _parse(fd: int, key: str) -> float:
+    """The value of the entry open at ``fd`` for ``key``; ValueError (or the parser's
+    RecursionError for JSON nested too deep) when it is none."""
+    st = os.fstat(fd)      # never read a FIFO or a device standing at an entry's path
+    if not stat.S_ISREG(st.st_mode) or st.st_size > _MAX_ENTRY:
+        raise ValueError("not a regular file" if not stat.S_ISREG(st.st_mode) else "too large")
+    with os.fdopen(fd, "rb", closefd=False) as f:
+        text = f.read(_MAX_ENTRY + 1).decode("utf-8")
+    if _depth(text) > _MAX_DEPTH:      # the parser would recurse that deep
+        raise ValueError(f"JSON nested deeper than {_MAX_DEPTH} levels")
+    entry = json.loads(text)
+    value = entry.get("value") if isinstance(entry, dict) else None
+    if (not isinstance(entry, dict) or entry.get("schema") != SCHEMA
+            or entry.get("key") != key or isinstance(value, bool)
+            or not isinstance(value, (int, float)) or not _finite(value) or value < 0):
+        raise ValueError("not an autotune entry for this key")
+    return float(value)
+
+
+def _finite(value: int | float) -> bool:
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:             # an int beyond float's range
+        return False
+
+
+#: deeper JSON is no entry (an entry nests 3 levels); checked before parsing
+_MAX_DEPTH = 32
+
+
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_BRACKETS = re.compile(r"[\[\]{}]")
+
+
+def _depth(text: str) -> int:
+    """The deepest nesting of ``[``/``{`` in ``text`` outside JSON strings, or the number of
+    them when that is within :data:`_MAX_DEPTH` (a linear scan; an unterminated string counts
+    as text, which only overestimates)."""
+    bare = _STRING.sub("", text)
+    opens = bare.count("[") + bare.count("{")
+    if opens <= _MAX_DEPTH:
+        return opens
+    depth = deepest = 0
+    for m in _BRACKETS.finditer(bare):
+        if m.group() in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        else:
+            depth -= 1
+    return deepest
+
+
 def _sweep(folder: str) -> None:
     """Remove the temporary files in ``folder`` that killed writers left."""
     now = time.time()
@@ -120,7 +175,8 @@ def _sweep(folder: str) -> None:
         if name.startswith(".") and name.endswith(".tmp"):
             path = os.path.join(folder, name)
             with contextlib.suppress(OSError):       # another writer may sweep it first
-                if now - os.lstat(path).st_mtime > STALE_TMP_S:
+                st = os.lstat(path)                  # a symlink: the link is removed, not followed
+                if now - st.st_mtime > STALE_TMP_S and not stat.S_ISDIR(st.st_mode):
                     os.remove(path)
 
 

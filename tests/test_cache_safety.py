@@ -1,0 +1,356 @@
+"""Nothing outside a cache folder is read, written or removed: the cubin cache and the autotune
+ranking cache follow no symlink under their folder (issue 22 item 6), and a ranking entry of any
+content is a miss, never an exception (item 9).
+
+Real components: real folders, files and symlinks under pytest's tmp_path; the real CLI."""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import numptx as nx
+from numptx.cli import main
+from numptx.jit.cache import SCHEMA as CUBIN_SCHEMA, CubinCache, entry_digest
+from numptx.jit.tune_cache import SCHEMA as TUNE_SCHEMA, STALE_TMP_S, TuneCache
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "symlink") or sys.platform == "win32",
+                                reason="symlinks need a POSIX file system")
+
+KEY = "ab" * 32
+CUBIN = b"\x7fELF outside cubin"
+OLD = time.time() - 10 * STALE_TMP_S          # a stale temporary file's mtime
+
+
+def cubin_entry(key: str = KEY, cubin: bytes = CUBIN) -> bytes:
+    """A whole, valid cubin cache entry for ``key``."""
+    return cubin + b"NXCUBIN3" + entry_digest(key, cubin)
+
+
+def tune_entry(key: str = KEY, value: float = 7.0) -> str:
+    return json.dumps({"schema": TUNE_SCHEMA, "key": key, "value": value, "context": {}})
+
+
+def outside_tree(root) -> None:
+    """Files a cache must never touch, each a valid entry for KEY where it can be one, and
+    temporary files old enough to be swept."""
+    (root / "sub").mkdir(parents=True)
+    for folder in (root, root / "sub"):
+        (folder / f"{KEY}.cubin").write_bytes(cubin_entry())
+        (folder / f"{KEY}.json").write_text(tune_entry())
+        (folder / "precious.cubin").write_bytes(b"user data")
+        for name in ("job.tmp", f".{KEY[:16]}.x.tmp"):
+            (folder / name).write_bytes(b"user temp")
+            os.utime(folder / name, (OLD, OLD))
+
+
+def snapshot(root) -> dict:
+    """Every path under ``root`` (no link followed): its kind, content digest and mtime."""
+    out = {}
+    for dirpath, dirs, files in os.walk(root):
+        for n in dirs + files:
+            p = os.path.join(dirpath, n)
+            st_ = os.lstat(p)
+            if os.path.islink(p):
+                out[p] = ("link", os.readlink(p))
+            elif os.path.isdir(p):
+                out[p] = ("dir",)
+            else:
+                out[p] = ("file", hashlib.sha256(open(p, "rb").read()).hexdigest(), st_.st_mtime)
+    return out
+
+
+@pytest.fixture
+def outside(tmp_path):
+    root = tmp_path / "outside"
+    outside_tree(root)
+    return root
+
+
+# ------------------------------------------------------------------ the reported break-out
+def test_clear_does_not_follow_a_symlinked_schema_folder(tmp_path, outside):
+    cache_dir = tmp_path / "cache"
+    cache_dir.mkdir()
+    os.symlink(outside, cache_dir / f"cubin-v{CUBIN_SCHEMA}")
+    os.symlink(outside, cache_dir / "cubin-v1")
+    before = snapshot(outside)
+    cache = CubinCache(str(cache_dir))
+    assert cache.info().entries == 0                    # the link's target is not counted
+    assert cache.clear() == 0
+    assert snapshot(outside) == before                  # nothing deleted out there
+    assert not os.listdir(cache_dir)                    # the links themselves are gone
+
+
+def test_cli_cache_clear_leaves_a_symlinks_target_alone(tmp_path, outside, monkeypatch, capsys):
+    cache_dir = tmp_path / "cache"
+    cache_dir.mkdir()
+    os.symlink(outside, cache_dir / f"cubin-v{CUBIN_SCHEMA}")
+    (cache_dir / "cubin-v2").mkdir()
+    os.symlink(outside / "sub", cache_dir / "cubin-v2" / "ab")
+    before = snapshot(outside)
+    monkeypatch.setenv("NUMPTX_CACHE_DIR", str(cache_dir))
+    monkeypatch.delenv("NUMPTX_CACHE", raising=False)
+    assert main(["cache", "clear"]) == 0
+    assert "removed 0 entries" in capsys.readouterr().out
+    assert snapshot(outside) == before
+    # the command line as a user types it, in a fresh process
+    os.symlink(outside, cache_dir / "cubin-v1")
+    env = {**os.environ, "NUMPTX_CACHE_DIR": str(cache_dir)}
+    r = subprocess.run([sys.executable, "-m", "numptx.cli", "cache", "clear"], env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert snapshot(outside) == before
+
+
+def test_a_symlinked_entry_or_folder_is_a_miss_and_no_write_goes_through_it(tmp_path, outside,
+                                                                            caplog):
+    cache_dir = tmp_path / "cache"
+    sub = cache_dir / f"cubin-v{CUBIN_SCHEMA}"
+    sub.mkdir(parents=True)
+    os.symlink(outside, sub / KEY[:2])                  # the <ab> folder leads out
+    before = snapshot(outside)
+    cache = CubinCache(str(cache_dir), memory_entries=0)
+    with caplog.at_level(logging.WARNING, logger="numptx.jit.cache"):
+        assert cache.get(KEY) is None                   # a valid entry out there is not read
+        cache.put(KEY, b"\x7fELF mine")                 # refused, logged: not written out there
+    assert "symlink" in caplog.text
+    assert snapshot(outside) == before
+    os.remove(sub / KEY[:2])
+    (sub / KEY[:2]).mkdir()
+    os.symlink(outside / f"{KEY}.cubin", cache.path(KEY))    # the entry itself is a link
+    assert cache.get(KEY) is None
+    cache.put(KEY, b"\x7fELF mine")                     # replaces the link, not its target
+    assert not os.path.islink(cache.path(KEY)) and cache.get(KEY) == b"\x7fELF mine"
+    assert cache.info().entries == 1
+    assert snapshot(outside) == before
+
+
+def test_info_counts_no_symlinked_entry(tmp_path, outside):
+    cache = CubinCache(str(tmp_path / "cache"))
+    cache.put("cd" * 32, b"\x7fELF" + b"x" * 100)
+    folder = os.path.dirname(cache.path(KEY))
+    os.makedirs(folder)
+    os.symlink(outside / "precious.cubin", cache.path(KEY))
+    info = cache.info()
+    assert info.entries == 1 and info.bytes == 104 + 40
+
+
+def test_a_cache_root_that_is_a_symlink_is_used(tmp_path):
+    real = tmp_path / "real"
+    real.mkdir()
+    os.symlink(real, tmp_path / "link")
+    cache = CubinCache(str(tmp_path / "link"), memory_entries=0)
+    cache.put(KEY, b"\x7fELF mine")
+    assert cache.get(KEY) == b"\x7fELF mine" and cache.info().entries == 1
+    assert (real / f"cubin-v{CUBIN_SCHEMA}" / "ab" / f"{KEY}.cubin").is_file()
+    assert cache.clear() == 1
+    tune = TuneCache(tmp_path / "link")
+    tune.put(KEY, 1.5, {})
+    assert tune.get(KEY) == 1.5
+
+
+def test_keys_name_no_path_outside_the_folder(tmp_path):
+    for bad in ("../../etc/passwd", "..", "AB" * 32, "", 5, "a/b" * 10):
+        with pytest.raises(nx.NumptxError, match="hex"):
+            CubinCache(str(tmp_path / "c")).path(bad)
+        with pytest.raises(nx.NumptxError, match="hex"):
+            TuneCache(tmp_path / "t").get(bad)
+    with pytest.raises(nx.NumptxError, match="hex"):
+        CubinCache(str(tmp_path / "c")).put("../x", b"\x7fELF")
+    assert not (tmp_path / "x").exists()
+
+
+def test_tune_cache_follows_no_symlink(tmp_path, outside, caplog):
+    cache_dir = tmp_path / "cache"
+    cache_dir.mkdir()
+    os.symlink(outside, cache_dir / f"autotune-v{TUNE_SCHEMA}")
+    before = snapshot(outside)
+    tune = TuneCache(cache_dir)
+    with caplog.at_level(logging.WARNING, logger="numptx.jit.tune_cache"):
+        assert tune.get(KEY) is None                    # the valid entry out there is not read
+        tune.put(KEY, 3.0, {})                          # nor written, nor swept
+    assert "symlink" in caplog.text
+    assert snapshot(outside) == before
+    # the <ab> folder a link to a folder holding stale temporary files: no sweep there
+    os.remove(cache_dir / f"autotune-v{TUNE_SCHEMA}")
+    (cache_dir / f"autotune-v{TUNE_SCHEMA}").mkdir()
+    os.symlink(outside, cache_dir / f"autotune-v{TUNE_SCHEMA}" / KEY[:2])
+    tune.put(KEY, 3.0, {})
+    assert tune.get(KEY) is None
+    assert snapshot(outside) == before
+    # the entry a link to a valid entry: a miss; a write replaces the link
+    os.remove(cache_dir / f"autotune-v{TUNE_SCHEMA}" / KEY[:2])
+    os.makedirs(os.path.dirname(tune.path(KEY)))
+    os.symlink(outside / f"{KEY}.json", tune.path(KEY))
+    assert tune.get(KEY) is None
+    tune.put(KEY, 3.0, {})
+    assert tune.get(KEY) == 3.0 and not os.path.islink(tune.path(KEY))
+    assert snapshot(outside) == before
+
+
+# ------------------------------------------------------------------ random symlink layouts
+_KINDS = ["dir", "file", "out_dir", "out_file", "out_sub", "dangling", "loop", "self", "inner"]
+_SLOTS = [f"cubin-v{CUBIN_SCHEMA}", "cubin-v1", f"autotune-v{TUNE_SCHEMA}",
+          f"cubin-v{CUBIN_SCHEMA}/ab", f"cubin-v1/ab", f"autotune-v{TUNE_SCHEMA}/ab",
+          f"cubin-v{CUBIN_SCHEMA}/ab/{KEY}.cubin", f"autotune-v{TUNE_SCHEMA}/ab/{KEY}.json",
+          f"cubin-v{CUBIN_SCHEMA}/ab/.{KEY[:16]}.q.tmp", f"autotune-v{TUNE_SCHEMA}/ab/.x.tmp",
+          f"cubin-v{CUBIN_SCHEMA}/ab/deep", f"cubin-v{CUBIN_SCHEMA}/ab/deep/z.cubin"]
+
+
+def _place(cache, outside, rel: str, kind: str) -> None:
+    p = cache / rel
+    if not p.parent.is_dir() or p.parent.is_symlink() or os.path.lexists(p):
+        return                          # a parent that is no real folder: nothing under it
+    if kind == "dir":
+        p.mkdir()
+    elif kind == "file":
+        p.write_bytes(b"junk")
+    else:
+        target = {"out_dir": outside, "out_file": outside / f"{KEY}.cubin",
+                  "out_sub": outside / "sub", "dangling": outside / "missing",
+                  "loop": p.parent, "self": p, "inner": cache}[kind]
+        os.symlink(target, p)
+
+
+def _operations(cache_dir: str, order: list[int]) -> None:
+    """Every read, write and delete path of both caches, in a drawn order; none raises."""
+    def cubin_ops(c: CubinCache):
+        assert c.get(KEY) in (None, b"\x7fELF mine")
+        c.put(KEY, b"\x7fELF mine")
+        c.get(KEY)
+        c.info()
+
+    def tune_ops(t: TuneCache):
+        assert t.get(KEY) in (None, 2.5)
+        t.put(KEY, 2.5, {"drawn": True})
+        assert t.get(KEY) in (None, 2.5)
+
+    ops = [lambda: cubin_ops(CubinCache(cache_dir, memory_entries=0)),
+           lambda: tune_ops(TuneCache(cache_dir)),
+           lambda: CubinCache(cache_dir).clear(),
+           lambda: CubinCache(cache_dir).info()]
+    for k in order:
+        ops[k % len(ops)]()
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(layout=st.lists(st.tuples(st.sampled_from(_SLOTS), st.sampled_from(_KINDS)),
+                       min_size=1, max_size=14),
+       order=st.lists(st.integers(0, 3), min_size=1, max_size=8),
+       root_link=st.booleans())
+def test_random_symlink_layouts_touch_nothing_outside(layout, order, root_link):
+    with tempfile.TemporaryDirectory() as tmp:
+        from pathlib import Path
+        tmp = Path(tmp)
+        outside = tmp / "outside"
+        outside_tree(outside)
+        real = tmp / "cache"
+        real.mkdir()
+        for rel, kind in sorted(layout, key=lambda x: x[0].count("/")):
+            _place(real, outside, rel, kind)
+        cache_dir = tmp / "root-link" if root_link else real
+        if root_link:                   # the user's own choice of folder: followed
+            os.symlink(real, cache_dir)
+        before = snapshot(outside)
+        _operations(str(cache_dir), order)
+        assert snapshot(outside) == before, (layout, order)
+        # whatever was found, the cache works inside its folder afterwards
+        CubinCache(str(cache_dir)).clear()
+        c = CubinCache(str(cache_dir), memory_entries=0)
+        c.put("cd" * 32, b"\x7fELF fine")
+        assert c.get("cd" * 32) == b"\x7fELF fine"
+        assert snapshot(outside) == before
+
+
+# ------------------------------------------------------------------ item 9: corrupt entries
+def _write_raw(tune: TuneCache, key: str, data: bytes) -> None:
+    os.makedirs(os.path.dirname(tune.path(key)), exist_ok=True)
+    with open(tune.path(key), "wb") as f:
+        f.write(data)
+
+
+def test_deeply_nested_entry_is_a_corrupt_miss(tmp_path, caplog):
+    tune = TuneCache(tmp_path)
+    for body in (b"[" * 200_000, b"{\"a\":" * 100_000, b"[" * 200_000 + b"]" * 200_000):
+        _write_raw(tune, KEY, body)
+        with caplog.at_level(logging.WARNING, logger="numptx.jit.tune_cache"):
+            assert tune.get(KEY) is None
+        assert "corrupt" in caplog.text and "nested" in caplog.text
+        caplog.clear()
+    tune.put(KEY, 4.0, {})                          # the next measurement replaces it
+    assert tune.get(KEY) == 4.0
+
+
+def test_deep_entries_never_reach_the_parser_even_with_a_high_recursion_limit(tmp_path):
+    tune = TuneCache(tmp_path)
+    _write_raw(tune, KEY, b"[" * 500_000)
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(10**6)     # the parser would recurse until the C stack ran out
+    try:
+        assert tune.get(KEY) is None
+    finally:
+        sys.setrecursionlimit(old)
+
+
+def _random_json(rng: random.Random, depth: int):
+    r = rng.random()
+    if depth <= 0 or r < 0.3:
+        return rng.choice([None, True, False, 0, -1, 1.5, 10**400, float("nan"), "s", "",
+                           KEY, TUNE_SCHEMA, [], {}])
+    if r < 0.6:
+        return [_random_json(rng, depth - 1) for _ in range(rng.randint(0, 3))]
+    keys = ["schema", "key", "value", "context", "x"]
+    return {rng.choice(keys): _random_json(rng, depth - 1) for _ in range(rng.randint(0, 4))}
+
+
+def test_fuzzed_entries_are_misses_never_exceptions(tmp_path, caplog):
+    """Random JSON (nested, wrong types, huge ints, NaN), garbage bytes, deep nesting and
+    truncations of a valid entry: get() returns None or the valid value, and logs the rest."""
+    rng = random.Random(22)
+    tune = TuneCache(tmp_path)
+    valid = tune_entry(KEY, 3.25).encode()
+    bodies = [valid[:k] for k in range(0, len(valid), 7)]
+    bodies += [rng.randbytes(rng.randint(0, 300)) for _ in range(60)]
+    bodies += [json.dumps(_random_json(rng, rng.randint(0, 8))).encode() for _ in range(150)]
+    for _ in range(40):
+        entry = json.loads(valid)
+        entry[rng.choice(["schema", "key", "value"])] = _random_json(rng, 3)
+        bodies.append(json.dumps(entry).encode())
+    bodies += [b"[" * rng.randint(30, 3000) + b"1" + b"]" * rng.randint(0, 3000)
+               for _ in range(20)]
+    bodies += [b'{"value": ' + b"9" * 5000 + b"}", b"\xff\xfe", b'"\\ud800"', b"NaN",
+               b'{"schema": 2, "key": "' + KEY.encode() + b'", "value": 1e999}']
+    misses = 0
+    with caplog.at_level(logging.WARNING, logger="numptx.jit.tune_cache"):
+        for body in bodies:
+            _write_raw(tune, KEY, body)
+            got, want = tune.get(KEY), _expected(body)
+            assert got == want, body[:80]
+            misses += want is None
+    assert caplog.text.count("corrupt") == misses > len(bodies) // 2
+
+
+def _expected(body: bytes) -> float | None:
+    """What a valid entry holds (an oracle written apart from TuneCache's checks)."""
+    try:
+        e = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(e, dict) or e.get("schema") != TUNE_SCHEMA or e.get("key") != KEY:
+        return None
+    v = e.get("value")
+    try:
+        finite = type(v) in (int, float) and abs(float(v)) < float("inf")
+    except OverflowError:           # an int beyond a float's range
+        finite = False
+    return float(v) if finite and v >= 0 else None
