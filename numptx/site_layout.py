@@ -35,8 +35,9 @@ name the site (``STUB_TAG_OPEN`` + site + "\\n" + stub + ``STUB_TAG_CLOSE``)::
 from __future__ import annotations
 
 __all__ = ["REG_PREFIX", "MARKER_PREFIX", "BEGIN", "VAR", "END", "LEGACY_START", "STUB_TAG",
-           "STUB_END", "STUB_TAG_OPEN", "STUB_TAG_CLOSE", "MODULE_LINE", "KINDS", "reg_name", "reg_ref",
-           "var_of_reg", "begin_line", "var_line", "end_line", "hoist_module_lines"]
+           "STUB_END", "STUB_TAG_OPEN", "STUB_TAG_CLOSE", "MODULE_LINE", "RESERVED", "KINDS",
+           "GeneratedStub", "reg_name", "reg_ref", "var_of_reg", "begin_line", "var_line",
+           "end_line", "hoist_module_lines"]
 
 #: a site variable ``x`` lives in the register ``%v_x`` (stubs are written against it)
 REG_PREFIX = "v_"
@@ -55,10 +56,16 @@ STUB_END = "// PTX_INJECT_STUB_END"
 STUB_TAG_OPEN = "\t" + STUB_TAG
 STUB_TAG_CLOSE = "\n\t" + STUB_END + "\n"
 
-#: a stub line starting with this holds a module-scope declaration (the rest of the line):
-#: rendering copies it to the top of the module, after ``.address_size`` (a packed stub's
-#: run-time constant table, which must be module scope to be found by name at load time)
+#: a packed stub with a run-time constant table shows each module-scope line it declares as a
+#: comment starting with this (so the text, and the cache key made from it, show the table);
+#: rendering hoists only the lines a :class:`GeneratedStub` carries, never comment text
 MODULE_LINE = "// numptx module: "
+
+#: text numptx reserves in stubs it did not generate (checked by numptx.jit.stub_checks): names
+#: of its own registers, labels and tables (``__nx_``), the site markers and stub tags
+#: (``PTX_INJECT``, which attribute assembly errors to sites), and the comment marks of packs
+#: (``numptx candidate``, which attribute ptxas errors to candidates; ``numptx module``)
+RESERVED = ("__nx_", "PTX_INJECT", "numptx candidate", "numptx module")
 
 #: variable kinds, in the order the frame copies them in (mod before in)
 KINDS = ("in", "mod", "out")
@@ -80,18 +87,45 @@ def var_of_reg(reg: str) -> str | None:
     return reg[len(REG_PREFIX):] if reg.startswith(REG_PREFIX) and len(reg) > len(REG_PREFIX) else None
 
 
-def hoist_module_lines(ptx: str, stubs: list[str]) -> str:
-    """``ptx`` with the module-scope declarations of ``stubs`` (their ``MODULE_LINE`` lines)
-    inserted after the ``.address_size`` line (or at the top), each once, in order."""
+class GeneratedStub(str):
+    """A stub numptx generated itself (a packed population), with the module-scope lines it
+    declares held apart in ``module_lines`` (a packed stub's run-time constant table, which must
+    be module scope to be found by name at load time). Rendering hoists these lines; a stub of
+    any other type places nothing at module scope, whatever its text says.
+
+    >>> s = GeneratedStub.declaring("{ ... }", [".visible .global .b8 __nx_kc_f[8];"])
+    >>> s.module_lines
+    ('.visible .global .b8 __nx_kc_f[8];',)
+    >>> s.splitlines()[0]
+    '// numptx module: .visible .global .b8 __nx_kc_f[8];'
+    """
+
+    module_lines: tuple[str, ...]
+
+    def __new__(cls, text: str, module_lines: tuple[str, ...] = ()):
+        self = super().__new__(cls, text)
+        self.module_lines = tuple(module_lines)
+        return self
+
+    @classmethod
+    def declaring(cls, text: str, module_lines) -> GeneratedStub:
+        """``text`` declaring ``module_lines``, each shown as a ``MODULE_LINE`` comment on top."""
+        lines = tuple(module_lines)
+        return cls("".join(f"{MODULE_LINE}{d}\n" for d in lines) + text, lines)
+
+    def __reduce__(self):
+        return (type(self), (str.__str__(self), self.module_lines))
+
+
+def hoist_module_lines(ptx: str, stubs) -> str:
+    """``ptx`` with the module-scope lines that the :class:`GeneratedStub` among ``stubs``
+    declare inserted after the ``.address_size`` line (or at the top), each once, in order.
+    Other stubs declare nothing here, whatever their text holds."""
     decls: list[str] = []
     for s in stubs:
-        if MODULE_LINE in s:
-            for line in s.splitlines():
-                line = line.strip()
-                if line.startswith(MODULE_LINE):
-                    d = line[len(MODULE_LINE):].strip()
-                    if d not in decls:
-                        decls.append(d)
+        for d in getattr(s, "module_lines", ()) if isinstance(s, GeneratedStub) else ():
+            if d not in decls:
+                decls.append(d)
     if not decls:
         return ptx
     i = ptx.find(".address_size")

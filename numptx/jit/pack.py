@@ -51,8 +51,9 @@ import numpy as np
 
 from ..errors import LinkError, NumptxError
 from ..inject import Site
+from ..stack_ptx import Op
 from . import runtime_constants as RT
-from ..site_layout import MODULE_LINE
+from ..site_layout import GeneratedStub
 from .device_tables import write_table
 from .errors import BuildError, summary
 from .numba_site import SIMULATOR
@@ -96,15 +97,15 @@ def _zero(var) -> str:
 
 
 def dispatch_text(site: Site, select: str, texts: Sequence[str | None], *,
-                  table_slots: int = 0) -> str:
+                  table_slots: int = 0) -> GeneratedStub:
     """The packed stub for ``site``: a jump on input ``select`` to ``texts[k]`` (None: no
     candidate there; see the module documentation). ``table_slots``: the 8-byte slots of the
-    run-time constant table the texts load from (:mod:`numptx.jit.runtime_constants`)."""
+    run-time constant table the texts load from (:mod:`numptx.jit.runtime_constants`), which
+    the stub declares at module scope (``module_lines``: rendering hoists them there). The
+    texts keep the stub contract (:func:`~numptx.jit.stub_checks.check_stub_rules`), so none
+    holds a mark or a label of the pack."""
     n = len(texts)
     out = ["{", ".reg .pred %__nx_pk_oob;", ".reg .u32 %__nx_pk_i;"]
-    if table_slots:         # hoisted to module scope by rendering: found by name when loaded
-        out.append(f"{MODULE_LINE}.visible .global .align 8 .b8 "
-                   f"{RT.table_name(site.name)}[{8 * table_slots}];")
     out += [_zero(v) for v in site if v.kind == "out"]
     out += [f"mov.b32 %__nx_pk_i, %{site[select].reg};",
             f"setp.ge.u32 %__nx_pk_oob, %__nx_pk_i, {n};",
@@ -117,7 +118,10 @@ def dispatch_text(site: Site, select: str, texts: Sequence[str | None], *,
         if t is not None:
             out += [f"{_P}_{k}:", f"{_MARK}{k}", "{", t, "}", f"bra.uni {_P}_end;"]
     out += [f"{_P}_end:", "}"]
-    return "\n".join(out)
+    # the table is module scope, found by name when the module is loaded
+    module = ([f".visible .global .align 8 .b8 {RT.table_name(site.name)}[{8 * table_slots}];"]
+              if table_slots else [])
+    return GeneratedStub.declaring("\n".join(out), module)
 
 
 def check_selector(site: Site, select: str) -> None:
@@ -150,6 +154,7 @@ class Population:
                             f"{type(candidates).__name__}") from None
         if not self.candidates:
             raise PackError("an empty population: give at least one candidate")
+        check_not_one_program(candidates, self.candidates)
         if len(self.candidates) > MAX_CANDIDATES:
             raise PackError(f"a pack holds at most {MAX_CANDIDATES} candidates (ptxas's limit on "
                             f"the targets of one indirect branch), got {len(self.candidates)}: "
@@ -195,7 +200,7 @@ class Population:
                 out.append(None)
                 continue
             try:
-                out.append(resolve_stub(c, site, strict=self.strict))
+                out.append(resolve_stub(c, site, strict=self.strict, packed=True))
             except NumptxError as e:
                 failed[k] = with_index(e, self.offset + k)
                 out.append(None)
@@ -267,6 +272,18 @@ class Population:
                     break
                 i -= 1
         return found
+
+
+def check_not_one_program(given: Any, candidates: list) -> None:
+    """Refuse one Stack PTX program (a list of ops, or its uint64 encoding) given where a
+    population (a list of candidates) is expected: each op would be taken as a candidate."""
+    ops = all(isinstance(c, Op) for c in candidates)
+    words = isinstance(given, np.ndarray) and given.ndim == 1 and given.dtype.kind in "ui"
+    if ops or words:
+        what = "a list of ops" if ops else "its uint64 encoding"
+        raise PackError(f"the population is one Stack PTX program ({what}, {len(candidates)} "
+                        f"{'ops' if ops else 'words'}), not a list of candidates: pass [prog] "
+                        f"for a population of one, or a list of programs")
 
 
 def with_index(e: NumptxError, index: int) -> NumptxError:
@@ -442,6 +459,8 @@ class Pack(CubinInspection):
             items = []
             for i, v in values.items():
                 try:
+                    if isinstance(i, (bool, np.bool_)):
+                        raise TypeError
                     items.append((operator.index(i) - self.offset, v))
                 except TypeError:
                     raise RT.ConstantsError(f"set_constants: candidate indices are ints, not "

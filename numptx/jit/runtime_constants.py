@@ -15,9 +15,10 @@ use constant patching (:mod:`numptx.jit.patch`, the default for variants) when e
 is its own variant. Literal loads cost a load per constant per thread where ptxas would have used
 an immediate.
 
-The table is declared at module scope (``.visible .global``, hoisted there by rendering from
-the packed stub's ``site_layout.MODULE_LINE`` line), so the loaded module finds it by name
-(:func:`table_name`); every instance of the site reads the one table.
+The table is declared at module scope (``.visible .global``: the packed stub is a
+``site_layout.GeneratedStub`` that declares it in ``module_lines``, and rendering hoists it
+there; no stub text can), so the loaded module finds it by name (:func:`table_name`); every
+instance of the site reads the one table.
 """
 from __future__ import annotations
 
@@ -104,15 +105,26 @@ def table_bytes(lifted: Sequence[Lifted | None], values: Mapping[int, Sequence[i
 
 
 def to_bits(k: int, kinds: str, given: Any) -> tuple[int, ...]:
-    """Candidate ``k``'s new constants (numbers, in text order) as bit patterns."""
+    """Candidate ``k``'s new constants (numbers, in text order: a flat sequence, or one number
+    for a candidate of one constant) as bit patterns; anything else is a
+    :class:`ConstantsError` naming the candidate."""
     try:
         if isinstance(given, (str, bytes)) or (
                 isinstance(given, (list, tuple)) and any(isinstance(v, (str, bytes)) for v in given)):
             raise TypeError
-        arr = np.asarray(given, dtype=np.float64).reshape(-1)
-    except (TypeError, ValueError):
-        raise ConstantsError(f"candidate {k}: constants are numbers, got {given!r}",
+        arr = np.asarray(given, dtype=np.float64)
+    except OverflowError:
+        raise ConstantsError(f"candidate {k}: a constant is too large for f64 (a float64 holds "
+                             f"magnitudes up to about 1.8e308), got {_short(given)}",
                              candidate=k) from None
+    except (TypeError, ValueError):
+        raise ConstantsError(f"candidate {k}: constants are numbers, got {_short(given)}",
+                             candidate=k) from None
+    if arr.ndim > 1:
+        raise ConstantsError(f"candidate {k}: its constants are one flat sequence, got an array "
+                             f"of shape {arr.shape}: give one row per candidate (the list form "
+                             f"or a mapping), not a table", candidate=k)
+    arr = arr.reshape(-1)
     if arr.shape != (len(kinds),):
         raise ConstantsError(f"candidate {k}: it has {len(kinds)} constant(s) "
                              f"({kinds.replace('f', 'f32 ').replace('d', 'f64 ').strip() or 'none'}"
@@ -123,6 +135,11 @@ def to_bits(k: int, kinds: str, given: Any) -> tuple[int, ...]:
                                  candidate=k)
     return tuple(int(np.float32(v).view(np.uint32)) if kind == "f"
                  else int(np.float64(v).view(np.uint64)) for v, kind in zip(arr, kinds))
+
+
+def _short(given: Any) -> str:
+    text = repr(given)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def from_bits(kinds: str, bits: Sequence[int]) -> np.ndarray:

@@ -17,10 +17,12 @@ import re
 import warnings
 from typing import Any
 
-from ..errors import NumptxError
+from ..errors import LinkError, NumptxError
+from ..site_layout import RESERVED
 
 __all__ = ["unwritten_outputs", "check_outputs_written", "UnwrittenOutputError",
-           "UnwrittenOutputWarning"]
+           "UnwrittenOutputWarning", "StubRuleError", "check_stub_rules", "STUB_DIRECTIVES",
+           "PACK_REFUSED"]
 
 
 class UnwrittenOutputError(NumptxError):
@@ -120,3 +122,103 @@ def report_unwritten(missing: list, site: Any, inner: dict, *, strict: bool,
     if strict:
         raise UnwrittenOutputError(msg, site=site.name, variables=tuple(v.name for v in missing))
     warnings.warn(msg, UnwrittenOutputWarning, stacklevel=stacklevel)
+
+
+# -- what a raw stub may contain (docs/templates.md, "What a stub may contain") ------------------
+
+class StubRuleError(LinkError):
+    """A raw stub that breaks the stub contract (module-scope or state-space directives, numptx's
+    reserved names, a branch out of the stub, ``ret``/``exit`` in a pack). ``site`` names the
+    site, ``line`` the stub line (from 1), ``stub_line`` its text, ``rule`` what it breaks."""
+
+    def __init__(self, message: str, *, site: str | None = None, line: int = 0,
+                 stub_line: str = "", rule: str = ""):
+        super().__init__(message, site=site, stub_line=stub_line)
+        self.line, self.rule = line, rule
+
+
+#: the only directive a raw stub may hold: register declarations (what Stack PTX and
+#: ``@ptx_expr`` stubs hold too); every other one (``.global``, ``.extern``, ``.entry``, ...) is
+#: refused: module scope and memory belong to the template
+STUB_DIRECTIVES = frozenset({".reg"})
+#: instructions a packed candidate may not hold: they leave the candidate's code other than by
+#: its end (the pack's dispatch, and the full-warp shuffles after it in nx.fitness, then run
+#: with threads missing: undefined behaviour on a GPU) or stop the whole launch
+PACK_REFUSED = frozenset({"ret", "exit", "trap", "brkpt"})
+
+_COMMENT_RE = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+_STATEMENT = re.compile(r"[^;{}]+")
+_LABELS = re.compile(r"\s*((?:[A-Za-z_$%][\w$]*\s*:(?!:)\s*)+)")
+_LABEL_NAME = re.compile(r"([A-Za-z_$%][\w$]*)\s*:")
+_GUARD = re.compile(r"@!?%?[\w$.]+\s+")
+_TARGET = re.compile(r"[A-Za-z_$%][\w$]*")
+
+
+def _refuse(site: str, text: str, pos: int, what: str, rule: str) -> None:
+    lineno = text.count("\n", 0, pos) + 1
+    line = text.splitlines()[lineno - 1].strip() if text else ""
+    raise StubRuleError(f"invalid stub for site {site!r}: stub line {lineno} {line!r}: {what}",
+                        site=site, line=lineno, stub_line=line, rule=rule)
+
+
+def _statements(code: str):
+    """(position, labels, guard-stripped statement) of each statement of comment-free ``code``."""
+    for m in _STATEMENT.finditer(code):
+        chunk = m.group()
+        lab = _LABELS.match(chunk)
+        labels = _LABEL_NAME.findall(lab.group(1)) if lab else []
+        rest = chunk[lab.end():] if lab else chunk
+        stripped = rest.lstrip()
+        start = m.start() + (len(chunk) - len(stripped) if stripped else 0)
+        g = _GUARD.match(stripped)
+        yield start, labels, stripped[g.end():] if g else stripped
+
+
+def check_stub_rules(text: str, site: str, *, packed: bool = False) -> None:
+    """Refuse (:class:`StubRuleError`, naming ``site`` and the stub line) raw stub ``text``
+    that breaks the stub contract: text numptx reserves (``site_layout.RESERVED``, comments
+    included), a directive other than ``.reg`` (module-scope and state-space declarations:
+    ``.global``, ``.extern``, ``.entry``, ``.pragma``, ``.branchtargets`` ...), an indirect
+    branch (``brx.idx``), a branch to a label the stub does not define; with ``packed`` (a
+    candidate of a pack, or of ``nx.fitness``) also ``ret``, ``exit``, ``trap`` and ``brkpt``.
+
+    >>> check_stub_rules("@%p bra L;\nadd.f32 %v_z, %v_x, %v_x;\nL:", "f")      # passes
+    >>> check_stub_rules("bra.uni $L__BB0_2;", "f")      # doctest: +IGNORE_EXCEPTION_DETAIL
+    Traceback (most recent call last):
+    StubRuleError: invalid stub for site 'f': stub line 1 'bra.uni $L__BB0_2;': ...
+    """
+    for word in RESERVED:
+        at = text.find(word)
+        if at >= 0:
+            _refuse(site, text, at, f"{word!r} is reserved by numptx (its own registers, labels "
+                    f"and marks; comments included): rename it or remove the comment", "reserved")
+    code = _COMMENT_RE.sub(lambda m: " " * len(m.group()) if "\n" not in m.group()
+                           else re.sub(r"[^\n]", " ", m.group()), text) if "/" in text else text
+    defined: set[str] = set()
+    branches: list[tuple[int, str]] = []
+    for pos, labels, stmt in _statements(code):
+        defined.update(labels)
+        if not stmt:
+            continue
+        op = stmt.split(None, 1)[0]
+        base = op.split(".", 1)[0]
+        if op.startswith("."):
+            if op not in STUB_DIRECTIVES:
+                _refuse(site, text, pos, f"a stub may not hold the directive {op!r} (a stub "
+                        f"holds instructions, .reg declarations and labels of its own; module "
+                        f"scope and memory belong to the template)", "directive")
+        elif base == "brx":
+            _refuse(site, text, pos, "a stub may not branch indirectly (brx.idx): branch to "
+                    "labels it defines with bra", "branch")
+        elif base == "bra":
+            parts = stmt.split(None, 1)
+            target = _TARGET.match(parts[1].strip()) if len(parts) > 1 else None
+            branches.append((pos, target.group() if target else ""))
+        elif packed and base in PACK_REFUSED:
+            _refuse(site, text, pos, f"a candidate of a pack may not hold {base!r}: it must "
+                    f"run to its end, where the pack's code goes on (threads that leave early "
+                    f"break the pack's dispatch and nx.fitness's warp reduction)", "control")
+    for pos, target in branches:
+        if target not in defined:
+            _refuse(site, text, pos, f"a stub may branch only to labels it defines; "
+                    f"{target or 'the target'!r} is not defined in the stub", "branch")

@@ -25,26 +25,32 @@ from .. import stack_ptx as sp
 from ..errors import (LinkError, NumptxError, RenderError, StubNulWarning, trim_stub_nul,
                       warn_from_caller)
 from ..inject import Site
+from ..site_layout import GeneratedStub
 from .patch import LibraryText, library_literals
-from .stub_checks import check_outputs_written
+from .stub_checks import check_outputs_written, check_stub_rules
 
 __all__ = ["resolve_stub", "merge_stubs", "checked_text"]
 
 
-def resolve_stub(stub: Any, site: Site, *, strict: bool = False) -> str:
+def resolve_stub(stub: Any, site: Site, *, strict: bool = False, packed: bool = False) -> str:
     """PTX text of ``stub`` for ``site`` (see the module documentation for what a stub may be).
     A raw PTX stub that never writes an out variable of the site warns
     (:class:`~numptx.jit.stub_checks.UnwrittenOutputWarning`); with ``strict`` it raises
-    :class:`~numptx.jit.stub_checks.UnwrittenOutputError`."""
-    if isinstance(stub, str):       # numptx's own compiled stubs (str subclasses) are well formed
-        if type(stub) is not str:
+    :class:`~numptx.jit.stub_checks.UnwrittenOutputError`. Raw text (any ``str`` numptx did
+    not compile, and the text a user object's ``.stub(site)`` returns) must keep the stub
+    contract (:func:`~numptx.jit.stub_checks.check_stub_rules`; ``packed``: a candidate of a
+    pack, which may not ``ret``/``exit`` either), else :class:`StubRuleError`."""
+    if isinstance(stub, str):
+        if _generated(stub):        # numptx's own compiled stubs are well formed
             # a compiled mm-ptx stub leaves unsatisfied outputs unwritten: check against the
             # site from its diagnostics (no parse); numptx's zero-fills every output
             if getattr(stub, "dialect", "numptx") != "numptx":
                 check_outputs_written(stub, site, strict=strict)
-            return str(stub)
+            return stub if type(stub) is GeneratedStub else str(stub)
+        stub = str.__str__(stub)     # np.str_ and other str types: raw text like any other
         if "\0" in stub:             # mm-ptx-py's stubs end in a C string's NUL: trim, warn
             stub = _trimmed(stub, site.name)
+        check_stub_rules(stub, site.name, packed=packed)
         if "%" in stub:
             _check_registers(stub, site)
         check_outputs_written(stub, site, strict=strict)   # an unwritten out: warn or raise
@@ -52,10 +58,16 @@ def resolve_stub(stub: Any, site: Site, *, strict: bool = False) -> str:
     make = getattr(stub, "stub", None)
     if callable(make):
         out = make(site)
+        if type(out) is GeneratedStub:       # a packed population (numptx.jit.pack)
+            return out
         text = getattr(out, "text", out)
         if not isinstance(text, str):
             raise NumptxError(f"site {site.name!r}: {type(stub).__name__}.stub(site) returned "
                               f"{type(out).__name__}, not PTX text")
+        if not _generated(out):            # a user object's text: raw text like any other
+            text = str.__str__(text)
+            check_stub_rules(text, site.name, packed=packed)
+            text = checked_text(text, site.name)
         library = library_literals(stub)      # a formula's math-library constants: not patched
         return LibraryText(text, library) if library else str(text)
     if isinstance(stub, (list, tuple, np.ndarray)):      # sp.encode's arrays included
@@ -70,6 +82,13 @@ def resolve_stub(stub: Any, site: Site, *, strict: bool = False) -> str:
                           f"(@nx.ptx_expr above 'def {name}', or pass nx.ptx_expr({name}))")
     raise NumptxError(f"site {site.name!r}: a stub is PTX text, a Stack PTX program or an object "
                       f"with .stub(site), not {type(stub).__name__}")
+
+
+def _generated(stub: Any) -> bool:
+    """Whether ``stub`` is text numptx generated: a compiled Stack PTX stub (``sp.Stub``, made
+    by ``sp.compile``, ``@ptx_expr``) or a packed population. Other ``str`` types (user
+    subclasses, ``np.str_``) are raw text and checked as such."""
+    return type(stub) is sp.Stub or type(stub) is GeneratedStub
 
 
 def _trimmed(text: str, site: str) -> str:

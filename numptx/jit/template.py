@@ -30,7 +30,7 @@ from typing import Any
 
 from ..errors import NumptxError, RenderError
 from ..inject import PtxInject, Site
-from ..site_layout import MODULE_LINE, hoist_module_lines
+from ..site_layout import GeneratedStub, hoist_module_lines
 from .arch import normalize_arch
 from .build import build_many
 from .cache import CubinCache, cache_option, default_cache, template_digest, variant_key
@@ -56,6 +56,12 @@ _ARCH_LIKE = re.compile(r"(?:sm|compute|lto)_\d+[af]?\Z")    # an arch given as 
 _ENTRY = re.compile(r"^\s*(?:\.visible\s+|\.weak\s+)?\.entry\s+([A-Za-z_$.%][\w$.]*)", re.M)
 _TARGET = re.compile(r"^\s*\.target\s+(sm_\d+[af]?)", re.M)
 _EXTERN = re.compile(r"^\s*\.extern\s+\.func\s+(?:\([^)]*\)\s*)?([A-Za-z_$][\w$]*)", re.M)
+
+
+def _declares_module_lines(stubs: Sequence[str]) -> bool:
+    """A packed stub with a run-time constant table among ``stubs``: its constants live in the
+    table, and a patch proof's trial texts (plain text) would lose the table's declaration."""
+    return any(type(s) is GeneratedStub and s.module_lines for s in stubs)
 
 
 def find_entries(ptx: str) -> list[str]:
@@ -182,10 +188,12 @@ class Template:
 
     def render(self, stubs: Sequence[str], *, bind: bool | None = None) -> str:
         """The PTX of the variant with ``stubs`` (texts in site order), bound to the operand
-        registers unless ``bind`` (default: the template's ``bind``) is false."""
+        registers unless ``bind`` (default: the template's ``bind``) is false. Module-scope
+        lines come only from the ``module_lines`` of numptx's own packed stubs
+        (:class:`~numptx.site_layout.GeneratedStub`), never from stub text."""
         stubs = list(stubs)
         ptx = self.inj.render(stubs, bind=self.bind if bind is None else bind)
-        if any(MODULE_LINE in s for s in stubs):   # a packed stub's constant table
+        if _declares_module_lines(stubs):           # a packed stub's constant table
             ptx = hoist_module_lines(ptx, stubs)
         return ptx
 
@@ -193,7 +201,7 @@ class Template:
     def shape(self, stubs: Sequence[str]) -> Shape | None:
         """The constant-patch shape of the variant with ``stubs`` (see :mod:`numptx.jit.plans`),
         or None when they have no float constant to patch or patching is off."""
-        if not self.patch_constants:
+        if not self.patch_constants or _declares_module_lines(stubs):
             return None
         return self.plans.shape(stubs, self.key_of)
 
@@ -201,6 +209,8 @@ class Template:
         """:meth:`shape`, and why constants are not patched ("" when all are)."""
         if not self.patch_constants:
             return None, "patching is off (patch_constants=False)"
+        if _declares_module_lines(stubs):
+            return None, "a packed stub reads its constants from a run-time table"
         return self.plans.split(stubs, self.key_of, self.name)
 
     def _assemble_texts(self, texts: list[str]) -> bytes:
