@@ -22,7 +22,7 @@ What is here (facts from the PTX ISA; each row assembles with ptxas through nvJi
   the low half first; ``unpack.f16.f16x2`` gives the low half first.
 * Every PTX special register ptxas accepts for sm_90 (PTX ISA, chapter "Special Registers"):
   the vector forms ``%tid %ntid %ctaid %nctaid %clusterid %nclusterid %cluster_ctaid
-  %cluster_nctaid`` (``mov.v4.u32``, .w reads 0) and their .x/.y/.z components, ``%nwarpid
+  %cluster_nctaid`` (``mov.v4.u32``, .w reads 0) and their .x/.y/.z/.w components, ``%nwarpid
   %nsmid %gridid``, ``%lanemask_eq/le/lt/ge/gt``, ``%clock_hi``, ``%globaltimer_lo/_hi``,
   ``%pm0..7``, ``%pm0_64..7_64``, ``%envreg0..31``, ``%total_smem_size %dynamic_smem_size
   %aggr_smem_size``, ``%reserved_smem_offset_begin/end/cap/0/1``, ``%current_graph_exec``,
@@ -54,7 +54,8 @@ _FTZ_DOC = "; subnormal operands flush to sign-preserving 0 first"
 _CMP = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
         "gt": np.greater, "ge": np.greater_equal}
 
-#: vector special registers -> their component names (``.w`` has no row: it reads 0)
+#: vector special registers -> their component names (``.w``, which reads 0, has a row of its
+#: own, ``%tid.w``: the mm-ptx dialect's stubs read it, as mm-ptx's do)
 VECTOR_SPECIALS: dict[str, tuple[str, ...]] = {
     f"%{r}": tuple(f"%{r}.{c}" for c in "xyz")
     for r in ("tid", "ntid", "ctaid", "nctaid", "clusterid", "nclusterid", "cluster_ctaid",
@@ -293,6 +294,15 @@ def add_rows(row: Callable[..., None], flags: Mapping[str, frozenset]) -> None:
         row(name, (), (spec,), _special_default(name, spec), fmt=f"{mov} $0, {name};",
             flags=special | (volatile if vol else frozenset()), sm=sm,
             doc=f"special register: {doc} (emulator: {where})")
+    # ---- the 4th components (appended last: the rows above keep their indices). The PTX ISA
+    # says a vector special register's .w reads 0; ptxas takes `mov.u32 %r, %tid.w;`, which is
+    # how mm-ptx's stubs read it (the mm-ptx dialect's stubs read each component so too)
+    for vec in VECTOR_SPECIALS:
+        sm = 90 if "cluster" in vec else 10
+        row(f"{vec}.w", (), ("u32",), _special_default(f"{vec}.w", "u32"),
+            fmt=f"mov.u32 $0, {vec}.w;", flags=special, sm=sm,
+            doc=f"special register: the 4th component of {vec}, always 0 (emulator: "
+                f"inputs['{vec}.w'], else 0)")
 
 
 # ------------------------------------------------------------------------------ mm-ptx spellings

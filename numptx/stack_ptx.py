@@ -36,7 +36,7 @@ from ._program import (ASTError, CONST, CONST64, DIALECTS, INPUT, INSTR, LOAD, M
 from ._program.encoding import program_dialect, remap_types, typed_ids, user_type_ids
 from ._program.ops import MARKER_MAGIC as _MARK, MARKER_MASK as _MARK_MASK, dialect_marker
 from . import valuetypes as VT
-from .errors import NumptxError
+from .errors import NumptxError, NumptxWarning
 from .stack_types import MAX_USER_TYPES, retype, stack_type, stack_types
 
 __all__ = [
@@ -44,7 +44,7 @@ __all__ = [
     "yank_dup", "swap", "swap_with", "replace", "drop", "clear", "rotate", "reverse", "routine",
     "store", "load", "ret", "nop", "encode", "decode", "compile", "compile_many", "dumps", "loads",
     "DIALECTS", "convert", "dialect_marker", "stack_type", "stack_types", "retype",
-    "MAX_USER_TYPES",
+    "MAX_USER_TYPES", "NoOutputsWarning",
 ]
 
 
@@ -112,6 +112,30 @@ def nop() -> Op:
     return Op(NOP, 0, text="nop()")
 
 
+class NoOutputsWarning(NumptxWarning):
+    """A Stack PTX compile without ``outputs=`` (or ``site=``) of a program that computes
+    values: they reach no register and the stub is empty."""
+
+
+def _writes_nothing(outputs, site) -> bool:
+    return site is None and (outputs is None or (isinstance(outputs, Mapping) and not outputs))
+
+
+def _no_outputs(strict: bool, what: str) -> None:
+    """``strict=True`` without outputs checks nothing and writes nothing: an error naming the fix."""
+    if strict:
+        raise ProgramError(f"{what}: strict=True, but no outputs= (and no site=) were given: the "
+                           f"stub would write no register, so nothing could be checked; pass "
+                           f"outputs={{'y': 'f32'}} (register name -> value type) or site=")
+
+
+def _warn_no_outputs(what: str, whose: str) -> None:
+    from .errors import warn_from_caller
+    warn_from_caller(f"{what}: no outputs= (and no site=) were given, so {whose} reach no "
+                     f"register and the stub is empty; pass outputs={{'y': 'f32'}} (register "
+                     f"name -> value type) or site=", NoOutputsWarning)
+
+
 def compile(prog: Sequence[Op] | np.ndarray, inputs: Mapping[str, str] | None = None,
             outputs: Mapping[str, str] | None = None, *, site=None, routines: Sequence = (),
             strict: bool = False, limits: Limits | None = None,
@@ -122,7 +146,9 @@ def compile(prog: Sequence[Op] | np.ndarray, inputs: Mapping[str, str] | None = 
     order; or ``site=`` binds to a :class:`numptx.Site`: inputs are its in/mod variables (programs
     name them by variable name), outputs its out/mod variables, and the stub uses the site's
     registers. An output no value reaches gets the zero of its type and is listed in
-    ``stub.diagnostics`` (``strict=True`` raises :class:`ProgramError` instead).
+    ``stub.diagnostics`` (``strict=True`` raises :class:`ProgramError` instead). Without
+    ``outputs=`` and ``site=`` the stub writes nothing: ``strict=True`` then raises, and a
+    program that computes values warns (:class:`NoOutputsWarning`).
 
     ``dialect="mm-ptx"`` runs the program with mm-ptx's semantics (``docs/dialects.md``); there
     an output no value reaches is not written at all (no ``mov``: the register keeps what it
@@ -141,8 +167,14 @@ def compile(prog: Sequence[Op] | np.ndarray, inputs: Mapping[str, str] | None = 
         d, prog, routines = resolve_dialect(dialect, prog, routines, "compile")
         if n is not None and hasattr(prog, "__len__") and len(prog) != n:
             first = 1                      # the marker word went: errors count it back in
-    return compile_words("stack", prog, inputs, outputs, site=site, routines=routines,
+    if _writes_nothing(outputs, site):
+        _no_outputs(strict, "compile")
+    stub = compile_words("stack", prog, inputs, outputs, site=site, routines=routines,
                          strict=strict, limits=limits, dialect=d, first_word=first)
+    if _writes_nothing(outputs, site) and stub.stats["nodes"]:
+        _warn_no_outputs("compile", "the program's values")
+    return stub
+
 
 
 def compile_many(programs: Iterable[Sequence[Op] | np.ndarray], inputs: Mapping[str, str] | None = None,
@@ -160,8 +192,13 @@ def compile_many(programs: Iterable[Sequence[Op] | np.ndarray], inputs: Mapping[
             not isinstance(programs, (str, bytes, Mapping)):
         programs = list(programs)
     d = None if dialect is None else dialect_id(dialect, "compile_many")
-    return compile_words_many(programs, inputs, outputs, site=site, routines=routines,
-                              strict=strict, limits=limits, dialect=d)
+    if _writes_nothing(outputs, site):
+        _no_outputs(strict, "compile_many")
+    stubs = compile_words_many(programs, inputs, outputs, site=site, routines=routines,
+                               strict=strict, limits=limits, dialect=d)
+    if _writes_nothing(outputs, site) and any(s.stats["nodes"] for s in stubs):
+        _warn_no_outputs("compile_many", "the programs' values")
+    return stubs
 
 
 # ---- serialization ------------------------------------------------------------------------------

@@ -37,6 +37,9 @@ if getattr(lib, "STACKPTX_ABI_VERSION", 1) != _ABI_VERSION:
                       f"{_ABI_VERSION}: rebuild it (pip install -e .)")
 
 _IDENT = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*\Z")
+# a vector special register's read in a stub: mov.v4.u32 {%_s0, %_s1, %_s2, %_s3}, %tid;
+_V4_SPECIAL = re.compile(r"^mov\.v4\.u32 \{(%[\w$]+), (%[\w$]+), (%[\w$]+), (%[\w$]+)\}, "
+                         r"(%[a-z_]+);\n", re.M)
 _TEMP = re.compile(r"_s\d+\Z")
 
 
@@ -347,8 +350,10 @@ def _compile_c(mode: str, io: _IO, limits, words, n: int, rts, strict: bool, pro
     if diag.flags & lib.STACKPTX_D_UNKNOWN_INPUT:
         raise _unknown_input(prog, io, "program", first_word)
     if st == lib.STACKPTX_OK:
-        return Stub(ffi.unpack(s.out, out_len[0]).decode(), io.in_names, io.out_types, d,
-                    DIALECTS[dialect])
+        text = ffi.unpack(s.out, out_len[0]).decode()
+        if dialect == 1:
+            text = mmptx_special_movs(text)
+        return Stub(text, io.in_names, io.out_types, d, DIALECTS[dialect])
     if st == lib.STACKPTX_ERR_STRICT_UNSATISFIED:
         raise ProgramError("strict compile: " + "; ".join(
             Stub("", io.in_names, io.out_types, d, DIALECTS[dialect]).diagnostics))
@@ -393,6 +398,27 @@ def _unknown_input(prog, io: _IO, what: str, first_word: int = 0) -> ProgramErro
             i += 2 if kind == CONST64 else 1
     return ProgramError(f"{what} (or one of its routines) reads an encoded input {io.label} "
                         f"does not have (inputs: {known}){fix}")
+
+
+def mmptx_special_movs(text: str) -> str:
+    """An mm-ptx dialect stub's vector special register reads as mm-ptx writes them: a scalar
+    ``mov.u32`` per component the stub uses (``%tid.x`` ... ``%tid.w``), none for the others
+    (mm-ptx's ``_stack_ptx_compile_special``), in place of numptx's one ``mov.v4.u32``."""
+    if "mov.v4.u32 {" not in text:
+        return text
+    from ..instructions_mmptx import VECTOR_SPECIALS
+
+    def scalar(m: re.Match) -> str:
+        if m.group(5) not in VECTOR_SPECIALS:
+            return m.group(0)
+        rest = text[:m.start()] + text[m.end():]
+        movs = []
+        for reg, c in zip(m.groups()[:4], "xyzw"):
+            uses = len(re.findall(re.escape(reg) + r"(?![\w$])", rest))
+            if uses > 1:                        # read somewhere, not only declared
+                movs.append(f"mov.u32 {reg}, {m.group(5)}.{c};\n")
+        return "".join(movs)
+    return _V4_SPECIAL.sub(scalar, text)
 
 
 def _op_index(ops, word_index: int) -> int:
@@ -493,6 +519,8 @@ def compile_words_many(programs, inputs, outputs, *, site=None, routines=(), str
     if len(bad):
         i = int(bad[0])
         raise _unknown_input(programs[i], io, f"compile_many: program {i}")
+    if dialect == 1:
+        texts = [mmptx_special_movs(t) for t in texts]
     stubs = batch_stubs(texts, io.in_names, io.out_types, raw, _DIAG_SIZE, DIALECTS[dialect])
     if strict:
         bad = [i for i, stub in enumerate(stubs) if stub.unsatisfied]
