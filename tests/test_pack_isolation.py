@@ -1,0 +1,180 @@
+"""Pack candidates are isolated (issue 22 items 8, 21, 3, 19): a candidate cannot forge the
+marks that attribute ptxas errors, name the pack's reserved labels or registers, branch out of
+its own code, return or exit; each such candidate lands in ``pack.errors`` (its index, the line)
+while the others still build with real nvJitLink. One program given as a population, and bad
+constant tables, are refused with a NumptxError naming the fix."""
+from __future__ import annotations
+
+import random
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import numptx as nx
+from numptx import stack_ptx as sp
+from numptx.errors import LinkError, NumptxError
+from numptx.jit.pack import PackError
+from numptx.jit.runtime_constants import ConstantsError
+from numptx.jit.stub_checks import StubRuleError
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+from bench_populations import FIT  # noqa: E402  cand (u32 selector), x in, y out
+
+
+@pytest.fixture(scope="module")
+def fit():
+    return nx.CudaTemplate(FIT, entry="fit", cache=False)
+
+
+SQUARE = "mul.rn.f32 %v_y, %v_x, %v_x;"
+DOUBLE = "add.rn.f32 %v_y, %v_x, %v_x;"
+
+
+# -- item 8: forged marks ----------------------------------------------------------------------
+@pytest.mark.parametrize("forged", ["// numptx candidate 0", "$__nx_pk_end:",
+                                    "/* numptx candidate 0 */", "// PTX_INJECT_STUB_END"])
+def test_a_forged_mark_does_not_blame_another_candidate(fit, forged):
+    """Before: ptxas's error in candidate 1 was blamed on candidate 0 (the mark it forged), so
+    the innocent 0 was dropped and the pack then failed with a LinkError."""
+    cands = [SQUARE, f"{forged}\nbogus.f32 %v_y;", DOUBLE]
+    pack = fit.pack("f", cands, select="cand")
+    assert len(pack.cubin) > 0
+    assert pack.ok == [0, 2] and list(pack.errors) == [1]
+    e = pack.errors[1]
+    assert isinstance(e, StubRuleError) and e.candidate == 1 and e.line == 1
+    assert str(e).startswith("candidate 1: invalid stub for site 'f': stub line 1")
+
+
+# -- item 21: what breaks the pack's contract --------------------------------------------------
+BREAKS = {
+    "bra.uni $__nx_pk_0;": "reserved",          # into another candidate's code
+    "bra $__nx_pk_end;": "reserved",
+    ".reg .u32 %__nx_pk_i;": "reserved",        # the pack's own registers
+    "ret;": "control", "exit;": "control", "@%p bra.uni Lout;": "branch",
+    ".global .u32 g;": "directive", ".extern .global .u32 e;": "directive",
+    '.pragma "nounroll";': "directive",
+    "$tab: .branchtargets Lown;": "directive", "brx.idx %r, $tab;": "branch",
+}
+
+
+@pytest.mark.parametrize("line, rule", sorted(BREAKS.items()))
+def test_a_candidate_that_breaks_the_contract_is_left_out(fit, line, rule):
+    bad = f".reg .pred %p;\n.reg .u32 %r;\nsetp.gt.f32 %p, %v_x, 0f00000000;\n{SQUARE}\n{line}\nLown:"
+    pack = fit.pack("f", [SQUARE, bad, DOUBLE], select="cand")
+    assert len(pack.cubin) > 0 and pack.ok == [0, 2] and list(pack.errors) == [1]
+    e = pack.errors[1]
+    assert isinstance(e, StubRuleError) and e.rule == rule and e.line == 5
+    assert e.stub_line == line and e.candidate == 1 and "candidate 1:" in str(e)
+
+
+def test_the_same_candidate_alone_may_return(fit):
+    """ret/exit are refused in packs (and so in nx.fitness on a GPU), not in a single stub."""
+    assert len(fit.inject(f=f"{SQUARE}\nret;").cubin) > 0
+    with pytest.raises(NumptxError):
+        fit.pack("f", [f"{SQUARE}\nret;"], select="cand", errors="raise").cubin
+
+
+def test_candidates_may_use_the_same_labels_of_their_own(fit):
+    own = ".reg .pred %p;\nsetp.gt.f32 %p, %v_x, 0f00000000;\n" + SQUARE + \
+          "\n@%p bra Ldone;\nneg.f32 %v_y, %v_y;\nLdone:"
+    pack = fit.pack("f", [own, own, DOUBLE], select="cand")
+    assert len(pack.cubin) > 0 and pack.errors == {}
+
+
+def test_a_module_line_in_a_runtime_pack_candidate_is_not_hoisted(fit):
+    cands = ["fma.rn.f32 %v_y, %v_x, 0f40000000, 0f3F000000;",
+             "// numptx module: .visible .global .u32 evil;\n" + SQUARE]
+    pack = fit.pack("f", cands, select="cand", constants="runtime")
+    assert len(pack.cubin) > 0 and list(pack.errors) == [1]
+    assert "evil" not in pack.ptx.replace(cands[1], "")
+    assert ".visible .global .align 8 .b8 __nx_kc_f[16];" in pack.ptx    # its own table: hoisted
+    assert pack.ptx.index("__nx_kc_f[16];") < pack.ptx.index(".entry")
+
+
+# -- fuzz: random candidate text holding marks and labels, built for real --------------------
+GOOD_LINES = [SQUARE, DOUBLE, "sub.rn.f32 %v_y, %v_x, 0f3F800000;", "// a comment",
+              "neg.f32 %v_y, %v_x;", "/* block */"]
+
+
+def _hostile(rng: random.Random, n: int) -> str:
+    j = rng.randrange(n)
+    return rng.choice([f"// numptx candidate {j}", f"$__nx_pk_{j}:", "$__nx_pk_end:",
+                       f"bra.uni $__nx_pk_{j};", "@%q bra $__nx_pk_end;", "$__nx_pk_tab:",
+                       ".reg .u32 %__nx_pk_i;", "ret;", "exit;", "trap;", "bra.uni Lnone;",
+                       ".global .u32 g;", ".shared .u32 s;", f"/* numptx candidate {j} */",
+                       "// PTX_INJECT_STUB f", ".visible .entry e() { }", "mov.f32 %__nx_c0, %v_x;"])
+
+
+def _candidate(rng: random.Random, n: int) -> tuple[str, str, int]:
+    """(text, what it is: good, hostile or ptxas, the line at fault)."""
+    lines = [".reg .pred %q;", "setp.gt.f32 %q, %v_x, 0f00000000;"] + \
+        [rng.choice(GOOD_LINES) for _ in range(rng.randint(1, 4))] + ["@%q bra Lmine;", "Lmine:"]
+    kind = rng.choice(["good", "good", "hostile", "hostile", "ptxas"])
+    at = 0
+    if kind != "good":
+        at = rng.randint(2, len(lines) - 1)
+        lines.insert(at, _hostile(rng, n) if kind == "hostile" else
+                     rng.choice(["bogus.f32 %v_y;", "add.rn.f32 %v_y, %nope, %v_x;"]))
+        at += 1
+    return "\n".join(lines), kind, at
+
+
+def test_random_candidates_with_marks_and_labels():
+    fit = nx.CudaTemplate(FIT, entry="fit", cache=False)
+    rng = random.Random(2221)
+    for _ in range(6):
+        n = rng.randint(3, 8)
+        made = [_candidate(rng, n) for _ in range(n)]
+        made[rng.randrange(n)] = (SQUARE, "good", 0)           # at least one builds
+        pack = fit.pack("f", [t for t, _, _ in made], select="cand")
+        assert len(pack.cubin) > 0
+        assert pack.ok == [k for k, (_, kind, _) in enumerate(made) if kind == "good"]
+        for k, (text, kind, at) in enumerate(made):
+            if kind == "good":
+                continue
+            e = pack.errors[k]
+            assert e.candidate == k and str(e).startswith(f"candidate {k}:"), (text, e)
+            assert f"stub line {at}" in str(e), (text, str(e))
+            if kind == "hostile":
+                assert isinstance(e, StubRuleError) and e.line == at, (text, e)
+            else:
+                assert isinstance(e, LinkError) and not isinstance(e, StubRuleError), (text, e)
+
+
+# -- item 3: one program where a population is expected ----------------------------------------
+def test_one_program_as_a_population_is_refused(fit):
+    prog = [sp.input("x"), sp.input("x"), sp.instr("mul.rn.f32")]
+    with pytest.raises(PackError, match=r"one Stack PTX program \(a list of ops, 3 ops\).*\[prog\]"):
+        fit.pack("f", prog, select="cand")
+    words = sp.encode(prog, inputs=["cand", "x"])
+    with pytest.raises(PackError, match=r"uint64 encoding.*\[prog\]"):
+        fit.pack("f", words, select="cand")
+    with pytest.raises(PackError, match=r"\[prog\]"):
+        fit.pack_many("f", prog, select="cand")
+    pack = fit.pack("f", [prog], select="cand")                  # the fix
+    assert len(pack) == 1 and len(pack.cubin) > 0 and pack.errors == {}
+
+
+# -- item 19: set_constants --------------------------------------------------------------------
+@pytest.mark.parametrize("values, match", [
+    ({0: [10 ** 400, 1.0]}, "candidate 0: a constant is too large for f64"),
+    ({True: [1.0, 2.0]}, "candidate indices are ints, not True"),
+    ({np.True_: [1.0, 2.0]}, "candidate indices are ints"),
+    ({0: np.ones((2, 1))}, r"candidate 0: .*shape \(2, 1\)"),
+    ({0: [[1.0, 2.0]]}, r"candidate 0: .*shape \(1, 2\)"),
+    ([[10 ** 400, 1.0], None], "candidate 0: a constant is too large"),
+])
+def test_set_constants_refuses_what_it_took_silently(fit, values, match):
+    cands = ["fma.rn.f32 %v_y, %v_x, 0f40000000, 0f3F000000;", SQUARE]
+    pack = fit.pack("f", cands, select="cand", constants="runtime")
+    pack.cubin
+    before = pack.table()
+    with pytest.raises(ConstantsError, match=match):
+        pack.set_constants(values)
+    assert pack.table() == before                    # nothing half-set
+    pack.set_constants({1: []})
+    pack.set_constants({0: np.array([3.0, 4.0])})
+    assert pack.constants[0].tolist() == [3.0, 4.0]
