@@ -141,3 +141,82 @@ def test_mm_ptx_dialect_reads_only_the_components_it_uses():
     assert [int(got["a"]), int(got["b"])] == [16, 8]
     many = sp.compile_many([TID_ADDS, [sp.special("nctaid")]], outputs=OUTS, dialect=MM)
     assert all("mov.v4" not in s for s in many) and "%nctaid.w;" in many[1]
+
+
+# ============================================================================ item 11: name tags
+def _colliding_pairs(n_names: int = 1 << 18, seed: int = 22) -> list[tuple[str, str]]:
+    """Pairs of distinct 8-letter names with one CRC-32 (a birthday search: ~8 expected)."""
+    rng = random.Random(seed)
+    alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+    seen: dict[int, str] = {}
+    pairs = []
+    for _ in range(n_names):
+        name = rng.choice(alphabet[:26]) + "".join(rng.choices(alphabet, k=7))   # PTX names
+        tag = zlib.crc32(name.encode())
+        other = seen.setdefault(tag, name)
+        if other != name:
+            pairs.append((other, name))
+    return pairs
+
+
+KNOWN = ("s6l6mwll", "ovbiasnc")
+
+
+def _wrong_binding_refused(encoded_name: str, site_name: str, rng: random.Random) -> None:
+    """A program encoded reading ``encoded_name`` (between other inputs), compiled where only
+    ``site_name`` exists: every path that still knows the names raises, none reads the other."""
+    others = [f"v{i}" for i in range(rng.randrange(3))]
+    enc_names = others + [encoded_name]
+    rng.shuffle(enc_names)
+    prog = [sp.input(encoded_name), sp.const(1.0, "f32"), sp.instr("add.f32")]
+    enc = sp.encode(prog, inputs=enc_names)
+    site_ins = others + [site_name]
+    rng.shuffle(site_ins)
+    io = dict(inputs={n: "f32" for n in site_ins}, outputs={"y": "f32"})
+    call = sp.routine(0)
+    mm = sp.encode(prog, inputs=enc_names, dialect=MM)
+    for attempt in (lambda: sp.compile(enc, **io),
+                    lambda: sp.compile(enc[:2], **io),                # a slice keeps its names
+                    lambda: sp.compile(mm, **io),                     # marker word stripped
+                    lambda: sp.compile_many([enc, enc], **io),
+                    lambda: sp.compile_many([prog[1:], enc], **io),
+                    lambda: sp.compile([call], **io, routines=[enc]),
+                    lambda: sp.compile(sp.decode(enc), **io),
+                    lambda: sp.compile(sp.loads(sp.dumps(prog)), **io),
+                    lambda: sp.convert(enc, NX, MM, **io)):
+        with pytest.raises(ProgramError, match=re.escape(repr(encoded_name))):
+            attempt()
+
+
+def test_an_encoding_never_reads_an_input_with_the_same_name_tag():
+    from numptx._program import input_tag
+    assert input_tag(KNOWN[0]) == input_tag(KNOWN[1])                 # the issue's pair
+    pairs = [KNOWN] + _colliding_pairs()
+    assert len(pairs) >= 3
+    rng = random.Random(11)
+    for a, b in pairs:
+        assert zlib.crc32(a.encode()) == zlib.crc32(b.encode()) and a != b
+        _wrong_binding_refused(a, b, rng)
+        _wrong_binding_refused(b, a, rng)
+    # random pairs (distinct tags, the usual case) are refused too
+    for _ in range(40):
+        a, b = (rng.choice("abxyz") + "".join(rng.choices("abcxyz_0123", k=rng.randrange(9)))
+                for _ in range(2))
+        if a != b:
+            _wrong_binding_refused(a, b, rng)
+
+
+def test_the_right_binding_still_compiles_through_a_tag():
+    """Names that collide with nothing the program reads do not get in the way: the encoding
+    lists a colliding name it never reads, and the compile has both names of a pair."""
+    a, b = KNOWN
+    prog = [sp.input("x"), sp.input(a), sp.instr("add.f32")]
+    enc = sp.encode(prog, inputs=["x", b, a])
+    stub = sp.compile(enc, {a: "f32", "x": "f32"}, {"y": "f32"})
+    got = nx.emulate(stub, {"x": np.float32(1), a: np.float32(2)}, ["y"])
+    assert float(got["y"]) == 3.0
+    for words in (enc, np.asarray(enc)):                  # both names at one compile
+        with pytest.raises(ProgramError, match="share that name tag"):
+            sp.compile(words, {b: "f32", "x": "f32", a: "f32"}, {"y": "f32"})
+    only_x = sp.encode([sp.input("x")], inputs=["x", b])              # lists b, never reads it
+    assert "%x" in sp.compile(only_x, {"x": "f32", a: "f32"}, {"y": "f32"})

@@ -46,7 +46,7 @@ _TEMP = re.compile(r"_s\d+\Z")
 class _IO:
     """Inputs and outputs of a compile request, as C arrays (cached per signature)."""
     __slots__ = ("c", "in_names", "out_types", "index", "tags", "clashes", "name_words", "ws_need",
-                 "label", "_keep")
+                 "label", "_keep", "tag_set", "foreign")
 
     def __init__(self, in_prog_names, in_regs, in_types, out_regs, out_types):
         for reg in (*in_regs, *out_regs):
@@ -64,6 +64,10 @@ class _IO:
         # two names with one CRC-32: neither binds by tag (a tagged word for them is an error)
         self.clashes = {t for t in tags if t and tags.count(t) > 1}
         self.tags = [0 if t in self.clashes else t for t in tags]
+        self.tag_set = frozenset(self.tags)
+        # an Encoded's input names -> the tags of those this compile lacks but binds by tag
+        # (another name with the same CRC-32): the words that would read the wrong input
+        self.foreign: dict[tuple, frozenset] = {}
         self.name_words = {n: U64.pack(INPUT | i << 16 | self.tags[i] << 32)
                            for n, i in self.index.items()}
         self.ws_need: dict = {}
@@ -184,10 +188,47 @@ def _limits_c(limits: Limits | None, dialect: int = 0):
     return key, c
 
 
-def _words(prog, io: _IO, what: str = "program"):
+def check_names(prog, io: _IO, what: str = "program", first_word: int = 0) -> None:
+    """An encoding that remembers its input names (``Encoded.inputs``) and reads one this
+    compile lacks, through a name tag (CRC-32) that another input of the compile has: an error
+    naming both, where the C core would bind the word to that other input. Plain arrays carry
+    only the tags (docs/design/programs.md, section 3: keep the Encoded, or sp.dumps)."""
+    names = getattr(prog, "inputs", None)
+    if not names:
+        return
+    hazard = io.foreign.get(names)
+    if hazard is None:
+        hazard = frozenset(t for t in (input_tag(n) for n in names if n not in io.index)
+                           if t in io.tag_set)
+        if len(io.foreign) > 256:
+            io.foreign.clear()
+        io.foreign[names] = hazard
+    if not hazard:
+        return
+    w, i = prog.tolist(), 0
+    while i < len(w):
+        kind, a, tag = w[i] & 0xFF, (w[i] >> 16) & 0xFFFF, w[i] >> 32
+        if kind == INPUT and tag in hazard:
+            name = names[a] if a < len(names) and input_tag(names[a]) == tag else \
+                next((n for n in names if input_tag(n) == tag), None)
+            if name is not None and name not in io.index:
+                other = next(n for n, k in io.index.items() if io.tags[k] == tag)
+                known = ", ".join(repr(n) for n in io.index if "\x00" not in n)
+                raise ProgramError(
+                    f"{what}: word {i + first_word} reads input {name!r} (its encoding's name), "
+                    f"which {io.label} does not have (inputs: {known}); {other!r} has the same "
+                    f"name tag (CRC-32 0x{tag:08x}), so the word would read {other!r}: encode "
+                    f"the program with this compile's names (sp.encode(prog, site=site)), or "
+                    f"compile the ops")
+        i += 2 if kind == CONST64 else 1
+
+
+def _words(prog, io: _IO, what: str = "program", first_word: int = 0):
     if isinstance(prog, np.ndarray):
         if prog.dtype != np.uint64 or prog.ndim != 1:
             raise ProgramError(f"{what}: an encoded program is a 1-D uint64 array, not {prog.dtype} {prog.shape}")
+        if prog.__class__ is not np.ndarray:
+            check_names(prog, io, what, first_word)
         arr = np.ascontiguousarray(prog)
         return ffi.from_buffer("uint64_t[]", arr), len(arr), arr
     words = _encode_fast(prog, io.name_words)
@@ -215,6 +256,8 @@ def _routines(routines, io: _IO):
             if r.dtype.kind not in "iu":
                 raise ProgramError(f"routine {i}: an encoded routine is a uint64 array, not "
                                    f"{r.dtype}")
+            if r.__class__ is not np.ndarray and r.ndim == 1:
+                check_names(r, io, f"routine {i}")
             parts.append(np.ascontiguousarray(r, dtype=np.uint64).tobytes())
         else:
             parts.append(_encode(r, io.index, f"routine {i}").tobytes())
@@ -243,10 +286,11 @@ def compile_words(mode: str, prog, inputs, outputs, *, site=None, routines=(), s
     io = _io_for(inputs, outputs, site)
     if prog.__class__ is not list:
         prog = as_program(prog)
-    words, n, keep = _words(prog, io)
+    words, n, keep = _words(prog, io, first_word=first_word)
     rts, rkeep = _routines(routines, io) if routines else (ffi.NULL, None)
     try:
-        return _compile_c(mode, io, limits, words, n, rts, strict, prog, dialect, first_word)
+        return _compile_c(mode, io, limits, words, n, rts, strict, prog, dialect, first_word,
+                          routines)
     finally:
         del keep, rkeep
 
@@ -325,7 +369,7 @@ class _Reg:
 
 
 def _compile_c(mode: str, io: _IO, limits, words, n: int, rts, strict: bool, prog,
-               dialect: int = 0, first_word: int = 0) -> Stub:
+               dialect: int = 0, first_word: int = 0, routines=()) -> Stub:
     table = _table()
     lim_key, lim = _limits_c(limits, dialect)
     s = _scratch
@@ -348,7 +392,7 @@ def _compile_c(mode: str, io: _IO, limits, words, n: int, rts, strict: bool, pro
         s.out = ffi.new("char[]", s.out_size)
     d = ffi.buffer(diag, _DIAG_SIZE)[:]
     if diag.flags & lib.STACKPTX_D_UNKNOWN_INPUT:
-        raise _unknown_input(prog, io, "program", first_word)
+        raise _unknown_input(prog, io, "program", first_word, routines)
     if st == lib.STACKPTX_OK:
         text = ffi.unpack(s.out, out_len[0]).decode()
         if dialect == 1:
@@ -368,10 +412,23 @@ def _compile_c(mode: str, io: _IO, limits, words, n: int, rts, strict: bool, pro
     raise ProgramError(f"{mode} PTX compile failed: {_status_name(st)}")
 
 
-def _unknown_input(prog, io: _IO, what: str, first_word: int = 0) -> ProgramError:
+def _unknown_input(prog, io: _IO, what: str, first_word: int = 0, routines=()) -> ProgramError:
     """The error for an INPUT word whose name tag no input of the compile has: the word (counted
-    from ``first_word``) and, where the encoding remembers it (``Encoded.inputs``), the name."""
+    from ``first_word``) and, where the encoding remembers it (``Encoded.inputs``), the name;
+    in ``prog``, else in the first of ``routines`` that has one."""
     known = ", ".join(repr(n) for n in io.index if "\x00" not in n) or "none"
+    if prog is not None and routines and isinstance(routines, (list, tuple)):
+        found = _unknown_input(prog, io, what, first_word)
+        if "or one of its routines" not in str(found):
+            return found
+        for i, r in enumerate(routines):
+            if isinstance(r, (bytes, bytearray)) and len(r) % 8 == 0:
+                r = np.frombuffer(bytes(r), dtype="<u8").astype(np.uint64)
+            if isinstance(r, (list, tuple, np.ndarray)):
+                found = _unknown_input(r, io, f"routine {i}")
+                if "or one of its routines" not in str(found):
+                    return found
+        return _unknown_input(prog, io, what, first_word)
     fix = (f"; encode it with this compile's names (sp.encode(prog, site=site) or "
            f"sp.encode(prog, [{known}]))")
     if isinstance(prog, (list, tuple)):
@@ -458,6 +515,8 @@ def compile_words_many(programs, inputs, outputs, *, site=None, routines=(), str
                 raise ProgramError("compile_many: encoded programs are 1-D uint64 arrays")
             if getattr(p, "_dialect", None) == "numptx":
                 numptx_enc.append(i)
+            if p.__class__ is not np.ndarray:
+                check_names(p, io, f"compile_many: program {i}")
         allw = np.concatenate(programs)
         lens = [len(p) for p in programs]
     else:
@@ -469,6 +528,8 @@ def compile_words_many(programs, inputs, outputs, *, site=None, routines=(), str
                                        f"uint64 arrays, not {p.dtype} {p.shape}")
                 if getattr(p, "_dialect", None) == "numptx":
                     numptx_enc.append(i)
+                if p.__class__ is not np.ndarray:
+                    check_names(p, io, f"compile_many: program {i}")
                 parts.append(np.asarray(p, dtype=np.uint64))
             else:
                 w = _encode_fast(p, io.name_words)

@@ -32,7 +32,9 @@ class Encoded(np.ndarray):
     the right variables at any site that has them, in any input order (within one process: a
     stack type's id and an added row's index are the process's; a pickle of an ``Encoded``
     names them and maps them by name, and so does :func:`numptx.stack_ptx.dumps` - use those
-    across processes, not raw copies). ``.dialect`` is the Stack
+    across processes, not raw copies). A tag is a CRC-32, which distinct names can share
+    (``s6l6mwll``, ``ovbiasnc``): a compile checks ``.inputs`` and refuses a word whose name it
+    lacks where another input has that tag; a plain copy has no names to check. ``.dialect`` is the Stack
     PTX dialect it was encoded for (``encode(..., dialect=)``; None: not recorded), which a
     compile then runs (and a compile naming another dialect refuses). An mm-ptx program's
     dialect is in its words (a marker word first), so plain copies keep it too; ``.dialect``
