@@ -42,7 +42,6 @@ import os
 import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -55,15 +54,17 @@ from .cache import default_cache_dir
 from .errors import LaunchError, ToolMissingError, summary
 from .kernel import Kernel, NumbaTemplate
 from .template import CudaTemplate, Template, Variant
-from .autotune_args import device_args, host_array, is_array, Snapshot
+from .autotune_args import compare, device_args, host_array, references, Snapshot
+from .autotune_sim import autotune_simulated
+from .autotune_types import (COSTS, AutotuneError, AutotuneWarning, Excluded, Stage, Tuned,
+                             warn_excluded)
 from .tune_cache import TuneCache, entry_key
 
-__all__ = ["autotune", "Tuned", "TuneCache", "AutotuneError", "COSTS"]
+__all__ = ["autotune", "Tuned", "TuneCache", "AutotuneError", "AutotuneWarning", "Excluded",
+           "COSTS"]
 
 log = logging.getLogger(__name__)
 
-#: what a candidate can be ranked by, and the unit of its cost
-COSTS = {"time": "s", "sass": "instructions", "registers": "registers"}
 #: cycles the spin kernel runs before each timed launch (about 0.5 ms at 2 GHz: longer than the
 #: host needs to record an event and launch)
 SPIN_CYCLES = 1_000_000
@@ -71,61 +72,6 @@ SPIN_SRC = r'''extern "C" __global__ void spin(long long cycles) {
     long long t0 = clock64();
     while (clock64() - t0 < cycles) { }
 }'''
-
-
-class AutotuneError(NumptxError):
-    """Bad input to :func:`autotune` (naming the argument or candidate index), or no candidate
-    left to rank. ``failed`` maps each excluded candidate's index to why."""
-
-    def __init__(self, message: str, *, failed: Mapping[int, str] | None = None):
-        self.failed = dict(failed or {})
-        super().__init__(message)
-
-
-@dataclass(frozen=True)
-class Tuned:
-    """What :func:`autotune` found: the winner ``variant`` (a Variant, a KernelVariant for an
-    ``@nx.kernel`` kernel), its ``index`` and ``candidate``; ``costs[i]`` in ``unit`` (seconds
-    for ``cost="time"``; instructions or registers), ``math.inf`` where candidate ``i`` failed;
-    ``ranking`` (best first, ties by index); ``failed`` (index: why); ``from_cache[i]``;
-    ``measured`` (the indices this call measured).
-
-    >>> best.index, best.times[best.index], best.ranking      # doctest: +SKIP
-    (1, 1.9e-05, (1, 2, 0))
-    """
-    variant: Any
-    index: int
-    candidate: Mapping[str, Any]
-    costs: tuple[float, ...]
-    ranking: tuple[int, ...]
-    failed: Mapping[int, str]
-    from_cache: tuple[bool, ...]
-    measured: tuple[int, ...]
-    cost: str
-    keys: tuple[str | None, ...] = field(repr=False, default=())
-
-    @property
-    def unit(self) -> str:
-        """``"s"``, ``"instructions"`` or ``"registers"``."""
-        return COSTS[self.cost]
-
-    @property
-    def times(self) -> tuple[float, ...]:
-        """``costs``: seconds per candidate under ``cost="time"`` (the static cost otherwise,
-        in ``unit``)."""
-        return self.costs
-
-    def table(self) -> str:
-        """A Markdown table of the candidates, best first, then the failed ones."""
-        unit = "µs" if self.cost == "time" else self.unit
-        rows = [f"| rank | candidate | {unit} | cached |", "|---|---|---|---|"]
-        for r, i in enumerate(self.ranking, 1):
-            c = self.costs[i]
-            shown = f"{c * 1e6:.2f}" if self.cost == "time" else f"{c:g}"
-            rows.append(f"| {r} | {i} | {shown} | {'yes' if self.from_cache[i] else 'no'} |")
-        for i, why in sorted(self.failed.items()):
-            rows.append(f"| — | {i} | failed: {why[:80]} | |")
-        return "\n".join(rows)
 
 
 def _tune_cache(cache: Any, cache_dir: Any) -> tuple[TuneCache | None, bool]:
@@ -338,73 +284,29 @@ def _measure_static(variants: Mapping[int, Variant], cost: str,
     return out
 
 
-def _reference(check: Any, dargs: tuple, outs: tuple[int, ...]) -> list[np.ndarray]:
-    """The expected contents of each output argument, checked against their shapes."""
-    if callable(check):
-        host = tuple(host_array(a) if is_array(a) else a for a in dargs)
-        try:
-            ref = check(*host)
-        except Exception as e:   # noqa: BLE001 - the user's reference failed: say where
-            raise AutotuneError(f"autotune(check=): the reference function raised "
-                                f"{type(e).__name__}: {e}") from e
-    else:
-        ref = check
-    refs = list(ref) if len(outs) > 1 and isinstance(ref, (tuple, list)) else [ref]
-    if len(refs) != len(outs):
-        raise AutotuneError(f"autotune(check=): {len(outs)} output(s) {outs}, "
-                            f"{len(refs)} reference(s)")
-    out = []
-    for j, r in zip(outs, refs):
-        shape = tuple(dargs[j].shape)
-        try:
-            r = np.asarray(r)
-            out.append(np.broadcast_to(r, shape))
-        except (ValueError, TypeError) as e:
-            raise AutotuneError(f"autotune(check=): the reference for argument {j} (shape "
-                                f"{np.shape(r)}) does not fit the argument's shape "
-                                f"{shape}: {e}") from None
-    return out
-
-
-def _compare(i: int, j: int, got: np.ndarray, want: np.ndarray, rtol: float,
-             atol: float) -> str | None:
-    """Why candidate ``i``'s argument ``j`` is not the reference, or None."""
-    try:
-        ok = np.isclose(got, want, rtol=rtol, atol=atol, equal_nan=True)
-    except TypeError:
-        ok = got == want
-    if np.all(ok):
-        return None
-    bad = np.flatnonzero(~np.asarray(ok))
-    k = int(bad[0])
-    return (f"candidate {i}: argument {j}: {bad.size} of {got.size} element(s) differ from the "
-            f"reference beyond rtol={rtol:g}, atol={atol:g} (first at flat index {k}: got "
-            f"{got.reshape(-1)[k]!r}, expected {want.reshape(-1)[k]!r})")
-
-
 def _failure(i: int, e: BaseException) -> str:
     return f"candidate {i}: {type(e).__name__}: {summary(e)}"
 
 
 def _check(variants: Mapping[int, Variant], dargs: tuple, snapshot: Snapshot,
            outs: tuple[int, ...], refs: list[np.ndarray], config: tuple, rtol: float,
-           atol: float) -> dict[int, str]:
+           atol: float) -> dict[int, tuple[Stage, str]]:
     """Run each candidate once from the arguments' initial contents and compare; one that
     fails to launch (too many registers for the block, say) is excluded, not fatal."""
     from numba import cuda
-    failed = {}
+    failed: dict[int, tuple[Stage, str]] = {}
     for i, v in variants.items():
         snapshot.restore()
         try:
             v[config](*dargs)
             cuda.synchronize()
         except Exception as e:   # noqa: BLE001 - any launch error; named by index
-            failed[i] = _failure(i, e)
+            failed[i] = ("launch", _failure(i, e))
             continue
         for j, want in zip(outs, refs):
-            why = _compare(i, j, host_array(dargs[j]), want, rtol, atol)
+            why = compare(i, j, host_array(dargs[j]), want, rtol, atol)
             if why is not None:
-                failed[i] = why
+                failed[i] = ("check", why)
                 break
     return failed
 
@@ -492,6 +394,45 @@ def _template_of(target: Any, args: tuple | None, cc: tuple[int, int] | None) ->
     return target if cc is None else _on_device(target, cc)
 
 
+def _need_gpu(cost: str, template: Any) -> None:
+    """A :class:`LaunchError` saying what to do instead when nothing can launch here."""
+    if gpu_available():
+        return
+    if numba_site.SIMULATOR:
+        where = "numba-cuda's simulator (NUMBA_ENABLE_CUDASIM=1) is on"
+        fix = ("cost='registers' (or 'sass') ranks the kernel's sites assembled alone, and "
+               "check= then runs in the simulator; @nx.autotuned falls back to cost='registers' "
+               "by itself" if isinstance(template, Kernel) else
+               "cost='registers' or cost='sass' ranks by a static cost; only @nx.kernel kernels "
+               "launch under the simulator")
+    else:
+        where, fix = "no CUDA GPU is available", ""
+    if cost == "time":
+        raise LaunchError(f"autotune: cost='time' times each candidate on the device, but "
+                          f"{where}: " + (fix or "pass cost='sass' (SASS instruction count) or "
+                                          "cost='registers' to rank candidates by a static "
+                                          "cost without one"))
+    raise LaunchError(f"autotune: check= runs each candidate on the device, but {where}: "
+                      + (fix or "pass check=None to rank by a static cost without one"))
+
+
+def _simulated(kernel: Kernel, cands: list, args: tuple | None, config: tuple, check: Any,
+               output: Any, rtol: float, atol: float, cost: str, missing: str) -> Tuned:
+    """:func:`autotune_simulated` once its own inputs are checked."""
+    if args is None:
+        raise AutotuneError(f"autotune(args=): under numba-cuda's simulator the sites of kernel "
+                            f"{kernel.__name__!r} are read by running it once: pass args= "
+                            f"(example arguments)")
+    outs = None
+    if check is not None:
+        if None in config:
+            raise AutotuneError("autotune: grid= and block= are needed to run the candidates "
+                                "in the simulator for check=")
+        outs = _outputs(output, args)
+    return autotune_simulated(kernel, cands, args=args, config=config, check=check, outs=outs,
+                              rtol=rtol, atol=atol, cost=cost, missing=missing)
+
+
 def autotune(template: Template | Kernel, candidates: Iterable[Mapping[str, Any]], *,
              args: Sequence[Any] | None = None, grid: Any = None, block: Any = None,
              check: Any = None, output: int | Sequence[int] = 0, rtol: float = 1e-5,
@@ -539,22 +480,19 @@ def autotune(template: Template | Kernel, candidates: Iterable[Mapping[str, Any]
     config = (None if grid is None else check_dims(grid, "grid"),
               None if block is None else check_dims(block, "block"))
     launching = cost == "time" or check is not None
+    if numba_site.SIMULATOR and isinstance(template, Kernel) and cost != "time":
+        return _simulated(template, cands, args, config, check, output, rtol, atol, cost,
+                          missing)
     outs = None
     if launching:
+        if check is not None and args is not None:
+            _outputs(output, args)      # a wrong value is wrong with or without a device
+        _need_gpu(cost, template)       # then: without a device, no missing argument helps
         if args is None or grid is None or block is None:
             raise AutotuneError("autotune: args=, grid= and block= are needed to launch the "
                                 "candidates (cost='time' or check=)")
         if check is not None:
             outs = _outputs(output, args)
-        if not gpu_available():
-            where = ("numba-cuda's simulator (NUMBA_ENABLE_CUDASIM=1) is on"
-                     if numba_site.SIMULATOR else "no CUDA GPU is available")
-            raise LaunchError(
-                f"autotune: cost='time' times each candidate on the device, but {where}: pass "
-                f"cost='sass' (SASS instruction count) or cost='registers' to rank candidates by "
-                f"a static cost without one" if cost == "time" else
-                f"autotune: check= runs each candidate on the device, but {where}: pass "
-                f"check=None to rank by a static cost without one")
     device = _device() if launching else None
     cc = tuple(int(x) for x in device["cc"].split(".")) if device else None
     t = _template_of(template, args, cc)
@@ -562,12 +500,13 @@ def autotune(template: Template | Kernel, candidates: Iterable[Mapping[str, Any]
     # one variant per candidate; a candidate whose stubs do not fit is excluded, with its index
     n = len(cands)
     failed: dict[int, str] = {}
+    stage: dict[int, Stage] = {}
     variants: dict[int, Variant] = {}
     for i, c in enumerate(cands):
         try:
             variants[i] = t.inject(c, missing=missing)
         except Exception as e:   # noqa: BLE001 - any stub object may raise; named by index
-            failed[i] = _failure(i, e)
+            failed[i], stage[i] = _failure(i, e), "stubs"
 
     # the entry: two kernels of one module share cubins (variant keys), not costs
     context: dict[str, Any] = {"cost": cost, "entry": t.entry}
@@ -593,18 +532,20 @@ def autotune(template: Template | Kernel, candidates: Iterable[Mapping[str, Any]
                            missing=missing, max_workers=max_workers)
         for i, b in zip(need, built):
             if isinstance(b, BaseException):
-                failed[i] = _failure(i, b)
+                failed[i], stage[i] = _failure(i, b), "build"
     alive = {i: v for i, v in variants.items() if i not in failed}
 
     got: Mapping[int, float | BaseException] = {}
     if launching and (check is not None or any(not from_cache[i] for i in alive)):
         dargs = device_args(args)            # nothing to launch when every cost is cached
-        refs = _reference(check, dargs, outs) if check is not None else []
+        refs = references(check, dargs, outs) if check is not None else []
         # candidates run on the caller's arrays: restored after, whatever happens
         snapshot = Snapshot(dargs)
         try:
             if check is not None:
-                failed.update(_check(alive, dargs, snapshot, outs, refs, config, rtol, atol))
+                for i, (where, why) in _check(alive, dargs, snapshot, outs, refs, config, rtol,
+                                              atol).items():
+                    failed[i], stage[i] = why, where
                 alive = {i: v for i, v in alive.items() if i not in failed}
             if cost == "time":
                 got = _time({i: v for i, v in alive.items() if not from_cache[i]}, dargs,
@@ -616,7 +557,7 @@ def autotune(template: Template | Kernel, candidates: Iterable[Mapping[str, Any]
                               max_workers)
     for i, value in got.items():
         if isinstance(value, BaseException):
-            failed[i] = _failure(i, value)
+            failed[i], stage[i] = _failure(i, value), "launch" if cost == "time" else "measure"
             continue
         costs[i] = value
         if store is not None:
@@ -630,6 +571,8 @@ def autotune(template: Template | Kernel, candidates: Iterable[Mapping[str, Any]
         lines = "\n".join(f"  {failed[i]}" for i in sorted(failed)[:10])
         raise AutotuneError(f"autotune {t.name}: no candidate left: all {n} failed:\n{lines}",
                             failed=failed)
+    excluded = tuple(Excluded(i, stage[i], failed[i]) for i in sorted(failed))
+    warn_excluded(t.name, excluded, n)
     best = ranking[0]
     winner: Any = variants[best]
     if isinstance(template, Kernel):          # launches pick the template of their own args
@@ -641,4 +584,5 @@ def autotune(template: Template | Kernel, candidates: Iterable[Mapping[str, Any]
              len(failed), best, costs[best], COSTS[cost])
     return Tuned(variant=winner, index=best, candidate=cands[best], costs=tuple(costs),
                  ranking=ranking, failed=dict(sorted(failed.items())),
-                 from_cache=tuple(from_cache), measured=measured, cost=cost, keys=tuple(keys))
+                 from_cache=tuple(from_cache), measured=measured, cost=cost, keys=tuple(keys),
+                 excluded=excluded)

@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from .autotune_types import AutotuneError
+
 __all__: list[str] = []
 
 
@@ -99,3 +101,48 @@ class Snapshot:
             else:
                 a.copy_to_device(copy)
         cuda.synchronize()            # the caller's other streams see the restored contents
+
+
+# the reference a checked candidate is compared with
+def references(check: Any, dargs: tuple, outs: tuple[int, ...]) -> list[np.ndarray]:
+    """The expected contents of each output argument, checked against their shapes."""
+    if callable(check):
+        host = tuple(host_array(a) if is_array(a) else a for a in dargs)
+        try:
+            ref = check(*host)
+        except Exception as e:   # noqa: BLE001 - the user's reference failed: say where
+            raise AutotuneError(f"autotune(check=): the reference function raised "
+                                f"{type(e).__name__}: {e}") from e
+    else:
+        ref = check
+    refs = list(ref) if len(outs) > 1 and isinstance(ref, (tuple, list)) else [ref]
+    if len(refs) != len(outs):
+        raise AutotuneError(f"autotune(check=): {len(outs)} output(s) {outs}, "
+                            f"{len(refs)} reference(s)")
+    out = []
+    for j, r in zip(outs, refs):
+        shape = tuple(dargs[j].shape)
+        try:
+            r = np.asarray(r)
+            out.append(np.broadcast_to(r, shape))
+        except (ValueError, TypeError) as e:
+            raise AutotuneError(f"autotune(check=): the reference for argument {j} (shape "
+                                f"{np.shape(r)}) does not fit the argument's shape "
+                                f"{shape}: {e}") from None
+    return out
+
+
+def compare(i: int, j: int, got: np.ndarray, want: np.ndarray, rtol: float,
+             atol: float) -> str | None:
+    """Why candidate ``i``'s argument ``j`` is not the reference, or None."""
+    try:
+        ok = np.isclose(got, want, rtol=rtol, atol=atol, equal_nan=True)
+    except TypeError:
+        ok = got == want
+    if np.all(ok):
+        return None
+    bad = np.flatnonzero(~np.asarray(ok))
+    k = int(bad[0])
+    return (f"candidate {i}: argument {j}: {bad.size} of {got.size} element(s) differ from the "
+            f"reference beyond rtol={rtol:g}, atol={atol:g} (first at flat index {k}: got "
+            f"{got.reshape(-1)[k]!r}, expected {want.reshape(-1)[k]!r})")

@@ -10,6 +10,13 @@
 Tuning restores every array argument afterwards (see ``autotune``), then the winner is launched
 once on them, so a launch computes what the winner alone would, tuned or not. Re-exported by
 :mod:`numptx.jit.autotune`.
+
+Under numba-cuda's simulator (``NUMBA_ENABLE_CUDASIM=1``) nothing can be timed: an
+``@nx.kernel`` kernel tuned with ``cost="time"`` (the default) is ranked by
+``cost="registers"`` instead (each site's stubs assembled by nvJitLink, see
+:mod:`numptx.jit.autotune_sim`), with an :class:`~numptx.jit.autotune_types.AutotuneWarning`
+once per tuning, so a kernel written for the GPU runs unchanged in the simulator. ``check=``
+then runs each candidate in the simulator.
 """
 from __future__ import annotations
 
@@ -17,8 +24,11 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from ..errors import warn_from_caller
 from .autotune import AutotuneError, Tuned, check_candidates, check_dims, check_settings, arg_signature, autotune
+from .autotune_types import AutotuneWarning
 from .kernel import Kernel
+from .numba_site import SIMULATOR
 from .template import Template
 
 __all__ = ["Autotuned", "autotuned"]
@@ -85,8 +95,21 @@ class Autotuned:
                 tuned = self.tunings.get(key)      # another thread may have tuned it meanwhile
                 if tuned is None:
                     tuned = self.tunings[key] = autotune(self.target, self.candidates, args=args,
-                                                         grid=grid, block=block, **self.options)
+                                                         grid=grid, block=block,
+                                                         **self._options())
         return tuned
+
+    def _options(self) -> dict[str, Any]:
+        """autotune's options for this process: under the simulator an ``@nx.kernel`` kernel's
+        ``cost="time"`` becomes ``cost="registers"`` (warned), nothing being timed there."""
+        if not (SIMULATOR and isinstance(self.target, Kernel)
+                and self.options.get("cost", DEFAULTS["cost"]) == "time"):
+            return self.options
+        warn_from_caller(f"nx.autotuned {self.__name__}: numba-cuda's simulator "
+                         f"(NUMBA_ENABLE_CUDASIM=1) times nothing: the candidates are ranked by "
+                         f"cost='registers' (each site's stubs assembled by nvJitLink) instead "
+                         f"of cost='time'; on a GPU they are timed", AutotuneWarning)
+        return {**self.options, "cost": "registers"}
 
     def __getitem__(self, config: Any) -> Callable[..., None]:
         if not isinstance(config, tuple) or len(config) != 2:

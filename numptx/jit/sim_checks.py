@@ -31,7 +31,8 @@ from .numba_site import site as nx_site
 from .nvjitlink import ptx_to_cubin
 from .stubs import resolve_stub
 
-__all__ = ["check_stub", "check_site_names", "site_check_ptx", "site_for", "site_names"]
+__all__ = ["check_stub", "check_site_names", "site_check_ptx", "site_cubin", "site_for",
+           "site_names", "CHECK_ENTRY"]
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +56,8 @@ def site_for(spec: SiteSpec) -> Site:
 _OPERAND_REGS = {"h": ("b16", "rs"), "r": ("b32", "r"), "l": ("b64", "rd"), "f": ("f32", "f"),
                  "d": ("f64", "fd")}
 _CHECK_ENTRY = "numptx_site_check"
+#: the entry of a site's check kernel (:func:`site_cubin`)
+CHECK_ENTRY = _CHECK_ENTRY
 
 
 @functools.lru_cache(maxsize=None)
@@ -175,6 +178,14 @@ def check_stub(spec: SiteSpec, stub: Any, arch: str) -> str:
     if hit is not None:
         raise copy.copy(hit)
     return text
+
+
+def site_cubin(spec: SiteSpec, text: str, arch: str) -> bytes | None:
+    """The cubin of the check kernel of ``spec`` (entry :data:`CHECK_ENTRY`) with ``text`` (a
+    stub :func:`check_stub` returned) at the site; None where nvJitLink is unavailable. What
+    ``nx.autotune`` reads static costs from under the simulator, where no kernel PTX exists."""
+    inj = _check_frame(spec, arch)
+    return None if inj is None else ptx_to_cubin(inj.render({spec.name: text}), arch)
 
 
 # -- the sites of a kernel, read from its bytecode ----------------------------------------------

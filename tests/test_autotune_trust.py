@@ -1,0 +1,140 @@
+"""nx.autotune that says what it did (issue 22): the missing GPU named before missing arguments,
+excluded candidates warned and returned (``Tuned.excluded``), and ``@nx.autotuned`` kernels that
+run under numba-cuda's simulator, ranked by nvJitLink's register counts of their sites.
+
+Real components: NVRTC, nvJitLink and numba-cuda's simulator (in a fresh process, as a user
+runs it with ``NUMBA_ENABLE_CUDASIM=1``)."""
+from __future__ import annotations
+
+import dataclasses
+import warnings
+
+import numpy as np
+import pytest
+
+import numptx as nx
+from numptx.jit.autotune import AutotuneWarning, Excluded, Tuned, autotune
+
+from conftest import SPINE_SRC, gpu_available, run_script
+
+ADD = "add.f32 %v_z, %v_x, %v_y;"
+DIV = "div.rn.f32 %v_z, %v_x, %v_y;"          # the IEEE division: 24 registers on sm_90, not 8
+
+
+@pytest.fixture(scope="module")
+def tmpl(tmp_path_factory):
+    return nx.CudaTemplate(SPINE_SRC, arch="sm_90",
+                           cache=nx.CubinCache(str(tmp_path_factory.mktemp("cubins"))))
+
+
+# ------------------------------------------------------------------ item 14: what comes first
+@pytest.mark.skipif(gpu_available(), reason="checks the order of the errors without a GPU")
+def test_no_gpu_is_said_before_missing_launch_arguments(tmpl):
+    with pytest.raises(nx.LaunchError, match="no CUDA GPU is available: pass cost='sass'"):
+        autotune(tmpl, [{"combine": ADD}])                  # cost="time", nothing else given
+    with pytest.raises(nx.LaunchError, match="check=None"):
+        autotune(tmpl, [{"combine": ADD}], cost="registers", check=np.zeros(4))
+    args = (np.zeros(4, np.float32), np.zeros(4, np.float32), np.zeros(4, np.float32), 4)
+    with pytest.raises(nx.NumptxError, match="no index"):     # a wrong value still comes first
+        autotune(tmpl, [{"combine": ADD}], args=args, check=np.zeros(4), output=7)
+
+
+# ------------------------------------------------------------------ item 14: excluded candidates
+def test_excluded_candidates_are_warned_and_returned(tmpl, tmp_path):
+    cands = [{"combine": "bogus.f32 %v_z;"}, {"combine": ADD}, {"nosite": ADD}]
+    with pytest.warns(AutotuneWarning, match=r"2 of 3 candidate\(s\) excluded") as rec:
+        best = autotune(tmpl, cands, cost="registers", cache_dir=tmp_path)
+    text = str(rec[0].message)
+    assert "[build] candidate 0: LinkError" in text and "[stubs] candidate 2: RenderError" in text
+    assert issubclass(AutotuneWarning, nx.NumptxWarning)
+    assert rec[0].filename == __file__                      # the user's line, not numptx's
+    assert best.index == 1
+    assert [(e.index, e.stage) for e in best.excluded] == [(0, "build"), (2, "stubs")]
+    assert all(isinstance(e, Excluded) and e.reason == best.failed[e.index]
+               for e in best.excluded)
+    assert "excluded" in {f.name for f in dataclasses.fields(Tuned)}   # a declared field
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", AutotuneWarning)     # nothing excluded: no warning
+        again = autotune(tmpl, [{"combine": ADD}], cost="registers", cache_dir=tmp_path)
+    assert again.excluded == ()
+
+
+# ------------------------------------------------------------------ item 13: the simulator
+SIMULATED = r'''
+import os, warnings
+import numpy as np
+import numptx as nx
+from numba import cuda
+from numptx.jit.autotune import AutotuneWarning, autotune
+
+ADD, DIV = "add.f32 %v_z, %v_x, %v_y;", "div.rn.f32 %v_z, %v_x, %v_y;"
+SUB = "sub.f32 %v_z, %v_x, %v_y;"
+cache_dir = os.environ["TUNE_DIR"]
+
+def body(out, a, b):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = nx.site("combine", x=a[i], y=b[i], out={"z": nx.f32})
+
+a = np.arange(1, 33, dtype=np.float32)
+b = np.full(32, 2.0, np.float32)
+
+# cost="registers": nvJitLink's register counts of each candidate's site; the winner runs
+kern = nx.autotuned(nx.kernel(body), candidates=[{"combine": DIV}, {"combine": ADD}],
+                    cost="registers", cache_dir=cache_dir)
+out = np.zeros(32, np.float32)
+kern[1, 32](out, a, b)
+assert np.array_equal(out, a + b), out
+(best,) = kern.tunings.values()
+assert best.simulated and best.index == 1 and best.costs[0] > best.costs[1], best
+assert best.costs == (24.0, 8.0), best.costs       # div.rn.f32 alone takes 24 on sm_90
+assert not os.listdir(cache_dir)                   # site costs never enter the ranking cache
+
+# the default cost="time": ranked by registers instead, warned once per tuning
+kern = nx.autotuned(nx.kernel(body), candidates=[{"combine": DIV}, {"combine": ADD}],
+                    cache_dir=cache_dir)
+with warnings.catch_warnings(record=True) as rec:
+    warnings.simplefilter("always")
+    out = np.zeros(32, np.float32)
+    kern[1, 32](out, a, b)
+    kern[1, 32](out, a, b)
+assert np.array_equal(out, a + b)
+msgs = [str(w.message) for w in rec if issubclass(w.category, AutotuneWarning)]
+assert len(msgs) == 1 and "cost='registers'" in msgs[0] and "simulator" in msgs[0], msgs
+
+# check= runs each candidate in the simulator; what the build refuses is excluded as there
+kern = nx.kernel(body)
+cands = [{"combine": SUB}, {"combine": DIV}, {"combine": "bogus.f32 %v_z;"}, {"nosite": ADD},
+         {"combine": ADD}]
+with warnings.catch_warnings(record=True) as rec:
+    warnings.simplefilter("always")
+    best = autotune(kern, cands, args=(np.zeros(32, np.float32), a, b), grid=1, block=32,
+                    cost="registers", check=lambda out, a, b: a + b)
+assert best.index == 4, best
+stages = {e.index: e.stage for e in best.excluded}
+assert stages == {0: "check", 1: "check", 2: "build", 3: "stubs"}, best.excluded
+assert "differ from the reference" in best.failed[0]
+assert any("4 of 5 candidate(s) excluded" in str(w.message) for w in rec)
+
+# cost="time" by the function itself: refused, naming what works here (before args=)
+try:
+    autotune(kern, [{"combine": ADD}])
+except nx.LaunchError as e:
+    assert "simulator" in str(e) and "cost='registers'" in str(e), e
+else:
+    raise AssertionError("cost='time' under the simulator")
+try:
+    autotune(kern, [{"combine": ADD}], cost="registers")
+except nx.NumptxError as e:
+    assert "pass args=" in str(e), e
+else:
+    raise AssertionError("no args= under the simulator")
+print("SIMULATED-AUTOTUNE-OK")
+'''
+
+
+def test_autotuned_kernels_run_under_the_simulator(tmp_path, monkeypatch):
+    tune_dir = tmp_path / "tunes"
+    tune_dir.mkdir()
+    monkeypatch.setenv("TUNE_DIR", str(tune_dir))
+    run_script(tmp_path, SIMULATED, simulator=True, marker="SIMULATED-AUTOTUNE-OK")
