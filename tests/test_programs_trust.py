@@ -220,3 +220,56 @@ def test_the_right_binding_still_compiles_through_a_tag():
             sp.compile(words, {b: "f32", "x": "f32", a: "f32"}, {"y": "f32"})
     only_x = sp.encode([sp.input("x")], inputs=["x", b])              # lists b, never reads it
     assert "%x" in sp.compile(only_x, {"x": "f32", a: "f32"}, {"y": "f32"})
+
+
+# ============================================================================ item 5: convert + limits
+def _random_limits(rng: random.Random) -> sp.Limits:
+    kw = {"max_nodes": rng.randrange(1, 40), "max_steps": rng.randrange(1, 80),
+          "stack_capacity": rng.randrange(2, 16), "max_depth": rng.randrange(1, 4),
+          "n_slots": rng.randrange(1, 4)}
+    if rng.random() < 0.5:
+        kw["meta_capacity"] = rng.randrange(1, 8)
+    return sp.Limits(**{k: v for k, v in kw.items() if rng.random() < 0.7})
+
+
+@pytest.mark.parametrize("src,dst", [(MM, NX), (NX, MM)])
+def test_convert_under_random_limits_is_refused_or_computes_the_same(src, dst):
+    """Random programs and random Limits: sp.convert either raises a ProgramError or gives a
+    program that, compiled under the same Limits in ``dst``, computes what the source computes
+    compiled under them in ``src`` (the emulator on random inputs)."""
+    from test_dialects import INS, OUTS, _outputs, _random_program, _values
+    rng, nrng = random.Random(22 + len(src)), np.random.default_rng(5)
+    converted = refused = 0
+    for _ in range(400):
+        prog, routines = _random_program(rng)
+        lim = _random_limits(rng)
+        try:
+            ported = sp.convert(prog, src, dst, INS, OUTS, routines=routines, limits=lim)
+        except ProgramError:
+            refused += 1
+            continue
+        want = sp.compile(prog, INS, OUTS, routines=routines, dialect=src, limits=lim)
+        got = sp.compile(ported, INS, OUTS, dialect=dst, limits=lim)
+        vals = _values(nrng)
+        assert _outputs(got, vals) == _outputs(want, vals), (prog, routines, lim, ported)
+        converted += 1
+    assert converted > 100 and refused > 20
+
+
+def test_convert_refuses_where_the_outputs_cost_nodes_the_source_did_not_spend():
+    """The issue's case: numptx -> mm-ptx writes numptx's zero for an output as a pushed const,
+    mm-ptx -> numptx pushes an untouched mod variable: each a node the source never made."""
+    a = sp.input("a")
+    io = dict(inputs={"a": "f32", "acc": "f32"}, outputs={"z": "f32", "acc": "f32"})
+    prog = [a, sp.const(2.0, "f32"), sp.instr("mul.rn.f32")]         # 3 nodes; acc: no value
+    lim = sp.Limits(max_nodes=3)
+    for src, dst in ((NX, MM), (MM, NX)):
+        with pytest.raises(ProgramError, match=rf"convert {src} -> {dst}: the converted program "
+                           r"needs 4 DAG nodes, more than limits.max_nodes = 3.*max_nodes=4"):
+            sp.convert(prog, src, dst, **io, limits=lim)
+        ported = sp.convert(prog, src, dst, **io, limits=sp.Limits(max_nodes=4))
+        vals = {"a": np.float32(1.5), "acc": np.float32(7)}
+        want = nx.emulate(sp.compile(prog, **io, dialect=src, limits=lim), vals, ["z", "acc"])
+        got = nx.emulate(sp.compile(ported, **io, dialect=dst, limits=sp.Limits(max_nodes=4)),
+                         vals, ["z", "acc"])
+        assert {k: float(v) for k, v in got.items()} == {k: float(v) for k, v in want.items()}

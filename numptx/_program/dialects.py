@@ -169,7 +169,9 @@ def convert(prog, src: str, dst: str, inputs: Mapping[str, str] | None = None,
     output the program leaves unwritten that is not also an input (numptx writes zero where
     mm-ptx writes nothing: push a value for it or make it a mod variable); a converted program
     longer than ``limits.max_steps``; a source that hits the DAG node limit (a value-dependent
-    no-op, found by compiling the source once); a program or routine whose dialect marker is
+    no-op, found by compiling the source once), or a converted program that does under the
+    same ``limits`` (its pushes for the outputs cost nodes: compiled once too); a program or
+    routine whose dialect marker is
     not ``src``. Programs that stop at the step limit convert up to that point. With
     ``src == dst`` the program comes back as a list, unchanged."""
     s, d = dialect_id(src, "convert"), dialect_id(dst, "convert")
@@ -217,7 +219,37 @@ def convert(prog, src: str, dst: str, inputs: Mapping[str, str] | None = None,
         raise ProgramError(f"convert {src} -> {dst}: the converted program takes {n_steps} steps, "
                            f"more than limits.max_steps ({lim.max_steps}); compile it with "
                            f"limits=sp.Limits(max_steps={n_steps}) and convert with the same")
+    _check_target_nodes(run, ins, outs, site)
     return run.out
+
+
+def _check_target_nodes(run: _Run, ins, outs, site) -> None:
+    """The converted program may need DAG nodes the source did not (a value pushed for an
+    output the source leaves to the dialect: numptx's zero, mm-ptx's unwritten register); under
+    the node limit those pushes would be no-ops and the program would compute something else:
+    compile it once in the target dialect under the same limits and refuse where it hits the
+    limit, naming the nodes it needs."""
+    from dataclasses import asdict
+    from .compile import compile_words
+    ins, outs = (None, None) if site is not None else (dict(ins), dict(outs))
+
+    def nodes(lim: Limits):
+        stub = compile_words("stack", run.out, ins, outs, site=site, limits=lim, dialect=run.dst)
+        return stub._diag[0] & 2, stub.stats["nodes"]        # STACKPTX_D_NODE_LIMIT
+
+    hit, _ = nodes(run.lim)
+    if not hit:
+        return
+    wide = Limits(**{**asdict(run.lim), "max_nodes": 1 << 20,
+                     "meta_capacity": meta_capacity(run.lim, run.dst)})
+    need = nodes(wide)[1]
+    raise ProgramError(f"convert {DIALECTS[run.src]} -> {DIALECTS[run.dst]}: the converted "
+                       f"program needs {need} DAG nodes, more than limits.max_nodes = "
+                       f"{run.lim.max_nodes} (the values it pushes for outputs the source "
+                       f"leaves to its dialect cost nodes the source does not spend); under that "
+                       f"limit it would compute something else: raise limits.max_nodes to "
+                       f"{need} (sp.Limits(..., max_nodes={need})) for the conversion and for "
+                       f"the compiles of the converted program")
 
 
 def _check_value_limits(run: _Run, prog: list[Op], ins, outs, site, routines) -> None:
