@@ -7,6 +7,7 @@
     best.variant[grid, block](out, a, b, n)     # the winner, built
     best.index, best.times, best.ranking        # seconds per candidate (inf: failed)
     best.failed                                 # {index: why} for excluded candidates
+    best.excluded                               # (Excluded(index, stage, reason), ...)
 
     best = nx.autotune(tmpl, cands, cost="sass")     # no GPU: static SASS instruction count
     best = nx.autotune(tmpl, cands, cost="registers")
@@ -30,7 +31,9 @@ nvdisasm's version for ``cost="sass"``, the argument
 types, shapes and integer values, grid and block: a changed candidate list measures only new
 candidates. Without a GPU, ``cost="time"`` raises :class:`~numptx.jit.errors.LaunchError`;
 ``cost="sass"`` (needs ``numptx[tools]``) and ``cost="registers"`` rank on the CPU, keyed
-without device, grid or arguments. The guide: docs/autotune.md.
+without device, grid or arguments. Excluded candidates are listed in one
+:class:`AutotuneWarning` per call. Under numba-cuda's simulator an ``@nx.kernel`` kernel ranks
+by its sites' static costs (:mod:`numptx.jit.autotune_sim`). The guide: docs/autotune.md.
 """
 from __future__ import annotations
 
