@@ -289,7 +289,7 @@ class CubinCache:
     def _read_regular(fd: int, key: str, path: str) -> bytes | None:
         """The bytes of an open entry that is a regular file of at most ``_MAX_ENTRY`` bytes
         (read up to the size it had when opened); None, with a warning, for anything else (a
-        device such as /dev/zero behind a symlink, a FIFO, a folder, a huge file)."""
+        device, a FIFO, a folder, a huge file)."""
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode) or st.st_size > _MAX_ENTRY:
             what = (f"{st.st_size} bytes, more than {_MAX_ENTRY}" if stat.S_ISREG(st.st_mode)
