@@ -7,12 +7,14 @@ runs it with ``NUMBA_ENABLE_CUDASIM=1``)."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import warnings
 
 import numpy as np
 import pytest
 
 import numptx as nx
+from numba import cuda  # noqa: F401 - a module global, as nx.kernel needs
 from numptx.jit.autotune import AutotuneWarning, Excluded, Tuned, autotune
 
 from conftest import SPINE_SRC, gpu_available, run_script
@@ -68,6 +70,7 @@ from numba import cuda
 from numptx.jit.autotune import AutotuneWarning, autotune
 
 ADD, DIV = "add.f32 %v_z, %v_x, %v_y;", "div.rn.f32 %v_z, %v_x, %v_y;"
+PARITY = PARITY_LIST
 SUB = "sub.f32 %v_z, %v_x, %v_y;"
 cache_dir = os.environ["TUNE_DIR"]
 
@@ -129,12 +132,42 @@ except nx.NumptxError as e:
     assert "pass args=" in str(e), e
 else:
     raise AssertionError("no args= under the simulator")
+
+# what the real build refuses, refused the same (compared with the real build by the test)
+import json
+best = autotune(kern, [{"combine": c} if isinstance(c, str) else c for c in PARITY],
+                args=(np.zeros(32, np.float32), a, b), cost="registers")
+with open(os.environ["PARITY_OUT"], "w") as f:
+    json.dump([[e.index, e.stage] for e in best.excluded], f)
 print("SIMULATED-AUTOTUNE-OK")
 '''
+
+#: candidates the real build and the simulator must accept and refuse alike
+PARITY = [ADD, "bogus.f32 %v_z;", {"nosite": ADD}, DIV, "add.f64 %v_z, %v_x, %v_y;",
+          "add.f32 %v_z, %v_x;", {}, "mov.f32 %v_q, %v_x;"]
+
+
+def _body(out, a, b):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = nx.site("combine", x=a[i], y=b[i], out={"z": nx.f32})
 
 
 def test_autotuned_kernels_run_under_the_simulator(tmp_path, monkeypatch):
     tune_dir = tmp_path / "tunes"
     tune_dir.mkdir()
     monkeypatch.setenv("TUNE_DIR", str(tune_dir))
-    run_script(tmp_path, SIMULATED, simulator=True, marker="SIMULATED-AUTOTUNE-OK")
+    monkeypatch.setenv("PARITY_OUT", str(tmp_path / "parity.json"))
+    run_script(tmp_path, SIMULATED.replace("PARITY_LIST", repr(PARITY)), simulator=True,
+               marker="SIMULATED-AUTOTUNE-OK")
+    # the real build (numba-cuda compiles the kernel here; no GPU needed) excludes the same
+    # candidates at the same stages
+    a, b = np.arange(1, 33, dtype=np.float32), np.full(32, 2.0, np.float32)
+    with pytest.warns(AutotuneWarning):
+        real = autotune(nx.kernel(_body), [{"combine": c} if isinstance(c, str) else c
+                                           for c in PARITY],
+                        args=(np.zeros(32, np.float32), a, b), cost="registers",
+                        cache_dir=tmp_path / "real")
+    simulated = json.loads((tmp_path / "parity.json").read_text())
+    assert [[e.index, e.stage] for e in real.excluded] == simulated
+    assert {i for i, _ in simulated} == {1, 2, 4, 5, 6, 7}

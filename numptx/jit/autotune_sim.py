@@ -34,7 +34,8 @@ from .autotune_types import AutotuneError, Excluded, Stage, Tuned, warn_excluded
 from .errors import ToolMissingError, summary
 from .numba_site import SiteSpec
 from .resources import kernel_resources
-from .sim_checks import CHECK_ENTRY, check_site_names, check_stub, site_cubin
+from .sim_checks import CHECK_ENTRY, check_site_names, check_stub, site_cubin, site_for
+from .stubs import resolve_stub
 
 __all__ = ["autotune_simulated", "site_specs", "site_cost"]
 
@@ -60,6 +61,8 @@ def site_cost(kv: Any, specs: Mapping[str, SiteSpec], cost: str) -> float:
                 continue
             raise RenderError(f"no stub for site {name!r} (pass missing='empty' to leave sites "
                               f"without a stub no-ops)")
+        if getattr(kv.kernel, "strict", False) and type(stub) is str:
+            resolve_stub(stub, site_for(spec), strict=True)    # as the simulator's launch
         cubin = site_cubin(spec, check_stub(spec, stub, arch), arch)
         if cubin is None:
             raise ToolchainError("nvJitLink is unavailable: under the simulator static costs "
