@@ -178,3 +178,13 @@ def test_set_constants_refuses_what_it_took_silently(fit, values, match):
     pack.set_constants({1: []})
     pack.set_constants({0: np.array([3.0, 4.0])})
     assert pack.constants[0].tolist() == [3.0, 4.0]
+
+
+def test_ptxas_errors_in_a_runtime_pack_name_the_candidates_own_line(fit):
+    """With run-time constants each candidate's code starts with a load per literal; the line
+    ptxas blames is still counted in the candidate's own text."""
+    bad = "fma.rn.f32 %v_y, %v_x, 0f40000000, 0f3F000000;\n// two constants above\nbogus.f32 %v_y;"
+    pack = fit.pack("f", [SQUARE, bad], select="cand", constants="runtime")
+    assert len(pack.cubin) > 0 and list(pack.errors) == [1]
+    e = pack.errors[1]
+    assert "stub line 3: 'bogus.f32 %v_y;'" in str(e) and e.stub_line == "bogus.f32 %v_y;"

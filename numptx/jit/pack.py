@@ -34,6 +34,14 @@ variables are 0, as at a site left empty (``missing="empty"``); the simulator do
 candidate whose stub does not fit the site (it fails to compile for it, or ptxas refuses it)
 is left out the same way and listed in ``pack.errors`` (index -> the numptx error); the other
 candidates still build. ``errors="raise"`` raises a :class:`BuildError` instead.
+
+**Isolation.** Raw PTX candidates keep the stub contract
+(:func:`~numptx.jit.stub_checks.check_stub_rules` with ``packed=True``): no pack mark, label
+or register (``__nx_``), no branch to a label the candidate does not define, no directive but
+``.reg``, no ``ret``/``exit``/``trap``. One that breaks it fails alone (a ``StubRuleError`` in
+``pack.errors``), so the marks above each candidate, which attribute ptxas's errors, cannot be
+forged. The packed stub is a :class:`~numptx.site_layout.GeneratedStub`: its run-time constant
+table is the only module-scope line, and it travels in ``module_lines``, not in text.
 """
 from __future__ import annotations
 
@@ -77,6 +85,7 @@ _MARK = "// numptx candidate "  # before each candidate: maps ptxas's line numbe
 _SELECTOR_TYPES = ("u32", "s32")
 _ZERO = {"f32": "0f00000000", "f64": "0d0000000000000000"}
 _LOG_MSG = re.compile(r"line (\d+); (?:error|fatal)\s*:\s*(.*)")
+_MARK_LINE = re.compile(re.escape(_MARK) + r"(\d+)\s*$")
 
 
 class PackError(NumptxError):
@@ -251,20 +260,22 @@ class Population:
     def culprits(self, ptx: str, log_text: str) -> dict[int, list[str]]:
         """The candidates (local index -> what ptxas said of their lines) that the failing
         lines of an nvJitLink log lie in, found from the candidate marks above those lines in
-        the rendered ``ptx``. Each message reads ``stub line j: 'text': message``, j counted in
-        the candidate's own text."""
+        the rendered ``ptx`` (candidates cannot hold a mark or a pack label: the stub contract
+        refuses them). Each message reads ``stub line j: 'text': message``, j counted in the
+        candidate's own text (before its literals were lifted, with run-time constants)."""
         lines = ptx.splitlines()
         found: dict[int, list[str]] = {}
         for m in _LOG_MSG.finditer(log_text):
             at = i = int(m.group(1)) - 1
             while 0 <= i < len(lines):
                 s = lines[i].lstrip()
-                if s.startswith(_MARK):
-                    k = int(s[len(_MARK):])
+                mark = _MARK_LINE.match(s)
+                if mark:
+                    k = int(mark.group(1))
                     if 0 <= k < len(self.candidates):
                         # the mark, then "{", then the candidate's first line
-                        msg = (f"stub line {at - i - 1}: {lines[at].strip()!r}: "
-                               f"{m.group(2).strip()}")
+                        j, text = self._own_line(k, at - i - 1, lines[at].strip())
+                        msg = f"stub line {j}: {text!r}: {m.group(2).strip()}"
                         if msg not in found.setdefault(k, []):
                             found[k].append(msg)
                     break
@@ -272,6 +283,20 @@ class Population:
                     break
                 i -= 1
         return found
+
+    def _own_line(self, k: int, j: int, text: str) -> tuple[int, str]:
+        """Line ``j`` of candidate ``k``'s packed text as a line of its own text: with run-time
+        constants the packed text starts with a declaration and a load per constant."""
+        site = self.last_site
+        if self.constants != "runtime" or site is None:
+            return j, text
+        own = self.texts(site)[k]
+        if own is None:
+            return j, text
+        n = len(RT.lift(own, 0).kinds)
+        j -= 2 * n if n else 0
+        lines = own.splitlines()
+        return (j, lines[j - 1].strip()) if 0 < j <= len(lines) else (j + 2 * n, text)
 
 
 def check_not_one_program(given: Any, candidates: list) -> None:

@@ -175,7 +175,7 @@ def _statements(code: str):
 
 
 def check_stub_rules(text: str, site: str, *, packed: bool = False) -> None:
-    """Refuse (:class:`StubRuleError`, naming ``site`` and the stub line) raw stub ``text``
+    r"""Refuse (:class:`StubRuleError`, naming ``site`` and the stub line) raw stub ``text``
     that breaks the stub contract: text numptx reserves (``site_layout.RESERVED``, comments
     included), a directive other than ``.reg`` (module-scope and state-space declarations:
     ``.global``, ``.extern``, ``.entry``, ``.pragma``, ``.branchtargets`` ...), an indirect
