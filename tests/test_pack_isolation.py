@@ -152,8 +152,9 @@ def test_one_program_as_a_population_is_refused(fit):
     words = sp.encode(prog, inputs=["cand", "x"])
     with pytest.raises(PackError, match=r"uint64 encoding.*\[prog\]"):
         fit.pack("f", words, select="cand")
-    with pytest.raises(PackError, match=r"\[prog\]"):
-        fit.pack_many("f", prog, select="cand")
+    for given in (prog, words):
+        with pytest.raises(PackError, match=r"\[prog\]"):
+            fit.pack_many("f", given, select="cand")
     pack = fit.pack("f", [prog], select="cand")                  # the fix
     assert len(pack) == 1 and len(pack.cubin) > 0 and pack.errors == {}
 

@@ -611,6 +611,7 @@ def pack_many(target: Any, site: str, candidates: Iterable[Any], *, select: str,
     cands = list(candidates)
     if not cands:
         raise PackError("an empty population: give at least one candidate")
+    check_not_one_program(candidates, cands)
     packs = [pack(target, site, cands[i:i + per_module], select=select, missing=missing,
                   stubs=stubs, offset=i, constants=constants)
              for i in range(0, len(cands), per_module)]
