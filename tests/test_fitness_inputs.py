@@ -16,6 +16,7 @@ import numptx as nx
 from numptx import stack_ptx as sp
 from numptx.jit import fitness as F
 from numptx.jit.fitness import FitnessError
+from numptx.jit.stub_checks import UnwrittenOutputWarning
 
 from conftest import run_script
 
@@ -255,6 +256,27 @@ def test_the_gpu_pack_of_float64_data_keeps_the_f32_instructions():
     assert pack.errors == {} and pack.cubin[:4] == b"\x7fELF"
     for r in ROWS32:
         assert re.search(rf"\b{re.escape(r)}\b", pack.ptx), r
+
+
+def test_the_cpu_path_computes_what_the_packed_module_does():
+    """On a GPU candidate k of a population runs in module k // per_module with %v_cand = its
+    index there, and %v_p reads 0 where it is not written (the pack zero-fills it): the CPU
+    path gives the same (before: %v_cand was always 0, an unwritten %v_p scored +inf)."""
+    reads = "cvt.rn.f32.u32 %v_p, %v_cand;"
+    unwritten = ".reg .f32 %q;\nmov.f32 %q, %v_x0;"
+    pop = [reads] * 5 + [unwritten]
+    with pytest.warns(UnwrittenOutputWarning):
+        got = nx.fitness(pop, X32, Y32, device="cpu", per_module=2)
+    want = [_mse(np.full(len(Y32), k % 2, np.float32), Y32) for k in range(5)]
+    np.testing.assert_allclose(got, want + [_mse(np.zeros_like(Y32), Y32)], rtol=1e-12)
+    tmpl = F.fitness_template(2, ("x0", "x1"), "f32", "mse")
+    with pytest.warns(UnwrittenOutputWarning):
+        packs = tmpl.pack_many("f", pop, select="cand", per_module=2)
+    assert [p.offset for p in packs] == [0, 2, 4] and all(not p.errors for p in packs)
+    zero = packs[2].ptx.index("mov.f32 %v_p, 0f00000000")      # before the dispatch
+    assert zero < packs[2].ptx.index("brx.idx")
+    with pytest.raises(FitnessError, match="per_module=0"):
+        nx.fitness(pop, X32, Y32, device="cpu", per_module=0)
 
 
 # ---- item 3: one program where a population is expected --------------------------------------

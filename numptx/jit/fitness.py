@@ -11,7 +11,8 @@
 Candidates are ``@nx.ptx_expr`` formulas (parameters bind to the columns by name, or by
 position when no name matches and the counts match), Stack PTX programs over inputs
 ``x0 .. x{d-1}`` (the column names, ``names=`` renames them) or PTX text that reads
-``%v_x0 ..`` and writes the prediction to ``%v_p``. ``%v_cand`` holds the candidate's index.
+``%v_x0 ..`` and writes the prediction to ``%v_p`` (which reads 0 until written);
+``%v_cand`` is the candidate's index in its module (``k % per_module``), on either device.
 
 **One float type.** The kernel reads the columns and gives the prediction in one type, f32 or
 f64: ``dtype=`` when given, else the type the candidates are written in (a formula's parameter
@@ -68,7 +69,8 @@ from ..instructions import TABLE, TYPES
 from ..opkinds import CONST, CONST64, INPUT, INSTR
 from ..valuetypes import BY_NAME
 from .errors import LaunchError
-from .pack import DEFAULT_PER_MODULE, Population, check_selector  # noqa: F401
+from .pack import (DEFAULT_PER_MODULE, MAX_CANDIDATES, Population,  # noqa: F401
+                   check_selector)
 from .stubs import resolve_stub
 from .numba_site import SIMULATOR
 from .template import CudaTemplate
@@ -538,7 +540,10 @@ def _score(pred: np.ndarray, t: np.ndarray, loss: Any) -> float:
     return s if math.isfinite(s) else math.inf
 
 
-def _predict_cpu(c: Any, X: np.ndarray, names: tuple[str, ...], site) -> np.ndarray:
+def _predict_cpu(c: Any, X: np.ndarray, names: tuple[str, ...], site, cand: int) -> np.ndarray:
+    """Candidate ``c``'s predictions, as its module on a GPU computes them: ``cand`` is its
+    index in the module, and ``p`` reads 0 where the candidate does not write it (the pack
+    zero-fills out variables before its dispatch)."""
     cols = {n: X[:, j] for j, n in enumerate(names)}
     vt = "f64" if X.dtype == np.float64 else "f32"
     if isinstance(c, PtxExpr):
@@ -554,7 +559,8 @@ def _predict_cpu(c: Any, X: np.ndarray, names: tuple[str, ...], site) -> np.ndar
     # refused as a pack refuses it (raw text that leaves early, branches out, ...): +inf
     text = resolve_stub(c, site, packed=True)
     reg = site_layout.reg_name
-    got = emulate(text, {reg(n): v for n, v in cols.items()} | {reg("cand"): np.uint32(0)},
+    got = emulate(text, {reg(n): v for n, v in cols.items()} |
+                  {reg("cand"): np.uint32(cand), reg("p"): np.zeros((), X.dtype)},
                   {reg("p"): vt})
     return np.broadcast_to(np.asarray(got[reg("p")]), (X.shape[0],))
 
@@ -577,6 +583,10 @@ def fitness(candidates: Iterable[Any], X: Any, y: Any, loss: Any = "mse", *,
     if isinstance(block, bool) or not isinstance(block, int) or block % 32 or not 32 <= block <= 1024:
         raise FitnessError(f"fitness: block={block!r}: a multiple of 32 from 32 to 1024 (the "
                            f"kernel reduces whole warps)")
+    if isinstance(per_module, bool) or not isinstance(per_module, int) or \
+            not 1 <= per_module <= MAX_CANDIDATES:
+        raise FitnessError(f"fitness: per_module={per_module!r}: an int from 1 to "
+                           f"{MAX_CANDIDATES} (candidates a module)")
     if device == "gpu" and not gpu_available():
         why = ("numba-cuda's simulator (NUMBA_ENABLE_CUDASIM=1) runs no CUDA C++" if SIMULATOR
                else "numba-cuda finds no CUDA GPU or driver")
@@ -595,7 +605,7 @@ def fitness(candidates: Iterable[Any], X: Any, y: Any, loss: Any = "mse", *,
         out = np.empty(len(cands))
         for k, c in enumerate(cands):
             try:
-                pred = _predict_cpu(c, X, names, site)
+                pred = _predict_cpu(c, X, names, site, k % per_module)
             except Exception as e:   # noqa: BLE001 - a candidate that does not run scores +inf
                 log.debug("numptx.fitness: candidate %d: %s", k, e)
                 out[k] = math.inf
