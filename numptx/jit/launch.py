@@ -17,7 +17,7 @@ stub, bound to the site as the build binds it) run in the stub emulator (:func:`
 or with ``nx.kernel(..., simulate="reference")`` a formula runs its NumPy reference
 (:meth:`PtxExpr.binding <numptx.dsl.expr.PtxExpr.binding>`); other objects with a ``.stub``
 method are called with the site's inputs by name. The threads of a block evaluate a site
-together, once per site signature on arrays (:func:`_sim_classes`). What the real build
+together, once per site signature on arrays (:mod:`numptx.jit.sim_waves`). What the real build
 refuses is refused there too: stubs for sites the kernel does not have (read from its bytecode
 before the launch), and, the first time a site signature meets a stub, a formula that does not
 bind to the site or PTX that nvJitLink does not assemble
@@ -25,8 +25,10 @@ bind to the site or PTX that nvJitLink does not assemble
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
+import re
 import threading
 import weakref
 from collections.abc import Mapping
@@ -40,7 +42,7 @@ from ..dsl.emulator import emulate
 from ..dtypes import get_dtype
 from ..errors import NumptxError
 from ..instructions import NP_DTYPE
-from . import numba_site, residency
+from . import numba_site, residency, sim_waves
 from .errors import LaunchError
 from .numba_site import SIMULATOR, SiteError, SiteSpec
 from .pack import Population, check_selector, with_index
@@ -109,6 +111,18 @@ def _typed_inputs(spec: SiteSpec, values: dict) -> dict:
 def _stacked(spec: SiteSpec, batch: list) -> dict:
     """The in/mod values of a batch of site calls (one per thread), typed, one array per
     variable."""
+    out = {}
+    for k, tn, n in spec.variables:
+        if k != "out":
+            dt = _np_dtype(tn)
+            col = [values[n] for values in batch]
+            if all(type(v) is dt.type for v in col):    # in their type already: as they are
+                out[n] = np.array(col, dt)
+            else:
+                out = None
+                break
+    if out is not None:
+        return out
     typed = [_typed_inputs(spec, values) for values in batch]
     return {n: np.array([t[n] for t in typed], _np_dtype(tn))
             for k, tn, n in spec.variables if k != "out"}
@@ -136,7 +150,7 @@ def _is_expr(stub: Any) -> bool:
 
 
 # Evaluators: fn(spec, batch) -> results, for a batch of calls of one site signature (the in
-# and mod values of each thread that reached it); see _sim_classes.
+# and mod values of each thread that reached it); see numptx.jit.sim_waves.
 
 
 def _binding_evaluator(binding: SiteBinding):
@@ -202,6 +216,12 @@ def _special_registers(thread: Any) -> dict | None:
     return out
 
 
+#: what in a stub makes a value depend on its position in the emulated arrays: warp-level
+#: instructions (32 consecutive values are a warp) and lane registers the emulator derives
+_POSITIONAL = re.compile(r"\bmma\b|\bwmma\b|\bshfl\b|\bvote\b|\bredux\b|\bmatch\b|"
+                         r"\bactivemask\b|%lane")
+
+
 def _ptx_evaluator(text: str):
     """PTX text run in the stub emulator, once for the whole batch (the site's variables are
     the registers of the stub's top-level scope, site_layout.reg_name; special registers are
@@ -220,6 +240,8 @@ def _ptx_evaluator(text: str):
         res = emulate(text, ins, outs)
         return _finish_batch(spec, {n: res[reg(n)] for k, _, n in spec.variables if k != "in"},
                              len(batch))
+    # a value's position in the batch decides its warp and lane: evaluated as each block alone
+    run_ptx.batch = "warps" if _POSITIONAL.search(text) else "grid"
     return run_ptx
 
 
@@ -231,148 +253,11 @@ def _empty_site(spec: SiteSpec, values: dict):
     return _finish(spec, got)
 
 
-# -- batches: one evaluation per site signature for the threads of a block ---------------------
-#: whether the simulator's threads of a block evaluate a site together (one emulator run on
-#: arrays); False: each thread alone (the same results, slower)
+# -- batches: one evaluation per site signature for the threads of a wave (sim_waves) --------
+#: whether the simulator runs blocks in waves whose threads evaluate a site together (one
+#: emulator run on arrays, numptx.jit.sim_waves); False: numba's own block manager, each thread
+#: evaluates its sites alone (the same results, slower)
 SIM_BATCH = True
-_current: _SimLaunch | None = None      # the launch under way (under _sim_launch_lock)
-
-
-class _Slot:
-    __slots__ = ("event", "value", "error")
-
-    def __init__(self):
-        self.event = threading.Event()
-        self.value = self.error = None
-
-
-def _evaluate(launch: _SimLaunch, batch: list) -> None:
-    """Fill the slots of ``batch`` ``(thread, key, fn, spec, values, slot)``: each (site,
-    signature) evaluated once on the values of its threads, in thread order."""
-    batch.sort(key=lambda w: getattr(w[0], "thread_id", 0))
-    groups: dict = {}
-    for w in batch:
-        groups.setdefault(w[1], []).append(w)
-    for ws in groups.values():
-        fn, spec = ws[0][2], ws[0][3]
-        try:
-            results = fn(spec, [w[4] for w in ws])
-        except Exception as e:   # noqa: BLE001 - each thread of the batch raises it
-            launch.note(e)
-            for w in ws:
-                w[5].error = e
-            continue
-        for w, r in zip(ws, results):
-            w[5].value = r
-
-
-@functools.lru_cache(maxsize=1)
-def _sim_classes():
-    """``(numba's simulator kernel module, block manager, thread)``: numba's simulator with
-    each block run by one coordinator. A thread that reaches a site, a ``syncthreads`` or its
-    end tells the block's manager and waits; when no thread of the block runs, the manager
-    evaluates the sites reached, each (site, signature) once on the values of all its
-    threads (stubs are elementwise: each thread gets what it alone would get), or else
-    releases the ``syncthreads`` all live threads wait in (numba's rule: sites first, so no
-    barrier is crossed early). numba's own manager polls its threads in a busy loop; this one
-    waits to be told. None where numba's simulator is not built this way (each thread then
-    evaluates its sites alone)."""
-    try:
-        from numba.cuda.simulator import kernel as simk
-        base_thread, base_manager = simk.BlockThread, simk.BlockManager
-        base_manager.__init__, base_thread.syncthreads       # noqa: B018
-    except (ImportError, AttributeError):
-        return None
-
-    class SiteThread(base_thread):
-        def __init__(self, f, manager, *args, **kw):
-            super().__init__(f, manager, *args, **kw)
-            self.numptx_manager = manager
-            self.numptx_done = self.numptx_at_site = False
-
-        def run(self):
-            try:
-                super().run()
-            finally:
-                with self.numptx_manager.cond:
-                    self.numptx_done = True
-                    self.numptx_manager.cond.notify_all()
-
-        def syncthreads(self):
-            if self.abort:
-                raise RuntimeError("abort flag set on syncthreads call")
-            with self.numptx_manager.cond:
-                self.syncthreads_blocked = True
-                self.numptx_manager.cond.notify_all()
-            self.syncthreads_event.wait()
-            self.syncthreads_event.clear()
-            if self.abort:
-                raise RuntimeError("abort flag set on syncthreads clear")
-
-        def numptx_site(self, launch, key, fn, spec, values):
-            slot = _Slot()
-            m = self.numptx_manager
-            with m.cond:
-                m.waiting.append((self, key, fn, spec, values, slot))
-                self.numptx_at_site = True
-                m.cond.notify_all()
-            slot.event.wait()
-            if slot.error is not None:
-                raise slot.error
-            return slot.value
-
-    class SiteBlockManager(base_manager):
-        def __init__(self, *args, **kw):
-            super().__init__(*args, **kw)
-            self.cond = threading.Condition()
-            self.waiting: list = []
-            self.launch = _current
-
-        def run(self, grid_point, *args):
-            def target():
-                self._f(*args)
-            threads = [SiteThread(target, self, grid_point, p, self._debug)
-                       for p in np.ndindex(*self._block_dim)]
-            for t in threads:
-                t.start()
-            live = threads
-            with self.cond:
-                while True:
-                    failed = next((t for t in threads if t.exception), None)
-                    if failed is not None:
-                        self._abort(threads)
-                        raise failed.exception[0].with_traceback(failed.exception[1])
-                    live = [t for t in live if not t.numptx_done]
-                    if not live:
-                        break
-                    if any(not (t.numptx_at_site or t.syncthreads_blocked) for t in live):
-                        self.cond.wait(0.05)        # woken by each thread's news
-                    elif self.waiting:
-                        batch, self.waiting = self.waiting, []
-                        for w in batch:
-                            w[0].numptx_at_site = False
-                        _evaluate(self.launch, batch)
-                        for w in batch:
-                            w[5].event.set()
-                    else:
-                        for t in live:
-                            t.syncthreads_blocked = False
-                            t.syncthreads_event.set()
-            for t in threads:
-                if t.exception:
-                    raise t.exception[0].with_traceback(t.exception[1])
-
-        def _abort(self, threads):
-            for t in threads:
-                t.abort = True
-                t.syncthreads_blocked = False
-                t.syncthreads_event.set()
-            for w in self.waiting:
-                w[5].error = RuntimeError("another thread of the block failed")
-                w[5].event.set()
-            self.waiting = []
-
-    return simk, SiteBlockManager
 
 
 class _SimLaunch:
@@ -415,7 +300,9 @@ class _SimLaunch:
         if fn is None:
             fn = self._prepare(name, spec)
         me = threading.current_thread()
-        special = _special_registers(me)
+        special = me.__dict__.get("numptx_special", _SPECIAL)
+        if special is _SPECIAL:             # a thread's special registers never change
+            special = me.__dict__["numptx_special"] = _special_registers(me)
         if special is not None:
             values = {**values, _SPECIAL: special}
         if SIM_BATCH and getattr(me, "numptx_manager", None) is not None \
@@ -492,6 +379,7 @@ class _SimLaunch:
                 for i, r in zip(idx, got):
                     out[i] = r
             return out
+        run_pack.batch = "block"        # the selector splits a block's threads: by block
         return run_pack
 
 
@@ -501,15 +389,13 @@ def _launch_simulator(kv, config, args) -> None:
     with _sim_launch_lock:
         check_site_names(kv)
         launch = _SimLaunch(kv)
-        global _current
-        classes = _sim_classes() if SIM_BATCH else None
-        if classes is not None:         # blocks run by a manager that batches sites
-            simk, manager = classes
-            base, simk.BlockManager = simk.BlockManager, manager
-        _current = launch
+        batched = SIM_BATCH and sim_waves.simulator_classes() is not None
         try:
-            with numba_site.simulating(launch.evaluators(), kernel=kv.kernel.__name__,
-                                       note=launch.note):
+            # blocks run in waves whose threads take turns, each site evaluated once a turn
+            with (sim_waves.running(launch, launch.note, int(shared or 0)) if batched
+                  else contextlib.nullcontext()), \
+                    numba_site.simulating(launch.evaluators(), kernel=kv.kernel.__name__,
+                                          note=launch.note):
                 disp[grid, block, stream, shared](*args)
         except Exception:
             # the simulator re-raises a thread's exception as type(e)(message): raise a failed
@@ -517,10 +403,6 @@ def _launch_simulator(kv, config, args) -> None:
             if launch.error is not None:
                 raise launch.error from None
             raise
-        finally:
-            _current = None
-            if classes is not None:
-                simk.BlockManager = base
 
 
 def simulated_sites(kernel, args: tuple) -> dict:

@@ -48,6 +48,8 @@ import types as _pytypes
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
+import numpy as np
+
 from .. import valuetypes as VT
 from ..annotate import site_asm_text
 from ..dtypes import SiteType, get_dtype
@@ -356,6 +358,68 @@ def _sim_spec(name: Any, kwargs: Mapping[str, Any]) -> tuple[SiteSpec, dict[str,
     return SiteSpec(name, variables), values, tuple(declared)
 
 
+#: a simulator call's shape (site name; per keyword its value's type, or the out types and mod
+#: value types) -> (spec, variables as declared, what it returns): calls of that shape parse
+#: as it did
+_parsed: dict = {}
+_MAX_PARSED = 1024
+#: Python and NumPy number scalars: the type alone fixes the site type (``_value_dtype``)
+_SCALARS = frozenset({int, float} | {t for t in set(np.sctypeDict.values())
+                                     if issubclass(t, np.number)})
+
+
+def _value_key(value: Any) -> Any:
+    """What fixes the site type of a value and how ``_sim_spec`` splits it: its type (number
+    scalars), its dtype (arrays), ``(value, type)`` pairs; raises KeyError for the rest."""
+    t = type(value)
+    if t in _SCALARS:
+        return t
+    if t is tuple and len(value) == 2:
+        return (tuple, _value_key(value[0]), type(value[1]), value[1])
+    if t is np.ndarray:
+        return (t, value.dtype)
+    raise KeyError(t)
+
+
+def _parse_call(name: Any, kwargs: Mapping[str, Any]) -> tuple[SiteSpec, dict, tuple, list]:
+    """``(spec, values, variables as declared, names returned)`` of a simulator call:
+    ``_sim_spec``, its answer kept per call shape (the simulator calls a site once per thread
+    and loop trip: the checks run for the first call of each shape). A call of another kind
+    (another Mapping, a value of another type) takes ``_sim_spec``, which words any error."""
+    try:
+        values: dict[str, Any] = {}
+        shape: list = [name]
+        for key, value in kwargs.items():
+            if type(value) is not dict:
+                if key in _RESERVED:
+                    raise KeyError(key)
+                k = _value_key(value)
+                shape.append((key, k))
+                values[key] = value if k.__class__ is type else value[0] if k[0] is tuple \
+                    else value
+            elif key == "out":
+                shape.append((key, tuple([(n, t, type(t)) for n, t in value.items()])))
+            elif key == "mod":
+                for n, v in value.items():
+                    k = _value_key(v)
+                    shape.append((key, n, k))
+                    values[n] = v if k.__class__ is type else v[0] if k[0] is tuple else v
+            else:
+                raise KeyError(key)
+        shape_t = tuple(shape)
+        got = _parsed.get(shape_t)
+    except (KeyError, TypeError):       # not a shape kept here (unhashable types, ...)
+        spec, values, declared = _sim_spec(name, kwargs)
+        return spec, values, declared, _returned(declared)
+    if got is None:
+        spec, values, declared = _sim_spec(name, kwargs)
+        if len(_parsed) >= _MAX_PARSED:
+            _parsed.clear()
+        got = _parsed[shape_t] = (spec, declared, _returned(declared))
+        return spec, values, declared, got[2]
+    return got[0], values, got[1], got[2]
+
+
 def site(*name: str, **variables: Any) -> Any:
     """Mark an injection site in a numba-cuda kernel (see the module documentation):
     ``site(name, var=value, ..., out={...}, mod={...})``.
@@ -369,8 +433,7 @@ def site(*name: str, **variables: Any) -> Any:
         if len(name) != 1:
             raise SiteError(_ONE_POSITIONAL)
         name, = name
-        spec, values, declared = _sim_spec(name, variables)
-        returns = _returned(declared)
+        spec, values, declared, returns = _parse_call(name, variables)
         use = _result_use() if launch is not None else "stored"
         if isinstance(use, int) and (len(returns) < 2 or use != len(returns)):
             raise SiteError(_unpacked(name, declared, use))

@@ -1,0 +1,319 @@
+"""How numptx runs numba-cuda's simulator: blocks in waves, threads one at a time, each
+``nx.site`` evaluated once for all the threads of a wave at it.
+
+numba's simulator runs each CUDA thread as a Python thread and one block after another, its
+block manager polling the threads in a busy loop. Under a numptx launch (``SIM_BATCH``,
+:mod:`numptx.jit.launch`) consecutive blocks run together as a *wave* (up to
+:data:`WAVE_THREADS` threads), and their threads take turns: one thread runs (holds the turn)
+until it reaches a site, a ``syncthreads`` or its end, then hands the turn to the next thread
+in grid order. When no thread can run, the thread that stopped last evaluates the sites reached
+(each (site, signature) once on the values of all its threads) and releases the barriers that
+all live threads of a block wait at, and the turn goes round again. A site call thus costs its
+thread one hand-over, not one emulator run.
+
+What each thread gets is what it alone would get: stubs are elementwise, except that warp-level
+instructions see consecutive groups of 32 values as warps; so each block's threads start at a
+multiple of 32 in the arrays evaluated (as when a block ran alone), and a population's selector
+splits by block. Each block has its own ``cuda.shared`` arrays (numba's simulator keeps one per
+launch, since its blocks never overlap). Blocks of one wave run interleaved, in a fixed order:
+a launch gives the same results every time.
+
+>>> simulator_classes()        # doctest: +SKIP
+(<module 'numba.cuda.simulator.kernel'>, <class 'SiteBlockManager'>)
+"""
+from __future__ import annotations
+
+import _thread
+import contextlib
+import functools
+import threading
+from collections import deque
+from typing import Any
+
+import numpy as np
+
+__all__ = ["WAVE_THREADS", "simulator_classes", "running", "evaluate"]
+
+#: the most threads that run together in one wave (whole blocks; at least one block)
+WAVE_THREADS = 1024
+
+
+class Slot:
+    """Where a site call's result (or error) goes."""
+    __slots__ = ("value", "error")
+
+    def __init__(self):
+        self.value = self.error = None
+
+
+def _warp_aligned(ws: list) -> list[list]:
+    """``ws`` (in grid order) cut into parts evaluated as when each block was evaluated alone:
+    warp-level instructions see groups of 32 consecutive values as warps, so blocks of whole
+    warps share a part, and a block with part of a warp at the site is a part of its own (its
+    error, if any, is the one it gave alone)."""
+    parts, cur = [], []
+    for block in _by_block(ws):
+        if len(block) % 32:
+            if cur:
+                parts.append(cur)
+                cur = []
+            parts.append(block)
+        else:
+            cur += block
+    if cur:
+        parts.append(cur)
+    return parts
+
+
+def _by_block(ws: list) -> list[list]:
+    parts: dict = {}
+    for w in ws:
+        parts.setdefault(w[0].numptx_block, []).append(w)
+    return list(parts.values())
+
+
+def evaluate(note, batch: list) -> None:
+    """Fill the slots of ``batch`` ``(thread, key, fn, spec, values, slot)``: each (site,
+    signature) evaluated once on the values of its threads, in grid order, where ``fn.batch``
+    is ``"grid"`` (the default: elementwise); ``"warps"``: blocks of whole warps together, a
+    block with part of a warp alone (values see their position: warp-level instructions,
+    lanes); ``"block"``: once per block. An error goes to each thread of the evaluation, and
+    to ``note``."""
+    batch.sort(key=lambda w: w[0].numptx_order)
+    groups: dict = {}
+    for w in batch:
+        groups.setdefault(w[1], []).append(w)
+    for ws in groups.values():
+        fn, spec = ws[0][2], ws[0][3]
+        how = getattr(fn, "batch", "grid")
+        for part in (_by_block(ws) if how == "block" else _warp_aligned(ws) if how == "warps"
+                     else [ws]):
+            try:
+                results = fn(spec, [w[4] for w in part])
+            except Exception as e:   # noqa: BLE001 - each thread of the part raises it
+                note(e)
+                for w in part:
+                    w[5].error = e
+                continue
+            for w, r in zip(part, results):
+                w[5].value = r
+
+
+class _Wave:
+    """Consecutive blocks whose threads take turns (see the module documentation)."""
+
+    def __init__(self, note, blocks: list[list]):
+        self.note = note
+        self.blocks = blocks
+        self.ready = deque(t for b in blocks for t in b)
+        self.pending: list = []
+        self.over = _thread.allocate_lock()
+        self.over.acquire()
+        self.failed = None
+        self.aborted = False
+
+    def run(self) -> None:
+        """Run the wave to its end (raise the first thread's error)."""
+        for b in self.blocks:
+            for t in b:
+                t.start()
+        self.ready.popleft().numptx_go.release()
+        self.over.acquire()
+        if self.failed is not None:
+            for b in self.blocks:
+                for t in b:
+                    if t.numptx_state != "done":
+                        t.abort = True
+                        t.syncthreads_blocked = False
+                        t.numptx_go.release()
+            raise self.failed[0].with_traceback(self.failed[1])
+
+    def stop(self, t, state: str) -> None:
+        """The running thread ``t`` stops at a site, a barrier or its end: the next thread
+        runs (``t`` itself, without a hand-over, when it is next)."""
+        t.numptx_state = state
+        if self.aborted:
+            return
+        if state == "done" and t.exception:
+            self._fail(t.exception)
+            return
+        try:
+            if not self.ready:
+                self._round()
+        except BaseException as e:  # noqa: BLE001 - the launch raises it; no thread hangs
+            self._fail((e, e.__traceback__))
+            if state != "done":
+                raise
+            return
+        if not self.ready:          # every thread has ended
+            self.over.release()
+            return
+        nxt = self.ready.popleft()
+        if nxt is t:
+            t.numptx_state = "running"
+            return
+        nxt.numptx_state = "running"
+        nxt.numptx_go.release()
+        if state != "done":
+            t.numptx_go.acquire()
+
+    def _fail(self, error: tuple) -> None:
+        self.failed, self.aborted = error, True
+        self.over.release()
+
+    def _round(self) -> None:
+        """No thread can run: evaluate the sites reached and release each block whose live
+        threads all wait at its barrier (a block with a thread at a site has one that does
+        not: sites first, so no barrier is crossed early)."""
+        woken = []
+        if self.pending:
+            batch, self.pending = self.pending, []
+            evaluate(self.note, batch)
+            woken += [w[0] for w in batch]
+        for b in self.blocks:
+            live = [t for t in b if t.numptx_state != "done"]
+            if live and all(t.numptx_state == "sync" for t in live):
+                for t in live:
+                    t.syncthreads_blocked = False
+                woken += live
+        woken.sort(key=lambda t: t.numptx_order)
+        for t in woken:
+            t.numptx_state = "ready"
+        self.ready.extend(woken)
+
+
+class _GridRun:
+    """One launch's progress through its grid: the blocks already run in earlier waves."""
+
+    def __init__(self, launch, note, dynshared: int):
+        self.launch, self.note, self.dynshared = launch, note, dynshared
+        self.done_until = 0             # blocks 0 .. done_until - 1 (numba's C order) ran
+
+
+_run: _GridRun | None = None
+
+
+@contextlib.contextmanager
+def running(launch, note, dynshared: int = 0):
+    """While the block runs, the managers made by numba's simulator (``simulator_classes``)
+    belong to ``launch`` and run its grid in waves; errors of evaluations go to ``note``. One
+    launch at a time (the caller holds its simulator lock)."""
+    global _run
+    classes = simulator_classes()
+    simk, manager = classes
+    api = simk.FakeCUDAModule
+    base_manager, base_shared = simk.BlockManager, api.shared
+    simk.BlockManager, api.shared = manager, property(_shared_of_block(base_shared, dynshared))
+    _run = _GridRun(launch, note, dynshared)
+    try:
+        yield
+    finally:
+        _run = None
+        simk.BlockManager, api.shared = base_manager, base_shared
+
+
+def current_launch():
+    """The launch whose grid runs now (None outside :func:`running`)."""
+    return None if _run is None else _run.launch
+
+
+def _shared_of_block(base, dynshared: int):
+    """``FakeCUDAModule.shared`` per block: each block its own shared arrays (numba's simulator
+    keeps one set per launch; its blocks run one after another)."""
+    from numba.cuda.simulator.kernelapi import FakeCUDAShared
+
+    def shared(module):
+        m = getattr(threading.current_thread(), "numptx_manager", None)
+        if m is None:
+            return base.__get__(module)
+        if m.numptx_shared is None:
+            m.numptx_shared = FakeCUDAShared(dynshared)
+        return m.numptx_shared
+    return shared
+
+
+@functools.lru_cache(maxsize=1)
+def simulator_classes():
+    """``(numba's simulator kernel module, block manager)``: numba's simulator with blocks run
+    in waves whose threads take turns (see the module documentation). None where numba's
+    simulator is not built this way (each thread then evaluates its sites alone)."""
+    try:
+        from numba.cuda.simulator import kernel as simk
+        base_thread, base_manager = simk.BlockThread, simk.BlockManager
+        base_manager.__init__, base_thread.syncthreads, simk.FakeCUDAModule.shared  # noqa: B018
+        from numba.cuda.simulator.kernelapi import FakeCUDAShared  # noqa: F401
+    except (ImportError, AttributeError):
+        return None
+
+    class SiteThread(base_thread):
+        def __init__(self, f, manager, *args, **kw):
+            super().__init__(f, manager, *args, **kw)
+            self.numptx_manager = manager
+            self.numptx_wave: _Wave | None = None
+            self.numptx_order = self.numptx_block = 0
+            self.numptx_state = "ready"
+            self.numptx_go = _thread.allocate_lock()
+            self.numptx_go.acquire()
+
+        def run(self):
+            self.numptx_go.acquire()            # its first turn
+            try:
+                if not self.abort:
+                    super().run()               # numba's: keeps the error in .exception
+            finally:
+                self.numptx_wave.stop(self, "done")
+
+        def syncthreads(self):
+            if self.abort:
+                raise RuntimeError("abort flag set on syncthreads call")
+            self.syncthreads_blocked = True
+            self.numptx_wave.stop(self, "sync")
+            if self.abort:
+                raise RuntimeError("abort flag set on syncthreads clear")
+
+        def numptx_site(self, launch, key, fn, spec, values):
+            slot = Slot()
+            self.numptx_wave.pending.append((self, key, fn, spec, values, slot))
+            self.numptx_wave.stop(self, "site")
+            if self.abort:
+                raise RuntimeError("another thread of the block failed")
+            if slot.error is not None:
+                raise slot.error
+            return slot.value
+
+    class SiteBlockManager(base_manager):
+        def __init__(self, *args, **kw):
+            super().__init__(*args, **kw)
+            self.launch = current_launch()
+            self.numptx_shared = None
+
+        def run(self, grid_point, *args):
+            grid = _run
+            dims = tuple(self._grid_dim)
+            first = int(np.ravel_multi_index(tuple(grid_point), dims))
+            if first < grid.done_until:         # run in an earlier wave
+                return
+            per_block = int(np.prod(self._block_dim))
+            count = min(max(1, WAVE_THREADS // max(per_block, 1)), int(np.prod(dims)) - first)
+            grid.done_until = first + count
+            managers = [self] + [SiteBlockManager(self._f, self._grid_dim, self._block_dim,
+                                                  self._debug) for _ in range(count - 1)]
+
+            def target():
+                self._f(*args)
+            blocks, order = [], 0
+            for b, m in enumerate(managers):
+                point = tuple(int(i) for i in np.unravel_index(first + b, dims))
+                threads = [SiteThread(target, m, point, p, self._debug)
+                           for p in np.ndindex(*self._block_dim)]
+                for t in threads:
+                    t.numptx_order, t.numptx_block = order, b
+                    order += 1
+                blocks.append(threads)
+            wave = _Wave(grid.note, blocks)
+            for threads in blocks:
+                for t in threads:
+                    t.numptx_wave = wave
+            wave.run()
+
+    return simk, SiteBlockManager
