@@ -61,7 +61,7 @@ from ..errors import LinkError, NumptxError
 from ..inject import Site
 from ..stack_ptx import Op
 from . import runtime_constants as RT
-from ..site_layout import GeneratedStub
+from ..site_layout import MODULE_LINE, GeneratedStub
 from .device_tables import write_table
 from .errors import BuildError, summary
 from .numba_site import SIMULATOR
@@ -114,7 +114,11 @@ def dispatch_text(site: Site, select: str, texts: Sequence[str | None], *,
     texts keep the stub contract (:func:`~numptx.jit.stub_checks.check_stub_rules`), so none
     holds a mark or a label of the pack."""
     n = len(texts)
+    # the table is module scope, found by name when the module is loaded; the text shows it
+    module = ([f".visible .global .align 8 .b8 {RT.table_name(site.name)}[{8 * table_slots}];"]
+              if table_slots else [])
     out = ["{", ".reg .pred %__nx_pk_oob;", ".reg .u32 %__nx_pk_i;"]
+    out += [MODULE_LINE + d for d in module]
     out += [_zero(v) for v in site if v.kind == "out"]
     out += [f"mov.b32 %__nx_pk_i, %{site[select].reg};",
             f"setp.ge.u32 %__nx_pk_oob, %__nx_pk_i, {n};",
@@ -127,10 +131,7 @@ def dispatch_text(site: Site, select: str, texts: Sequence[str | None], *,
         if t is not None:
             out += [f"{_P}_{k}:", f"{_MARK}{k}", "{", t, "}", f"bra.uni {_P}_end;"]
     out += [f"{_P}_end:", "}"]
-    # the table is module scope, found by name when the module is loaded
-    module = ([f".visible .global .align 8 .b8 {RT.table_name(site.name)}[{8 * table_slots}];"]
-              if table_slots else [])
-    return GeneratedStub.declaring("\n".join(out), module)
+    return GeneratedStub("\n".join(out), module)
 
 
 def check_selector(site: Site, select: str) -> None:
