@@ -218,6 +218,10 @@ def test_the_right_binding_still_compiles_through_a_tag():
     for words in (enc, np.asarray(enc)):                  # both names at one compile
         with pytest.raises(ProgramError, match="share that name tag"):
             sp.compile(words, {b: "f32", "x": "f32", a: "f32"}, {"y": "f32"})
+    listed = sp.encode([sp.input(b)], inputs=["x", b])
+    listed.inputs = list(listed.inputs)                                # a list of names works too
+    with pytest.raises(ProgramError, match=rf"reads input '{b}'.*'{a}' has the same name tag"):
+        sp.compile_many([listed], {"x": "f32", a: "f32"}, {"y": "f32"})
     only_x = sp.encode([sp.input("x")], inputs=["x", b])              # lists b, never reads it
     assert "%x" in sp.compile(only_x, {"x": "f32", a: "f32"}, {"y": "f32"})
 

@@ -196,6 +196,8 @@ def check_names(prog, io: _IO, what: str = "program", first_word: int = 0) -> No
     names = getattr(prog, "inputs", None)
     if not names:
         return
+    if names.__class__ is not tuple:
+        names = tuple(names)
     hazard = io.foreign.get(names)
     if hazard is None:
         hazard = frozenset(t for t in (input_tag(n) for n in names if n not in io.index)
@@ -417,44 +419,47 @@ def _unknown_input(prog, io: _IO, what: str, first_word: int = 0, routines=()) -
     from ``first_word``) and, where the encoding remembers it (``Encoded.inputs``), the name;
     in ``prog``, else in the first of ``routines`` that has one."""
     known = ", ".join(repr(n) for n in io.index if "\x00" not in n) or "none"
-    if prog is not None and routines and isinstance(routines, (list, tuple)):
-        found = _unknown_input(prog, io, what, first_word)
-        if "or one of its routines" not in str(found):
-            return found
+    fix = (f"; encode it with this compile's names (sp.encode(prog, site=site) or "
+           f"sp.encode(prog, [{known}]))")
+    found = _unknown_word(prog, io, what, first_word, known, fix)
+    if found is None and isinstance(routines, (list, tuple)):
         for i, r in enumerate(routines):
             if isinstance(r, (bytes, bytearray)) and len(r) % 8 == 0:
                 r = np.frombuffer(bytes(r), dtype="<u8").astype(np.uint64)
-            if isinstance(r, (list, tuple, np.ndarray)):
-                found = _unknown_input(r, io, f"routine {i}")
-                if "or one of its routines" not in str(found):
-                    return found
-        return _unknown_input(prog, io, what, first_word)
-    fix = (f"; encode it with this compile's names (sp.encode(prog, site=site) or "
-           f"sp.encode(prog, [{known}]))")
+            found = _unknown_word(r, io, f"routine {i}", 0, known, fix)
+            if found is not None:
+                break
+    return found or ProgramError(f"{what} (or one of its routines) reads an encoded input "
+                                 f"{io.label} does not have (inputs: {known}){fix}")
+
+
+def _unknown_word(prog, io: _IO, what: str, first_word: int, known: str,
+                  fix: str) -> ProgramError | None:
+    """The error for the first INPUT word of ``prog`` whose tag no input has, or None."""
     if isinstance(prog, (list, tuple)):
         try:
             prog = np.frombuffer(_encode(prog, io.index, what), dtype=np.uint64)
         except ProgramError as e:
             return e
-    if isinstance(prog, np.ndarray):
-        names = {input_tag(n): n for n in (getattr(prog, "inputs", None) or ())}
-        w, i = prog.astype(np.uint64).tolist(), 0
-        while i < len(w):
-            kind, tag = w[i] & 0xFF, w[i] >> 32
-            if kind == INPUT and tag and tag not in io.tags:
-                name = names.get(tag)
-                shown = f"input {name!r}" if name else f"an input (name tag 0x{tag:08x})"
-                if tag in io.clashes:
-                    clash = [n for n in io.index if "\x00" not in n and input_tag(n) == tag]
-                    return ProgramError(
-                        f"{what}: word {i + first_word} reads {shown}, but inputs {clash[0]!r} and "
-                        f"{clash[1]!r} share that name tag (CRC-32), so an encoding cannot "
-                        f"tell them apart: compile the program as a list of ops")
-                return ProgramError(f"{what}: word {i + first_word} reads {shown}, which {io.label} does "
-                                    f"not have (inputs: {known}){fix}")
-            i += 2 if kind == CONST64 else 1
-    return ProgramError(f"{what} (or one of its routines) reads an encoded input {io.label} "
-                        f"does not have (inputs: {known}){fix}")
+    if not isinstance(prog, np.ndarray):
+        return None
+    names = {input_tag(n): n for n in (getattr(prog, "inputs", None) or ())}
+    w, i = prog.astype(np.uint64).tolist(), 0
+    while i < len(w):
+        kind, tag = w[i] & 0xFF, w[i] >> 32
+        if kind == INPUT and tag and tag not in io.tags:
+            name = names.get(tag)
+            shown = f"input {name!r}" if name else f"an input (name tag 0x{tag:08x})"
+            if tag in io.clashes:
+                clash = [n for n in io.index if "\x00" not in n and input_tag(n) == tag]
+                return ProgramError(
+                    f"{what}: word {i + first_word} reads {shown}, but inputs {clash[0]!r} and "
+                    f"{clash[1]!r} share that name tag (CRC-32), so an encoding cannot "
+                    f"tell them apart: compile the program as a list of ops")
+            return ProgramError(f"{what}: word {i + first_word} reads {shown}, which {io.label} "
+                                f"does not have (inputs: {known}){fix}")
+        i += 2 if kind == CONST64 else 1
+    return None
 
 
 def mmptx_special_movs(text: str) -> str:
@@ -579,7 +584,7 @@ def compile_words_many(programs, inputs, outputs, *, site=None, routines=(), str
     bad = np.flatnonzero(flags & lib.STACKPTX_D_UNKNOWN_INPUT)
     if len(bad):
         i = int(bad[0])
-        raise _unknown_input(programs[i], io, f"compile_many: program {i}")
+        raise _unknown_input(programs[i], io, f"compile_many: program {i}", routines=routines)
     if dialect == 1:
         texts = [mmptx_special_movs(t) for t in texts]
     stubs = batch_stubs(texts, io.in_names, io.out_types, raw, _DIAG_SIZE, DIALECTS[dialect])
