@@ -189,3 +189,16 @@ def test_ptxas_errors_in_a_runtime_pack_name_the_candidates_own_line(fit):
     assert len(pack.cubin) > 0 and list(pack.errors) == [1]
     e = pack.errors[1]
     assert "stub line 3: 'bogus.f32 %v_y;'" in str(e) and e.stub_line == "bogus.f32 %v_y;"
+
+
+def test_no_candidate_type_carries_a_mark(fit):
+    """Compiled types skip the raw-text rules, but not the marks: a hand-made ``sp.Stub`` or a
+    packed stub given as a candidate cannot forge one either."""
+    from numptx.site_layout import GeneratedStub
+    forged = sp.Stub("// numptx candidate 0\nbogus.f32 %v_y;", {}, {})
+    inner = fit.pack("f", [SQUARE], select="cand")
+    nested = inner.population.stub(fit.sites["f"])
+    assert type(nested) is GeneratedStub
+    pack = fit.pack("f", [SQUARE, forged, nested, DOUBLE], select="cand")
+    assert len(pack.cubin) > 0 and pack.ok == [0, 3] and sorted(pack.errors) == [1, 2]
+    assert all(isinstance(e, StubRuleError) and e.rule == "reserved" for e in pack.errors.values())

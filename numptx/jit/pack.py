@@ -66,6 +66,7 @@ from .device_tables import write_table
 from .errors import BuildError, summary
 from .numba_site import SIMULATOR
 from .resources import CubinInspection
+from .stub_checks import check_reserved
 from .stubs import resolve_stub
 
 __all__ = ["Population", "Pack", "PackError", "pack", "pack_many", "DEFAULT_PER_MODULE",
@@ -210,7 +211,9 @@ class Population:
                 out.append(None)
                 continue
             try:
-                out.append(resolve_stub(c, site, strict=self.strict, packed=True))
+                text = resolve_stub(c, site, strict=self.strict, packed=True)
+                check_reserved(text, site.name)   # whatever made it: no mark, no pack label
+                out.append(text)
             except NumptxError as e:
                 failed[k] = with_index(e, self.offset + k)
                 out.append(None)

@@ -21,8 +21,8 @@ from ..errors import LinkError, NumptxError
 from ..site_layout import RESERVED
 
 __all__ = ["unwritten_outputs", "check_outputs_written", "UnwrittenOutputError",
-           "UnwrittenOutputWarning", "StubRuleError", "check_stub_rules", "STUB_DIRECTIVES",
-           "PACK_REFUSED"]
+           "UnwrittenOutputWarning", "StubRuleError", "check_stub_rules", "check_reserved",
+           "STUB_DIRECTIVES", "PACK_REFUSED"]
 
 
 class UnwrittenOutputError(NumptxError):
@@ -174,6 +174,16 @@ def _statements(code: str):
         yield start, labels, stripped[g.end():] if g else stripped
 
 
+def check_reserved(text: str, site: str) -> None:
+    """Refuse ``text`` holding what numptx reserves (``site_layout.RESERVED``, comments
+    included). A few substring searches: packs run it on every candidate, compiled or not."""
+    for word in RESERVED:
+        at = text.find(word)
+        if at >= 0:
+            _refuse(site, text, at, f"{word!r} is reserved by numptx (its own registers, labels "
+                    f"and marks; comments included): rename it or remove the comment", "reserved")
+
+
 def check_stub_rules(text: str, site: str, *, packed: bool = False) -> None:
     r"""Refuse (:class:`StubRuleError`, naming ``site`` and the stub line) raw stub ``text``
     that breaks the stub contract: text numptx reserves (``site_layout.RESERVED``, comments
@@ -187,11 +197,7 @@ def check_stub_rules(text: str, site: str, *, packed: bool = False) -> None:
     Traceback (most recent call last):
     StubRuleError: invalid stub for site 'f': stub line 1 'bra.uni $L__BB0_2;': ...
     """
-    for word in RESERVED:
-        at = text.find(word)
-        if at >= 0:
-            _refuse(site, text, at, f"{word!r} is reserved by numptx (its own registers, labels "
-                    f"and marks; comments included): rename it or remove the comment", "reserved")
+    check_reserved(text, site)
     code = _COMMENT_RE.sub(lambda m: " " * len(m.group()) if "\n" not in m.group()
                            else re.sub(r"[^\n]", " ", m.group()), text) if "/" in text else text
     defined: set[str] = set()
