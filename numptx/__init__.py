@@ -40,7 +40,7 @@ from .jit.runtime_constants import ConstantsError
 from .jit.fitness import fitness
 from .jit.errors import CubinError, ToolMissingError
 from .jit.resources import Resources, cubin_resources
-from .jit.autotune import AutotuneError, Tuned, autotune
+from .jit.autotune import AutotuneError, AutotuneWarning, Excluded, Tuned, autotune
 from .jit.autotune_decorator import Autotuned, autotuned
 from . import search
 
@@ -58,7 +58,8 @@ __all__ = [
     "BuildError", "SiteError", "LaunchError", "CubinCache", "default_cache",
     "Pack", "PackError", "ConstantsError", "fitness",
     "Resources", "cubin_resources", "CubinError", "ToolMissingError",
-    "autotune", "autotuned", "Autotuned", "Tuned", "AutotuneError", "search",
+    "autotune", "autotuned", "Autotuned", "Tuned", "AutotuneError", "AutotuneWarning", "Excluded",
+    "search",
 ]
 # the DSL functions (one list: numptx/dsl/functions.py); nx.abs, nx.pow and nx.round exist, but
 # ``from numptx import *`` leaves the builtins of those names alone
