@@ -4,7 +4,9 @@ A stub is PTX text (``str``, Stack PTX stubs included), a Stack PTX program (a l
 :mod:`numptx.stack_ptx` ops or its uint64 encoding, compiled for the site), or an object with a
 ``.stub(site)`` method (``@nx.ptx_expr`` formulas). The templates (:mod:`.template`) and the
 simulator's build checks (:mod:`.sim_checks`) both resolve stubs here, so the two accept the
-same stubs::
+same stubs. Raw text (any ``str`` numptx did not compile) keeps the stub contract of
+:func:`~numptx.jit.stub_checks.check_stub_rules` (docs/templates.md, "What a stub may
+contain"), else a ``StubRuleError`` names the site and the line::
 
     >>> import numptx as nx
     >>> inj = nx.PtxInject(ptx)                                          # doctest: +SKIP
