@@ -62,7 +62,8 @@ BREAKS = {
 
 @pytest.mark.parametrize("line, rule", sorted(BREAKS.items()))
 def test_a_candidate_that_breaks_the_contract_is_left_out(fit, line, rule):
-    bad = f".reg .pred %p;\n.reg .u32 %r;\nsetp.gt.f32 %p, %v_x, 0f00000000;\n{SQUARE}\n{line}\nLown:"
+    bad = (f".reg .pred %p;\n.reg .u32 %r;\nsetp.gt.f32 %p, %v_x, 0f00000000;\n{SQUARE}\n"
+           f"{line}\nLown:")
     pack = fit.pack("f", [SQUARE, bad, DOUBLE], select="cand")
     assert len(pack.cubin) > 0 and pack.ok == [0, 2] and list(pack.errors) == [1]
     e = pack.errors[1]
@@ -105,7 +106,8 @@ def _hostile(rng: random.Random, n: int) -> str:
                        f"bra.uni $__nx_pk_{j};", "@%q bra $__nx_pk_end;", "$__nx_pk_tab:",
                        ".reg .u32 %__nx_pk_i;", "ret;", "exit;", "trap;", "bra.uni Lnone;",
                        ".global .u32 g;", ".shared .u32 s;", f"/* numptx candidate {j} */",
-                       "// PTX_INJECT_STUB f", ".visible .entry e() { }", "mov.f32 %__nx_c0, %v_x;"])
+                       "// PTX_INJECT_STUB f", ".visible .entry e() { }",
+                       "mov.f32 %__nx_c0, %v_x;"])
 
 
 def _candidate(rng: random.Random, n: int) -> tuple[str, str, int]:
@@ -147,7 +149,8 @@ def test_random_candidates_with_marks_and_labels():
 # -- item 3: one program where a population is expected ----------------------------------------
 def test_one_program_as_a_population_is_refused(fit):
     prog = [sp.input("x"), sp.input("x"), sp.instr("mul.rn.f32")]
-    with pytest.raises(PackError, match=r"one Stack PTX program \(a list of ops, 3 ops\).*\[prog\]"):
+    with pytest.raises(PackError,
+                       match=r"one Stack PTX program \(a list of ops, 3 ops\).*\[prog\]"):
         fit.pack("f", prog, select="cand")
     words = sp.encode(prog, inputs=["cand", "x"])
     with pytest.raises(PackError, match=r"uint64 encoding.*\[prog\]"):

@@ -87,7 +87,8 @@ DIRECTIVES = [
     ".visible .entry e3() { ret; }", ".func f2() { ret; }", ".visible .func f3() { ret; }",
     ".weak .func f4() { ret; }", ".extern .func f5()", ".global .u32 g1", ".global .f32 g2[4]",
     ".visible .global .align 8 .b8 tbl[16]", ".weak .global .u32 g3", ".common .global .u32 g4",
-    ".extern .global .u32 g5", ".const .f32 c1 = 1.0", ".shared .u32 s1", ".extern .shared .b8 s2[]",
+    ".extern .global .u32 g5", ".const .f32 c1 = 1.0", ".shared .u32 s1",
+    ".extern .shared .b8 s2[]",
     ".local .u32 l1", ".param .u32 p1", '.file 1 "evil.cu"', ".loc 1 1 0", ".section .debug_str {}",
     '.pragma "nounroll"', ".maxnreg 16", ".maxntid 32, 1, 1", ".reqntid 32", ".minnctapersm 1",
     ".maxnctapersm 1", ".noreturn", ".alias f6, f2", "$t: .branchtargets $t",
@@ -111,7 +112,8 @@ def _random_stub(rng: random.Random) -> tuple[str, int, str]:
     if kind == "directive":
         d = rng.choice(DIRECTIVES)
         form = rng.choice(["plain", "label", "block", "indent", "same-line"])
-        hostile = {"plain": d + ";", "label": f"Lz{rng.randint(0, 9)}: {d};", "block": "{ " + d + "; }",
+        hostile = {"plain": d + ";", "label": f"Lz{rng.randint(0, 9)}: {d};",
+                   "block": "{ " + d + "; }",
                    "indent": "\t  " + d + " ;", "same-line": f"{GOOD} {d};"}[form]
     elif kind == "reserved":
         t = rng.choice(HOSTILE_TEXT)
