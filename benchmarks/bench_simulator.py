@@ -6,9 +6,17 @@ structure: its own multiply-adds), or one formula relaunched. Three ways, side b
 * ``reference, per thread``: numba's block manager, each thread runs the formula's NumPy
   reference (numptx before issue 14: the PTX was never run);
 * ``stub, per thread``: numba's block manager, each thread runs the stub in the emulator;
-* ``stub, batched``: the default: numptx's block manager, one emulator run per site and block.
+* ``stub, batched``: the default: numptx's waves of blocks, one emulator run per site and
+  round (numptx.jit.sim_waves).
+
+Then (issue 22, item 12) one step of an n-body kernel (``examples/nbody_force_law.py``: each
+thread sums the softened-gravity pair forces of all the bodies, a loop of ``n`` trips) with the
+force law as one ``nx.site`` filled by an ``@nx.ptx_expr`` formula, against the same kernel with
+the formula written inline (``@cuda.jit``, NumPy float32 scalars), in the same run, at
+``--bodies`` threads (blocks of 64): seconds per launch and their ratio.
 
     NUMBA_ENABLE_CUDASIM=1 python benchmarks/bench_simulator.py [--variants 20] [--repeat 3]
+        [--bodies 64,512] [--only launches|nbody]
 """
 from __future__ import annotations
 
@@ -61,6 +69,67 @@ def structure(serial: int):
 CASES = ("new constant", "new structure", "relaunch")
 
 
+@nx.kernel
+def nbody_site(pos, mass, acc, soft):
+    i = cuda.grid(1)
+    if i < pos.shape[0]:
+        xi, yi, zi = pos[i, 0], pos[i, 1], pos[i, 2]
+        ax = ay = az = np.float32(0.0)
+        for j in range(pos.shape[0]):
+            dx, dy, dz = pos[j, 0] - xi, pos[j, 1] - yi, pos[j, 2] - zi
+            r2 = dx * dx + dy * dy + dz * dz + soft
+            s = nx.site("law", r2=r2, m=mass[j], out={"s": nx.f32})
+            ax += s * dx
+            ay += s * dy
+            az += s * dz
+        acc[i, 0], acc[i, 1], acc[i, 2] = ax, ay, az
+
+
+@cuda.jit
+def nbody_inline(pos, mass, acc, soft):
+    i = cuda.grid(1)
+    if i < pos.shape[0]:
+        xi, yi, zi = pos[i, 0], pos[i, 1], pos[i, 2]
+        ax = ay = az = np.float32(0.0)
+        for j in range(pos.shape[0]):
+            dx, dy, dz = pos[j, 0] - xi, pos[j, 1] - yi, pos[j, 2] - zi
+            r2 = dx * dx + dy * dy + dz * dz + soft
+            inv_r = np.float32(1.0) / np.sqrt(r2)
+            s = mass[j] * inv_r * inv_r * inv_r
+            ax += s * dx
+            ay += s * dy
+            az += s * dz
+        acc[i, 0], acc[i, 1], acc[i, 2] = ax, ay, az
+
+
+@nx.ptx_expr
+def gravity(r2: nx.f32, m: nx.f32) -> nx.f32:
+    inv_r = nx.rsqrt(r2)
+    return m * inv_r * inv_r * inv_r
+
+
+def nbody(bodies: list[int], repeat: int) -> None:
+    """Seconds per launch of the n-body step, the site against the inline formula."""
+    site = nbody_site.inject(law=gravity)
+    rng = np.random.default_rng(5)
+    print(f"\nn-body step, one nx.site against the formula inline, best of {repeat}")
+    print("| threads (bodies) | inline | nx.site | ratio |")
+    print("|---|---|---|---|")
+    for n in bodies:
+        pos = rng.uniform(-1, 1, (n, 3)).astype(np.float32)
+        mass = rng.uniform(0.5, 1.5, n).astype(np.float32)
+        soft = np.float32(1e-2)
+        best = {}
+        for _ in range(repeat):
+            for label, k in (("inline", nbody_inline), ("site", site)):
+                out = np.zeros_like(pos)
+                t0 = time.perf_counter()
+                k[(n + 63) // 64, 64](pos, mass, out, soft)
+                best[label] = min(best.get(label, np.inf), time.perf_counter() - t0)
+        print(f"| {n} | {best['inline']:.3f} s | {best['site']:.3f} s | "
+              f"{best['site'] / best['inline']:.1f}x |")
+
+
 def rate(kernel, batch: bool, case: str, n_variants: int, grid: int, block: int, a, b) -> float:
     L.SIM_BATCH = batch
     out = np.zeros_like(a)
@@ -80,7 +149,13 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--block", type=int, default=64)
     ap.add_argument("--grid", type=int, default=1)
+    ap.add_argument("--bodies", default="64,512")
+    ap.add_argument("--only", choices=("launches", "nbody"))
     args = ap.parse_args()
+    if args.only != "launches":
+        nbody([int(b) for b in args.bodies.split(",")], args.repeat)
+    if args.only == "nbody":
+        return
     n = args.block * args.grid
     rng = np.random.default_rng(0)
     a = rng.standard_normal(n).astype(np.float32)

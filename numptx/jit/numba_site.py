@@ -269,7 +269,21 @@ def _result_use(depth: int = 2) -> int | str:
     (an expression statement), ``"stored"`` (assigned to a name: used or not, later),
     ``"used"``, or the count of a tuple unpacking."""
     frame = sys._getframe(depth)
-    nxt = _next_instruction(frame.f_code).get(frame.f_lasti)
+    key = (frame.f_code, frame.f_lasti)
+    use = _uses.get(key)
+    if use is None:
+        use = _uses[key] = _use_at(*key)
+        if len(_uses) > 4096:
+            _uses.clear()
+    return use
+
+
+#: (code, f_lasti) of a call -> how its value is used (``_result_use``)
+_uses: dict = {}
+
+
+def _use_at(code, lasti: int) -> int | str:
+    nxt = _next_instruction(code).get(lasti)
     if nxt is None:
         return "stored"
     op, arg = nxt
@@ -389,21 +403,30 @@ def _parse_call(name: Any, kwargs: Mapping[str, Any]) -> tuple[SiteSpec, dict, t
     try:
         values: dict[str, Any] = {}
         shape: list = [name]
+        put = shape.append
         for key, value in kwargs.items():
-            if type(value) is not dict:
+            t = type(value)
+            put(key)
+            if t in _SCALARS:                   # the common case: a number
+                put(t)
+                values[key] = value
+            elif t is not dict:
                 if key in _RESERVED:
                     raise KeyError(key)
-                k = _value_key(value)
-                shape.append((key, k))
-                values[key] = value if k.__class__ is type else value[0] if k[0] is tuple \
-                    else value
+                put(_value_key(value))
+                values[key] = value[0] if t is tuple else value
             elif key == "out":
-                shape.append((key, tuple([(n, t, type(t)) for n, t in value.items()])))
+                put(len(value))
+                for n, dt in value.items():
+                    put(n)
+                    put(dt)
+                    put(type(dt))
             elif key == "mod":
+                put(len(value))
                 for n, v in value.items():
-                    k = _value_key(v)
-                    shape.append((key, n, k))
-                    values[n] = v if k.__class__ is type else v[0] if k[0] is tuple else v
+                    put(n)
+                    put(_value_key(v))
+                    values[n] = v[0] if type(v) is tuple else v
             else:
                 raise KeyError(key)
         shape_t = tuple(shape)
@@ -439,7 +462,7 @@ def site(*name: str, **variables: Any) -> Any:
             raise SiteError(_unpacked(name, declared, use))
         if not returns and use == "used":
             raise SiteError(_nothing_returned(name))
-        if launch is not None:
+        if launch is not None and launch[2].get(name, (None,))[0] is not declared:
             with launch[3]:
                 first, typed = launch[2].setdefault(name, (declared, spec.variables))
             if first != declared:           # as numba's rewrite says it (one function)
