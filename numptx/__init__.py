@@ -40,6 +40,7 @@ from .jit.runtime_constants import ConstantsError
 from .jit.fitness import fitness
 from .jit.errors import CubinError, ToolMissingError
 from .jit.resources import Resources, cubin_resources
+from .jit.stub_checks import StubRuleError
 from .jit.autotune import AutotuneError, AutotuneWarning, Excluded, Tuned, autotune
 from .jit.autotune_decorator import Autotuned, autotuned
 from . import search
@@ -56,7 +57,7 @@ __all__ = [
     "ptx_expr", "PtxExpr", "TraceError", "BindError", "PrecisionError", "PRECISIONS", *_TYPE_NAMES,
     "site", "simulator_active", "kernel", "Kernel", "KernelVariant", "CudaTemplate", "Template", "Variant",
     "BuildError", "SiteError", "LaunchError", "CubinCache", "default_cache",
-    "Pack", "PackError", "ConstantsError", "fitness",
+    "Pack", "PackError", "ConstantsError", "fitness", "StubRuleError",
     "Resources", "cubin_resources", "CubinError", "ToolMissingError",
     "autotune", "autotuned", "Autotuned", "Tuned", "AutotuneError", "AutotuneWarning", "Excluded",
     "search",
