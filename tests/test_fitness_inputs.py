@@ -104,9 +104,10 @@ def test_candidates_without_a_float_type_follow_the_data_as_search_does():
     assert F.prepare([prog], X64, Y64).dtype == "f64"
     assert F.prepare([prog], X32, Y64).dtype == "f32"
     assert F.prepare([prog], X64, Y64, dtype="f32").dtype == "f32"
-    # a program that converts (f32 and f64 rows) is of neither type
-    conv = [sp.input("x0"), sp.instr("cvt.f64.f32"), sp.instr("neg.f64")]
-    assert F.prepare([conv], X32, Y32).dtype == "f32"
+    # a program of f32 and f64 rows whose value reaches %v_p in both types alike is of
+    # neither (one that reaches it in one type only is of that type: the test of SQ below)
+    both = [sp.input("x0"), sp.instr("neg.f32"), sp.input("x1"), sp.instr("neg.f64")]
+    assert F.prepare([both], X32, Y32).dtype == "f32"
 
 
 def test_a_candidate_of_the_other_type_is_refused_by_index():
@@ -381,3 +382,61 @@ def test_ret_and_exit_are_refused_in_the_gpu_pack():
     for k, e in pack.errors.items():
         assert re.search(r"\b(ret|exit)\b", str(e)), (k, str(e))
     assert pack.cubin[:4] == b"\x7fELF" and pack.ok == [0]
+
+
+# ---- review of issue 22: converting programs, text ptxas refuses ------------------------------
+SQ = [sp.input("x0"), sp.instr("cvt.f64.f32"), sp.input("x0"), sp.instr("cvt.f64.f32"),
+      sp.instr("mul.rn.f64"), sp.instr("cvt.rn.f32.f64")]      # f32 in, f64 math, f32 out
+WIDEN = [sp.input("x0"), sp.instr("cvt.f64.f32"), sp.instr("neg.f64")]   # f32 in, f64 out
+
+
+def test_a_program_that_converts_runs_in_the_type_its_value_reaches_p_in():
+    """A program with f32 and f64 instructions runs in the kernel type where its value reaches
+    %v_p (the compiler, both ways): on NumPy's default float64 data SQ squares x0 in f64 and
+    gives f32, as on f32 data (before: an f64 kernel, its cvt.f64.f32 found no operand, p got no
+    value and it scored as the zero prediction without a word)."""
+    x = X32[:, 0].astype(np.float64)
+    want = _mse((x * x).astype(np.float32), Y32)
+    for X, y in ((X32, Y32), (X64, Y64), (X64.tolist(), Y64.tolist())):
+        np.testing.assert_allclose(nx.fitness([SQ], X, y, device="cpu"), [want], rtol=1e-12)
+    assert F.prepare([SQ], X64, Y64).dtype == "f32"
+    # WIDEN gives f64: in an f32 kernel p got no value (zero); it runs in f64, on f32 data too
+    assert F.prepare([WIDEN], X32, Y32).dtype == "f64"
+    np.testing.assert_allclose(nx.fitness([WIDEN], X32, Y32, device="cpu"),
+                               [_mse(-x, Y32.astype(np.float64))], rtol=1e-12)
+    f32 = [sp.input("x0"), sp.input("x1"), sp.instr("add.rn.f32")]
+    with pytest.raises(FitnessError, match=r"candidate 1 is written in f64 .*reaches %v_p in "
+                                           r"f64") as e:
+        nx.fitness([f32, WIDEN], X32, Y32, dtype="f32", device="cpu")
+    assert e.value.candidate == 1
+    # a program that converts there and back again fits both: it follows the data
+    both = [sp.input("x0"), sp.instr("neg.f32"), sp.input("x1"), sp.instr("neg.f64")]
+    assert F.prepare([both], X64, Y64).dtype == "f64"
+    assert F.prepare([both], X32, Y32).dtype == "f32"
+
+
+BAD_TEXT = {"f32": ["add.f32 %v_p, %v_x0, %v_cand;",          # a u32 register in an f32 add
+                    "cvt.rn.f32.f64 %v_p, %v_x0;",            # %v_x0 is no f64
+                    "mov.b64 %v_p, 4607182418800017408;"],     # 64 bits into an f32
+            "f64": ["mov.b32 %v_p, 1065353216;",              # 32 bits into an f64
+                    "mov.b32 %v_p, %v_cand;"]}
+
+
+@pytest.mark.parametrize("dt", ["f32", "f64"])
+def test_ptx_text_that_ptxas_refuses_scores_inf_on_the_cpu_as_in_the_pack(dt, caplog):
+    """Raw PTX whose operand types ptxas refuses for the kernel's registers does not build in
+    the pack (+inf on a GPU); the CPU path gives +inf too, with the pack's reason (before: the
+    emulator ran it and the score was finite: a bit pattern, or the input)."""
+    good = f"mov.{dt} %v_p, %v_x0;"
+    pop = [good] + BAD_TEXT[dt]
+    X, y = (X32, Y32) if dt == "f32" else (X64, Y64)
+    with caplog.at_level(logging.DEBUG, logger="numptx.jit.fitness"):
+        got = nx.fitness(pop, X, y, dtype=dt, device="cpu")
+    xx = X[:, 0].astype(np.float64)
+    assert got[0] == _mse(xx, y) and np.isinf(got[1:]).all(), got
+    pack = F.fitness_template(2, ("x0", "x1"), dt, "mse").pack("f", pop, select="cand")
+    assert pack.cubin[:4] == b"\x7fELF" and pack.ok == [0]
+    reasons = _reasons(caplog.records)
+    for k in range(1, len(pop)):
+        assert reasons[k] in str(pack.errors[k]) or str(pack.errors[k]) in reasons[k], \
+            (k, reasons[k])

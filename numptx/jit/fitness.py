@@ -52,6 +52,7 @@ import functools
 import logging
 import math
 import re
+import warnings
 from collections.abc import Iterable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
@@ -60,6 +61,7 @@ from typing import Any
 import numpy as np
 
 from .. import site_layout
+from .. import stack_ptx as sp
 from .._program import Op, Stub, decode, input_tag
 from ..dsl.emulator import emulate
 from ..dsl.expr import PtxExpr
@@ -329,7 +331,27 @@ def _program_facts(prog: Any, inputs: tuple[str, ...]) -> _Typed:
             f = _float_of(TYPES[word >> 8 & 0xFF]) if word >> 8 & 0xFF < len(TYPES) else None
             if f and f not in seen:
                 seen[f] = repr(op)
+    if len(seen) == 2 and not missing:
+        return _converting(prog, inputs, seen)
     return _one_type(seen, missing)
+
+
+def _converting(prog: Any, inputs: tuple[str, ...], seen: dict[str, str]) -> _Typed:
+    """A program of f32 and f64 instructions (it converts): the kernel type in which its
+    value reaches ``%v_p`` with the fewest instructions left without operands, by the
+    compiler, both ways; either where both (or neither) fit alike."""
+    fit = {}
+    for t in FLOATS:
+        try:
+            stub = sp.compile(prog, {n: "u32" if n == "cand" else t for n in inputs}, {"p": t})
+        except NumptxError:
+            return _Typed()                  # it does not compile: it scores +inf
+        fit[t] = (not stub.unsatisfied, -stub.stats["noops"])
+    if fit["f32"] == fit["f64"]:
+        return _Typed()
+    t = max(FLOATS, key=fit.__getitem__)
+    return _Typed(t, f"it converts ({seen['f32']}, {seen['f64']}); its value reaches %v_p "
+                     f"in {t}")
 
 
 def _text_facts(text: str, variables: frozenset[str]) -> _Typed:
@@ -602,9 +624,12 @@ def fitness(candidates: Iterable[Any], X: Any, y: Any, loss: Any = "mse", *,
                             device_arch() if device == "gpu" else "sm_90")
     if device == "cpu":
         site = tmpl.sites["f"]
+        refused = _refused_by_the_build(tmpl, cands, names, loss, per_module, executor)
         out = np.empty(len(cands))
         for k, c in enumerate(cands):
             try:
+                if k in refused:                # what the GPU's pack refuses: +inf there too
+                    raise refused[k]
                 pred = _predict_cpu(c, X, names, site, k % per_module)
             except Exception as e:   # noqa: BLE001 - a candidate that does not run scores +inf
                 log.debug("numptx.fitness: candidate %d: %s", k, e)
@@ -614,6 +639,35 @@ def fitness(candidates: Iterable[Any], X: Any, y: Any, loss: Any = "mse", *,
         return out
     return _fitness_gpu(tmpl, [_adapt(c, names) for c in cands], X, y, loss, per_module,
                         executor, block)
+
+
+def _packs(tmpl: CudaTemplate, cands: list, loss: Any, per_module: int,
+           executor: Executor | None) -> list:
+    extra = {"loss": loss} if isinstance(loss, PtxExpr) else {}
+    return tmpl.pack_many("f", cands, select="cand", per_module=per_module, executor=executor,
+                          **extra)
+
+
+def _refused_by_the_build(tmpl: CudaTemplate, cands: list, names: tuple[str, ...], loss: Any,
+                          per_module: int, executor: Executor | None) -> dict[int, Exception]:
+    """The CPU path's candidates that the GPU path's packs refuse (index -> the pack's
+    error). Raw PTX (text numptx did not compile: a ``str``, a user object's ``.stub``) is
+    packed as on a GPU, by nvJitLink: ptxas refuses operand types that do not fit the
+    kernel's registers, which the emulator does not check. Numptx's own stubs fit by
+    construction: no build when there is no raw text."""
+    if all(isinstance(c, (PtxExpr, list, tuple, np.ndarray)) or type(c) is Stub
+           for c in cands):
+        return {}
+    with warnings.catch_warnings():     # the CPU path's own resolve_stub warns of the same
+        warnings.simplefilter("ignore")
+        packs = _packs(tmpl, [_adapt(c, names) for c in cands], loss, per_module, executor)
+        for p in packs:
+            if not p.empty:
+                try:
+                    p.cubin                   # ptxas: the candidates it refuses join errors
+                except NumptxError as e:      # none fits: each is in errors
+                    log.debug("numptx.fitness: module at %d: %s", p.offset, e)
+    return {k: e for p in packs for k, e in p.errors.items()}
 
 
 def gpu_available() -> bool:
@@ -637,9 +691,7 @@ def device_arch() -> str:
 def _fitness_gpu(tmpl: CudaTemplate, cands: list, X: np.ndarray, y: np.ndarray, loss: Any,
                  per_module: int, executor: Executor | None, block: int) -> np.ndarray:
     from numba import cuda
-    extra = {"loss": loss} if isinstance(loss, PtxExpr) else {}
-    packs = tmpl.pack_many("f", cands, select="cand", per_module=per_module, executor=executor,
-                           **extra)
+    packs = _packs(tmpl, cands, loss, per_module, executor)
     n = X.shape[0]
     yy = y.astype(np.float64)
     c = float(yy.mean())                      # pearson's moments are taken about it
