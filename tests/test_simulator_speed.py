@@ -169,6 +169,20 @@ o = np.zeros(48, np.float32)
 dyn.inject(twice="add.rn.f32 %v_z, %v_x, %v_x;")[3, 16, 0, 64](o)
 want = np.array([2 * (b * 10 + (t + 3) % 16) for b in range(3) for t in range(16)], np.float32)
 assert np.array_equal(o, want), o
+# a system that starts fewer threads than a wave has: one block at a time, the same results
+import threading
+start = threading.Thread.start
+def limited(t):
+    if getattr(t, "numptx_order", 0) >= 40:
+        raise RuntimeError("can't start new thread")
+    return start(t)
+threading.Thread.start = limited
+try:
+    o2 = np.zeros(48, np.float32)
+    dyn.inject(twice="add.rn.f32 %v_z, %v_x, %v_x;")[3, 16, 0, 64](o2)
+finally:
+    threading.Thread.start = start
+assert np.array_equal(o2, want), o2
 print("WARPS OK")
 '''
 
@@ -176,7 +190,7 @@ print("WARPS OK")
 def test_waves_keep_warps_errors_and_shared_memory_per_block(tmp_path):
     """A warp-level stub (mma) reads each block's warps as when the block ran alone, and
     refuses half a warp as then; a failing thread's error names it; dynamic shared memory is
-    each block's own."""
+    each block's own; where threads cannot be started, blocks run one at a time."""
     run_script(tmp_path, WARPS, simulator=True, marker="WARPS OK")
 
 

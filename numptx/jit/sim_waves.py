@@ -26,16 +26,22 @@ from __future__ import annotations
 import _thread
 import contextlib
 import functools
+import logging
 import threading
 from collections import deque
 from typing import Any
 
 import numpy as np
 
-__all__ = ["WAVE_THREADS", "simulator_classes", "running", "evaluate"]
+__all__ = ["WAVE_THREADS", "CannotStart", "simulator_classes", "running", "evaluate"]
 
 #: the most threads that run together in one wave (whole blocks; at least one block)
 WAVE_THREADS = 1024
+log = logging.getLogger(__name__)
+
+
+class CannotStart(RuntimeError):
+    """The threads of a wave could not all be started (the system's limit on threads)."""
 
 
 class Slot:
@@ -113,20 +119,32 @@ class _Wave:
         self.aborted = False
 
     def run(self) -> None:
-        """Run the wave to its end (raise the first thread's error)."""
-        for b in self.blocks:
-            for t in b:
-                t.start()
+        """Run the wave to its end (raise the first thread's error); raises
+        :class:`CannotStart`, having run nothing, where the system starts no more threads."""
+        started = []
+        try:
+            for b in self.blocks:
+                for t in b:
+                    t.start()
+                    started.append(t)
+        except RuntimeError as e:          # "can't start new thread": a limit of the system
+            self.aborted = True
+            self._abort(started)
+            raise CannotStart(str(e)) from e
         self.ready.popleft().numptx_go.release()
         self.over.acquire()
         if self.failed is not None:
-            for b in self.blocks:
-                for t in b:
-                    if t.numptx_state != "done":
-                        t.abort = True
-                        t.syncthreads_blocked = False
-                        t.numptx_go.release()
+            self._abort([t for b in self.blocks for t in b if t.numptx_state != "done"])
             raise self.failed[0].with_traceback(self.failed[1])
+
+    @staticmethod
+    def _abort(threads: list) -> None:
+        """Wake ``threads`` (each waits for its turn) to end: not yet run, they run nothing;
+        at a site or barrier, they raise there (numba's own abort)."""
+        for t in threads:
+            t.abort = True
+            t.syncthreads_blocked = False
+            t.numptx_go.release()
 
     def stop(self, t, state: str) -> None:
         """The running thread ``t`` stops at a site, a barrier or its end: the next thread
@@ -188,6 +206,7 @@ class _GridRun:
     def __init__(self, launch, note, dynshared: int):
         self.launch, self.note, self.dynshared = launch, note, dynshared
         self.done_until = 0             # blocks 0 .. done_until - 1 (numba's C order) ran
+        self.wave_threads = WAVE_THREADS
 
 
 _run: _GridRun | None = None
@@ -293,9 +312,24 @@ def simulator_classes():
             first = int(np.ravel_multi_index(tuple(grid_point), dims))
             if first < grid.done_until:         # run in an earlier wave
                 return
-            per_block = int(np.prod(self._block_dim))
-            count = min(max(1, WAVE_THREADS // max(per_block, 1)), int(np.prod(dims)) - first)
+            per_block = max(int(np.prod(self._block_dim)), 1)
+            count = min(max(1, grid.wave_threads // per_block), int(np.prod(dims)) - first)
+            try:
+                self._wave(first, count, args).run()
+            except CannotStart:
+                if count == 1:
+                    raise
+                log.warning("numptx: the simulator could not start %d threads at once; it "
+                            "runs one block at a time", count * per_block)
+                grid.wave_threads = per_block
+                count = 1
+                self._wave(first, count, args).run()
             grid.done_until = first + count
+
+        def _wave(self, first: int, count: int, args) -> _Wave:
+            """The wave of the blocks ``first`` .. ``first + count - 1`` (numba's C order), this
+            manager's block first, each block with a manager of its own."""
+            dims = tuple(self._grid_dim)
             managers = [self] + [SiteBlockManager(self._f, self._grid_dim, self._block_dim,
                                                   self._debug) for _ in range(count - 1)]
 
@@ -310,10 +344,10 @@ def simulator_classes():
                     t.numptx_order, t.numptx_block = order, b
                     order += 1
                 blocks.append(threads)
-            wave = _Wave(grid.note, blocks)
+            wave = _Wave(_run.note, blocks)
             for threads in blocks:
                 for t in threads:
                     t.numptx_wave = wave
-            wave.run()
+            return wave
 
     return simk, SiteBlockManager
