@@ -440,3 +440,25 @@ def test_ptx_text_that_ptxas_refuses_scores_inf_on_the_cpu_as_in_the_pack(dt, ca
     for k in range(1, len(pop)):
         assert reasons[k] in str(pack.errors[k]) or str(pack.errors[k]) in reasons[k], \
             (k, reasons[k])
+
+
+def test_python_errors_in_a_formula_or_loss_or_names_are_numptx_errors():
+    """A formula whose Python body raises while it is traced scores +inf, as the pack lists it
+    in errors (before: the ValueError escaped nx.fitness); a loss that raises is a FitnessError
+    naming loss=; unhashable names= are refused like other bad names (before: TypeError)."""
+    @nx.ptx_expr
+    def raises(x0: nx.f32) -> nx.f32:
+        raise ValueError("boom")
+
+    @nx.ptx_expr
+    def bad_loss(p: nx.f32, t: nx.f32) -> nx.f32:
+        raise ValueError("boom")
+
+    got = nx.fitness([raises, "mov.f32 %v_p, %v_x0;"], X32, Y32, device="cpu")
+    assert np.isinf(got[0]) and got[1] == _mse(X32[:, 0], Y32)
+    pack = F.fitness_template(2, ("x0", "x1"), "f32").pack("f", [raises], select="cand")
+    assert "ValueError: boom" in str(pack.errors[0])
+    with pytest.raises(FitnessError, match=r"loss=bad_loss does not trace: ValueError: boom"):
+        nx.fitness(["mov.f32 %v_p, %v_x0;"], X32, Y32, bad_loss, device="cpu")
+    with pytest.raises(FitnessError, match=r"names= gives 2 distinct identifiers"):
+        nx.fitness(["mov.f32 %v_p, %v_x0;"], X32, Y32, names=[[1], [2]], device="cpu")

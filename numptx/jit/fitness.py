@@ -192,7 +192,7 @@ def _check(X: Any, y: Any, loss: Any, names: Sequence[str] | None):
     names = tuple(names) if names is not None else tuple(f"x{j}" for j in range(d))
     bad = [n for n in names if not isinstance(n, str) or not n.isidentifier() or
            not n.isascii() or n in _RESERVED or n.startswith("_nx_")]
-    if len(names) != d or len(set(names)) != d or bad:
+    if bad or len(names) != d or len(set(names)) != d:
         raise FitnessError(f"fitness: names= gives {d} distinct identifiers for the columns, "
                            f"none of cand, p, t, l (the kernel's site variables), a C++ keyword "
                            f"or _nx_*; got {names!r}")
@@ -440,8 +440,8 @@ def _facts(k: int, c: Any, names: tuple[str, ...], variables: frozenset[str],
             return _formula(k, c, names)
         except FitnessError:
             raise
-        except NumptxError as e:        # a formula that does not trace scores +inf
-            log.debug("numptx.fitness: candidate %d: %s", k, e)
+        except Exception as e:   # noqa: BLE001 - a formula that does not trace scores +inf,
+            log.debug("numptx.fitness: candidate %d: %s", k, e)     # as in a pack
             return c, _Typed()
     if isinstance(c, str):
         facts = _text_facts(c, variables)
@@ -460,6 +460,11 @@ def _facts(k: int, c: Any, names: tuple[str, ...], variables: frozenset[str],
 def _loss_facts(loss: Any) -> _Typed:
     if not isinstance(loss, PtxExpr):
         return _Typed()
+    try:
+        loss.graph                               # traced here: its errors name the loss
+    except Exception as e:   # noqa: BLE001 - the user's function raised while tracing
+        raise FitnessError(f"fitness: loss={loss.__name__} does not trace: "
+                           f"{type(e).__name__}: {e}") from None
     p = list(loss.params)
     if len(p) != 2 or (len(set(p) & {"p", "t"}) == 1):
         raise FitnessError(f"fitness: loss={loss.signature()}: a loss takes two parameters, "
@@ -623,20 +628,7 @@ def fitness(candidates: Iterable[Any], X: Any, y: Any, loss: Any = "mse", *,
     tmpl = fitness_template(X.shape[1], names, job.dtype, loss_key,
                             device_arch() if device == "gpu" else "sm_90")
     if device == "cpu":
-        site = tmpl.sites["f"]
-        refused = _refused_by_the_build(tmpl, cands, names, loss, per_module, executor)
-        out = np.empty(len(cands))
-        for k, c in enumerate(cands):
-            try:
-                if k in refused:                # what the GPU's pack refuses: +inf there too
-                    raise refused[k]
-                pred = _predict_cpu(c, X, names, site, k % per_module)
-            except Exception as e:   # noqa: BLE001 - a candidate that does not run scores +inf
-                log.debug("numptx.fitness: candidate %d: %s", k, e)
-                out[k] = math.inf
-                continue
-            out[k] = _score(pred, y, loss)
-        return out
+        return _fitness_cpu(tmpl, cands, X, y, names, loss, per_module, executor)
     return _fitness_gpu(tmpl, [_adapt(c, names) for c in cands], X, y, loss, per_module,
                         executor, block)
 
@@ -668,6 +660,30 @@ def _refused_by_the_build(tmpl: CudaTemplate, cands: list, names: tuple[str, ...
                 except NumptxError as e:      # none fits: each is in errors
                     log.debug("numptx.fitness: module at %d: %s", p.offset, e)
     return {k: e for p in packs for k, e in p.errors.items()}
+
+
+def _fitness_cpu(tmpl: CudaTemplate, cands: list, X: np.ndarray, y: np.ndarray,
+                 names: tuple[str, ...], loss: Any, per_module: int,
+                 executor: Executor | None) -> np.ndarray:
+    """Each candidate on the CPU (see the module documentation), as its module on a GPU."""
+    site = tmpl.sites["f"]
+    refused = _refused_by_the_build(tmpl, cands, names, loss, per_module, executor)
+    out = np.empty(len(cands))
+    for k, c in enumerate(cands):
+        if k in refused:                    # what the GPU's pack refuses: +inf there too
+            why = str(refused[k])               # "candidate k: ...", the pack's words
+            log.debug("numptx.fitness: %s", why if why.startswith(f"candidate {k}:")
+                      else f"candidate {k}: {why}")
+            out[k] = math.inf
+            continue
+        try:
+            pred = _predict_cpu(c, X, names, site, k % per_module)
+        except Exception as e:   # noqa: BLE001 - a candidate that does not run scores +inf
+            log.debug("numptx.fitness: candidate %d: %s", k, e)
+            out[k] = math.inf
+            continue
+        out[k] = _score(pred, y, loss)
+    return out
 
 
 def gpu_available() -> bool:
