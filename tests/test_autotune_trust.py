@@ -171,3 +171,82 @@ def test_autotuned_kernels_run_under_the_simulator(tmp_path, monkeypatch):
     simulated = json.loads((tmp_path / "parity.json").read_text())
     assert [[e.index, e.stage] for e in real.excluded] == simulated
     assert {i for i, _ in simulated} == {1, 2, 4, 5, 6, 7}
+
+
+# ------------------------------------------------------------------ review: simulator parity
+SIMULATED_REFUSALS = r'''
+import json, os, warnings
+import numpy as np
+import numptx as nx
+from numba import cuda
+from numptx.jit.autotune import autotune
+
+warnings.simplefilter("ignore")
+ADD, SUB = "add.f32 %v_z, %v_x, %v_y;", "sub.f32 %v_z, %v_x, %v_y;"
+CANDS = CANDIDATE_LIST
+
+def body(out, a, b):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = nx.site("combine", x=a[i], y=b[i], out={"z": nx.f32})
+
+a = np.arange(1, 33, dtype=np.float32)
+b = np.full(32, 2.0, np.float32)
+results = {}
+for name, strict in (("plain", False), ("strict", True)):
+    best = autotune(nx.kernel(body, strict=strict), CANDS, args=(np.zeros(32, np.float32), a, b),
+                    cost="registers")
+    results[name] = [[e.index, e.stage] for e in best.excluded]
+try:                                  # too few arguments: refused as the real build refuses it
+    autotune(nx.kernel(body), [{"combine": ADD}], args=(np.zeros(32, np.float32), a),
+             cost="registers")
+except nx.NumptxError as e:
+    results["nargs"] = str(e)
+
+# the simulator's device arrays, an in-place kernel and check=: every candidate starts from the
+# same inputs, the caller's arrays are left as they were, then the decorator's winner runs once
+def inplace(out, b):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = nx.site("combine", x=out[i], y=b[i], out={"z": nx.f32})
+
+dout, db = cuda.to_device(a.copy()), cuda.to_device(b)
+best = autotune(nx.kernel(inplace), [{"combine": SUB}, {"combine": ADD}, {"combine": ADD}],
+                args=(dout, db), grid=1, block=32, cost="registers",
+                check=lambda out, b: out + b)
+assert [(e.index, e.stage) for e in best.excluded] == [(0, "check")], best.excluded
+assert np.array_equal(dout.copy_to_host(), a)
+tuned = nx.autotuned(nx.kernel(inplace), candidates=[{"combine": SUB}, {"combine": ADD}],
+                     check=lambda out, b: out + b)
+tuned[1, 32](dout, db)
+assert np.array_equal(dout.copy_to_host(), a + b), dout.copy_to_host()
+with open(os.environ["REFUSALS_OUT"], "w") as f:
+    json.dump(results, f)
+print("SIMULATED-REFUSALS-OK")
+'''
+
+#: stubs refused before any assembling (stage "stubs") and by nvJitLink (stage "build")
+REFUSED = [ADD, 42, "// numptx module: .global .u32 g;\n" + ADD,
+           "{ .reg .f32 %q; mov.f32 %q, %v_x; }", "bogus.f32 %v_z;"]
+
+
+def test_simulated_autotune_refuses_at_the_real_builds_stages(tmp_path, monkeypatch):
+    """Under the simulator a candidate is excluded at the stage the real build excludes it at
+    (a stub of the wrong type, a reserved line, an unwritten out under strict=True: "stubs"),
+    too few arguments are a NumptxError naming args= (not the simulator's TypeError), and the
+    simulator's device arrays are copied per candidate for check= (an in-place kernel)."""
+    monkeypatch.setenv("REFUSALS_OUT", str(tmp_path / "refusals.json"))
+    cands = [{"combine": c} for c in REFUSED]
+    run_script(tmp_path, SIMULATED_REFUSALS.replace("CANDIDATE_LIST", repr(cands)),
+               simulator=True, marker="SIMULATED-REFUSALS-OK")
+    simulated = json.loads((tmp_path / "refusals.json").read_text())
+    a, b = np.arange(1, 33, dtype=np.float32), np.full(32, 2.0, np.float32)
+    for name, strict in (("plain", False), ("strict", True)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            real = autotune(nx.kernel(_body, strict=strict), cands,
+                            args=(np.zeros(32, np.float32), a, b), cost="registers",
+                            cache_dir=tmp_path / "real")
+        assert [[e.index, e.stage] for e in real.excluded] == simulated[name], name
+    assert [s for _, s in simulated["strict"]] == ["stubs", "stubs", "stubs", "build"]
+    assert "args=" in simulated["nargs"] and "3 argument(s), 2 given" in simulated["nargs"]

@@ -57,7 +57,7 @@ from .cache import default_cache_dir
 from .errors import LaunchError, ToolMissingError, summary
 from .kernel import Kernel, NumbaTemplate
 from .template import CudaTemplate, Template, Variant
-from .autotune_args import compare, device_args, host_array, references, Snapshot
+from .autotune_args import compare, device_args, host_array, is_array, references, Snapshot
 from .autotune_sim import autotune_simulated
 from .autotune_types import (COSTS, AutotuneError, AutotuneWarning, Excluded, Stage, Tuned,
                              warn_excluded)
@@ -172,7 +172,7 @@ def _outputs(output: Any, args: tuple) -> tuple[int, ...]:
                 or not -len(args) <= j < len(args):
             raise AutotuneError(f"autotune(output={output!r}): {j!r} is no index into the "
                                 f"{len(args)} argument(s)")
-        if not (hasattr(args[j], "__cuda_array_interface__") or isinstance(args[j], np.ndarray)):
+        if not is_array(args[j]):
             raise AutotuneError(f"autotune(output={output!r}): argument {int(j)} is a "
                                 f"{type(args[j]).__name__}, not an array the kernel writes")
     return tuple(int(j) % len(args) for j in outs)

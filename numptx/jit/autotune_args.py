@@ -46,12 +46,23 @@ def device_args(args: tuple) -> tuple:
 
 
 def is_array(a: Any) -> bool:
-    return isinstance(a, np.ndarray) or hasattr(a, "__cuda_array_interface__")
+    """Whether ``a`` is an array argument: NumPy, a CUDA array, or under numba-cuda's simulator
+    its device array (which has no ``__cuda_array_interface__``)."""
+    return isinstance(a, np.ndarray) or hasattr(a, "__cuda_array_interface__") \
+        or _simulator_array(a)
+
+
+def _simulator_array(a: Any) -> bool:
+    from .numba_site import SIMULATOR
+    if not SIMULATOR:
+        return False
+    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+    return isinstance(a, FakeCUDAArray)
 
 
 def host_array(a: Any) -> np.ndarray:
     """A host copy of array ``a`` (device or NumPy)."""
-    return a.copy() if isinstance(a, np.ndarray) else a.copy_to_host()
+    return a.copy() if isinstance(a, np.ndarray) else np.asarray(a.copy_to_host())
 
 
 def _raw(a: Any) -> Any:

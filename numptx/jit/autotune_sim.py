@@ -22,6 +22,7 @@ ranking cache (these costs are not the kernel's). ``cost="time"`` is refused by 
 """
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -34,10 +35,9 @@ from .autotune_types import AutotuneError, Excluded, Stage, Tuned, warn_excluded
 from .errors import ToolMissingError, summary
 from .numba_site import SiteSpec
 from .resources import kernel_resources
-from .sim_checks import CHECK_ENTRY, check_site_names, check_stub, site_cubin, site_for
-from .stubs import resolve_stub
+from .sim_checks import CHECK_ENTRY, bind_stub, check_assembles, check_site_names, site_cubin
 
-__all__ = ["autotune_simulated", "site_specs", "site_cost"]
+__all__ = ["autotune_simulated", "site_specs", "site_texts", "site_cost"]
 
 
 def site_specs(kernel: Any, args: tuple) -> dict[str, SiteSpec]:
@@ -47,13 +47,12 @@ def site_specs(kernel: Any, args: tuple) -> dict[str, SiteSpec]:
             for name, site in kernel.sites(*args).items()}
 
 
-def site_cost(kv: Any, specs: Mapping[str, SiteSpec], cost: str) -> float:
-    """The static ``cost`` of variant ``kv``'s stubs: each bound and assembled in its site's
-    check kernel for the kernel's architecture; the most registers of any site, or the sum of
-    SASS instructions. Raises what the real build raises for a stub that does not fit."""
+def site_texts(kv: Any, specs: Mapping[str, SiteSpec]) -> dict[str, str]:
+    """``{site: text}`` of variant ``kv``'s stubs, each bound to its site as the real build
+    binds it when it injects stubs (the kernel's ``strict`` too; a site without a stub is left
+    out under ``missing="empty"``). Raises what the build raises there (stage ``"stubs"``)."""
     check_site_names(kv)
-    arch = kv.kernel.arch
-    total = 0
+    texts = {}
     for name, spec in specs.items():
         stub = kv.stubs.get(name)
         if stub is None:
@@ -61,9 +60,20 @@ def site_cost(kv: Any, specs: Mapping[str, SiteSpec], cost: str) -> float:
                 continue
             raise RenderError(f"no stub for site {name!r} (pass missing='empty' to leave sites "
                               f"without a stub no-ops)")
-        if getattr(kv.kernel, "strict", False) and type(stub) is str:
-            resolve_stub(stub, site_for(spec), strict=True)    # as the simulator's launch
-        cubin = site_cubin(spec, check_stub(spec, stub, arch), arch)
+        texts[name] = bind_stub(spec, stub, kv.kernel.arch, strict=kv.kernel.strict)
+    return texts
+
+
+def site_cost(texts: Mapping[str, str], specs: Mapping[str, SiteSpec], arch: str,
+              cost: str) -> float:
+    """The static ``cost`` of bound stub ``texts`` (:func:`site_texts`): each assembled in its
+    site's check kernel for ``arch``; the most registers of any site, or the sum of SASS
+    instructions. Raises what the real build's assembling raises (stage ``"build"``)."""
+    total = 0
+    for name, text in texts.items():
+        spec = specs[name]
+        check_assembles(spec, text, arch)
+        cubin = site_cubin(spec, text, arch)
         if cubin is None:
             raise ToolchainError("nvJitLink is unavailable: under the simulator static costs "
                                  "are read from cubins it assembles")
@@ -81,6 +91,19 @@ def _failure(i: int, e: BaseException) -> str:
 
 def _copies(host: tuple) -> tuple:
     return tuple(a.copy() if isinstance(a, np.ndarray) else a for a in host)
+
+
+def _host(kernel: Any, args: tuple) -> tuple:
+    """``args`` with every array as a host NumPy copy (the simulator's device arrays too, so
+    each candidate runs on its own copy and the caller's arrays are left alone); too many or
+    too few arguments are an :class:`AutotuneError`, as the real build's count check is."""
+    try:
+        inspect.signature(kernel.py_func).bind(*args)
+    except TypeError:
+        n = len(inspect.signature(kernel.py_func).parameters)
+        raise AutotuneError(f"autotune(args=): kernel {kernel.__name__!r} takes {n} "
+                            f"argument(s), {len(args)} given") from None
+    return tuple(host_array(a) if is_array(a) else a for a in args)
 
 
 def _check(variants: Mapping[int, Any], host: tuple, config: tuple, outs: tuple[int, ...],
@@ -110,7 +133,7 @@ def autotune_simulated(kernel: Any, cands: Sequence[Mapping[str, Any]], *, args:
     if cost not in ("registers", "sass"):
         raise AutotuneError(f"autotune(cost={cost!r}) under the simulator: use 'registers' or "
                             f"'sass'")
-    host = tuple(host_array(a) if is_array(a) else a for a in args)
+    host = _host(kernel, args)
     specs = site_specs(kernel, _copies(host))
     n = len(cands)
     failed: dict[int, tuple[Stage, str]] = {}
@@ -122,12 +145,15 @@ def autotune_simulated(kernel: Any, cands: Sequence[Mapping[str, Any]], *, args:
             failed[i] = ("stubs", _failure(i, e))
     costs = [math.inf] * n
     for i, kv in variants.items():
+        stage: Stage = "stubs"        # where the real build refuses: injecting, then building
         try:
-            costs[i] = site_cost(kv, specs, cost)
+            texts = site_texts(kv, specs)
+            stage = "build"
+            costs[i] = site_cost(texts, specs, kv.kernel.arch, cost)
         except ToolMissingError:
             raise                     # not this candidate's fault: say what to install
         except NumptxError as e:
-            failed[i] = ("stubs" if isinstance(e, RenderError) else "build", _failure(i, e))
+            failed[i] = (stage, _failure(i, e))
     alive = {i: kv for i, kv in variants.items() if i not in failed}
     if check is not None and alive:
         refs = references(check, host, outs)

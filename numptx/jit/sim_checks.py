@@ -31,8 +31,8 @@ from .numba_site import site as nx_site
 from .nvjitlink import ptx_to_cubin
 from .stubs import resolve_stub
 
-__all__ = ["check_stub", "check_site_names", "site_check_ptx", "site_cubin", "site_for",
-           "site_names", "CHECK_ENTRY"]
+__all__ = ["bind_stub", "check_assembles", "check_stub", "check_site_names", "site_check_ptx",
+           "site_cubin", "site_for", "site_names", "CHECK_ENTRY"]
 
 log = logging.getLogger(__name__)
 
@@ -149,11 +149,26 @@ def check_stub(spec: SiteSpec, stub: Any, arch: str) -> str:
     as the build binds it (:func:`~numptx.jit.stubs.resolve_stub`), and assembled by nvJitLink
     for ``arch`` in the site's check kernel (once per signature and text; skipped, with a debug
     log line, where nvJitLink is unavailable). Raises what the build would raise."""
+    text = bind_stub(spec, stub, arch)
+    check_assembles(spec, text, arch)
+    return text
+
+
+def bind_stub(spec: SiteSpec, stub: Any, arch: str, *, strict: bool = False) -> str:
+    """The first half of :func:`check_stub`: the stub's text bound to the site ``spec`` as the
+    build binds it when it injects stubs (what the build refuses there, this raises)."""
     inj = _check_frame(spec, arch)
     site = site_for(spec) if inj is None else inj.sites[spec.name]
-    text = resolve_stub(stub, site)     # warns of an out variable a raw stub never writes
+    # warns of an out variable a raw stub never writes (raises under strict)
+    return resolve_stub(stub, site, strict=strict)
+
+
+def check_assembles(spec: SiteSpec, text: str, arch: str) -> None:
+    """The second half of :func:`check_stub`: the :class:`LinkError` of ``text`` (a bound stub)
+    assembled at the site ``spec`` in its check kernel, as the build assembles it."""
+    inj = _check_frame(spec, arch)
     if inj is None:
-        return text
+        return
     key = (spec, arch, text)
     # f32/f64 constants never decide whether a text assembles: a text that differs from one
     # that assembled only in them assembles too (constant sweeps assemble once)
@@ -177,7 +192,6 @@ def check_stub(spec: SiteSpec, stub: Any, arch: str) -> str:
             _remember(_verdicts, shape, None)
     if hit is not None:
         raise copy.copy(hit)
-    return text
 
 
 def site_cubin(spec: SiteSpec, text: str, arch: str) -> bytes | None:
