@@ -205,3 +205,57 @@ def test_no_candidate_type_carries_a_mark(fit):
     pack = fit.pack("f", [SQUARE, forged, nested, DOUBLE], select="cand")
     assert len(pack.cubin) > 0 and pack.ok == [0, 3] and sorted(pack.errors) == [1, 2]
     assert all(isinstance(e, StubRuleError) and e.rule == "reserved" for e in pack.errors.values())
+
+
+# -- review: lines as ptxas counts them, scoped labels, guards with white space -----------------
+SEPARATORS = ["\u2028", "\u2029", "\x85", "\x1c", "\x1d", "\x1e", "\r"]
+
+
+@pytest.mark.parametrize("sep", SEPARATORS)
+def test_line_separators_in_a_comment_do_not_shift_the_blame(fit, sep):
+    """ptxas ends a line only at "\\n"; Python's splitlines also at "\\r", "\\x85", "\\u2028"...
+    Before, a comment holding such characters in candidate 1 moved the blame for candidate 5's
+    ptxas error onto the innocent candidates between them."""
+    hostile = "// " + sep * 8 + "\n" + SQUARE          # assembles: the comment is one line
+    cands = [SQUARE, hostile, SQUARE, DOUBLE, SQUARE, "bogus.f32 %v_y;"]
+    pack = fit.pack("f", cands, select="cand")
+    assert len(pack.cubin) > 0
+    assert pack.ok == [0, 1, 2, 3, 4] and list(pack.errors) == [5]
+    assert "stub line 1: 'bogus.f32 %v_y;'" in str(pack.errors[5])
+
+
+def test_line_separators_cannot_fail_the_whole_pack(fit):
+    """Before: the blame moved above candidate 0's mark, onto the pack's own dispatch lines, so
+    no candidate was blamed and the whole pack failed with a LinkError."""
+    hostile = "// " + "\u2028" * 40 + "\n" + SQUARE
+    pack = fit.pack("f", [hostile, "bogus.f32 %v_y;", DOUBLE], select="cand")
+    assert len(pack.cubin) > 0 and pack.ok == [0, 2] and list(pack.errors) == [1]
+
+
+@pytest.mark.parametrize("guard", ["@ %p", "@ ! %p", "@!  %p", "@\t%p", "@\n%p", "@/* */%p"])
+@pytest.mark.parametrize("op", ["ret;", "exit;", "bra.uni Lout;", "bra $L__BB0_2;"])
+def test_a_guard_written_with_white_space_hides_nothing(fit, guard, op):
+    """ptxas takes white space after '@' and around '!' (each of these assembles); the check
+    read such a statement as the instruction '@' and let the branch or the return through."""
+    bad = f".reg .pred %p;\nsetp.gt.f32 %p, %v_x, 0f00000000;\n{SQUARE}\n{guard} {op}\nLown:"
+    pack = fit.pack("f", [SQUARE, bad, DOUBLE], select="cand")
+    assert len(pack.cubin) > 0 and pack.ok == [0, 2] and list(pack.errors) == [1]
+    e = pack.errors[1]
+    assert isinstance(e, StubRuleError) and e.rule in ("control", "branch") and e.line == 4
+
+
+def test_a_label_in_an_inner_block_is_not_the_branchs(fit):
+    """PTX scopes labels by { } blocks: a branch does not see a label of an inner or sibling
+    block, and ptxas resolves the name outside the candidate (the kernel's own label). Before,
+    the check took any label of the text as the candidate's own."""
+    for bad in (f"{SQUARE}\nbra.uni $L__BB0_2;\n{{ $L__BB0_2: }}",
+                f"{SQUARE}\n{{ bra.uni $L__BB0_2; }}\n{{ $L__BB0_2: }}"):
+        pack = fit.pack("f", [SQUARE, bad], select="cand")
+        assert len(pack.cubin) > 0 and pack.ok == [0] and list(pack.errors) == [1]
+        e = pack.errors[1]
+        assert isinstance(e, StubRuleError) and e.rule == "branch", bad
+        assert "not inside" in str(e)
+    nested = (".reg .pred %p;\nsetp.gt.f32 %p, %v_x, 0f00000000;\n{ " + SQUARE +
+              "\n{ @%p bra Lout; }\nneg.f32 %v_y, %v_y;\nLout: }")  # outward: its own
+    pack = fit.pack("f", [nested, nested], select="cand")
+    assert len(pack.cubin) > 0 and pack.errors == {}

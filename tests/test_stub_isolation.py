@@ -225,3 +225,52 @@ def test_stub_rule_error_is_a_link_error_with_the_site():
     with pytest.raises(LinkError) as info:
         check_stub_rules("mov.f32 %v_z, %v_x;\n.extern .global .u32 e;", "combine")
     assert info.value.site == "combine" and info.value.stub_line == ".extern .global .u32 e;"
+
+
+# -- review: lines as ptxas counts them, guards with white space, scoped labels ----------------
+def test_errors_quote_the_line_ptxas_counts():
+    """ptxas ends a line only at "\\n"; Python's splitlines also at "\\r", "\\x85", "\\u2028"...
+    Before, an error quoted another line than the one it counted (or none)."""
+    seps = "\u2028\x85\r\x1c"
+    with pytest.raises(StubRuleError) as info:
+        check_stub_rules(f"// {seps}\n{GOOD}\n.global .u32 g;", "combine")
+    assert info.value.line == 3 and info.value.stub_line == ".global .u32 g;"
+    with pytest.raises(LinkError, match=r"stub line 3 '\}'") as info:
+        nx.jit.stubs.checked_text(f"// {seps}\n{GOOD}\n}}", "combine")
+    assert info.value.stub_line == "}"
+
+
+def test_a_separator_in_one_stub_does_not_move_anothers_error(tmpl):
+    """An assembly error in site 'post' is still 'post''s when 'combine''s comment holds line
+    separators Python splits at (before: no site named, another line quoted)."""
+    with pytest.raises(LinkError) as info:
+        tmpl.inject(combine="// " + "\u2028" * 6 + "\n" + GOOD, post="bogus.f32 %v_w;").cubin
+    assert info.value.site == "post" and info.value.stub_line == "bogus.f32 %v_w;"
+
+
+@pytest.mark.parametrize("guard", ["@ %p", "@ ! %p", "@\n%p", "@/* c */%p", "@\t!\t%p"])
+def test_a_guarded_branch_out_with_white_space_is_refused(tmpl, guard):
+    """ptxas assembles "@ %p bra L;" (white space after '@', around '!'): before, the check
+    read it as the instruction '@' and the branch left the stub for the kernel's label."""
+    bad = f".reg .pred %p;\nsetp.lt.f32 %p, %v_x, 0f00000000;\n{GOOD}\n{guard} bra $L__BB0_2;"
+    with pytest.raises(StubRuleError, match=r"'\$L__BB0_2' is not defined") as info:
+        tmpl.inject(combine=bad, post=POST)
+    assert info.value.line == 4 and info.value.rule == "branch"
+    own = bad.replace("$L__BB0_2;", "Lmine;") + "\nLmine:"
+    assert len(tmpl.inject(combine=own, post=POST).cubin) > 0
+
+
+def test_a_label_the_branch_cannot_see_is_refused(tmpl):
+    """Labels are scoped by { } blocks: before, a label defined in an inner or sibling block
+    counted as the stub's, and ptxas resolved the branch to the kernel's label of that name
+    (the kernel then skipped its stores)."""
+    for bad in (f"{GOOD}\nbra.uni $L__BB0_2;\n{{ $L__BB0_2: }}",
+                f"{GOOD}\n{{ bra.uni $L__BB0_2; }}\n{{ $L__BB0_2: }}",
+                f"{GOOD}\n{{ {{ bra L; }} }}\n{{ L: }}"):
+        with pytest.raises(StubRuleError, match="not inside") as info:
+            check_stub_rules(bad, "combine")
+        assert info.value.rule == "branch" and info.value.line in (2, 3)
+    ok = (".reg .pred %p;\nsetp.lt.f32 %p, %v_x, 0f00000000;\n{\n" + GOOD +
+          "\n{ @%p bra Lout; }\nL2: { @!%p bra L2b; L2b: }\n}\nLout:\nbra.uni L2end;\nL2end:")
+    check_stub_rules(ok, "combine", packed=True)
+    assert len(tmpl.inject(combine=ok, post=POST).cubin) > 0

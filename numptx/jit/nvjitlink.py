@@ -68,7 +68,7 @@ _MAX_LINES = 20   # of messages and of the quoted log in a LinkError's text
 
 
 def _explain(ptx: str, log: str, arch: str) -> LinkError:
-    lines = ptx.splitlines()
+    lines = ptx.split("\n")         # as ptxas counts lines ("\r", "\u2028"... end none)
     found = []
     for m in _LINE.finditer(log):
         if m.group(2) != "warning":

@@ -267,7 +267,7 @@ class Population:
         the rendered ``ptx`` (candidates cannot hold a mark or a pack label: the stub contract
         refuses them). Each message reads ``stub line j: 'text': message``, j counted in the
         candidate's own text (before its literals were lifted, with run-time constants)."""
-        lines = ptx.splitlines()
+        lines = ptx.split("\n")   # as ptxas counts lines ("\r", "\u2028"... end none)
         found: dict[int, list[str]] = {}
         for m in _LOG_MSG.finditer(log_text):
             at = i = int(m.group(1)) - 1
@@ -299,7 +299,7 @@ class Population:
             return j, text
         n = len(RT.lift(own, 0).kinds)
         j -= 2 * n if n else 0
-        lines = own.splitlines()
+        lines = own.split("\n")
         return (j, lines[j - 1].strip()) if 0 < j <= len(lines) else (j + 2 * n, text)
 
 

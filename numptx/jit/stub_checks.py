@@ -147,31 +147,42 @@ STUB_DIRECTIVES = frozenset({".reg"})
 PACK_REFUSED = frozenset({"ret", "exit", "trap", "brkpt"})
 
 _COMMENT_RE = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
-_STATEMENT = re.compile(r"[^;{}]+")
+_CHUNK = re.compile(r"[^;{}]+|[{}]")
 _LABELS = re.compile(r"\s*((?:[A-Za-z_$%][\w$]*\s*:(?!:)\s*)+)")
 _LABEL_NAME = re.compile(r"([A-Za-z_$%][\w$]*)\s*:")
-_GUARD = re.compile(r"@!?%?[\w$.]+\s+")
+# ptxas takes white space (line breaks included) on either side of the '!': "@ ! %p bra L;"
+_GUARD = re.compile(r"@\s*!?\s*%?[\w$.]+\s+")
 _TARGET = re.compile(r"[A-Za-z_$%][\w$]*")
 
 
 def _refuse(site: str, text: str, pos: int, what: str, rule: str) -> None:
+    # lines as ptxas counts them: "\n" ends a line; "\r", "\x85", "\u2028" ... do not
     lineno = text.count("\n", 0, pos) + 1
-    line = text.splitlines()[lineno - 1].strip() if text else ""
+    line = text.split("\n")[lineno - 1].strip() if text else ""
     raise StubRuleError(f"invalid stub for site {site!r}: stub line {lineno} {line!r}: {what}",
                         site=site, line=lineno, stub_line=line, rule=rule)
 
 
 def _statements(code: str):
-    """(position, labels, guard-stripped statement) of each statement of comment-free ``code``."""
-    for m in _STATEMENT.finditer(code):
+    """(position, labels, guard-stripped statement, scope) of each statement of comment-free
+    ``code``; ``scope`` is the chain of ``{ }`` blocks (ids, outermost first) it lies in."""
+    chain, blocks = (0,), 0
+    for m in _CHUNK.finditer(code):
         chunk = m.group()
+        if chunk == "{":
+            blocks += 1
+            chain += (blocks,)
+            continue
+        if chunk == "}":
+            chain = chain[:-1] if len(chain) > 1 else chain    # unpaired: checked_text refuses
+            continue
         lab = _LABELS.match(chunk)
         labels = _LABEL_NAME.findall(lab.group(1)) if lab else []
         rest = chunk[lab.end():] if lab else chunk
         stripped = rest.lstrip()
         start = m.start() + (len(chunk) - len(stripped) if stripped else 0)
         g = _GUARD.match(stripped)
-        yield start, labels, stripped[g.end():] if g else stripped
+        yield start, labels, stripped[g.end():] if g else stripped, chain
 
 
 def check_reserved(text: str, site: str) -> None:
@@ -200,10 +211,11 @@ def check_stub_rules(text: str, site: str, *, packed: bool = False) -> None:
     check_reserved(text, site)
     code = _COMMENT_RE.sub(lambda m: " " * len(m.group()) if "\n" not in m.group()
                            else re.sub(r"[^\n]", " ", m.group()), text) if "/" in text else text
-    defined: set[str] = set()
-    branches: list[tuple[int, str]] = []
-    for pos, labels, stmt in _statements(code):
-        defined.update(labels)
+    defined: dict[int, set[str]] = {}           # block id -> the labels defined in it
+    branches: list[tuple[int, str, tuple[int, ...]]] = []
+    for pos, labels, stmt, chain in _statements(code):
+        if labels:
+            defined.setdefault(chain[-1], set()).update(labels)
         if not stmt:
             continue
         op = stmt.split(None, 1)[0]
@@ -219,12 +231,20 @@ def check_stub_rules(text: str, site: str, *, packed: bool = False) -> None:
         elif base == "bra":
             parts = stmt.split(None, 1)
             target = _TARGET.match(parts[1].strip()) if len(parts) > 1 else None
-            branches.append((pos, target.group() if target else ""))
+            branches.append((pos, target.group() if target else "", chain))
         elif packed and base in PACK_REFUSED:
             _refuse(site, text, pos, f"a candidate of a pack may not hold {base!r}: it must "
                     f"run to its end, where the pack's code goes on (threads that leave early "
                     f"break the pack's dispatch and nx.fitness's warp reduction)", "control")
-    for pos, target in branches:
-        if target not in defined:
-            _refuse(site, text, pos, f"a stub may branch only to labels it defines; "
-                    f"{target or 'the target'!r} is not defined in the stub", "branch")
+    for pos, target, chain in branches:
+        # PTX labels are scoped by { } blocks: a branch sees the labels of its own block and of
+        # the blocks around it; one defined only in an inner or sibling block is not seen, and
+        # ptxas would resolve the name outside the stub (the kernel's own labels)
+        if any(target in defined.get(b, ()) for b in chain):
+            continue
+        inner = any(target in names for names in defined.values())
+        _refuse(site, text, pos, f"a stub may branch only to labels it defines; "
+                f"{target or 'the target'!r} is not defined in the stub" + (
+                    " where the branch can see it (it is defined in a { } block the branch is "
+                    "not inside, and PTX would resolve the name outside the stub: define it in "
+                    "the branch's block or one around it)" if inner else ""), "branch")

@@ -157,7 +157,7 @@ def checked_text(text: str, site: str) -> str:
         depth += 1 if ch == "{" else -1
         if depth < 0:
             lineno = code.count("\n", 0, pos) + 1
-            line = text.splitlines()[lineno - 1].strip()
+            line = text.split("\n")[lineno - 1].strip()      # lines as ptxas counts them
             raise LinkError(f"invalid stub for site {site!r}: stub line {lineno} {line!r} closes "
                             f"a '}}' the stub did not open", site=site, stub_line=line)
     if depth:
