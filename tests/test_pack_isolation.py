@@ -259,3 +259,13 @@ def test_a_label_in_an_inner_block_is_not_the_branchs(fit):
               "\n{ @%p bra Lout; }\nneg.f32 %v_y, %v_y;\nLout: }")  # outward: its own
     pack = fit.pack("f", [nested, nested], select="cand")
     assert len(pack.cubin) > 0 and pack.errors == {}
+
+
+def test_a_comment_left_open_cannot_swallow_the_next_candidates_start(fit):
+    """Before: candidate 1 opened '/*' and candidate 2 closed it, so ptxas skipped the pack's
+    own lines between them (candidate 2's label); the whole pack failed with a LinkError."""
+    cands = [SQUARE, SQUARE + "\n/* open", "*/ " + SQUARE, DOUBLE]
+    pack = fit.pack("f", cands, select="cand")
+    assert len(pack.cubin) > 0 and pack.ok == [0, 3] and sorted(pack.errors) == [1, 2]
+    e = pack.errors[1]
+    assert isinstance(e, StubRuleError) and e.rule == "comment" and e.line == 2

@@ -274,3 +274,13 @@ def test_a_label_the_branch_cannot_see_is_refused(tmpl):
           "\n{ @%p bra Lout; }\nL2: { @!%p bra L2b; L2b: }\n}\nLout:\nbra.uni L2end;\nL2end:")
     check_stub_rules(ok, "combine", packed=True)
     assert len(tmpl.inject(combine=ok, post=POST).cubin) > 0
+
+
+def test_a_comment_left_open_is_refused(tmpl):
+    """Before: 'combine' opened '/*' and 'post' closed it, so the kernel's code between the two
+    sites (the frame's copies) became a comment, and the build went on without a word."""
+    with pytest.raises(StubRuleError, match="does not close") as info:
+        tmpl.inject(combine=GOOD + "\n/*", post="*/\n.reg .f32 %v_w;\n" + POST)
+    assert info.value.site == "combine" and info.value.line == 2 and info.value.rule == "comment"
+    closed = f"/* a comment\nover lines */\n{GOOD} // /* inside a line comment"
+    assert len(tmpl.inject(combine=closed, post=POST).cubin) > 0

@@ -200,7 +200,8 @@ def check_stub_rules(text: str, site: str, *, packed: bool = False) -> None:
     that breaks the stub contract: text numptx reserves (``site_layout.RESERVED``, comments
     included), a directive other than ``.reg`` (module-scope and state-space declarations:
     ``.global``, ``.extern``, ``.entry``, ``.pragma``, ``.branchtargets`` ...), an indirect
-    branch (``brx.idx``), a branch to a label the stub does not define; with ``packed`` (a
+    branch (``brx.idx``), a branch to a label the stub does not define (or defines only in a
+    ``{ }`` block the branch is not inside), a ``/*`` comment left open; with ``packed`` (a
     candidate of a pack, or of ``nx.fitness``) also ``ret``, ``exit``, ``trap`` and ``brkpt``.
 
     >>> check_stub_rules("@%p bra L;\nadd.f32 %v_z, %v_x, %v_x;\nL:", "f")      # passes
@@ -211,6 +212,11 @@ def check_stub_rules(text: str, site: str, *, packed: bool = False) -> None:
     check_reserved(text, site)
     code = _COMMENT_RE.sub(lambda m: " " * len(m.group()) if "\n" not in m.group()
                            else re.sub(r"[^\n]", " ", m.group()), text) if "/" in text else text
+    opened = code.find("/*")          # closed comments are blanked: this one runs on past
+    if opened >= 0:                   # the stub, over the code after it, up to a later "*/"
+        _refuse(site, text, opened, "a '/*' comment the stub does not close: it would run on "
+                "over the code after the stub (the kernel's, another site's or candidate's) "
+                "up to the next '*/'; close it with '*/' in the stub", "comment")
     defined: dict[int, set[str]] = {}           # block id -> the labels defined in it
     branches: list[tuple[int, str, tuple[int, ...]]] = []
     for pos, labels, stmt, chain in _statements(code):
