@@ -462,3 +462,42 @@ def test_python_errors_in_a_formula_or_loss_or_names_are_numptx_errors():
         nx.fitness(["mov.f32 %v_p, %v_x0;"], X32, Y32, bad_loss, device="cpu")
     with pytest.raises(FitnessError, match=r"names= gives 2 distinct identifiers"):
         nx.fitness(["mov.f32 %v_p, %v_x0;"], X32, Y32, names=[[1], [2]], device="cpu")
+
+
+def test_formulas_with_a_named_or_tuple_result_score_as_their_stub_computes():
+    """A formula's results bind to the kernel's p by the rules of stub(site) (a dict by name, a
+    tuple in order), on both paths, its parameters by name or in order (before: the CPU
+    scored a one-value tuple or a dict {"p": ...} +inf, and a formula bound in order with a
+    dict result made the GPU path's _adapt raise BindError for the whole population). One
+    whose Python body raises is that candidate's +inf on both paths."""
+    @nx.ptx_expr
+    def named(x0: nx.f32, x1: nx.f32):
+        return {"p": x0 - x1}
+
+    @nx.ptx_expr
+    def tup(a: nx.f32, b: nx.f32):
+        return (a - b,)
+
+    @nx.ptx_expr
+    def other_name(a: nx.f32, b: nx.f32):           # a dict binds by name: no p
+        return {"y": a - b}
+
+    @nx.ptx_expr
+    def two(x0: nx.f32, x1: nx.f32):                 # two results for one variable
+        return x0 - x1, x0
+
+    @nx.ptx_expr
+    def raises(a: nx.f32, b: nx.f32) -> nx.f32:
+        raise ValueError("boom")
+
+    pop = [named, tup, other_name, two, raises]
+    got = nx.fitness(pop, X32, Y32, device="cpu")
+    want = _mse(X32[:, 0] - X32[:, 1], Y32)
+    np.testing.assert_allclose(got[:2], [want] * 2, rtol=1e-12)
+    assert np.isinf(got[2:]).all()
+    names = ("x0", "x1")
+    job = F.prepare(pop, X32, Y32)
+    pack = F.fitness_template(2, names, "f32").pack(
+        "f", [F._adapt(c, names) for c in job.candidates], select="cand")
+    assert pack.cubin[:4] == b"\x7fELF" and pack.ok == [0, 1]
+    assert "ValueError: boom" in str(pack.errors[4])

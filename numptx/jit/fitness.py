@@ -64,7 +64,7 @@ from .. import site_layout
 from .. import stack_ptx as sp
 from .._program import Op, Stub, decode, input_tag
 from ..dsl.emulator import emulate
-from ..dsl.expr import PtxExpr
+from ..dsl.expr import PtxExpr, SiteBinding, output_order
 from ..dsl.ptx_parse import parse
 from ..errors import NumptxError
 from ..instructions import TABLE, TYPES
@@ -534,12 +534,35 @@ def prepare(candidates: Iterable[Any], X: Any, y: Any, loss: Any = "mse", *,
     return Prepared(cands, _convert("X", X, dt), _convert("y", y, dt), names, dt)
 
 
+def _by_position(c: PtxExpr, names: tuple[str, ...], site: Any) -> SiteBinding:
+    """A formula whose parameters name no column, bound to the columns in order (prepare
+    checked the counts); its results to ``p`` by the rules of ``stub(site)``."""
+    g = c.graph
+    order = output_order(g.output_form, [k for k, _ in g.outputs], site.outputs)
+    return SiteBinding(c, dict(zip(c.params, names)), order, site)
+
+
+@dataclass(frozen=True)
+class _ByPosition:
+    """:func:`_by_position` as a pack's candidate: compiled when the pack asks, so that its
+    errors (a body that raises, results that do not fit) are the candidate's."""
+    expr: PtxExpr
+    names: tuple[str, ...]
+
+    @property
+    def graph(self) -> Any:                  # the math library's constants (jit.patch)
+        return self.expr.graph
+
+    def stub(self, site: Any) -> str:
+        b, reg = _by_position(self.expr, self.names, site), site_layout.reg_name
+        return self.expr.stub(inputs={p: reg(v) for p, v in b.inputs.items()},
+                              outputs={o: reg(v) for v, o in b.outputs.items()})
+
+
 def _adapt(c: Any, names: tuple[str, ...]) -> Any:
-    """A formula whose parameters are no column binds by position (prepare checked that none
-    is and the counts match): its stub over the site registers."""
+    """A formula whose parameters are no column binds by position (:class:`_ByPosition`)."""
     if isinstance(c, PtxExpr) and not set(c.params) <= set(names):
-        return c.stub(inputs={p: site_layout.reg_name(n) for p, n in zip(c.params, names)},
-                      outputs={"out": site_layout.reg_name("p")})
+        return _ByPosition(c, names)
     return c
 
 
@@ -576,12 +599,9 @@ def _predict_cpu(c: Any, X: np.ndarray, names: tuple[str, ...], site, cand: int)
     if isinstance(c, PtxExpr):
         # what the GPU build compiles, with its binding errors
         resolve_stub(_adapt(c, names), site, packed=True)
-        if set(c.params) <= set(names):
-            out = c(**{k: cols[k] for k in c.params})
-        else:                                   # by position: prepare checked the counts
-            out = c(*cols.values())
-        if isinstance(out, (tuple, list, dict)):
-            raise NumptxError(f"{c.signature()}: a candidate gives one value")
+        # the rules stub(site) compiles by: parameters by name, else in order
+        b = c.binding(site) if set(c.params) <= set(names) else _by_position(c, names, site)
+        out = b.evaluate(cols | {"cand": np.uint32(cand)})["p"]
         return np.broadcast_to(np.asarray(out), (X.shape[0],))
     # refused as a pack refuses it (raw text that leaves early, branches out, ...): +inf
     text = resolve_stub(c, site, packed=True)
