@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import numptx as nx
-from numptx import stack_ptx as sp
+from numptx import site_layout, stack_ptx as sp
 from numptx.jit import fitness as F
 from numptx.jit.fitness import FitnessError
 from numptx.jit.stub_checks import UnwrittenOutputWarning
@@ -501,3 +501,58 @@ def test_formulas_with_a_named_or_tuple_result_score_as_their_stub_computes():
         "f", [F._adapt(c, names) for c in job.candidates], select="cand")
     assert pack.cubin[:4] == b"\x7fELF" and pack.ok == [0, 1]
     assert "ValueError: boom" in str(pack.errors[4])
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_the_cpu_path_scores_what_each_packed_candidate_computes(seed):
+    """Seeded mixed populations (programs, an encoding, a converting program, formulas by name,
+    in order and with a default, PTX that reads %v_cand or leaves %v_p unwritten or that ptxas
+    refuses) on float64 data: the CPU score of each candidate is the score of its text as the
+    GPU path packs it (prepare, fitness_template, pack_many; built by nvJitLink), run by the
+    emulator with %v_cand its index in the module; a candidate the pack refuses is +inf."""
+    @nx.ptx_expr(precision="accurate")
+    def f1(x0: nx.f32, x1: nx.f32) -> nx.f32:
+        return x0 * x1 + 1.0
+
+    @nx.ptx_expr(precision="accurate")
+    def f2(a: nx.f32, b: nx.f32):
+        return (a - b * 2.0,)
+
+    @nx.ptx_expr(precision="accurate")
+    def f3(x1: nx.f32, k: nx.f32 = 3.0) -> nx.f32:
+        return x1 * k
+
+    r = random.Random(seed)
+    pop = [_program(r, ROWS32, "f32") for _ in range(5)] + [
+        f1, f2, f3, SQ, sp.encode(_program(r, ROWS32, "f32"), ["x0", "x1"]),
+        "cvt.rn.f32.u32 %v_p, %v_cand;", ".reg .f32 %q;\nmov.f32 %q, %v_x0;",
+        BAD_TEXT["f32"][0], "mov.f32 %v_p, %v_x1;\nret;"]
+    r.shuffle(pop)
+    per_module = 4
+    with pytest.warns(UnwrittenOutputWarning):
+        cpu = nx.fitness(pop, X64, Y64, device="cpu", per_module=per_module)
+    job = F.prepare(pop, X64, Y64)
+    tmpl = F.fitness_template(2, job.names, job.dtype, "mse")
+    site = tmpl.sites["f"]
+    reg = site_layout.reg_name
+    with pytest.warns(UnwrittenOutputWarning):
+        packs = tmpl.pack_many("f", [F._adapt(c, job.names) for c in job.candidates],
+                               select="cand", per_module=per_module)
+    checked = 0
+    for p in packs:
+        if not p.empty:
+            assert p.cubin[:4] == b"\x7fELF"
+        texts = p.population.texts(site)
+        for i in range(len(p)):
+            k = p.offset + i
+            if k in p.errors:
+                assert np.isinf(cpu[k]), k
+                continue
+            got = nx.emulate(texts[i], {reg("x0"): job.X[:, 0], reg("x1"): job.X[:, 1],
+                                        reg("cand"): np.uint32(i),
+                                        reg("p"): np.zeros((), job.X.dtype)},
+                             {reg("p"): job.dtype})[reg("p")]
+            want = _mse(np.broadcast_to(got, job.y.shape), job.y)
+            np.testing.assert_allclose(cpu[k], want, rtol=1e-12, err_msg=str(k))
+            checked += 1
+    assert checked >= len(pop) - 2
