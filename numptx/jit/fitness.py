@@ -16,7 +16,8 @@ position when no name matches and the counts match), Stack PTX programs over inp
 
 **One float type.** The kernel reads the columns and gives the prediction in one type, f32 or
 f64: ``dtype=`` when given, else the type the candidates are written in (a formula's parameter
-and result types; a program's float instructions and constants; the type a PTX text writes
+and result types; a program's float instructions and constants, or where it converts
+between the two the type in which its value reaches ``%v_p``; the type a PTX text writes
 ``%v_p`` with; a user loss's types), else the data's (f64 only when ``X`` is float64, as
 ``search.regress`` decides). ``X`` and ``y`` are converted to it: float64 data (NumPy's
 default, Python lists) round to f32 for f32 candidates, and a value past the f32 range, a NaN
@@ -44,7 +45,8 @@ found) each candidate runs on the CPU: formulas through their NumPy reference (w
 stub contracts ``a*b + c`` into one fma and uses CUDA's function algorithms, within their
 documented error of it), programs and PTX through the stub emulator (:func:`numptx.emulate`) —
 correct and the same script, but some thousand times slower: use it for small data sets and
-tests. ``device="gpu"`` where there is no GPU raises :class:`~numptx.LaunchError`.
+tests. Raw PTX text is also packed there as on a GPU (nvJitLink, no GPU needed): what ptxas
+refuses (operand types that do not fit the kernel's registers) scores ``+inf`` on both. ``device="gpu"`` where there is no GPU raises :class:`~numptx.LaunchError`.
 """
 from __future__ import annotations
 
