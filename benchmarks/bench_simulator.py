@@ -112,6 +112,9 @@ def nbody(bodies: list[int], repeat: int) -> None:
     """Seconds per launch of the n-body step, the site against the inline formula."""
     site = nbody_site.inject(law=gravity)
     rng = np.random.default_rng(5)
+    warm = np.ones((1, 3), np.float32)
+    for k in (nbody_inline, site):      # the site's check (one nvJitLink run) before timing
+        k[1, 1](warm, np.ones(1, np.float32), np.zeros_like(warm), np.float32(1e-2))
     print(f"\nn-body step, one nx.site against the formula inline, best of {repeat}")
     print("| threads (bodies) | inline | nx.site | ratio |")
     print("|---|---|---|---|")

@@ -183,6 +183,35 @@ try:
 finally:
     threading.Thread.start = start
 assert np.array_equal(o2, want), o2
+
+# a thread that waits for another thread of its block in a loop holds the turn: a warning says
+# so and names the way out (numba's own manager, where the threads run free)
+import time, warnings
+import numptx.jit.launch as L
+
+@nx.kernel
+def waits(flag, gave_up):
+    t = cuda.threadIdx.x
+    if t == 1:
+        flag[0] = 1
+    elif t == 0:
+        t0 = time.perf_counter()
+        while flag[0] == 0 and time.perf_counter() - t0 < 2.0:
+            pass
+        gave_up[0] = flag[0] == 0
+    gave_up[1] = nx.site("twice", x=np.float32(t), out={"z": nx.f32}) < 0
+
+W.STALL_SECONDS = 0.4
+for batch in (True, False):
+    L.SIM_BATCH = batch
+    flag, gave_up = np.zeros(1, np.int32), np.zeros(2, np.int32)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        waits.inject(twice="add.rn.f32 %v_z, %v_x, %v_x;")[1, 2](flag, gave_up)
+    said = [str(w.message) for w in caught if "without reaching an nx.site" in str(w.message)]
+    assert bool(gave_up[0]) == batch and bool(said) == batch, (batch, gave_up, said)
+    assert not batch or "SIM_BATCH = False" in said[0]
+L.SIM_BATCH = True
 print("WARPS OK")
 '''
 
@@ -190,7 +219,8 @@ print("WARPS OK")
 def test_waves_keep_warps_errors_and_shared_memory_per_block(tmp_path):
     """A warp-level stub (mma) reads each block's warps as when the block ran alone, and
     refuses half a warp as then; a failing thread's error names it; dynamic shared memory is
-    each block's own; where threads cannot be started, blocks run one at a time."""
+    each block's own; where threads cannot be started, blocks run one at a time; a thread
+    that waits for another in a loop without a site is reported."""
     run_script(tmp_path, WARPS, simulator=True, marker="WARPS OK")
 
 

@@ -16,8 +16,9 @@ Under the simulator (``NUMBA_ENABLE_CUDASIM=1``) the Python function runs on the
 stub, bound to the site as the build binds it) run in the stub emulator (:func:`numptx.emulate`),
 or with ``nx.kernel(..., simulate="reference")`` a formula runs its NumPy reference
 (:meth:`PtxExpr.binding <numptx.dsl.expr.PtxExpr.binding>`); other objects with a ``.stub``
-method are called with the site's inputs by name. The threads of a block evaluate a site
-together, once per site signature on arrays (:mod:`numptx.jit.sim_waves`). What the real build
+method are called with the site's inputs by name. Blocks run in waves whose threads take turns,
+and the threads of a wave evaluate a site together, once per site signature and round on arrays
+(:mod:`numptx.jit.sim_waves`); each gets what it alone would get. What the real build
 refuses is refused there too: stubs for sites the kernel does not have (read from its bytecode
 before the launch), and, the first time a site signature meets a stub, a formula that does not
 bind to the site or PTX that nvJitLink does not assemble

@@ -28,6 +28,7 @@ import contextlib
 import functools
 import logging
 import threading
+import warnings
 from collections import deque
 from typing import Any
 
@@ -37,7 +38,14 @@ __all__ = ["WAVE_THREADS", "CannotStart", "simulator_classes", "running", "evalu
 
 #: the most threads that run together in one wave (whole blocks; at least one block)
 WAVE_THREADS = 1024
+#: seconds one thread may hold the turn before the launch warns (see _STALLED)
+STALL_SECONDS = 60.0
 log = logging.getLogger(__name__)
+_STALLED = ("numptx: a simulated thread has run for {s:.0f} s without reaching an nx.site, a "
+            "syncthreads or its end. Threads of a wave take turns: a thread that waits in a loop "
+            "for another thread of its block (a spin lock, a flag in memory) without a site or "
+            "syncthreads between waits for ever. Run such kernels with numba's own manager: "
+            "numptx.jit.launch.SIM_BATCH = False (each thread then evaluates its sites alone)")
 
 
 class CannotStart(RuntimeError):
@@ -116,7 +124,8 @@ class _Wave:
         self.over = _thread.allocate_lock()
         self.over.acquire()
         self.failed = None
-        self.aborted = False
+        self.aborted = self.warned = False
+        self.turns = 0                  # hand-overs so far (the main thread watches them)
 
     def run(self) -> None:
         """Run the wave to its end (raise the first thread's error); raises
@@ -132,7 +141,13 @@ class _Wave:
             self._abort(started)
             raise CannotStart(str(e)) from e
         self.ready.popleft().numptx_go.release()
-        self.over.acquire()
+        seen, quiet = self.turns, 0.0
+        while not self.over.acquire(timeout=STALL_SECONDS / 4):
+            quiet = quiet + STALL_SECONDS / 4 if self.turns == seen else 0.0
+            seen = self.turns
+            if quiet >= STALL_SECONDS and not self.warned:
+                self.warned = True
+                warnings.warn(_STALLED.format(s=STALL_SECONDS), RuntimeWarning, stacklevel=2)
         if self.failed is not None:
             self._abort([t for b in self.blocks for t in b if t.numptx_state != "done"])
             raise self.failed[0].with_traceback(self.failed[1])
@@ -150,6 +165,7 @@ class _Wave:
         """The running thread ``t`` stops at a site, a barrier or its end: the next thread
         runs (``t`` itself, without a hand-over, when it is next)."""
         t.numptx_state = state
+        self.turns += 1
         if self.aborted:
             return
         if state == "done" and t.exception:
