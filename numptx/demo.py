@@ -61,6 +61,9 @@ def _fmt(seconds: float) -> str:
 def run(arch: str = "sm_90", out=print) -> dict[str, float]:
     """Run the demo, print what happens and return the stage timings in seconds."""
     import numptx as nx
+    folder = shadowing_folder()          # a clone in the current folder, not the package?
+    if folder is not None:
+        raise SystemExit(f"numptx demo: {shadow_message(folder)}")
     from numptx.jit import nvjitlink_version, nvrtc_version
 
     out(f"numptx {nx.__version__} demo — NVRTC {'.'.join(map(str, nvrtc_version()))}, "
