@@ -301,8 +301,8 @@ def add_rows(row: Callable[..., None], flags: Mapping[str, frozenset]) -> None:
         sm = 90 if "cluster" in vec else 10
         row(f"{vec}.w", (), ("u32",), _special_default(f"{vec}.w", "u32"),
             fmt=f"mov.u32 $0, {vec}.w;", flags=special, sm=sm,
-            doc=f"special register: the 4th component of {vec}, always 0 (emulator: "
-                f"inputs['{vec}.w'], else 0)")
+            doc=f"special register: the 4th component of {vec}, always 0 (the emulator "
+                f"reads 0 too and refuses an input for it)")
 
 
 # ------------------------------------------------------------------------------ mm-ptx spellings

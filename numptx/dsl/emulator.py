@@ -37,7 +37,9 @@ not a ``.f32`` one).
   (``numptx.instructions_mmptx.DERIVED``: ``%lanemask_*`` from ``%laneid``, ``%clock_hi`` from
   ``%clock64``, ``%globaltimer_lo/_hi`` from ``%globaltimer``); ``%clock``-style registers
   read 0. A vector read (``mov.v4.u32 {%a, %b, %c, %d}, %tid;``) takes the components
-  (``%tid.x`` ...; the 4th is 0): give those as inputs, not ``%tid``.
+  (``%tid.x`` ...; the 4th is 0): give those as inputs, not ``%tid``. The 4th component read
+  alone (``mov.u32 %w, %tid.w;``, as the mm-ptx dialect's stubs read it) is 0 too, as on a
+  GPU; an input for it is refused.
 * Literals: ``0f3F800000`` (f32 bits), ``0d3FF0000000000000`` (f64 bits), hex/octal/binary/decimal
   integers (the bit pattern for bit types and f16/bf16, a wrapped value for s/u types; PTX
   rejects them for f32/f64), decimal floats such as ``1.5`` (float types), and ``0``/``1`` for
@@ -71,6 +73,9 @@ from .ptx_parse import (LANE_DEFAULT, Const, EmulationError, Operand, Program, R
                         parse, reg_shown)
 
 __all__ = ["emulate", "EmulationError", "registers_written"]
+
+#: the 4th components (``%tid.w`` ...): 0 on a GPU, so never an input
+_W_COMPONENTS = frozenset(f"{v}.w" for v in VECTOR_SPECIALS)
 
 
 # ------------------------------------------------------------------------------ execution
@@ -118,6 +123,10 @@ class _Machine:
                 raise EmulationError(f"input {k!r} is a vector special register: give its "
                                      f"components {', '.join(map(repr, VECTOR_SPECIALS[k]))} "
                                      f"instead (the 4th component reads 0)")
+            if k in _W_COMPONENTS:
+                raise EmulationError(f"input {k!r}: the 4th component of {k[:-2]} always reads "
+                                     f"0 on a GPU (PTX ISA), and so it does here, whether a "
+                                     f"stub reads it with mov.u32 or mov.v4.u32: drop this input")
             if k.startswith("%") and k in table and table[k].is_special:
                 self.special_inputs[k] = _to_val(v)
             else:
