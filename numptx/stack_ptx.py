@@ -113,27 +113,42 @@ def nop() -> Op:
 
 
 class NoOutputsWarning(NumptxWarning):
-    """A Stack PTX compile without ``outputs=`` (or ``site=``) of a program that computes
-    values: they reach no register and the stub is empty."""
+    """A Stack PTX compile without ``outputs=`` (or ``site=``), or at a site with no out or
+    mod variable, of a program that computes values: they reach no register and the stub is
+    empty."""
 
 
 def _writes_nothing(outputs, site) -> bool:
-    return site is None and (outputs is None or (isinstance(outputs, Mapping) and not outputs))
+    """No register to write: no outputs= (or an empty mapping) and no site=, or a site with no
+    out or mod variable (``site.outputs`` empty)."""
+    if site is not None:
+        return not getattr(site, "outputs", True)
+    return outputs is None or (isinstance(outputs, Mapping) and not outputs)
 
 
-def _no_outputs(strict: bool, what: str) -> None:
+def _why_nothing(site) -> str:
+    if site is None:
+        return "no outputs= (and no site=) were given"
+    return f"site {getattr(site, 'name', '?')!r} has no out or mod variable"
+
+
+def _fix_nothing(site) -> str:
+    if site is None:
+        return "pass outputs={'y': 'f32'} (register name -> value type) or site="
+    return "give the site a PTX_OUT or PTX_MOD variable, or compile for another site"
+
+
+def _no_outputs(strict: bool, what: str, site=None) -> None:
     """``strict=True`` without outputs checks nothing and writes nothing: an error naming the fix."""
     if strict:
-        raise ProgramError(f"{what}: strict=True, but no outputs= (and no site=) were given: the "
-                           f"stub would write no register, so nothing could be checked; pass "
-                           f"outputs={{'y': 'f32'}} (register name -> value type) or site=")
+        raise ProgramError(f"{what}: strict=True, but {_why_nothing(site)}: the stub would "
+                           f"write no register, so nothing could be checked; {_fix_nothing(site)}")
 
 
-def _warn_no_outputs(what: str, whose: str) -> None:
+def _warn_no_outputs(what: str, whose: str, site=None) -> None:
     from .errors import warn_from_caller
-    warn_from_caller(f"{what}: no outputs= (and no site=) were given, so {whose} reach no "
-                     f"register and the stub is empty; pass outputs={{'y': 'f32'}} (register "
-                     f"name -> value type) or site=", NoOutputsWarning)
+    warn_from_caller(f"{what}: {_why_nothing(site)}, so {whose} reach no register and the "
+                     f"stub is empty; {_fix_nothing(site)}", NoOutputsWarning)
 
 
 def compile(prog: Sequence[Op] | np.ndarray, inputs: Mapping[str, str] | None = None,
@@ -147,8 +162,9 @@ def compile(prog: Sequence[Op] | np.ndarray, inputs: Mapping[str, str] | None = 
     name them by variable name), outputs its out/mod variables, and the stub uses the site's
     registers. An output no value reaches gets the zero of its type and is listed in
     ``stub.diagnostics`` (``strict=True`` raises :class:`ProgramError` instead). Without
-    ``outputs=`` and ``site=`` the stub writes nothing: ``strict=True`` then raises, and a
-    program that computes values warns (:class:`NoOutputsWarning`).
+    ``outputs=`` and ``site=``, or at a site with no out or mod variable, the stub writes
+    nothing: ``strict=True`` then raises, and a program that computes values warns
+    (:class:`NoOutputsWarning`).
 
     ``dialect="mm-ptx"`` runs the program with mm-ptx's semantics (``docs/dialects.md``); there
     an output no value reaches is not written at all (no ``mov``: the register keeps what it
@@ -168,11 +184,11 @@ def compile(prog: Sequence[Op] | np.ndarray, inputs: Mapping[str, str] | None = 
         if n is not None and hasattr(prog, "__len__") and len(prog) != n:
             first = 1                      # the marker word went: errors count it back in
     if _writes_nothing(outputs, site):
-        _no_outputs(strict, "compile")
+        _no_outputs(strict, "compile", site)
     stub = compile_words("stack", prog, inputs, outputs, site=site, routines=routines,
                          strict=strict, limits=limits, dialect=d, first_word=first)
     if _writes_nothing(outputs, site) and stub.stats["nodes"]:
-        _warn_no_outputs("compile", "the program's values")
+        _warn_no_outputs("compile", "the program's values", site)
     return stub
 
 
@@ -193,11 +209,11 @@ def compile_many(programs: Iterable[Sequence[Op] | np.ndarray], inputs: Mapping[
         programs = list(programs)
     d = None if dialect is None else dialect_id(dialect, "compile_many")
     if _writes_nothing(outputs, site):
-        _no_outputs(strict, "compile_many")
+        _no_outputs(strict, "compile_many", site)
     stubs = compile_words_many(programs, inputs, outputs, site=site, routines=routines,
                                strict=strict, limits=limits, dialect=d)
     if _writes_nothing(outputs, site) and any(s.stats["nodes"] for s in stubs):
-        _warn_no_outputs("compile_many", "the programs' values")
+        _warn_no_outputs("compile_many", "the programs' values", site)
     return stubs
 
 

@@ -57,6 +57,27 @@ def test_compile_without_outputs_warns_when_values_go_nowhere():
         sp.compile(ADD1, {"x": "f32"}, {"y": "f32"}, strict=True)
 
 
+def test_a_site_with_no_out_or_mod_variable_is_no_outputs_either():
+    """site= whose variables are all inputs gives the same empty stub as no outputs= at all:
+    strict=True raised there and warned nowhere before (compile and compile_many)."""
+    src = ('extern "C" __global__ void k(const float* a) {\n'
+           '  float x = a[0]; PTX_INJECT("only_in", PTX_IN(F32, x));\n}\n')
+    site = nx.PtxInject(nx.cuda_to_ptx(src, arch="sm_90")).sites["only_in"]
+    for call in (lambda: sp.compile(ADD1, site=site, strict=True),
+                 lambda: sp.compile_many([ADD1], site=site, strict=True)):
+        with pytest.raises(ProgramError, match=r"site 'only_in' has no out or mod variable.*"
+                                               r"PTX_OUT"):
+            call()
+    with pytest.warns(NoOutputsWarning, match="site 'only_in' has no out or mod") as rec:
+        assert sp.compile(ADD1, site=site) == "{\n}\n"
+    assert rec[0].filename == __file__
+    with pytest.warns(NoOutputsWarning, match="compile_many: site 'only_in'"):
+        sp.compile_many([ADD1, []], site=site)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert sp.compile([], site=site) == "{\n}\n"              # nothing computed: quiet
+
+
 # ============================================================================ item 15: the fence
 def test_every_code_fence_in_the_docs_stands_on_its_own_line():
     """A fence followed by text (``` An unknown...) opens a block instead of closing one, and
@@ -110,24 +131,63 @@ def _run(stub, vals):
 
 
 def test_mm_ptx_dialect_reads_a_vector_special_register_as_mm_ptx():
-    """Issue 22's numbers: with %tid = (5, 6, 7, 3) and out1 holding 5, mm-ptx's stub gives
-    out0 = 21, out1 = 5 (left unwritten); numptx's mm-ptx dialect read .w through mov.v4 as 0
-    and gave 18."""
+    """Issue 22's case: mm-ptx's stub reads %tid with a scalar mov per component, .w included,
+    and leaves out1 unwritten. Its 21 came from an emulator that took %tid.w = 3 as an input;
+    a GPU's %tid.w reads 0 (PTX ISA), so both stubs give 5 + 6 + 7 = 18 there, and the
+    emulator refuses an input for .w (test_a_vector_special_registers_w_reads_0_as_on_a_gpu)."""
     ours = sp.compile(TID_ADDS, outputs=OUTS, dialect=MM)
     theirs = sp.Stub(MMPTX_STUB, {}, OUTS, dialect=MM)
     assert "mov.v4" not in ours
     for c in "xyzw":
         assert f"%tid.{c};" in ours
     vals = {"%tid.x": np.uint32(5), "%tid.y": np.uint32(6), "%tid.z": np.uint32(7),
-            "%tid.w": np.uint32(3), "out1": np.uint32(5)}
-    assert _run(theirs, vals) == [21, 5]
-    assert _run(ours, vals) == [21, 5] and ours.unsatisfied == ("out1",)
+            "out1": np.uint32(5)}
+    assert _run(theirs, vals) == [18, 5]
+    assert _run(ours, vals) == [18, 5] and ours.unsatisfied == ("out1",)
     lanes = {"%tid.x": np.arange(64, dtype=np.uint32), "%tid.y": np.uint32(2),
              "%tid.z": np.uint32(9), "out1": np.uint32(1)}        # .w not given: it reads 0
     assert np.array_equal(nx.emulate(ours, lanes, ["out0"])["out0"],
                           nx.emulate(theirs, lanes, ["out0"])["out0"])
     # numptx's own dialect keeps its one mov.v4.u32 (whose .w is 0)
     assert "mov.v4.u32 {" in sp.compile(TID_ADDS, outputs=OUTS)
+
+
+VECTORS = ("tid", "ntid", "ctaid", "nctaid", "clusterid", "nclusterid", "cluster_ctaid",
+           "cluster_nctaid")
+
+
+def test_a_vector_special_registers_w_reads_0_as_on_a_gpu():
+    """A GPU's .w of a vector special register always reads 0 (PTX ISA). The emulator computed
+    inputs['%tid.w'] for the mm-ptx dialect's scalar read and 0 for numptx's mov.v4.u32 of the
+    same program: the two dialects' stubs disagreed on one input set. Now both read 0 and an
+    input for .w is refused, naming why."""
+    outs = {c: "u32" for c in "abcd"}
+    for vec in VECTORS:
+        stubs = [sp.compile([sp.special(vec)], outputs=outs, dialect=d) for d in (NX, MM)]
+        assert f"mov.v4.u32" in stubs[0] and f"%{vec}.w;" in stubs[1]
+        comps = {f"%{vec}.{c}": np.uint32(i + 2) for i, c in enumerate("xyz")}
+        got = [{k: int(v) for k, v in nx.emulate(s, comps, list(outs)).items()} for s in stubs]
+        assert got[0] == got[1] and got[0]["a"] == 0 and got[0]["d"] == 2      # .w on top
+        for s in stubs:
+            with pytest.raises(nx.EmulationError, match=rf"%{vec}\.w.*always reads 0"):
+                nx.emulate(s, {**comps, f"%{vec}.w": np.uint32(3)}, list(outs))
+        with pytest.raises(nx.EmulationError, match="always reads 0"):
+            nx.emulate(f"mov.u32 %a, %{vec}.w;", {f"%{vec}.w": 1}, ["a"])
+        assert int(nx.emulate(f"mov.u32 %a, %{vec}.w;", {}, ["a"])["a"]) == 0
+
+
+def test_the_mm_ptx_dialects_scalar_reads_assemble_at_a_site():
+    """The rewritten stub (a mov.u32 per used component, .w included, and the unused
+    components' registers still declared) injects and assembles with nvJitLink."""
+    src = ('extern "C" __global__ void k(unsigned* o) {\n'
+           '  unsigned a, b; PTX_INJECT("t", PTX_OUT(U32, a), PTX_OUT(U32, b)); '
+           'o[0] = a; o[1] = b;\n}\n')
+    inj = nx.PtxInject(nx.cuda_to_ptx(src, arch="sm_90"))
+    for prog in (TID_ADDS, [sp.special("ctaid"), sp.instr("add.u32")],
+                 [sp.special("cluster_nctaid"), sp.instr("add.u32")] * 2):
+        stub = sp.compile(prog, site=inj.sites["t"], dialect=MM)
+        assert "mov.v4" not in stub and ".w;" in stub
+        assert nx.ptx_to_cubin(inj.render({"t": stub}), arch="sm_90")[:4] == b"\x7fELF"
 
 
 def test_mm_ptx_dialect_reads_only_the_components_it_uses():
@@ -224,6 +284,25 @@ def test_the_right_binding_still_compiles_through_a_tag():
         sp.compile_many([listed], {"x": "f32", a: "f32"}, {"y": "f32"})
     only_x = sp.encode([sp.input("x")], inputs=["x", b])              # lists b, never reads it
     assert "%x" in sp.compile(only_x, {"x": "f32", a: "f32"}, {"y": "f32"})
+
+
+def test_compile_many_checks_every_encoding_of_a_batch_that_shares_names():
+    """compile_many checks names once per run of equal names (the batch's usual case): a
+    program whose names tag a hazard but which reads nothing wrong is fine, and the next one
+    with equal names (the same tuple or an equal one) that does read the wrong input is still
+    refused, by its index; plain arrays and op lists in the batch are left as they are."""
+    a, b = KNOWN
+    io = dict(inputs={"x": "f32", b: "f32"}, outputs={"y": "f32"})
+    names = ["x", a]
+    ok = sp.encode([sp.input("x")], inputs=names)                     # lists a, never reads it
+    bad = sp.encode([sp.input(a), sp.input("x"), sp.instr("add.f32")], inputs=names)
+    for batch, index in (([ok, ok, bad], 2), ([ok, bad[:1], bad], 1),
+                         ([np.asarray(bad), [sp.input("x")], ok, bad], 3)):
+        with pytest.raises(ProgramError, match=rf"compile_many: program {index}: word 0 reads "
+                                               rf"input '{a}'.*'{b}' has the same name tag"):
+            sp.compile_many(batch, **io)
+    stubs = sp.compile_many([ok, np.asarray(bad), ok], **io)          # plain: tags only
+    assert f"%{b}" in stubs[1] and "%x" in stubs[0]
 
 
 # ============================================================================ item 5: convert + limits

@@ -188,6 +188,37 @@ def _limits_c(limits: Limits | None, dialect: int = 0):
     return key, c
 
 
+def name_hazard(names, io: _IO) -> frozenset:
+    """The name tags through which an encoding that lists ``names`` could read the wrong input
+    of this compile: those of its names the compile lacks that another input's tag matches
+    (cached per names: the common case, none, costs one dict look-up)."""
+    hazard = io.foreign.get(names) if names.__class__ is tuple else None
+    if hazard is None:
+        names = tuple(names)
+        hazard = frozenset(t for t in (input_tag(n) for n in names if n not in io.index)
+                           if t in io.tag_set)
+        if len(io.foreign) > 256:
+            io.foreign.clear()
+        io.foreign[names] = hazard
+    return hazard
+
+
+def check_batch_names(programs: list, named: list[int], io: _IO) -> None:
+    """:func:`check_names` for the programs ``named`` (indices of the batch's arrays that are
+    no plain ndarray: ``Encoded``, whose ``.inputs`` may name them): an attribute read and a
+    comparison a program where the names are those of the program before (the usual batch)
+    and tag no hazard, so the check costs the batch compile little."""
+    last = hazard = None
+    for i in named:
+        names = getattr(programs[i], "inputs", None)
+        if not names:
+            continue
+        if names is not last and names != last:
+            last, hazard = names, name_hazard(names, io)
+        if hazard:
+            check_names(programs[i], io, f"compile_many: program {i}")
+
+
 def check_names(prog, io: _IO, what: str = "program", first_word: int = 0) -> None:
     """An encoding that remembers its input names (``Encoded.inputs``) and reads one this
     compile lacks, through a name tag (CRC-32) that another input of the compile has: an error
@@ -198,13 +229,7 @@ def check_names(prog, io: _IO, what: str = "program", first_word: int = 0) -> No
         return
     if names.__class__ is not tuple:
         names = tuple(names)
-    hazard = io.foreign.get(names)
-    if hazard is None:
-        hazard = frozenset(t for t in (input_tag(n) for n in names if n not in io.index)
-                           if t in io.tag_set)
-        if len(io.foreign) > 256:
-            io.foreign.clear()
-        io.foreign[names] = hazard
+    hazard = name_hazard(names, io)
     if not hazard:
         return
     w, i = prog.tolist(), 0
@@ -514,14 +539,15 @@ def compile_words_many(programs, inputs, outputs, *, site=None, routines=(), str
     if n == 0:
         return []
     numptx_enc = []                 # Encoded as numptx: a dialect without a marker word
+    named = []                      # arrays that may carry input names (Encoded)
     if all(isinstance(p, np.ndarray) for p in programs):
         for i, p in enumerate(programs):
             if p.dtype != np.uint64 or p.ndim != 1:
                 raise ProgramError("compile_many: encoded programs are 1-D uint64 arrays")
-            if getattr(p, "_dialect", None) == "numptx":
-                numptx_enc.append(i)
             if p.__class__ is not np.ndarray:
-                check_names(p, io, f"compile_many: program {i}")
+                named.append(i)
+                if getattr(p, "_dialect", None) == "numptx":
+                    numptx_enc.append(i)
         allw = np.concatenate(programs)
         lens = [len(p) for p in programs]
     else:
@@ -531,10 +557,10 @@ def compile_words_many(programs, inputs, outputs, *, site=None, routines=(), str
                 if p.dtype.kind not in "iu" or p.ndim != 1:
                     raise ProgramError(f"compile_many: program {i}: encoded programs are 1-D "
                                        f"uint64 arrays, not {p.dtype} {p.shape}")
-                if getattr(p, "_dialect", None) == "numptx":
-                    numptx_enc.append(i)
                 if p.__class__ is not np.ndarray:
-                    check_names(p, io, f"compile_many: program {i}")
+                    named.append(i)
+                    if getattr(p, "_dialect", None) == "numptx":
+                        numptx_enc.append(i)
                 parts.append(np.asarray(p, dtype=np.uint64))
             else:
                 w = _encode_fast(p, io.name_words)
@@ -548,6 +574,7 @@ def compile_words_many(programs, inputs, outputs, *, site=None, routines=(), str
                 parts.append(np.frombuffer(w, dtype=np.uint64))
         allw = np.concatenate(parts)
         lens = [len(p) for p in parts]
+    check_batch_names(programs, named, io)
     allw, lens, dialect, routines = _batch_dialect(allw, lens, numptx_enc, dialect, routines)
     lim_key, lim = _limits_c(limits, dialect)
     offsets = np.zeros(n + 1, dtype=np.uint32)
