@@ -556,3 +556,22 @@ def test_the_cpu_path_scores_what_each_packed_candidate_computes(seed):
             np.testing.assert_allclose(cpu[k], want, rtol=1e-12, err_msg=str(k))
             checked += 1
     assert checked >= len(pop) - 2
+
+
+def test_a_stub_that_reads_a_column_in_another_type_than_it_gives_p_is_refused():
+    """A stub compiled to read %v_x0 as f32 and give %v_p as f64 fits no kernel (ptxas refuses
+    its cvt in the f64 kernel's pack: +inf on a GPU); the CPU path emulated it and gave a
+    finite score. Refused by index; one that lists such a register but never reads it runs."""
+    prog = [sp.input("v_x0"), sp.instr("cvt.f64.f32"), sp.instr("neg.f64")]
+    st = sp.compile(prog, inputs={"v_x0": "f32"}, outputs={"v_p": "f64"})
+    pack = F.fitness_template(2, ("x0", "x1"), "f64").pack("f", [st], select="cand")
+    with pytest.raises(nx.NumptxError):
+        pack.cubin
+    assert 0 in pack.errors
+    with pytest.raises(FitnessError, match=r"candidate 1 is a stub compiled to read %v_x0 "
+                                           r"\(f32\) and give %v_p in f64") as e:
+        nx.fitness(["mov.f64 %v_p, %v_x1;", st], X64, Y64, device="cpu")
+    assert e.value.candidate == 1
+    unused = sp.compile([sp.input("v_x1"), sp.instr("neg.f64")],
+                        inputs={"v_x0": "f32", "v_x1": "f64"}, outputs={"v_p": "f64"})
+    assert nx.fitness([unused], X64, Y64, device="cpu")[0] == _mse(-X64[:, 1], Y64)

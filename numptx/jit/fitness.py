@@ -95,6 +95,7 @@ _RESERVED = frozenset("""cand p t l alignas alignof and asm auto bool break case
     virtual void volatile while xor size_t""".split())
 _NP = {"f32": np.dtype(np.float32), "f64": np.dtype(np.float64)}
 _P = site_layout.reg_name("p")            # the prediction's register
+_CAND = site_layout.reg_name("cand")      # the candidate's index (u32)
 
 
 class FitnessError(NumptxError):
@@ -382,16 +383,30 @@ def _text_facts(text: str, variables: frozenset[str]) -> _Typed:
     return _one_type(seen, missing)
 
 
+def _reads(text: str, reg: str) -> bool:
+    """Whether ``text`` names register ``%reg``."""
+    return re.search("%" + re.escape(reg) + r"(?![\w$])", text) is not None
+
+
 def _stub_facts(k: int, stub: Stub, regs: frozenset[str]) -> _Typed:
     """A compiled stub: the type it was compiled to give ``%v_p`` in. One compiled for other
     registers than the kernel's (``regs``) that it reads, or that does not give ``%v_p``,
     raises: the kernel would read ``p`` unwritten."""
     t = _float_of(stub.outputs.get(_P, ""))
     ins = stub.inputs
+    # a column register it reads in another type than p's: no kernel has both (ptxas refuses
+    # the operands; the emulator would run them)
+    other = [f"%{r} ({ty})" for r, ty in ins.items() if r != _CAND and r in regs and
+             ty != stub.outputs.get(_P) and _reads(stub, r)]
+    if other:
+        raise FitnessError(f"fitness: candidate {k} is a stub compiled to read "
+                           f"{', '.join(other)} and give %{_P} in "
+                           f"{stub.outputs.get(_P)}: the kernel reads the columns and gives p "
+                           f"in one float type; pass the program itself, or compile it with "
+                           f"site=fitness_template(...).sites['f']", candidate=k)
     if t and ins.keys() <= regs:              # compiled for this site: the common case
         return _Typed(t, "a compiled stub")
-    extra = [r for r in ins if r not in regs and re.search(
-        "%" + re.escape(r) + r"(?![\w$])", stub)]
+    extra = [r for r in ins if r not in regs and _reads(stub, r)]
     if extra or _P not in stub.outputs:
         used = [f"reads %{r}" for r in extra] + \
             ([] if _P in stub.outputs else [f"writes {', '.join('%' + r for r in stub.outputs)}"
