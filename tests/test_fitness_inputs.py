@@ -575,3 +575,34 @@ def test_a_stub_that_reads_a_column_in_another_type_than_it_gives_p_is_refused()
     unused = sp.compile([sp.input("v_x1"), sp.instr("neg.f64")],
                         inputs={"v_x0": "f32", "v_x1": "f64"}, outputs={"v_p": "f64"})
     assert nx.fitness([unused], X64, Y64, device="cpu")[0] == _mse(-X64[:, 1], Y64)
+
+
+def test_a_user_loss_s_result_binds_to_l_by_the_site_rules_on_both_paths():
+    """A loss may give its value as {"l": ...} or a one-value tuple: its loss-site stub takes
+    it (the GPU pack builds) and the CPU evaluates it by the same binding (before: the CPU
+    raised a raw TypeError for the dict). A dict under another name fits no loss site: a
+    FitnessError naming loss= on either device (before: a BindError from the pack)."""
+    @nx.ptx_expr
+    def as_dict(p: nx.f32, t: nx.f32):
+        return {"l": (p - t) * (p - t)}
+
+    @nx.ptx_expr
+    def as_tuple(p: nx.f32, t: nx.f32):
+        return ((p - t) * (p - t),)
+
+    @nx.ptx_expr
+    def misnamed(p: nx.f32, t: nx.f32):
+        return {"y": (p - t) * (p - t)}
+
+    want = float(np.mean((X32[:, 0].astype(np.float64) - Y32) ** 2))
+    tmpl = F.fitness_template(2, ("x0", "x1"), "f32", "user")
+    for loss in (as_dict, as_tuple):
+        got = nx.fitness(["mov.f32 %v_p, %v_x0;", [sp.input("x0")]], X32, Y32, loss,
+                         device="cpu")
+        np.testing.assert_allclose(got, [want, want], rtol=1e-6)
+        pack = tmpl.pack("f", ["mov.f32 %v_p, %v_x0;"], select="cand", loss=loss)
+        assert pack.cubin[:4] == b"\x7fELF" and not pack.errors
+    for pop in (["mov.f32 %v_p, %v_x0;"], [[sp.input("x0")]]):
+        with pytest.raises(FitnessError, match=r"loss=misnamed does not fit the kernel's loss "
+                                               r"site.*'l'"):
+            nx.fitness(pop, X32, Y32, misnamed, device="cpu")

@@ -584,6 +584,19 @@ def _adapt(c: Any, names: tuple[str, ...]) -> Any:
 
 
 # ---- scoring on the CPU ----------------------------------------------------------------------
+def _loss_binding(loss: Any, tmpl: CudaTemplate) -> SiteBinding | None:
+    """A user loss bound to the kernel's ``loss`` site by the rules of its ``stub(site)``
+    (what the GPU compiles and the CPU evaluates); one that does not fit is refused."""
+    if not isinstance(loss, PtxExpr):
+        return None
+    try:
+        return loss.binding(tmpl.sites["loss"])
+    except NumptxError as e:
+        raise FitnessError(f"fitness: loss={loss.__name__} does not fit the kernel's loss site "
+                           f"(p, t -> l; a dict result binds by name, so {{'l': ...}}): "
+                           f"{e}") from None
+
+
 def _score(pred: np.ndarray, t: np.ndarray, loss: Any) -> float:
     with np.errstate(all="ignore"):
         p = pred.astype(np.float64)
@@ -600,10 +613,8 @@ def _score(pred: np.ndarray, t: np.ndarray, loss: Any) -> float:
             sp_, st = p.std(), tt.std()
             r = float(np.mean((p - p.mean()) * (tt - tt.mean())) / (sp_ * st)) if sp_ and st else None
             s = math.inf if r is None else max(0.0, 1.0 - r)
-        else:       # bound as the kernel's loss site binds it: p and t by name, else in order
-            args = {"p": pred, "t": t} if set(loss.params) == {"p", "t"} else \
-                dict(zip(loss.params, (pred, t)))
-            s = float(np.mean(np.asarray(loss(**args), np.float64)))
+        else:       # a user loss's SiteBinding: as the kernel's loss site binds it
+            s = float(np.mean(np.asarray(loss.evaluate({"p": pred, "t": t})["l"], np.float64)))
     return s if math.isfinite(s) else math.inf
 
 
@@ -664,8 +675,10 @@ def fitness(candidates: Iterable[Any], X: Any, y: Any, loss: Any = "mse", *,
         device = "gpu" if gpu_available() else "cpu"
     tmpl = fitness_template(X.shape[1], names, job.dtype, loss_key,
                             device_arch() if device == "gpu" else "sm_90")
+    bound = _loss_binding(loss, tmpl)
     if device == "cpu":
-        return _fitness_cpu(tmpl, cands, X, y, names, loss, per_module, executor)
+        return _fitness_cpu(tmpl, cands, X, y, names, loss, bound or loss, per_module,
+                            executor)
     return _fitness_gpu(tmpl, [_adapt(c, names) for c in cands], X, y, loss, per_module,
                         executor, block)
 
@@ -700,9 +713,10 @@ def _refused_by_the_build(tmpl: CudaTemplate, cands: list, names: tuple[str, ...
 
 
 def _fitness_cpu(tmpl: CudaTemplate, cands: list, X: np.ndarray, y: np.ndarray,
-                 names: tuple[str, ...], loss: Any, per_module: int,
+                 names: tuple[str, ...], loss: Any, scorer: Any, per_module: int,
                  executor: Executor | None) -> np.ndarray:
-    """Each candidate on the CPU (see the module documentation), as its module on a GPU."""
+    """Each candidate on the CPU (see the module documentation), as its module on a GPU;
+    ``scorer``: a built-in loss's name or a user loss's :class:`SiteBinding`."""
     site = tmpl.sites["f"]
     refused = _refused_by_the_build(tmpl, cands, names, loss, per_module, executor)
     out = np.empty(len(cands))
@@ -719,7 +733,7 @@ def _fitness_cpu(tmpl: CudaTemplate, cands: list, X: np.ndarray, y: np.ndarray,
             log.debug("numptx.fitness: candidate %d: %s", k, e)
             out[k] = math.inf
             continue
-        out[k] = _score(pred, y, loss)
+        out[k] = _score(pred, y, scorer)
     return out
 
 
