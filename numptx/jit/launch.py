@@ -277,8 +277,8 @@ class _SimLaunch:
         self.reference = getattr(kv.kernel, "simulate", "stub") == "reference"
         self.strict = getattr(kv.kernel, "strict", False)
         for name, stub in self.stubs.items():
-            if not (_is_expr(stub) or isinstance(stub, (str, list, tuple, Population))
-                    or type(stub).__name__ == "ndarray"):
+            if not (_is_expr(stub) or isinstance(stub, (str, list, tuple, Population,
+                                                         np.ndarray))):
                 raise LaunchError(f"site {name!r}: the simulator cannot evaluate a stub of type "
                                   f"{type(stub).__name__}")
         self.ready: dict[SiteSpec, Any] = {}
