@@ -319,6 +319,14 @@ def test_partial_name_matches_never_bind_the_rest_by_position():
     assert b.evaluate({"r": np.float32(5), "acc": np.float32(2)}) == {"acc": 12.0}
 
     @nx.ptx_expr
+    def k(r, a, c=2.0):                      # only 'a' needs a name: c's default is baked in
+        return {"acc": r + a * c}
+    with pytest.raises(nx.BindError, match=r"parameter\(s\) 'a' match no site variable while "
+                                           r"'r' binds by name.*rename it after the site's "
+                                           r"'acc' \('c', with a default, is baked in"):
+        k.stub(force)
+
+    @nx.ptx_expr
     def h(p, q):                                      # no name in common: declaration order
         return {"acc": p + q * 2.0}
     assert h.binding(force).inputs == {"p": "r", "q": "acc"}

@@ -631,11 +631,15 @@ class PtxExpr:
             # force(in r, mod acc) must not read acc as r)
             free = [v for v in in_names if v not in params]
             named = [repr(p) for p in params if p not in missing]
-            raise fail(f"parameter(s) {', '.join(map(repr, missing))} match no site variable "
+            need = [p for p in missing if p not in self.defaults]    # defaults are baked in
+            baked = [p for p in missing if p in self.defaults]
+            raise fail(f"parameter(s) {', '.join(map(repr, need))} match no site variable "
                        f"while {', '.join(named)} bind{'s' if len(named) == 1 else ''} by "
                        f"name, so none binds by position; rename "
-                       f"{'it' if len(missing) == 1 else 'them'} after the site's "
-                       f"{', '.join(map(repr, free)) or '(no unbound) variables'}")
+                       f"{'it' if len(need) == 1 else 'them'} after the site's "
+                       f"{', '.join(map(repr, free)) or '(no unbound) variables'}"
+                       + (f" ({', '.join(map(repr, baked))}, with a default, is baked in "
+                          f"where the site lacks it)" if baked else ""))
         else:
             raise fail(f"{len(params)} parameter(s) for {len(ins)} in/mod variable(s) and the "
                        f"names differ ({', '.join(missing)} not in the site)")
