@@ -279,6 +279,11 @@ def simulator_classes():
         from numba.cuda.simulator.kernelapi import FakeCUDAShared  # noqa: F401
     except (ImportError, AttributeError):
         return None
+    return simk, _manager_class(base_manager, _thread_class(base_thread))
+
+
+def _thread_class(base_thread):
+    """numba's simulator thread, taking turns in a wave (see the module documentation)."""
 
     class SiteThread(base_thread):
         def __init__(self, f, manager, *args, **kw):
@@ -315,6 +320,12 @@ def simulator_classes():
             if slot.error is not None:
                 raise slot.error
             return slot.value
+
+    return SiteThread
+
+
+def _manager_class(base_manager, SiteThread):
+    """numba's simulator block manager, running its block and the next ones as a wave."""
 
     class SiteBlockManager(base_manager):
         def __init__(self, *args, **kw):
@@ -366,4 +377,4 @@ def simulator_classes():
                     t.numptx_wave = wave
             return wave
 
-    return simk, SiteBlockManager
+    return SiteBlockManager
