@@ -606,3 +606,31 @@ def test_a_user_loss_s_result_binds_to_l_by_the_site_rules_on_both_paths():
         with pytest.raises(FitnessError, match=r"loss=misnamed does not fit the kernel's loss "
                                                r"site.*'l'"):
             nx.fitness(pop, X32, Y32, misnamed, device="cpu")
+
+
+def test_formula_defaults_bind_as_stub_site_binds_them():
+    """At a site of exactly the columns, stub(site) binds parameters none of which is a column
+    by position when the counts match, defaults or not (issue 22 item 2's one set of rules):
+    nx.fitness does the same (before: it baked both defaults in and scored the constant 2.0
+    without a word, where the docs say "by position")."""
+    @nx.ptx_expr(precision="accurate")
+    def f(a: nx.f32 = 1.0, b: nx.f32 = 2.0) -> nx.f32:
+        return a * b
+
+    inj = nx.PtxInject(nx.cuda_to_ptx(r'''
+    extern "C" __global__ void k(float* o, const float* a) {
+        float x0 = a[0], x1 = a[1], p;
+        PTX_INJECT("s", PTX_IN(F32, x0), PTX_IN(F32, x1), PTX_OUT(F32, p));
+        o[0] = p;
+    }''', arch="sm_90"))
+    assert f.binding(inj.sites["s"]).inputs == {"a": "x0", "b": "x1"}
+    got = nx.fitness([f], X32, Y32, device="cpu")
+    np.testing.assert_allclose(got, [_mse(X32[:, 0] * X32[:, 1], Y32)], rtol=1e-12)
+
+    @nx.ptx_expr
+    def g(x0: nx.f32, b: nx.f32, c: nx.f32 = 2.0) -> nx.f32:   # partial: b needs a name
+        return x0 + b * c
+
+    with pytest.raises(FitnessError, match=r"candidate 0, g.*parameter\(s\) 'b' name no "
+                                           r"column"):
+        nx.fitness([g], X32, Y32, device="cpu")

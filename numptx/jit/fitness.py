@@ -421,13 +421,16 @@ def _stub_facts(k: int, stub: Stub, regs: frozenset[str]) -> _Typed:
 
 def _formula(k: int, c: PtxExpr, names: tuple[str, ...]) -> tuple[PtxExpr, _Typed]:
     """A formula with the defaults of parameters the columns lack baked in; its float type.
-    Parameters bind by name, or all by position when none is a column and the counts match."""
+    Parameters bind as ``stub(site)`` binds them at a site of the columns: all by position
+    when none is a column and the counts match, else by name (defaults baked in)."""
     sig = c.signature()
     missing = [p for p in c.params if p not in names]
-    if missing and all(p in c.defaults for p in missing):
+    by_position = len(missing) == len(c.params) == len(names)
+    if missing and not by_position and all(p in c.defaults for p in missing):
         c, missing = c.bind(**{p: c.defaults[p] for p in missing}), []
-    if missing and (len(missing) < len(c.params) or len(c.params) != len(names)):
+    if missing and not by_position:
         named = [p for p in c.params if p not in missing]
+        missing = [p for p in missing if p not in c.defaults] or missing
         why = (f"{', '.join(map(repr, named))} bind{'s' if len(named) == 1 else ''} by name, so "
                f"none binds by position" if named else
                f"{len(c.params)} parameter(s) for {len(names)} column(s)")
