@@ -83,6 +83,23 @@ assert got["one wave"][2] == [sum(1 for i in range(n) if i % 5 != 3 and i % 4 > 
                               for k in range(3)] + [n - 5], got["one wave"][2]
 assert len(got["waves of two blocks"][2]) == 3 * 4, got["waves of two blocks"][2]
 assert all(r == 1 for r in got["alone"][2])
+
+# a 3-D grid of 3-D blocks: waves in numba's block order, each thread its own special registers
+@nx.kernel
+def k3(out):
+    x, y, z = cuda.grid(3)
+    out[z, y, x] = nx.site("s", x=np.float32(x + 10 * y + 100 * z), out={"z": nx.f32})
+
+stub = ("{ .reg .u32 %a; .reg .u32 %b; .reg .f32 %f; mov.u32 %a, %ctaid.y; mov.u32 %b, %tid.z; "
+        "mad.lo.u32 %a, %a, 1000, %b; cvt.rn.f32.u32 %f, %a; add.rn.f32 %v_z, %v_x, %f; }")
+z, y, x = np.indices((4, 6, 8))
+want = (x + 10 * y + 100 * z + 1000 * (y // 2) + z % 2).astype(np.float32)
+for batch, wave in ((True, 1024), (True, 16), (False, 1024)):
+    L.SIM_BATCH, W.WAVE_THREADS = batch, wave
+    out = np.zeros((4, 6, 8), np.float32)
+    k3.inject(s=stub)[(2, 3, 2), (4, 2, 2)](out)
+    assert np.array_equal(out, want), (batch, wave, out)
+L.SIM_BATCH, W.WAVE_THREADS = True, 1024
 print("WAVES OK")
 '''
 
@@ -90,7 +107,8 @@ print("WAVES OK")
 def test_a_site_runs_once_per_round_for_the_whole_grid(tmp_path):
     """Divergent and looped sites, a barrier, syncthreads_count, shared memory and an early
     exit: one wave, waves of two blocks and threads alone give the same bits, and the wave
-    evaluates each round of the site once (not once per block)."""
+    evaluates each round of the site once (not once per block); a 3-D grid of 3-D blocks
+    gives each thread its own special registers."""
     run_script(tmp_path, WAVES, simulator=True, marker="WAVES OK")
 
 
