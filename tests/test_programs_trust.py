@@ -152,6 +152,50 @@ def test_mm_ptx_dialect_reads_a_vector_special_register_as_mm_ptx():
     assert "mov.v4.u32 {" in sp.compile(TID_ADDS, outputs=OUTS)
 
 
+# mm-ptx's own stubs, verbatim (stack_ptx.h at ee2fa26 with tests/stack_ptx_descriptions.json,
+# compiled with gcc; requests out0, out1; its ".reg .u32 %_s1_<n>;" declarations as it writes them)
+_T, _ADD, _SUB = sp.special, sp.instr("add.u32"), sp.instr("sub.u32")
+MMPTX_STUBS = [
+    ([_T("ctaid"), _ADD],
+     "{\n.reg .u32 %_s1_<4>;\nmov.u32 %_s1_0, %ctaid.y;\nmov.u32 %_s1_1, %ctaid.w;\n"
+     "mov.u32 %_s1_2, %ctaid.z;\nadd.u32 %_s1_3, %_s1_1, %_s1_2;\nmov.u32 %out0, %_s1_3;\n"
+     "mov.u32 %out1, %_s1_0;\n}\n"),
+    ([_T("ntid")],
+     "{\n.reg .u32 %_s1_<2>;\nmov.u32 %_s1_0, %ntid.z;\nmov.u32 %_s1_1, %ntid.w;\n"
+     "mov.u32 %out0, %_s1_1;\nmov.u32 %out1, %_s1_0;\n}\n"),
+    ([_T("tid.x"), _T("tid"), _SUB, _SUB],
+     "{\n.reg .u32 %_s1_<6>;\nmov.u32 %_s1_0, %tid.x;\nmov.u32 %_s1_1, %tid.w;\n"
+     "mov.u32 %_s1_2, %tid.z;\nsub.u32 %_s1_3, %_s1_1, %_s1_2;\nmov.u32 %_s1_4, %tid.y;\n"
+     "sub.u32 %_s1_5, %_s1_3, %_s1_4;\nmov.u32 %out0, %_s1_5;\nmov.u32 %out1, %_s1_0;\n}\n"),
+    ([_T("nctaid"), _SUB, _SUB, _T("nctaid"), _ADD],
+     "{\n.reg .u32 %_s1_<4>;\nmov.u32 %_s1_0, %nctaid.y;\nmov.u32 %_s1_1, %nctaid.w;\n"
+     "mov.u32 %_s1_2, %nctaid.z;\nadd.u32 %_s1_3, %_s1_1, %_s1_2;\nmov.u32 %out0, %_s1_3;\n"
+     "mov.u32 %out1, %_s1_0;\n}\n"),
+    ([_T("tid"), _T("ctaid"), _SUB, _ADD, _SUB],
+     "{\n.reg .u32 %_s1_<8>;\nmov.u32 %_s1_0, %tid.w;\nmov.u32 %_s1_1, %ctaid.w;\n"
+     "mov.u32 %_s1_2, %ctaid.z;\nsub.u32 %_s1_3, %_s1_1, %_s1_2;\nmov.u32 %_s1_4, %ctaid.y;\n"
+     "add.u32 %_s1_5, %_s1_3, %_s1_4;\nmov.u32 %_s1_6, %ctaid.x;\nsub.u32 %_s1_7, %_s1_5, %_s1_6;\n"
+     "mov.u32 %out0, %_s1_7;\nmov.u32 %out1, %_s1_0;\n}\n"),
+]
+
+
+@pytest.mark.parametrize("prog,theirs", MMPTX_STUBS)
+def test_mm_ptx_dialect_stubs_compute_what_mm_ptxs_own_stubs_compute(prog, theirs):
+    """The mm-ptx dialect reads the components mm-ptx's C core reads (no more, no fewer) and
+    its stub computes what mm-ptx's computes, unwritten outputs included, on random values."""
+    ours = sp.compile(prog, outputs=OUTS, dialect=MM)
+    reads = re.compile(r"%(?:n?tid|n?ctaid)\.[xyzw]")
+    assert sorted(reads.findall(ours)) == sorted(reads.findall(theirs))
+    rng = np.random.default_rng(len(theirs))
+    vals = {f"%{r}.{c}": rng.integers(0, 1 << 20, 64, dtype=np.uint32)
+            for r in ("tid", "ntid", "ctaid", "nctaid") for c in "xyz"}
+    vals |= {"out0": np.uint32(111), "out1": np.uint32(222)}
+    want = nx.emulate(sp.Stub(theirs, {}, OUTS, dialect=MM), vals, list(OUTS))
+    got = nx.emulate(ours, vals, list(OUTS))
+    for k in OUTS:
+        assert np.array_equal(got[k], want[k]), k
+
+
 VECTORS = ("tid", "ntid", "ctaid", "nctaid", "clusterid", "nclusterid", "cluster_ctaid",
            "cluster_nctaid")
 
