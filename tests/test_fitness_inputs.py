@@ -634,3 +634,19 @@ def test_formula_defaults_bind_as_stub_site_binds_them():
     with pytest.raises(FitnessError, match=r"candidate 0, g.*parameter\(s\) 'b' name no "
                                            r"column"):
         nx.fitness([g], X32, Y32, device="cpu")
+
+
+def test_a_program_that_reads_inputs_by_position_is_refused():
+    """The fitness kernel's inputs are cand, x0, x1: [sp.input(0), sp.input(1), add] read cand
+    (a u32) and x0, its f32 add found one operand and did nothing, and it scored as x0
+    without a word (a user reads input 0 as the first column). Refused by index, naming what
+    the index reads and the fix; by name it scores x0 + x1."""
+    for i, what in ((0, "cand, the candidate's index"), (1, "column 'x0'"), (7, "no input")):
+        prog = [sp.input(i), sp.input("x1"), sp.instr("add.rn.f32")]
+        with pytest.raises(FitnessError, match=rf"candidate 1 reads input {i} by position.*"
+                                               rf"so it reads {what}; name the input it means, "
+                                               rf"sp.input\('x0'\)") as e:
+            nx.fitness([[sp.input("x0")], prog], X32, Y32, device="cpu")
+        assert e.value.candidate == 1
+    named = [sp.input("x0"), sp.input("x1"), sp.instr("add.rn.f32")]
+    assert nx.fitness([named], X32, Y32, device="cpu")[0] == _mse(X32[:, 0] + X32[:, 1], Y32)

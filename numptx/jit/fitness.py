@@ -267,11 +267,12 @@ def _population(candidates: Any) -> list:
 # ---- what each candidate is written in, and what it reads ------------------------------------
 @dataclass(frozen=True)
 class _Typed:
-    """A candidate's float type (None: either fits), what says so, and the inputs it reads
-    that the data lack."""
+    """A candidate's float type (None: either fits), what says so, the inputs it reads
+    that the data lack, and the inputs a program reads by position (``sp.input(i)``)."""
     dtype: str | None = None
     why: str = ""
     missing: tuple[str, ...] = ()
+    positional: tuple[int, ...] = ()
 
 
 @functools.lru_cache(maxsize=None)
@@ -311,6 +312,7 @@ def _program_facts(prog: Any, inputs: tuple[str, ...]) -> _Typed:
         return _Typed()                      # it does not compile: it scores +inf
     seen: dict[str, str] = {}
     missing: list[str] = []
+    positional: list[int] = []
     version = TABLE.version
     for op in ops:
         if op.__class__ is not Op:
@@ -328,12 +330,14 @@ def _program_facts(prog: Any, inputs: tuple[str, ...]) -> _Typed:
             elif word >> 32:
                 if word >> 32 not in {input_tag(n) for n in inputs}:
                     missing.append(f"an input with name tag 0x{word >> 32:08x}")
-            elif word >> 16 & 0xFFFF >= len(inputs):
-                missing.append(f"input {word >> 16 & 0xFFFF}")
+            else:             # by position: the kernel's input 0 is cand, not x0
+                positional.append(word >> 16 & 0xFFFF)
         elif kind == CONST or kind == CONST64:
             f = _float_of(TYPES[word >> 8 & 0xFF]) if word >> 8 & 0xFF < len(TYPES) else None
             if f and f not in seen:
                 seen[f] = repr(op)
+    if positional:
+        return _Typed(positional=tuple(dict.fromkeys(positional)))
     if len(seen) == 2 and not missing:
         return _converting(prog, inputs, seen)
     return _one_type(seen, missing)
@@ -469,6 +473,14 @@ def _facts(k: int, c: Any, names: tuple[str, ...], variables: frozenset[str],
         facts = _program_facts(c, ("cand",) + names)
     else:
         return c, _Typed()
+    if facts.positional:
+        i = facts.positional[0]
+        what = "cand, the candidate's index" if i == 0 else \
+            f"column {names[i - 1]!r}" if i <= len(names) else "no input"
+        raise FitnessError(f"fitness: candidate {k} reads input {i} by position "
+                           f"(sp.input({i})): the kernel's inputs are cand, "
+                           f"{', '.join(names)}, so it reads {what}; name the input it means, "
+                           f"sp.input({names[0]!r}) for the first column", candidate=k)
     if facts.missing:
         raise FitnessError(f"fitness: candidate {k} reads {', '.join(facts.missing)}, which "
                            f"the data lack (the columns: {', '.join(names)}; the kernel's "
