@@ -25,7 +25,8 @@ or an infinity in the data is a :class:`FitnessError`. A candidate written in th
 (in an f64 kernel an f32 program's instructions would find no operands and do nothing), a
 population that mixes f32 and f64 candidates without ``dtype=``, and a candidate that reads an
 input the data lack (a formula parameter, a program's ``sp.input``, a PTX ``%v_`` register that
-is no column) raise :class:`FitnessError` naming the candidate (``.candidate``, its index) and
+is no column) or a program input by position (``sp.input(i)``: the kernel's input 0 is
+``cand``) raise :class:`FitnessError` naming the candidate (``.candidate``, its index) and
 the type or input: a candidate is never scored in a type it was not written for.
 
 Losses: ``"mse"`` (mean squared error), ``"mae"`` (mean absolute error), ``"rmse"``,
