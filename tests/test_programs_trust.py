@@ -11,7 +11,10 @@
   (random names, the known pair ``s6l6mwll``/``ovbiasnc`` and pairs found by a birthday search).
 - The mm-ptx dialect reads a vector special register as mm-ptx does (item 18): a scalar
   ``mov.u32`` per component it uses, ``%tid.w`` included, so its stub computes what mm-ptx's
-  own stub computes (the stub below, from mm-ptx's C core at ee2fa26).
+  own stub computes (the stubs below, from mm-ptx's C core at ee2fa26); ``.w`` reads 0 in the
+  emulator and the simulator, as on a GPU, whichever way a stub reads it.
+- Review: a site with no out or mod variable is "no outputs" too; the simulator runs
+  ``sp.encode`` arrays as the GPU build does; compile_many's name check on batches.
 """
 from __future__ import annotations
 
