@@ -417,9 +417,9 @@ def test_a_program_that_converts_runs_in_the_type_its_value_reaches_p_in():
 
 BAD_TEXT = {"f32": ["add.f32 %v_p, %v_x0, %v_cand;",          # a u32 register in an f32 add
                     "cvt.rn.f32.f64 %v_p, %v_x0;",            # %v_x0 is no f64
-                    "mov.b64 %v_p, 4607182418800017408;"],     # 64 bits into an f32
-            "f64": ["mov.b32 %v_p, 1065353216;",              # 32 bits into an f64
-                    "mov.b32 %v_p, %v_cand;"]}
+                    "mov.f32 %v_p, %v_cand;"],                 # a u32 register in an f32 mov
+            "f64": ["add.f64 %v_p, %v_x0, %v_cand;",          # a u32 register in an f64 add
+                    "cvt.f64.f32 %v_p, %v_x0;"]}              # %v_x0 is no f32
 
 
 @pytest.mark.parametrize("dt", ["f32", "f64"])
@@ -650,3 +650,18 @@ def test_a_program_that_reads_inputs_by_position_is_refused():
         assert e.value.candidate == 1
     named = [sp.input("x0"), sp.input("x1"), sp.instr("add.rn.f32")]
     assert nx.fitness([named], X32, Y32, device="cpu")[0] == _mse(X32[:, 0] + X32[:, 1], Y32)
+
+
+def test_ptx_that_writes_p_as_bits_runs_in_the_float_type_of_that_size():
+    """mov.b32 %v_p fits only an f32 register (ptxas refuses it in the f64 kernel's pack): on
+    float64 data it runs in f32 (before: an f64 kernel, +inf on a GPU, a bit pattern on the
+    CPU); mov.b64 in f64."""
+    one32 = "mov.b32 %v_p, 1065353216;"                   # 1.0f
+    one64 = "mov.b64 %v_p, 4607182418800017408;"           # 1.0
+    assert F.prepare([one32], X64, Y64).dtype == "f32"
+    assert F.prepare([one64], X32, Y32).dtype == "f64"
+    ones = np.ones_like(Y64)
+    np.testing.assert_allclose(nx.fitness([one32], X64, Y64, device="cpu"),
+                               [_mse(ones, Y32)], rtol=1e-12)
+    np.testing.assert_allclose(nx.fitness([one64], X32, Y32, device="cpu"),
+                               [_mse(ones, Y32.astype(np.float64))], rtol=1e-12)

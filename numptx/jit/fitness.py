@@ -97,6 +97,7 @@ _RESERVED = frozenset("""cand p t l alignas alignof and asm auto bool break case
 _NP = {"f32": np.dtype(np.float32), "f64": np.dtype(np.float64)}
 _P = site_layout.reg_name("p")            # the prediction's register
 _CAND = site_layout.reg_name("cand")      # the candidate's index (u32)
+_BITS = {"b32": "f32", "b64": "f64"}      # the float register a bit-size write fits
 
 
 class FitnessError(NumptxError):
@@ -375,8 +376,9 @@ def _text_facts(text: str, variables: frozenset[str]) -> _Typed:
     prefix = reg("")
     for step in prog.steps:
         for names, t in zip(step.dests, step.dest_types):
-            if reg("p") in names and _float_of(t):
-                seen.setdefault(_float_of(t), step.text.strip())
+            f = _float_of(t) or _BITS.get(t)      # mov.b32 %v_p fits an f32 register only
+            if f and reg("p") in names:
+                seen.setdefault(f, step.text.strip())
         for slot in step.srcs:
             for o in slot:
                 name = getattr(o, "name", None)
