@@ -214,7 +214,7 @@ def _run(**kw):
     (lambda s: s["config"].update(generations=1.5), r"field config: generations=1.5"),
     (lambda s: s["config"].update(init_length=[5, 2]), r"field config: init_length="),
     (lambda s: s["config"].update(crossover=2.0), r"field config: crossover=2.0"),
-    (lambda s: s.update(population=[]), r"field population holds 0 candidates"),
+    (lambda s: s.update(population=[]), r"field population: holds 0 candidates"),
     (lambda s: s["cache"].update(keys="AAAA"), r"field cache"),
 ])
 def test_a_checkpoint_with_bad_settings_names_the_path_and_field(tmp_path, edit, match):

@@ -20,7 +20,7 @@ local optimizer), :mod:`.loop` (the searches), :mod:`.elites` (MAP-Elites), :mod
 """
 from . import genes, operators, formula as formula_module  # noqa: F401
 from .checkpoint import CheckpointError
-from .formula import canonical_key, evaluate, formula
+from .formula import FormulaLimitError, canonical_key, evaluate, formula
 from .genes import Genes, SearchError
 from .elites import DESCRIPTORS, Descriptor
 from .loop import Candidate, Generation, Result, evolve, map_elites, regress
@@ -28,4 +28,4 @@ from .resume import resume
 
 __all__ = ["regress", "map_elites", "evolve", "resume", "Result", "Candidate", "Generation",
            "Descriptor", "DESCRIPTORS", "Genes", "SearchError", "CheckpointError", "formula",
-           "evaluate", "canonical_key", "genes", "operators"]
+           "FormulaLimitError", "evaluate", "canonical_key", "genes", "operators"]

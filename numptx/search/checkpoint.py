@@ -10,8 +10,16 @@ the history, the data, the score cache and the constant-fit memo). :func:`write`
 temporary file in the same folder, flushes it to disk, renames it over ``path``
 (``os.replace``) and flushes the folder: a crash leaves the old file or the new one, never half
 of one. The file gets the mode a new file gets (``0o666`` less the umask). A folder that does
-not exist, or a ``path`` that is a folder, raises :class:`CheckpointError`. :func:`read` checks
-everything and raises :class:`CheckpointError` naming the path and what is wrong::
+not exist, or a ``path`` that is a folder, raises :class:`CheckpointError`; a temporary file
+that a killed writer left (``.nxck-*.tmp``, older than :data:`STALE_TMP_S`) is removed by the
+next write in its folder. :func:`read` checks everything and raises :class:`CheckpointError`
+naming the path and what is wrong. The body inflates to at most ``max_bytes`` (default
+:data:`MAX_BODY`): a compressed "bomb" is refused after that many bytes, never inflated whole;
+JSON nested deeper than a checkpoint's few levels is refused, not a ``RecursionError``.
+
+The checksum finds damage, it is not a MAC: anyone can write a file that passes it. What a
+checkpoint from someone else can do is described in docs/search.md ("Checkpoints from
+someone else")::
 
     from numptx.search import checkpoint
     checkpoint.write("run.nxck", {"kind": "regress", ...})
@@ -20,11 +28,15 @@ everything and raises :class:`CheckpointError` naming the path and what is wrong
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import os
+import stat
 import struct
 import tempfile
+import time
+import warnings
 import zlib
 from typing import Any
 
@@ -32,10 +44,11 @@ import numpy as np
 
 from .. import stack_ptx as sp
 from .config import CACHE_MAX
+from ..errors import NumptxWarning
 from .genes import SearchError
 
-__all__ = ["CheckpointError", "write", "read", "VERSION", "encode_array", "decode_array",
-           "encode_program", "decode_program", "state_of", "restore"]
+__all__ = ["CheckpointError", "write", "read", "VERSION", "MAX_BODY", "STALE_TMP_S",
+           "encode_array", "decode_array", "encode_program", "decode_program", "state_of"]
 
 #: score-cache entries (16-byte key + loss) a checkpoint keeps: all of them (a run clears its
 #: cache past this many), because the children made after a resume depend on which programs
@@ -44,6 +57,20 @@ __all__ = ["CheckpointError", "write", "read", "VERSION", "encode_array", "decod
 #: among equals can differ).
 CACHE_SAVED = CACHE_MAX
 FITS_SAVED = 50_000
+
+#: the largest inflated body :func:`read` accepts by default (``max_bytes=`` of ``read`` and
+#: :func:`numptx.search.resume` raises it). A checkpoint holds a score cache of at most
+#: CACHE_MAX keys and losses (~32 MB as base64 JSON), at most FITS_SAVED constant fits (~75 MB
+#: with 64-op programs), the population (~0.8 KB a 64-op program: 4 MB for 4,096) and the data
+#: (4/3 of its bytes): 256 MiB holds a full cache and fit memo, a population of 100,000 and
+#: ~60 MB of data. :meth:`Result.save` warns when a checkpoint is larger.
+MAX_BODY = 256 << 20
+#: a temporary file older than this (seconds) is a killed writer's, removed by the next write
+#: in its folder (a live writer's is seconds old)
+STALE_TMP_S = 3600
+_TMP_PREFIX, _TMP_SUFFIX = ".nxck-", ".tmp"
+#: array dtypes a checkpoint carries (data and losses)
+_DTYPES = ("<f4", "<f8")
 
 MAGIC = b"NXCK"
 VERSION = 1
@@ -67,10 +94,37 @@ def encode_array(a: np.ndarray) -> dict:
             "data": base64.b64encode(a.tobytes()).decode("ascii")}
 
 
-def decode_array(d: dict) -> np.ndarray:
-    """Inverse of :func:`encode_array`."""
-    raw = base64.b64decode(d["data"])
-    return np.frombuffer(raw, dtype=np.dtype(d["dtype"])).reshape(d["shape"]).copy()
+def decode_array(d: dict, field: str = "array") -> np.ndarray:
+    """Inverse of :func:`encode_array` for the float arrays a checkpoint holds; anything else
+    (another dtype, a shape that does not match the bytes, bad base64) is a
+    :class:`SearchError` naming ``field``."""
+    if not isinstance(d, dict) or set(d) != {"dtype", "shape", "data"}:
+        raise SearchError(f"{field}: expected {{'dtype', 'shape', 'data'}}, got "
+                          f"{brief(d)}")
+    dt, shape, data = d["dtype"], d["shape"], d["data"]
+    if dt not in _DTYPES:
+        raise SearchError(f"{field}: dtype {brief(dt)} is not one of {', '.join(_DTYPES)}")
+    if not isinstance(shape, list) or not 1 <= len(shape) <= 2 or \
+            not all(type(n) is int and n >= 0 for n in shape):
+        raise SearchError(f"{field}: shape {brief(shape)} is not a list of 1 or 2 sizes")
+    if not isinstance(data, str):
+        raise SearchError(f"{field}: data is {type(data).__name__}, not base64 text")
+    try:
+        raw = base64.b64decode(data, validate=True)
+    except ValueError as e:
+        raise SearchError(f"{field}: data is not base64 ({e})") from None
+    size = int(np.prod(shape, dtype=object)) * np.dtype(dt).itemsize
+    if size != len(raw):
+        raise SearchError(f"{field}: shape {shape} of {dt} needs {size} bytes; data has "
+                          f"{len(raw)}")
+    return np.frombuffer(raw, dtype=np.dtype(dt)).reshape(shape).copy()
+
+
+def brief(v: Any, n: int = 60) -> str:
+    """``repr(v)`` cut to ``n`` characters (a forged field can be huge)."""
+    r = repr(v) if not isinstance(v, (list, dict, str, bytes)) or len(v) < n else \
+        f"{type(v).__name__} of length {len(v)}"
+    return r if len(r) <= n else r[:n] + "..."
 
 
 def encode_program(prog: Any) -> str:
@@ -93,11 +147,16 @@ def write(path: str | os.PathLike, state: dict) -> None:
     if not os.path.isdir(folder):
         raise CheckpointError(f"checkpoint {path!r}: the folder {folder!r} does not exist "
                               f"(create it first)", path=path)
-    body = zlib.compress(json.dumps(state, separators=(",", ":"), allow_nan=True).encode(), 6)
+    text = json.dumps(state, separators=(",", ":"), allow_nan=True).encode()
+    if len(text) > MAX_BODY:
+        warnings.warn(f"checkpoint {path!r}: its body inflates to {len(text):,} bytes, over the "
+                      f"{MAX_BODY:,} that search.resume reads by default (checkpoint.MAX_BODY); "
+                      f"resume it with max_bytes={len(text)}", NumptxWarning, stacklevel=3)
+    body = zlib.compress(text, 6)
     head = _HEAD.pack(MAGIC, VERSION, 0, len(body))
     digest = hashlib.blake2b(head + body, digest_size=_DIGEST).digest()
     try:
-        fd, tmp = tempfile.mkstemp(prefix=".nxck-", suffix=".tmp", dir=folder)
+        fd, tmp = tempfile.mkstemp(prefix=_TMP_PREFIX, suffix=_TMP_SUFFIX, dir=folder)
     except OSError as e:
         raise CheckpointError(f"checkpoint {path!r}: cannot write in {folder!r} "
                               f"({e.strerror or e})", path=path) from None
@@ -119,6 +178,24 @@ def write(path: str | os.PathLike, state: dict) -> None:
                                   path=path) from None
         raise
     _fsync_folder(folder)
+    _sweep(folder)
+
+
+def _sweep(folder: str) -> None:
+    """Remove the temporary files (``.nxck-*.tmp``, regular files older than
+    :data:`STALE_TMP_S`) that killed writers left in ``folder``; never a link or a folder."""
+    now = time.time()
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for name in names:
+        if name.startswith(_TMP_PREFIX) and name.endswith(_TMP_SUFFIX):
+            path = os.path.join(folder, name)
+            with contextlib.suppress(OSError):       # another writer may sweep it first
+                st = os.lstat(path)
+                if stat.S_ISREG(st.st_mode) and now - st.st_mtime > STALE_TMP_S:
+                    os.remove(path)
 
 
 def _umask() -> int:
@@ -141,12 +218,24 @@ def _fsync_folder(folder: str) -> None:
         os.close(fd)
 
 
-def read(path: str | os.PathLike, *, kind: str | None = None) -> dict:
+def read(path: str | os.PathLike, *, kind: str | None = None,
+         max_bytes: int | None = None) -> dict:
     """The state in ``path``; a :class:`CheckpointError` names the path and the fault.
-    ``kind`` (``"regress"``, ``"map_elites"``, ``"evolve"``), when given, must match."""
+    ``kind`` (``"regress"``, ``"map_elites"``, ``"evolve"``), when given, must match.
+    ``max_bytes``: the largest inflated body accepted (default :data:`MAX_BODY`)."""
     spath = os.fspath(path)
+    limit = MAX_BODY if max_bytes is None else max_bytes
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise SearchError(f"read: max_bytes={max_bytes!r}: give an int >= 1 (or None: "
+                          f"{MAX_BODY:,})")
     try:
         with open(spath, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            # zlib never grows a body by more than ~0.1 % and a few bytes
+            if size > _HEAD.size + _DIGEST + limit + limit // 1000 + 64:
+                raise CheckpointError(f"checkpoint {spath!r}: {size:,} bytes, more than a body "
+                                      f"of at most {limit:,} bytes inflated (max_bytes; default "
+                                      f"checkpoint.MAX_BODY) compresses to", path=spath)
             data = f.read()
     except OSError as e:
         raise CheckpointError(f"checkpoint {spath!r}: cannot read it ({e.strerror or e})",
@@ -168,17 +257,46 @@ def read(path: str | os.PathLike, *, kind: str | None = None) -> dict:
     if hashlib.blake2b(data[:_HEAD.size + n], digest_size=_DIGEST).digest() != digest:
         raise CheckpointError(f"checkpoint {spath!r}: checksum mismatch (the file is corrupted)",
                               path=spath)
-    try:
-        state = json.loads(zlib.decompress(body))
-    except (zlib.error, ValueError) as e:
-        raise CheckpointError(f"checkpoint {spath!r}: the body does not decode ({e})",
-                              path=spath) from None
+    state = _decode_body(body, limit, spath)
     if not isinstance(state, dict) or "kind" not in state:
         raise CheckpointError(f"checkpoint {spath!r}: no search state in it", path=spath)
     if kind is not None and state["kind"] != kind:
         raise CheckpointError(f"checkpoint {spath!r}: holds a {state['kind']!r} search, not "
                               f"{kind!r}", path=spath)
     return state
+
+
+def _decode_body(body: bytes, limit: int, spath: str) -> Any:
+    """The JSON of a compressed body that inflates to at most ``limit`` bytes."""
+    inflate = zlib.decompressobj()
+    try:
+        text = inflate.decompress(body, limit + 1)
+        if len(text) > limit or inflate.unconsumed_tail:
+            raise CheckpointError(
+                f"checkpoint {spath!r}: the body inflates past {limit:,} bytes (max_bytes; "
+                f"default checkpoint.MAX_BODY): refused unread. A checkpoint you wrote "
+                f"yourself with that much data: pass max_bytes= to resume", path=spath)
+        if not inflate.eof:
+            raise CheckpointError(f"checkpoint {spath!r}: the body's compressed stream is "
+                                  f"incomplete", path=spath)
+        if inflate.unused_data:
+            raise CheckpointError(f"checkpoint {spath!r}: {len(inflate.unused_data)} bytes "
+                                  f"follow the body's compressed stream", path=spath)
+    except zlib.error as e:
+        raise CheckpointError(f"checkpoint {spath!r}: the body does not decode ({e})",
+                              path=spath) from None
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise CheckpointError(f"checkpoint {spath!r}: the body nests deeper than Python's JSON "
+                              f"reader goes (a checkpoint nests a few levels): not a checkpoint",
+                              path=spath) from None
+    except MemoryError:
+        raise CheckpointError(f"checkpoint {spath!r}: the body does not fit in memory "
+                              f"({len(text):,} bytes of JSON)", path=spath) from None
+    except ValueError as e:
+        raise CheckpointError(f"checkpoint {spath!r}: the body does not decode ({e})",
+                              path=spath) from None
 
 
 def programs_from(state_programs: list, spath: str) -> list:

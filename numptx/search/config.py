@@ -1,18 +1,28 @@
 """The options of a search run (:func:`numptx.search.regress`, ``map_elites``, ``evolve``):
-their defaults and checks, shared by the loop and by :func:`numptx.search.resume` (which checks
-a checkpoint's settings as the API checks arguments)::
+their defaults, bounds and checks, shared by the loop and by :func:`numptx.search.resume`
+(which checks a checkpoint's settings as the API checks arguments, before anything is
+allocated)::
 
     from numptx.search.config import check_config
     cfg = check_config("regress", population=500, revary=1)     # every option, checked
     cfg["elitism"], cfg["fit_top"]                               # defaults filled in: 5, 3
+    check_config("regress", tournament=5_000_000_000)            # SearchError: <= population
+
+Every option has an upper bound from what it means (:data:`BOUNDS`): ``tournament``,
+``elitism`` and ``fit_top`` pick among the population, so they are at most its size; the
+population is at most the score cache (:data:`CACHE_MAX`); ``max_length`` is at most the ops
+the Stack PTX compiler runs (``sp.Limits().max_steps``). A value past its bound is a
+:class:`SearchError` naming the option, the bound and why.
 """
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any
 
 import numpy as np
 
+from .. import stack_ptx as sp
 from .genes import SearchError, check_int
 
 #: score-cache entries a run keeps before clearing its cache. A checkpoint saves the whole cache
@@ -20,67 +30,127 @@ from .genes import SearchError, check_int
 #: children depend on which programs were scored: a resumed run sees what the run saw.
 CACHE_MAX = 1_000_000
 
-__all__ = ["CACHE_MAX", "DEFAULTS", "check_config", "check_float", "check_seed"]
+#: the largest population (``batch`` of MAP-Elites): a generation's children must fit the
+#: score cache, which is cleared past CACHE_MAX entries
+POPULATION_MAX = CACHE_MAX
+#: the most generations of a run: each keeps a history row (in memory and in a checkpoint)
+GENERATIONS_MAX = 1_000_000
+#: the longest program: the Stack PTX compiler runs a program's first max_steps ops
+LENGTH_MAX = sp.Limits().max_steps
+#: re-variations of a duplicate: the share of new children levels off after 2-3, and each
+#: retry costs a mutation and a compile (~9 us) per duplicate child
+REVARY_MAX = 16
+#: rounds of the constant optimizer (each scores the whole trial batch)
+FIT_STEPS_MAX = 10_000
+#: fit_top x fit_trials trial programs are scored at once: no more than the largest population
+FIT_BATCH_MAX = POPULATION_MAX
+#: cells per MAP-Elites axis: the built-in axes take no more distinct values than the longest
+#: program has ops
+BINS_MAX = LENGTH_MAX
+
+#: every option's bounds, as the docs state them (option -> (low, high, why))
+BOUNDS: dict[str, tuple[Any, Any, str]] = {
+    "population": (2, POPULATION_MAX, "a generation's children must fit the score cache"),
+    "generations": (0, GENERATIONS_MAX, "each generation keeps a history row"),
+    "tournament": (1, "population", "a tournament draws from the population"),
+    "elitism": (0, "population - 1", "the elites are part of the population"),
+    "parsimony": (0.0, "finite", "loss added per op in selection"),
+    "crossover": (0.0, 1.0, "a rate"),
+    "mutation": (0.0, 1.0, "a rate"),
+    "max_length": (1, LENGTH_MAX, "the compiler runs a program's first Limits.max_steps ops"),
+    "init_length": (1, LENGTH_MAX, "genes of a first program, at least an op each"),
+    "fit_top": (0, "population", "the best new programs of a generation"),
+    "fit_steps": (1, FIT_STEPS_MAX, "rounds of the constant optimizer"),
+    "fit_trials": (1, f"{FIT_BATCH_MAX:,} / fit_top",
+                   "fit_top x fit_trials programs are scored at once"),
+    "target": (-math.inf, math.inf, "a loss (not NaN)"),
+    "time_limit": (0.0, math.inf, "seconds"),
+    "bins": (1, BINS_MAX, "cells per MAP-Elites axis"),
+    "restart": (1, GENERATIONS_MAX, "generations without progress"),
+    "revary": (0, REVARY_MAX, "re-variations of a duplicate child"),
+}
+
+__all__ = ["CACHE_MAX", "DEFAULTS", "BOUNDS", "POPULATION_MAX", "GENERATIONS_MAX", "LENGTH_MAX",
+           "REVARY_MAX", "FIT_STEPS_MAX", "FIT_BATCH_MAX", "BINS_MAX", "check_config",
+           "check_float", "check_seed", "check_generations"]
 
 
 def check_float(name: str, v: Any, low: float, high: float = math.inf) -> float:
     """``v`` as a float in [low, high]; else a :class:`SearchError` naming ``name``."""
-    if isinstance(v, bool) or not isinstance(v, (int, float, np.number)) or \
-            not low <= float(v) <= high:
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer,
+                                                             np.floating)):
         raise SearchError(f"{name}={v!r}: give a number in [{low}, {high}]")
-    return float(v)
+    try:
+        f = float(v)
+    except OverflowError:               # an int past the float range
+        f = math.copysign(math.inf, v)
+    if not low <= f <= high:
+        raise SearchError(f"{name}={v!r}: give a number in [{low}, {high}]")
+    return f
 
 
 #: every option of a run and its default (None: derived from the others in check_config)
-DEFAULTS = dict(population=1000, generations=100, tournament=5, elitism=None, parsimony=0.0,
+DEFAULTS = dict(population=1000, generations=100, tournament=None, elitism=None, parsimony=0.0,
                 crossover=0.5, mutation=0.9, max_length=64, init_length=(2, 12), fit_top=None,
                 fit_steps=12, fit_trials=4, target=None, time_limit=None, bins=None,
                 descriptors=("length", "op_mix"), restart=None, revary=1)
 
 
+def check_generations(v: Any, done: int = 0) -> int:
+    """``v`` generations (more, after ``done``) within :data:`GENERATIONS_MAX` in all."""
+    check_int("generations", v, 0)
+    return check_int("generations", v, 0, GENERATIONS_MAX - done,
+                     f"a run has at most {GENERATIONS_MAX:,} generations"
+                     + (f"; {done:,} are done" if done else ""))
+
+
 def check_config(where: str, **given: Any) -> dict:
-    """Every option (``given`` over :data:`DEFAULTS`) checked, derived defaults filled in;
-    a bad or unknown one is a :class:`SearchError` naming it (``where``: the API function)."""
+    """Every option (``given`` over :data:`DEFAULTS`) checked against its bounds
+    (:data:`BOUNDS`), derived defaults filled in; a bad or unknown one is a
+    :class:`SearchError` naming it (``where``: the API function)."""
     cfg = dict(DEFAULTS)
     unknown = set(given) - set(cfg)
     if unknown:
         raise SearchError(f"{where}: unknown option(s) {sorted(unknown)}")
     cfg.update({k: v for k, v in given.items()})
     # map_elites takes the population size as batch=
-    cfg["population"] = check_int("batch" if where == "map_elites" else "population",
-                                  cfg["population"], 2)
-    cfg["generations"] = check_int("generations", cfg["generations"], 0)
-    cfg["tournament"] = check_int("tournament", cfg["tournament"], 1)
-    cfg["elitism"] = (max(1, cfg["population"] // 100) if cfg["elitism"] is None
-                      else check_int("elitism", cfg["elitism"], 0))
-    if cfg["elitism"] >= cfg["population"]:
-        raise SearchError(f"elitism={cfg['elitism']}: must be below population="
-                          f"{cfg['population']}")
-    cfg["parsimony"] = check_float("parsimony", cfg["parsimony"], 0.0)
+    pop_name = "batch" if where == "map_elites" else "population"
+    pop = cfg["population"] = check_int(pop_name, cfg["population"], 2, POPULATION_MAX,
+                                        BOUNDS["population"][2])
+    cfg["generations"] = check_generations(cfg["generations"])
+    cfg["tournament"] = (min(5, pop) if cfg["tournament"] is None else
+                         check_int("tournament", cfg["tournament"], 1, pop,
+                                   f"a tournament draws from the {pop_name} of {pop:,}"))
+    cfg["elitism"] = (max(1, pop // 100) if cfg["elitism"] is None
+                      else check_int("elitism", cfg["elitism"], 0, pop - 1,
+                                     f"must be below {pop_name}={pop:,}"))
+    cfg["parsimony"] = check_float("parsimony", cfg["parsimony"], 0.0, sys.float_info.max)
     cfg["crossover"] = check_float("crossover", cfg["crossover"], 0.0, 1.0)
     cfg["mutation"] = check_float("mutation", cfg["mutation"], 0.0, 1.0)
-    cfg["max_length"] = check_int("max_length", cfg["max_length"], 1)
-    il = cfg["init_length"]
-    if not (isinstance(il, (tuple, list)) and len(il) == 2):
-        raise SearchError(f"init_length={il!r}: give a (low, high) pair of gene counts")
-    cfg["init_length"] = (check_int("init_length", il[0], 1), check_int("init_length", il[1], 1))
-    if cfg["init_length"][0] > cfg["init_length"][1]:
-        raise SearchError(f"init_length={il!r}: give (low, high) with low <= high")
+    cfg["max_length"] = check_int("max_length", cfg["max_length"], 1, LENGTH_MAX,
+                                  BOUNDS["max_length"][2])
+    cfg["init_length"] = _init_length(cfg["init_length"])
     # default: a few per generation on a CPU (each fit costs steps x trials evaluations), more
     # with the large populations a GPU scores
-    cfg["fit_top"] = (max(2, min(64, cfg["population"] // 128)) if cfg["fit_top"] is None
-                      else check_int("fit_top", cfg["fit_top"], 0))
-    cfg["fit_steps"] = check_int("fit_steps", cfg["fit_steps"], 1)
-    cfg["fit_trials"] = check_int("fit_trials", cfg["fit_trials"], 1)
+    cfg["fit_top"] = (max(2, min(64, pop // 128)) if cfg["fit_top"] is None
+                      else check_int("fit_top", cfg["fit_top"], 0, pop,
+                                     f"the best new programs of a {pop_name} of {pop:,}"))
+    cfg["fit_steps"] = check_int("fit_steps", cfg["fit_steps"], 1, FIT_STEPS_MAX,
+                                 BOUNDS["fit_steps"][2])
+    cfg["fit_trials"] = check_int("fit_trials", cfg["fit_trials"], 1,
+                                  FIT_BATCH_MAX // max(1, cfg["fit_top"]),
+                                  f"fit_top x fit_trials programs are scored at once, at most "
+                                  f"{FIT_BATCH_MAX:,}")
     if cfg["target"] is not None:
         cfg["target"] = check_float("target", cfg["target"], -math.inf)
     if cfg["time_limit"] is not None:
         cfg["time_limit"] = check_float("time_limit", cfg["time_limit"], 0.0)
     if cfg["restart"] is not None:
-        cfg["restart"] = check_int("restart", cfg["restart"], 1)
-    cfg["revary"] = check_int("revary", cfg["revary"], 0)
+        cfg["restart"] = check_int("restart", cfg["restart"], 1, GENERATIONS_MAX,
+                                   BOUNDS["restart"][2])
+    cfg["revary"] = check_int("revary", cfg["revary"], 0, REVARY_MAX, BOUNDS["revary"][2])
     if cfg["bins"] is not None:
-        cfg["bins"] = check_int("bins", cfg["bins"], 1)
+        cfg["bins"] = check_int("bins", cfg["bins"], 1, BINS_MAX, BOUNDS["bins"][2])
     if isinstance(cfg["descriptors"], str):
         cfg["descriptors"] = (cfg["descriptors"],)
     if not isinstance(cfg["descriptors"], (tuple, list)):
@@ -88,6 +158,17 @@ def check_config(where: str, **given: Any) -> dict:
                           f"names or Descriptor tuples")
     cfg["descriptors"] = tuple(cfg["descriptors"])
     return cfg
+
+
+def _init_length(il: Any) -> tuple[int, int]:
+    if not (isinstance(il, (tuple, list)) and len(il) == 2):
+        raise SearchError(f"init_length={il!r}: give a (low, high) pair of gene counts")
+    why = BOUNDS["init_length"][2]
+    low = check_int("init_length", il[0], 1, LENGTH_MAX, why)
+    high = check_int("init_length", il[1], 1, LENGTH_MAX, why)
+    if low > high:
+        raise SearchError(f"init_length={il!r}: give (low, high) with low <= high")
+    return low, high
 
 
 def check_seed(seed: Any) -> int | None:

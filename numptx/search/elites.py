@@ -11,6 +11,7 @@ The generation step (:func:`step`) runs inside :class:`numptx.search.loop.Search
 from __future__ import annotations
 
 import math
+import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
@@ -18,6 +19,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..instructions import TABLE
+from .config import BINS_MAX, check_float
 from .genes import Genes, SearchError, check_int
 
 __all__ = ["Descriptor", "DESCRIPTORS", "descriptors", "cell", "step"]
@@ -71,12 +73,16 @@ def descriptors(cfg: dict) -> list[Descriptor]:
                 d = d._replace(high=cfg["max_length"])
         elif isinstance(d, tuple) and len(d) == 5 and callable(d[1]):
             d = Descriptor(*d)
-            check_int("map_elites: descriptor bins", d.bins, 1)
+            check_int(f"map_elites: descriptor {d.name!r} bins", d.bins, 1, BINS_MAX,
+                      "cells per axis")
+            for what in ("low", "high"):
+                check_float(f"map_elites: descriptor {d.name!r} {what}", getattr(d, what),
+                            -sys.float_info.max, sys.float_info.max)
         else:
             raise SearchError(f"map_elites: descriptors: {d!r} is neither a built-in name nor "
                               f"a Descriptor(name, fn, low, high, bins)")
         if cfg.get("bins") is not None:
-            d = d._replace(bins=check_int("bins", cfg["bins"], 1))
+            d = d._replace(bins=check_int("bins", cfg["bins"], 1, BINS_MAX, "cells per axis"))
         out.append(d)
     if not out:
         raise SearchError("map_elites: descriptors= is empty")

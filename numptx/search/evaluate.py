@@ -33,10 +33,12 @@ import numpy as np
 from .. import stack_ptx as sp
 from ..jit import fitness as F
 from ..jit.pack import DEFAULT_PER_MODULE
+from .config import POPULATION_MAX
 from .genes import SearchError
 from .pipeline import PackPipeline
 
-__all__ = ["Evaluator", "check_data", "check_executor", "check_per_module", "LOSSES"]
+__all__ = ["Evaluator", "check_data", "check_executor", "check_per_module", "resolve_device",
+           "LOSSES"]
 
 log = logging.getLogger(__name__)
 
@@ -55,13 +57,15 @@ def check_executor(executor: Any, where: str) -> Any:
 
 
 def check_per_module(per_module: Any, where: str) -> int | None:
-    """``per_module`` when None or an int >= 1; else a :class:`SearchError` naming it."""
+    """``per_module`` when None or an int in [1, POPULATION_MAX] (a module holds at most a
+    generation's new programs); else a :class:`SearchError` naming it."""
     if per_module is None:
         return None
     if isinstance(per_module, bool) or not isinstance(per_module, (int, np.integer)) \
-            or per_module < 1:
-        raise SearchError(f"{where}: per_module={per_module!r}: give an int >= 1 (candidates "
-                          f"per module) or None")
+            or not 1 <= per_module <= POPULATION_MAX:
+        raise SearchError(f"{where}: per_module={per_module!r}: give an int in [1, "
+                          f"{POPULATION_MAX:,}] (candidates per module; a module holds at most "
+                          f"a generation's new programs) or None")
     return int(per_module)
 
 
@@ -128,7 +132,9 @@ def check_data(X: Any, y: Any, *, where: str = "regress",
     return X, y
 
 
-def _resolve_device(device: str) -> str:
+def resolve_device(device: str) -> str:
+    """``device`` (``auto``, ``cpu``, ``gpu``) resolved to ``cpu`` or ``gpu``; a bad name, or
+    ``gpu`` without one, is a :class:`SearchError`."""
     if device not in ("auto", "cpu", "gpu"):
         raise SearchError(f"device={device!r}: use 'auto', 'cpu' or 'gpu'")
     if device == "auto":
@@ -167,7 +173,7 @@ class Evaluator:
             raise SearchError(f"{where}: names= gives {len(self.names)} names for the {d} "
                               f"columns of X")
         self.loss, self.executor, self.per_module = loss, executor, per_module
-        self.device = _resolve_device(device)
+        self.device = resolve_device(device)
         self.dtype = "f64" if self.X.dtype == np.float64 else "f32"
         arch = F.device_arch() if self.device == "gpu" else "sm_90"
         try:     # the generated kernel checks the names (C++ keywords, its own variables)

@@ -54,7 +54,25 @@ from .. import stack_ptx as sp
 from ..instructions import TABLE, UnknownInstructionError
 from .genes import LN2, LOG2E, Genes, SearchError
 
-__all__ = ["formula", "formula_of_stub", "evaluate", "canonical_key", "canonical_keys"]
+__all__ = ["formula", "formula_of_stub", "evaluate", "canonical_key", "canonical_keys",
+           "FormulaLimitError", "MAX_TEXT", "MAX_DEPTH"]
+
+#: the longest formula text :func:`evaluate` reads (characters); a printed program of
+#: max_length ops stays far below (shared subexpressions are bound once with :=)
+MAX_TEXT = 1_000_000
+#: the deepest formula :func:`evaluate` reads (levels of its syntax tree: an operator, a call or
+#: a sign each add one); Python's own parser stops near this depth too
+MAX_DEPTH = 1000
+
+
+class FormulaLimitError(SearchError):
+    """A formula past what :func:`evaluate` reads: longer than :data:`MAX_TEXT` characters or
+    nested deeper than :data:`MAX_DEPTH` levels or 200 parentheses (``limit``:
+    ``"MAX_TEXT"``, ``"MAX_DEPTH"`` or ``"parentheses"``)."""
+
+    def __init__(self, message: str, *, limit: str):
+        self.limit = limit
+        super().__init__(message)
 
 # precedence levels of the printed text (Python's)
 _ADD, _MUL, _UNARY, _POW, _ATOM = 1, 2, 3, 4, 5
@@ -480,11 +498,43 @@ def evaluate(text_or_prog: str | Sequence[sp.Op], X: np.ndarray, genes: Genes) -
     if X.ndim != 2 or X.shape[1] != len(genes.names):
         raise SearchError(f"X: shape {X.shape} does not fit (n, {len(genes.names)}): one column "
                           f"per input {', '.join(genes.names)}")
+    tree = _parse(text)
+    env = {n: X[:, j] for j, n in enumerate(genes.names)}
+    old = sys.getrecursionlimit()
+    try:                 # run() recurses once a level: MAX_DEPTH levels fit above the caller's
+        sys.setrecursionlimit(max(old, 2 * MAX_DEPTH + 1000))
+        with np.errstate(all="ignore"):
+            out = _Eval(text, env, dtype).run(tree)
+    finally:
+        sys.setrecursionlimit(old)
+    return np.broadcast_to(np.asarray(out, dtype), (X.shape[0],)).copy()
+
+
+def _parse(text: str) -> ast.Expression:
+    """The syntax tree of a formula within :data:`MAX_TEXT` and :data:`MAX_DEPTH`."""
+    shown = repr(text) if len(text) <= 80 else f"{text[:60]!r}... ({len(text):,} characters)"
+    if len(text) > MAX_TEXT:
+        raise FormulaLimitError(f"evaluate: text_or_prog={shown}: longer than "
+                                f"formula.MAX_TEXT = {MAX_TEXT:,} characters", limit="MAX_TEXT")
+    deep = (f"evaluate: text_or_prog={shown}: nests deeper than formula.MAX_DEPTH = "
+            f"{MAX_DEPTH} levels")
     try:
         tree = ast.parse(text, mode="eval")
     except SyntaxError as e:
-        raise SearchError(f"evaluate: text_or_prog={text!r} is not a formula ({e.msg})") from None
-    env = {n: X[:, j] for j, n in enumerate(genes.names)}
-    with np.errstate(all="ignore"):
-        out = _Eval(text, env, dtype).run(tree)
-    return np.broadcast_to(np.asarray(out, dtype), (X.shape[0],)).copy()
+        if "too many nested parentheses" in str(e.msg):     # the tokenizer's own limit (200)
+            raise FormulaLimitError(f"evaluate: text_or_prog={shown}: nests more than 200 "
+                                    f"parentheses, the most Python's parser reads",
+                                    limit="parentheses") from None
+        raise SearchError(f"evaluate: text_or_prog={shown} is not a formula ({e.msg})") \
+            from None
+    except (RecursionError, MemoryError):       # the parser's stack: deep nesting, not size
+        raise FormulaLimitError(f"{deep} (Python's parser ran out of stack)",
+                                limit="MAX_DEPTH") from None
+    todo, depth = [(tree, 0)], 0
+    while todo:                                 # no recursion: the depth of any tree
+        node, d = todo.pop()
+        depth = max(depth, d)
+        if depth > MAX_DEPTH:
+            raise FormulaLimitError(deep, limit="MAX_DEPTH")
+        todo.extend((c, d + 1) for c in ast.iter_child_nodes(node))
+    return tree

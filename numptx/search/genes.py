@@ -100,10 +100,15 @@ class SearchError(NumptxError, ValueError):
     """A bad argument to :mod:`numptx.search` (the message names the argument)."""
 
 
-def check_int(name: str, v: Any, low: int) -> int:
-    """``v`` as an int >= ``low``; else a :class:`SearchError` naming ``name``."""
+def check_int(name: str, v: Any, low: int, high: int | None = None, why: str = "") -> int:
+    """``v`` as an int in [low, high] (no upper bound when ``high`` is None); else a
+    :class:`SearchError` naming ``name``, the bounds and ``why`` (what the upper bound is)."""
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
-        raise SearchError(f"{name}={v!r}: give an int >= {low}")
+        top = "" if high is None else f" and <= {high:,}"
+        raise SearchError(f"{name}={v!r}: give an int >= {low}{top}")
+    if high is not None and v > high:
+        raise SearchError(f"{name}={int(v)}: give an int in [{low}, {high:,}]"
+                          + (f" ({why})" if why else ""))
     return int(v)
 
 
@@ -316,10 +321,20 @@ class Genes:
         bad = [f"{n} (missing)" if n not in have else f"{n}: {have[n]}"
                for n in self.names if have.get(n) != self.dtype]
         if bad:
+            fix = ""
+            if any(n not in have for n in self.names):
+                same = [v.name for v in ins if v.dtype == self.dtype]
+                fix = (f". Programs read their inputs by name: run the search with names= "
+                       f"naming the columns of X as the site's variables (regress(X, y, "
+                       f"names=[...]): one per column, in X's order"
+                       + (f", from the site's {self.dtype} inputs {', '.join(same)}" if same
+                          else "") + f"), or name the site's variables "
+                       f"{', '.join(self.names)}")
             raise SearchError(f"{where}: site {site.name!r} does not fit these programs: they "
                               f"read {self.dtype} inputs {', '.join(self.names)}; the site has "
                               f"{', '.join(bad)} (its inputs: "
-                              f"{', '.join(f'{v.name}: {v.dtype}' for v in ins) or 'none'})")
+                              f"{', '.join(f'{v.name}: {v.dtype}' for v in ins) or 'none'})"
+                              + fix)
         if len(outs) != 1 or outs[0].dtype != self.dtype:
             raise SearchError(f"{where}: site {site.name!r} does not fit these programs: they "
                               f"give one {self.dtype} result, so the site needs exactly one "

@@ -520,7 +520,7 @@ def _regression_search(kind: str, X: Any, y: Any, ops: Sequence[str], *, names, 
 def regress(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div"), *,
             population: int = 1000, generations: int = 100, seed: int | None = None,
             loss: str = "mse", names: Sequence[str] | None = None, dtype: str | None = None,
-            constants: Sequence[float] | None = None, tournament: int = 5,
+            constants: Sequence[float] | None = None, tournament: int | None = None,
             elitism: int | None = None, parsimony: float = 0.0, crossover: float = 0.5,
             mutation: float = 0.9, max_length: int = 64, init_length: tuple = (2, 12),
             fit_top: int | None = None, fit_steps: int = 12, fit_trials: int = 4,
@@ -531,7 +531,8 @@ def regress(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div"), *
             progress: bool | Callable[[Generation], Any] = False) -> Result:
     """Symbolic regression: find a program over the columns of ``X`` (named ``x0..``, or
     ``names``) whose output fits ``y`` under ``loss`` (``mse``, ``mae``, ``rmse``,
-    ``pearson``). Tournament selection of size ``tournament`` with ``elitism`` elites (default
+    ``pearson``). Tournament selection of size ``tournament`` (default 5, or the population
+    when it is smaller; at most the population) with ``elitism`` elites (default
     1 % of the population); ``parsimony`` adds that much loss per op in selection;
     ``crossover``/``mutation`` are the rates. The ``fit_top`` best new programs of each
     generation (default population // 128, from 2 to 64; 0: off) get their constants fitted
@@ -589,7 +590,7 @@ def site_genes(template: Any, site: Any, select: str, ops: Sequence[str],
 def evolve(template: Any, site: Any, fitness: Callable[[list], Sequence[float]], *,
            ops: Sequence[str] = ("add", "sub", "mul", "div"), select: str = "cand",
            population: int = 256, generations: int = 20, seed: int | None = None,
-           constants: Sequence[float] | None = None, tournament: int = 5,
+           constants: Sequence[float] | None = None, tournament: int | None = None,
            elitism: int | None = None, parsimony: float = 0.0, crossover: float = 0.5,
            mutation: float = 0.9, max_length: int = 64, init_length: tuple = (2, 12),
            target: float | None = None, time_limit: float | None = None,

@@ -8,18 +8,17 @@ file back into a running :class:`~numptx.search.loop.Search`)::
 """
 from __future__ import annotations
 
-import base64
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from typing import Any
 
-from .checkpoint import CheckpointError, decode_array, decode_program, programs_from, read
-from .evaluate import Evaluator
-from .genes import Genes, SearchError
-from .loop import Candidate, Generation, Result, Search, check_config, check_int, site_genes
-
-_KINDS = ("regress", "map_elites", "evolve")
+from .checkpoint import CheckpointError, read
+from .config import check_generations
+from .evaluate import Evaluator, check_executor, check_per_module, resolve_device
+from .fields import Fields
+from .genes import SearchError
+from .loop import Candidate, Generation, Result, Search, site_genes
 
 __all__ = ["resume", "restore"]
 
@@ -28,112 +27,135 @@ def resume(path: Any, *, generations: int | None = None, device: str = "auto",
            executor: Executor | None = None, per_module: int | None = None,
            progress: bool | Callable[[Generation], Any] = False,
            template: Any = None, fitness: Callable | None = None,
-           descriptors: Sequence[Any] | None = None) -> Result:
+           descriptors: Sequence[Any] | None = None, max_bytes: int | None = None) -> Result:
     """Continue the search saved at ``path`` (:meth:`Result.save`) for ``generations`` more
     (default: what is left of the original ``generations``). Runs of ``regress`` and
     ``map_elites`` carry their data; an ``evolve`` run needs ``template`` and ``fitness`` again,
     a MAP-Elites run with user descriptors needs ``descriptors`` again. A missing, corrupted or
-    mismatched file raises :class:`~numptx.search.checkpoint.CheckpointError` naming it."""
+    mismatched file raises :class:`~numptx.search.checkpoint.CheckpointError` naming it and
+    the field at fault; ``max_bytes`` raises the size a body may inflate to (default
+    ``checkpoint.MAX_BODY``, for a checkpoint you wrote with that much data)."""
     search = restore(path, device=device, executor=executor, per_module=per_module,
-                        template=template, fitness=fitness, descriptors=descriptors)
-    more = (max(0, search.cfg["generations"] - len(search.history)) if generations is None
-            else check_int("generations", generations, 0))
-    search.cfg["generations"] = len(search.history) + more
+                     template=template, fitness=fitness, descriptors=descriptors,
+                     max_bytes=max_bytes)
+    done = len(search.history)
+    more = (max(0, search.cfg["generations"] - done) if generations is None
+            else check_generations(generations, done))
+    search.cfg["generations"] = done + more
     return search.run(more, progress)
+
+
+def _check_arguments(device: Any, executor: Any, per_module: Any, template: Any,
+                     fitness: Any, descriptors: Any) -> str:
+    """resume's own arguments, checked before the file is read (as evolve checks them); the
+    device resolved."""
+    device = resolve_device(device)
+    check_executor(executor, "resume")
+    if template is not None and getattr(template, "sites", None) is None:
+        raise SearchError(f"resume: template={template!r} has no sites (give the evolve run's "
+                          f"nx.CudaTemplate or kernel)")
+    check_per_module(per_module, "resume")
+    if fitness is not None and not callable(fitness):
+        raise SearchError(f"resume: fitness={fitness!r} is not callable (it takes the built "
+                          f"packs and returns one score per candidate)")
+    if descriptors is not None and (isinstance(descriptors, (str, bytes))
+                                    or not isinstance(descriptors, Sequence)):
+        raise SearchError(f"resume: descriptors={descriptors!r}: give a sequence of descriptor "
+                          f"names or Descriptor tuples")
+    return device
 
 
 def restore(path: str | os.PathLike, *, device: str = "auto", executor: Any = None,
             per_module: int | None = None, template: Any = None, fitness: Any = None,
-            descriptors: Any = None) -> Any:
-    """The search (``loop.Search``) saved at ``path``, ready to run on; every fault is a
-    :class:`CheckpointError` (or a :class:`SearchError` for a missing argument) naming it."""
+            descriptors: Any = None, max_bytes: int | None = None) -> Search:
+    """The search (``loop.Search``) saved at ``path``, ready to run on. Every field is checked
+    (:class:`numptx.search.fields.Fields`) before anything is built; every fault is a
+    :class:`CheckpointError` naming the field (or a :class:`SearchError` for a bad or missing
+    argument)."""
+    device = _check_arguments(device, executor, per_module, template, fitness, descriptors)
     spath = os.fspath(path)
-    st = read(spath)
+    f = Fields(read(spath, max_bytes=max_bytes), spath)
+    kind = f.keys()
+    genes = f.genes()
+    cfg = f.config(kind, descriptors)
+    seed, rng = f.seed(), f.rng_state()
+    history = f.history(cfg)
+    counters = f.counters(len(history))
+    progs = f.programs(genes, cfg)
+    rows = f.list_("population", f.st["population"], cfg["population"])
+    population = [progs.row(f"population[{i}]", r) for i, r in enumerate(rows)]
+    if kind != "map_elites" and history and len(population) != cfg["population"]:
+        f.fail("population", f"holds {len(population)} candidates; the run's population is "
+                             f"{cfg['population']}")
+    archive = _archive_rows(f, progs, kind)
+    best = None if f.st["best"] is None else progs.row("best", f.st["best"])
+    if history and best is None:
+        f.fail("best", f"null after {len(history)} generations")
+    cache, fits = f.cache(), f.fits(progs)
     try:
-        kind = st["kind"]
-        if kind not in _KINDS:
-            raise CheckpointError(f"checkpoint {spath!r}: field kind={kind!r}: not one of "
-                                  f"{', '.join(_KINDS)}", path=spath)
-        genes = Genes.from_dict(st["genes"])
-        cfg = dict(st["config"])
-        cfg.pop("user_descriptors", None)
-        if descriptors is not None:
-            cfg["descriptors"] = tuple(descriptors)
-        elif "user_descriptors" in st["config"]:
-            raise SearchError(f"resume: checkpoint {spath!r} uses user descriptors "
-                              f"{st['config']['user_descriptors']}; pass descriptors= again")
-        cfg = {k: (tuple(v) if k in ("init_length", "descriptors") else v)
-               for k, v in cfg.items()}
-        try:                   # the same checks as the API's (a hand-edited file, say)
-            cfg = check_config(kind, **cfg)
-        except SearchError as e:
-            raise CheckpointError(f"checkpoint {spath!r}: field config: {e}", path=spath) \
-                from None
         if kind == "evolve":
-            if template is None or fitness is None:
-                raise SearchError(f"resume: checkpoint {spath!r} is an evolve() run: pass "
-                                  f"template= and fitness= again")
-            e = st["evolve"]
-            name, s, genes2 = site_genes(template, e["site"], e["select"], genes.ops,
-                                          genes.constants)
-            if genes2 != genes:
-                raise SearchError(f"resume: template site {name!r} does not match checkpoint "
-                                  f"{spath!r} (inputs {genes2.names} vs {genes.names})")
-            user = {"template": template, "site": name, "site_obj": s, "select": e["select"],
-                    "fitness": fitness, "per_module": e["per_module"], "executor": executor}
-            search = Search(kind, genes, cfg, st["seed"], user=user)
+            search = _evolve_search(f, genes, cfg, seed, template, fitness, executor)
         else:
-            d = st["data"]
-            ev = Evaluator(decode_array(d["X"]), decode_array(d["y"]), loss=d["loss"],
-                           names=d["names"], device=device, executor=executor,
-                           per_module=per_module, where="resume")
-            search = Search(kind, genes, cfg, st["seed"], evaluator=ev)
-        search.rng.bit_generator.state = st["rng"]
-
-        def cands(rows):
-            progs = programs_from([r[0] for r in rows], spath)
-            return [Candidate(p, float(r[1]), genes, bool(r[2])) for p, r in zip(progs, rows)]
-        search.population = cands(st["population"])
-        if kind != "map_elites" and st["history"] and \
-                len(search.population) != cfg["population"]:
-            raise CheckpointError(f"checkpoint {spath!r}: field population holds "
-                                  f"{len(search.population)} candidates; the run's population "
-                                  f"is {cfg['population']}", path=spath)
-        search.archive = {tuple(r[0]): c for r, c in
-                          zip(st["archive"], cands([r[1:] for r in st["archive"]]))}
-        search.best = cands([st["best"]])[0] if st["best"] else None
-        search.history = [Generation(*g) for g in st["history"]]
-        search.evaluated, search.children_made = st["evaluated"], st["children_made"]
-        search.seconds = st["seconds"]
-        search.improved_at, search.restarts = st["improved_at"], st["restarts"]
-        _restore_memo(search, st, spath)
-    except CheckpointError:
-        raise
-    except SearchError as e:
+            d = f.data(genes)
+            ev = Evaluator(d["X"], d["y"], loss=d["loss"], names=d["names"], device=device,
+                           executor=executor, per_module=per_module, where="resume")
+            search = Search(kind, genes, cfg, seed, evaluator=ev)
+    except SearchError as e:       # the data's faults (the arguments are checked above)
         if spath in str(e):
             raise
         raise CheckpointError(f"checkpoint {spath!r}: {e}", path=spath) from None
-    except (KeyError, TypeError, ValueError, IndexError) as e:
-        raise CheckpointError(f"checkpoint {spath!r}: missing or malformed field "
-                              f"({type(e).__name__}: {e})", path=spath) from None
+    try:
+        search.rng.bit_generator.state = rng
+    except Exception as e:  # noqa: BLE001 - any fault of a (checked) state names the field
+        f.fail("rng", f"not a PCG64 state ({type(e).__name__}: {e})")
+    search.population = [Candidate(p, v, genes, fit) for p, v, fit in population]
+    search.archive = _archive(f, search, archive)
+    search.best = None if best is None else Candidate(best[0], best[1], genes, best[2])
+    search.history = [Generation(*g) for g in history]
+    for k, v in counters.items():
+        setattr(search, k, v)
+    search.cache, search.fits = cache, fits
     return search
 
 
-def _restore_memo(search: Search, st: dict, spath: str) -> None:
-    """The score cache and the constant-fit memo (older checkpoints: none, and a resumed run
-    may then score some programs again)."""
-    c = st.get("cache")
-    if c is not None:
-        raw = base64.b64decode(c["keys"], validate=True)
-        losses = decode_array(c["losses"])
-        if len(raw) != 16 * len(losses):
-            raise CheckpointError(f"checkpoint {spath!r}: field cache: {len(raw)} key bytes for "
-                                  f"{len(losses)} losses", path=spath)
-        search.cache = {raw[16 * i:16 * i + 16]: float(v) for i, v in enumerate(losses)}
-    for k, prog, loss in st.get("fits", ()):
-        try:
-            p = decode_program(prog)
-        except Exception as e:  # noqa: BLE001 - any decoding fault names the file
-            raise CheckpointError(f"checkpoint {spath!r}: field fits: a program does not load "
-                                  f"({e})", path=spath) from None
-        search.fits[base64.b64decode(k, validate=True)] = (p, float(loss))
+def _evolve_search(f: Fields, genes: Any, cfg: dict, seed: int, template: Any, fitness: Any,
+                   executor: Any) -> Search:
+    if template is None or fitness is None:
+        raise SearchError(f"resume: checkpoint {f.spath!r} is an evolve() run: pass "
+                          f"template= and fitness= again")
+    e = f.evolve()
+    name, s, genes2 = site_genes(template, e["site"], e["select"], genes.ops, genes.constants)
+    if genes2 != genes:
+        raise SearchError(f"resume: template site {name!r} does not match checkpoint "
+                          f"{f.spath!r} (inputs {genes2.names} vs {genes.names})")
+    user = {"template": template, "site": name, "site_obj": s, "select": e["select"],
+            "fitness": fitness, "per_module": e["per_module"], "executor": executor}
+    return Search("evolve", genes, cfg, seed, user=user)
+
+
+def _archive_rows(f: Fields, progs: Any, kind: str) -> list:
+    """The archive's rows ([cell, program, loss, fitted]); only MAP-Elites has one."""
+    rows = f.list_("archive", f.st["archive"], 1 << 62)     # cells: checked in _archive
+    if rows and kind != "map_elites":
+        f.fail("archive", f"{len(rows)} cells in a {kind} checkpoint (only map_elites has one)")
+    out = []
+    for i, r in enumerate(rows):
+        f.list_(f"archive[{i}]", r, 4, 4)
+        out.append((r[0], *progs.row(f"archive[{i}]", r[1:])))
+    return out
+
+
+def _archive(f: Fields, search: Search, rows: list) -> dict:
+    """The archive, each cell checked against the run's descriptors (one bin per axis)."""
+    bins = [d.bins for d in search.descriptors]
+    out: dict[tuple, Candidate] = {}
+    for i, (cell, prog, loss, fitted) in enumerate(rows):
+        field = f"archive[{i}].cell"
+        f.list_(field, cell, len(bins), len(bins))
+        at = tuple(f.int_(field, c, 0, b - 1) for c, b in zip(cell, bins))
+        if at in out:
+            f.fail(field, f"{list(at)} is filed twice")
+        if not loss < float("inf"):
+            f.fail(f"archive[{i}].loss", f"{loss}: an archive holds finite losses only")
+        out[at] = Candidate(prog, loss, search.genes, fitted)
+    return out
