@@ -12,10 +12,13 @@ True
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+import tempfile
+from collections.abc import Iterator
 
-__all__ = ["shadowing_folder", "shadow_message", "safe_cwd"]
+__all__ = ["shadowing_folder", "shadow_message", "empty_cwd"]
 
 
 def shadowing_folder() -> str | None:
@@ -38,8 +41,14 @@ def shadow_message(folder: str) -> str:
             f"pip install -e <clone> --config-settings editable_mode=compat")
 
 
-def safe_cwd() -> str:
-    """A working folder for a child ``python -m numptx...`` where ``numptx`` is the real
-    package: the folder that holds the imported package itself."""
-    here = os.path.dirname(os.path.abspath(__file__))        # .../numptx
-    return os.path.dirname(here)
+@contextlib.contextmanager
+def empty_cwd() -> Iterator[str]:
+    """An empty folder to run a child ``python -m numptx...`` in: the child's first path entry
+    (its current folder) then holds nothing that could shadow numptx or the standard library.
+
+    >>> with empty_cwd() as d:
+    ...     os.listdir(d)
+    []
+    """
+    with tempfile.TemporaryDirectory(prefix="numptx-") as d:
+        yield d

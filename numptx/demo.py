@@ -22,7 +22,7 @@ import time
 import warnings
 from collections.abc import Callable
 
-from ._shadow import safe_cwd, shadow_message, shadowing_folder
+from ._shadow import empty_cwd, shadow_message, shadowing_folder
 from .jit import patch as _patch
 
 DEMO_SRC = r'''
@@ -329,8 +329,9 @@ def run_formula(arch: str = "sm_90", out=print) -> dict[str, float]:
                    NUMPTX_DEMO_PTX_STUBS=json.dumps(ptx_stubs))
         t = time.perf_counter()
         # run where 'numptx' is the real package, not a clone in the user's folder
-        res = subprocess.run([sys.executable, "-m", _self.__name__, "--simulate"], env=env,
-                             cwd=safe_cwd(), capture_output=True, text=True, timeout=300)
+        with empty_cwd() as cwd:
+            res = subprocess.run([sys.executable, "-m", _self.__name__, "--simulate"], env=env,
+                                 cwd=cwd, capture_output=True, text=True, timeout=300)
         t_sub = time.perf_counter() - t
         lines = res.stdout.rstrip().splitlines()
         for line in lines[:-1]:

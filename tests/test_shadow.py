@@ -9,7 +9,7 @@ import sys
 import pytest
 
 import numptx
-from numptx._shadow import safe_cwd, shadow_message, shadowing_folder
+from numptx._shadow import empty_cwd, shadow_message, shadowing_folder
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(numptx.__file__)))
 
@@ -51,8 +51,11 @@ def test_the_cli_and_the_demo_step_name_a_shadowing_clone(holder):
 
 
 def test_the_demo_runs_its_simulator_step_where_numptx_is_the_package():
-    r = _run(["-c", "import numptx; print(numptx.__file__)"], safe_cwd())
+    with empty_cwd() as cwd:
+        assert os.listdir(cwd) == []
+        r = _run(["-c", "import numptx; print(numptx.__file__)"], cwd)
     assert r.returncode == 0 and r.stdout.strip() == numptx.__file__, r.stdout + r.stderr
+    assert not os.path.exists(cwd)
 
 
 def test_the_message_names_the_folder_and_both_fixes():
