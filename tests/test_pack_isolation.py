@@ -269,3 +269,38 @@ def test_a_comment_left_open_cannot_swallow_the_next_candidates_start(fit):
     assert len(pack.cubin) > 0 and pack.ok == [0, 3] and sorted(pack.errors) == [1, 2]
     e = pack.errors[1]
     assert isinstance(e, StubRuleError) and e.rule == "comment" and e.line == 2
+
+
+@pytest.mark.parametrize("values, match", [
+    ({0: [None, 1.0]}, r"candidate 0: .*constant 0 is None"),                 # was NaN
+    ({0: [True, 1.0]}, r"candidate 0: .*constant 0 is a bool"),               # was 1.0
+    ({0: np.array([True, False])}, r"candidate 0: .*bool"),
+    ({0: np.array([1 + 2j, 1.0])}, r"candidate 0: .*complex"),              # was 1.0
+    ({0: np.array(["1.5", "2"])}, r"candidate 0: .*numbers"),               # was parsed
+    ({0: np.array([1.0, "2"], dtype=object)}, r"candidate 0: .*constant 1 is a str"),
+    ({0: np.array(["2020-01-01", "2020-01-02"], dtype="datetime64[D]")}, r"candidate 0: .*numbers"),
+    ({0: np.array([np.longdouble("1e400"), 1.0])}, r"candidate 0: .*too large for f64"),
+    ({0: np.ma.masked_array([1.0, 2.0], mask=[True, False])}, r"candidate 0: .*masked"),
+    (5, r"set_constants: .*mapping .* or a sequence"),                      # was TypeError
+    (None, r"set_constants: .*mapping .* or a sequence"),
+    ({1.0, 2.0, 3.0}, r"set_constants: .*set has no order"),               # taken in any order
+])
+def test_set_constants_refuses_values_numpy_would_convert(fit, values, match):
+    """np.asarray(..., float64) turned these into numbers without a word (None into NaN, a bool
+    into 1.0, a complex array into its real part, strings and dates into numbers) or let a raw
+    TypeError out; each is a ConstantsError now, and the table is as it was."""
+    cands = ["fma.rn.f32 %v_y, %v_x, 0f40000000, 0f3F000000;", SQUARE,
+             ".reg .f64 %d;\nadd.f64 %d, 0d4000000000000000, 0d4000000000000000;\n" + SQUARE]
+    pack = fit.pack("f", cands, select="cand", constants="runtime")
+    pack.cubin
+    before = pack.table()
+    with pytest.raises(ConstantsError, match=match):
+        pack.set_constants(values)
+    assert pack.table() == before
+    from decimal import Decimal
+    from fractions import Fraction
+    pack.set_constants([[Decimal("1.5"), Fraction(1, 4)], (), np.array([np.nan, -np.inf])])
+    assert pack.constants[0].tolist() == [1.5, 0.25]
+    assert np.isnan(pack.constants[2][0]) and pack.constants[2][1] == -np.inf
+    pack.set_constants({0: (np.float32(3), np.int64(4))})
+    assert pack.constants[0].tolist() == [3.0, 4.0]

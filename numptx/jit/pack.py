@@ -52,6 +52,7 @@ import re
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from concurrent.futures import Executor
 from typing import Any
 
@@ -303,6 +304,19 @@ class Population:
         return (j, lines[j - 1].strip()) if 0 < j <= len(lines) else (j + 2 * n, text)
 
 
+def _in_order(values: Any) -> list:
+    """The list form of :meth:`Pack.set_constants`: one entry per candidate, in order."""
+    if isinstance(values, AbstractSet):
+        raise RT.ConstantsError("set_constants: a set has no order: give a mapping index -> "
+                                "constants, or a sequence with one entry per candidate")
+    try:
+        return list(values)
+    except TypeError:
+        raise RT.ConstantsError(f"set_constants: give a mapping index -> constants, or a "
+                                f"sequence with one entry per candidate (None keeps one), not "
+                                f"{type(values).__name__}") from None
+
+
 def check_not_one_program(given: Any, candidates: list) -> None:
     """Refuse one Stack PTX program (a list of ops, or its uint64 encoding) given where a
     population (a list of candidates) is expected: each op would be taken as a candidate."""
@@ -498,7 +512,7 @@ class Pack(CubinInspection):
                     raise RT.ConstantsError(f"candidate {i}: give its constants (None keeps a "
                                             f"candidate's only in the list form)", candidate=i)
         else:
-            values = list(values)
+            values = _in_order(values)
             if len(values) != len(self):
                 raise RT.ConstantsError(f"set_constants: {len(values)} entries for a pack of "
                                         f"{len(self)} candidates")

@@ -107,19 +107,9 @@ def table_bytes(lifted: Sequence[Lifted | None], values: Mapping[int, Sequence[i
 def to_bits(k: int, kinds: str, given: Any) -> tuple[int, ...]:
     """Candidate ``k``'s new constants (numbers, in text order: a flat sequence, or one number
     for a candidate of one constant) as bit patterns; anything else is a
-    :class:`ConstantsError` naming the candidate."""
-    try:
-        if isinstance(given, (str, bytes)) or (
-                isinstance(given, (list, tuple)) and any(isinstance(v, (str, bytes)) for v in given)):
-            raise TypeError
-        arr = np.asarray(given, dtype=np.float64)
-    except OverflowError:
-        raise ConstantsError(f"candidate {k}: a constant is too large for f64 (a float64 holds "
-                             f"magnitudes up to about 1.8e308), got {_short(given)}",
-                             candidate=k) from None
-    except (TypeError, ValueError):
-        raise ConstantsError(f"candidate {k}: constants are numbers, got {_short(given)}",
-                             candidate=k) from None
+    :class:`ConstantsError` naming the candidate (None, bools, complex numbers, text, dates
+    and masked values included, which NumPy would turn into numbers without a word)."""
+    arr = _numbers(k, given)
     if arr.ndim > 1:
         raise ConstantsError(f"candidate {k}: its constants are one flat sequence, got an array "
                              f"of shape {arr.shape}: give one row per candidate (the list form "
@@ -135,6 +125,50 @@ def to_bits(k: int, kinds: str, given: Any) -> tuple[int, ...]:
                                  candidate=k)
     return tuple(int(np.float32(v).view(np.uint32)) if kind == "f"
                  else int(np.float64(v).view(np.uint64)) for v, kind in zip(arr, kinds))
+
+
+_NUMBER_KINDS = "iuf"        # NumPy dtype kinds taken as numbers: ints, unsigned, floats
+
+
+def _numbers(k: int, given: Any) -> np.ndarray:
+    """``given`` as a float64 array, refusing what is not a real number (see :func:`to_bits`)."""
+    def refuse(what: str) -> ConstantsError:
+        return ConstantsError(f"candidate {k}: constants are numbers; {what}, got "
+                              f"{_short(given)}", candidate=k)
+    if isinstance(given, np.ma.MaskedArray) and np.ma.is_masked(given):
+        raise refuse("masked values have no number")
+    if isinstance(given, (str, bytes, bool, np.bool_)) or given is None:
+        raise refuse(f"a {type(given).__name__} is not one")
+    try:
+        raw = np.asarray(given)
+    except (TypeError, ValueError):
+        raise refuse("a ragged or unreadable sequence") from None
+    if raw.dtype.kind == "O":           # Python objects: big ints, Decimal, Fraction, mixes
+        for i, v in enumerate(raw.reshape(-1)):
+            if v is None or isinstance(v, (bool, np.bool_, str, bytes, complex,
+                                           np.complexfloating)):
+                raise refuse(f"constant {i} is {'None' if v is None else 'a ' + type(v).__name__}")
+    elif raw.dtype.kind not in _NUMBER_KINDS:
+        kind = {"b": "bool", "c": "complex", "U": "text", "S": "text", "M": "date",
+                "m": "time span"}.get(raw.dtype.kind, str(raw.dtype))
+        raise refuse(f"{kind} values are not numbers ({raw.dtype})")
+    elif isinstance(given, (list, tuple)):          # NumPy upcasts [True, 1.0] to floats
+        for i, v in enumerate(given):
+            if isinstance(v, (bool, np.bool_)):
+                raise refuse(f"constant {i} is a bool")
+    try:
+        with np.errstate(over="ignore"):
+            arr = np.asarray(raw, dtype=np.float64)
+    except OverflowError:
+        arr = None
+    except (TypeError, ValueError):
+        raise refuse("not all of them are numbers") from None
+    if arr is None or (raw.dtype.kind == "f" and raw.dtype.itemsize > 8 and
+                       np.any(np.isfinite(raw) & ~np.isfinite(arr))):
+        raise ConstantsError(f"candidate {k}: a constant is too large for f64 (a float64 holds "
+                             f"magnitudes up to about 1.8e308), got {_short(given)}",
+                             candidate=k)
+    return arr
 
 
 def _short(given: Any) -> str:
