@@ -15,8 +15,9 @@ the evolution of any template's site, with genes, operators and formula printing
 
 See docs/search.md. Modules: :mod:`.genes` (building blocks), :mod:`.operators` (variation),
 :mod:`.formula` (printing, keys), :mod:`.evaluate` (scoring on CPU/GPU), :mod:`.constants` (the
-local optimizer), :mod:`.loop` (the searches), :mod:`.elites` (MAP-Elites), :mod:`.checkpoint`
-(files), :mod:`.resume` (continuing a saved run).
+local optimizer), :mod:`.loop` (the searches), :mod:`.config` (options, their defaults and
+bounds), :mod:`.elites` (MAP-Elites), :mod:`.checkpoint` (files), :mod:`.fields` (the checks of
+a checkpoint's fields), :mod:`.resume` (continuing a saved run).
 """
 from . import genes, operators, formula as formula_module  # noqa: F401
 from .checkpoint import CheckpointError

@@ -3,10 +3,11 @@
 agreement with the others before the search is rebuilt, so a damaged or forged file is a
 :class:`CheckpointError` naming the field, never a ``TypeError`` later in the run::
 
+    from numptx.search import checkpoint
     from numptx.search.fields import Fields
-    f = Fields(state, "run.nxck")
-    genes = f.genes()
-    cfg = f.config(genes, descriptors=None)            # the API's checks, then the bounds
+    f = Fields(checkpoint.read("run.nxck"), "run.nxck")
+    kind = f.keys()                                    # exactly the fields of its kind
+    genes, cfg = f.genes(), f.config(kind, None)       # the API's checks and bounds
     f.fail("seed", "not an int")                       # CheckpointError: ... field seed: ...
 
 A program must be made of the genes' pieces (an input of theirs, a constant of their dtype,
@@ -260,8 +261,8 @@ class Programs:
             prog = decode_program(f.str_(field, text))
         except (sp.SerializationError, ValueError, TypeError) as e:
             f.fail(field, f"the program does not load ({e})")
-        if not 1 <= len(prog) <= self.max_ops:
-            f.fail(field, f"a program of {len(prog)} ops; this run makes 1 to "
+        if len(prog) > self.max_ops:          # (a deletion can leave a program empty)
+            f.fail(field, f"a program of {len(prog)} ops; this run makes at most "
                           f"{self.max_ops} (max_length, init_length)")
         for j, op in enumerate(prog):
             kind = op.kind

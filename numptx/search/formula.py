@@ -26,8 +26,11 @@ ceil sat`` (NumPy's names; ``fma(a, b, c)`` is a*b+c rounded once, ``sat`` clamp
 NaN -> 0). A subexpression shared by a large formula is bound once with ``(_t0 := ...)`` so the
 text stays linear in the program size.
 
-:func:`evaluate` of the text matches the stub (the emulator) bit for bit for the search's op
-names, with these exceptions, where the text cannot say what the instruction does:
+:func:`evaluate` reads text of at most :data:`MAX_TEXT` characters nested at most
+:data:`MAX_DEPTH` levels (and Python's 200 parentheses); past that it raises
+:class:`FormulaLimitError` naming the limit. It matches the stub (the emulator) bit for bit
+for the search's op names, with these exceptions, where the text cannot say what the
+instruction does:
 
 - directed-rounding forms (``add.rz.f32``, ``.rm``, ``.rp``) and ``.ftz`` forms print as the
   plain operation (round to nearest, subnormals kept), so results can differ in the last bit or
