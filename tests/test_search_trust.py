@@ -77,10 +77,15 @@ def saved(tmp_path_factory):
 
 
 # ---- 10: nested and compressed bodies ----------------------------------------------------------
-def test_a_deeply_nested_body_is_a_checkpoint_error(tmp_path):
+@pytest.mark.parametrize("text, match", [
+    (b"[" * 200_000, r"holds 200,000 lists and objects in 200,000 bytes"),      # 200 KB of [
+    ((b"[" + b" " * 20) * 20_000, r"nests deeper than Python's JSON reader goes"),
+    (b"[" + b"[]," * 300_000 + b"0]", r"holds 300,001 lists"),     # ~20x its size in memory
+])
+def test_a_deeply_nested_or_list_heavy_body_is_a_checkpoint_error(tmp_path, text, match):
     path = tmp_path / "deep.nxck"
-    _raw_file(path, zlib.compress(b"[" * 200_000))
-    with pytest.raises(CheckpointError, match="nests deeper") as e:
+    _raw_file(path, zlib.compress(text))
+    with pytest.raises(CheckpointError, match=match) as e:
         search.resume(path, device="cpu")
     assert e.value.path == str(path)
 

@@ -15,7 +15,8 @@ that a killed writer left (``.nxck-*.tmp``, older than :data:`STALE_TMP_S`) is r
 next write in its folder. :func:`read` checks everything and raises :class:`CheckpointError`
 naming the path and what is wrong. The body inflates to at most ``max_bytes`` (default
 :data:`MAX_BODY`): a compressed "bomb" is refused after that many bytes, never inflated whole;
-JSON nested deeper than a checkpoint's few levels is refused, not a ``RecursionError``.
+JSON nested deeper than a checkpoint's few levels, or with more than one list or object per
+16 bytes, is refused (not a ``RecursionError``, not gigabytes of empty lists).
 
 The checksum finds damage, it is not a MAC: anyone can write a file that passes it. What a
 checkpoint from someone else can do is described in docs/search.md ("Checkpoints from
@@ -285,6 +286,13 @@ def _decode_body(body: bytes, limit: int, spath: str) -> Any:
     except zlib.error as e:
         raise CheckpointError(f"checkpoint {spath!r}: the body does not decode ({e})",
                               path=spath) from None
+    # JSON of many small lists or objects costs ~20x its size in memory; a checkpoint's own
+    # rows are 24 bytes or more each (a history row), so past one per 16 bytes it is not one
+    containers = text.count(b"[") + text.count(b"{")
+    if containers > 1024 + len(text) // 16:
+        raise CheckpointError(f"checkpoint {spath!r}: the body holds {containers:,} lists and "
+                              f"objects in {len(text):,} bytes, more than a checkpoint's rows "
+                              f"(one per 16 bytes): refused unread", path=spath)
     try:
         return json.loads(text)
     except RecursionError:
