@@ -5,6 +5,7 @@ content is a miss, never an exception (item 9).
 Real components: real folders, files and symlinks under pytest's tmp_path; the real CLI."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -264,11 +265,16 @@ def test_random_symlink_layouts_touch_nothing_outside(layout, order, root_link):
         before = snapshot(outside)
         _operations(str(cache_dir), order)
         assert snapshot(outside) == before, (layout, order)
-        # whatever was found, the cache works inside its folder afterwards
+        # whatever was found, the cache works inside its folder afterwards, unless a file
+        # numptx did not write stands where its folder goes: that file is left alone
         CubinCache(str(cache_dir)).clear()
         c = CubinCache(str(cache_dir), memory_entries=0)
         c.put("cd" * 32, b"\x7fELF fine")
-        assert c.get("cd" * 32) == b"\x7fELF fine"
+        blocked = real / f"cubin-v{CUBIN_SCHEMA}"
+        if blocked.is_file() and not blocked.is_symlink():
+            assert c.get("cd" * 32) is None and blocked.read_bytes() == b"junk"
+        else:
+            assert c.get("cd" * 32) == b"\x7fELF fine"
         assert snapshot(outside) == before
 
 
@@ -354,3 +360,152 @@ def _expected(body: bytes) -> float | None:
     except OverflowError:           # an int beyond a float's range
         finite = False
     return float(v) if finite and v >= 0 else None
+
+
+# ------------------------------------------------------------------ review: only numptx's files
+def test_clear_removes_only_what_numptx_writes(tmp_path):
+    """A cache folder that also holds the user's files (NUMPTX_CACHE_DIR=~/work, say): clear()
+    removes numptx's entries and temporary files, at the places numptx writes them, and the
+    symlinks standing there; nothing else, whatever its name."""
+    root = tmp_path / "work"
+    cache = CubinCache(str(root), memory_entries=0)
+    cache.put(KEY, b"\x7fELF mine")
+    shard = root / f"cubin-v{CUBIN_SCHEMA}" / KEY[:2]
+    (shard / f".{KEY[:16]}.abc123.tmp").write_bytes(b"a killed writer's")
+    os.symlink(tmp_path / "elsewhere", shard / f"{'cd' * 32}.cubin")
+    user = {"x.cubin": b"u", ".a.tmp": b"u", "cubin-v9": b"a file of the user's",
+            f"cubin-v{CUBIN_SCHEMA}/README.txt": b"u", f"cubin-v{CUBIN_SCHEMA}/ab/notes.txt": b"u",
+            f"cubin-v{CUBIN_SCHEMA}/ab/deep/z.cubin": b"u", "cubin-v2/kernels/k.cubin": b"u",
+            "cubin-v2/src/a.cu": b"u", f"cubin-v{CUBIN_SCHEMA}/Ab/{'ab' * 32}.cubin": b"u",
+            f"cubin-v{CUBIN_SCHEMA}/ab/{'ab' * 32}.cubin.bak": b"u",
+            f"cubin-v{CUBIN_SCHEMA}/ab/{'cd' * 32}x.cubin": b"u"}
+    for rel, data in user.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(data)
+    assert cache.clear() == 1
+    left = {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
+    assert left == set(user)
+
+
+def _swap(folder, outside) -> None:
+    """Replace ``folder`` with a symlink to ``outside`` (what another process may do at any
+    moment), keeping its contents inside the cache under another name."""
+    os.rename(folder, f"{folder}.moved")
+    os.symlink(outside, folder)
+
+
+def _hook_open(monkeypatch, when, action) -> None:
+    """Run ``action`` once, just before the first os.open whose path and flags match ``when``."""
+    real, done = os.open, []
+
+    def hooked(path, flags, *args, **kw):
+        if not done and when(os.fsdecode(path), flags):
+            done.append(True)
+            action()
+        return real(path, flags, *args, **kw)
+    monkeypatch.setattr(os, "open", hooked)
+
+
+@pytest.mark.parametrize("kind", ["cubin", "tune"])
+def test_a_folder_swapped_for_a_symlink_mid_write_is_not_followed(tmp_path, outside, kind,
+                                                                  monkeypatch):
+    """The race: the <ab> folder checked, then replaced by a link out of the cache before the
+    temporary file is made. The write lands inside the cache (the folder it checked) or
+    nowhere, never out there."""
+    cache = (CubinCache(str(tmp_path / "c"), memory_entries=0) if kind == "cubin"
+             else TuneCache(tmp_path / "c"))
+    os.makedirs(os.path.dirname(cache.path(KEY)))
+    before = snapshot(outside)
+    _hook_open(monkeypatch, lambda p, fl: p.endswith(".tmp") and fl & os.O_CREAT,
+               lambda: _swap(os.path.dirname(cache.path(KEY)), outside))
+    if kind == "cubin":
+        cache.put(KEY, b"\x7fELF mine")
+    else:
+        cache.put(KEY, 9.0, {})
+    monkeypatch.undo()
+    assert snapshot(outside) == before
+
+
+@pytest.mark.parametrize("kind", ["cubin", "tune"])
+def test_a_folder_swapped_for_a_symlink_mid_read_is_not_followed(tmp_path, outside, kind,
+                                                                 monkeypatch):
+    """The race on reads: the entry's folder checked, then swapped for a link to a folder
+    that holds a valid entry for the key: that entry is never read."""
+    cache = (CubinCache(str(tmp_path / "c"), memory_entries=0) if kind == "cubin"
+             else TuneCache(tmp_path / "c"))
+    if kind == "cubin":
+        cache.put(KEY, b"\x7fELF mine")
+    else:
+        cache.put(KEY, 9.0, {})
+    name = os.path.basename(cache.path(KEY))
+    _hook_open(monkeypatch, lambda p, fl: p.endswith(name),
+               lambda: _swap(os.path.dirname(cache.path(KEY)), outside))
+    got = cache.get(KEY)
+    monkeypatch.undo()
+    assert got in ((None, b"\x7fELF mine") if kind == "cubin" else (None, 9.0))
+
+
+def test_a_folder_swapped_for_a_symlink_mid_clear_is_not_followed(tmp_path, outside,
+                                                                  monkeypatch):
+    """The race on clear(): a folder listed, then swapped for a link out of the cache before
+    its entries are removed: nothing out there is removed."""
+    cache = CubinCache(str(tmp_path / "c"), memory_entries=0)
+    cache.put(KEY, b"\x7fELF mine")
+    before = snapshot(outside)
+    shard = os.path.dirname(cache.path(KEY))
+    real, done = os.scandir, []
+
+    def hooked(*args):
+        with real(*args) as it:
+            items = list(it)
+        if not done and any(e.name == f"{KEY}.cubin" for e in items):
+            done.append(True)
+            _swap(shard, outside)
+        return contextlib.nullcontext(iter(items))
+    monkeypatch.setattr(os, "scandir", hooked)
+    cache.clear()
+    monkeypatch.undo()
+    assert snapshot(outside) == before
+
+
+def test_sweep_of_a_folder_swapped_for_a_symlink_removes_nothing_out_there(tmp_path, outside,
+                                                                         monkeypatch):
+    """TuneCache's sweep of stale temporary files: its folder swapped for a link between the
+    write and the sweep: no stale-looking file out there is removed."""
+    tune = TuneCache(tmp_path / "c")
+    before = snapshot(outside)
+    real = os.replace
+
+    def hooked(src, dst, *args, **kw):
+        real(src, dst, *args, **kw)
+        _swap(os.path.dirname(tune.path(KEY)), outside)
+    monkeypatch.setattr(os, "replace", hooked)
+    tune.put(KEY, 9.0, {})
+    monkeypatch.undo()
+    assert snapshot(outside) == before
+
+
+_ESCAPED_QUOTES = r'''
+import os, sys
+from numptx.jit.tune_cache import TuneCache
+key = "ab" * 32
+tune = TuneCache(sys.argv[1])
+os.makedirs(os.path.dirname(tune.path(key)), exist_ok=True)
+for body in (b'"' + b'\\"' * 500_000, b'["' + b'\\"[' * 300_000, b'"\\' * 500_000):
+    with open(tune.path(key), "wb") as f:
+        f.write(body)
+    assert tune.get(key) is None
+print("ESCAPED-OK")
+'''
+
+
+def test_a_megabyte_of_escaped_quotes_is_a_prompt_miss(tmp_path):
+    """An entry of escaped quotes that never closes its string: each ``"`` once started a
+    string scan to the end of the file (quadratic, hours for 1 MB). Linear now: a miss, in a
+    process given far more time than a linear scan needs (a guard against a hang, not a
+    measurement)."""
+    script = tmp_path / "escaped.py"
+    script.write_text(_ESCAPED_QUOTES)
+    r = subprocess.run([sys.executable, str(script), str(tmp_path / "c")], capture_output=True,
+                       text=True, timeout=240)
+    assert r.returncode == 0 and "ESCAPED-OK" in r.stdout, r.stderr[-2000:]

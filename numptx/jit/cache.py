@@ -21,8 +21,12 @@ Nothing outside the cache folder is read, written or removed. The folder itself 
 symlink (the user chose it), but no symlink under it is followed: a ``cubin-v<N>`` or ``<ab>``
 folder or an entry that is a symlink is a miss with a warning on reads, refused (warned) on
 writes, skipped by :meth:`CubinCache.info`, and unlinked (the link, never its target) by
-:meth:`CubinCache.clear`. Keys are lowercase hex (what :func:`variant_key` makes), so no key
-names a path outside its folder.
+:meth:`CubinCache.clear`. Each name is opened relative to its folder's open descriptor
+(:class:`Folder`, ``dir_fd``), the folder opened without following a link, so a folder swapped
+for a symlink by another process after it was checked leads nowhere else either.
+:meth:`CubinCache.clear` removes only the files numptx writes, where it writes them; any other
+file under the folder is the user's and is left alone. Keys are lowercase hex (what
+:func:`variant_key` makes), so no key names a path outside its folder.
 """
 from __future__ import annotations
 
@@ -31,9 +35,9 @@ import logging
 import operator
 import os
 import re
+import secrets
 import stat
 import sys
-import tempfile
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
@@ -44,7 +48,8 @@ from ..errors import NumptxError
 from .nvjitlink import nvjitlink_version
 
 __all__ = ["CubinCache", "CacheInfo", "default_cache", "default_cache_dir", "variant_key",
-           "template_digest", "cache_option", "SCHEMA", "check_key", "safe_folder", "open_entry"]
+           "template_digest", "cache_option", "SCHEMA", "check_key", "Folder", "open_folder",
+           "write_entry", "OutsideError"]
 
 log = logging.getLogger(__name__)
 
@@ -78,51 +83,159 @@ def check_key(key: str, what: str = "cache") -> str:
     return key
 
 
-def safe_folder(root: str, parts: Sequence[str], *, create: bool) -> str | None:
-    """``root/parts[0]/parts[1]...`` when each part is a real folder (not a symlink) whose
-    resolved path lies inside ``root``'s (made when ``create``; ``root`` may itself be a
-    symlink). None when a part is missing and not ``create``; :class:`OutsideError` when a
-    part is a symlink or anything but a folder.
+# Every name under the cache folder is looked up relative to an open descriptor of the folder
+# that holds it (``dir_fd``), opened without following a symlink: a folder swapped for a link
+# by another process after it was checked still leads nowhere else. Where ``dir_fd`` is not
+# supported (Windows), paths are joined and checked instead (``_AT`` False).
+_AT = bool(_NOFOLLOW) and os.scandir in os.supports_fd and all(
+    f in os.supports_dir_fd for f in (os.open, os.stat, os.unlink, os.rename, os.mkdir))
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
 
-    >>> safe_folder("/tmp/c", ["cubin-v3", "ab"], create=True)       # doctest: +SKIP
-    '/tmp/c/cubin-v3/ab'
-    """
-    if create:
-        os.makedirs(root, exist_ok=True)
-    path = root
-    for part in parts:
-        path = os.path.join(path, part)
+
+class Folder:
+    """A folder under a cache root, held open: names inside it are opened, listed, renamed and
+    removed relative to it (see :func:`open_folder`). Close it (``with``) when done."""
+
+    def __init__(self, path: str, fd: int | None):
+        self.path, self.fd = path, fd
+
+    def __enter__(self) -> Folder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+    def _at(self, name: str) -> str:
+        return name if self.fd is not None else os.path.join(self.path, name)
+
+    def join(self, name: str) -> str:
+        """The path of ``name`` in this folder (for messages)."""
+        return os.path.join(self.path, name)
+
+    def lstat(self, name: str) -> os.stat_result:
+        return os.stat(self._at(name), dir_fd=self.fd, follow_symlinks=False)
+
+    def open(self, name: str, flags: int, mode: int = 0o600) -> int:
+        """``os.open`` of ``name`` here, never through a symlink at ``name``
+        (:class:`OutsideError` for one)."""
+        path = self._at(name)
+        if not _NOFOLLOW and os.path.islink(path):      # no O_NOFOLLOW (Windows): look first
+            raise OutsideError(f"{self.join(name)} is a symlink: not followed")
         try:
-            st = os.lstat(path)
+            return os.open(path, flags | _NOFOLLOW, mode, dir_fd=self.fd)
+        except OSError:
+            try:
+                link = stat.S_ISLNK(self.lstat(name).st_mode)
+            except OSError:
+                link = False
+            if link:                                     # ELOOP (Linux) or EMLINK (BSD)
+                raise OutsideError(f"{self.join(name)} is a symlink: not followed") from None
+            raise
+
+    def unlink(self, name: str) -> None:
+        """Remove ``name`` here (a symlink: the link itself)."""
+        os.unlink(self._at(name), dir_fd=self.fd)
+
+    def replace(self, src: str, dst: str) -> None:
+        os.replace(self._at(src), self._at(dst), src_dir_fd=self.fd, dst_dir_fd=self.fd)
+
+    def entries(self) -> list[os.DirEntry]:
+        """What the folder holds (``DirEntry.is_*`` with ``follow_symlinks=False`` only)."""
+        with os.scandir(self.fd if self.fd is not None else self.path) as it:
+            return list(it)
+
+    def sub(self, name: str, *, create: bool = False) -> Folder | None:
+        """The folder ``name`` in this one, opened (made when ``create``); None when missing
+        and not ``create``; :class:`OutsideError` when it is a symlink or no folder."""
+        path = self._at(name)
+        try:
+            st = self.lstat(name)
         except FileNotFoundError:
             if not create:
                 return None
             try:
-                os.mkdir(path)
+                os.mkdir(path, dir_fd=self.fd)
             except FileExistsError:          # another writer made it (or something else)
                 pass
-            st = os.lstat(path)
+            st = self.lstat(name)
         if not stat.S_ISDIR(st.st_mode):
             what = "a symlink" if stat.S_ISLNK(st.st_mode) else "not a folder"
-            raise OutsideError(f"{path} is {what}: not followed (nothing outside the cache "
-                               f"folder is read or written)")
-    real_root, real = os.path.realpath(root), os.path.realpath(path)
-    if os.path.commonpath([real_root, real]) != real_root:
-        raise OutsideError(f"{path} resolves to {real}, outside the cache folder {real_root}")
-    return path
+            raise OutsideError(f"{self.join(name)} is {what}: not followed (nothing outside "
+                               f"the cache folder is read or written)")
+        if self.fd is None:
+            return Folder(self.join(name), None)
+        try:                 # swapped for a link since the lstat: ELOOP, or ENOTDIR
+            fd = os.open(path, _DIR_FLAGS | _NOFOLLOW, dir_fd=self.fd)
+        except OSError as e:
+            raise OutsideError(f"{self.join(name)} changed while opened ({e}): not "
+                               f"followed") from None
+        return Folder(self.join(name), fd)
 
 
-def open_entry(path: str) -> int:
-    """A read-only descriptor of the file at ``path`` without following a symlink there
-    (:class:`OutsideError` for one) or blocking on a FIFO."""
-    if not _NOFOLLOW and os.path.islink(path):     # no O_NOFOLLOW (Windows): look first
-        raise OutsideError(f"{path} is a symlink: not followed")
+def open_folder(root: str, parts: Sequence[str], *, create: bool) -> Folder | None:
+    """``root/parts[0]/parts[1]...`` held open, each part a real folder (not a symlink) opened
+    relative to the one before (made when ``create``; ``root`` may itself be a symlink, the
+    user's choice). None when a part is missing and not ``create``; :class:`OutsideError` when
+    a part is a symlink or anything but a folder.
+
+    >>> with open_folder("/tmp/c", ["cubin-v3", "ab"], create=True) as f:   # doctest: +SKIP
+    ...     f.path
+    '/tmp/c/cubin-v3/ab'
+    """
+    if create:
+        os.makedirs(root, exist_ok=True)
     try:
-        return os.open(path, _OPEN_FLAGS)
-    except OSError as e:
-        if _NOFOLLOW and os.path.islink(path):      # ELOOP (Linux) or EMLINK (BSD)
-            raise OutsideError(f"{path} is a symlink: not followed") from None
-        raise e
+        folder = Folder(root, os.open(root, _DIR_FLAGS) if _AT else None)
+    except FileNotFoundError:
+        if create:                    # removed since it was made: a failed write, not None
+            raise
+        return None
+    for part in parts:
+        with folder:
+            sub = folder.sub(part, create=create)
+        if sub is None:
+            return None
+        folder = sub
+    if not _AT:
+        real_root, real = os.path.realpath(root), os.path.realpath(folder.path)
+        if os.path.commonpath([real_root, real]) != real_root:
+            raise OutsideError(f"{folder.path} resolves to {real}, outside the cache folder "
+                               f"{real_root}")
+    return folder
+
+
+def write_entry(folder: Folder, name: str, prefix: str, data: Iterable[bytes]) -> None:
+    """Write ``name`` in ``folder`` atomically: a new temporary file ``<prefix><random>.tmp``
+    there, fsynced, then renamed over ``name`` (a symlink at ``name`` is replaced, not
+    followed). The temporary file is removed if anything fails."""
+    for _ in range(100):
+        tmp = f"{prefix}{secrets.token_hex(6)}.tmp"
+        try:
+            fd = folder.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+                             | getattr(os, "O_BINARY", 0))
+            break
+        except FileExistsError:
+            continue
+    else:
+        raise FileExistsError(f"no free temporary file name in {folder.path}")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            for chunk in data:
+                f.write(chunk)
+            f.flush()
+            os.fsync(f.fileno())
+        folder.replace(tmp, name)
+    except BaseException:
+        try:
+            folder.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 def default_cache_dir() -> str:
@@ -259,30 +372,44 @@ class CubinCache:
         path = self.path(key)
         if path is None:
             return None, "not in memory; the disk cache is off (NUMPTX_CACHE=0)"
+        name = os.path.basename(path)
         try:
-            if safe_folder(self.directory, [_SUBDIR, key[:2]], create=False) is None:
-                return None, f"not in memory, no file {path}"
-            fd = open_entry(path)
-        except FileNotFoundError:
-            return None, f"not in memory, no file {path}"
+            folder = open_folder(self.directory, [_SUBDIR, key[:2]], create=False)
         except OutsideError as e:
             log.warning("numptx: cubin cache entry for key %s: %s: treated as a miss", key[:16], e)
             return None, f"not in memory, {e}"
         except OSError as e:
             return None, f"not in memory, {path} unreadable ({e})"
-        try:
-            raw = self._read_regular(fd, key, path)
-        except OSError as e:
-            return None, f"not in memory, {path} unreadable ({e})"
-        finally:
-            os.close(fd)
-        if raw is None:
-            return None, f"not in memory, {path} is no regular cache file (ignored)"
-        body, footer = raw[:-_FOOTER], raw[-_FOOTER:]
-        if (len(raw) <= _FOOTER or footer[:len(_MAGIC)] != _MAGIC or not body.startswith(_ELF)
-                or entry_digest(key, body) != footer[len(_MAGIC):]):
-            self._discard(path)
-            return None, f"{path} is corrupt (bad footer, checksum or body): removed, rebuilding"
+        if folder is None:
+            return None, f"not in memory, no file {path}"
+        with folder:
+            try:
+                fd = folder.open(name, _OPEN_FLAGS)
+            except FileNotFoundError:
+                return None, f"not in memory, no file {path}"
+            except OutsideError as e:
+                log.warning("numptx: cubin cache entry for key %s: %s: treated as a miss",
+                            key[:16], e)
+                return None, f"not in memory, {e}"
+            except OSError as e:
+                return None, f"not in memory, {path} unreadable ({e})"
+            try:
+                raw = self._read_regular(fd, key, path)
+            except OSError as e:
+                return None, f"not in memory, {path} unreadable ({e})"
+            finally:
+                os.close(fd)
+            if raw is None:
+                return None, f"not in memory, {path} is no regular cache file (ignored)"
+            body, footer = raw[:-_FOOTER], raw[-_FOOTER:]
+            if (len(raw) <= _FOOTER or footer[:len(_MAGIC)] != _MAGIC
+                    or not body.startswith(_ELF) or entry_digest(key, body) != footer[len(_MAGIC):]):
+                try:
+                    folder.unlink(name)
+                except OSError:
+                    pass
+                return None, (f"{path} is corrupt (bad footer, checksum or body): removed, "
+                              f"rebuilding")
         return body, ""
 
     @staticmethod
@@ -306,13 +433,6 @@ class CubinCache:
             left -= len(chunk)
         return b"".join(parts)
 
-    @staticmethod
-    def _discard(path: str) -> None:
-        try:
-            os.remove(path)
-        except OSError:
-            pass
-
     def _remember(self, key: str, data: bytes) -> None:
         if self.memory_entries <= 0:
             return
@@ -331,51 +451,30 @@ class CubinCache:
         path = self.path(key)
         if path is None:
             return
-        tmp = None
         try:
-            folder = safe_folder(self.directory, [_SUBDIR, key[:2]], create=True)
-            fd, tmp = tempfile.mkstemp(prefix=f".{key[:16]}.", suffix=".tmp", dir=folder)
-            with os.fdopen(fd, "wb") as f:
-                f.write(cubin)
-                f.write(_MAGIC + entry_digest(key, cubin))
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-            tmp = None
+            with open_folder(self.directory, [_SUBDIR, key[:2]], create=True) as folder:
+                write_entry(folder, os.path.basename(path), f".{key[:16]}.",
+                            (cubin, _MAGIC + entry_digest(key, cubin)))
         except OSError as e:
             log.warning("numptx: could not write the cubin cache entry %s: %s", path, e)
-        finally:
-            if tmp is not None:
-                self._discard(tmp)
 
     # -- maintenance ----------------------------------------------------------------------------
-    def _files(self, every_schema: bool = False) -> Iterator[tuple[str, str]]:
-        """``(path, kind)`` of what lies under the cache's ``cubin-v<N>`` folders: ``"entry"``
-        (a regular ``.cubin`` file), ``"link"`` (a symlink, listed, never followed or
-        entered) or ``"other"`` (any other file, a temporary one say). A ``cubin-v<N>`` that is
-        no folder is listed itself."""
+    def _files(self, every_schema: bool = False) -> Iterator[tuple[Folder, str, str]]:
+        """``(folder, name, kind)`` of what numptx writes under the cache folder, as
+        :func:`numptx_files` finds it (this format's ``cubin-v<N>``, or every format's)."""
         if self.directory is None:
             return
-        try:
-            with os.scandir(self.directory) as it:
-                tops = [e for e in it if (e.name.startswith("cubin-v") and e.name[7:].isdigit()
-                                          if every_schema else e.name == _SUBDIR)]
-        except OSError:
-            return
-        for top in tops:
-            if top.is_dir(follow_symlinks=False):
-                yield from _walk(top.path, _MAX_DEPTH)
-            else:
-                yield top.path, "link" if top.is_symlink() else "other"
+        yield from numptx_files(self.directory, _TOPS if every_schema else re.compile(_SUBDIR),
+                                _ENTRY_NAME)
 
     def info(self) -> CacheInfo:
         """Folder, number and total size of disk entries (regular files only: no symlink is
         followed), memory entries, hits and misses."""
         entries = size = 0
-        for p, kind in self._files():
+        for folder, name, kind in self._files():
             if kind == "entry":
                 try:
-                    size += os.lstat(p).st_size
+                    size += folder.lstat(name).st_size
                     entries += 1
                 except OSError:
                     pass
@@ -383,47 +482,98 @@ class CubinCache:
             return CacheInfo(self.directory, entries, size, len(self._mem), self.hits, self.misses)
 
     def clear(self) -> int:
-        """Remove every entry (memory and disk, older cache formats' too) and whatever else
-        lies in the ``cubin-v<N>`` folders; return the number of entries removed. Only what
-        lies inside the cache folder is removed: a symlink under it is unlinked (the link
-        itself, with a warning), never followed."""
+        """Remove every entry (memory and disk, older cache formats' too) and the temporary
+        files of writers that were killed; return the number of entries removed. Only what
+        numptx writes is removed, where it writes it (``cubin-v<N>/<ab>/<key>.cubin`` and
+        ``cubin-v<N>/<ab>/.<key>.<random>.tmp``): any other file, whatever its name, is left
+        alone, and a symlink standing at one of those names is unlinked (the link itself,
+        with a warning), never followed."""
         with self._lock:
             self._mem.clear()
         n = 0
-        for p, kind in list(self._files(every_schema=True)):
+        for folder, name, kind in self._files(every_schema=True):
             try:
-                os.remove(p)               # a symlink: the link, not its target
+                folder.unlink(name)         # a symlink: the link, not its target
             except OSError:
                 continue
             if kind == "link":
                 log.warning("numptx: removed the symlink %s from the cubin cache (its target "
-                            "was left alone)", p)
+                            "was left alone)", folder.join(name))
             n += kind == "entry"
         return n
 
 
-#: how deep under a ``cubin-v<N>`` folder files are looked for (``<ab>/<key>.cubin`` is 2)
-_MAX_DEPTH = 4
+#: the folders numptx writes entries in (every format's), its shard folders, its file names
+_TOPS = re.compile(r"cubin-v[0-9]{1,6}")
+_SHARD = re.compile(r"[0-9a-f]{2}")
+_ENTRY_NAME = re.compile(r"[0-9a-f]{2,128}\.cubin")
+_TEMP_NAME = re.compile(r"\.[0-9a-f]{1,16}\.[A-Za-z0-9_]{1,64}\.tmp")
 
 
-def _walk(folder: str, depth: int) -> Iterator[tuple[str, str]]:
-    """``(path, kind)`` of the files and symlinks under ``folder`` (see
-    :meth:`CubinCache._files`), without following any link."""
+def numptx_files(root: str, tops: re.Pattern, entry: re.Pattern,
+                 temp: re.Pattern = _TEMP_NAME) -> Iterator[tuple[Folder, str, str]]:
+    """``(folder, name, kind)`` of the files numptx writes under ``root``: in folders named
+    like ``tops``, in their two-hex-digit shard folders, files named like ``entry`` whose name
+    starts with the shard's (``"entry"``) or like ``temp`` (``"temp"``), and symlinks standing
+    at any of those names (``"link"``, never followed or entered). Anything else is not
+    numptx's and is not listed. Each ``folder`` is held open (names are relative to it) until
+    the next item is asked for, so a folder swapped for a link meanwhile leads nowhere."""
     try:
-        with os.scandir(folder) as it:
-            items = list(it)
+        root_folder = open_folder(root, [], create=False)
     except OSError:
         return
-    for e in items:
-        if e.is_symlink():
-            yield e.path, "link"
-        elif e.is_dir(follow_symlinks=False):
-            if depth > 1:
-                yield from _walk(e.path, depth - 1)
-        elif e.name.endswith(".cubin") and e.is_file(follow_symlinks=False):
-            yield e.path, "entry"
-        else:
-            yield e.path, "other"
+    if root_folder is None:
+        return
+    with root_folder:
+        try:
+            tops_found = [e for e in root_folder.entries() if tops.fullmatch(e.name)]
+        except OSError:
+            return
+        for top in tops_found:
+            if top.is_symlink():
+                yield root_folder, top.name, "link"
+                continue
+            yield from _shards(root_folder, top.name, entry, temp)
+
+
+def _shards(parent: Folder, name: str, entry: re.Pattern,
+            temp: re.Pattern) -> Iterator[tuple[Folder, str, str]]:
+    """:func:`numptx_files` in the folder ``name`` of ``parent`` and its shard folders."""
+    try:
+        top = parent.sub(name)
+    except OSError:                  # no folder (a user's file), or swapped for a link
+        return
+    if top is None:
+        return
+    with top:
+        try:
+            shards = [e for e in top.entries() if _SHARD.fullmatch(e.name)]
+        except OSError:
+            return
+        for shard in shards:
+            if shard.is_symlink():
+                yield top, shard.name, "link"
+                continue
+            try:
+                folder = top.sub(shard.name)
+            except OSError:
+                continue
+            if folder is None:
+                continue
+            with folder:
+                try:
+                    files = folder.entries()
+                except OSError:
+                    continue
+                for e in files:
+                    ours = (entry.fullmatch(e.name) and e.name.startswith(shard.name)
+                            and "entry") or (temp.fullmatch(e.name) and "temp")
+                    if not ours:
+                        continue
+                    if e.is_symlink():
+                        yield folder, e.name, "link"
+                    elif e.is_file(follow_symlinks=False):
+                        yield folder, e.name, ours
 
 
 _default: CubinCache | None = None

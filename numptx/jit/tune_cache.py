@@ -9,7 +9,9 @@
 
 Nothing outside the cache folder is read, written or removed: the folder may itself be a
 symlink, but an ``autotune-v<N>`` or ``<ab>`` folder or an entry that is a symlink is never
-followed (a miss with a warning on reads, a logged refusal on writes). An entry that is not a
+followed (a miss with a warning on reads, a logged refusal on writes), nor is a folder swapped
+for one after it was checked (names are opened relative to their open folder, see
+:class:`~numptx.jit.cache.Folder`). An entry that is not a
 whole, valid entry (bad JSON, JSON nested too deep for the parser, wrong types or key) is a
 miss with a warning, never an exception.
 """
@@ -23,12 +25,11 @@ import math
 import os
 import re
 import stat
-import tempfile
 import time
 from collections.abc import Mapping
 from typing import Any
 
-from .cache import OutsideError, check_key, open_entry, safe_folder
+from .cache import Folder, check_key, open_folder, write_entry
 
 __all__ = ["TuneCache", "SCHEMA", "entry_key"]
 
@@ -68,9 +69,11 @@ class TuneCache:
         warned). Never raises for what is on disk."""
         path = self.path(key)
         try:
-            if safe_folder(self.directory, [_SUBDIR, key[:2]], create=False) is None:
+            folder = open_folder(self.directory, [_SUBDIR, key[:2]], create=False)
+            if folder is None:
                 return None
-            fd = open_entry(path)
+            with folder:
+                fd = folder.open(os.path.basename(path), _READ_FLAGS)
         except FileNotFoundError:
             return None
         except OSError as e:            # OutsideError too: a symlink is never followed
@@ -93,23 +96,18 @@ class TuneCache:
         path = self.path(key)
         entry = {"schema": SCHEMA, "key": key, "value": value, "context": dict(context),
                  "written": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-        tmp = None
         try:                  # a whole entry or none: readers never see a half-written file
-            folder = safe_folder(self.directory, [_SUBDIR, key[:2]], create=True)
-            fd, tmp = tempfile.mkstemp(prefix=f".{key[:16]}.", suffix=".tmp", dir=folder)
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(entry, f, sort_keys=True, default=str)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-            tmp = None
-            _sweep(folder)
-        except OSError as e:
+            data = json.dumps(entry, sort_keys=True, default=str).encode("utf-8")
+            with open_folder(self.directory, [_SUBDIR, key[:2]], create=True) as folder:
+                write_entry(folder, os.path.basename(path), f".{key[:16]}.", (data,))
+                _sweep(folder)
+        except (OSError, ValueError) as e:
             log.warning("numptx: could not write the autotune cache entry %s: %s", path, e)
-        finally:
-            if tmp is not None:
-                with contextlib.suppress(OSError):
-                    os.remove(tmp)
+
+
+#: read an entry without blocking on a FIFO or handing its descriptor to a child process
+_READ_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | \
+    getattr(os, "O_BINARY", 0)
 
 
 def _parse(fd: int, key: str) -> float:
@@ -142,14 +140,21 @@ def _finite(value: int | float) -> bool:
 _MAX_DEPTH = 32
 
 
-_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+#: a JSON string, or an unterminated one running to the end of the text (so no attempt fails
+#: and restarts at the next quote: one linear pass, whatever the quotes and escapes)
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*(?:"|\\?\Z)', re.DOTALL)
 _BRACKETS = re.compile(r"[\[\]{}]")
 
 
 def _depth(text: str) -> int:
     """The deepest nesting of ``[``/``{`` in ``text`` outside JSON strings, or the number of
-    them when that is within :data:`_MAX_DEPTH` (a linear scan; an unterminated string counts
-    as text, which only overestimates)."""
+    them when that is within :data:`_MAX_DEPTH`, or :data:`_MAX_DEPTH` + 1 once deeper (a
+    linear scan; the parser stops at an unterminated string, so what follows one is not
+    counted).
+
+    >>> _depth('[{"a": "[[[["}]'), _depth('["' + '[' * 99)
+    (2, 1)
+    """
     bare = _STRING.sub("", text)
     opens = bare.count("[") + bare.count("{")
     if opens <= _MAX_DEPTH:
@@ -159,25 +164,27 @@ def _depth(text: str) -> int:
         if m.group() in "[{":
             depth += 1
             deepest = max(deepest, depth)
+            if deepest > _MAX_DEPTH:
+                break
         else:
             depth -= 1
     return deepest
 
 
-def _sweep(folder: str) -> None:
-    """Remove the temporary files in ``folder`` that killed writers left."""
+def _sweep(folder: Folder) -> None:
+    """Remove the temporary files in ``folder`` that killed writers left (relative to the
+    open folder: a folder swapped for a link meanwhile is not swept)."""
     now = time.time()
     try:
-        names = os.listdir(folder)
+        items = folder.entries()
     except OSError:
         return
-    for name in names:
-        if name.startswith(".") and name.endswith(".tmp"):
-            path = os.path.join(folder, name)
+    for e in items:
+        if e.name.startswith(".") and e.name.endswith(".tmp"):
             with contextlib.suppress(OSError):       # another writer may sweep it first
-                st = os.lstat(path)                  # a symlink: the link is removed, not followed
+                st = e.stat(follow_symlinks=False)   # a symlink: the link is removed
                 if now - st.st_mtime > STALE_TMP_S and not stat.S_ISDIR(st.st_mode):
-                    os.remove(path)
+                    folder.unlink(e.name)
 
 
 def entry_key(cost: str, context: Mapping[str, Any], variant_key: str) -> str:
