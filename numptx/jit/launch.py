@@ -229,8 +229,8 @@ def _ptx_evaluator(text: str):
     the registers of the stub's top-level scope, site_layout.reg_name; special registers are
     each thread's own)."""
     reg = site_layout.reg_name
-    reads_special = "%" in text and any(f"%{r}" in text for r in (
-        "tid", "ntid", "ctaid", "nctaid", "laneid", "warpid"))
+    reads_special = "%" in text and any(f"%{r}" in text for r in (     # %lanemask_*: %laneid
+        "tid", "ntid", "ctaid", "nctaid", "laneid", "lanemask", "warpid"))
 
     def run_ptx(spec, batch):
         ins = {reg(n): v for n, v in _stacked(spec, batch).items()}

@@ -362,14 +362,15 @@ def _manager_class(base_manager, SiteThread):
 
             def target():
                 self._f(*args)
-            blocks, order = [], 0
+            blocks, per_block = [], max(int(np.prod(self._block_dim)), 1)
             for b, m in enumerate(managers):
                 point = tuple(int(i) for i in np.unravel_index(first + b, dims))
                 threads = [SiteThread(target, m, point, p, self._debug)
                            for p in np.ndindex(*self._block_dim)]
+                # in linear thread id order (x fastest: warps and lanes), not ndindex's
+                threads.sort(key=lambda t: t.thread_id)
                 for t in threads:
-                    t.numptx_order, t.numptx_block = order, b
-                    order += 1
+                    t.numptx_order, t.numptx_block = b * per_block + t.thread_id, b
                 blocks.append(threads)
             wave = _Wave(_run.note, blocks)
             for threads in blocks:
