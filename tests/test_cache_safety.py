@@ -509,3 +509,24 @@ def test_a_megabyte_of_escaped_quotes_is_a_prompt_miss(tmp_path):
     r = subprocess.run([sys.executable, str(script), str(tmp_path / "c")], capture_output=True,
                        text=True, timeout=240)
     assert r.returncode == 0 and "ESCAPED-OK" in r.stdout, r.stderr[-2000:]
+
+
+def test_a_cache_folder_that_is_a_file_is_said_and_left_alone(tmp_path, caplog, monkeypatch):
+    """NUMPTX_CACHE_DIR naming a file (or a device): reads miss, writes are logged saying the
+    folder is no folder (not "File exists"), info and clear find nothing, the file is kept."""
+    f = tmp_path / "notes.txt"
+    f.write_bytes(b"the user's")
+    monkeypatch.setenv("NUMPTX_CACHE_DIR", str(f))
+    monkeypatch.delenv("NUMPTX_CACHE", raising=False)
+    for folder in (str(f), os.devnull):
+        cache, tune = CubinCache(folder, memory_entries=0), TuneCache(folder)
+        with caplog.at_level(logging.WARNING):
+            assert cache.get(KEY) is None and tune.get(KEY) is None
+            cache.put(KEY, b"\x7fELF mine")
+            tune.put(KEY, 1.0, {})
+            tune.put(KEY, 1.0, {"bad key": {(1, 2): 3}})       # a context json cannot take
+        assert cache.info().entries == 0 and cache.clear() == 0
+        assert caplog.text.count("is not a folder") == 2, caplog.text
+        caplog.clear()
+    assert main(["cache", "clear"]) == 0
+    assert f.read_bytes() == b"the user's"

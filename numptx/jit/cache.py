@@ -30,6 +30,7 @@ file under the folder is the user's and is left alone. Keys are lowercase hex (w
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import logging
 import operator
@@ -188,7 +189,11 @@ def open_folder(root: str, parts: Sequence[str], *, create: bool) -> Folder | No
     '/tmp/c/cubin-v3/ab'
     """
     if create:
-        os.makedirs(root, exist_ok=True)
+        try:
+            os.makedirs(root, exist_ok=True)
+        except FileExistsError:      # a file, a device: say so, not "File exists"
+            raise NotADirectoryError(errno.ENOTDIR, "the cache folder is not a folder (point "
+                                     "NUMPTX_CACHE_DIR or cache_dir= at a folder)", root) from None
     try:
         folder = Folder(root, os.open(root, _DIR_FLAGS) if _AT else None)
     except FileNotFoundError:

@@ -101,7 +101,7 @@ class TuneCache:
             with open_folder(self.directory, [_SUBDIR, key[:2]], create=True) as folder:
                 write_entry(folder, os.path.basename(path), f".{key[:16]}.", (data,))
                 _sweep(folder)
-        except (OSError, ValueError) as e:
+        except (OSError, ValueError, TypeError) as e:   # TypeError: a context json cannot take
             log.warning("numptx: could not write the autotune cache entry %s: %s", path, e)
 
 
