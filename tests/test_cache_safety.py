@@ -530,3 +530,61 @@ def test_a_cache_folder_that_is_a_file_is_said_and_left_alone(tmp_path, caplog, 
         caplog.clear()
     assert main(["cache", "clear"]) == 0
     assert f.read_bytes() == b"the user's"
+
+
+_TOP_NAMES = [f"cubin-v{CUBIN_SCHEMA}", "cubin-v1", "cubin-v12", "cubin-vx", "mine",
+              f"cubin-v{CUBIN_SCHEMA}.bak", f"autotune-v{TUNE_SCHEMA}"]
+_SHARD_NAMES = ["ab", "cd", "AB", "a", "abc", "zz", "notes"]
+_FILE_NAMES = [f"{KEY}.cubin", f"{'cd' * 32}.cubin", "ab.cubin", ".abababab.x1_Z.tmp",
+               ".ab.q.tmp", "x.cubin", "notes.txt", ".a.tmp", f"{KEY}.cubin.bak", ".AB.x.tmp"]
+
+
+def _numptxs(rel: str) -> str | None:
+    """Whether numptx wrote the file at ``rel`` (an oracle apart from the cache's own code):
+    "entry", "temp" or None."""
+    parts = rel.split("/")
+    if len(parts) != 3 or not parts[0].startswith("cubin-v") or not parts[0][7:].isdigit():
+        return None
+    shard, name = parts[1], parts[2]
+    if len(shard) != 2 or any(c not in "0123456789abcdef" for c in shard):
+        return None
+    stem = name[:-len(".cubin")] if name.endswith(".cubin") else None
+    if stem and stem.startswith(shard) and all(c in "0123456789abcdef" for c in stem):
+        return "entry"
+    bits = name.split(".")
+    if (len(bits) == 4 and bits[0] == "" and bits[3] == "tmp" and 1 <= len(bits[1]) <= 16
+            and all(c in "0123456789abcdef" for c in bits[1]) and bits[2]):
+        return "temp"
+    return None
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(files=st.lists(st.tuples(st.sampled_from(_TOP_NAMES), st.sampled_from(_SHARD_NAMES + [""]),
+                                st.sampled_from(_FILE_NAMES), st.booleans()),
+                      min_size=1, max_size=20))
+def test_clear_and_info_find_exactly_numptxs_files(files):
+    """Random files of the user's and numptx's in one folder: info() counts exactly this
+    format's entries, clear() removes exactly numptx's entries and temporary files (every
+    format's) and counts the entries."""
+    with tempfile.TemporaryDirectory() as tmp:
+        from pathlib import Path
+        root = Path(tmp)
+        made = set()
+        for top, shard, name, deeper in files:
+            rel = "/".join(p for p in (top, shard, "deep" if deeper and shard else "", name) if p)
+            path = root / rel
+            if any(q.is_file() for q in list(path.parents)[:-1]) or path.is_dir():
+                continue                       # a file stands where a folder goes
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(b"x")
+            made.add(rel)
+        (root / "toplevel.cubin").write_bytes(b"x")
+        made.add("toplevel.cubin")
+        ours = {rel: _numptxs(rel) for rel in made}
+        cache = CubinCache(tmp)
+        this = sum(kind == "entry" and rel.startswith(f"cubin-v{CUBIN_SCHEMA}/")
+                   for rel, kind in ours.items())
+        assert cache.info().entries == this
+        assert cache.clear() == sum(kind == "entry" for kind in ours.values())
+        left = {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
+        assert left == {rel for rel, kind in ours.items() if kind is None}
