@@ -202,8 +202,8 @@ finally:
     threading.Thread.start = start
 assert np.array_equal(o2, want), o2
 
-# a thread that waits for another thread of its block in a loop holds the turn: a warning says
-# so and names the way out (numba's own manager, where the threads run free)
+# a thread that waits for another thread of its block in a loop holds the turn: after
+# STALL_SECONDS the wave's threads run freely (a warning says so), and the wait ends
 import time, warnings
 import numptx.jit.launch as L
 
@@ -214,7 +214,7 @@ def waits(flag, gave_up):
         flag[0] = 1
     elif t == 0:
         t0 = time.perf_counter()
-        while flag[0] == 0 and time.perf_counter() - t0 < 2.0:
+        while flag[0] == 0 and time.perf_counter() - t0 < 20.0:
             pass
         gave_up[0] = flag[0] == 0
     gave_up[1] = nx.site("twice", x=np.float32(t), out={"z": nx.f32}) < 0
@@ -227,8 +227,8 @@ for batch in (True, False):
         warnings.simplefilter("always")
         waits.inject(twice="add.rn.f32 %v_z, %v_x, %v_x;")[1, 2](flag, gave_up)
     said = [str(w.message) for w in caught if "without reaching an nx.site" in str(w.message)]
-    assert bool(gave_up[0]) == batch and bool(said) == batch, (batch, gave_up, said)
-    assert not batch or "SIM_BATCH = False" in said[0]
+    assert not gave_up[0] and bool(said) == batch, (batch, gave_up, said)
+    assert not batch or "run freely" in said[0]
 L.SIM_BATCH = True
 print("WARPS OK")
 '''
@@ -238,7 +238,8 @@ def test_waves_keep_warps_errors_and_shared_memory_per_block(tmp_path):
     """A warp-level stub (mma) reads each block's warps as when the block ran alone, and
     refuses half a warp as then; a failing thread's error names it; dynamic shared memory is
     each block's own; where threads cannot be started, blocks run one at a time; a thread
-    that waits for another in a loop without a site is reported."""
+    that waits for another in a loop without a site ends (the threads then run freely), and a
+    warning says so."""
     run_script(tmp_path, WARPS, simulator=True, marker="WARPS OK")
 
 

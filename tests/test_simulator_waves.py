@@ -151,6 +151,26 @@ with warnings.catch_warnings():
     out = np.zeros(4, np.float32)
     flag_after_site.inject(twice=TWICE)[1, 4](np.ones(1, np.int32), out)
     assert np.array_equal(out, [0, 4, 4, 6]), out
+
+# numptx's own work that takes long (an evaluation, a stub's first check) is no stall: the
+# threads keep taking turns
+import time
+def slow(base):
+    def slowly(*a, **k):
+        time.sleep(4 * W.STALL_SECONDS)
+        return base(*a, **k)
+    return slowly
+for name in ("emulate", "check_stub"):
+    base = getattr(L, name)
+    setattr(L, name, slow(base))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            out = np.zeros(4, np.float32)
+            flag_after_site.inject(twice=TWICE)[1, 4](np.ones(1, np.int32), out)
+            assert np.array_equal(out, [0, 4, 4, 6]), out
+    finally:
+        setattr(L, name, base)
 print("SPIN OK")
 '''
 
@@ -160,5 +180,5 @@ def test_threads_that_wait_for_each_other_end(tmp_path):
     site, a block that waits for a flag of an earlier block of its wave, and a spin lock held
     across a site: each launch ends with the results of threads run alone, and a warning
     says the wave's threads ran freely (with the turns, the waiting thread held the turn for
-    ever)."""
+    ever); a slow evaluation is not taken for a waiting thread."""
     run_script(tmp_path, SPIN, simulator=True, marker="SPIN OK")

@@ -305,7 +305,8 @@ class _SimLaunch:
         else:
             fn = self.ready.get(spec)
             if fn is None:
-                fn = self._prepare(name, spec)
+                with sim_waves.own_work():      # a check may take long: no stall
+                    fn = self._prepare(name, spec)
             self.by_id[id(spec)] = (spec, fn)
         me = threading.current_thread()
         special = me.__dict__.get("numptx_special", _SPECIAL)

@@ -28,24 +28,31 @@ import contextlib
 import functools
 import logging
 import threading
+import time
 import warnings
 from collections import deque
 from typing import Any
 
 import numpy as np
 
-__all__ = ["WAVE_THREADS", "CannotStart", "simulator_classes", "running", "evaluate"]
+__all__ = ["WAVE_THREADS", "CannotStart", "simulator_classes", "running", "evaluate",
+           "own_work"]
 
 #: the most threads that run together in one wave (whole blocks; at least one block)
 WAVE_THREADS = 1024
-#: seconds one thread may hold the turn before the launch warns (see _STALLED)
-STALL_SECONDS = 60.0
+#: seconds one thread may hold the turn before the wave's threads run freely (see _FREED)
+STALL_SECONDS = 1.0
+#: seconds without any thread reaching a site, a barrier or its end before a warning
+ENDLESS_SECONDS = 60.0
 log = logging.getLogger(__name__)
-_STALLED = ("numptx: a simulated thread has run for {s:.0f} s without reaching an nx.site, a "
-            "syncthreads or its end. Threads of a wave take turns: a thread that waits in a loop "
-            "for another thread of its block (a spin lock, a flag in memory) without a site or "
-            "syncthreads between waits for ever. Run such kernels with numba's own manager: "
-            "numptx.jit.launch.SIM_BATCH = False (each thread then evaluates its sites alone)")
+_FREED = ("numptx: a simulated thread ran for {s:g} s without reaching an nx.site, a "
+          "syncthreads or its end while the other threads of its wave waited for their turn "
+          "(it may wait in a loop for another thread: a flag, a spin lock). The threads of this "
+          "launch now run freely, as numba's simulator runs them: the same results, slower "
+          "(elementwise sites evaluated per thread, warp-level sites and packs per block)")
+_ENDLESS = ("numptx: no simulated thread has reached an nx.site, a syncthreads or its end for "
+            "{s:g} s: a thread may loop for ever (waiting for a thread that waits at a "
+            "barrier or at a warp-level site, or for a later block)")
 
 
 class CannotStart(RuntimeError):
@@ -114,22 +121,29 @@ def evaluate(note, batch: list) -> None:
 
 
 class _Wave:
-    """Consecutive blocks whose threads take turns (see the module documentation)."""
+    """Consecutive blocks whose threads take turns (see the module documentation), or, once a
+    thread has held the turn for :data:`STALL_SECONDS` (``free``), run freely."""
 
-    def __init__(self, note, blocks: list[list]):
+    def __init__(self, note, blocks: list[list], free: bool = False):
         self.note = note
         self.blocks = blocks
         self.ready = deque(t for b in blocks for t in b)
         self.pending: list = []
         self.over = _thread.allocate_lock()
         self.over.acquire()
+        self.mutex = threading.Lock()   # stop() against the watcher's switch to free running
         self.failed = None
         self.aborted = self.warned = False
+        self.free = free
         self.turns = 0                  # hand-overs so far (the main thread watches them)
+        self.busy = 0                   # numptx's own work under way (a check, an evaluation)
+        self.left = sum(map(len, blocks))       # threads not ended
+        self.moving = [0] * len(blocks)         # free: threads of each block running
 
-    def run(self) -> None:
+    def run(self) -> bool:
         """Run the wave to its end (raise the first thread's error); raises
-        :class:`CannotStart`, having run nothing, where the system starts no more threads."""
+        :class:`CannotStart`, having run nothing, where the system starts no more threads.
+        True where its threads ended up running freely."""
         started = []
         try:
             for b in self.blocks:
@@ -140,17 +154,34 @@ class _Wave:
             self.aborted = True
             self._abort(started)
             raise CannotStart(str(e)) from e
-        self.ready.popleft().numptx_go.release()
-        seen, quiet = self.turns, 0.0
-        while not self.over.acquire(timeout=STALL_SECONDS / 4):
-            quiet = quiet + STALL_SECONDS / 4 if self.turns == seen else 0.0
-            seen = self.turns
-            if quiet >= STALL_SECONDS and not self.warned:
-                self.warned = True
-                warnings.warn(_STALLED.format(s=STALL_SECONDS), RuntimeWarning, stacklevel=2)
+        with self.mutex:
+            if self.free:
+                self._set_free()
+            else:
+                self.ready.popleft().numptx_go.release()
+        self._watch()
         if self.failed is not None:
             self._abort([t for b in self.blocks for t in b if t.numptx_state != "done"])
             raise self.failed[0].with_traceback(self.failed[1])
+        return self.free
+
+    def _watch(self) -> None:
+        """Wait for the wave's end; where no thread stops for STALL_SECONDS, let the threads
+        run freely (a thread that holds the turn may wait for another)."""
+        seen, since = self.turns, time.monotonic()
+        while not self.over.acquire(timeout=STALL_SECONDS / 4):
+            now = time.monotonic()
+            if self.turns != seen or self.busy:     # numptx's own work is no stall
+                seen, since = self.turns, now
+            elif now - since >= STALL_SECONDS and not self.free:
+                with self.mutex:
+                    if self.turns == seen and not self.aborted:
+                        self._set_free()
+                        warnings.warn(_FREED.format(s=STALL_SECONDS), RuntimeWarning,
+                                      stacklevel=4)
+            elif now - since >= ENDLESS_SECONDS and not self.warned:
+                self.warned = True
+                warnings.warn(_ENDLESS.format(s=ENDLESS_SECONDS), RuntimeWarning, stacklevel=4)
 
     @staticmethod
     def _abort(threads: list) -> None:
@@ -159,37 +190,101 @@ class _Wave:
         for t in threads:
             t.abort = True
             t.syncthreads_blocked = False
-            t.numptx_go.release()
+            with contextlib.suppress(RuntimeError):     # woken already (free running)
+                t.numptx_go.release()
 
-    def stop(self, t, state: str) -> None:
-        """The running thread ``t`` stops at a site, a barrier or its end: the next thread
-        runs (``t`` itself, without a hand-over, when it is next)."""
+    def stop(self, t, state: str, entry: tuple | None = None) -> None:
+        """The running thread ``t`` stops at a site (``entry``, its call), a barrier or its
+        end: the next thread runs (``t`` itself, without a hand-over, when it is next)."""
+        with self.mutex:
+            if not self._stopped(t, state, entry):
+                return
+        t.numptx_go.acquire()
+
+    def _stopped(self, t, state: str, entry: tuple | None) -> bool:
+        """stop() under the mutex: True where ``t`` waits to be woken."""
         t.numptx_state = state
         self.turns += 1
         if self.aborted:
-            return
-        if state == "done" and t.exception:
-            self._fail(t.exception)
-            return
+            return False
+        if entry is not None:
+            self.pending.append(entry)
+        if state == "done":
+            self.left -= 1
+            if t.exception:
+                self._fail(t.exception)
+                return False
         try:
+            if self.free:
+                self._stopped_free(t)
+                return state != "done"
             if not self.ready:
                 self._round()
         except BaseException as e:  # noqa: BLE001 - the launch raises it; no thread hangs
             self._fail((e, e.__traceback__))
             if state != "done":
                 raise
-            return
+            return False
         if not self.ready:          # every thread has ended
             self.over.release()
-            return
+            return False
         nxt = self.ready.popleft()
         if nxt is t:
             t.numptx_state = "running"
-            return
+            return False
         nxt.numptx_state = "running"
         nxt.numptx_go.release()
-        if state != "done":
-            t.numptx_go.acquire()
+        return state != "done"
+
+    def _stopped_free(self, t) -> None:
+        """Free running: the block's round when none of its threads runs."""
+        b = t.numptx_block
+        self.moving[b] -= 1
+        if self.moving[b] == 0:
+            self._wake(self._block_round(b))
+        if self.left == 0:
+            self.over.release()
+
+    def _set_free(self) -> None:
+        """From now on every thread that can run runs (under the mutex): those whose turn had
+        not come yet start, and each block whose threads all wait has its round."""
+        self.free = True
+        moving = [t for t in self.ready if t.numptx_state != "running"]
+        self.ready.clear()
+        self.moving = [sum(t.numptx_state in ("running", "ready") for t in b)
+                       for b in self.blocks]
+        for t in moving:
+            t.numptx_state = "running"
+            t.numptx_go.release()
+        alone = [w for w in self.pending if getattr(w[2], "batch", "grid") == "grid"]
+        if alone:                       # elementwise: as each thread alone (one may hold a lock)
+            self.pending = [w for w in self.pending if getattr(w[2], "batch", "grid") != "grid"]
+            self._evaluate(alone)
+            self._wake([w[0] for w in alone])
+        for b, n in enumerate(self.moving):
+            if n == 0:
+                self._wake(self._block_round(b))
+
+    def _wake(self, threads: list) -> None:
+        for t in threads:
+            t.numptx_state = "running"
+            self.moving[t.numptx_block] += 1
+            t.numptx_go.release()
+
+    def _evaluate(self, batch: list) -> None:
+        with self.own_work():
+            evaluate(self.note, batch)
+
+    @contextlib.contextmanager
+    def own_work(self):
+        """numptx's own work in the thread holding the turn (a stub's check, an evaluation):
+        no stall, however long it takes."""
+        self.busy += 1
+        try:
+            yield
+        finally:
+            self.busy -= 1
+            self.turns += 1
 
     def _fail(self, error: tuple) -> None:
         self.failed, self.aborted = error, True
@@ -202,18 +297,32 @@ class _Wave:
         woken = []
         if self.pending:
             batch, self.pending = self.pending, []
-            evaluate(self.note, batch)
+            self._evaluate(batch)
             woken += [w[0] for w in batch]
-        for b in self.blocks:
-            live = [t for t in b if t.numptx_state != "done"]
-            if live and all(t.numptx_state == "sync" for t in live):
-                for t in live:
-                    t.syncthreads_blocked = False
-                woken += live
+        for b in range(len(self.blocks)):
+            woken += self._barrier(b)
         woken.sort(key=lambda t: t.numptx_order)
         for t in woken:
             t.numptx_state = "ready"
         self.ready.extend(woken)
+
+    def _block_round(self, b: int) -> list:
+        """Free running: block ``b``'s round (none of its threads runs): the threads woken."""
+        mine = [w for w in self.pending if w[0].numptx_block == b]
+        if mine:
+            self.pending = [w for w in self.pending if w[0].numptx_block != b]
+            self._evaluate(mine)
+            return [w[0] for w in mine]
+        return self._barrier(b)
+
+    def _barrier(self, b: int) -> list:
+        """The live threads of block ``b``, released from its barrier where all wait there."""
+        live = [t for t in self.blocks[b] if t.numptx_state != "done"]
+        if live and all(t.numptx_state == "sync" for t in live):
+            for t in live:
+                t.syncthreads_blocked = False
+            return live
+        return []
 
 
 class _GridRun:
@@ -223,6 +332,7 @@ class _GridRun:
         self.launch, self.note, self.dynshared = launch, note, dynshared
         self.done_until = 0             # blocks 0 .. done_until - 1 (numba's C order) ran
         self.wave_threads = WAVE_THREADS
+        self.free = False               # a wave's threads ran freely: the next ones do too
 
 
 _run: _GridRun | None = None
@@ -245,6 +355,13 @@ def running(launch, note, dynshared: int = 0):
     finally:
         _run = None
         simk.BlockManager, api.shared = base_manager, base_shared
+
+
+def own_work():
+    """A context for numptx's own work in a simulated thread (a stub's first check): the
+    wave does not take it for a thread that waits in a loop (no-op outside a wave)."""
+    w = getattr(threading.current_thread(), "numptx_wave", None)
+    return contextlib.nullcontext() if w is None or w.free else w.own_work()
 
 
 def current_launch():
@@ -313,8 +430,11 @@ def _thread_class(base_thread):
 
         def numptx_site(self, launch, key, fn, spec, values):
             slot = Slot()
-            self.numptx_wave.pending.append((self, key, fn, spec, values, slot))
-            self.numptx_wave.stop(self, "site")
+            wave = self.numptx_wave
+            if wave.free and getattr(fn, "batch", "grid") == "grid":
+                evaluate(wave.note, [(self, key, fn, spec, values, slot)])     # alone
+            else:
+                wave.stop(self, "site", (self, key, fn, spec, values, slot))
             if self.abort:
                 raise RuntimeError("another thread of the block failed")
             if slot.error is not None:
@@ -342,7 +462,7 @@ def _manager_class(base_manager, SiteThread):
             per_block = max(int(np.prod(self._block_dim)), 1)
             count = min(max(1, grid.wave_threads // per_block), int(np.prod(dims)) - first)
             try:
-                self._wave(first, count, args).run()
+                freed = self._wave(first, count, args).run()
             except CannotStart:
                 if count == 1:
                     raise
@@ -350,8 +470,9 @@ def _manager_class(base_manager, SiteThread):
                             "runs one block at a time", count * per_block)
                 grid.wave_threads = per_block
                 count = 1
-                self._wave(first, count, args).run()
+                freed = self._wave(first, count, args).run()
             grid.done_until = first + count
+            grid.free = grid.free or freed      # the next waves run freely too
 
         def _wave(self, first: int, count: int, args) -> _Wave:
             """The wave of the blocks ``first`` .. ``first + count - 1`` (numba's C order), this
@@ -372,7 +493,7 @@ def _manager_class(base_manager, SiteThread):
                 for t in threads:
                     t.numptx_order, t.numptx_block = b * per_block + t.thread_id, b
                 blocks.append(threads)
-            wave = _Wave(_run.note, blocks)
+            wave = _Wave(_run.note, blocks, free=_run.free)
             for threads in blocks:
                 for t in threads:
                     t.numptx_wave = wave
