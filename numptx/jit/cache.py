@@ -170,11 +170,13 @@ class Folder:
                                f"the cache folder is read or written)")
         if self.fd is None:
             return Folder(self.join(name), None)
-        try:                 # swapped for a link since the lstat: ELOOP, or ENOTDIR
+        try:
             fd = os.open(path, _DIR_FLAGS | _NOFOLLOW, dir_fd=self.fd)
-        except OSError as e:
-            raise OutsideError(f"{self.join(name)} changed while opened ({e}): not "
-                               f"followed") from None
+        except OSError as e:         # swapped for a link since the lstat: ELOOP, or ENOTDIR
+            if e.errno in (errno.ELOOP, errno.ENOTDIR, getattr(errno, "EMLINK", None)):
+                raise OutsideError(f"{self.join(name)} changed while opened ({e}): not "
+                                   f"followed") from None
+            raise
         return Folder(self.join(name), fd)
 
 
