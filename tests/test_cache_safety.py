@@ -588,3 +588,23 @@ def test_clear_and_info_find_exactly_numptxs_files(files):
         assert cache.clear() == sum(kind == "entry" for kind in ours.values())
         left = {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
         assert left == {rel for rel, kind in ours.items() if kind is None}
+
+
+def test_a_hard_linked_entry_is_replaced_or_unlinked_never_written_through(tmp_path, outside):
+    """An entry that is a hard link to a file out there (same inode): a write replaces the
+    name, a corrupt read and clear() unlink the name; the file out there keeps its bytes."""
+    cache = CubinCache(str(tmp_path / "c"), memory_entries=0)
+    tune = TuneCache(tmp_path / "c")
+    for path, target in ((cache.path(KEY), outside / "precious.cubin"),
+                         (tune.path(KEY), outside / "sub" / "precious.cubin")):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        os.link(target, path)
+    before = snapshot(outside)
+    assert cache.get(KEY) is None and tune.get(KEY) is None      # not entries: misses
+    cache.put(KEY, b"\x7fELF mine")
+    tune.put(KEY, 2.0, {})
+    assert cache.get(KEY) == b"\x7fELF mine" and tune.get(KEY) == 2.0
+    os.remove(cache.path(KEY))
+    os.link(outside / "precious.cubin", cache.path(KEY))
+    assert cache.clear() == 1
+    assert snapshot(outside) == before
