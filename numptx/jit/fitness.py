@@ -54,7 +54,6 @@ from __future__ import annotations
 import functools
 import logging
 import math
-import re
 import warnings
 from collections.abc import Iterable, Sequence
 from concurrent.futures import Executor
@@ -64,16 +63,13 @@ from typing import Any
 import numpy as np
 
 from .. import site_layout
-from .. import stack_ptx as sp
-from .._program import Op, Stub, decode, input_tag
+from .._program import Stub
 from ..dsl.emulator import emulate
 from ..dsl.expr import PtxExpr, SiteBinding, output_order
-from ..dsl.ptx_parse import parse
 from ..errors import NumptxError
-from ..instructions import TABLE, TYPES
-from ..opkinds import CONST, CONST64, INPUT, INSTR
-from ..valuetypes import BY_NAME
 from .errors import LaunchError
+from .fitness_checks import (FLOATS, FitnessError, decide, inspect, loss_facts,  # noqa: F401
+                             population)
 from .pack import (DEFAULT_PER_MODULE, MAX_CANDIDATES, Population,  # noqa: F401
                    check_selector)
 from .stubs import resolve_stub
@@ -86,7 +82,6 @@ __all__ = ["fitness", "prepare", "Prepared", "FitnessError", "LOSSES", "fitness_
 log = logging.getLogger(__name__)
 
 LOSSES = ("mse", "mae", "rmse", "pearson")
-FLOATS = ("f32", "f64")
 # site variables of the generated kernel and C++ keywords: no column may take these names
 _RESERVED = frozenset("""cand p t l alignas alignof and asm auto bool break case catch char
     class const constexpr continue decltype default delete do double else enum explicit export
@@ -95,19 +90,6 @@ _RESERVED = frozenset("""cand p t l alignas alignof and asm auto bool break case
     struct switch template this throw true try typedef typeid typename union unsigned using
     virtual void volatile while xor size_t""".split())
 _NP = {"f32": np.dtype(np.float32), "f64": np.dtype(np.float64)}
-_P = site_layout.reg_name("p")            # the prediction's register
-_CAND = site_layout.reg_name("cand")      # the candidate's index (u32)
-_BITS = {"b32": "f32", "b64": "f64"}      # the float register a bit-size write fits
-
-
-class FitnessError(NumptxError):
-    """Bad arguments to :func:`fitness` (shapes, loss, names, dtype, data), or a candidate that
-    does not fit the data (its type, an input the data lack): ``candidate`` is its index in
-    the population, None for the arguments."""
-
-    def __init__(self, message: str, *, candidate: int | None = None):
-        self.candidate = candidate
-        super().__init__(message)
 
 
 def _loss_code(loss: Any) -> str:
@@ -227,317 +209,6 @@ def _convert(what: str, a: np.ndarray, dtype: str) -> np.ndarray:
     return out
 
 
-# ---- the population --------------------------------------------------------------------------
-def _one_candidate(given: Any) -> str | None:
-    """What ``given`` is when it is one candidate where a population is expected, else None."""
-    if isinstance(given, (str, bytes)):
-        return "one PTX text (a str)" if isinstance(given, str) else "bytes"
-    if isinstance(given, Op):
-        return "one Stack PTX op"
-    if isinstance(given, np.ndarray) and given.ndim == 1 and given.dtype.kind in "ui":
-        return f"one encoded Stack PTX program ({given.size} uint64 words)"
-    if isinstance(given, (list, tuple)) and given and all(isinstance(c, Op) for c in given):
-        return f"one Stack PTX program (a list of {len(given)} ops)"
-    if isinstance(given, PtxExpr) or callable(getattr(given, "stub", None)):
-        return f"one formula ({type(given).__name__})"
-    return None
-
-
-def _population(candidates: Any) -> list:
-    one = _one_candidate(candidates)
-    if one:
-        raise FitnessError(f"fitness: the candidates are {one}, not a population (a list of "
-                           f"candidates): pass [prog] to score one, nx.fitness([prog], X, y) "
-                           f"(else each {'character' if isinstance(candidates, str) else 'item'} "
-                           f"would be taken as a candidate)")
-    try:
-        cands = list(candidates)
-    except TypeError:
-        raise FitnessError(f"fitness: the candidates are a {type(candidates).__name__}, not a "
-                           f"population (a list of formulas, Stack PTX programs or PTX "
-                           f"texts)") from None
-    if not cands:
-        raise FitnessError("fitness: an empty population")
-    for k, c in enumerate(cands):
-        if isinstance(c, Op):
-            raise FitnessError(f"fitness: candidate {k} is one op ({c!r}), not a program: a "
-                               f"Stack PTX program is a list of ops (pass [prog] to score one "
-                               f"program)", candidate=k)
-    return cands
-
-
-# ---- what each candidate is written in, and what it reads ------------------------------------
-@dataclass(frozen=True)
-class _Typed:
-    """A candidate's float type (None: either fits), what says so, the inputs it reads
-    that the data lack, and the inputs a program reads by position (``sp.input(i)``)."""
-    dtype: str | None = None
-    why: str = ""
-    missing: tuple[str, ...] = ()
-    positional: tuple[int, ...] = ()
-
-
-@functools.lru_cache(maxsize=None)
-def _float_of(t: str) -> str | None:
-    """``t``'s float type (a user stack type's base) when it is f32 or f64, else None."""
-    vt = BY_NAME.get(t)
-    base = (vt.base if vt is not None and vt.base else t)
-    return base if base in FLOATS else None
-
-
-@functools.lru_cache(maxsize=4096)
-def _row_floats(index: int, version: int) -> tuple[str, ...]:
-    """The float types (f32, f64) instruction row ``index`` reads or gives."""
-    if index >= len(TABLE):
-        return ()
-    row = TABLE[index]
-    return tuple(dict.fromkeys(f for t in (*row.operands, *row.results) if (f := _float_of(t))))
-
-
-def _one_type(seen: dict[str, str], missing: list[str]) -> _Typed:
-    """``seen``: float type -> the first thing written in it."""
-    if len(seen) == 1:
-        (t, why), = seen.items()
-        return _Typed(t, why, tuple(missing))
-    return _Typed(None, "", tuple(missing))   # no float type, or both (converts): either
-
-
-def _program_facts(prog: Any, inputs: tuple[str, ...]) -> _Typed:
-    """A Stack PTX program: the float types of its instructions and constants, the inputs it
-    reads that ``inputs`` (the site's) lack."""
-    try:
-        if isinstance(prog, np.ndarray):     # names from the encoding, else the site's by tag
-            ops = decode(prog, getattr(prog, "inputs", None) or inputs)
-        else:
-            ops = prog
-    except NumptxError:
-        return _Typed()                      # it does not compile: it scores +inf
-    seen: dict[str, str] = {}
-    missing: list[str] = []
-    positional: list[int] = []
-    version = TABLE.version
-    for op in ops:
-        if op.__class__ is not Op:
-            continue
-        word = op.word
-        kind = word & 0xFF
-        if kind == INSTR:
-            for f in _row_floats(word >> 16 & 0xFFFF, version):
-                if f not in seen:
-                    seen[f] = repr(op)
-        elif kind == INPUT:
-            if op.name is not None:
-                if op.name not in inputs:
-                    missing.append(repr(op.name))
-            elif word >> 32:
-                if word >> 32 not in {input_tag(n) for n in inputs}:
-                    missing.append(f"an input with name tag 0x{word >> 32:08x}")
-            else:             # by position: the kernel's input 0 is cand, not x0
-                positional.append(word >> 16 & 0xFFFF)
-        elif kind == CONST or kind == CONST64:
-            f = _float_of(TYPES[word >> 8 & 0xFF]) if word >> 8 & 0xFF < len(TYPES) else None
-            if f and f not in seen:
-                seen[f] = repr(op)
-    if positional:
-        return _Typed(positional=tuple(dict.fromkeys(positional)))
-    if len(seen) == 2 and not missing:
-        return _converting(prog, inputs, seen)
-    return _one_type(seen, missing)
-
-
-def _converting(prog: Any, inputs: tuple[str, ...], seen: dict[str, str]) -> _Typed:
-    """A program of f32 and f64 instructions (it converts): the kernel type in which its
-    value reaches ``%v_p`` with the fewest instructions left without operands, by the
-    compiler, both ways; either where both (or neither) fit alike."""
-    fit = {}
-    for t in FLOATS:
-        try:
-            stub = sp.compile(prog, {n: "u32" if n == "cand" else t for n in inputs}, {"p": t})
-        except NumptxError:
-            return _Typed()                  # it does not compile: it scores +inf
-        fit[t] = (not stub.unsatisfied, -stub.stats["noops"])
-    if fit["f32"] == fit["f64"]:
-        return _Typed()
-    t = max(FLOATS, key=fit.__getitem__)
-    return _Typed(t, f"it converts ({seen['f32']}, {seen['f64']}); its value reaches %v_p "
-                     f"in {t}")
-
-
-def _text_facts(text: str, variables: frozenset[str]) -> _Typed:
-    """PTX text: the float type it writes ``%v_p`` with, the ``%v_*`` registers it reads that
-    are no site variable and that it does not declare."""
-    reg = site_layout.reg_name
-    try:
-        prog = parse(text, TABLE.uid, TABLE.version)
-    except NumptxError:
-        return _Typed()                      # the emulator and ptxas say what is wrong: +inf
-    seen: dict[str, str] = {}
-    missing: list[str] = []
-    prefix = reg("")
-    for step in prog.steps:
-        for names, t in zip(step.dests, step.dest_types):
-            f = _float_of(t) or _BITS.get(t)      # mov.b32 %v_p fits an f32 register only
-            if f and reg("p") in names:
-                seen.setdefault(f, step.text.strip())
-        for slot in step.srcs:
-            for o in slot:
-                name = getattr(o, "name", None)
-                if (isinstance(name, str) and not getattr(o, "special", False)
-                        and name.startswith(prefix) and "#" not in name
-                        and name not in prog.declared and name[len(prefix):] not in variables
-                        and repr(name[len(prefix):]) not in missing):
-                    missing.append(repr(name[len(prefix):]))
-    return _one_type(seen, missing)
-
-
-def _reads(text: str, reg: str) -> bool:
-    """Whether ``text`` names register ``%reg``."""
-    return re.search("%" + re.escape(reg) + r"(?![\w$])", text) is not None
-
-
-def _stub_facts(k: int, stub: Stub, regs: frozenset[str]) -> _Typed:
-    """A compiled stub: the type it was compiled to give ``%v_p`` in. One compiled for other
-    registers than the kernel's (``regs``) that it reads, or that does not give ``%v_p``,
-    raises: the kernel would read ``p`` unwritten."""
-    t = _float_of(stub.outputs.get(_P, ""))
-    ins = stub.inputs
-    # a column register it reads in another type than p's: no kernel has both (ptxas refuses
-    # the operands; the emulator would run them)
-    other = [f"%{r} ({ty})" for r, ty in ins.items() if r != _CAND and r in regs and
-             ty != stub.outputs.get(_P) and _reads(stub, r)]
-    if other:
-        raise FitnessError(f"fitness: candidate {k} is a stub compiled to read "
-                           f"{', '.join(other)} and give %{_P} in "
-                           f"{stub.outputs.get(_P)}: the kernel reads the columns and gives p "
-                           f"in one float type; pass the program itself, or compile it with "
-                           f"site=fitness_template(...).sites['f']", candidate=k)
-    if t and ins.keys() <= regs:              # compiled for this site: the common case
-        return _Typed(t, "a compiled stub")
-    extra = [r for r in ins if r not in regs and _reads(stub, r)]
-    if extra or _P not in stub.outputs:
-        used = [f"reads %{r}" for r in extra] + \
-            ([] if _P in stub.outputs else [f"writes {', '.join('%' + r for r in stub.outputs)}"
-                                             f", not %{_P}"])
-        raise FitnessError(f"fitness: candidate {k} is a stub compiled for other registers "
-                           f"than the kernel's ({'; '.join(used)}; the kernel's are "
-                           f"{', '.join('%' + r for r in sorted(regs))}): pass the program "
-                           f"itself, or compile it with site=fitness_template(...).sites['f']",
-                           candidate=k)
-    return _Typed(t, "a compiled stub" if t else "")
-
-
-def _formula(k: int, c: PtxExpr, names: tuple[str, ...]) -> tuple[PtxExpr, _Typed]:
-    """A formula with the defaults of parameters the columns lack baked in; its float type.
-    Parameters bind as ``stub(site)`` binds them at a site of the columns: all by position
-    when none is a column and the counts match, else by name (defaults baked in)."""
-    sig = c.signature()
-    missing = [p for p in c.params if p not in names]
-    by_position = len(missing) == len(c.params) == len(names)
-    if missing and not by_position and all(p in c.defaults for p in missing):
-        c, missing = c.bind(**{p: c.defaults[p] for p in missing}), []
-    if missing and not by_position:
-        named = [p for p in c.params if p not in missing]
-        missing = [p for p in missing if p not in c.defaults] or missing
-        why = (f"{', '.join(map(repr, named))} bind{'s' if len(named) == 1 else ''} by name, so "
-               f"none binds by position" if named else
-               f"{len(c.params)} parameter(s) for {len(names)} column(s)")
-        raise FitnessError(f"fitness: candidate {k}, {sig}: parameter(s) "
-                           f"{', '.join(map(repr, missing))} name no column (columns: "
-                           f"{', '.join(names)}) and {why}; rename the parameters after the "
-                           f"columns, or the columns with names=", candidate=k)
-    types = {p: t.name for p, t in c.params.items()}
-    types.update({f"result {o}": n.dtype for o, n in c.graph.outputs})
-    kinds = set(types.values())
-    if len(kinds) != 1 or not kinds <= set(FLOATS):
-        raise FitnessError(f"fitness: candidate {k}, {sig}: the kernel reads the columns and "
-                           f"gives the prediction in one float type (f32 or f64); this formula "
-                           f"takes or gives {', '.join(sorted(kinds))}", candidate=k)
-    t = kinds.pop()
-    return c, _Typed(t, sig)
-
-
-def _facts(k: int, c: Any, names: tuple[str, ...], variables: frozenset[str],
-           regs: frozenset[str]) -> tuple[Any, _Typed]:
-    """Candidate ``k`` (formulas with defaults baked in) and what it is written in; an input
-    the data lack raises."""
-    if isinstance(c, Stub):                   # the search's stubs, thousands a generation
-        return c, _stub_facts(k, c, regs)
-    if isinstance(c, PtxExpr):
-        try:
-            return _formula(k, c, names)
-        except FitnessError:
-            raise
-        except Exception as e:   # noqa: BLE001 - a formula that does not trace scores +inf,
-            log.debug("numptx.fitness: candidate %d: %s", k, e)     # as in a pack
-            return c, _Typed()
-    if isinstance(c, str):
-        facts = _text_facts(c, variables)
-    elif isinstance(c, (list, tuple, np.ndarray)):
-        facts = _program_facts(c, ("cand",) + names)
-    else:
-        return c, _Typed()
-    if facts.positional:
-        i = facts.positional[0]
-        what = "cand, the candidate's index" if i == 0 else \
-            f"column {names[i - 1]!r}" if i <= len(names) else "no input"
-        raise FitnessError(f"fitness: candidate {k} reads input {i} by position "
-                           f"(sp.input({i})): the kernel's inputs are cand, "
-                           f"{', '.join(names)}, so it reads {what}; name the input it means, "
-                           f"sp.input({names[0]!r}) for the first column", candidate=k)
-    if facts.missing:
-        raise FitnessError(f"fitness: candidate {k} reads {', '.join(facts.missing)}, which "
-                           f"the data lack (the columns: {', '.join(names)}; the kernel's "
-                           f"input cand is the candidate's index): name the columns with "
-                           f"names=, or fix the candidate", candidate=k)
-    return c, facts
-
-
-def _loss_facts(loss: Any) -> _Typed:
-    if not isinstance(loss, PtxExpr):
-        return _Typed()
-    try:
-        loss.graph                               # traced here: its errors name the loss
-    except Exception as e:   # noqa: BLE001 - the user's function raised while tracing
-        raise FitnessError(f"fitness: loss={loss.__name__} does not trace: "
-                           f"{type(e).__name__}: {e}") from None
-    p = list(loss.params)
-    if len(p) != 2 or (len(set(p) & {"p", "t"}) == 1):
-        raise FitnessError(f"fitness: loss={loss.signature()}: a loss takes two parameters, "
-                           f"the prediction and the target: named p and t, or any two other "
-                           f"names (bound in that order)")
-    kinds = {t.name for t in loss.params.values()} | {n.dtype for _, n in loss.graph.outputs}
-    if len(kinds) != 1 or not kinds <= set(FLOATS) or len(loss.graph.outputs) != 1:
-        raise FitnessError(f"fitness: loss={loss.signature()}: a loss takes and gives one "
-                           f"float type (f32 or f64), one value")
-    return _Typed(kinds.pop(), f"loss {loss.signature()}")
-
-
-def _decide(typed: list[tuple[str, _Typed]], dtype: str | None, X: np.ndarray) -> str:
-    """The kernel's float type (see the module documentation); a candidate of another type
-    raises, naming it."""
-    given = dtype is not None
-    if not given:
-        kinds = {f.dtype for _, f in typed if f.dtype}
-        if len(kinds) == 2:
-            a, b = (next((w, f) for w, f in typed if f.dtype == t) for t in FLOATS)
-            raise FitnessError(f"fitness: {a[0]} is f32 ({a[1].why}) and {b[0]} is f64 "
-                               f"({b[1].why}): the kernel runs one float type; score them in "
-                               f"two calls", candidate=_index(b[0]))
-        dtype = kinds.pop() if kinds else ("f64" if X.dtype == np.float64 else "f32")
-    for who, f in typed:
-        if f.dtype and f.dtype != dtype:
-            raise FitnessError(f"fitness: {who} is written in {f.dtype} ({f.why}) but "
-                               f"dtype={dtype!r}: it does not run in an {dtype} kernel (a "
-                               f"program's {f.dtype} instructions find no operands there and "
-                               f"do nothing); pass dtype={f.dtype!r} (the data are converted) "
-                               f"or write it in {dtype}", candidate=_index(who))
-    return dtype
-
-
-def _index(who: str) -> int | None:
-    return int(who.split()[1]) if who.startswith("candidate ") else None
-
-
 @dataclass(frozen=True)
 class Prepared:
     """What :func:`fitness` scores, after its checks: the candidates (formulas with the
@@ -558,15 +229,11 @@ def prepare(candidates: Iterable[Any], X: Any, y: Any, loss: Any = "mse", *,
     if dtype is not None and not (isinstance(dtype, str) and dtype.lower() in FLOATS):
         raise FitnessError(f"fitness: dtype={dtype!r}: the kernel runs in 'f32' or 'f64' (or "
                            f"None: the candidates' type)")
-    cands = _population(candidates)
-    typed: list[tuple[str, _Typed]] = [("the loss", _loss_facts(loss))]
-    variables = frozenset(("cand", "p") + names)
-    regs = frozenset(site_layout.reg_name(v) for v in variables)
-    for k, c in enumerate(cands):
-        cands[k], facts = _facts(k, c, names, variables, regs)
-        typed.append((f"candidate {k}", facts))
-    dt = _decide(typed, dtype.lower() if dtype else None, X)
-    return Prepared(cands, _convert("X", X, dt), _convert("y", y, dt), names, dt)
+    lf = loss_facts(loss)
+    checked = inspect(population(candidates), names)
+    dt = decide(checked, lf, dtype.lower() if dtype else None,     # type: ignore[arg-type]
+                "f64" if X.dtype == np.float64 else "f32", names)
+    return Prepared(checked.candidates, _convert("X", X, dt), _convert("y", y, dt), names, dt)
 
 
 def _by_position(c: PtxExpr, names: tuple[str, ...], site: Any) -> SiteBinding:

@@ -1,0 +1,816 @@
+"""What :func:`numptx.fitness` checks of each candidate before it scores a population: the
+float type it is written in, the inputs it reads that the data lack, and whether the
+"population" is one program. :func:`numptx.jit.fitness.prepare` runs it::
+
+    from numptx.jit.fitness_checks import inspect, population
+    cands = population([prog_a, prog_b, "mov.f32 %v_p, %v_x0;"])
+    checked = inspect(cands, ("x0", "x1"))      # FitnessError at the first refused candidate
+    checked.facts[2].dtype                       # 'f32': the type %v_p is written in
+
+The checks are cheap enough for a search's every generation (thousands of candidates):
+
+* **Stack PTX programs** (op lists and ``sp.encode`` arrays) are inspected word by word with
+  NumPy over the whole population at once: the kind, type and row fields of each word
+  (docs/design/programs.md, section 3) give the float types of its instructions and constants,
+  and its INPUT words what it reads. Only the rare candidate that needs more is inspected op
+  by op: one that reads something the data lack (its error names it), one that converts
+  between f32 and f64 (compiled both ways), and encodings numptx did not write (other integer
+  arrays). Results are cached by the program's words.
+* **PTX text** is scanned, not parsed: the statements that name a ``%v_`` register give the
+  registers it reads and the type it writes ``%v_p`` with. The scan agrees with the emulator's
+  parser on every text the parser takes; where that matters (a refusal, the type that decides
+  the kernel's) the text is parsed to confirm it (``Facts.tentative``), so a text the parser
+  refuses is never refused for what it reads and never decides the kernel's type, as before.
+  Results are cached by text.
+"""
+from __future__ import annotations
+
+import functools
+import itertools
+import logging
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+from .. import site_layout
+from .. import stack_ptx as sp
+from .._program import Op, Stub, decode, input_tag
+from .._program.ops import DIALECTS, MARKER_MAGIC, MARKER_MASK
+from .._text import split_top
+from ..dsl.expr import PtxExpr
+from ..dsl.ptx_parse import parse
+from ..errors import NumptxError
+from ..instructions import NP_DTYPE, TABLE, TYPES, UnknownInstructionError, parse_type_spec
+from ..opkinds import (CONST, CONST64, INPUT, INSTR, KIND_NAMES, LOAD, META, META_CONST, META_OPS,
+                       NOP, RETURN, ROUTINE, STORE)
+from ..valuetypes import BY_NAME, WIDE
+
+__all__ = ["FitnessError", "Float", "FLOATS", "Facts", "Checked", "population", "inspect",
+           "loss_facts", "decide", "program_facts", "text_facts", "scan_text"]
+
+log = logging.getLogger("numptx.jit.fitness")
+
+Float = Literal["f32", "f64"]
+FLOATS: tuple[Float, ...] = ("f32", "f64")
+_P = site_layout.reg_name("p")            # the prediction's register
+_CAND = site_layout.reg_name("cand")      # the candidate's index (u32)
+_PREFIX = site_layout.reg_name("")        # every site variable's register starts so
+_BITS = {"b32": "f32", "b64": "f64"}      # the float register a bit-size write fits
+
+
+class FitnessError(NumptxError):
+    """Bad arguments to :func:`fitness` (shapes, loss, names, dtype, data), or a candidate that
+    does not fit the data (its type, an input the data lack): ``candidate`` is its index in
+    the population, None for the arguments."""
+
+    def __init__(self, message: str, *, candidate: int | None = None):
+        self.candidate = candidate
+        super().__init__(message)
+
+
+@dataclass(frozen=True)
+class Facts:
+    """A candidate's float type (None: either fits), what says so (``why``; "" where it is
+    worked out only for a message, :func:`decide`'s ``why``), the inputs it reads that the
+    data lack, and the inputs a program reads by position (``sp.input(i)``). ``tentative``:
+    from the scan of a PTX text, true only if the emulator's parser takes the text
+    (:func:`text_facts` confirms)."""
+    dtype: Float | None = None
+    why: str = ""
+    missing: tuple[str, ...] = ()
+    positional: tuple[int, ...] = ()
+    tentative: bool = False
+
+
+_NONE = Facts()
+_TYPED = {t: Facts(t) for t in FLOATS}
+
+
+@dataclass(frozen=True)
+class Checked:
+    """:func:`inspect`'s result: the candidates (formulas with the defaults of parameters the
+    columns lack baked in) and the facts of each, in order."""
+    candidates: list
+    facts: list[Facts]
+
+
+# ---- one program where a population is expected ----------------------------------------------
+def _one_candidate(given: Any) -> str | None:
+    """What ``given`` is when it is one candidate where a population is expected, else None."""
+    if isinstance(given, (str, bytes)):
+        return "one PTX text (a str)" if isinstance(given, str) else "bytes"
+    if isinstance(given, Op):
+        return "one Stack PTX op"
+    if isinstance(given, np.ndarray) and given.ndim == 1 and given.dtype.kind in "ui":
+        return f"one encoded Stack PTX program ({given.size} uint64 words)"
+    if isinstance(given, (list, tuple)) and given and all(isinstance(c, Op) for c in given):
+        return f"one Stack PTX program (a list of {len(given)} ops)"
+    if isinstance(given, PtxExpr) or callable(getattr(given, "stub", None)):
+        return f"one formula ({type(given).__name__})"
+    return None
+
+
+def population(candidates: Any) -> list:
+    """The candidates as a list; one candidate (a program, a text, a formula) where a
+    population is expected, an empty one, or an op as a candidate is a :class:`FitnessError`
+    naming the fix (``[prog]``)."""
+    one = _one_candidate(candidates)
+    if one:
+        raise FitnessError(f"fitness: the candidates are {one}, not a population (a list of "
+                           f"candidates): pass [prog] to score one, nx.fitness([prog], X, y) "
+                           f"(else each {'character' if isinstance(candidates, str) else 'item'} "
+                           f"would be taken as a candidate)")
+    try:
+        cands = list(candidates)
+    except TypeError:
+        raise FitnessError(f"fitness: the candidates are a {type(candidates).__name__}, not a "
+                           f"population (a list of formulas, Stack PTX programs or PTX "
+                           f"texts)") from None
+    if not cands:
+        raise FitnessError("fitness: an empty population")
+    for k, c in enumerate(cands):
+        if isinstance(c, Op):
+            raise FitnessError(f"fitness: candidate {k} is one op ({c!r}), not a program: a "
+                               f"Stack PTX program is a list of ops (pass [prog] to score one "
+                               f"program)", candidate=k)
+    return cands
+
+
+# ---- float types of types, rows and words ----------------------------------------------------
+@functools.lru_cache(maxsize=None)
+def _float_of(t: str) -> Float | None:
+    """``t``'s float type (a user stack type's base) when it is f32 or f64, else None."""
+    vt = BY_NAME.get(t)
+    base = (vt.base if vt is not None and vt.base else t)
+    return base if base in FLOATS else None      # type: ignore[return-value]
+
+
+def _row_floats(index: int) -> tuple[Float, ...]:
+    """The float types instruction row ``index`` reads or gives."""
+    if index >= len(TABLE):
+        return ()
+    row = TABLE[index]
+    return tuple(dict.fromkeys(f for t in (*row.operands, *row.results) if (f := _float_of(t))))
+
+
+@dataclass(frozen=True)
+class _Lookup:
+    """Per word field, for the vectorized scan: float bits (1 f32, 2 f64) of each row and
+    type, which types are wide; valid for one table version and type count."""
+    key: tuple
+    row_bits: np.ndarray          # (65536,) uint8
+    type_bits: np.ndarray         # (256,) uint8
+    wide: np.ndarray              # (256,) bool
+
+
+_lookup_cache: list[_Lookup] = []
+
+
+def _lookup() -> _Lookup:
+    key = (TABLE.uid, TABLE.version, len(TABLE), len(TYPES), len(WIDE))
+    if _lookup_cache and _lookup_cache[0].key == key:
+        return _lookup_cache[0]
+    bit = {"f32": 1, "f64": 2}
+    rows = np.zeros(1 << 16, np.uint8)
+    for i in range(min(len(TABLE), 1 << 16)):
+        rows[i] = sum(bit[f] for f in _row_floats(i))
+    types = np.zeros(256, np.uint8)
+    wide = np.zeros(256, bool)
+    for i, t in enumerate(TYPES[:256]):
+        f = _float_of(t)
+        types[i] = bit[f] if f else 0
+        wide[i] = t in WIDE
+    _lookup_cache[:] = [_Lookup(key, rows, types, wide)]
+    return _lookup_cache[0]
+
+
+# ---- Stack PTX programs: the exact path, op by op --------------------------------------------
+def _one_type(seen: dict[str, str], missing: list[str]) -> Facts:
+    """``seen``: float type -> the first thing written in it."""
+    if len(seen) == 1:
+        (t, why), = seen.items()
+        return Facts(t, why, tuple(missing))      # type: ignore[arg-type]
+    return Facts(None, "", tuple(missing))   # no float type, or both (converts): either
+
+
+def program_facts(prog: Any, inputs: tuple[str, ...]) -> Facts:
+    """A Stack PTX program, op by op: the float types of its instructions and constants, the
+    inputs it reads that ``inputs`` (the site's) lack (what :func:`inspect` decides for the
+    whole population at once, with its reasons)."""
+    try:
+        if isinstance(prog, np.ndarray):     # names from the encoding, else the site's by tag
+            ops = decode(prog, getattr(prog, "inputs", None) or inputs)
+        else:
+            ops = prog
+    except NumptxError:
+        return _NONE                         # it does not compile: it scores +inf
+    seen: dict[str, str] = {}
+    missing: list[str] = []
+    positional: list[int] = []
+    tags = {input_tag(n) for n in inputs}
+    for op in ops:
+        if op.__class__ is not Op:
+            continue
+        word = op.word
+        kind = word & 0xFF
+        if kind == INSTR:
+            for f in _row_floats(word >> 16 & 0xFFFF):
+                seen.setdefault(f, repr(op))
+        elif kind == INPUT:
+            if op.name is not None:
+                if op.name not in inputs:
+                    missing.append(repr(op.name))
+            elif word >> 32:
+                if word >> 32 not in tags:
+                    missing.append(f"an input with name tag 0x{word >> 32:08x}")
+            else:             # by position: the kernel's input 0 is cand, not x0
+                positional.append(word >> 16 & 0xFFFF)
+        elif kind == CONST or kind == CONST64:
+            f = _float_of(TYPES[word >> 8 & 0xFF]) if word >> 8 & 0xFF < len(TYPES) else None
+            if f:
+                seen.setdefault(f, repr(op))
+    if positional:
+        return Facts(positional=tuple(dict.fromkeys(positional)))
+    if len(seen) == 2 and not missing:
+        return _converting(prog, inputs, seen)
+    return _one_type(seen, missing)
+
+
+def _converting(prog: Any, inputs: tuple[str, ...], seen: dict[str, str]) -> Facts:
+    """A program of f32 and f64 instructions (it converts): the kernel type in which its
+    value reaches ``%v_p`` with the fewest instructions left without operands, by the
+    compiler, both ways; either where both (or neither) fit alike."""
+    fit = {}
+    for t in FLOATS:
+        try:
+            stub = sp.compile(prog, {n: "u32" if n == "cand" else t for n in inputs}, {"p": t})
+        except NumptxError:
+            return _NONE                     # it does not compile: it scores +inf
+        fit[t] = (not stub.unsatisfied, -stub.stats["noops"])
+    if fit["f32"] == fit["f64"]:
+        return _NONE
+    t = max(FLOATS, key=fit.__getitem__)
+    return Facts(t, f"it converts ({seen['f32']}, {seen['f64']}); its value reaches %v_p "
+                    f"in {t}")
+
+
+# ---- Stack PTX programs: the whole population at once ----------------------------------------
+_CACHE_SIZE = 1 << 16
+_program_cache: dict[tuple, dict] = {}      # (table, types, site inputs) -> words -> Facts
+_text_cache: dict[tuple, dict] = {}         # (table, site variables) -> text -> Facts
+
+
+def _cache(caches: dict[tuple, dict], context: tuple) -> dict:
+    """The cache of one context (a table version, a site), emptied when it grows past
+    ``_CACHE_SIZE`` entries; one context at a time."""
+    cache = caches.get(context)
+    if cache is None or len(cache) >= _CACHE_SIZE:
+        caches.clear()
+        cache = caches[context] = {}
+    return cache
+
+
+def _op_words(prog: Sequence, name_word: dict[str, int]) -> list[int] | None:
+    """An op list's words, named inputs numbered and tagged as the site's (None: an item
+    that is no op, or a name the site lacks: the op-by-op path says what)."""
+    try:
+        return [o.word if o.name is None else name_word[o.name] for o in prog]
+    except (AttributeError, KeyError, TypeError):
+        return None
+
+
+def _encoded_ok(prog: np.ndarray) -> bool:
+    """Whether the word scan reads ``prog`` as :func:`decode` does (uint64 words, 1-D, input
+    names that are a tuple of str or none)."""
+    names = getattr(prog, "inputs", None)
+    return (prog.dtype == np.uint64 and prog.ndim == 1 and
+            (not names or (isinstance(names, tuple) and all(isinstance(n, str) for n in names))))
+
+
+def _payload(kind: np.ndarray, first: np.ndarray) -> np.ndarray:
+    """The data words of CONST64 words (each CONST64 word is followed by one), ``first``:
+    each program's first word. In a run of words of kind CONST64, every other is data."""
+    n = kind.size
+    k64 = kind == CONST64
+    prev = np.zeros(n, bool)
+    prev[1:] = k64[:-1]
+    prev[first] = False
+    start = k64 & ~prev
+    idx = np.arange(n)
+    run_at = np.maximum.accumulate(np.where(start, idx, 0))
+    header = k64 & ((idx - run_at) & 1 == 0)
+    after = np.zeros(n, bool)
+    after[1:] = header[:-1]
+    after[first] = False
+    return (k64 & ~header) | (after & ~k64)
+
+
+def _scan_words(words: np.ndarray, lengths: np.ndarray, encoded: bool,
+                bad_input: Callable[[np.ndarray], np.ndarray]) -> tuple[np.ndarray, ...]:
+    """Per program (``lengths`` words each, concatenated in ``words``): whether it has f32
+    and f64 instructions or constants, whether an INPUT word needs the op-by-op path
+    (``bad_input`` of the INPUT words), and for
+    ``encoded`` words whether :func:`decode` refuses it."""
+    n = lengths.size
+    lk = _lookup()
+    cid = np.repeat(np.arange(n), lengths)
+    first = np.cumsum(lengths) - lengths
+    first = first[lengths > 0]
+    kind = (words & 0xFF).astype(np.intp)
+    t = (words >> 8 & 0xFF).astype(np.intp)
+    a = (words >> 16 & 0xFFFF).astype(np.intp)
+    b = words >> 32
+    real = np.ones(words.size, bool)
+    invalid = np.zeros(n, bool)
+    if encoded:
+        data = _payload(kind, first)
+        marker = ((words & MARKER_MASK) == MARKER_MAGIC) & ((b & 0xFF) < len(DIALECTS)) & ~data
+        real = ~data & ~marker
+        header = real & (kind == CONST64)
+        last = first + lengths[lengths > 0] - 1
+        typed = np.isin(kind, (CONST, CONST64, META, STORE, LOAD))
+        wrong = real & ((kind >= len(KIND_NAMES)) |
+                        (typed & (t >= len(TYPES))) |
+                        ((kind == CONST) & lk.wide[t]) |
+                        ((kind == INSTR) & (a >= len(TABLE))) |
+                        ((kind == META) & (a >= len(META_OPS))) |
+                        (~np.isin(kind, (CONST, INPUT)) & (b != 0)) |
+                        (np.isin(kind, (NOP, RETURN, INPUT, INSTR, ROUTINE, META_CONST)) & (t != 0)))
+        wrong[last] |= header[last]          # a CONST64 without its data word
+        invalid = np.bincount(cid[wrong], minlength=n) > 0
+    bits = np.where(real & (kind == INSTR), lk.row_bits[a], 0)
+    bits |= np.where(real & ((kind == CONST) | (kind == CONST64)), lk.type_bits[t], 0)
+    f32 = np.bincount(cid[bits & 1 > 0], minlength=n) > 0
+    f64 = np.bincount(cid[bits & 2 > 0], minlength=n) > 0
+    inputs = real & (kind == INPUT)
+    odd = np.zeros(words.size, bool)
+    odd[inputs] = bad_input(words[inputs])
+    return f32, f64, np.bincount(cid[odd], minlength=n) > 0, invalid
+
+
+def _resolver(names: tuple[str, ...], inputs: tuple[str, ...]) -> Callable[[np.ndarray], np.ndarray]:
+    """Which INPUT words of an encoding with input ``names`` read what ``inputs`` lack (or by
+    position): as :func:`decode` names them."""
+    tags = {input_tag(n) for n in inputs}
+    index = {}
+    for i, n in enumerate(names):
+        index.setdefault(input_tag(n), n)
+
+    def bad(word: int) -> bool:
+        a, tag = word >> 16 & 0xFFFF, word >> 32
+        if not tag:
+            return a >= len(names) or names[a] not in inputs
+        name = names[a] if a < len(names) and input_tag(names[a]) == tag else index.get(tag)
+        return name not in inputs if name is not None else tag not in tags
+
+    def check(words: np.ndarray) -> np.ndarray:
+        uniq, inv = np.unique(words, return_inverse=True)
+        return np.array([bad(int(w)) for w in uniq], bool)[inv.ravel()]
+    return check
+
+
+def _program_batch(items: list[tuple[int, Any]], inputs: tuple[str, ...]) -> dict[int, Facts]:
+    """Facts of the programs ``(index, program)``: the word scan for all, the op-by-op path
+    for the few that need it (see the module documentation)."""
+    out: dict[int, Facts] = {}
+    progs = dict(items)
+    cache = _cache(_program_cache, (TABLE.uid, TABLE.version, len(TYPES), inputs))
+    tags = np.array(sorted({input_tag(n) for n in inputs}), np.uint64)
+    name_word = {n: INPUT | i << 16 | input_tag(n) << 32 for i, n in enumerate(inputs)}
+    groups: dict[Any, list] = {}              # (encoded, names) -> [(index, key, words, names)]
+    for k, prog in items:
+        if isinstance(prog, np.ndarray):
+            if not _encoded_ok(prog):
+                out[k] = program_facts(prog, inputs)
+                continue
+            names = getattr(prog, "inputs", None) or inputs
+            item = (k, (prog.tobytes(), names), prog, None)
+            group: Any = names
+        else:
+            ws = _op_words(prog, name_word)
+            if ws is None:
+                out[k] = program_facts(prog, inputs)
+                continue
+            item = (k, tuple(ws), ws, None)
+            group = None
+        hit = cache.get(item[1])
+        if hit is not None:
+            out[k] = hit
+        else:
+            groups.setdefault(group, []).append(item)
+    for names, todo in groups.items():
+        lengths = np.array([len(it[2]) for it in todo], np.intp)
+        if names is not None:
+            flat = np.concatenate([it[2] for it in todo])
+            bad = _resolver(names, inputs)
+        else:
+            flat = np.array(list(itertools.chain.from_iterable(it[2] for it in todo)), np.uint64)
+            bad = (lambda w: ((w >> 32) == 0) | ~np.isin(w >> 32, tags))
+        f32, f64, odd, invalid = _scan_words(flat, lengths, names is not None, bad)
+        code = (f32 * 1 + f64 * 2 + odd * 4 + invalid * 8).tolist()
+        for c, (k, key, _, _) in zip(code, todo):
+            if c & 8:
+                facts = _NONE                 # decode refuses it: it scores +inf
+            elif c & 4 or c == 3:
+                facts = program_facts(progs[k], inputs)
+            else:
+                facts = _BY_CODE[c]
+            out[k] = cache[key] = facts
+    return out
+
+
+_BY_CODE = (_NONE, _TYPED["f32"], _TYPED["f64"])
+
+
+# ---- PTX text ----------------------------------------------------------------------------------
+# what the emulator's parser (numptx.dsl.ptx_parse) reads, for the statements the scan looks at
+_PTX_TYPE = {t: t for t in TYPES}
+_PTX_TYPE.update({"u16": "b16", "s16": "b16"})
+_DECL = re.compile(r"^(%[A-Za-z_$][\w$]*)(?:<(\d+)>)?$")
+_GUARD = re.compile(r"^@(!?)(%[A-Za-z_$][\w$.]*)\s+(.*)$", re.S)
+_VEC_MOV = re.compile(r"mov\.v(2|4)\.(\w+)")
+_VREG = "%" + _PREFIX
+_VTOK = re.compile(re.escape(_VREG) + r"([\w$.]*)")               # a site register's name
+_VDECL = re.compile(r"\.reg[^;\n]*" + re.escape(_VREG))          # a .reg that may declare one
+# a statement (the parser splits lines at ';') that names %v_p
+_P_STATEMENT = re.compile(r"(?:^|(?<=;))[^;\n]*" + re.escape(_VREG) + r"p(?![\w$.])[^;\n]*", re.M)
+
+
+def _strip_comments(text: str) -> str:
+    text = re.sub(r"/\*.*?\*/", lambda m: re.sub(r"[^\n]", " ", m.group(0)), text, flags=re.S)
+    return "\n".join(line.split("//", 1)[0] for line in text.split("\n"))
+
+
+def _slot(tok: str) -> list[str] | None:
+    tok = tok.strip()
+    if tok.startswith("{"):
+        return [p.strip() for p in tok[1:-1].split(",")] if tok.endswith("}") else None
+    return [tok]
+
+
+@functools.lru_cache(maxsize=4096)
+def _opcode(opcode: str, uid: int, version: int) -> tuple[int, int, tuple[str, ...]] | None:
+    """(operand slots, result slots, result types) of a table opcode; None: not in the table."""
+    try:
+        ins = TABLE.by_opcode(opcode)
+    except UnknownInstructionError:
+        return None
+    return ins.n_slots, len(ins.results), tuple(parse_type_spec(s)[0] for s in ins.results)
+
+
+_FAIL = object()        # the parser refuses the text
+
+
+def _statement(s: str) -> Any:
+    """(dest slots as (registers, type), source tokens) of a statement, or _FAIL."""
+    g = _GUARD.match(s)
+    if g:
+        s = g.group(3).strip()
+    parts = s.split(None, 1)
+    opcode, rest = parts[0], (parts[1] if len(parts) > 1 else "")
+    toks = ([] if not rest.strip() else split_top(rest, "{", "}") if "{" in rest or "}" in rest
+            else [t.strip() for t in rest.split(",")])
+    if opcode.startswith("mov.v"):
+        m = _VEC_MOV.fullmatch(opcode)
+        t = _PTX_TYPE.get(m.group(2)) if m else None
+        dest = _slot(toks[0]) if t and len(toks) == 2 else None
+        return _FAIL if dest is None else ([(dest, t)], [])
+    if opcode.startswith("mov."):
+        t = _PTX_TYPE.get(opcode[4:])
+        if t is None or len(toks) != 2:
+            return _FAIL
+        d, s_ = _slot(toks[0]), _slot(toks[1])
+        if d is None or s_ is None:
+            return _FAIL
+        k = max(len(d), len(s_))
+        if k > 1:
+            width = NP_DTYPE[t].itemsize * 8 if t != "pred" else 0
+            comp = {16: "b16", 32: "b32"}.get(width // k) if width % k == 0 else None
+            if comp is None:
+                return _FAIL
+        return [(d, comp if len(d) > 1 else t)], s_
+    info = _opcode(opcode, TABLE.uid, TABLE.version)
+    if info is None or len(toks) != info[0]:
+        return _FAIL
+    slots = [_slot(tok) for tok in toks]
+    if None in slots:
+        return _FAIL
+    nres, types = info[1], info[2]
+    return list(zip(slots[:nres], types)), [r for sl in slots[nres:] for r in sl]
+
+
+def scan_text(text: str, variables: frozenset[str]) -> Facts:
+    """PTX text, scanned: the float type it writes ``%v_p`` with, the ``%v_*`` registers it
+    reads that are no site variable and that it does not declare; ``tentative`` (what the
+    parser would say if it takes the text), or the empty facts of a text it refuses."""
+    cache = _cache(_text_cache, (TABLE.uid, TABLE.version, variables))
+    hit = cache.get(text)
+    if hit is None:
+        hit = cache[text] = _scan(text, variables)
+    return hit
+
+
+def _scan(text: str, variables: frozenset[str]) -> Facts:
+    body = _strip_comments(text) if "/" in text else text
+    if set(_VTOK.findall(body)) <= variables and not _VDECL.search(body):
+        return _scan_p(body)                  # reads no register the data lack
+    blocks: list[set[str]] = []               # registers declared in each open block
+    declared: set[str] = set()
+    seen: dict[str, bool] = {}
+    reads: list[str] = []
+    for line in body.split("\n"):
+        for stmt in line.split(";"):
+            s = stmt.strip()
+            while s[:1] in ("{", "}"):
+                if s[0] == "{":
+                    blocks.append(set())
+                elif not blocks:
+                    return _NONE               # '}' closes no block
+                else:
+                    blocks.pop()
+                s = s[1:].strip()
+            if not s or _VREG not in s:
+                continue
+            if s[0] == ".":
+                if not _declare(s, blocks[-1] if blocks else declared):
+                    return _NONE
+                continue
+            got = _statement(s)
+            if got is _FAIL:
+                return _NONE
+            for regs, t in got[0]:
+                if _VREG + "p" in regs and not any(_P in b for b in blocks):
+                    f = _float_of(t) or _BITS.get(t)     # mov.b32 %v_p fits an f32 register
+                    if f:
+                        seen.setdefault(f, True)
+            for r in got[1]:
+                if r.startswith(_VREG) and not (r in TABLE and TABLE[r].is_special) and \
+                        not any(r[1:] in b for b in blocks):
+                    reads.append(r[1:])
+    if blocks:
+        return _NONE                           # '{' never closed
+    n = len(_PREFIX)
+    missing = tuple(dict.fromkeys(repr(r[n:]) for r in reads
+                                  if r not in declared and r[n:] not in variables and "#" not in r))
+    return Facts(next(iter(seen)) if len(seen) == 1 else None, "", missing,  # type: ignore[arg-type]
+                 tentative=True)
+
+
+def _scan_p(body: str) -> Facts:
+    """A text whose ``%v_`` registers are site variables, none declared: the type of the
+    statements that write ``%v_p``."""
+    seen: dict[str, bool] = {}
+    for m in _P_STATEMENT.finditer(body):
+        s = m.group(0).strip()
+        while s[:1] in ("{", "}"):
+            s = s[1:].strip()
+        got = _statement(s)
+        if got is _FAIL:
+            return _NONE
+        for regs, t in got[0]:
+            f = _float_of(t) or _BITS.get(t) if _VREG + "p" in regs else None
+            if f:
+                seen.setdefault(f, True)
+    return Facts(next(iter(seen)) if len(seen) == 1 else None,  # type: ignore[arg-type]
+                 tentative=True)
+
+
+def _declare(s: str, into: set[str]) -> bool:
+    """A ``.reg`` statement's registers into ``into``; False: the parser refuses it."""
+    parts = s.split(None, 2)
+    if parts[0] != ".reg" or len(parts) < 3 or not parts[1].startswith("."):
+        return False
+    for name in split_top(parts[2], "{", "}"):
+        m = _DECL.match(name)
+        if not m:
+            return False
+        into.update([f"{m.group(1)[1:]}{k}" for k in range(int(m.group(2)))] if m.group(2)
+                    else [m.group(1)[1:]])
+    return True
+
+
+def text_facts(text: str, variables: frozenset[str]) -> Facts:
+    """PTX text, parsed by the emulator's parser (what :func:`scan_text` 's tentative facts
+    stand for, with the line that writes ``%v_p`` as ``why``): the empty facts of a text it
+    refuses."""
+    reg = site_layout.reg_name
+    try:
+        prog = parse(text, TABLE.uid, TABLE.version)
+    except NumptxError:
+        return _NONE                         # the emulator and ptxas say what is wrong: +inf
+    seen: dict[str, str] = {}
+    missing: list[str] = []
+    for step in prog.steps:
+        for names, t in zip(step.dests, step.dest_types):
+            f = _float_of(t) or _BITS.get(t)      # mov.b32 %v_p fits an f32 register only
+            if f and reg("p") in names:
+                seen.setdefault(f, step.text.strip())
+        for slot in step.srcs:
+            for o in slot:
+                name = getattr(o, "name", None)
+                if (isinstance(name, str) and not getattr(o, "special", False)
+                        and name.startswith(_PREFIX) and "#" not in name
+                        and name not in prog.declared and name[len(_PREFIX):] not in variables
+                        and repr(name[len(_PREFIX):]) not in missing):
+                    missing.append(repr(name[len(_PREFIX):]))
+    return _one_type(seen, missing)
+
+
+# ---- compiled stubs and formulas ---------------------------------------------------------------
+def _reads(text: str, reg: str) -> bool:
+    """Whether ``text`` names register ``%reg``."""
+    return re.search("%" + re.escape(reg) + r"(?![\w$])", text) is not None
+
+
+def _stub_facts(k: int, stub: Stub, regs: frozenset[str]) -> Facts:
+    """A compiled stub: the type it was compiled to give ``%v_p`` in. One compiled for other
+    registers than the kernel's (``regs``) that it reads, or that does not give ``%v_p``,
+    raises: the kernel would read ``p`` unwritten."""
+    t = _float_of(stub.outputs.get(_P, ""))
+    ins = stub.inputs
+    # a column register it reads in another type than p's: no kernel has both (ptxas refuses
+    # the operands; the emulator would run them)
+    other = [f"%{r} ({ty})" for r, ty in ins.items() if r != _CAND and r in regs and
+             ty != stub.outputs.get(_P) and _reads(stub, r)]
+    if other:
+        raise FitnessError(f"fitness: candidate {k} is a stub compiled to read "
+                           f"{', '.join(other)} and give %{_P} in "
+                           f"{stub.outputs.get(_P)}: the kernel reads the columns and gives p "
+                           f"in one float type; pass the program itself, or compile it with "
+                           f"site=fitness_template(...).sites['f']", candidate=k)
+    if t and ins.keys() <= regs:              # compiled for this site: the common case
+        return _STUB[t]
+    extra = [r for r in ins if r not in regs and _reads(stub, r)]
+    if extra or _P not in stub.outputs:
+        used = [f"reads %{r}" for r in extra] + \
+            ([] if _P in stub.outputs else [f"writes {', '.join('%' + r for r in stub.outputs)}"
+                                             f", not %{_P}"])
+        raise FitnessError(f"fitness: candidate {k} is a stub compiled for other registers "
+                           f"than the kernel's ({'; '.join(used)}; the kernel's are "
+                           f"{', '.join('%' + r for r in sorted(regs))}): pass the program "
+                           f"itself, or compile it with site=fitness_template(...).sites['f']",
+                           candidate=k)
+    return _STUB[t] if t else _NONE
+
+
+_STUB = {t: Facts(t, "a compiled stub") for t in FLOATS}
+
+
+def _formula(k: int, c: PtxExpr, names: tuple[str, ...]) -> tuple[PtxExpr, Facts]:
+    """A formula with the defaults of parameters the columns lack baked in; its float type.
+    Parameters bind as ``stub(site)`` binds them at a site of the columns: all by position
+    when none is a column and the counts match, else by name (defaults baked in)."""
+    sig = c.signature()
+    missing = [p for p in c.params if p not in names]
+    by_position = len(missing) == len(c.params) == len(names)
+    if missing and not by_position and all(p in c.defaults for p in missing):
+        c, missing = c.bind(**{p: c.defaults[p] for p in missing}), []
+    if missing and not by_position:
+        named = [p for p in c.params if p not in missing]
+        missing = [p for p in missing if p not in c.defaults] or missing
+        why = (f"{', '.join(map(repr, named))} bind{'s' if len(named) == 1 else ''} by name, so "
+               f"none binds by position" if named else
+               f"{len(c.params)} parameter(s) for {len(names)} column(s)")
+        raise FitnessError(f"fitness: candidate {k}, {sig}: parameter(s) "
+                           f"{', '.join(map(repr, missing))} name no column (columns: "
+                           f"{', '.join(names)}) and {why}; rename the parameters after the "
+                           f"columns, or the columns with names=", candidate=k)
+    types = {p: t.name for p, t in c.params.items()}
+    types.update({f"result {o}": n.dtype for o, n in c.graph.outputs})
+    kinds = set(types.values())
+    if len(kinds) != 1 or not kinds <= set(FLOATS):
+        raise FitnessError(f"fitness: candidate {k}, {sig}: the kernel reads the columns and "
+                           f"gives the prediction in one float type (f32 or f64); this formula "
+                           f"takes or gives {', '.join(sorted(kinds))}", candidate=k)
+    return c, Facts(kinds.pop(), sig)
+
+
+def loss_facts(loss: Any) -> Facts:
+    """A user loss's float type (a built-in loss's name: none); one that does not trace or
+    does not take (p, t) and give one float is a :class:`FitnessError` naming ``loss=``."""
+    if not isinstance(loss, PtxExpr):
+        return _NONE
+    try:
+        loss.graph                               # traced here: its errors name the loss
+    except Exception as e:   # noqa: BLE001 - the user's function raised while tracing
+        raise FitnessError(f"fitness: loss={loss.__name__} does not trace: "
+                           f"{type(e).__name__}: {e}") from None
+    p = list(loss.params)
+    if len(p) != 2 or (len(set(p) & {"p", "t"}) == 1):
+        raise FitnessError(f"fitness: loss={loss.signature()}: a loss takes two parameters, "
+                           f"the prediction and the target: named p and t, or any two other "
+                           f"names (bound in that order)")
+    kinds = {t.name for t in loss.params.values()} | {n.dtype for _, n in loss.graph.outputs}
+    if len(kinds) != 1 or not kinds <= set(FLOATS) or len(loss.graph.outputs) != 1:
+        raise FitnessError(f"fitness: loss={loss.signature()}: a loss takes and gives one "
+                           f"float type (f32 or f64), one value")
+    return Facts(kinds.pop(), f"loss {loss.signature()}")
+
+
+# ---- the population ----------------------------------------------------------------------------
+def _refuse(k: int, facts: Facts, names: tuple[str, ...]) -> None:
+    """Candidate ``k`` reads by position or reads what the data lack: a FitnessError."""
+    if facts.positional:
+        i = facts.positional[0]
+        what = "cand, the candidate's index" if i == 0 else \
+            f"column {names[i - 1]!r}" if i <= len(names) else "no input"
+        raise FitnessError(f"fitness: candidate {k} reads input {i} by position "
+                           f"(sp.input({i})): the kernel's inputs are cand, "
+                           f"{', '.join(names)}, so it reads {what}; name the input it means, "
+                           f"sp.input({names[0]!r}) for the first column", candidate=k)
+    if facts.missing:
+        raise FitnessError(f"fitness: candidate {k} reads {', '.join(facts.missing)}, which "
+                           f"the data lack (the columns: {', '.join(names)}; the kernel's "
+                           f"input cand is the candidate's index): name the columns with "
+                           f"names=, or fix the candidate", candidate=k)
+
+
+def _variables(names: tuple[str, ...]) -> frozenset[str]:
+    return frozenset(("cand", "p") + names)
+
+
+def inspect(cands: list, names: tuple[str, ...]) -> Checked:
+    """Each candidate's :class:`Facts` at a site of the columns ``names``; the first (in
+    order) that reads an input the data lack, reads one by position, is a stub for other
+    registers or a formula that does not fit is a :class:`FitnessError` naming it."""
+    variables = _variables(names)
+    regs = frozenset(site_layout.reg_name(v) for v in variables)
+    inputs = ("cand",) + names
+    progs = _program_batch([(k, c) for k, c in enumerate(cands)
+                            if isinstance(c, (list, tuple, np.ndarray))], inputs)
+    out, facts = list(cands), []
+    for k, c in enumerate(cands):
+        if isinstance(c, Stub):               # the search's stubs, thousands a generation
+            f = _stub_facts(k, c, regs)
+        elif isinstance(c, PtxExpr):
+            try:
+                out[k], f = _formula(k, c, names)
+            except FitnessError:
+                raise
+            except Exception as e:   # noqa: BLE001 - a formula that does not trace scores
+                log.debug("numptx.fitness: candidate %d: %s", k, e)   # +inf, as in a pack
+                f = _NONE
+        elif isinstance(c, str):
+            f = scan_text(c, variables)
+            if f.missing:                     # refused only if the parser takes the text
+                f = text_facts(c, variables)
+        else:
+            f = progs.get(k, _NONE)
+        _refuse(k, f, names)
+        facts.append(f)
+    return Checked(out, facts)
+
+
+def decide(checked: Checked, loss: Facts, dtype: Float | None, data: Float,
+           names: tuple[str, ...]) -> Float:
+    """The kernel's float type: ``dtype`` when given, else the candidates' (and the loss's),
+    else ``data`` (the data's); a candidate of another type, or f32 and f64 candidates
+    together, raise naming them. Tentative facts are confirmed where they decide."""
+    cands, facts = checked.candidates, checked.facts
+    variables = _variables(names)
+
+    def of(i: int) -> Facts:                  # -1: the loss
+        if i < 0:
+            return loss
+        if facts[i].tentative:
+            facts[i] = text_facts(cands[i], variables)
+        return facts[i]
+
+    def first(fits: Callable[[str], bool]) -> int | None:
+        for i in range(-1, len(facts)):
+            f = loss if i < 0 else facts[i]
+            if f.dtype and fits(f.dtype):
+                t = of(i).dtype               # a text the parser refuses has no type
+                if t and fits(t):
+                    return i
+        return None
+
+    def why(i: int) -> str:
+        f = of(i)
+        if f.why or i < 0:
+            return f.why
+        c = cands[i]
+        return (text_facts(c, variables) if isinstance(c, str) else
+                program_facts(c, ("cand",) + names)).why
+
+    who = (lambda i: "the loss" if i < 0 else f"candidate {i}")
+    present = {f.dtype for f in facts} | {loss.dtype}
+    if dtype is None:
+        a, b = (first(t.__eq__) if t in present else None for t in FLOATS)
+        if a is not None and b is not None:
+            raise FitnessError(f"fitness: {who(a)} is f32 ({why(a)}) and {who(b)} is f64 "
+                               f"({why(b)}): the kernel runs one float type; score them in "
+                               f"two calls", candidate=b if b >= 0 else None)
+        dtype = "f32" if a is not None else "f64" if b is not None else data
+    i = first(dtype.__ne__) if present - {None, dtype} else None
+    if i is not None:
+        t = of(i).dtype
+        raise FitnessError(f"fitness: {who(i)} is written in {t} ({why(i)}) but "
+                           f"dtype={dtype!r}: it does not run in an {dtype} kernel (a "
+                           f"program's {t} instructions find no operands there and "
+                           f"do nothing); pass dtype={t!r} (the data are converted) "
+                           f"or write it in {dtype}", candidate=i if i >= 0 else None)
+    return dtype
