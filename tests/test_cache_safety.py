@@ -608,3 +608,42 @@ def test_a_hard_linked_entry_is_replaced_or_unlinked_never_written_through(tmp_p
     os.link(outside / "precious.cubin", cache.path(KEY))
     assert cache.clear() == 1
     assert snapshot(outside) == before
+
+
+def _stack_depth() -> int:
+    f, n = sys._getframe(), 0
+    while f is not None:
+        f, n = f.f_back, n + 1
+    return n
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(prefix=st.integers(0, 60),
+       text=st.text(alphabet='[]{}"\\ a:,1', max_size=300))
+def test_the_depth_check_never_lets_deep_json_reach_the_parser(prefix, text):
+    """Whatever the quotes, escapes and brackets: a text the depth check lets through parses
+    within a recursion limit of the check's bound (plus a margin), so no entry can make the
+    parser recurse deeply, and a valid text's true depth is never underestimated."""
+    from numptx.jit.tune_cache import _MAX_DEPTH, _depth
+    body = "[" * prefix + text
+    depth = _depth(body)
+    if depth > _MAX_DEPTH:
+        return
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(_stack_depth() + _MAX_DEPTH + 20)
+    try:
+        value = json.loads(body)
+    except RecursionError:
+        raise AssertionError(f"{body!r}: depth {depth} let through, the parser recursed deeper")
+    except ValueError:
+        return
+    finally:
+        sys.setrecursionlimit(old)
+
+    def true_depth(v) -> int:
+        if isinstance(v, list):
+            return 1 + max(map(true_depth, v), default=0)
+        if isinstance(v, dict):
+            return 1 + max(map(true_depth, v.values()), default=0)
+        return 0
+    assert true_depth(value) <= depth
