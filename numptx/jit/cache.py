@@ -453,9 +453,9 @@ class CubinCache:
         """Store ``cubin`` under ``key`` (memory, then an atomic file write; a failing disk
         write is logged and ignored)."""
         cubin = bytes(cubin)
+        path = self.path(key)          # the key checked before anything is kept
         with self._lock:
             self._remember(key, cubin)
-        path = self.path(key)
         if path is None:
             return
         try:
