@@ -647,3 +647,28 @@ def test_the_depth_check_never_lets_deep_json_reach_the_parser(prefix, text):
             return 1 + max(map(true_depth, v.values()), default=0)
         return 0
     assert true_depth(value) <= depth
+
+
+@pytest.mark.parametrize("denied", ["open", "mkdir", "scandir"])
+def test_permission_errors_are_logged_misses(tmp_path, caplog, monkeypatch, denied):
+    """A cache folder or entry the user may not read or write (EACCES, raised as the kernel
+    raises it for a read-only or unreadable folder; the tests may run as root, whom chmod does
+    not stop): every read is a miss, every write a logged warning, nothing raises."""
+    import errno
+    cache, tune = CubinCache(str(tmp_path), memory_entries=0), TuneCache(tmp_path)
+    cache.put(KEY, b"\x7fELF mine")
+    tune.put(KEY, 2.0, {})
+
+    def deny(*args, **kw):
+        raise PermissionError(errno.EACCES, "Permission denied")
+    monkeypatch.setattr(os, denied, deny)
+    with caplog.at_level(logging.WARNING):
+        assert cache.get(KEY) in (None, b"\x7fELF mine")
+        assert tune.get(KEY) in (None, 2.0)
+        cache.put("cd" * 32, b"\x7fELF new")
+        tune.put("cd" * 32, 3.0, {})
+        cache.info()
+        cache.clear()
+    monkeypatch.undo()
+    if denied != "scandir":
+        assert "Permission denied" in caplog.text
