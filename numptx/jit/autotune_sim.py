@@ -14,9 +14,11 @@ kernel (:func:`~numptx.jit.sim_checks.site_cubin`, the site laid out as numba la
 of their SASS instructions: the stubs' own costs, without the rest of the kernel (the real
 build, on a machine without the simulator, ranks whole kernels and may rank close candidates
 differently). A candidate the real build would refuse (a stub that does not bind or assemble,
-a stub for a site the kernel lacks, a site without a stub) is excluded the same way.
-``check=`` runs each remaining candidate in the simulator on copies of the arguments and
-excludes those whose output differs from the reference. Nothing is read from or written to the
+a stub for a site the kernel lacks, a site without a stub) is excluded the same way, at the same
+stage: ``"stubs"`` for what the build refuses when it injects (:func:`site_texts`), ``"build"``
+for what nvJitLink refuses (:func:`site_cost`). ``check=`` runs each remaining candidate in the
+simulator on its own copies of the arguments (NumPy or the simulator's device arrays, the
+caller's left alone) and excludes those whose output differs from the reference. Nothing is read from or written to the
 ranking cache (these costs are not the kernel's). ``cost="time"`` is refused by ``autotune``
 (nothing to time); ``@nx.autotuned`` falls back to ``cost="registers"`` with a warning.
 """
