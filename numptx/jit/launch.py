@@ -258,7 +258,8 @@ def _empty_site(spec: SiteSpec, values: dict):
 # -- batches: one evaluation per site signature for the threads of a wave (sim_waves) --------
 #: whether the simulator runs blocks in waves whose threads evaluate a site together (one
 #: emulator run on arrays, numptx.jit.sim_waves); False: numba's own block manager, each thread
-#: evaluates its sites alone (the same results, slower)
+#: evaluates its sites alone (the same results for elementwise stubs, slower; a warp-level stub
+#: such as mma then sees one lane, not its warp)
 SIM_BATCH = True
 
 

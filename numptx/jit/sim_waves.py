@@ -15,8 +15,16 @@ What each thread gets is what it alone would get: stubs are elementwise, except 
 instructions see consecutive groups of 32 values as warps; so each block's threads start at a
 multiple of 32 in the arrays evaluated (as when a block ran alone), and a population's selector
 splits by block. Each block has its own ``cuda.shared`` arrays (numba's simulator keeps one per
-launch, since its blocks never overlap). Blocks of one wave run interleaved, in a fixed order:
-a launch gives the same results every time.
+launch, since its blocks never overlap). Blocks of one wave run interleaved, in a fixed order
+(grid order, threads by linear id): a launch gives the same results every time.
+
+A thread that holds the turn for :data:`STALL_SECONDS` without reaching a site, a barrier or
+its end may wait in a loop for another thread (a flag, a spin lock), which would never run. The
+launch's threads then run freely, as numba's simulator runs them (a ``RuntimeWarning`` says
+so): elementwise sites are evaluated per thread (those reached so far at once), warp-level
+sites and packs once per block when none of its threads runs (the rounds of numptx's earlier
+per-block manager). The results are the same; the rest of the launch is slower. numptx's own
+work (a stub's first check, an evaluation) is no stall.
 
 >>> simulator_classes()        # doctest: +SKIP
 (<module 'numba.cuda.simulator.kernel'>, <class 'SiteBlockManager'>)
