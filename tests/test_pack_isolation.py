@@ -119,7 +119,7 @@ def _candidate(rng: random.Random, n: int) -> tuple[str, str, int]:
     if kind != "good":
         at = rng.randint(2, len(lines) - 1)
         lines.insert(at, _hostile(rng, n) if kind == "hostile" else
-                     rng.choice(["bogus.f32 %v_y;", "add.rn.f32 %v_y, %nope, %v_x;"]))
+                     rng.choice(["bogus.f32 %v_y;", "add.rn.f32 %v_y, %v_x;"]))
         at += 1
     return "\n".join(lines), kind, at
 
@@ -304,3 +304,32 @@ def test_set_constants_refuses_values_numpy_would_convert(fit, values, match):
     assert np.isnan(pack.constants[2][0]) and pack.constants[2][1] == -np.inf
     pack.set_constants({0: (np.float32(3), np.int64(4))})
     assert pack.constants[0].tolist() == [3.0, 4.0]
+
+
+@pytest.mark.parametrize("line", [
+    "mov.u32 %r1, 0;",                       # the kernel's 'cand': the error lands in slot 0
+    "cvta.to.global.u64 %rd9, %rd1;",        # the kernel's err pointer
+    "@%p7 bra Lown;",                        # the kernel's predicate
+    "{ .reg .f32 %t; }\nmov.f32 %v_y, %t;",  # declared in an inner block only: not seen here
+])
+def test_a_candidate_may_not_use_the_kernels_registers(fit, line):
+    """Before: a raw candidate could write the fitness kernel's own registers (PTX blocks see
+    the registers around them), e.g. %r1, the candidate index the error is added at: its error
+    went to another candidate's slot and it scored 0."""
+    bad = f"{SQUARE}\n{line}\nLown:"
+    pack = fit.pack("f", [SQUARE, bad, DOUBLE], select="cand")
+    assert len(pack.cubin) > 0 and pack.ok == [0, 2] and list(pack.errors) == [1]
+    e = pack.errors[1]
+    assert isinstance(e, StubRuleError) and e.rule == "register" and e.line >= 2, str(e)
+    assert "is not a register of the stub" in str(e)
+
+
+def test_registers_a_candidate_may_use(fit):
+    own = (".reg .f32 %t<3>;\n.reg .u32 %i, %j;\n.reg .pred %q;\nmov.u32 %i, %tid.x;\n"
+           "mov.u32 %j, %laneid;\nsetp.lt.u32 %q, %i, %j;\nmul.rn.f32 %t2, %v_x, %v_x;\n"
+           "{ .reg .f32 %u; add.rn.f32 %u, %t2, %t2; mov.f32 %t1, %u; }\n"
+           "selp.f32 %v_y, %t1, %t2, %q;")
+    pack = fit.pack("f", [own, SQUARE], select="cand")
+    assert len(pack.cubin) > 0 and pack.errors == {}
+    with pytest.raises(StubRuleError, match="%t3 is not a register"):     # %t<3>: %t0..%t2
+        fit.inject(f=own.replace("%t2, %v_x", "%t3, %v_x"))

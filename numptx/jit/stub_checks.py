@@ -128,8 +128,10 @@ def report_unwritten(missing: list, site: Any, inner: dict, *, strict: bool,
 
 class StubRuleError(LinkError):
     """A raw stub that breaks the stub contract (module-scope or state-space directives, numptx's
-    reserved names, a branch out of the stub, ``ret``/``exit`` in a pack). ``site`` names the
-    site, ``line`` the stub line (from 1), ``stub_line`` its text, ``rule`` what it breaks."""
+    reserved names, a branch out of the stub, a register of the kernel, a ``/*`` left open,
+    ``ret``/``exit`` in a pack). ``site`` names the site, ``line`` the stub line (from 1),
+    ``stub_line`` its text, ``rule`` what it breaks (``"directive"``, ``"reserved"``,
+    ``"branch"``, ``"register"``, ``"comment"``, ``"control"``)."""
 
     def __init__(self, message: str, *, site: str | None = None, line: int = 0,
                  stub_line: str = "", rule: str = ""):
@@ -164,8 +166,9 @@ def _refuse(site: str, text: str, pos: int, what: str, rule: str) -> None:
 
 
 def _statements(code: str):
-    """(position, labels, guard-stripped statement, scope) of each statement of comment-free
-    ``code``; ``scope`` is the chain of ``{ }`` blocks (ids, outermost first) it lies in."""
+    """(position, labels, guard-stripped statement, guard, scope) of each statement of
+    comment-free ``code``; ``scope`` is the chain of ``{ }`` blocks (ids, outermost first) it
+    lies in."""
     chain, blocks = (0,), 0
     for m in _CHUNK.finditer(code):
         chunk = m.group()
@@ -182,7 +185,76 @@ def _statements(code: str):
         stripped = rest.lstrip()
         start = m.start() + (len(chunk) - len(stripped) if stripped else 0)
         g = _GUARD.match(stripped)
-        yield start, labels, stripped[g.end():] if g else stripped, chain
+        yield start, labels, stripped[g.end():] if g else stripped, g.group() if g else "", chain
+
+
+class _Registers:
+    """The ``%`` registers a stub declares (per ``{ }`` block) and uses, to find the uses that
+    are neither the site's, nor special, nor declared where they are used."""
+
+    def __init__(self, site_regs: frozenset[str] | None):
+        self.site = site_regs
+        self.declared: dict[int, set[str]] = {}
+        self.ranges: dict[int, dict[str, int]] = {}      # %r<4>: prefix -> count
+        self.uses: list[tuple[int, str, tuple[int, ...]]] = []
+
+    def see(self, pos: int, op: str, stmt: str, guard: str, chain: tuple[int, ...]) -> None:
+        if self.site is None:
+            return
+        if op == ".reg":
+            for name, count in _DECL.findall(stmt):
+                if count:
+                    self.ranges.setdefault(chain[-1], {})[name] = int(count)
+                else:
+                    self.declared.setdefault(chain[-1], set()).add(name)
+            return
+        for name in _REG.findall(guard + " " + stmt) if "%" in stmt or guard else ():
+            if name not in self.site:
+                self.uses.append((pos, name, chain))
+
+    def _visible(self, name: str, chain: tuple[int, ...]) -> bool:
+        for b in chain:
+            if name in self.declared.get(b, ()):
+                return True
+            for prefix, count in self.ranges.get(b, {}).items():
+                tail = name[len(prefix):]
+                if name.startswith(prefix) and tail.isdigit() and int(tail) < count and \
+                        (tail == "0" or not tail.startswith("0")):
+                    return True
+        return False
+
+    def foreign(self):
+        """(position, name) of each use of a register that is not the stub's."""
+        specials = _special_registers()
+        for pos, name, chain in self.uses:
+            if name not in specials and not self._visible(name, chain):
+                yield pos, name
+
+
+_DECL = re.compile(r"%([A-Za-z_$][\w$]*)(?:\s*<\s*(\d+)\s*>)?")
+#: PTX's special registers (the instruction table may add more: read at check time)
+_SPECIALS = frozenset(
+    "tid ntid laneid warpid nwarpid ctaid nctaid smid nsmid gridid lanemask_eq lanemask_le "
+    "lanemask_lt lanemask_ge lanemask_gt clock clock_hi clock64 globaltimer globaltimer_lo "
+    "globaltimer_hi total_smem_size aggr_smem_size dynamic_smem_size is_explicit_cluster "
+    "clusterid nclusterid cluster_ctaid cluster_nctaid cluster_ctarank cluster_nctarank "
+    "current_graph_exec reserved_smem_offset_begin reserved_smem_offset_end "
+    "reserved_smem_offset_cap reserved_smem_offset_0 reserved_smem_offset_1".split()
+    + [f"envreg{i}" for i in range(32)] + [f"pm{i}" for i in range(8)]
+    + [f"pm{i}_64" for i in range(8)])
+
+
+_SPECIAL_CACHE: dict[int, frozenset[str]] = {}
+
+
+def _special_registers() -> frozenset[str]:
+    from ..instructions import TABLE
+    got = _SPECIAL_CACHE.get(TABLE.version)
+    if got is None:
+        got = _SPECIALS | {n[1:].split(".", 1)[0] for n in TABLE.names if n.startswith("%")}
+        _SPECIAL_CACHE.clear()
+        _SPECIAL_CACHE[TABLE.version] = got
+    return got
 
 
 def check_reserved(text: str, site: str) -> None:
@@ -195,7 +267,8 @@ def check_reserved(text: str, site: str) -> None:
                     f"and marks; comments included): rename it or remove the comment", "reserved")
 
 
-def check_stub_rules(text: str, site: str, *, packed: bool = False) -> None:
+def check_stub_rules(text: str, site: str, *, packed: bool = False,
+                     registers: frozenset[str] | None = None) -> None:
     r"""Refuse (:class:`StubRuleError`, naming ``site`` and the stub line) raw stub ``text``
     that breaks the stub contract: text numptx reserves (``site_layout.RESERVED``, comments
     included), a directive other than ``.reg`` (module-scope and state-space declarations:
@@ -203,6 +276,9 @@ def check_stub_rules(text: str, site: str, *, packed: bool = False) -> None:
     branch (``brx.idx``), a branch to a label the stub does not define (or defines only in a
     ``{ }`` block the branch is not inside), a ``/*`` comment left open; with ``packed`` (a
     candidate of a pack, or of ``nx.fitness``) also ``ret``, ``exit``, ``trap`` and ``brkpt``.
+    With ``registers`` (the site's registers, ``v_x`` ...), also a ``%`` register that is
+    neither the site's, nor a special register, nor one the stub declares where it is used: the
+    kernel's own registers (``%r1``, ``%rd2`` ...) are not the stub's to read or write.
 
     >>> check_stub_rules("@%p bra L;\nadd.f32 %v_z, %v_x, %v_x;\nL:", "f")      # passes
     >>> check_stub_rules("bra.uni $L__BB0_2;", "f")      # doctest: +IGNORE_EXCEPTION_DETAIL
@@ -219,13 +295,15 @@ def check_stub_rules(text: str, site: str, *, packed: bool = False) -> None:
                 "up to the next '*/'; close it with '*/' in the stub", "comment")
     defined: dict[int, set[str]] = {}           # block id -> the labels defined in it
     branches: list[tuple[int, str, tuple[int, ...]]] = []
-    for pos, labels, stmt, chain in _statements(code):
+    regs = _Registers(registers)
+    for pos, labels, stmt, guard, chain in _statements(code):
         if labels:
             defined.setdefault(chain[-1], set()).update(labels)
         if not stmt:
             continue
         op = stmt.split(None, 1)[0]
         base = op.split(".", 1)[0]
+        regs.see(pos, op, stmt if base != "bra" else "", guard, chain)
         if op.startswith("."):
             if op not in STUB_DIRECTIVES:
                 _refuse(site, text, pos, f"a stub may not hold the directive {op!r} (a stub "
@@ -254,3 +332,8 @@ def check_stub_rules(text: str, site: str, *, packed: bool = False) -> None:
                     " where the branch can see it (it is defined in a { } block the branch is "
                     "not inside, and PTX would resolve the name outside the stub: define it in "
                     "the branch's block or one around it)" if inner else ""), "branch")
+    for pos, name in regs.foreign():
+        _refuse(site, text, pos, f"%{name} is not a register of the stub: a stub uses the site's "
+                f"registers (%v_<name>), special registers and registers it declares (.reg) "
+                f"in its own {{ }} block or one around the use; the kernel's own registers are "
+                f"not the stub's to read or write", "register")

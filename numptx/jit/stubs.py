@@ -52,9 +52,9 @@ def resolve_stub(stub: Any, site: Site, *, strict: bool = False, packed: bool = 
         stub = str.__str__(stub)     # np.str_ and other str types: raw text like any other
         if "\0" in stub:             # mm-ptx-py's stubs end in a C string's NUL: trim, warn
             stub = _trimmed(stub, site.name)
-        check_stub_rules(stub, site.name, packed=packed)
-        if "%" in stub:
+        if "%" in stub:                 # %z for %v_z: named with the fix, before the rules
             _check_registers(stub, site)
+        check_stub_rules(stub, site.name, packed=packed, registers=_site_registers(site))
         check_outputs_written(stub, site, strict=strict)   # an unwritten out: warn or raise
         return checked_text(stub, site.name)
     make = getattr(stub, "stub", None)
@@ -68,7 +68,7 @@ def resolve_stub(stub: Any, site: Site, *, strict: bool = False, packed: bool = 
                               f"{type(out).__name__}, not PTX text")
         if not _generated(out):            # a user object's text: raw text like any other
             text = str.__str__(text)
-            check_stub_rules(text, site.name, packed=packed)
+            check_stub_rules(text, site.name, packed=packed, registers=_site_registers(site))
             text = checked_text(text, site.name)
         library = library_literals(stub)      # a formula's math-library constants: not patched
         return LibraryText(text, library) if library else str(text)
@@ -84,6 +84,11 @@ def resolve_stub(stub: Any, site: Site, *, strict: bool = False, packed: bool = 
                           f"(@nx.ptx_expr above 'def {name}', or pass nx.ptx_expr({name}))")
     raise NumptxError(f"site {site.name!r}: a stub is PTX text, a Stack PTX program or an object "
                       f"with .stub(site), not {type(stub).__name__}")
+
+
+def _site_registers(site: Site) -> frozenset[str]:
+    """The registers of ``site``'s variables (``v_x`` ...): what a stub may use undeclared."""
+    return frozenset(v.reg for v in site.variables)
 
 
 def _generated(stub: Any) -> bool:
