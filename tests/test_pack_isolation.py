@@ -97,7 +97,8 @@ def test_a_module_line_in_a_runtime_pack_candidate_is_not_hoisted(fit):
 
 # -- fuzz: random candidate text holding marks and labels, built for real --------------------
 GOOD_LINES = [SQUARE, DOUBLE, "sub.rn.f32 %v_y, %v_x, 0f3F800000;", "// a comment",
-              "neg.f32 %v_y, %v_x;", "/* block */"]
+              "neg.f32 %v_y, %v_x;", "/* block */", "// \u2028\x85\r\x1c separators",
+              "{ .reg .f32 %u; neg.f32 %u, %v_x; }", "@ ! %q bra Lmine;"]
 
 
 def _hostile(rng: random.Random, n: int) -> str:
@@ -107,7 +108,9 @@ def _hostile(rng: random.Random, n: int) -> str:
                        ".reg .u32 %__nx_pk_i;", "ret;", "exit;", "trap;", "bra.uni Lnone;",
                        ".global .u32 g;", ".shared .u32 s;", f"/* numptx candidate {j} */",
                        "// PTX_INJECT_STUB f", ".visible .entry e() { }",
-                       "mov.f32 %__nx_c0, %v_x;"])
+                       "mov.f32 %__nx_c0, %v_x;", "@ %q ret;", "@ ! %q bra.uni $L__BB0_2;",
+                       "bra.uni $L__BB0_2; { $L__BB0_2: }", "mov.u32 %r1, 0;",
+                       "/* left open", "mov.f32 %v_y, %f1;"])
 
 
 def _candidate(rng: random.Random, n: int) -> tuple[str, str, int]:
