@@ -219,6 +219,11 @@ def test_simulator_checks_refuse_the_same():
         check_stub(spec, f"{GOOD}\n.global .u32 g;", "sm_90")
     with pytest.raises(StubRuleError, match="numptx module"):
         check_stub(spec, EVIL, "sm_90")
+    for bad, rule in ((f"{GOOD}\nmov.f32 %f1, %v_x;", "register"),
+                      (f"{GOOD}\n@ %p bra $L__BB0_2;", "branch"), (f"{GOOD}\n/* open", "comment")):
+        with pytest.raises(StubRuleError) as info:
+            check_stub(spec, bad, "sm_90")
+        assert info.value.rule == rule and info.value.line == 2
 
 
 def test_stub_rule_error_is_a_link_error_with_the_site():
