@@ -13,7 +13,8 @@ Then (issue 22, item 12) one step of an n-body kernel (``examples/nbody_force_la
 thread sums the softened-gravity pair forces of all the bodies, a loop of ``n`` trips) with the
 force law as one ``nx.site`` filled by an ``@nx.ptx_expr`` formula, against the same kernel with
 the formula written inline (``@cuda.jit``, NumPy float32 scalars), in the same run, at
-``--bodies`` threads (blocks of 64): seconds per launch and their ratio.
+``--bodies`` threads (blocks of 64): seconds per launch, their ratio, and the largest
+difference of the two kernels' forces (relative to the largest force).
 
     NUMBA_ENABLE_CUDASIM=1 python benchmarks/bench_simulator.py [--variants 20] [--repeat 3]
         [--bodies 64,512] [--only launches|nbody]
@@ -116,21 +117,23 @@ def nbody(bodies: list[int], repeat: int) -> None:
     for k in (nbody_inline, site):      # the site's check (one nvJitLink run) before timing
         k[1, 1](warm, np.ones(1, np.float32), np.zeros_like(warm), np.float32(1e-2))
     print(f"\nn-body step, one nx.site against the formula inline, best of {repeat}")
-    print("| threads (bodies) | inline | nx.site | ratio |")
-    print("|---|---|---|---|")
+    print("| threads (bodies) | inline | nx.site | ratio | largest difference |")
+    print("|---|---|---|---|---|")
     for n in bodies:
         pos = rng.uniform(-1, 1, (n, 3)).astype(np.float32)
         mass = rng.uniform(0.5, 1.5, n).astype(np.float32)
         soft = np.float32(1e-2)
-        best = {}
+        best, outs = {}, {}
         for _ in range(repeat):
             for label, k in (("inline", nbody_inline), ("site", site)):
-                out = np.zeros_like(pos)
+                out = outs[label] = np.zeros_like(pos)
                 t0 = time.perf_counter()
                 k[(n + 63) // 64, 64](pos, mass, out, soft)
                 best[label] = min(best.get(label, np.inf), time.perf_counter() - t0)
+        # the same forces (rsqrt.approx against 1 / sqrt: a few ulp), relative to the largest
+        diff = np.abs(outs["site"] - outs["inline"]).max() / np.abs(outs["inline"]).max()
         print(f"| {n} | {best['inline']:.3f} s | {best['site']:.3f} s | "
-              f"{best['site'] / best['inline']:.1f}x |")
+              f"{best['site'] / best['inline']:.1f}x | {diff:.1e} |")
 
 
 def rate(kernel, batch: bool, case: str, n_variants: int, grid: int, block: int, a, b) -> float:

@@ -141,8 +141,9 @@ for batch in (True, False):
             lock, total, out = np.zeros(1, np.int32), np.zeros(1, np.int32), np.zeros(n, np.float32)
             spin_lock.inject(twice=TWICE)[1, n](lock, total, out)
             assert total[0] == n and np.array_equal(out, 2 * np.arange(n)), (n, total, out)
-    said = [str(w.message) for w in caught if "run freely" in str(w.message)]
+    said = [w for w in caught if "run freely" in str(w.message)]
     assert bool(said) == batch, (batch, [str(w.message) for w in caught])
+    assert all(w.filename == __file__ for w in said), [w.filename for w in said]  # the launch
 L.SIM_BATCH = True
 
 # a kernel that does not wait is not slowed: no warning, the waves keep taking turns

@@ -35,11 +35,11 @@ import _thread
 import contextlib
 import functools
 import logging
+import sys
 import threading
 import time
 import warnings
 from collections import deque
-from typing import Any
 
 import numpy as np
 
@@ -61,6 +61,20 @@ _FREED = ("numptx: a simulated thread ran for {s:g} s without reaching an nx.sit
 _ENDLESS = ("numptx: no simulated thread has reached an nx.site, a syncthreads or its end for "
             "{s:g} s: a thread may loop for ever (waiting for a thread that waits at a "
             "barrier or at a warp-level site, or for a later block)")
+
+
+def _caller_level() -> int:
+    """The ``stacklevel`` of a warning from the caller of this function's caller that names
+    the first frame outside numptx and numba (the user's launch)."""
+    import os
+
+    from numba.cuda.simulator import kernel as simk
+    skip = tuple(os.path.dirname(f) + os.sep for f in (__file__, simk.__file__))
+    skip += (os.path.dirname(skip[0][:-1]) + os.sep,)       # numptx itself
+    level, f = 2, sys._getframe(2)
+    while f is not None and f.f_code.co_filename.startswith(skip):
+        level, f = level + 1, f.f_back
+    return level
 
 
 class CannotStart(RuntimeError):
@@ -167,16 +181,19 @@ class _Wave:
                 self._set_free()
             else:
                 self.ready.popleft().numptx_go.release()
-        self._watch()
+        freed = self._watch()
         if self.failed is not None:
             self._abort([t for b in self.blocks for t in b if t.numptx_state != "done"])
             raise self.failed[0].with_traceback(self.failed[1])
+        if freed:           # said once the wave has ended (a warning raised as an error too)
+            warnings.warn(_FREED.format(s=STALL_SECONDS), RuntimeWarning,
+                          stacklevel=_caller_level())
         return self.free
 
-    def _watch(self) -> None:
+    def _watch(self) -> bool:
         """Wait for the wave's end; where no thread stops for STALL_SECONDS, let the threads
-        run freely (a thread that holds the turn may wait for another)."""
-        seen, since = self.turns, time.monotonic()
+        run freely (a thread that holds the turn may wait for another): True where it did."""
+        seen, since, freed = self.turns, time.monotonic(), False
         while not self.over.acquire(timeout=STALL_SECONDS / 4):
             now = time.monotonic()
             if self.turns != seen or self.busy:     # numptx's own work is no stall
@@ -185,11 +202,12 @@ class _Wave:
                 with self.mutex:
                     if self.turns == seen and not self.aborted:
                         self._set_free()
-                        warnings.warn(_FREED.format(s=STALL_SECONDS), RuntimeWarning,
-                                      stacklevel=4)
+                        freed = True
             elif now - since >= ENDLESS_SECONDS and not self.warned:
                 self.warned = True
-                warnings.warn(_ENDLESS.format(s=ENDLESS_SECONDS), RuntimeWarning, stacklevel=4)
+                warnings.warn(_ENDLESS.format(s=ENDLESS_SECONDS), RuntimeWarning,
+                              stacklevel=_caller_level())
+        return freed
 
     @staticmethod
     def _abort(threads: list) -> None:
