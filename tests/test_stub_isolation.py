@@ -289,3 +289,12 @@ def test_a_comment_left_open_is_refused(tmpl):
     assert info.value.site == "combine" and info.value.line == 2 and info.value.rule == "comment"
     closed = f"/* a comment\nover lines */\n{GOOD} // /* inside a line comment"
     assert len(tmpl.inject(combine=closed, post=POST).cubin) > 0
+
+
+def test_a_huge_register_range_is_refused(tmpl):
+    """Before: '.reg .b32 %q<10000000>;' assembled, after half a minute and 1.4 GB of
+    nvJitLink (10**8: ten times that), one line of stub text."""
+    with pytest.raises(StubRuleError, match="register range over 65536") as info:
+        tmpl.inject(combine=f"{GOOD}\n.reg .b32 %q<10000000>;", post=POST)
+    assert info.value.line == 2 and info.value.rule == "register"
+    assert len(tmpl.inject(combine=f".reg .b32 %q<65536>;\n{GOOD}", post=POST).cubin) > 0

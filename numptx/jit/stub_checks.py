@@ -231,6 +231,9 @@ class _Registers:
                 yield pos, name
 
 
+#: the largest N of a parameterized register declaration ``.reg .b32 %r<N>;``
+MAX_REGISTER_RANGE = 1 << 16
+_RANGE = re.compile(r"<\s*(\d+)\s*>")
 _DECL = re.compile(r"%([A-Za-z_$][\w$]*)(?:\s*<\s*(\d+)\s*>)?")
 #: PTX's special registers (the instruction table may add more: read at check time)
 _SPECIALS = frozenset(
@@ -304,6 +307,11 @@ def check_stub_rules(text: str, site: str, *, packed: bool = False,
         op = stmt.split(None, 1)[0]
         base = op.split(".", 1)[0]
         regs.see(pos, op, stmt if base != "bra" else "", guard, chain)
+        if op == ".reg" and "<" in stmt and any(int(n) > MAX_REGISTER_RANGE
+                                                for n in _RANGE.findall(stmt)):
+            _refuse(site, text, pos, f"a register range over {MAX_REGISTER_RANGE} (%r<N>): "
+                    f"nvJitLink spends time and memory on each (10**7 took half a minute "
+                    f"and 1.4 GB); declare the registers the stub uses", "register")
         if op.startswith("."):
             if op not in STUB_DIRECTIVES:
                 _refuse(site, text, pos, f"a stub may not hold the directive {op!r} (a stub "
