@@ -298,3 +298,30 @@ def test_a_huge_register_range_is_refused(tmpl):
         tmpl.inject(combine=f"{GOOD}\n.reg .b32 %q<10000000>;", post=POST)
     assert info.value.line == 2 and info.value.rule == "register"
     assert len(tmpl.inject(combine=f".reg .b32 %q<65536>;\n{GOOD}", post=POST).cubin) > 0
+
+
+def test_comments_are_blanked_in_one_pass_as_the_regex_did():
+    """blank_comments agrees with the regex it replaces (comments to spaces, line breaks kept)
+    on random text, and finds the '/*' left open where the regex left it in the code."""
+    from numptx.jit.stub_checks import blank_comments
+    regex = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+    rng = random.Random(2222)
+    for _ in range(3000):
+        text = "".join(rng.choice(["/", "*", "\n", "a", " ", "{", "//", "/*", "*/"])
+                       for _ in range(rng.randint(0, 40)))
+        code, opened = blank_comments(text)
+        want = regex.sub(lambda m: re.sub(r"[^\n]", " ", m.group()), text)
+        assert len(code) == len(text) and code.count("\n") == text.count("\n"), text
+        if opened < 0:
+            assert code == want, text
+        else:
+            assert want.find("/*") == opened and code[:opened] == want[:opened], text
+
+
+def test_a_long_run_of_open_comments_is_refused_at_once(tmpl):
+    """Before: each unclosed '/*' made the comment regex scan to the end of the text, so 48 KB
+    of '/* ' took 6 s of CPU and 1 MB would take most of an hour; one pass now."""
+    bomb = f"{GOOD}\n" + "/* " * 100_000
+    with pytest.raises(StubRuleError, match="does not close") as info:
+        tmpl.inject(combine=bomb, post=POST)
+    assert info.value.line == 2

@@ -29,7 +29,7 @@ from ..errors import (LinkError, NumptxError, RenderError, StubNulWarning, trim_
 from ..inject import Site
 from ..site_layout import GeneratedStub
 from .patch import LibraryText, library_literals
-from .stub_checks import check_outputs_written, check_stub_rules
+from .stub_checks import blank_comments, check_outputs_written, check_stub_rules
 
 __all__ = ["resolve_stub", "merge_stubs", "checked_text"]
 
@@ -52,9 +52,9 @@ def resolve_stub(stub: Any, site: Site, *, strict: bool = False, packed: bool = 
         stub = str.__str__(stub)     # np.str_ and other str types: raw text like any other
         if "\0" in stub:             # mm-ptx-py's stubs end in a C string's NUL: trim, warn
             stub = _trimmed(stub, site.name)
-        if "%" in stub:                 # %z for %v_z: named with the fix, before the rules
-            _check_registers(stub, site)
         check_stub_rules(stub, site.name, packed=packed, registers=_site_registers(site))
+        if "%" in stub:
+            _check_registers(stub, site)
         check_outputs_written(stub, site, strict=strict)   # an unwritten out: warn or raise
         return checked_text(stub, site.name)
     make = getattr(stub, "stub", None)
@@ -117,7 +117,7 @@ def _check_registers(text: str, site: Site) -> None:
     names = {v.name: v.reg for v in site.variables if v.name != v.reg}
     if not names:
         return
-    text = _COMMENT.sub(" ", text)              # a comment may say anything
+    text = blank_comments(text)[0]              # a comment may say anything
     used = set(_PERCENT.findall(text))
     bad = sorted(used & names.keys())
     if not bad:
@@ -133,7 +133,6 @@ def _check_registers(text: str, site: Site) -> None:
                         f"({regs}): write %{names[n]}", site=site.name, stub_line=line)
 
 
-_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 
 
 def _find_all(text: str, ch: str) -> list[tuple[int, str]]:
@@ -156,7 +155,7 @@ def checked_text(text: str, site: str) -> str:
         raise RenderError(f"the stub of site {site!r} is not encodable text: {e}") from None
     if "{" not in text and "}" not in text:
         return text
-    code = _COMMENT.sub(lambda m: "\n" * m.group().count("\n"), text) if "/" in text else text
+    code = blank_comments(text)[0]            # one pass (a regex is quadratic on '/* /* ...')
     depth = 0
     for pos, ch in sorted(_find_all(code, "{") + _find_all(code, "}")):
         depth += 1 if ch == "{" else -1
