@@ -40,6 +40,7 @@ import threading
 import time
 import warnings
 from collections import deque
+from typing import Any
 
 import numpy as np
 
@@ -223,44 +224,46 @@ class _Wave:
         """The running thread ``t`` stops at a site (``entry``, its call), a barrier or its
         end: the next thread runs (``t`` itself, without a hand-over, when it is next)."""
         with self.mutex:
-            if not self._stopped(t, state, entry):
-                return
-        t.numptx_go.acquire()
+            wait, nxt = self._stopped(t, state, entry)
+        if nxt is not None:     # woken out of the mutex: it never waits for the mutex at once
+            nxt.numptx_go.release()
+        if wait:
+            t.numptx_go.acquire()
 
-    def _stopped(self, t, state: str, entry: tuple | None) -> bool:
-        """stop() under the mutex: True where ``t`` waits to be woken."""
+    def _stopped(self, t, state: str, entry: tuple | None) -> tuple[bool, Any]:
+        """stop() under the mutex: (whether ``t`` waits to be woken, the thread whose turn it
+        is, to wake; marked running, so a switch to free running leaves it be)."""
         t.numptx_state = state
         self.turns += 1
         if self.aborted:
-            return False
+            return False, None
         if entry is not None:
             self.pending.append(entry)
         if state == "done":
             self.left -= 1
             if t.exception:
                 self._fail(t.exception)
-                return False
+                return False, None
         try:
             if self.free:
                 self._stopped_free(t)
-                return state != "done"
+                return state != "done", None
             if not self.ready:
                 self._round()
         except BaseException as e:  # noqa: BLE001 - the launch raises it; no thread hangs
             self._fail((e, e.__traceback__))
             if state != "done":
                 raise
-            return False
+            return False, None
         if not self.ready:          # every thread has ended
             self.over.release()
-            return False
+            return False, None
         nxt = self.ready.popleft()
         if nxt is t:
             t.numptx_state = "running"
-            return False
+            return False, None
         nxt.numptx_state = "running"
-        nxt.numptx_go.release()
-        return state != "done"
+        return state != "done", nxt
 
     def _stopped_free(self, t) -> None:
         """Free running: the block's round when none of its threads runs."""
