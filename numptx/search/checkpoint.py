@@ -46,7 +46,7 @@ import numpy as np
 from .. import stack_ptx as sp
 from .config import CACHE_MAX
 from ..errors import NumptxWarning
-from .genes import SearchError
+from .genes import SearchError, shown
 
 __all__ = ["CheckpointError", "write", "read", "VERSION", "MAX_BODY", "STALE_TMP_S",
            "encode_array", "decode_array", "encode_program", "decode_program", "state_of"]
@@ -123,7 +123,7 @@ def decode_array(d: dict, field: str = "array") -> np.ndarray:
 
 def brief(v: Any, n: int = 60) -> str:
     """``repr(v)`` cut to ``n`` characters (a forged field can be huge)."""
-    r = repr(v) if not isinstance(v, (list, dict, str, bytes)) or len(v) < n else \
+    r = shown(v) if not isinstance(v, (list, dict, str, bytes)) or len(v) < n else \
         f"{type(v).__name__} of length {len(v)}"
     return r if len(r) <= n else r[:n] + "..."
 
@@ -148,6 +148,11 @@ def write(path: str | os.PathLike, state: dict) -> None:
     if not os.path.isdir(folder):
         raise CheckpointError(f"checkpoint {path!r}: the folder {folder!r} does not exist "
                               f"(create it first)", path=path)
+    with contextlib.suppress(OSError):          # os.replace would put a file in its place
+        mode = os.lstat(path).st_mode
+        if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+            raise CheckpointError(f"checkpoint {path!r}: is a device, a pipe or a socket, not "
+                                  f"a file; give a file path", path=path)
     text = json.dumps(state, separators=(",", ":"), allow_nan=True).encode()
     if len(text) > MAX_BODY:
         warnings.warn(f"checkpoint {path!r}: its body inflates to {len(text):,} bytes, over the "
@@ -229,18 +234,29 @@ def read(path: str | os.PathLike, *, kind: str | None = None,
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise SearchError(f"read: max_bytes={max_bytes!r}: give an int >= 1 (or None: "
                           f"{MAX_BODY:,})")
-    try:
-        with open(spath, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            # zlib never grows a body by more than ~0.1 % and a few bytes
-            if size > _HEAD.size + _DIGEST + limit + limit // 1000 + 64:
-                raise CheckpointError(f"checkpoint {spath!r}: {size:,} bytes, more than a body "
-                                      f"of at most {limit:,} bytes inflated (max_bytes; default "
-                                      f"checkpoint.MAX_BODY) compresses to", path=spath)
-            data = f.read()
+    # zlib never grows a body by more than ~0.1 % and a few bytes
+    most = _HEAD.size + _DIGEST + limit + limit // 1000 + 64
+    too_big = (f"more than a body of at most {limit:,} bytes inflated (max_bytes; default "
+               f"checkpoint.MAX_BODY) compresses to")
+    try:        # O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused below)
+        fd = os.open(spath, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
+                     | getattr(os, "O_BINARY", 0))
+        with open(fd, "rb") as f:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):       # /dev/zero never ends, a FIFO blocks
+                raise CheckpointError(f"checkpoint {spath!r}: not a regular file (a device, "
+                                      f"a pipe or a socket); give a checkpoint file's path",
+                                      path=spath)
+            if st.st_size > most:
+                raise CheckpointError(f"checkpoint {spath!r}: {st.st_size:,} bytes, {too_big}",
+                                      path=spath)
+            data = f.read(most + 1)                # a file that grew since: read no further
     except OSError as e:
         raise CheckpointError(f"checkpoint {spath!r}: cannot read it ({e.strerror or e})",
                               path=spath) from None
+    if len(data) > most:
+        raise CheckpointError(f"checkpoint {spath!r}: more than {most:,} bytes, {too_big}",
+                              path=spath)
     if len(data) < _HEAD.size + _DIGEST:
         raise CheckpointError(f"checkpoint {spath!r}: {len(data)} bytes is too short for a "
                               f"numptx checkpoint (truncated?)", path=spath)

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from .. import stack_ptx as sp
-from .genes import SearchError, check_int
+from .genes import SearchError, check_int, shown
 
 #: score-cache entries a run keeps before clearing its cache. A checkpoint saves the whole cache
 #: (at most this many 16-byte keys and losses: 24 MB), because re-variation (``revary``) makes
@@ -47,6 +47,10 @@ FIT_BATCH_MAX = POPULATION_MAX
 #: cells per MAP-Elites axis: the built-in axes take no more distinct values than the longest
 #: program has ops
 BINS_MAX = LENGTH_MAX
+
+#: the largest seed: a checkpoint stores it as a JSON number (at most 4,300 digits in Python);
+#: the random generator's state is two 128-bit words, so a larger seed gives no more runs
+SEED_MAX = (1 << 256) - 1
 
 #: every option's bounds, as the docs state them (option -> (low, high, why))
 BOUNDS: dict[str, tuple[Any, Any, str]] = {
@@ -72,20 +76,20 @@ BOUNDS: dict[str, tuple[Any, Any, str]] = {
 
 __all__ = ["CACHE_MAX", "DEFAULTS", "BOUNDS", "POPULATION_MAX", "GENERATIONS_MAX", "LENGTH_MAX",
            "REVARY_MAX", "FIT_STEPS_MAX", "FIT_BATCH_MAX", "BINS_MAX", "check_config",
-           "check_float", "check_seed", "check_generations"]
+           "check_float", "check_seed", "check_generations", "SEED_MAX"]
 
 
 def check_float(name: str, v: Any, low: float, high: float = math.inf) -> float:
     """``v`` as a float in [low, high]; else a :class:`SearchError` naming ``name``."""
     if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer,
                                                              np.floating)):
-        raise SearchError(f"{name}={v!r}: give a number in [{low}, {high}]")
+        raise SearchError(f"{name}={shown(v)}: give a number in [{low}, {high}]")
     try:
         f = float(v)
-    except OverflowError:               # an int past the float range
-        f = math.copysign(math.inf, v)
+    except OverflowError:               # an int past the float range (copysign overflows too)
+        f = math.inf if v > 0 else -math.inf
     if not low <= f <= high:
-        raise SearchError(f"{name}={v!r}: give a number in [{low}, {high}]")
+        raise SearchError(f"{name}={shown(v)}: give a number in [{low}, {high}]")
     return f
 
 
@@ -175,6 +179,7 @@ def check_seed(seed: Any) -> int | None:
     """``seed`` as an int >= 0, or None (a seed is drawn)."""
     if seed is None:
         return None
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise SearchError(f"seed={seed!r}: give a non-negative int (or None)")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0 \
+            or seed > SEED_MAX:
+        raise SearchError(f"seed={shown(seed)}: give an int in [0, 2**256 - 1] (or None)")
     return int(seed)

@@ -32,13 +32,13 @@ import numpy as np
 
 from .. import stack_ptx as sp
 from ..jit import fitness as F
-from ..jit.pack import DEFAULT_PER_MODULE
+from ..jit.pack import DEFAULT_PER_MODULE, MAX_CANDIDATES
 from .config import POPULATION_MAX
-from .genes import SearchError
+from .genes import SearchError, shown
 from .pipeline import PackPipeline
 
-__all__ = ["Evaluator", "check_data", "check_executor", "check_per_module", "resolve_device",
-           "LOSSES"]
+__all__ = ["Evaluator", "check_data", "check_executor", "check_per_module", "PER_MODULE_MAX",
+           "resolve_device", "LOSSES"]
 
 log = logging.getLogger(__name__)
 
@@ -56,16 +56,21 @@ def check_executor(executor: Any, where: str) -> Any:
                       f"(give e.g. ThreadPoolExecutor(4), or None)")
 
 
+#: the most candidates per module: a pack's candidates are the targets of one indirect branch,
+#: and ptxas encodes at most ``jit.pack.MAX_CANDIDATES`` (16,380) of them
+PER_MODULE_MAX = min(POPULATION_MAX, MAX_CANDIDATES)
+
+
 def check_per_module(per_module: Any, where: str) -> int | None:
-    """``per_module`` when None or an int in [1, POPULATION_MAX] (a module holds at most a
-    generation's new programs); else a :class:`SearchError` naming it."""
+    """``per_module`` when None or an int in [1, PER_MODULE_MAX] (a pack's candidates are the
+    targets of one indirect branch: ptxas's limit); else a :class:`SearchError` naming it."""
     if per_module is None:
         return None
     if isinstance(per_module, bool) or not isinstance(per_module, (int, np.integer)) \
-            or not 1 <= per_module <= POPULATION_MAX:
-        raise SearchError(f"{where}: per_module={per_module!r}: give an int in [1, "
-                          f"{POPULATION_MAX:,}] (candidates per module; a module holds at most "
-                          f"a generation's new programs) or None")
+            or not 1 <= per_module <= PER_MODULE_MAX:
+        raise SearchError(f"{where}: per_module={shown(per_module)}: give an int in [1, "
+                          f"{PER_MODULE_MAX:,}] (candidates per module: the targets of one "
+                          f"indirect branch, ptxas's limit) or None")
     return int(per_module)
 
 

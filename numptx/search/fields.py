@@ -23,8 +23,8 @@ import numpy as np
 
 from .. import stack_ptx as sp
 from .checkpoint import FITS_SAVED, CheckpointError, brief, decode_array, decode_program
-from .config import CACHE_MAX, DEFAULTS, GENERATIONS_MAX, POPULATION_MAX, check_config, \
-    check_seed
+from .config import CACHE_MAX, DEFAULTS, GENERATIONS_MAX, check_config, check_seed
+from .evaluate import PER_MODULE_MAX
 from .genes import Genes, SearchError
 
 __all__ = ["Fields", "KINDS"]
@@ -57,7 +57,10 @@ class Fields:
         """A number (int or float, not NaN) in [low, high]."""
         if type(v) not in (int, float) or not low <= v <= high:
             self.fail(field, f"{brief(v)} is not a number in [{low}, {high}]")
-        return float(v)
+        try:
+            return float(v)
+        except OverflowError:          # an int past the float range (JSON allows 1e400 digits)
+            self.fail(field, f"{brief(v)} is past the float range")
 
     def list_(self, field: str, v: Any, high: int, size: int | None = None) -> list:
         if not isinstance(v, list) or len(v) > high or (size is not None and len(v) != size):
@@ -239,7 +242,7 @@ class Fields:
         return {"site": self.str_("evolve.site", e["site"]),
                 "select": self.str_("evolve.select", e["select"]),
                 "per_module": None if pm is None else
-                self.int_("evolve.per_module", pm, 1, POPULATION_MAX)}
+                self.int_("evolve.per_module", pm, 1, PER_MODULE_MAX)}
 
 
 class Programs:

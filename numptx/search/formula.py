@@ -27,8 +27,11 @@ NaN -> 0). A subexpression shared by a large formula is bound once with ``(_t0 :
 text stays linear in the program size.
 
 :func:`evaluate` reads text of at most :data:`MAX_TEXT` characters nested at most
-:data:`MAX_DEPTH` levels (and Python's 200 parentheses); past that it raises
-:class:`FormulaLimitError` naming the limit. It matches the stub (the emulator) bit for bit
+:data:`MAX_DEPTH` levels (and Python's 200 parentheses) with at most :data:`MAX_NAMES` ``:=``
+bindings; past that (or past the memory there is) it raises :class:`FormulaLimitError` naming
+the limit. A program printed by :func:`formula` nests a function call per op of a chain of
+them: one with more than 200 in a chain (``max_length`` over 200) prints text that Python's
+parser cannot read; ``Candidate.predict`` runs any program. It matches the stub (the emulator) bit for bit
 for the search's op names, with these exceptions, where the text cannot say what the
 instruction does:
 
@@ -58,7 +61,7 @@ from ..instructions import TABLE, UnknownInstructionError
 from .genes import LN2, LOG2E, Genes, SearchError
 
 __all__ = ["formula", "formula_of_stub", "evaluate", "canonical_key", "canonical_keys",
-           "FormulaLimitError", "MAX_TEXT", "MAX_DEPTH"]
+           "FormulaLimitError", "MAX_TEXT", "MAX_DEPTH", "MAX_NAMES"]
 
 #: the longest formula text :func:`evaluate` reads (characters); a printed program of
 #: max_length ops stays far below (shared subexpressions are bound once with :=)
@@ -66,12 +69,17 @@ MAX_TEXT = 1_000_000
 #: the deepest formula :func:`evaluate` reads (levels of its syntax tree: an operator, a call or
 #: a sign each add one); Python's own parser stops near this depth too
 MAX_DEPTH = 1000
+#: the most ``:=`` bindings :func:`evaluate` reads: each keeps an array of ``len(X)`` values to
+#: the end, so the bindings bound the memory; a printed program binds at most one per op
+#: (``sp.Limits().max_steps``)
+MAX_NAMES = sp.Limits().max_steps
 
 
 class FormulaLimitError(SearchError):
-    """A formula past what :func:`evaluate` reads: longer than :data:`MAX_TEXT` characters or
-    nested deeper than :data:`MAX_DEPTH` levels or 200 parentheses (``limit``:
-    ``"MAX_TEXT"``, ``"MAX_DEPTH"`` or ``"parentheses"``)."""
+    """A formula past what :func:`evaluate` reads: longer than :data:`MAX_TEXT` characters,
+    nested deeper than :data:`MAX_DEPTH` levels or 200 parentheses, with more than
+    :data:`MAX_NAMES` ``:=`` bindings, or past the memory there is (``limit``: ``"MAX_TEXT"``,
+    ``"MAX_DEPTH"``, ``"parentheses"``, ``"MAX_NAMES"`` or ``"memory"``)."""
 
     def __init__(self, message: str, *, limit: str):
         self.limit = limit
@@ -423,56 +431,100 @@ _ARITY = {"fmax": 2, "fmin": 2, "copysign": 2, "fma": 3}
 
 
 class _Eval:
+    """Evaluates a parsed formula without recursion (an explicit stack, children left to
+    right, so a ``:=`` binds before the names after it read it): no recursion limit to raise,
+    in any thread."""
+
     def __init__(self, text: str, env: dict[str, np.ndarray], dtype):
         self.text, self.env, self.dtype = text, env, dtype
 
     def fail(self, what: str):
-        raise SearchError(f"evaluate: text_or_prog={self.text!r}: {what}")
+        shown = repr(self.text) if len(self.text) <= 80 else \
+            f"{self.text[:60]!r}... ({len(self.text):,} characters)"
+        raise SearchError(f"evaluate: text_or_prog={shown}: {what}")
 
-    def run(self, node):
+    def run(self, root):
+        todo, values = [(root, False)], []
+        while todo:
+            node, ready = todo.pop()
+            if ready:                         # its children's values are on top of values
+                n = len(self._children(node))
+                args = values[len(values) - n:]
+                del values[len(values) - n:]
+                values.append(self._apply(node, args))
+                continue
+            kids = self._children(node)
+            if not kids:
+                values.append(self._leaf(node))
+                continue
+            todo.append((node, True))
+            todo.extend((k, False) for k in reversed(kids))
+        return values[0]
+
+    def _children(self, node) -> list:
+        """The sub-expressions ``node`` computes from (its syntax checked here)."""
         if isinstance(node, ast.Expression):
-            return self.run(node.body)
-        if isinstance(node, ast.Constant):
-            if isinstance(node.value, bool) or not isinstance(node.value, (int, float)):
-                self.fail(f"unsupported literal {node.value!r}")
-            return np.asarray(node.value, self.dtype)
-        if isinstance(node, ast.Name):
-            if node.id in self.env:
-                return self.env[node.id]
-            if node.id in ("nan", "inf"):
-                return np.asarray(float(node.id), self.dtype)
-            self.fail(f"unknown name {node.id!r}")
+            return [node.body]
+        if isinstance(node, (ast.Constant, ast.Name)):
+            return []
         if isinstance(node, ast.NamedExpr):
-            value = self.run(node.value)
-            self.env[node.target.id] = value
-            return value
+            return [node.value]
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-            v = self.run(node.operand)
-            return -v if isinstance(node.op, ast.USub) else v
+            return [node.operand]
         if isinstance(node, ast.BinOp):
-            a, b = self.run(node.left), self.run(node.right)
-            if isinstance(node.op, ast.Add):
-                return a + b
-            if isinstance(node.op, ast.Sub):
-                return a - b
-            if isinstance(node.op, ast.Mult):
-                return a * b
-            if isinstance(node.op, ast.Div):
-                return a / b
-            if isinstance(node.op, ast.Pow):
-                if isinstance(node.right, ast.Constant) and node.right.value == 2:
-                    return a * a
-                return np.power(a, b)
-            self.fail(f"unsupported operator {type(node.op).__name__}")
+            if not isinstance(node.op, (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.Pow)):
+                self.fail(f"unsupported operator {type(node.op).__name__}")
+            return [node.left, node.right]
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords:
-            f = _EVAL_FUNCS.get(node.func.id)
-            if f is None:
-                self.fail(f"unknown function {node.func.id!r}")
-            if len(node.args) != _ARITY.get(node.func.id, 1):
-                self.fail(f"{node.func.id}() takes {_ARITY.get(node.func.id, 1)} arguments")
-            args = np.broadcast_arrays(*(self.run(a) for a in node.args))
-            return np.asarray(f(*[np.asarray(a, self.dtype) for a in args]), self.dtype)
+            name = node.func.id
+            if name not in _EVAL_FUNCS:
+                self.fail(f"unknown function {name!r}")
+            if len(node.args) != _ARITY.get(name, 1):
+                self.fail(f"{name}() takes {_ARITY.get(name, 1)} arguments")
+            if any(isinstance(a, ast.Starred) for a in node.args):
+                self.fail("unsupported syntax Starred")
+            return list(node.args)
         self.fail(f"unsupported syntax {type(node).__name__}")
+
+    def _leaf(self, node):
+        if isinstance(node, ast.Constant):
+            v = node.value
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                self.fail(f"unsupported literal {v!r}")
+            if isinstance(v, int) and abs(v) > sys.float_info.max:
+                v = math.inf                  # as 1e400 reads (an int literal is >= 0)
+            return np.asarray(v, self.dtype)
+        if node.id in self.env:
+            return self.env[node.id]
+        if node.id in ("nan", "inf"):
+            return np.asarray(float(node.id), self.dtype)
+        self.fail(f"unknown name {node.id!r}")
+
+    def _apply(self, node, args: list):
+        if isinstance(node, ast.Expression):
+            return args[0]
+        if isinstance(node, ast.NamedExpr):
+            self.env[node.target.id] = args[0]
+            return args[0]
+        if isinstance(node, ast.UnaryOp):
+            return -args[0] if isinstance(node.op, ast.USub) else args[0]
+        if isinstance(node, ast.BinOp):
+            a, b = args
+            op = node.op
+            if isinstance(op, ast.Add):
+                return a + b
+            if isinstance(op, ast.Sub):
+                return a - b
+            if isinstance(op, ast.Mult):
+                return a * b
+            if isinstance(op, ast.Div):
+                return a / b
+            if isinstance(node.right, ast.Constant) and node.right.value == 2:
+                return a * a
+            return np.power(a, b)
+        f = _EVAL_FUNCS[node.func.id]
+        args = np.broadcast_arrays(*args)
+        return np.asarray(f(*[np.asarray(a, self.dtype) for a in args]), self.dtype)
 
 
 def evaluate(text_or_prog: str | Sequence[sp.Op], X: np.ndarray, genes: Genes) -> np.ndarray:
@@ -503,13 +555,13 @@ def evaluate(text_or_prog: str | Sequence[sp.Op], X: np.ndarray, genes: Genes) -
                           f"per input {', '.join(genes.names)}")
     tree = _parse(text)
     env = {n: X[:, j] for j, n in enumerate(genes.names)}
-    old = sys.getrecursionlimit()
-    try:                 # run() recurses once a level: MAX_DEPTH levels fit above the caller's
-        sys.setrecursionlimit(max(old, 2 * MAX_DEPTH + 1000))
-        with np.errstate(all="ignore"):
+    try:
+        with np.errstate(all="ignore"):  # no recursion: no limit raised (threads share it)
             out = _Eval(text, env, dtype).run(tree)
-    finally:
-        sys.setrecursionlimit(old)
+    except MemoryError:
+        raise FormulaLimitError(f"evaluate: the formula's values on {X.shape[0]:,} rows do not "
+                                f"fit in memory (evaluate fewer rows at a time)",
+                                limit="memory") from None
     return np.broadcast_to(np.asarray(out, dtype), (X.shape[0],)).copy()
 
 
@@ -533,11 +585,18 @@ def _parse(text: str) -> ast.Expression:
     except (RecursionError, MemoryError):       # the parser's stack: deep nesting, not size
         raise FormulaLimitError(f"{deep} (Python's parser ran out of stack)",
                                 limit="MAX_DEPTH") from None
-    todo, depth = [(tree, 0)], 0
+    except ValueError as e:          # text Python cannot encode (a lone surrogate, say)
+        raise SearchError(f"evaluate: text_or_prog={shown} is not a formula ({e})") from None
+    todo, depth, names = [(tree, 0)], 0, 0
     while todo:                                 # no recursion: the depth of any tree
         node, d = todo.pop()
         depth = max(depth, d)
         if depth > MAX_DEPTH:
             raise FormulaLimitError(deep, limit="MAX_DEPTH")
+        names += isinstance(node, ast.NamedExpr)
+        if names > MAX_NAMES:
+            raise FormulaLimitError(f"evaluate: text_or_prog={shown}: binds more than "
+                                    f"formula.MAX_NAMES = {MAX_NAMES:,} names with := (each "
+                                    f"keeps an array of len(X) values)", limit="MAX_NAMES")
         todo.extend((c, d + 1) for c in ast.iter_child_nodes(node))
     return tree

@@ -60,7 +60,7 @@ from ..instructions import TABLE
 from ..stack_ptx import Op
 
 __all__ = ["SearchError", "Genes", "OP_NAMES", "DTYPES", "LOG2E", "LN2", "RESERVED_NAMES",
-           "check_int"]
+           "check_int", "shown"]
 
 DTYPES = ("f32", "f64")
 LOG2E = 1.4426950408889634
@@ -100,14 +100,22 @@ class SearchError(NumptxError, ValueError):
     """A bad argument to :mod:`numptx.search` (the message names the argument)."""
 
 
+def shown(v: Any) -> str:
+    """``repr(v)`` for a message; an int too long to print (Python prints at most 4,300
+    digits) by its size: ``shown(10 ** 5000)`` is ``'an int of 16610 bits'``."""
+    if isinstance(v, int) and not isinstance(v, bool) and v.bit_length() > 256:
+        return f"an int of {v.bit_length()} bits"
+    return repr(v)
+
+
 def check_int(name: str, v: Any, low: int, high: int | None = None, why: str = "") -> int:
     """``v`` as an int in [low, high] (no upper bound when ``high`` is None); else a
     :class:`SearchError` naming ``name``, the bounds and ``why`` (what the upper bound is)."""
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
         top = "" if high is None else f" and <= {high:,}"
-        raise SearchError(f"{name}={v!r}: give an int >= {low}{top}")
+        raise SearchError(f"{name}={shown(v)}: give an int >= {low}{top}")
     if high is not None and v > high:
-        raise SearchError(f"{name}={int(v)}: give an int in [{low}, {high:,}]"
+        raise SearchError(f"{name}={shown(int(v))}: give an int in [{low}, {high:,}]"
                           + (f" ({why})" if why else ""))
     return int(v)
 
@@ -242,9 +250,13 @@ class Genes:
             raise SearchError(f"constants={constants!r}: give a sequence of numbers")
         out = []
         for c in constants:
+            try:                 # an int past the float range raises OverflowError in float()
+                finite = math.isfinite(float(c))
+            except (OverflowError, TypeError, ValueError):
+                finite = False
             if isinstance(c, (bool, np.bool_)) or not isinstance(c, (int, float, np.number)) \
-                    or not math.isfinite(float(c)):
-                raise SearchError(f"constants=: {c!r} is not a finite number")
+                    or not finite:
+                raise SearchError(f"constants=: {shown(c)} is not a finite number")
             v = self.round(float(c))
             if not math.isfinite(v):
                 raise SearchError(f"constants=: {c!r} is out of the {self.dtype} range")
