@@ -914,3 +914,14 @@ def test_a_long_printed_program_evaluates_or_names_the_limit():
     for _ in range(300):
         want = np.sin(want)
     assert np.allclose(got, want, atol=1e-5)
+
+
+def test_the_largest_parsimony_runs_without_a_numpy_warning():
+    # parsimony is bounded by the float range: 1e308 x a program's length overflowed with
+    # "RuntimeWarning: overflow encountered in multiply" from inside the loop
+    X, y = _data()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        r = search.regress(X, y, OPS, population=20, generations=2, seed=0, device="cpu",
+                           parsimony=1e308)
+    assert r.generations == 2 and r.best is not None

@@ -364,8 +364,9 @@ class Search:
 
     def penalized(self, cands: Sequence[Candidate]) -> np.ndarray:
         loss = np.array([c.loss for c in cands])
-        if self.cfg["parsimony"]:
-            loss = loss + self.cfg["parsimony"] * np.array([len(c.program) for c in cands])
+        if self.cfg["parsimony"]:       # a large (finite) parsimony gives +inf, not a warning
+            with np.errstate(over="ignore"):
+                loss = loss + self.cfg["parsimony"] * np.array([len(c.program) for c in cands])
         return loss
 
     def init_population(self) -> list[Candidate]:
