@@ -5,9 +5,11 @@
 - the cost per candidate as a function of ``per_module`` (64 ... 4096);
 - jump table (``brx.idx``, what numptx emits) against a binary branch tree, same candidates;
 - the host cost of a launch: on a CPU the argument preparation alone
-  (``python benchmarks/bench_launch.py``), on a GPU the whole launch.
+  (``python benchmarks/bench_launch.py``), on a GPU the whole launch;
+- ``nx.fitness``'s preparation (its checks of each candidate, ``numptx.jit.fitness.prepare``)
+  for 4096 candidates of each kind, CPU time, against ``pack_many`` of the same PTX texts.
 
-    python benchmarks/bench_populations.py [--n 2048] [--separate 64]
+    python benchmarks/bench_populations.py [--n 2048] [--separate 64] [--fitness-only]
 
 Programs/s per core are measured on one thread (``max_workers=1``): core-seconds per
 candidate is what the target is about, and this 2-core machine is shared.
@@ -106,7 +108,11 @@ def main() -> None:
     ap.add_argument("--separate", type=int, default=64,
                     help="programs built as separate variants (the per-candidate cost is flat)")
     ap.add_argument("--sweep", default="64,128,256,512,1024,2048,4096")
+    ap.add_argument("--fitness-only", action="store_true",
+                    help="only nx.fitness's preparation (4096 candidates of each kind)")
     args = ap.parse_args()
+    if args.fitness_only:
+        return fitness_preparation()
 
     tmpl = nx.CudaTemplate(FIT, entry="fit", cache=False)
     site = tmpl.sites["f"]
@@ -157,6 +163,42 @@ def main() -> None:
 
     print("\nlaunch host cost: see python benchmarks/bench_launch.py (argument preparation on a "
           "CPU; whole launches on a GPU)")
+    fitness_preparation()
+
+
+def fitness_preparation(n: int = 4096, repeats: int = 3) -> None:
+    """CPU time of ``prepare`` (nx.fitness's checks) for ``n`` random programs as compiled
+    stubs, op lists, encodings and PTX texts: cold (caches emptied) and again (cached); the
+    texts against ``pack_many`` of the same texts (what a GPU run builds)."""
+    import numpy as np
+    from numptx.jit import fitness as F
+    from numptx.jit.fitness_checks import clear_caches
+    X = np.random.default_rng(0).uniform(-1, 1, (256, 1)).astype(np.float32)
+    y = X[:, 0] * 2
+    tmpl = F.fitness_template(1, ("x",), "f32")
+    progs = [random_program(s) for s in range(n)]
+    stubs = sp.compile_many(progs, site=tmpl.sites["f"])
+    pops = {"compiled stubs": stubs, "op lists": progs,
+            "encodings": [sp.encode(p, ["x"]) for p in progs], "PTX texts": [str(s) for s in stubs]}
+    print(f"\nnx.fitness preparation, {n} candidates (CPU time, best of {repeats}):")
+    for name, pop in pops.items():
+        cold, warm = [], []
+        for _ in range(repeats):
+            clear_caches()
+            t = time.process_time()
+            F.prepare(pop, X, y, names=["x"])
+            cold.append(time.process_time() - t)
+            t = time.process_time()
+            F.prepare(pop, X, y, names=["x"])
+            warm.append(time.process_time() - t)
+        print(f"  {name:16s}: {min(cold) * 1e3:8.1f} ms ({min(cold) / n * 1e6:6.2f} us a "
+              f"candidate), cached {min(warm) * 1e3:6.1f} ms")
+    t = time.process_time()
+    for p in tmpl.pack_many("f", pops["PTX texts"], select="cand"):
+        p.cubin
+    pack = time.process_time() - t
+    print(f"  {'pack_many texts':16s}: {pack * 1e3:8.1f} ms (preparing the texts: "
+          f"{min(cold) / pack * 100:.1f} % of it)")
 
 
 if __name__ == "__main__":

@@ -185,7 +185,7 @@ def _outcome(fn):
 
 def _reference(cands, X, names, dtype, loss):
     def run():
-        typed = [("the loss", _Typed(*[getattr(C.loss_facts(loss), f)
+        typed = [("the loss", _Typed(*[getattr(F._loss_facts(loss), f)
                                        for f in ("dtype", "why")]))]
         typed += [(f"candidate {k}", _ref_facts(k, c, names)) for k, c in enumerate(cands)]
         return _ref_decide(typed, dtype, X)

@@ -68,8 +68,7 @@ from ..dsl.emulator import emulate
 from ..dsl.expr import PtxExpr, SiteBinding, output_order
 from ..errors import NumptxError
 from .errors import LaunchError
-from .fitness_checks import (FLOATS, FitnessError, decide, inspect, loss_facts,  # noqa: F401
-                             population)
+from .fitness_checks import FLOATS, Facts, FitnessError, decide, inspect, population
 from .pack import (DEFAULT_PER_MODULE, MAX_CANDIDATES, Population,  # noqa: F401
                    check_selector)
 from .stubs import resolve_stub
@@ -186,6 +185,28 @@ def _check(X: Any, y: Any, loss: Any, names: Sequence[str] | None):
     return X, y, names
 
 
+def _loss_facts(loss: Any) -> Facts:
+    """A user loss's float type (a built-in loss's name: none); one that does not trace or
+    does not take (p, t) and give one float is a :class:`FitnessError` naming ``loss=``."""
+    if not isinstance(loss, PtxExpr):
+        return Facts()
+    try:
+        loss.graph                               # traced here: its errors name the loss
+    except Exception as e:   # noqa: BLE001 - the user's function raised while tracing
+        raise FitnessError(f"fitness: loss={loss.__name__} does not trace: "
+                           f"{type(e).__name__}: {e}") from None
+    p = list(loss.params)
+    if len(p) != 2 or (len(set(p) & {"p", "t"}) == 1):
+        raise FitnessError(f"fitness: loss={loss.signature()}: a loss takes two parameters, "
+                           f"the prediction and the target: named p and t, or any two other "
+                           f"names (bound in that order)")
+    kinds = {t.name for t in loss.params.values()} | {n.dtype for _, n in loss.graph.outputs}
+    if len(kinds) != 1 or not kinds <= set(FLOATS) or len(loss.graph.outputs) != 1:
+        raise FitnessError(f"fitness: loss={loss.signature()}: a loss takes and gives one "
+                           f"float type (f32 or f64), one value")
+    return Facts(kinds.pop(), f"loss {loss.signature()}")
+
+
 def _convert(what: str, a: np.ndarray, dtype: str) -> np.ndarray:
     """``a`` as C-contiguous ``dtype``; NaN, infinity and values past its range are refused
     (every candidate would score +inf on them)."""
@@ -229,7 +250,7 @@ def prepare(candidates: Iterable[Any], X: Any, y: Any, loss: Any = "mse", *,
     if dtype is not None and not (isinstance(dtype, str) and dtype.lower() in FLOATS):
         raise FitnessError(f"fitness: dtype={dtype!r}: the kernel runs in 'f32' or 'f64' (or "
                            f"None: the candidates' type)")
-    lf = loss_facts(loss)
+    lf = _loss_facts(loss)
     checked = inspect(population(candidates), names)
     dt = decide(checked, lf, dtype.lower() if dtype else None,     # type: ignore[arg-type]
                 "f64" if X.dtype == np.float64 else "f32", names)

@@ -7,26 +7,18 @@ float type it is written in, the inputs it reads that the data lack, and whether
     checked = inspect(cands, ("x0", "x1"))      # FitnessError at the first refused candidate
     checked.facts[2].dtype                       # 'f32': the type %v_p is written in
 
-The checks are cheap enough for a search's every generation (thousands of candidates):
-
-* **Stack PTX programs** (op lists and ``sp.encode`` arrays) are inspected word by word with
-  NumPy over the whole population at once: the kind, type and row fields of each word
-  (docs/design/programs.md, section 3) give the float types of its instructions and constants,
-  and its INPUT words what it reads. Only the rare candidate that needs more is inspected op
-  by op: one that reads something the data lack (its error names it), one that converts
-  between f32 and f64 (compiled both ways), and encodings numptx did not write (other integer
-  arrays). Results are cached by the program's words.
-* **PTX text** is scanned, not parsed: the statements that name a ``%v_`` register give the
-  registers it reads and the type it writes ``%v_p`` with. The scan agrees with the emulator's
-  parser on every text the parser takes; where that matters (a refusal, the type that decides
-  the kernel's) the text is parsed to confirm it (``Facts.tentative``), so a text the parser
-  refuses is never refused for what it reads and never decides the kernel's type, as before.
-  Results are cached by text.
+Cheap enough for every generation of a search (thousands of candidates): Stack PTX programs
+(op lists, ``sp.encode`` arrays) are read word by word with NumPy over the whole population
+(docs/design/programs.md, section 3), op by op only where a candidate is refused, converts
+(compiled both ways) or is no numptx encoding; PTX text is scanned, not parsed: the statements
+that name a ``%v_`` register. The scan agrees with the emulator's parser on every text the
+parser takes, and where it decides (a refusal, the kernel's type) the text is parsed to
+confirm (``Facts.tentative``): a text the parser refuses decides nothing, as before. Both are
+cached, by the program's words and by text.
 """
 from __future__ import annotations
 
 import functools
-import itertools
 import logging
 import re
 from collections.abc import Callable, Sequence
@@ -49,7 +41,7 @@ from ..opkinds import (CONST, CONST64, INPUT, INSTR, KIND_NAMES, LOAD, META, MET
 from ..valuetypes import BY_NAME, WIDE
 
 __all__ = ["FitnessError", "Float", "FLOATS", "Facts", "Checked", "population", "inspect",
-           "loss_facts", "decide", "program_facts", "text_facts", "scan_text"]
+           "decide", "clear_caches", "program_facts", "text_facts", "scan_text"]
 
 log = logging.getLogger("numptx.jit.fitness")
 
@@ -156,35 +148,32 @@ def _row_floats(index: int) -> tuple[Float, ...]:
     return tuple(dict.fromkeys(f for t in (*row.operands, *row.results) if (f := _float_of(t))))
 
 
-@dataclass(frozen=True)
-class _Lookup:
-    """Per word field, for the vectorized scan: float bits (1 f32, 2 f64) of each row and
-    type, which types are wide; valid for one table version and type count."""
-    key: tuple
-    row_bits: np.ndarray          # (65536,) uint8
-    type_bits: np.ndarray         # (256,) uint8
-    wide: np.ndarray              # (256,) bool
+_lookup_cache: dict[tuple, tuple[np.ndarray, ...]] = {}
 
 
-_lookup_cache: list[_Lookup] = []
-
-
-def _lookup() -> _Lookup:
+def _lookup() -> tuple[np.ndarray, ...]:
+    """For the word scan, per table version and type count: the float bits (1 f32, 2 f64) of
+    each table row; indexed by a word's kind and type fields (16 bits), the float bits of a
+    constant and whether :func:`decode` refuses the word for them; per kind, the bound of
+    its ``a`` field."""
     key = (TABLE.uid, TABLE.version, len(TABLE), len(TYPES), len(WIDE))
-    if _lookup_cache and _lookup_cache[0].key == key:
-        return _lookup_cache[0]
-    bit = {"f32": 1, "f64": 2}
-    rows = np.zeros(1 << 16, np.uint8)
-    for i in range(min(len(TABLE), 1 << 16)):
-        rows[i] = sum(bit[f] for f in _row_floats(i))
-    types = np.zeros(256, np.uint8)
-    wide = np.zeros(256, bool)
-    for i, t in enumerate(TYPES[:256]):
-        f = _float_of(t)
-        types[i] = bit[f] if f else 0
-        wide[i] = t in WIDE
-    _lookup_cache[:] = [_Lookup(key, rows, types, wide)]
-    return _lookup_cache[0]
+    if key not in _lookup_cache:
+        bit = {"f32": 1, "f64": 2}
+        rows = np.zeros(1 << 16, np.uint8)
+        for i in range(min(len(TABLE), 1 << 16)):
+            rows[i] = sum(bit[f] for f in _row_floats(i))
+        kind, t = np.arange(1 << 16) & 0xFF, np.arange(1 << 16) >> 8
+        types = np.array([bit.get(_float_of(x) or "", 0) for x in TYPES[:256]] +
+                         [0] * (256 - min(len(TYPES), 256)), np.uint8)
+        wide = np.array([x in WIDE for x in TYPES[:256]] + [False] * (256 - min(len(TYPES), 256)))
+        const = (kind == CONST) | (kind == CONST64)
+        bad = (kind >= len(KIND_NAMES)) | (_TYPED_KIND[kind] & (t >= len(TYPES))) | \
+            ((kind == CONST) & wide[t]) | (_T_UNUSED[kind] & (t != 0))
+        bound = np.full(256, 1 << 16, np.uint32)
+        bound[INSTR], bound[META] = len(TABLE), len(META_OPS)
+        _lookup_cache.clear()
+        _lookup_cache[key] = (rows, np.where(const, types[t], 0).astype(np.uint8), bad, bound)
+    return _lookup_cache[key]
 
 
 # ---- Stack PTX programs: the exact path, op by op --------------------------------------------
@@ -263,6 +252,12 @@ _program_cache: dict[tuple, dict] = {}      # (table, types, site inputs) -> wor
 _text_cache: dict[tuple, dict] = {}         # (table, site variables) -> text -> Facts
 
 
+def clear_caches() -> None:
+    """Forget every cached result (a benchmark's cold start)."""
+    _program_cache.clear()
+    _text_cache.clear()
+
+
 def _cache(caches: dict[tuple, dict], context: tuple) -> dict:
     """The cache of one context (a table version, a site), emptied when it grows past
     ``_CACHE_SIZE`` entries; one context at a time."""
@@ -273,21 +268,34 @@ def _cache(caches: dict[tuple, dict], context: tuple) -> dict:
     return cache
 
 
-def _op_words(prog: Sequence, name_word: dict[str, int]) -> list[int] | None:
-    """An op list's words, named inputs numbered and tagged as the site's (None: an item
-    that is no op, or a name the site lacks: the op-by-op path says what)."""
+def _op_bytes(prog: Sequence, name_raw: dict[str, bytes]) -> bytes | None:
+    """An op list as its words' bytes (``Op.raw``: a 64-bit constant's data word included),
+    named inputs numbered and tagged as the site's (None: an item that is no op, or a name
+    the site lacks: the op-by-op path says what)."""
     try:
-        return [o.word if o.name is None else name_word[o.name] for o in prog]
+        return b"".join([o.raw or name_raw[o.name] for o in prog])
     except (AttributeError, KeyError, TypeError):
         return None
+
+
+_U64 = np.dtype(np.uint64).str
+_names_ok: dict[tuple, bool] = {}
 
 
 def _encoded_ok(prog: np.ndarray) -> bool:
     """Whether the word scan reads ``prog`` as :func:`decode` does (uint64 words, 1-D, input
     names that are a tuple of str or none)."""
     names = getattr(prog, "inputs", None)
-    return (prog.dtype == np.uint64 and prog.ndim == 1 and
-            (not names or (isinstance(names, tuple) and all(isinstance(n, str) for n in names))))
+    if prog.dtype.str != _U64 or prog.ndim != 1:
+        return False
+    if not names:
+        return True
+    ok = _names_ok.get(names) if isinstance(names, tuple) else False
+    if ok is None:
+        ok = _names_ok[names] = all(isinstance(n, str) for n in names)
+        if len(_names_ok) > 4096:
+            _names_ok.clear()
+    return ok
 
 
 def _payload(kind: np.ndarray, first: np.ndarray) -> np.ndarray:
@@ -312,43 +320,48 @@ def _scan_words(words: np.ndarray, lengths: np.ndarray, encoded: bool,
                 bad_input: Callable[[np.ndarray], np.ndarray]) -> tuple[np.ndarray, ...]:
     """Per program (``lengths`` words each, concatenated in ``words``): whether it has f32
     and f64 instructions or constants, whether an INPUT word needs the op-by-op path
-    (``bad_input`` of the INPUT words), and for
-    ``encoded`` words whether :func:`decode` refuses it."""
-    n = lengths.size
-    lk = _lookup()
-    cid = np.repeat(np.arange(n), lengths)
-    first = np.cumsum(lengths) - lengths
-    first = first[lengths > 0]
-    kind = (words & 0xFF).astype(np.intp)
-    t = (words >> 8 & 0xFF).astype(np.intp)
-    a = (words >> 16 & 0xFFFF).astype(np.intp)
-    b = words >> 32
-    real = np.ones(words.size, bool)
-    invalid = np.zeros(n, bool)
+    (``bad_input`` of the INPUT words), and (``encoded`` words) whether decode refuses it."""
+    row_bits, const_bits, kt_bad, a_bound = _lookup()
+    le = np.ascontiguousarray(words, "<u8")           # the fields as views, no copies
+    kind, kt = le.view(np.uint8)[0::8], le.view("<u2")[0::4]
+    a, b = le.view("<u2")[1::4], le.view("<u4")[1::2]
+    starts = (np.cumsum(lengths) - lengths)[lengths > 0]
+
+    def any_of(mask: np.ndarray) -> np.ndarray:       # per program: any word of mask
+        out = np.zeros(lengths.size, bool)
+        if starts.size:
+            out[lengths > 0] = np.logical_or.reduceat(mask, starts)
+        return out
+    real = ~_payload(kind, starts) if (kind == CONST64).any() else None
+    invalid = np.zeros(lengths.size, bool)
     if encoded:
-        data = _payload(kind, first)
-        marker = ((words & MARKER_MASK) == MARKER_MAGIC) & ((b & 0xFF) < len(DIALECTS)) & ~data
-        real = ~data & ~marker
-        header = real & (kind == CONST64)
-        last = first + lengths[lengths > 0] - 1
-        typed = np.isin(kind, (CONST, CONST64, META, STORE, LOAD))
-        wrong = real & ((kind >= len(KIND_NAMES)) |
-                        (typed & (t >= len(TYPES))) |
-                        ((kind == CONST) & lk.wide[t]) |
-                        ((kind == INSTR) & (a >= len(TABLE))) |
-                        ((kind == META) & (a >= len(META_OPS))) |
-                        (~np.isin(kind, (CONST, INPUT)) & (b != 0)) |
-                        (np.isin(kind, (NOP, RETURN, INPUT, INSTR, ROUTINE, META_CONST)) & (t != 0)))
-        wrong[last] |= header[last]          # a CONST64 without its data word
-        invalid = np.bincount(cid[wrong], minlength=n) > 0
-    bits = np.where(real & (kind == INSTR), lk.row_bits[a], 0)
-    bits |= np.where(real & ((kind == CONST) | (kind == CONST64)), lk.type_bits[t], 0)
-    f32 = np.bincount(cid[bits & 1 > 0], minlength=n) > 0
-    f64 = np.bincount(cid[bits & 2 > 0], minlength=n) > 0
-    inputs = real & (kind == INPUT)
+        marker = ((le & MARKER_MASK) == MARKER_MAGIC) & ((b & 0xFF) < len(DIALECTS))
+        real = ~marker if real is None else real & ~marker
+        wrong = (kt_bad[kt] | (a >= a_bound[kind]) | (_B_UNUSED[kind] & (b != 0))) & real
+        last = starts + lengths[lengths > 0] - 1
+        wrong[last] |= real[last] & (kind[last] == CONST64)     # a CONST64 without its data
+        invalid = any_of(wrong)
+    three = np.uint8(3)                               # both float bits
+    bits = const_bits[kt] | row_bits[a] & (kind == INSTR).view(np.uint8) * three
+    inputs = kind == INPUT
+    if real is not None:
+        bits &= real.view(np.uint8) * three
+        inputs &= real
     odd = np.zeros(words.size, bool)
-    odd[inputs] = bad_input(words[inputs])
-    return f32, f64, np.bincount(cid[odd], minlength=n) > 0, invalid
+    odd[inputs] = bad_input(le[inputs])
+    return any_of(bits & 1 > 0), any_of(bits & 2 > 0), any_of(odd), invalid
+
+
+def _kinds(*kinds: int) -> np.ndarray:
+    out = np.zeros(256, bool)
+    out[list(kinds)] = True
+    return out
+
+
+# per kind, as decode checks words: its type field names a stack type; b, t unused
+_TYPED_KIND = _kinds(CONST, CONST64, META, STORE, LOAD)
+_B_UNUSED = ~_kinds(CONST, INPUT)
+_T_UNUSED = _kinds(NOP, RETURN, INPUT, INSTR, ROUTINE, META_CONST)
 
 
 def _resolver(names: tuple[str, ...], inputs: tuple[str, ...]) -> Callable[[np.ndarray], np.ndarray]:
@@ -379,39 +392,40 @@ def _program_batch(items: list[tuple[int, Any]], inputs: tuple[str, ...]) -> dic
     progs = dict(items)
     cache = _cache(_program_cache, (TABLE.uid, TABLE.version, len(TYPES), inputs))
     tags = np.array(sorted({input_tag(n) for n in inputs}), np.uint64)
-    name_word = {n: INPUT | i << 16 | input_tag(n) << 32 for i, n in enumerate(inputs)}
-    groups: dict[Any, list] = {}              # (encoded, names) -> [(index, key, words, names)]
+    name_raw = {n: (INPUT | i << 16 | input_tag(n) << 32).to_bytes(8, "little")
+                for i, n in enumerate(inputs)}
+    groups: dict[Any, list] = {}              # names (None: op lists) -> [(index, key, words)]
     for k, prog in items:
         if isinstance(prog, np.ndarray):
             if not _encoded_ok(prog):
                 out[k] = program_facts(prog, inputs)
                 continue
             names = getattr(prog, "inputs", None) or inputs
-            item = (k, (prog.tobytes(), names), prog, None)
+            item = (k, (prog.tobytes(), names), prog)
             group: Any = names
         else:
-            ws = _op_words(prog, name_word)
-            if ws is None:
+            raw = _op_bytes(prog, name_raw)
+            if raw is None:
                 out[k] = program_facts(prog, inputs)
                 continue
-            item = (k, tuple(ws), ws, None)
-            group = None
+            item, group = (k, raw, raw), None
         hit = cache.get(item[1])
         if hit is not None:
             out[k] = hit
         else:
             groups.setdefault(group, []).append(item)
     for names, todo in groups.items():
-        lengths = np.array([len(it[2]) for it in todo], np.intp)
         if names is not None:
+            lengths = np.array([it[2].size for it in todo], np.intp)
             flat = np.concatenate([it[2] for it in todo])
             bad = _resolver(names, inputs)
         else:
-            flat = np.array(list(itertools.chain.from_iterable(it[2] for it in todo)), np.uint64)
+            lengths = np.array([len(it[2]) >> 3 for it in todo], np.intp)
+            flat = np.frombuffer(b"".join([it[2] for it in todo]), "<u8").astype(np.uint64)
             bad = (lambda w: ((w >> 32) == 0) | ~np.isin(w >> 32, tags))
         f32, f64, odd, invalid = _scan_words(flat, lengths, names is not None, bad)
         code = (f32 * 1 + f64 * 2 + odd * 4 + invalid * 8).tolist()
-        for c, (k, key, _, _) in zip(code, todo):
+        for c, (k, key, _) in zip(code, todo):
             if c & 8:
                 facts = _NONE                 # decode refuses it: it scores +inf
             elif c & 4 or c == 3:
@@ -515,66 +529,48 @@ def scan_text(text: str, variables: frozenset[str]) -> Facts:
 
 def _scan(text: str, variables: frozenset[str]) -> Facts:
     body = _strip_comments(text) if "/" in text else text
-    if set(_VTOK.findall(body)) <= variables and not _VDECL.search(body):
-        return _scan_p(body)                  # reads no register the data lack
+    # all of its %v_ registers site variables, none declared: only what writes %v_p matters
+    fast = set(_VTOK.findall(body)) <= variables and not _VDECL.search(body)
+    statements = (m.group(0) for m in _P_STATEMENT.finditer(body)) if fast else \
+        (s for line in body.split("\n") for s in line.split(";"))
     blocks: list[set[str]] = []               # registers declared in each open block
     declared: set[str] = set()
     seen: dict[str, bool] = {}
     reads: list[str] = []
-    for line in body.split("\n"):
-        for stmt in line.split(";"):
-            s = stmt.strip()
-            while s[:1] in ("{", "}"):
-                if s[0] == "{":
-                    blocks.append(set())
-                elif not blocks:
-                    return _NONE               # '}' closes no block
-                else:
-                    blocks.pop()
-                s = s[1:].strip()
-            if not s or _VREG not in s:
-                continue
-            if s[0] == ".":
-                if not _declare(s, blocks[-1] if blocks else declared):
-                    return _NONE
-                continue
-            got = _statement(s)
-            if got is _FAIL:
-                return _NONE
-            for regs, t in got[0]:
-                if _VREG + "p" in regs and not any(_P in b for b in blocks):
-                    f = _float_of(t) or _BITS.get(t)     # mov.b32 %v_p fits an f32 register
-                    if f:
-                        seen.setdefault(f, True)
-            for r in got[1]:
-                if r.startswith(_VREG) and not (r in TABLE and TABLE[r].is_special) and \
-                        not any(r[1:] in b for b in blocks):
-                    reads.append(r[1:])
-    if blocks:
-        return _NONE                           # '{' never closed
-    n = len(_PREFIX)
-    missing = tuple(dict.fromkeys(repr(r[n:]) for r in reads
-                                  if r not in declared and r[n:] not in variables and "#" not in r))
-    return Facts(next(iter(seen)) if len(seen) == 1 else None, "", missing,  # type: ignore[arg-type]
-                 tentative=True)
-
-
-def _scan_p(body: str) -> Facts:
-    """A text whose ``%v_`` registers are site variables, none declared: the type of the
-    statements that write ``%v_p``."""
-    seen: dict[str, bool] = {}
-    for m in _P_STATEMENT.finditer(body):
-        s = m.group(0).strip()
+    for s in statements:
+        s = s.strip()
         while s[:1] in ("{", "}"):
+            if fast:
+                pass
+            elif s[0] == "{":
+                blocks.append(set())
+            elif not blocks:
+                return _NONE                   # '}' closes no block
+            else:
+                blocks.pop()
             s = s[1:].strip()
+        if not s or _VREG not in s:
+            continue
+        if s[0] == "." and not fast:
+            if not _declare(s, blocks[-1] if blocks else declared):
+                return _NONE
+            continue
         got = _statement(s)
         if got is _FAIL:
             return _NONE
         for regs, t in got[0]:
-            f = _float_of(t) or _BITS.get(t) if _VREG + "p" in regs else None
-            if f:
-                seen.setdefault(f, True)
-    return Facts(next(iter(seen)) if len(seen) == 1 else None,  # type: ignore[arg-type]
+            if _VREG + "p" in regs and not any(_P in b for b in blocks):
+                f = _float_of(t) or _BITS.get(t)     # mov.b32 %v_p fits an f32 register
+                if f:
+                    seen.setdefault(f, True)
+        reads += [r[1:] for r in got[1] if r.startswith(_VREG) and not fast and
+                  not (r in TABLE and TABLE[r].is_special) and not any(r[1:] in b for b in blocks)]
+    if blocks:
+        return _NONE                           # '{' never closed
+    n = len(_PREFIX)
+    missing = tuple(dict.fromkeys(repr(r[n:]) for r in reads
+                                  if r not in declared and r[n:] not in variables))
+    return Facts(next(iter(seen)) if len(seen) == 1 else None, "", missing,  # type: ignore[arg-type]
                  tentative=True)
 
 
@@ -688,28 +684,6 @@ def _formula(k: int, c: PtxExpr, names: tuple[str, ...]) -> tuple[PtxExpr, Facts
     return c, Facts(kinds.pop(), sig)
 
 
-def loss_facts(loss: Any) -> Facts:
-    """A user loss's float type (a built-in loss's name: none); one that does not trace or
-    does not take (p, t) and give one float is a :class:`FitnessError` naming ``loss=``."""
-    if not isinstance(loss, PtxExpr):
-        return _NONE
-    try:
-        loss.graph                               # traced here: its errors name the loss
-    except Exception as e:   # noqa: BLE001 - the user's function raised while tracing
-        raise FitnessError(f"fitness: loss={loss.__name__} does not trace: "
-                           f"{type(e).__name__}: {e}") from None
-    p = list(loss.params)
-    if len(p) != 2 or (len(set(p) & {"p", "t"}) == 1):
-        raise FitnessError(f"fitness: loss={loss.signature()}: a loss takes two parameters, "
-                           f"the prediction and the target: named p and t, or any two other "
-                           f"names (bound in that order)")
-    kinds = {t.name for t in loss.params.values()} | {n.dtype for _, n in loss.graph.outputs}
-    if len(kinds) != 1 or not kinds <= set(FLOATS) or len(loss.graph.outputs) != 1:
-        raise FitnessError(f"fitness: loss={loss.signature()}: a loss takes and gives one "
-                           f"float type (f32 or f64), one value")
-    return Facts(kinds.pop(), f"loss {loss.signature()}")
-
-
 # ---- the population ----------------------------------------------------------------------------
 def _refuse(k: int, facts: Facts, names: tuple[str, ...]) -> None:
     """Candidate ``k`` reads by position or reads what the data lack: a FitnessError."""
@@ -743,7 +717,10 @@ def inspect(cands: list, names: tuple[str, ...]) -> Checked:
                             if isinstance(c, (list, tuple, np.ndarray))], inputs)
     out, facts = list(cands), []
     for k, c in enumerate(cands):
-        if isinstance(c, Stub):               # the search's stubs, thousands a generation
+        f = progs.get(k)
+        if f is not None:
+            pass
+        elif isinstance(c, Stub):             # the search's stubs, thousands a generation
             f = _stub_facts(k, c, regs)
         elif isinstance(c, PtxExpr):
             try:
@@ -758,8 +735,9 @@ def inspect(cands: list, names: tuple[str, ...]) -> Checked:
             if f.missing:                     # refused only if the parser takes the text
                 f = text_facts(c, variables)
         else:
-            f = progs.get(k, _NONE)
-        _refuse(k, f, names)
+            f = _NONE
+        if f.missing or f.positional:
+            _refuse(k, f, names)
         facts.append(f)
     return Checked(out, facts)
 
