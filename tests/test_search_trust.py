@@ -925,3 +925,33 @@ def test_the_largest_parsimony_runs_without_a_numpy_warning():
         r = search.regress(X, y, OPS, population=20, generations=2, seed=0, device="cpu",
                            parsimony=1e308)
     assert r.generations == 2 and r.best is not None
+
+
+@pytest.mark.parametrize("max_bytes", [2 ** 40 + 1, 2 ** 62, 2 ** 63, 10 ** 30])
+def test_max_bytes_is_bounded(tmp_path, max_bytes):
+    # OverflowError (zlib's bound is a C ssize_t) or MemoryError before
+    _regress(generations=1).save(tmp_path / "r.nxck")
+    with pytest.raises(SearchError, match=rf"max_bytes={max_bytes}: give an int in \[1, 2\*\*40\]"):
+        search.resume(tmp_path / "r.nxck", generations=0, device="cpu", max_bytes=max_bytes)
+    assert ck.read(tmp_path / "r.nxck", max_bytes=ck.MAX_BYTES_MAX)["kind"] == "regress"
+
+
+_READ_SMALL_IN_A_BOX = r"""
+import resource, sys
+from numptx.search import checkpoint as ck
+with open("/proc/self/status") as f:
+    vm = next(int(l.split()[1]) * 1024 for l in f if l.startswith("VmSize:"))
+resource.setrlimit(resource.RLIMIT_AS, (vm + (96 << 20), vm + (96 << 20)))
+try:
+    print(ck.read(sys.argv[1])["kind"])                # MAX_BODY (256 MiB) is not reserved
+except BaseException as e:
+    print("RAW", type(e).__name__, e)
+"""
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="Linux: VmSize")
+def test_reading_a_small_checkpoint_reserves_only_its_size(tmp_path):
+    _regress(generations=1).save(tmp_path / "r.nxck")
+    out = subprocess.run([sys.executable, "-c", _READ_SMALL_IN_A_BOX, str(tmp_path / "r.nxck")],
+                         capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert out.stdout.strip() == "regress", out.stdout + out.stderr[-2000:]

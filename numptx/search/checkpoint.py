@@ -48,8 +48,9 @@ from .config import CACHE_MAX
 from ..errors import NumptxWarning
 from .genes import SearchError, shown
 
-__all__ = ["CheckpointError", "write", "read", "VERSION", "MAX_BODY", "STALE_TMP_S",
-           "encode_array", "decode_array", "encode_program", "decode_program", "state_of"]
+__all__ = ["CheckpointError", "write", "read", "VERSION", "MAX_BODY", "MAX_BYTES_MAX",
+           "STALE_TMP_S", "encode_array", "decode_array", "encode_program", "decode_program",
+           "state_of"]
 
 #: score-cache entries (16-byte key + loss) a checkpoint keeps: all of them (a run clears its
 #: cache past this many), because the children made after a resume depend on which programs
@@ -66,6 +67,9 @@ FITS_SAVED = 50_000
 #: (4/3 of its bytes): 256 MiB holds a full cache and fit memo, a population of 100,000 and
 #: ~60 MB of data. :meth:`Result.save` warns when a checkpoint is larger.
 MAX_BODY = 256 << 20
+#: the largest ``max_bytes`` :func:`read` takes (1 TiB: more than any machine inflates; zlib
+#: takes a bound that fits a C ``ssize_t``)
+MAX_BYTES_MAX = 1 << 40
 #: a temporary file older than this (seconds) is a killed writer's, removed by the next write
 #: in its folder (a live writer's is seconds old)
 STALE_TMP_S = 3600
@@ -231,9 +235,9 @@ def read(path: str | os.PathLike, *, kind: str | None = None,
     ``max_bytes``: the largest inflated body accepted (default :data:`MAX_BODY`)."""
     spath = os.fspath(path)
     limit = MAX_BODY if max_bytes is None else max_bytes
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise SearchError(f"read: max_bytes={max_bytes!r}: give an int >= 1 (or None: "
-                          f"{MAX_BODY:,})")
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_BYTES_MAX:
+        raise SearchError(f"read: max_bytes={shown(max_bytes)}: give an int in [1, 2**40] (or "
+                          f"None: {MAX_BODY:,})")
     # zlib never grows a body by more than ~0.1 % and a few bytes
     most = _HEAD.size + _DIGEST + limit + limit // 1000 + 64
     too_big = (f"more than a body of at most {limit:,} bytes inflated (max_bytes; default "
@@ -250,7 +254,7 @@ def read(path: str | os.PathLike, *, kind: str | None = None,
             if st.st_size > most:
                 raise CheckpointError(f"checkpoint {spath!r}: {st.st_size:,} bytes, {too_big}",
                                       path=spath)
-            data = f.read(most + 1)                # a file that grew since: read no further
+            data = f.read(st.st_size + 1)          # (read(n) reserves n bytes at once)
     except OSError as e:
         raise CheckpointError(f"checkpoint {spath!r}: cannot read it ({e.strerror or e})",
                               path=spath) from None

@@ -31,9 +31,10 @@ text stays linear in the program size.
 bindings; past that (or past the memory there is) it raises :class:`FormulaLimitError` naming
 the limit. A program printed by :func:`formula` nests a function call per op of a chain of
 them: one with more than 200 in a chain (``max_length`` over 200) prints text that Python's
-parser cannot read; ``Candidate.predict`` runs any program. It matches the stub (the emulator) bit for bit
-for the search's op names, with these exceptions, where the text cannot say what the
-instruction does:
+parser cannot read; ``Candidate.predict`` runs any program.
+
+It matches the stub (the emulator) bit for bit for the search's op names, with these
+exceptions, where the text cannot say what the instruction does:
 
 - directed-rounding forms (``add.rz.f32``, ``.rm``, ``.rp``) and ``.ftz`` forms print as the
   plain operation (round to nearest, subnormals kept), so results can differ in the last bit or
