@@ -325,3 +325,33 @@ def test_a_long_run_of_open_comments_is_refused_at_once(tmpl):
     with pytest.raises(StubRuleError, match="does not close") as info:
         tmpl.inject(combine=bomb, post=POST)
     assert info.value.line == 2
+
+
+def test_assembly_errors_are_located_in_one_pass_as_by_walking_back():
+    """nvjitlink's one-pass index gives what the walk back from each error line gave (the walk
+    per message was quadratic: 8,000 failing lines of one stub took 26 s)."""
+    from numptx.jit.nvjitlink import _locate, _stub_index
+    from numptx.site_layout import STUB_END, STUB_TAG
+    rng = random.Random(2223)
+    kinds = [f"\t{STUB_TAG}a", f"{STUB_TAG}b c", f"\t{STUB_END}", ".visible .entry k(", ".func f(",
+             "mov.f32 %f1, %f2;", "", "  // comment", "{", "}"]
+    for _ in range(300):
+        lines = [rng.choice(kinds) for _ in range(rng.randint(0, 30))]
+        index = _stub_index(lines)
+        for lineno in range(-1, len(lines) + 3):
+            assert _locate(lines, lineno, index) == _locate(lines, lineno), (lines, lineno)
+
+
+def test_many_failing_lines_in_one_candidate_are_blamed_once():
+    """A pack whose candidate fails on each of its 3,000 lines: the candidate is left out and
+    the others build (the blame is found in one pass over the PTX, not one walk per message)."""
+    sys_path = __import__("sys").path
+    from pathlib import Path
+    sys_path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from bench_populations import FIT
+    fit = nx.CudaTemplate(FIT, entry="fit", cache=False)
+    square = "mul.rn.f32 %v_y, %v_x, %v_x;"
+    bad = square + "\n" + "add.rn.f32 %v_y, %v_x;\n" * 3000
+    pack = fit.pack("f", [square, bad, square], select="cand")
+    assert len(pack.cubin) > 0 and pack.ok == [0, 2] and list(pack.errors) == [1]
+    assert "stub line 2: 'add.rn.f32 %v_y, %v_x;'" in str(pack.errors[1])

@@ -33,10 +33,32 @@ def nvjitlink_version() -> tuple[int, int]:
     return tuple(_nvjitlink().version())
 
 
-def _locate(lines: list[str], lineno: int) -> tuple[str | None, int | None, str]:
+def _stub_index(lines: list[str]) -> list[tuple[str, int] | None]:
+    """For each j in 0..len(lines): the stub (site, its tag's line index) open after lines
+    0..j-1, as :func:`_locate` walks back to it; one pass for all of a log's messages (a walk
+    per message was quadratic: 8,000 failing lines of one stub took 26 s)."""
+    out: list[tuple[str, int] | None] = [None]
+    cur = None
+    for i, line in enumerate(lines):
+        s = line.lstrip()
+        if s.startswith(STUB_END) or s.startswith((".entry", ".visible", ".func")):
+            cur = None
+        elif s.startswith(STUB_TAG):
+            cur = (s[len(STUB_TAG):].strip(), i)
+        out.append(cur)
+    return out
+
+
+def _locate(lines: list[str], lineno: int,
+            index: list | None = None) -> tuple[str | None, int | None, str]:
     """Map a PTX line number to (site, line within the stub, text) using the comment lines that
-    render writes around each stub: ``// PTX_INJECT_STUB <site>`` ... ``// PTX_INJECT_STUB_END``."""
+    render writes around each stub: ``// PTX_INJECT_STUB <site>`` ... ``// PTX_INJECT_STUB_END``
+    (``index``: :func:`_stub_index` of ``lines``, to look up instead of walking back)."""
     text = lines[lineno - 1].strip() if 0 < lineno <= len(lines) else ""
+    if index is not None:
+        at = min(lineno, len(lines) + 1) - 1
+        got = index[at] if at > 0 else None
+        return (got[0], lineno - 1 - got[1], text) if got else (None, None, text)
     for i in range(min(lineno, len(lines) + 1) - 2, -1, -1):
         s = lines[i].lstrip()
         if s.startswith(STUB_END):
@@ -83,8 +105,9 @@ def _explain(ptx: str, log: str, arch: str) -> LinkError:
                          f"{log.rstrip()}", log=log)
     # one line per (site, stub line, message): a stub fails the same way in every instance
     groups: dict = {}
+    index = _stub_index(lines)
     for lineno, msg in sorted(set(found)):
-        site, stub_lineno, text = _locate(lines, lineno)
+        site, stub_lineno, text = _locate(lines, lineno, index)
         if site is None and msg.startswith("Parsing error"):
             last = _stub_before(lines, lineno)
             if last is not None:
