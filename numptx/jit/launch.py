@@ -22,7 +22,7 @@ and the threads of a wave evaluate a site together, once per site signature and 
 refuses is refused there too: stubs for sites the kernel does not have (read from its bytecode
 before the launch), and, the first time a site signature meets a stub, a formula that does not
 bind to the site or PTX that nvJitLink does not assemble
-(:func:`numptx.jit.sim_checks.check_stub`; once per signature and text in a process).
+(:func:`numptx.jit.sim_checks.check_stub`: bound, then assembled; once per signature and text in a process).
 """
 from __future__ import annotations
 
@@ -50,8 +50,7 @@ from .numba_site import SIMULATOR, SiteError, SiteSpec
 from .pack import Population, check_selector, with_index
 from .residency import MAX_LOADED, keep_loaded, launch_config, loaded  # noqa: F401
 from .residency import context_handle, plain_config
-from .sim_checks import check_site_names, check_stub, site_for
-from .stubs import resolve_stub
+from .sim_checks import bind_stub, check_assembles, check_site_names, site_for
 
 # LaunchError (.errors) and keep_loaded, MAX_LOADED (.residency) are imported from here as ever
 __all__ = ["KernelLaunch", "LaunchError", "simulated_sites"]
@@ -348,9 +347,10 @@ class _SimLaunch:
         if _is_expr(stub) and not isinstance(stub, PtxExpr):
             # another object with .stub: its reference runs and no PTX is built for it
             return _object_evaluator(stub, spec)
-        if self.strict and type(stub) is str:   # nx.kernel(strict=True): as the build
-            resolve_stub(stub, site_for(spec), strict=True)
-        text = check_stub(spec, stub, self.arch)
+        # bound as the build binds it (nx.kernel(strict=True) holds every stub to strict, as
+        # the build does), then assembled as the build assembles it
+        text = bind_stub(spec, stub, self.arch, strict=self.strict)
+        check_assembles(spec, text, self.arch)
         if isinstance(stub, PtxExpr) and self.reference:
             return _binding_evaluator(stub.binding(site_for(spec)))
         return _ptx_evaluator(text)     # the stub the build injects, bound as it binds it
