@@ -955,3 +955,29 @@ def test_reading_a_small_checkpoint_reserves_only_its_size(tmp_path):
     out = subprocess.run([sys.executable, "-c", _READ_SMALL_IN_A_BOX, str(tmp_path / "r.nxck")],
                          capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert out.stdout.strip() == "regress", out.stdout + out.stderr[-2000:]
+
+
+_FORMULA_IN_A_SMALL_THREAD = r"""
+import sys, threading
+from numptx import stack_ptx as sp
+from numptx.search.formula import formula
+from numptx.search.genes import Genes
+genes = Genes(["sin", "add"], 1)
+chain = [sp.input("x0")] + [w for _ in range(4095) for w in genes.op_words("sin")]
+threading.stack_size(512 << 10)                  # macOS's default for a new thread
+out = []
+t = threading.Thread(target=lambda: out.append(formula(chain, genes)))
+t.start()
+t.join()
+print(len(out[0]), out[0][:12], sys.getrecursionlimit())
+"""
+
+
+def test_a_4096_op_chain_prints_in_a_thread_with_a_small_stack():
+    # the printer recursed once a level under a recursion limit raised to 4 x nodes + 1000:
+    # a legitimate 4,096-op program (max_length=4096) crashed the process (SIGSEGV) in a
+    # thread with a 512 KB or 1 MB stack, where Python's own limit would have stopped it
+    out = subprocess.run([sys.executable, "-c", _FORMULA_IN_A_SMALL_THREAD], capture_output=True,
+                         text=True, timeout=120, cwd=ROOT)
+    assert out.returncode == 0, (out.returncode, out.stderr[-2000:])
+    assert out.stdout.split() == ["20477", "sin(sin(sin(", "1000"]

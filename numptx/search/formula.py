@@ -307,17 +307,34 @@ class _Printer:
                      and size[i] > _BIND_SIZE and nodes[i][0] not in ("num", "var")}
         self.bound: dict[int, str] = {}
 
-    def emit(self, i: int) -> tuple[str, int]:
-        if i in self.bound:
-            return self.bound[i], _ATOM
-        text, prec = self._emit(i)
-        if i in self.bind:
-            name = f"_t{len(self.bound)}"
-            self.bound[i] = name
-            return f"({name} := {text})", _ATOM
-        return text, prec
+    def emit(self, root: int) -> tuple[str, int]:
+        """The text and precedence of node ``root``, children left to right (a shared node is
+        bound with := where it is first printed). No recursion: an explicit stack, so a chain
+        of 4,096 calls needs neither a raised recursion limit nor a thread's C stack."""
+        nodes, todo, done = self.dag.nodes, [(root, False)], []
+        while todo:
+            i, ready = todo.pop()
+            if not ready:
+                if i in self.bound:
+                    done.append((self.bound[i], _ATOM))
+                    continue
+                args = nodes[i][1] if nodes[i][0] not in ("num", "var") else ()
+                todo.append((i, True))
+                todo.extend((a, False) for a in reversed(args))
+                continue
+            n = len(nodes[i][1]) if nodes[i][0] not in ("num", "var") else 0
+            kids = done[len(done) - n:]
+            del done[len(done) - n:]
+            text, prec = self._emit(i, kids)
+            if i in self.bind:
+                name = f"_t{len(self.bound)}"
+                self.bound[i] = name
+                text, prec = f"({name} := {text})", _ATOM
+            done.append((text, prec))
+        return done[0]
 
-    def _emit(self, i: int) -> tuple[str, int]:
+    def _emit(self, i: int, kids: list[tuple[str, int]]) -> tuple[str, int]:
+        """Node ``i`` printed from its children's (text, precedence) ``kids``."""
         op, args, v = self.dag.nodes[i]
         if op == "num":
             s = _fmt_num(v, self.digits)
@@ -325,15 +342,15 @@ class _Printer:
         if op == "var":
             return v, _ATOM
         if op == "call":
-            return f"{v}({', '.join(self.emit(a)[0] for a in args)})", _ATOM
+            return f"{v}({', '.join(t for t, _p in kids)})", _ATOM
         if op == "neg":
-            t, p = self.emit(args[0])
+            t, p = kids[0]
             return (f"-({t})" if p < _UNARY else f"-{t}"), _UNARY
         if op == "sq":
-            t, p = self.emit(args[0])
+            t, p = kids[0]
             return (f"({t})**2" if p <= _POW else f"{t}**2"), _POW
         prec = _BIN[op]
-        (lt, lp), (rt, rp) = self.emit(args[0]), self.emit(args[1])
+        (lt, lp), (rt, rp) = kids
         lt = f"({lt})" if lp < prec else lt
         rt = f"({rt})" if rp <= prec else rt          # float + and * are not associative
         sep = " " if prec == _ADD else ""
@@ -354,13 +371,7 @@ def formula_of_stub(stub: str, genes: Genes, *, simplify: bool = True, digits: i
         raise SearchError(f"genes={genes!r}: give a numptx.search.genes.Genes")
     digits = _check_digits(digits)
     dag, root = _parse_stub(str(stub), genes, bool(simplify))
-    printer = _Printer(dag, root, digits)
-    old = sys.getrecursionlimit()
-    try:                         # a long chain of ops nests deeply; the DAG bounds the depth
-        sys.setrecursionlimit(max(old, 4 * len(dag.nodes) + 1000))
-        return printer.emit(root)[0]
-    finally:
-        sys.setrecursionlimit(old)
+    return _Printer(dag, root, digits).emit(root)[0]
 
 
 def _compile(prog, genes: Genes):
