@@ -55,7 +55,7 @@ import functools
 import logging
 import math
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any
@@ -68,7 +68,8 @@ from ..dsl.emulator import emulate
 from ..dsl.expr import PtxExpr, SiteBinding, output_order
 from ..errors import NumptxError
 from .errors import LaunchError
-from .fitness_checks import FLOATS, Facts, FitnessError, decide, inspect, population
+from .fitness_checks import (FLOATS, Checked, Facts, Float, FitnessError, inspect, population,
+                             program_facts, text_facts)
 from .pack import (DEFAULT_PER_MODULE, MAX_CANDIDATES, Population,  # noqa: F401
                    check_selector)
 from .stubs import resolve_stub
@@ -252,9 +253,61 @@ def prepare(candidates: Iterable[Any], X: Any, y: Any, loss: Any = "mse", *,
                            f"None: the candidates' type)")
     lf = _loss_facts(loss)
     checked = inspect(population(candidates), names)
-    dt = decide(checked, lf, dtype.lower() if dtype else None,     # type: ignore[arg-type]
+    dt = _decide(checked, lf, dtype.lower() if dtype else None,     # type: ignore[arg-type]
                 "f64" if X.dtype == np.float64 else "f32", names)
     return Prepared(checked.candidates, _convert("X", X, dt), _convert("y", y, dt), names, dt)
+
+
+def _decide(checked: Checked, loss: Facts, dtype: Float | None, data: Float,
+           names: tuple[str, ...]) -> Float:
+    """The kernel's float type: ``dtype`` when given, else the candidates' (and the loss's),
+    else ``data`` (the data's); a candidate of another type, or f32 and f64 candidates
+    together, raise naming them. Tentative facts are confirmed where they decide."""
+    cands, facts = checked.candidates, checked.facts
+    variables = frozenset(("cand", "p") + names)
+
+    def of(i: int) -> Facts:                  # -1: the loss
+        if i < 0:
+            return loss
+        if facts[i].tentative:
+            facts[i] = text_facts(cands[i], variables)
+        return facts[i]
+
+    def first(fits: Callable[[str], bool]) -> int | None:
+        for i in range(-1, len(facts)):
+            f = loss if i < 0 else facts[i]
+            if f.dtype and fits(f.dtype):
+                t = of(i).dtype               # a text the parser refuses has no type
+                if t and fits(t):
+                    return i
+        return None
+
+    def why(i: int) -> str:
+        f = of(i)
+        if f.why or i < 0:
+            return f.why
+        c = cands[i]
+        return (text_facts(c, variables) if isinstance(c, str) else
+                program_facts(c, ("cand",) + names)).why
+
+    who = (lambda i: "the loss" if i < 0 else f"candidate {i}")
+    present = {f.dtype for f in facts} | {loss.dtype}
+    if dtype is None:
+        a, b = (first(t.__eq__) if t in present else None for t in FLOATS)
+        if a is not None and b is not None:
+            raise FitnessError(f"fitness: {who(a)} is f32 ({why(a)}) and {who(b)} is f64 "
+                               f"({why(b)}): the kernel runs one float type; score them in "
+                               f"two calls", candidate=b if b >= 0 else None)
+        dtype = "f32" if a is not None else "f64" if b is not None else data
+    i = first(dtype.__ne__) if present - {None, dtype} else None
+    if i is not None:
+        t = of(i).dtype
+        raise FitnessError(f"fitness: {who(i)} is written in {t} ({why(i)}) but "
+                           f"dtype={dtype!r}: it does not run in an {dtype} kernel (a "
+                           f"program's {t} instructions find no operands there and "
+                           f"do nothing); pass dtype={t!r} (the data are converted) "
+                           f"or write it in {dtype}", candidate=i if i >= 0 else None)
+    return dtype
 
 
 def _by_position(c: PtxExpr, names: tuple[str, ...], site: Any) -> SiteBinding:

@@ -7,6 +7,8 @@ float type it is written in, the inputs it reads that the data lack, and whether
     checked = inspect(cands, ("x0", "x1"))      # FitnessError at the first refused candidate
     checked.facts[2].dtype                       # 'f32': the type %v_p is written in
 
+(``prepare`` decides the kernel's float type from these facts.)
+
 Cheap enough for every generation of a search (thousands of candidates): Stack PTX programs
 (op lists, ``sp.encode`` arrays) are read word by word with NumPy over the whole population
 (docs/design/programs.md, section 3), op by op only where a candidate is refused, converts
@@ -41,7 +43,7 @@ from ..opkinds import (CONST, CONST64, INPUT, INSTR, KIND_NAMES, LOAD, META, MET
 from ..valuetypes import BY_NAME, WIDE
 
 __all__ = ["FitnessError", "Float", "FLOATS", "Facts", "Checked", "population", "inspect",
-           "decide", "clear_caches", "program_facts", "text_facts", "scan_text"]
+           "clear_caches", "program_facts", "text_facts", "scan_text"]
 
 log = logging.getLogger("numptx.jit.fitness")
 
@@ -247,7 +249,7 @@ def _converting(prog: Any, inputs: tuple[str, ...], seen: dict[str, str]) -> Fac
 
 
 # ---- Stack PTX programs: the whole population at once ----------------------------------------
-_CACHE_SIZE = 1 << 16
+_CACHE_SIZE = 1 << 14              # entries (programs of ~50 words: ~8 MB; texts ~1 KB: ~16 MB)
 _program_cache: dict[tuple, dict] = {}      # (table, types, site inputs) -> words -> Facts
 _text_cache: dict[tuple, dict] = {}         # (table, site variables) -> text -> Facts
 
@@ -740,55 +742,3 @@ def inspect(cands: list, names: tuple[str, ...]) -> Checked:
             _refuse(k, f, names)
         facts.append(f)
     return Checked(out, facts)
-
-
-def decide(checked: Checked, loss: Facts, dtype: Float | None, data: Float,
-           names: tuple[str, ...]) -> Float:
-    """The kernel's float type: ``dtype`` when given, else the candidates' (and the loss's),
-    else ``data`` (the data's); a candidate of another type, or f32 and f64 candidates
-    together, raise naming them. Tentative facts are confirmed where they decide."""
-    cands, facts = checked.candidates, checked.facts
-    variables = _variables(names)
-
-    def of(i: int) -> Facts:                  # -1: the loss
-        if i < 0:
-            return loss
-        if facts[i].tentative:
-            facts[i] = text_facts(cands[i], variables)
-        return facts[i]
-
-    def first(fits: Callable[[str], bool]) -> int | None:
-        for i in range(-1, len(facts)):
-            f = loss if i < 0 else facts[i]
-            if f.dtype and fits(f.dtype):
-                t = of(i).dtype               # a text the parser refuses has no type
-                if t and fits(t):
-                    return i
-        return None
-
-    def why(i: int) -> str:
-        f = of(i)
-        if f.why or i < 0:
-            return f.why
-        c = cands[i]
-        return (text_facts(c, variables) if isinstance(c, str) else
-                program_facts(c, ("cand",) + names)).why
-
-    who = (lambda i: "the loss" if i < 0 else f"candidate {i}")
-    present = {f.dtype for f in facts} | {loss.dtype}
-    if dtype is None:
-        a, b = (first(t.__eq__) if t in present else None for t in FLOATS)
-        if a is not None and b is not None:
-            raise FitnessError(f"fitness: {who(a)} is f32 ({why(a)}) and {who(b)} is f64 "
-                               f"({why(b)}): the kernel runs one float type; score them in "
-                               f"two calls", candidate=b if b >= 0 else None)
-        dtype = "f32" if a is not None else "f64" if b is not None else data
-    i = first(dtype.__ne__) if present - {None, dtype} else None
-    if i is not None:
-        t = of(i).dtype
-        raise FitnessError(f"fitness: {who(i)} is written in {t} ({why(i)}) but "
-                           f"dtype={dtype!r}: it does not run in an {dtype} kernel (a "
-                           f"program's {t} instructions find no operands there and "
-                           f"do nothing); pass dtype={t!r} (the data are converted) "
-                           f"or write it in {dtype}", candidate=i if i >= 0 else None)
-    return dtype
