@@ -981,3 +981,31 @@ def test_a_4096_op_chain_prints_in_a_thread_with_a_small_stack():
                          text=True, timeout=120, cwd=ROOT)
     assert out.returncode == 0, (out.returncode, out.stderr[-2000:])
     assert out.stdout.split() == ["20477", "sin(sin(sin(", "1000"]
+
+
+@pytest.mark.parametrize("value, at", [(-1e308, 0), (1e308, 3), (10 ** 400, 3), (-10 ** 400, 0),
+                                       (math.inf, 3), (-math.inf, 0), (math.nan, 0),
+                                       (0.3, 1), (1.0, 3)],
+                         ids=["-1e308", "1e308", "10**400", "-10**400", "inf", "-inf", "nan",
+                              "0.3", "1.0"])
+def test_a_descriptor_value_of_any_size_is_binned(value, at):
+    # floor(-1e308 x bins) and float(10**400) raised OverflowError in the run; +inf went to the
+    # first cell, not the last ("values outside go to the end cells")
+    X, y = _data()
+    d = search.Descriptor("d", lambda p, g: value, 0.0, 1.0, 4)
+    r = search.map_elites(X, y, OPS, descriptors=[d], batch=8, generations=2, seed=0,
+                          device="cpu", fit_top=0)
+    assert list(r.archive) == [(at,)]
+
+
+def test_a_descriptor_range_must_not_be_empty_and_may_be_huge():
+    X, y = _data()
+    for low, high in [(1.0, 1.0), (2.0, 1.0)]:
+        d = search.Descriptor("d", lambda p, g: 0.5, low, high, 4)
+        with pytest.raises(SearchError, match=rf"descriptor 'd': low={low} is not below "
+                                              rf"high={high}"):
+            search.map_elites(X, y, OPS, descriptors=[d], batch=8, generations=1, device="cpu")
+    d = search.Descriptor("d", lambda p, g: 0.0, -1e308, 1e308, 4)      # high - low overflows
+    r = search.map_elites(X, y, OPS, descriptors=[d], batch=8, generations=1, seed=0,
+                          device="cpu", fit_top=0)
+    assert list(r.archive) == [(2,)]

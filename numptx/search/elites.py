@@ -78,6 +78,10 @@ def descriptors(cfg: dict) -> list[Descriptor]:
             for what in ("low", "high"):
                 check_float(f"map_elites: descriptor {d.name!r} {what}", getattr(d, what),
                             -sys.float_info.max, sys.float_info.max)
+            if not float(d.low) < float(d.high):       # else every program is in one cell
+                raise SearchError(f"map_elites: descriptor {d.name!r}: low={d.low!r} is not "
+                                  f"below high={d.high!r}; give the range its values span")
+            d = d._replace(low=float(d.low), high=float(d.high))
         else:
             raise SearchError(f"map_elites: descriptors: {d!r} is neither a built-in name nor "
                               f"a Descriptor(name, fn, low, high, bins)")
@@ -100,11 +104,27 @@ def cell(s: Any, prog: list) -> tuple:
                 or isinstance(got, np.complexfloating):
             raise SearchError(f"map_elites: descriptor {d.name!r} returned {got!r} "
                               f"({type(got).__name__}); it must return a number")
-        v = float(got)
-        frac = 0.0 if d.high <= d.low else (v - d.low) / (d.high - d.low)
-        out.append(int(min(d.bins - 1, max(0, math.floor(frac * d.bins))))
-                   if math.isfinite(frac) else 0)
+        out.append(_bin(d, got))
     return tuple(out)
+
+
+def _bin(d: Descriptor, got: Any) -> int:
+    """The bin of value ``got`` on axis ``d``: values below ``low`` (and NaN) in the first,
+    values above ``high`` (and +inf) in the last; any float or int, however large."""
+    try:
+        v = float(got)
+    except OverflowError:                    # an int past the float range
+        v = math.inf if got > 0 else -math.inf
+    if not v > d.low:                        # (NaN too)
+        return 0
+    if v >= d.high:
+        return d.bins - 1
+    span = d.high - d.low
+    if math.isinf(span):                     # low and high far apart: halves do not overflow
+        frac = (v / 2 - d.low / 2) / (d.high / 2 - d.low / 2)
+    else:
+        frac = (v - d.low) / span
+    return int(min(d.bins - 1, max(0, math.floor(frac * d.bins))))
 
 
 def step(s: Any) -> list:
