@@ -1009,3 +1009,39 @@ def test_a_descriptor_range_must_not_be_empty_and_may_be_huge():
     r = search.map_elites(X, y, OPS, descriptors=[d], batch=8, generations=1, seed=0,
                           device="cpu", fit_top=0)
     assert list(r.archive) == [(2,)]
+
+
+def _evolve_scores(scores):
+    tmpl = nx.CudaTemplate(_EVOLVE_SRC, entry="fit")
+
+    def fitness(packs):
+        n = sum(len(p.candidates) for p in packs)
+        return scores(n)
+    return search.evolve(tmpl, "f", fitness, population=8, generations=2, seed=0)
+
+
+@pytest.mark.parametrize("scores, match", [
+    (lambda n: ["1"] * n, r"returned '1' \(str\) for candidate 0; give a number"),
+    (lambda n: [0.0] * (n - 1) + [None], r"returned None \(NoneType\) for candidate \d+"),
+    (lambda n: [True] * n, r"returned True \(bool\) for candidate 0"),
+    (lambda n: [1j] * n, r"returned 1j \(complex\) for candidate 0"),
+    (lambda n: np.ones(n, bool), r"returned np.True_ \(bool\) for candidate 0"),
+    (lambda n: np.zeros((n, 1)), r"returned an array of shape \(\d+, 1\) for \d+ candidates"),
+    (lambda n: set(range(n)), r"returned set; it must return one number per candidate"),
+    (lambda n: "0" * n, r"returned str"),
+], ids=["text", "None", "bool", "complex", "bool-array", "2-D", "set", "str"])
+def test_evolve_refuses_scores_numpy_would_make_up(scores, match):
+    # np.asarray(got, float64) parsed text, took None as NaN, True as 1.0, flattened a 2-D
+    # array; an int past the float range raised OverflowError
+    with pytest.raises(SearchError, match=r"evolve: fitness= " + match):
+        _evolve_scores(scores)
+
+
+def test_evolve_takes_any_real_number_as_a_score():
+    from decimal import Decimal
+    from fractions import Fraction
+    r = _evolve_scores(lambda n: [10 ** 400, -10 ** 400, math.nan, Fraction(1, 3), Decimal(2),
+                                  np.float16(1), np.int64(3), -1e308][:n] + [5.0] * (n - 8))
+    assert r.best.loss == -math.inf                      # -10**400: past the float range
+    r = _evolve_scores(lambda n: np.arange(n, dtype=np.int32))
+    assert r.best.loss == 0.0

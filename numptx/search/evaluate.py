@@ -23,9 +23,11 @@ from __future__ import annotations
 import copy
 import logging
 import math
+import numbers
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence, Set
 from concurrent.futures import Executor, ThreadPoolExecutor
+from decimal import Decimal
 from typing import Any
 
 import numpy as np
@@ -37,8 +39,8 @@ from .config import POPULATION_MAX
 from .genes import SearchError, shown
 from .pipeline import PackPipeline
 
-__all__ = ["Evaluator", "check_data", "check_executor", "check_per_module", "PER_MODULE_MAX",
-           "resolve_device", "LOSSES"]
+__all__ = ["Evaluator", "check_data", "check_executor", "check_per_module", "check_scores",
+           "PER_MODULE_MAX", "resolve_device", "LOSSES"]
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +61,48 @@ def check_executor(executor: Any, where: str) -> Any:
 #: the most candidates per module: a pack's candidates are the targets of one indirect branch,
 #: and ptxas encodes at most ``jit.pack.MAX_CANDIDATES`` (16,380) of them
 PER_MODULE_MAX = min(POPULATION_MAX, MAX_CANDIDATES)
+
+
+def check_scores(got: Any, n: int, where: str) -> np.ndarray:
+    """The ``n`` scores a user's ``fitness`` returned, as float64 (NaN as +inf; a number past
+    the float range as +-inf). Refused with a :class:`SearchError` naming the candidate: what
+    NumPy would turn into a number without a word (text parsed, ``None`` as NaN, a bool as 1.0,
+    a complex's real part) and an array of another shape (a 2-D array is not flattened)::
+
+        check_scores([0.5, float("nan")], 2, "evolve")     # array([0.5, inf])
+    """
+    kind = type(got).__name__
+    if isinstance(got, (str, bytes, dict)) or isinstance(got, (Iterator, Set)):
+        raise SearchError(f"{where}: fitness= returned {kind}; it must return one number per "
+                          f"candidate ({n}), in order")
+    if not isinstance(got, (Sequence, np.ndarray)):     # a tensor, a Series: through NumPy
+        try:
+            got = np.asarray(got)
+        except Exception:  # noqa: BLE001 - whatever the object's conversion raises
+            raise SearchError(f"{where}: fitness= returned {kind}; it must return one number "
+                              f"per candidate ({n})") from None
+    if isinstance(got, np.ndarray) and got.shape != (n,):
+        raise SearchError(f"{where}: fitness= returned an array of shape {got.shape} for {n} "
+                          f"candidates; it must return one score per candidate")
+    if isinstance(got, np.ndarray) and got.dtype.kind in "fiu":
+        arr = got.astype(np.float64)
+    else:
+        if len(got) != n:
+            raise SearchError(f"{where}: fitness= returned {len(got)} scores for {n} "
+                              f"candidates; it must return one per candidate")
+        arr = np.empty(n, np.float64)
+        for i, v in enumerate(got):
+            if isinstance(v, (bool, np.bool_)) or not isinstance(v, (numbers.Real, Decimal)):
+                raise SearchError(f"{where}: fitness= returned {shown(v)} "
+                                  f"({type(v).__name__}) for candidate {i}; give a number "
+                                  f"(NaN counts as +inf)")
+            try:
+                arr[i] = float(v)
+            except OverflowError:            # an int past the float range
+                arr[i] = math.inf if v > 0 else -math.inf
+            except ValueError:               # Decimal("sNaN"): a NaN
+                arr[i] = math.nan
+    return np.where(np.isnan(arr), math.inf, arr)
 
 
 def check_per_module(per_module: Any, where: str) -> int | None:

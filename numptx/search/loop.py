@@ -44,7 +44,7 @@ from . import operators as O
 from .breed import Breeder
 from .config import CACHE_MAX, check_config, check_seed
 from .constants import fit_constants
-from .evaluate import Evaluator, check_data, check_executor, check_per_module
+from .evaluate import Evaluator, check_data, check_executor, check_per_module, check_scores
 from .genes import LN2, LOG2E, Genes, SearchError, check_int
 
 __all__ = ["regress", "map_elites", "evolve", "Result", "Candidate", "Generation", "check_int"]
@@ -195,16 +195,7 @@ class Search:
         per = u["per_module"] or int(min(256, max(16, -(-len(stubs) // (2 * cores)))))
         packs = u["template"].pack_many(u["site"], stubs, select=u["select"], per_module=per,
                                         executor=u["executor"])
-        got = u["fitness"](packs)
-        try:
-            arr = np.asarray(got, np.float64).reshape(-1)
-        except (TypeError, ValueError):
-            raise SearchError(f"evolve: fitness= returned {type(got).__name__}; it must return "
-                              f"one number per candidate ({len(programs)})") from None
-        if arr.shape != (len(programs),):
-            raise SearchError(f"evolve: fitness= returned {arr.size} scores for "
-                              f"{len(programs)} candidates; it must return one per candidate")
-        return np.where(np.isnan(arr), math.inf, arr)
+        return check_scores(u["fitness"](packs), len(programs), "evolve")
 
     def candidate(self, program: list, loss: float) -> Candidate:
         """A :class:`Candidate` of this search's genes."""
