@@ -496,3 +496,19 @@ def test_emulate_at_a_site_takes_special_registers_by_their_names():
     assert got["z"].tolist() == [6.0, 9.0]
     with pytest.raises(nx.EmulationError, match="go by their names, not their registers: 'x'"):
         nx.emulate(stub, {"%v_x": np.float32([1])}, site=site)
+
+
+@pytest.mark.parametrize("guard", ["@!%q", "@ !%q", "@ ! %q", "@\t!\t%q"])
+def test_guards_written_with_white_space_run_as_ptxas_assembles_them(guard):
+    # ptxas takes white space inside a guard; the emulator computes what the build runs
+    src = r'''extern "C" __global__ void k(float* o, const float* a) {
+        float x = a[threadIdx.x], z;
+        PTX_INJECT("s", PTX_IN(F32, x), PTX_OUT(F32, z));
+        o[threadIdx.x] = z;
+    }'''
+    inj = nx.PtxInject(nx.cuda_to_ptx(src, arch="sm_90"))
+    stub = ("{ .reg .pred %q; setp.gt.f32 %q, %v_x, 0f00000000; mov.f32 %v_z, 0f3F800000; "
+            f"{guard} mov.f32 %v_z, 0fBF800000; }}")
+    assert nx.ptx_to_cubin(inj.render({"s": stub}), arch="sm_90")[:4] == b"\x7fELF"
+    got = nx.emulate(stub, {"v_x": np.float32([-1, 2])}, {"v_z": "f32"})["v_z"]
+    np.testing.assert_array_equal(got, np.float32([-1, 1]))

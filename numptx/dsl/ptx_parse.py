@@ -50,7 +50,7 @@ LANE_DEFAULT = ("%laneid", "%tid.x")
 
 _REG = re.compile(r"^%[A-Za-z_$][\w$.]*$")
 _DECL = re.compile(r"^(%[A-Za-z_$][\w$]*)(?:<(\d+)>)?$")
-_GUARD = re.compile(r"^@(!?)(%[A-Za-z_$][\w$.]*)\s+(.*)$", re.S)
+_GUARD = re.compile(r"^@\s*(!?)\s*(%[A-Za-z_$][\w$.]*)\s+(.*)$", re.S)   # ptxas takes "@ ! %p" too
 _INT_LIT = re.compile(r"^[+-]?(0[xX][0-9a-fA-F]+|0[bB][01]+|0[0-7]*|[1-9][0-9]*)[uU]?$")
 _FLOAT_LIT = re.compile(r"^[+-]?(\d+\.\d*|\.\d+|\d+)([eE][+-]?\d+)?$")
 
