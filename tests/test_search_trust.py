@@ -1045,3 +1045,25 @@ def test_evolve_takes_any_real_number_as_a_score():
     assert r.best.loss == -math.inf                      # -10**400: past the float range
     r = _evolve_scores(lambda n: np.arange(n, dtype=np.int32))
     assert r.best.loss == 0.0
+
+
+def test_resume_refuses_descriptors_other_than_the_runs(tmp_path):
+    # the archive's cells are bins of the run's axes: other descriptors (another user axis, the
+    # same ones in another order, a built-in swapped) resumed without a word and filed the
+    # archive by axes it was not made with
+    X, y = _data()
+    d = search.Descriptor("nconst", lambda p, g: sum(op.kind == "const" for op in p), 0, 6, 6)
+    e = search.Descriptor("other", lambda p, g: 0.5, 0, 1, 6)
+    r = search.map_elites(X, y, OPS, descriptors=["length", d], batch=12, generations=2, seed=0,
+                          device="cpu", fit_top=0)
+    r.save(tmp_path / "m.nxck")
+    for given in (["length", e], [d, "length"], ["op_mix", d]):
+        with pytest.raises(SearchError, match=r"was run with descriptors \['length', 'nconst'\] "
+                                              r"\(in that order\)") as err:
+            search.resume(tmp_path / "m.nxck", generations=1, device="cpu", descriptors=given)
+        assert not isinstance(err.value, CheckpointError)            # the argument's fault
+    full = search.map_elites(X, y, OPS, descriptors=["length", d], batch=12, generations=3,
+                             seed=0, device="cpu", fit_top=0)
+    more = search.resume(tmp_path / "m.nxck", generations=1, device="cpu",
+                         descriptors=["length", d])
+    assert [g[:-1] for g in more.history] == [g[:-1] for g in full.history]

@@ -120,13 +120,20 @@ class Fields:
             if descriptors is None:
                 raise SearchError(f"resume: checkpoint {self.spath!r} uses user descriptors "
                                   f"{user}; pass descriptors= again")
+        saved = cfg.get("descriptors")
+        if saved is not None and (not isinstance(saved, list)
+                                  or not all(isinstance(n, str) for n in saved)):
+            self.fail("config.descriptors", f"{brief(saved)} is not a list of names")
         if descriptors is not None:
+            given = [d if isinstance(d, str) else d[0] if isinstance(d, tuple) and d else d
+                     for d in descriptors]                  # a Descriptor's name comes first
+            if kind == "map_elites" and saved is not None and given != saved:
+                raise SearchError(f"resume: descriptors={given}: checkpoint {self.spath!r} "
+                                  f"was run with descriptors {saved} (in that order); its "
+                                  f"archive is filed by them: pass those again")
             cfg["descriptors"] = tuple(descriptors)
-        elif "descriptors" in cfg:
-            d = cfg["descriptors"]
-            if not isinstance(d, list) or not all(isinstance(n, str) for n in d):
-                self.fail("config.descriptors", f"{brief(d)} is not a list of names")
-            cfg["descriptors"] = tuple(d)
+        elif saved is not None:
+            cfg["descriptors"] = tuple(saved)
         if "init_length" in cfg:
             il = cfg["init_length"]
             if not isinstance(il, list):
