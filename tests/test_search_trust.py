@@ -1067,3 +1067,18 @@ def test_resume_refuses_descriptors_other_than_the_runs(tmp_path):
     more = search.resume(tmp_path / "m.nxck", generations=1, device="cpu",
                          descriptors=["length", d])
     assert [g[:-1] for g in more.history] == [g[:-1] for g in full.history]
+
+
+@pytest.mark.parametrize("path, match", [(3, r"path=3: give a file path"),
+                                         (None, r"path=None: give a file path"),
+                                         ("a\x00b", r"a path holds no NUL character")])
+def test_a_path_that_is_no_path_is_a_search_error(tmp_path, path, match):
+    # os.fspath's TypeError and os.open's ValueError ("embedded null byte") escaped
+    with pytest.raises(SearchError, match=r"resume: " + match):
+        search.resume(path, generations=0, device="cpu")
+    r = _regress(generations=1)
+    with pytest.raises(SearchError, match=r"save: " + match):
+        r.save(path)
+    r.save(os.fsencode(tmp_path / "b.nxck"))                     # bytes are a path
+    assert search.resume(os.fsencode(tmp_path / "b.nxck"), generations=0,
+                         device="cpu").generations == 1

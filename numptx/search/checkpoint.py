@@ -50,7 +50,7 @@ from .genes import SearchError, shown
 
 __all__ = ["CheckpointError", "write", "read", "VERSION", "MAX_BODY", "MAX_BYTES_MAX",
            "STALE_TMP_S", "encode_array", "decode_array", "encode_program", "decode_program",
-           "state_of"]
+           "state_of", "path_of"]
 
 #: score-cache entries (16-byte key + loss) a checkpoint keeps: all of them (a run clears its
 #: cache past this many), because the children made after a resume depend on which programs
@@ -142,9 +142,25 @@ def decode_program(text: str) -> list:
     return sp.loads(base64.b64decode(text))
 
 
+def path_of(path: Any, where: str) -> str:
+    """``path`` (str, bytes or os.PathLike) as text; anything else, or a path holding a NUL
+    character, is a :class:`SearchError` naming ``where``'s argument::
+
+        path_of(pathlib.Path("run.nxck"), "resume")       # 'run.nxck'
+    """
+    try:
+        text = os.fsdecode(os.fspath(path))
+    except TypeError:
+        raise SearchError(f"{where}: path={brief(path)}: give a file path (str or "
+                          f"os.PathLike)") from None
+    if "\0" in text:
+        raise SearchError(f"{where}: path={brief(text)}: a path holds no NUL character")
+    return text
+
+
 def write(path: str | os.PathLike, state: dict) -> None:
     """Write ``state`` (JSON-able) to ``path`` atomically (temporary file + ``os.replace``)."""
-    path = os.fspath(path)
+    path = path_of(path, "save")
     folder = os.path.dirname(os.path.abspath(path))
     if os.path.isdir(path):
         raise CheckpointError(f"checkpoint {path!r}: is a folder; give a file path such as "
@@ -233,7 +249,7 @@ def read(path: str | os.PathLike, *, kind: str | None = None,
     """The state in ``path``; a :class:`CheckpointError` names the path and the fault.
     ``kind`` (``"regress"``, ``"map_elites"``, ``"evolve"``), when given, must match.
     ``max_bytes``: the largest inflated body accepted (default :data:`MAX_BODY`)."""
-    spath = os.fspath(path)
+    spath = path_of(path, "read")
     limit = MAX_BODY if max_bytes is None else max_bytes
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_BYTES_MAX:
         raise SearchError(f"read: max_bytes={shown(max_bytes)}: give an int in [1, 2**40] (or "

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from typing import Any
 
-from .checkpoint import CheckpointError, read
+from .checkpoint import CheckpointError, path_of, read
 from .config import check_generations
 from .evaluate import Evaluator, check_executor, check_per_module, resolve_device
 from .fields import Fields
@@ -73,7 +73,7 @@ def restore(path: str | os.PathLike, *, device: str = "auto", executor: Any = No
     :class:`CheckpointError` naming the field (or a :class:`SearchError` for a bad or missing
     argument)."""
     device = _check_arguments(device, executor, per_module, template, fitness, descriptors)
-    spath = os.fspath(path)
+    spath = path_of(path, "resume")
     f = Fields(read(spath, max_bytes=max_bytes), spath)
     kind = f.keys()
     genes = f.genes()
