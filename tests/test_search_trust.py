@@ -1071,7 +1071,7 @@ def test_resume_refuses_descriptors_other_than_the_runs(tmp_path):
 
 @pytest.mark.parametrize("path, match", [(3, r"path=3: give a file path"),
                                          (None, r"path=None: give a file path"),
-                                         ("a\x00b", r"a path holds no NUL character")])
+                                         ("a\x00b", r"path='a\\x00b': a path holds no NUL")])
 def test_a_path_that_is_no_path_is_a_search_error(tmp_path, path, match):
     # os.fspath's TypeError and os.open's ValueError ("embedded null byte") escaped
     with pytest.raises(SearchError, match=r"resume: " + match):
