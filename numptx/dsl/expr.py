@@ -626,7 +626,7 @@ class PtxExpr:
             mapping = dict(zip(params, in_names))      # no name in common: declaration order
         elif all(p in self.defaults for p in missing):
             return self.bind(**{p: self.defaults[p] for p in missing})._bind_site(site)
-        elif len(missing) < len(params):
+        elif len(missing) < len(params) and any(v not in params for v in in_names):
             # some names match: the rest are never bound by position (f(accum, r) at
             # force(in r, mod acc) must not read acc as r)
             free = [v for v in in_names if v not in params]
@@ -637,12 +637,13 @@ class PtxExpr:
                        f"while {', '.join(named)} bind{'s' if len(named) == 1 else ''} by "
                        f"name, so none binds by position; rename "
                        f"{'it' if len(need) == 1 else 'them'} after the site's "
-                       f"{', '.join(map(repr, free)) or '(no unbound) variables'}"
+                       f"{', '.join(map(repr, free))}"
                        + (f" ({', '.join(map(repr, baked))}, with a default, is baked in "
                           f"where the site lacks it)" if baked else ""))
         else:
-            raise fail(f"{len(params)} parameter(s) for {len(ins)} in/mod variable(s) and the "
-                       f"names differ ({', '.join(missing)} not in the site)")
+            raise fail(f"{len(params)} parameter(s) for {len(ins)} in/mod variable(s) and "
+                       f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not in "
+                       f"the site")
         by_name = {v.name: v for v in ins}
         for p, var in mapping.items():
             vt = value_type(by_name[var].dtype, f"site {site.name!r} variable {var!r}")
