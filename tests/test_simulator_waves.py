@@ -161,7 +161,7 @@ def slow(base):
         time.sleep(4 * W.STALL_SECONDS)
         return base(*a, **k)
     return slowly
-for name in ("emulate", "check_stub"):
+for name in ("emulate", "bind_stub"):
     base = getattr(L, name)
     setattr(L, name, slow(base))
     try:

@@ -53,6 +53,7 @@ import hashlib
 import math
 import re
 import sys
+import threading
 from collections.abc import Sequence
 
 import numpy as np
@@ -577,6 +578,9 @@ def evaluate(text_or_prog: str | Sequence[sp.Op], X: np.ndarray, genes: Genes) -
     return np.broadcast_to(np.asarray(out, dtype), (X.shape[0],)).copy()
 
 
+_PARSE_LOCK = threading.Lock()
+
+
 def _parse(text: str) -> ast.Expression:
     """The syntax tree of a formula within :data:`MAX_TEXT` and :data:`MAX_DEPTH`."""
     shown = repr(text) if len(text) <= 80 else f"{text[:60]!r}... ({len(text):,} characters)"
@@ -586,7 +590,10 @@ def _parse(text: str) -> ast.Expression:
     deep = (f"evaluate: text_or_prog={shown}: nests deeper than formula.MAX_DEPTH = "
             f"{MAX_DEPTH} levels")
     try:
-        tree = ast.parse(text, mode="eval")
+        # one parse at a time: CPython < 3.13 counts the AST constructor's depth in state the
+        # threads share, and two parses at once raise "AST constructor recursion depth mismatch"
+        with _PARSE_LOCK:
+            tree = ast.parse(text, mode="eval")
     except SyntaxError as e:
         if "too many nested parentheses" in str(e.msg):     # the tokenizer's own limit (200)
             raise FormulaLimitError(f"evaluate: text_or_prog={shown}: nests more than 200 "
