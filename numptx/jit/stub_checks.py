@@ -153,7 +153,7 @@ _NOT_NL = re.compile(r"[^\n]")
 
 
 def blank_comments(text: str) -> tuple[str, int]:
-    """(``text`` with each comment blanked to spaces, its line breaks kept; the position of a
+    r"""(``text`` with each comment blanked to spaces, its line breaks kept; the position of a
     ``/*`` left open, else -1). One pass with ``str.find``: a regex's lazy ``/\*.*?\*/``
     scans to the end from each unclosed ``/*``, quadratic in the text (48 KB of ``/* `` took
     6 s)."""
