@@ -7,7 +7,8 @@ from cffi import FFI
 HERE = os.path.dirname(os.path.abspath(__file__))
 # the generated tables (stack_ptx_tables.h); their ids are exposed as lib.STACKPTX_T_F32 etc.
 TABLES_H = os.path.join(HERE, "stack_ptx_tables.h")
-HEADERS = ("ptx_inject.h", "stack_ptx.h", "stack_ptx_tables.h", "dag_lower.h")
+HEADERS = ("ptx_inject.h", "stack_ptx.h", "stack_ptx_tables.h", "dag_lower.h", "interp.h",
+           "interp_rows.h", "interp_ops.h")
 
 
 def table_constants() -> str:
@@ -117,18 +118,25 @@ stackptx_status dag_lower(const stackptx_table *t, const uint64_t *rec, size_t n
                           const uint64_t *roots, uint32_t n_roots, void *ws, size_t ws_size,
                           uint64_t *out, size_t out_cap, size_t *out_len, uint32_t *n_slots,
                           uint32_t *n_instr, uint32_t *err_index);
+
+/* native/interp.h */
+uint32_t nxi_n_ops(void);
+const char *nxi_op_name(uint32_t op);
+int nxi_apply(uint32_t op, uint32_t n, void *d, const void *a, const void *b, const void *c);
 """
 
 ffibuilder = FFI()
 ffibuilder.cdef(CDEF + table_constants())
 ffibuilder.set_source(
     "numptx._native",
-    '#include "ptx_inject.h"\n#include "stack_ptx.h"\n#include "dag_lower.h"\n',
+    '#include "ptx_inject.h"\n#include "stack_ptx.h"\n#include "dag_lower.h"\n'
+    '#include "interp.h"\n',
     sources=[os.path.relpath(os.path.join(HERE, name))
-             for name in ("ptx_inject.c", "stack_ptx.c", "dag_lower.c")],
+             for name in ("ptx_inject.c", "stack_ptx.c", "dag_lower.c", "interp.c")],
     include_dirs=[os.path.relpath(HERE)],
     depends=[os.path.relpath(os.path.join(HERE, name)) for name in HEADERS],
-    extra_compile_args=["-std=c99", "-O2"],
+    # the interpreter's rows round as IEEE says: no contraction of a * b + c into fma
+    extra_compile_args=["-std=c99", "-O2", "-ffp-contract=off"],
 )
 
 if __name__ == "__main__":

@@ -165,6 +165,11 @@ class Instr:
     ``semantic(*operands)`` takes one array per operand (a tuple of arrays for a vector operand)
     in the canonical representation of its type and returns the result (a tuple when there are
     several results; a vector result is a tuple of arrays).
+
+    ``c`` is the same semantics as a C expression over the operands ``a``, ``b``, ``c`` (helpers
+    of ``native/interp_ops.h``), for the batch interpreter (``native/interp.h``, generated into
+    ``native/interp_rows.h`` by ``native/gen_interp.py``); empty: the interpreter refuses the
+    row. ``tests/test_interp_rows.py`` holds the two to the same bits.
     """
 
     name: str
@@ -176,6 +181,7 @@ class Instr:
     flags: frozenset[str] = frozenset()
     min_sm: int = 10
     doc: str = ""
+    c: str = field(default="", compare=False)
 
     def __post_init__(self):
         object.__setattr__(self, "operands", tuple(self.operands))

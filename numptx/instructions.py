@@ -77,12 +77,13 @@ _F32, _F64 = np.float32, np.float64
 _NAN32, _NAN64, _NAN16 = 0x7FFFFFFF, 0x7FFFFFFFFFFFFFFF, 0x7FFF
 
 
-def _row(name, operands, results, semantic, *, fmt=None, acc="exact", flags=(), sm=10, doc=""):
+def _row(name, operands, results, semantic, *, fmt=None, acc="exact", flags=(), sm=10, doc="",
+         c=""):
     if fmt is None:
         n = len(operands) + len(results)
         fmt = f"{name} " + ", ".join(f"${i}" for i in range(n)) + ";"
     _ROWS.append(Instr(name, fmt, tuple(operands), tuple(results), semantic, acc,
-                       frozenset(flags), sm, doc))
+                       frozenset(flags), sm, doc, c))
 
 
 def _f32(x):
@@ -127,10 +128,10 @@ for _op, _fn, _sym, _comm in (("add", np.add, "a + b", True), ("sub", np.subtrac
             _row(f"{_op}{_rnd}{'.ftz' if _z else ''}.f32", ("f32", "f32"), ("f32",),
                  _ftz(_fn) if _z else _fn,
                  flags=(COMMUTATIVE if _comm else set()) | (FTZ if _z else set()),
-                 doc=f"{_sym}, {_RN}{_FTZ_DOC if _z else ''}{_plain}")
+                 doc=f"{_sym}, {_RN}{_FTZ_DOC if _z else ''}{_plain}", c="" if _z else _sym)
     for _rnd in ("", ".rn"):
         _row(f"{_op}{_rnd}.f64", ("f64", "f64"), ("f64",), _fn, flags=COMMUTATIVE if _comm else (),
-             sm=13, doc=f"{_sym}, {_RN}" + ("" if _rnd else _CONTRACT))
+             sm=13, doc=f"{_sym}, {_RN}" + ("" if _rnd else _CONTRACT), c=_sym)
 
 for _z in (False, True):
     _zs, _zf, _zd = (".ftz", FTZ, _FTZ_DOC) if _z else ("", frozenset(), "")

@@ -1,0 +1,2 @@
+#define NXI_IMPLEMENTATION
+#include "interp.h"
