@@ -109,6 +109,15 @@ stackptx_status stackptx_compile_many(const stackptx_table *t, const stackptx_io
     const stackptx_limits *lim, const uint64_t *words, const uint32_t *offsets, uint32_t n_programs,
     const stackptx_routines *r, int strict, void *ws, size_t ws_size, char *out, size_t out_cap,
     uint32_t *out_offsets, stackptx_diag *diags, uint32_t *n_done);
+stackptx_status stackptx_tape_many(const stackptx_table *t, const stackptx_io *io,
+    const stackptx_limits *lim, const uint64_t *words, const uint32_t *offsets, uint32_t n_programs,
+    const stackptx_routines *r, void *ws, size_t ws_size, uint32_t *out, size_t out_cap,
+    uint64_t *out_offsets, stackptx_diag *diags, uint32_t *n_done);
+#define STACKPTX_TAPE_INPUT ...
+#define STACKPTX_TAPE_CONST ...
+#define STACKPTX_TAPE_INSTR ...
+#define STACKPTX_TAPE_REC ...
+#define STACKPTX_TAPE_NONE ...
 stackptx_status astptx_compile(const stackptx_table *t, const stackptx_io *io,
     const stackptx_limits *lim, const uint64_t *words, size_t n_words, const stackptx_routines *r,
     void *ws, size_t ws_size, char *out, size_t out_cap, size_t *out_len, stackptx_diag *diag);
@@ -123,6 +132,18 @@ stackptx_status dag_lower(const stackptx_table *t, const uint64_t *rec, size_t n
 uint32_t nxi_n_ops(void);
 const char *nxi_op_name(uint32_t op);
 int nxi_apply(uint32_t op, uint32_t n, void *d, const void *a, const void *b, const void *c);
+#define NXI_NO_OP ...
+#define NXI_MAX_BLOCK ...
+enum { NXI_OK = 0, NXI_ERR_ARGUMENT, NXI_ERR_WORKSPACE, NXI_ERR_TAPE, NXI_ERR_ROW, NXI_ERR_TYPE };
+typedef struct nxi_column { const void *data; uint32_t type, scalar; } nxi_column;
+typedef struct nxi_output { void *data; uint32_t type; } nxi_output;
+typedef struct nxi_fail { uint32_t program, record, row, pad; } nxi_fail;
+size_t nxi_workspace_size(uint32_t max_slots, uint32_t max_records, uint32_t block);
+int nxi_run(const uint32_t *tapes, const uint64_t *offsets, uint32_t n_programs,
+            const uint16_t *row_op, uint32_t n_rows_table, const uint8_t *op_types,
+            const uint8_t *type_size, uint32_t n_types,
+            const nxi_column *in, uint32_t n_inputs, const nxi_output *out, uint32_t n_outputs,
+            uint64_t n_rows, uint32_t block, void *ws, size_t ws_size, nxi_fail *fail);
 """
 
 ffibuilder = FFI()

@@ -12,15 +12,50 @@
      nxi_op_name(k)         op k's row name ("add.rn.f32"), NULL past the end
      nxi_apply(k, n, d, a, b, c)   d[i] = op k (a[i], b[i], c[i]) for i < n, in the element
                             storage of each type (interp_rows.h, C_TYPE of gen_interp.py); 0, or
-                            -1 for an unknown op. Unused operands may be NULL. */
+                            -1 for an unknown op. Unused operands may be NULL.
+
+   RUNNING TAPES (stack_ptx.h, TAPES: the DAG of the stub a program compiles to)
+     nxi_workspace_size(max_slots, max_records, block)   bytes of workspace nxi_run needs for
+       tapes of at most max_slots slots and max_records records (0 when too large).
+     nxi_run(tapes, offsets, n_programs, row_op, n_rows_table, op_types, type_size, n_types,
+             in, n_inputs, out, n_outputs, n_rows, block, ws, ws_size, &fail)
+       program p's tape is tapes[offsets[p] .. offsets[p + 1]); row_op[r] is the op of table
+       row r (NXI_NO_OP: none); op_types[4 k .. 4 k + 4) the value types op k writes and reads
+       (result, operands 0..2; 0xFF past its operands: its row's types, checked against every
+       record, so no tape makes an op read a slot as another type); type_size[t] the bytes of one element of value type t (0: the
+       interpreter has no storage for t). in[i] is input i's column: n_rows elements of its
+       type, or one when scalar. out[k] receives output k: n_programs * n_rows elements of its
+       type, program p's row j at element p * n_rows + j (an output the tape does not write
+       reads 0). Rows run in blocks of `block` (1..NXI_MAX_BLOCK): each instruction is a tight
+       loop over a block, the value slots hold blocks.
+       Returns NXI_OK, or an error with fail filled (program, record, table row): NXI_ERR_ROW
+       (an instruction without an op, or of a shape the interpreter does not run),
+       NXI_ERR_TAPE (a malformed tape: a slot, input or size out of range), NXI_ERR_TYPE (an
+       input's or output's type differs from the tape's), NXI_ERR_ARGUMENT, NXI_ERR_WORKSPACE.
+       Programs before fail.program are complete; nothing is read or written out of bounds. */
 #ifndef NXI_INTERP_H
 #define NXI_INTERP_H
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
+
+#define NXI_NO_OP 0xFFFFu
+#define NXI_MAX_BLOCK 4096u
+enum { NXI_OK = 0, NXI_ERR_ARGUMENT, NXI_ERR_WORKSPACE, NXI_ERR_TAPE, NXI_ERR_ROW, NXI_ERR_TYPE };
+
+typedef struct nxi_column { const void *data; uint32_t type, scalar; } nxi_column;
+typedef struct nxi_output { void *data; uint32_t type; } nxi_output;
+typedef struct nxi_fail { uint32_t program, record, row, pad; } nxi_fail;
 
 uint32_t nxi_n_ops(void);
 const char *nxi_op_name(uint32_t op);
 int nxi_apply(uint32_t op, uint32_t n, void *d, const void *a, const void *b, const void *c);
+size_t nxi_workspace_size(uint32_t max_slots, uint32_t max_records, uint32_t block);
+int nxi_run(const uint32_t *tapes, const uint64_t *offsets, uint32_t n_programs,
+            const uint16_t *row_op, uint32_t n_rows_table, const uint8_t *op_types,
+            const uint8_t *type_size, uint32_t n_types,
+            const nxi_column *in, uint32_t n_inputs, const nxi_output *out, uint32_t n_outputs,
+            uint64_t n_rows, uint32_t block, void *ws, size_t ws_size, nxi_fail *fail);
 
 #endif
 
@@ -37,6 +72,196 @@ int nxi_apply(uint32_t op, uint32_t n, void *d, const void *a, const void *b, co
 {
     if (op >= NXI_N_OPS || !d) return -1;
     return nxi__apply(op, n, d, a, b, c);
+}
+
+#define NXI__REC 8u
+#define NXI__NONE 0xFFFFFFFFu
+#define NXI__MAX_SLOTS (1u << 22)
+
+typedef struct nxi__ins { uint32_t op, dst, a, b, c; } nxi__ins;
+
+typedef struct nxi__ctx {
+    const uint16_t *row_op; uint32_t n_rows_table;
+    const uint8_t *op_types;
+    const uint8_t *type_size; uint32_t n_types;
+    const nxi_column *in; uint32_t n_inputs;
+    uint32_t block, max_slots, max_records;
+    char *blocks;            /* slot s: blocks + s * block * 8 */
+    const char **ptr;        /* the current rows of slot s */
+    uint32_t *col;           /* slot s reads column col[s] (NXI__NONE: its block) */
+    uint8_t *type;           /* slot s's value type */
+    nxi__ins *ins;           /* the program's instructions */
+    uint32_t n_ins;
+} nxi__ctx;
+
+size_t nxi_workspace_size(uint32_t max_slots, uint32_t max_records, uint32_t block)
+{
+    uint64_t b;
+    if (!block || block > NXI_MAX_BLOCK || max_slots > NXI__MAX_SLOTS || max_records > NXI__MAX_SLOTS)
+        return 0;
+    b = (uint64_t)max_slots * block * 8u + (uint64_t)max_slots * (sizeof(char *) + 4u + 1u)
+        + (uint64_t)max_records * sizeof(nxi__ins) + 64u;
+    return b > (uint64_t)SIZE_MAX ? 0 : (size_t)b;
+}
+
+static void nxi__fill(char *d, const void *v, uint32_t size, uint32_t n)
+{
+    uint32_t i;
+    for (i = 0; i < n; i++) memcpy(d + (size_t)i * size, v, size);
+}
+
+/* Reads program p's tape into the context: slot types and sources, constants filled, the
+   instruction list. fail->record is set on an error. */
+static int nxi__load(nxi__ctx *x, const uint32_t *t, uint64_t len, uint32_t n_outputs,
+                     const nxi_output *out, nxi_fail *fail)
+{
+    uint32_t n_slots, n_rec, i, j, slot = 0;
+    const uint32_t *r;
+    if (len < 4) return NXI_ERR_TAPE;
+    n_slots = t[0]; n_rec = t[1];
+    if (t[2] != n_outputs) return NXI_ERR_TYPE;
+    if (n_slots > x->max_slots || n_rec > x->max_records ||
+        len != 4u + (uint64_t)n_outputs + (uint64_t)n_rec * NXI__REC) return NXI_ERR_TAPE;
+    x->n_ins = 0;
+    r = t + 4 + n_outputs;
+    for (i = 0; i < n_rec; i++, r += NXI__REC) {
+        uint32_t kind = r[0] & 0xFFu, type = (r[0] >> 8) & 0xFFu, nops = (r[0] >> 16) & 0xFFu;
+        uint32_t nres = r[0] >> 24, size;
+        fail->record = i;
+        if (r[1] != slot || type >= x->n_types || !(size = x->type_size[type])) {
+            if (kind == 2u && r[2] < x->n_rows_table) fail->row = r[2];
+            return r[1] != slot ? NXI_ERR_TAPE : NXI_ERR_ROW;
+        }
+        if (kind == 0u) {                                   /* INPUT */
+            const nxi_column *c = &x->in[r[2] < x->n_inputs ? r[2] : 0];
+            if (r[2] >= x->n_inputs || nres != 1u) return NXI_ERR_TAPE;
+            if (c->type != type) return NXI_ERR_TYPE;
+            x->type[slot] = (uint8_t)type;
+            if (c->scalar) {
+                x->col[slot] = NXI__NONE;
+                nxi__fill(x->blocks + (size_t)slot * x->block * 8u, c->data, size, x->block);
+            } else x->col[slot] = r[2];
+            slot++;
+        } else if (kind == 1u) {                            /* CONST */
+            uint64_t bits = (uint64_t)r[3] << 32 | r[2];
+            unsigned char v[8];
+            for (j = 0; j < 8; j++) v[j] = (unsigned char)(bits >> (8u * j));   /* little end */
+            if (nres != 1u) return NXI_ERR_TAPE;
+            x->type[slot] = (uint8_t)type;
+            x->col[slot] = NXI__NONE;
+            nxi__fill(x->blocks + (size_t)slot * x->block * 8u, v, size, x->block);
+            slot++;
+        } else if (kind == 2u) {                            /* INSTR */
+            nxi__ins *in = &x->ins[x->n_ins];
+            uint32_t op = r[2] < x->n_rows_table ? x->row_op[r[2]] : NXI_NO_OP;
+            fail->row = r[2];
+            if (r[2] >= x->n_rows_table) return NXI_ERR_TAPE;
+            if (op == NXI_NO_OP || op >= NXI_N_OPS || nres != 1u || nops < 1u || nops > 3u)
+                return NXI_ERR_ROW;
+            if (x->op_types[op * 4u] != type) return NXI_ERR_TYPE;
+            for (j = 0; j < nops; j++)
+                if (r[4 + j] >= slot) return NXI_ERR_TAPE;
+            for (j = 0; j < 3; j++)      /* the op reads exactly the types of its row */
+                if ((j < nops ? x->type[r[4 + j]] : 0xFFu) != x->op_types[op * 4u + 1u + j])
+                    return NXI_ERR_TYPE;
+            in->op = op; in->dst = slot;
+            in->a = r[4]; in->b = nops > 1u ? r[5] : r[4]; in->c = nops > 2u ? r[6] : r[4];
+            x->type[slot] = (uint8_t)type;
+            x->col[slot] = NXI__NONE;
+            x->ptr[slot] = x->blocks + (size_t)slot * x->block * 8u;
+            x->n_ins++;
+            slot++;
+        } else return NXI_ERR_TAPE;
+        fail->row = NXI__NONE;
+    }
+    if (slot != n_slots) return NXI_ERR_TAPE;
+    fail->record = NXI__NONE;
+    for (j = 0; j < n_outputs; j++) {
+        uint32_t s = t[4 + j];
+        if (s != NXI__NONE && s >= n_slots) return NXI_ERR_TAPE;
+        if (s != NXI__NONE && x->type[s] != out[j].type) return NXI_ERR_TYPE;
+    }
+    for (j = 0; j < n_slots; j++)
+        if (x->col[j] == NXI__NONE) x->ptr[j] = x->blocks + (size_t)j * x->block * 8u;
+    return NXI_OK;
+}
+
+/* Runs the loaded program over rows [row0, row0 + nb) and stores its outputs. */
+static void nxi__block(nxi__ctx *x, const uint32_t *t, uint32_t n_outputs, const nxi_output *out,
+                       uint64_t base, uint64_t row0, uint32_t nb)
+{
+    uint32_t i, n_slots = t[0];
+    for (i = 0; i < n_slots; i++)
+        if (x->col[i] != NXI__NONE)
+            x->ptr[i] = (const char *)x->in[x->col[i]].data + row0 * x->type_size[x->type[i]];
+    for (i = 0; i < x->n_ins; i++) {
+        const nxi__ins *in = &x->ins[i];
+        (void)nxi__apply(in->op, nb, (void *)(uintptr_t)x->ptr[in->dst], x->ptr[in->a],
+                         x->ptr[in->b], x->ptr[in->c]);
+    }
+    for (i = 0; i < n_outputs; i++) {
+        uint32_t s = t[4 + i], size = x->type_size[out[i].type];
+        char *d = (char *)out[i].data + (base + row0) * size;
+        if (s == NXI__NONE) memset(d, 0, (size_t)nb * size);
+        else memcpy(d, x->ptr[s], (size_t)nb * size);
+    }
+}
+
+int nxi_run(const uint32_t *tapes, const uint64_t *offsets, uint32_t n_programs,
+            const uint16_t *row_op, uint32_t n_rows_table, const uint8_t *op_types,
+            const uint8_t *type_size, uint32_t n_types,
+            const nxi_column *in, uint32_t n_inputs, const nxi_output *out, uint32_t n_outputs,
+            uint64_t n_rows, uint32_t block, void *ws, size_t ws_size, nxi_fail *fail)
+{
+    nxi__ctx x;
+    uint32_t p, i;
+    char *base;
+    nxi_fail local;
+    if (!fail) fail = &local;
+    fail->program = fail->record = fail->row = NXI__NONE; fail->pad = 0;
+    if (!offsets || (!tapes && n_programs) || (!row_op && n_rows_table) || !type_size || !op_types ||
+        (!in && n_inputs) || (!out && n_outputs) || !ws || !block || block > NXI_MAX_BLOCK)
+        return NXI_ERR_ARGUMENT;
+    for (i = 0; i < n_inputs; i++)
+        if (in[i].type >= n_types || !type_size[in[i].type] || (!in[i].data && (n_rows || in[i].scalar)))
+            return NXI_ERR_ARGUMENT;
+    for (i = 0; i < n_outputs; i++)
+        if (out[i].type >= n_types || !type_size[out[i].type] || (!out[i].data && n_rows && n_programs))
+            return NXI_ERR_ARGUMENT;
+    x.row_op = row_op; x.n_rows_table = n_rows_table; x.op_types = op_types; x.type_size = type_size; x.n_types = n_types;
+    x.in = in; x.n_inputs = n_inputs; x.block = block;
+    /* the largest tape decides the workspace's carving */
+    x.max_slots = 0; x.max_records = 0;
+    for (p = 0; p < n_programs; p++) {
+        if (offsets[p + 1] < offsets[p] || offsets[p + 1] - offsets[p] < 4) {
+            fail->program = p;
+            return NXI_ERR_TAPE;
+        }
+        if (tapes[offsets[p]] > x.max_slots) x.max_slots = tapes[offsets[p]];
+        if (tapes[offsets[p] + 1] > x.max_records) x.max_records = tapes[offsets[p] + 1];
+    }
+    if (x.max_slots > NXI__MAX_SLOTS || x.max_records > NXI__MAX_SLOTS ||
+        ws_size < nxi_workspace_size(x.max_slots, x.max_records, block)) return NXI_ERR_WORKSPACE;
+    base = (char *)ws + ((64u - (unsigned)((uintptr_t)ws & 63u)) & 63u);
+    x.blocks = base;
+    x.ptr = (const char **)(void *)(base + (size_t)x.max_slots * block * 8u);
+    x.ins = (nxi__ins *)(void *)(x.ptr + x.max_slots);
+    x.col = (uint32_t *)(void *)(x.ins + x.max_records);
+    x.type = (uint8_t *)(void *)(x.col + x.max_slots);
+    for (p = 0; p < n_programs; p++) {
+        const uint32_t *t = tapes + offsets[p];
+        uint64_t row0;
+        int st;
+        fail->program = p;
+        st = nxi__load(&x, t, offsets[p + 1] - offsets[p], n_outputs, out, fail);
+        if (st != NXI_OK) return st;
+        for (row0 = 0; row0 < n_rows; row0 += block) {
+            uint32_t nb = (uint32_t)(n_rows - row0 < block ? n_rows - row0 : block);
+            nxi__block(&x, t, n_outputs, out, (uint64_t)p * n_rows, row0, nb);
+        }
+    }
+    fail->program = fail->record = fail->row = NXI__NONE;
+    return NXI_OK;
 }
 #endif
 #endif

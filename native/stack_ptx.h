@@ -89,6 +89,12 @@
        all stubs were one buffer. A single stub larger than out_cap makes *n_done = 0 with
        out_offsets[1] untouched; grow out. STACKPTX_ERR_LIMIT if an offset would pass
        UINT32_MAX (n_done as for BUFFER_TOO_SMALL).
+     stackptx_tape_many(t, io, lim, words, offsets, n_programs, r, ws, ws_size, out, out_cap,
+       out_offsets, diags, &n_done)   Stack PTX -> one TAPE per program (below), written back to
+       back into out (out_cap uint32 words); out_offsets has n_programs + 1 uint64 entries,
+       out_offsets[0] an INPUT base as for compile_many. The same execution as compile (the
+       stub's DAG: what the stub computes, the tape computes). Returns OK, or BUFFER_TOO_SMALL
+       with *n_done programs complete (resume as for compile_many).
      astptx_compile(t, io, lim, words, n_words, r, ws, ws_size, out, out_cap, &out_len, diag)
        AST PTX -> one stub (design section 5), strict: any error returns its status with
        diag->error_word, and no stub (*out_len = 0).
@@ -114,6 +120,19 @@
      Clobber rule: output k whose value is input i gets its value from a copy made before the
      output movs when an earlier output j < k writes a register named like input i and output
      j's value is not input i itself (only then could the read see a clobbered register).
+
+   TAPES (what an interpreter runs: native/interp.h on the CPU, numptx/jit/interpret_gpu.py)
+     uint32 words: a header n_slots, n_records, n_outputs, diag flags; then n_outputs words, the
+     slot holding output k (STACKPTX_TAPE_NONE: not written, the mm-ptx dialect's unsatisfied
+     output); then n_records records of STACKPTX_TAPE_REC words, operands before their users:
+       w0 = kind | type << 8 | n_ops << 16 | n_res << 24   (STACKPTX_TAPE_INPUT / CONST / INSTR;
+            type: the slot's value type, an INSTR's result 0; n_ops: operand ids)
+       w1 = the slot written (INSTR: result 0's; result j is w1 + j)
+       w2 = INPUT: input index | CONST: low 32 bits of the canonical payload | INSTR: table row
+       w3 = CONST: high 32 bits | else 0
+       w4..w7 = INSTR: the slots of operand ids 0..3 (STACKPTX_TAPE_NONE past n_ops)
+     Slots count from 0 in record order; the records are the stub's constants and instructions
+     in its order (only what reaches an output), each input read gets one INPUT record.
 
    STACK PTX EXECUTION (design section 3)
      Words run in order; ROUTINE a runs routine a inline on an explicit frame stack (no C
@@ -239,6 +258,12 @@ typedef enum stackptx_status {
 #define STACKPTX_D_UNSATISFIED 64u
 #define STACKPTX_D_UNKNOWN_INPUT 128u
 
+#define STACKPTX_TAPE_INPUT 0u        /* tape record kinds (TAPES) */
+#define STACKPTX_TAPE_CONST 1u
+#define STACKPTX_TAPE_INSTR 2u
+#define STACKPTX_TAPE_REC 8u          /* words per record */
+#define STACKPTX_TAPE_NONE 0xFFFFFFFFu
+
 typedef struct stackptx_instr {           /* one table row */
     const char *fmt; uint32_t fmt_len;    /* "add.rn.f32 $0, $1, $2;" ($k: results first) */
     uint8_t n_results, n_operands;        /* 0..4 each */
@@ -299,6 +324,10 @@ STACKPTX_DEF stackptx_status stackptx_compile_many(const stackptx_table *t, cons
     const stackptx_limits *lim, const uint64_t *words, const uint32_t *offsets, uint32_t n_programs,
     const stackptx_routines *r, int strict, void *ws, size_t ws_size, char *out, size_t out_cap,
     uint32_t *out_offsets, stackptx_diag *diags, uint32_t *n_done);
+STACKPTX_DEF stackptx_status stackptx_tape_many(const stackptx_table *t, const stackptx_io *io,
+    const stackptx_limits *lim, const uint64_t *words, const uint32_t *offsets, uint32_t n_programs,
+    const stackptx_routines *r, void *ws, size_t ws_size, uint32_t *out, size_t out_cap,
+    uint64_t *out_offsets, stackptx_diag *diags, uint32_t *n_done);
 STACKPTX_DEF stackptx_status astptx_compile(const stackptx_table *t, const stackptx_io *io,
     const stackptx_limits *lim, const uint64_t *words, size_t n_words, const stackptx_routines *r,
     void *ws, size_t ws_size, char *out, size_t out_cap, size_t *out_len, stackptx_diag *diag);
@@ -1237,15 +1266,14 @@ STACKPTX__INLINE void stackptx__number(stackptx__ctx *c, stackptx__node *n, uint
 }
 
 /* Marks, numbers and writes the stub for the values c->out_val[0..n_outputs). */
-static void stackptx__emit(stackptx__ctx *c, stackptx__out *o)
+/* Reachability: one backward pass (operands precede their users); the marked constants and
+   instances (by their first node) are listed in c->list in reverse creation order. Returns
+   their number. */
+static uint32_t stackptx__reach(stackptx__ctx *c)
 {
-    const stackptx_io *io = c->io;
     stackptx__node *nodes = c->nodes;
-    uint32_t *list = c->list, nl = 0, i, j, k, next = 0, unwritten = 0;
-
-    /* reachability: one backward pass (operands precede their users); the marked constants
-       and instances (by their first node) are listed in reverse creation order */
-    for (k = 0; k < io->n_outputs; k++)
+    uint32_t *list = c->list, nl = 0, i, j, k;
+    for (k = 0; k < c->io->n_outputs; k++)
         if (c->out_val[k] != STACKPTX__NONE) nodes[c->out_val[k]].mark = 1;
     for (i = c->n_nodes; i-- > 0;) {
         const stackptx__node *n = &nodes[i];
@@ -1261,6 +1289,14 @@ static void stackptx__emit(stackptx__ctx *c, stackptx__out *o)
         ops = c->pool + n->ops;
         for (j = 0; j < n->n_ops; j++) nodes[ops[j]].mark = 1;
     }
+    return nl;
+}
+
+static void stackptx__emit(stackptx__ctx *c, stackptx__out *o)
+{
+    const stackptx_io *io = c->io;
+    stackptx__node *nodes = c->nodes;
+    uint32_t *list = c->list, nl = stackptx__reach(c), i, j, k, next = 0, unwritten = 0;
 
     /* temporaries in creation order, declared as they are numbered */
     stackptx__put(o, "{\n", 2);
@@ -1724,6 +1760,112 @@ STACKPTX_DEF stackptx_status stackptx_compile_many(const stackptx_table *t, cons
         if (n_done) *n_done = i + 1;
     }
     return result;
+}
+
+/* ---- tapes (TAPES above; the interpreters' form of a program) -------------------------- */
+
+/* Bounded tape writer: writes while it fits, then only counts. */
+typedef struct stackptx__tw { uint32_t *w; size_t n, cap; } stackptx__tw;
+
+STACKPTX__INLINE void stackptx__tput(stackptx__tw *t, uint32_t v)
+{
+    if (t->n < t->cap) t->w[t->n] = v;
+    t->n++;
+}
+
+static void stackptx__trec(stackptx__tw *t, uint32_t w0, uint32_t dst, uint32_t x, uint32_t y,
+                           const uint32_t *ops)
+{
+    uint32_t j;
+    stackptx__tput(t, w0); stackptx__tput(t, dst); stackptx__tput(t, x); stackptx__tput(t, y);
+    for (j = 0; j < 4; j++) stackptx__tput(t, ops ? ops[j] : STACKPTX__NONE);
+}
+
+/* The slot of node id (an input gets its record and slot on first use). */
+static uint32_t stackptx__tslot(stackptx__ctx *c, stackptx__tw *t, uint32_t id, uint32_t *slot,
+                                uint32_t *recs)
+{
+    stackptx__node *n = &c->nodes[id];
+    if (n->tmp == STACKPTX__NONE && n->kind == STACKPTX__N_INPUT) {
+        n->tmp = (*slot)++;
+        stackptx__trec(t, STACKPTX_TAPE_INPUT | (uint32_t)n->type << 8 | 1u << 24, n->tmp, n->row, 0, NULL);
+        (*recs)++;
+    }
+    return n->tmp;
+}
+
+static void stackptx__tape(stackptx__ctx *c, stackptx__tw *t)
+{
+    const stackptx_io *io = c->io;
+    stackptx__node *nodes = c->nodes;
+    uint32_t nl = stackptx__reach(c), i, j, k, slot = 0, recs = 0, ops[4];
+    size_t head = t->n;
+    for (k = 0; k < 4 + io->n_outputs; k++) stackptx__tput(t, 0);   /* filled below */
+    for (i = nl; i-- > 0;) {
+        stackptx__node *n = &nodes[c->list[i]];
+        const uint32_t *pool;
+        if (n->kind == STACKPTX__N_CONST) {
+            n->tmp = slot++;
+            stackptx__trec(t, STACKPTX_TAPE_CONST | (uint32_t)n->type << 8 | 1u << 24, n->tmp,
+                           (uint32_t)n->bits, (uint32_t)(n->bits >> 32), NULL);
+            recs++;
+            continue;
+        }
+        pool = c->pool + n->ops;
+        for (j = 0; j < 4; j++)
+            ops[j] = j < n->n_ops ? stackptx__tslot(c, t, pool[j], &slot, &recs) : STACKPTX__NONE;
+        for (j = 4; j < n->n_ops; j++) (void)stackptx__tslot(c, t, pool[j], &slot, &recs);
+        stackptx__trec(t, STACKPTX_TAPE_INSTR | (uint32_t)n->type << 8 | (uint32_t)n->n_ops << 16
+                          | (uint32_t)n->m << 24, slot, n->row, 0, ops);
+        recs++;
+        for (j = 0; j < n->m; j++) n[j].tmp = slot++;
+    }
+    for (k = 0; k < io->n_outputs; k++) {
+        uint32_t v = c->out_val[k];
+        v = v == STACKPTX__NONE ? STACKPTX__NONE : stackptx__tslot(c, t, v, &slot, &recs);
+        if (head + 4 + k < t->cap) t->w[head + 4 + k] = v;
+    }
+    if (head + 4 <= t->cap) {
+        t->w[head] = slot; t->w[head + 1] = recs; t->w[head + 2] = io->n_outputs;
+        t->w[head + 3] = c->d->flags;
+    }
+    c->d->nodes = c->n_nodes;
+    c->d->emitted = recs;
+}
+
+STACKPTX_DEF stackptx_status stackptx_tape_many(const stackptx_table *t, const stackptx_io *io,
+    const stackptx_limits *lim, const uint64_t *words, const uint32_t *offsets, uint32_t n_programs,
+    const stackptx_routines *r, void *ws, size_t ws_size, uint32_t *out, size_t out_cap,
+    uint64_t *out_offsets, stackptx_diag *diags, uint32_t *n_done)
+{
+    stackptx__ctx c;
+    stackptx_status st;
+    stackptx_diag local;
+    stackptx__tw tw;
+    uint32_t i;
+    if (n_done) *n_done = 0;
+    if (!offsets || !out_offsets || (!out && out_cap)) return STACKPTX_ERR_INVALID_ARGUMENT;
+    for (i = 0; i < n_programs; i++)
+        if (offsets[i + 1] < offsets[i]) return STACKPTX_ERR_INVALID_ARGUMENT;
+    if (!words && offsets[n_programs] > offsets[0]) return STACKPTX_ERR_INVALID_ARGUMENT;
+    st = stackptx__setup(&c, t, io, lim, r, ws, ws_size);
+    if (st != STACKPTX_OK) return st;
+    tw.w = out; tw.n = 0; tw.cap = out ? out_cap : 0;
+    for (i = 0; i < n_programs; i++) {
+        stackptx_diag *d = diags ? &diags[i] : &local;
+        size_t start = tw.n;
+        stackptx__begin(&c, d);
+        stackptx__stack_run(&c, words + offsets[i], offsets[i + 1] - offsets[i]);
+        stackptx__stack_outputs(&c);
+        stackptx__tape(&c, &tw);
+        if (tw.n > tw.cap) {
+            tw.n = start;
+            return STACKPTX_ERR_BUFFER_TOO_SMALL;
+        }
+        out_offsets[i + 1] = out_offsets[i] + (tw.n - start);
+        if (n_done) *n_done = i + 1;
+    }
+    return STACKPTX_OK;
 }
 
 /* ---- AST PTX ---------------------------------------------------------------------------- */

@@ -21,6 +21,7 @@ from .dtypes import SiteType, get_dtype, register_type
 from .errors import (AnnotationError, CompileError, LinkError, NumptxError, NumptxWarning,
                      PtxParseError, RenderError, StubNulWarning, ToolchainError, TypeRegistryError)
 from .dsl.emulator import EmulationError, emulate
+from ._program.interpret import InterpretError
 from .dsl import PRECISIONS, BindError, PrecisionError, PtxExpr, TraceError, ptx_expr
 from .dsl import functions as _functions
 from .dsl.functions import *  # noqa: F403 - every nx.* DSL function (nx.sqrt, nx.where, ...)
@@ -51,7 +52,8 @@ __all__ = [
     "PtxInject", "Site", "Variable", "cuda_to_ptx", "ptx_to_cubin", "process_cuda", "include_dir",
     "register_type", "get_dtype", "SiteType", "DType",
     "NumptxError", "PtxParseError", "RenderError", "AnnotationError", "CompileError", "LinkError",
-    "ToolchainError", "TypeRegistryError", "EmulationError", "NumptxWarning", "StubNulWarning",
+    "ToolchainError", "TypeRegistryError", "EmulationError", "InterpretError", "NumptxWarning",
+    "StubNulWarning",
     "__version__",
     "emulate", "TABLE", "Instr", "add_instruction",
     "ptx_expr", "PtxExpr", "TraceError", "BindError", "PrecisionError", "PRECISIONS", *_TYPE_NAMES,

@@ -34,6 +34,7 @@ from ._program import (ASTError, CONST, CONST64, DIALECTS, INPUT, INSTR, LOAD, M
                        as_program, compile_words, compile_words_many, const, convert, decode,
                        dialect_id, encode, input, instr, resolve_dialect, special, type_id)
 from ._program.encoding import program_dialect, remap_types, typed_ids, user_type_ids
+from ._program.interpret import InterpretError, Tapes, interpret, interpreted_rows, tapes
 from ._program.ops import MARKER_MAGIC as _MARK, MARKER_MASK as _MARK_MASK, dialect_marker
 from . import valuetypes as VT
 from .errors import NumptxError, NumptxWarning
@@ -44,7 +45,8 @@ __all__ = [
     "yank_dup", "swap", "swap_with", "replace", "drop", "clear", "rotate", "reverse", "routine",
     "store", "load", "ret", "nop", "encode", "decode", "compile", "compile_many", "dumps", "loads",
     "DIALECTS", "convert", "dialect_marker", "stack_type", "stack_types", "retype",
-    "MAX_USER_TYPES", "NoOutputsWarning",
+    "MAX_USER_TYPES", "NoOutputsWarning", "interpret", "tapes", "Tapes", "InterpretError",
+    "interpreted_rows",
 ]
 
 

@@ -523,6 +523,51 @@ def _op_at(ops, word_index: int):
     return ops[i] if i < len(ops) else "end of program"
 
 
+def batch_words(programs: list, io: _IO, routines, dialect: int | None,
+                what: str = "compile_many"):
+    """(words, lengths, dialect, routines) of a batch of programs for one call of the C core:
+    op lists encoded, arrays checked and joined, dialect markers stripped
+    (:func:`_batch_dialect`); ``what`` names the caller in errors."""
+    numptx_enc = []                 # Encoded as numptx: a dialect without a marker word
+    named = []                      # arrays that may carry input names (Encoded)
+    if all(isinstance(p, np.ndarray) for p in programs):
+        for i, p in enumerate(programs):
+            if p.dtype != np.uint64 or p.ndim != 1:
+                raise ProgramError(f"{what}: encoded programs are 1-D uint64 arrays")
+            if p.__class__ is not np.ndarray:
+                named.append(i)
+                if getattr(p, "_dialect", None) == "numptx":
+                    numptx_enc.append(i)
+        allw = np.concatenate(programs)
+        lens = [len(p) for p in programs]
+    else:
+        parts = []
+        for i, p in enumerate(programs):
+            if isinstance(p, np.ndarray):
+                if p.dtype.kind not in "iu" or p.ndim != 1:
+                    raise ProgramError(f"{what}: program {i}: encoded programs are 1-D "
+                                       f"uint64 arrays, not {p.dtype} {p.shape}")
+                if p.__class__ is not np.ndarray:
+                    named.append(i)
+                    if getattr(p, "_dialect", None) == "numptx":
+                        numptx_enc.append(i)
+                parts.append(np.asarray(p, dtype=np.uint64))
+            else:
+                w = _encode_fast(p, io.name_words)
+                if w is None:
+                    if not isinstance(p, (list, tuple)) and isinstance(p, Iterable) and \
+                            not isinstance(p, (str, bytes, Mapping)):
+                        # a one-shot iterator the fast path consumed: the ops are gone
+                        raise ProgramError(f"{what}: program {i} holds an item that is "
+                                           f"no op (or an unknown input); pass lists of ops")
+                    w = _encode(p, io.index, f"{what}: program {i}").tobytes()
+                parts.append(np.frombuffer(w, dtype=np.uint64))
+        allw = np.concatenate(parts)
+        lens = [len(p) for p in parts]
+    check_batch_names(programs, named, io)
+    return _batch_dialect(allw, lens, numptx_enc, dialect, routines, what)
+
+
 def compile_words_many(programs, inputs, outputs, *, site=None, routines=(), strict=False,
                        limits=None, dialect: int | None = 0) -> list[Stub]:
     """Compile a batch with one call of the C loop (which runs with the GIL released);
@@ -538,44 +583,7 @@ def compile_words_many(programs, inputs, outputs, *, site=None, routines=(), str
     n = len(programs)
     if n == 0:
         return []
-    numptx_enc = []                 # Encoded as numptx: a dialect without a marker word
-    named = []                      # arrays that may carry input names (Encoded)
-    if all(isinstance(p, np.ndarray) for p in programs):
-        for i, p in enumerate(programs):
-            if p.dtype != np.uint64 or p.ndim != 1:
-                raise ProgramError("compile_many: encoded programs are 1-D uint64 arrays")
-            if p.__class__ is not np.ndarray:
-                named.append(i)
-                if getattr(p, "_dialect", None) == "numptx":
-                    numptx_enc.append(i)
-        allw = np.concatenate(programs)
-        lens = [len(p) for p in programs]
-    else:
-        parts = []
-        for i, p in enumerate(programs):
-            if isinstance(p, np.ndarray):
-                if p.dtype.kind not in "iu" or p.ndim != 1:
-                    raise ProgramError(f"compile_many: program {i}: encoded programs are 1-D "
-                                       f"uint64 arrays, not {p.dtype} {p.shape}")
-                if p.__class__ is not np.ndarray:
-                    named.append(i)
-                    if getattr(p, "_dialect", None) == "numptx":
-                        numptx_enc.append(i)
-                parts.append(np.asarray(p, dtype=np.uint64))
-            else:
-                w = _encode_fast(p, io.name_words)
-                if w is None:
-                    if not isinstance(p, (list, tuple)) and isinstance(p, Iterable) and \
-                            not isinstance(p, (str, bytes, Mapping)):
-                        # a one-shot iterator the fast path consumed: the ops are gone
-                        raise ProgramError(f"compile_many: program {i} holds an item that is "
-                                           f"no op (or an unknown input); pass lists of ops")
-                    w = _encode(p, io.index, f"compile_many: program {i}").tobytes()
-                parts.append(np.frombuffer(w, dtype=np.uint64))
-        allw = np.concatenate(parts)
-        lens = [len(p) for p in parts]
-    check_batch_names(programs, named, io)
-    allw, lens, dialect, routines = _batch_dialect(allw, lens, numptx_enc, dialect, routines)
+    allw, lens, dialect, routines = batch_words(programs, io, routines, dialect)
     lim_key, lim = _limits_c(limits, dialect)
     offsets = np.zeros(n + 1, dtype=np.uint32)
     np.cumsum(lens, out=offsets[1:])
@@ -623,7 +631,7 @@ def compile_words_many(programs, inputs, outputs, *, site=None, routines=(), str
 
 
 def _batch_dialect(allw: np.ndarray, lens, numptx_enc: list[int], dialect: int | None,
-                   routines):
+                   routines, what: str = "compile_many"):
     """(words, lengths, dialect, routines) of a batch with the dialect markers stripped. Each
     program's dialect is its marker word (found for the whole batch at once) or numptx when it
     was encoded so; one without takes ``dialect`` (None: numptx). A program whose dialect
@@ -637,7 +645,7 @@ def _batch_dialect(allw: np.ndarray, lens, numptx_enc: list[int], dialect: int |
     if not marked.any() and not numptx_enc:
         d = dialect or 0
         d, routines = routine_dialects(routines, d if dialect is not None else None,
-                                       "the programs", "compile_many")
+                                       "the programs", what)
         return allw, lens, d or 0, routines
     own = np.full(len(lens), -1, dtype=np.int64)
     own[marked] = (first[marked] >> np.uint64(32)).astype(np.int64) & 0xFF
@@ -646,7 +654,7 @@ def _batch_dialect(allw: np.ndarray, lens, numptx_enc: list[int], dialect: int |
         bad = np.flatnonzero((own >= 0) & (own != dialect))
         if len(bad):
             i = int(bad[0])
-            raise ProgramError(f"compile_many: program {i} is in the {DIALECTS[own[i]]} dialect "
+            raise ProgramError(f"{what}: program {i} is in the {DIALECTS[own[i]]} dialect "
                                f"(encode(dialect=); mm-ptx: its marker word) and is compiled "
                                f"with dialect={DIALECTS[dialect]!r}: compile it apart, or "
                                f"sp.convert it first")
@@ -658,7 +666,7 @@ def _batch_dialect(allw: np.ndarray, lens, numptx_enc: list[int], dialect: int |
             j = int(clash[0])
             why = [DIALECTS[each[k]] + (" (none given: numptx)" if own[k] < 0 else "")
                    for k in (0, j)]
-            raise ProgramError(f"compile_many: the batch mixes dialects: program 0 is "
+            raise ProgramError(f"{what}: the batch mixes dialects: program 0 is "
                                f"{why[0]}, program {j} is {why[1]}; compile each dialect apart "
                                f"(or pass dialect= for the programs that carry none)")
         eff = int(each[0])
@@ -667,5 +675,5 @@ def _batch_dialect(allw: np.ndarray, lens, numptx_enc: list[int], dialect: int |
         keep[starts[marked]] = False
         allw, lens = allw[keep], lens - marked
     eff, routines = routine_dialects(routines, eff, f"the programs ({DIALECTS[eff]})",
-                                     "compile_many")
+                                     what)
     return allw, lens, eff, routines
