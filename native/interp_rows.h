@@ -4,21 +4,70 @@
 #define NXI_ROWS_H
 #include "interp_ops.h"
 
-#define NXI_N_OPS 12u
+#define NXI_N_OPS 61u
 
-static const char *const nxi__op_names[12] = {
+static const char *const nxi__op_names[61] = {
     "add.f32",
+    "add.ftz.f32",
     "add.rn.f32",
+    "add.rn.ftz.f32",
     "add.f64",
     "add.rn.f64",
     "sub.f32",
+    "sub.ftz.f32",
     "sub.rn.f32",
+    "sub.rn.ftz.f32",
     "sub.f64",
     "sub.rn.f64",
     "mul.f32",
+    "mul.ftz.f32",
     "mul.rn.f32",
+    "mul.rn.ftz.f32",
     "mul.f64",
-    "mul.rn.f64"
+    "mul.rn.f64",
+    "fma.rn.f32",
+    "div.rn.f32",
+    "div.approx.f32",
+    "div.full.f32",
+    "rcp.rn.f32",
+    "rcp.approx.f32",
+    "sqrt.rn.f32",
+    "sqrt.approx.f32",
+    "rsqrt.approx.f32",
+    "sin.approx.f32",
+    "cos.approx.f32",
+    "ex2.approx.f32",
+    "lg2.approx.f32",
+    "abs.f32",
+    "neg.f32",
+    "min.f32",
+    "max.f32",
+    "fma.rn.ftz.f32",
+    "div.rn.ftz.f32",
+    "div.approx.ftz.f32",
+    "div.full.ftz.f32",
+    "rcp.rn.ftz.f32",
+    "rcp.approx.ftz.f32",
+    "sqrt.rn.ftz.f32",
+    "sqrt.approx.ftz.f32",
+    "rsqrt.approx.ftz.f32",
+    "sin.approx.ftz.f32",
+    "cos.approx.ftz.f32",
+    "ex2.approx.ftz.f32",
+    "lg2.approx.ftz.f32",
+    "abs.ftz.f32",
+    "neg.ftz.f32",
+    "min.ftz.f32",
+    "max.ftz.f32",
+    "tanh.approx.f32",
+    "fma.rn.f64",
+    "div.rn.f64",
+    "rcp.rn.f64",
+    "sqrt.rn.f64",
+    "abs.f64",
+    "neg.f64",
+    "min.f64",
+    "max.f64"
 };
 
 /* d[i] = row(a[i], b[i], c[i]) for i < n; 0, or -1 for an unknown op */
@@ -35,81 +84,400 @@ static int nxi__apply(uint32_t op, uint32_t n, void *d, const void *a, const voi
         for (i = 0; i < n; i++) { const float a = A_[i]; const float b = B_[i]; D_[i] = (float)(a + b); }
         return 0;
     }
-    case 1: {   /* add.rn.f32 */
+    case 1: {   /* add.ftz.f32 */
+        float *D_ = (float *)d;
+        const float *A_ = (const float *)a;
+        const float *B_ = (const float *)b;
+        for (i = 0; i < n; i++) { const float a = A_[i]; const float b = B_[i]; D_[i] = (float)(nx_ftz32(nx_ftz32(a) + nx_ftz32(b))); }
+        return 0;
+    }
+    case 2: {   /* add.rn.f32 */
         float *D_ = (float *)d;
         const float *A_ = (const float *)a;
         const float *B_ = (const float *)b;
         for (i = 0; i < n; i++) { const float a = A_[i]; const float b = B_[i]; D_[i] = (float)(a + b); }
         return 0;
     }
-    case 2: {   /* add.f64 */
+    case 3: {   /* add.rn.ftz.f32 */
+        float *D_ = (float *)d;
+        const float *A_ = (const float *)a;
+        const float *B_ = (const float *)b;
+        for (i = 0; i < n; i++) { const float a = A_[i]; const float b = B_[i]; D_[i] = (float)(nx_ftz32(nx_ftz32(a) + nx_ftz32(b))); }
+        return 0;
+    }
+    case 4: {   /* add.f64 */
         double *D_ = (double *)d;
         const double *A_ = (const double *)a;
         const double *B_ = (const double *)b;
         for (i = 0; i < n; i++) { const double a = A_[i]; const double b = B_[i]; D_[i] = (double)(a + b); }
         return 0;
     }
-    case 3: {   /* add.rn.f64 */
+    case 5: {   /* add.rn.f64 */
         double *D_ = (double *)d;
         const double *A_ = (const double *)a;
         const double *B_ = (const double *)b;
         for (i = 0; i < n; i++) { const double a = A_[i]; const double b = B_[i]; D_[i] = (double)(a + b); }
         return 0;
     }
-    case 4: {   /* sub.f32 */
+    case 6: {   /* sub.f32 */
         float *D_ = (float *)d;
         const float *A_ = (const float *)a;
         const float *B_ = (const float *)b;
         for (i = 0; i < n; i++) { const float a = A_[i]; const float b = B_[i]; D_[i] = (float)(a - b); }
         return 0;
     }
-    case 5: {   /* sub.rn.f32 */
+    case 7: {   /* sub.ftz.f32 */
+        float *D_ = (float *)d;
+        const float *A_ = (const float *)a;
+        const float *B_ = (const float *)b;
+        for (i = 0; i < n; i++) { const float a = A_[i]; const float b = B_[i]; D_[i] = (float)(nx_ftz32(nx_ftz32(a) - nx_ftz32(b))); }
+        return 0;
+    }
+    case 8: {   /* sub.rn.f32 */
         float *D_ = (float *)d;
         const float *A_ = (const float *)a;
         const float *B_ = (const float *)b;
         for (i = 0; i < n; i++) { const float a = A_[i]; const float b = B_[i]; D_[i] = (float)(a - b); }
         return 0;
     }
-    case 6: {   /* sub.f64 */
+    case 9: {   /* sub.rn.ftz.f32 */
+        float *D_ = (float *)d;
+        const float *A_ = (const float *)a;
+        const float *B_ = (const float *)b;
+        for (i = 0; i < n; i++) { const float a = A_[i]; const float b = B_[i]; D_[i] = (float)(nx_ftz32(nx_ftz32(a) - nx_ftz32(b))); }
+        return 0;
+    }
+    case 10: {   /* sub.f64 */
         double *D_ = (double *)d;
         const double *A_ = (const double *)a;
         const double *B_ = (const double *)b;
         for (i = 0; i < n; i++) { const double a = A_[i]; const double b = B_[i]; D_[i] = (double)(a - b); }
         return 0;
     }
-    case 7: {   /* sub.rn.f64 */
+    case 11: {   /* sub.rn.f64 */
         double *D_ = (double *)d;
         const double *A_ = (const double *)a;
         const double *B_ = (const double *)b;
         for (i = 0; i < n; i++) { const double a = A_[i]; const double b = B_[i]; D_[i] = (double)(a - b); }
         return 0;
     }
-    case 8: {   /* mul.f32 */
+    case 12: {   /* mul.f32 */
         float *D_ = (float *)d;
         const float *A_ = (const float *)a;
         const float *B_ = (const float *)b;
         for (i = 0; i < n; i++) { const float a = A_[i]; const float b = B_[i]; D_[i] = (float)(a * b); }
         return 0;
     }
-    case 9: {   /* mul.rn.f32 */
+    case 13: {   /* mul.ftz.f32 */
+        float *D_ = (float *)d;
+        const float *A_ = (const float *)a;
+        const float *B_ = (const float *)b;
+        for (i = 0; i < n; i++) { const float a = A_[i]; const float b = B_[i]; D_[i] = (float)(nx_ftz32(nx_ftz32(a) * nx_ftz32(b))); }
+        return 0;
+    }
+    case 14: {   /* mul.rn.f32 */
         float *D_ = (float *)d;
         const float *A_ = (const float *)a;
         const float *B_ = (const float *)b;
         for (i = 0; i < n; i++) { const float a = A_[i]; const float b = B_[i]; D_[i] = (float)(a * b); }
         return 0;
     }
-    case 10: {   /* mul.f64 */
+    case 15: {   /* mul.rn.ftz.f32 */
+        float *D_ = (float *)d;
+        const float *A_ = (const float *)a;
+        const float *B_ = (const float *)b;
+        for (i = 0; i < n; i++) { const float a = A_[i]; const float b = B_[i]; D_[i] = (float)(nx_ftz32(nx_ftz32(a) * nx_ftz32(b))); }
+        return 0;
+    }
+    case 16: {   /* mul.f64 */
         double *D_ = (double *)d;
         const double *A_ = (const double *)a;
         const double *B_ = (const double *)b;
         for (i = 0; i < n; i++) { const double a = A_[i]; const double b = B_[i]; D_[i] = (double)(a * b); }
         return 0;
     }
-    case 11: {   /* mul.rn.f64 */
+    case 17: {   /* mul.rn.f64 */
         double *D_ = (double *)d;
         const double *A_ = (const double *)a;
         const double *B_ = (const double *)b;
         for (i = 0; i < n; i++) { const double a = A_[i]; const double b = B_[i]; D_[i] = (double)(a * b); }
+        return 0;
+    }
+    case 18: {   /* fma.rn.f32 */
+        float *D_ = (float *)d;
+        const float *A_ = (const float *)a;
+        const float *B_ = (const float *)b;
+        const float *C_ = (const float *)c;
+        for (i = 0; i < n; i++) { const float a = A_[i]; const float b = B_[i]; const float c = C_[i]; D_[i] = (float)(nx_fma32(a, b, c)); }
+        return 0;
+    }
+    case 19: {   /* div.rn.f32 */
+        float *D_ = (float *)d;
+        const float *A_ = (const float *)a;
+        const float *B_ = (const float *)b;
+        for (i = 0; i < n; i++) { const float a = A_[i]; const float b = B_[i]; D_[i] = (float)(a / b); }
+        return 0;
+    }
+    case 20: {   /* div.approx.f32 */
+        float *D_ = (float *)d;
+        const float *A_ = (const float *)a;
+        const float *B_ = (const float *)b;
+        for (i = 0; i < n; i++) { const float a = A_[i]; const float b = B_[i]; D_[i] = (float)(nx_div_approx32(a, b)); }
+        return 0;
+    }
+    case 21: {   /* div.full.f32 */
+        float *D_ = (float *)d;
+        const float *A_ = (const float *)a;
+        const float *B_ = (const float *)b;
+        for (i = 0; i < n; i++) { const float a = A_[i]; const float b = B_[i]; D_[i] = (float)(a / b); }
+        return 0;
+    }
+    case 22: {   /* rcp.rn.f32 */
+        float *D_ = (float *)d;
+        const float *A_ = (const float *)a;
+        for (i = 0; i < n; i++) { const float a = A_[i]; D_[i] = (float)(1.0f / a); }
+        return 0;
+    }
+    case 23: {   /* rcp.approx.f32 */
+        float *D_ = (float *)d;
+        const float *A_ = (const float *)a;
+        for (i = 0; i < n; i++) { const float a = A_[i]; D_[i] = (float)(1.0f / a); }
+        return 0;
+    }
+    case 24: {   /* sqrt.rn.f32 */
+        float *D_ = (float *)d;
+        const float *A_ = (const float *)a;
+        for (i = 0; i < n; i++) { const float a = A_[i]; D_[i] = (float)(sqrtf(a)); }
+        return 0;
+    }
+    case 25: {   /* sqrt.approx.f32 */
+        float *D_ = (float *)d;
+        const float *A_ = (const float *)a;
+        for (i = 0; i < n; i++) { const float a = A_[i]; D_[i] = (float)(sqrtf(a)); }
+        return 0;
+    }
+    case 26: {   /* rsqrt.approx.f32 */
+        float *D_ = (float *)d;
+        const float *A_ = (const float *)a;
+        for (i = 0; i < n; i++) { const float a = A_[i]; D_[i] = (float)((float)(1.0 / sqrt((double)a))); }
+        return 0;
+    }
+    case 27: {   /* sin.approx.f32 */
+        float *D_ = (float *)d;
+        const float *A_ = (const float *)a;
+        for (i = 0; i < n; i++) { const float a = A_[i]; D_[i] = (float)((float)sin((double)a)); }
+        return 0;
+    }
+    case 28: {   /* cos.approx.f32 */
+        float *D_ = (float *)d;
+        const float *A_ = (const float *)a;
+        for (i = 0; i < n; i++) { const float a = A_[i]; D_[i] = (float)((float)cos((double)a)); }
+        return 0;
+    }
+    case 29: {   /* ex2.approx.f32 */
+        float *D_ = (float *)d;
+        const float *A_ = (const float *)a;
+        for (i = 0; i < n; i++) { const float a = A_[i]; D_[i] = (float)((float)exp2((double)a)); }
+        return 0;
+    }
+    case 30: {   /* lg2.approx.f32 */
+        float *D_ = (float *)d;
+        const float *A_ = (const float *)a;
+        for (i = 0; i < n; i++) { const float a = A_[i]; D_[i] = (float)((float)log2((double)a)); }
+        return 0;
+    }
+    case 31: {   /* abs.f32 */
+        float *D_ = (float *)d;
+        const float *A_ = (const float *)a;
+        for (i = 0; i < n; i++) { const float a = A_[i]; D_[i] = (float)(fabsf(a)); }
+        return 0;
+    }
+    case 32: {   /* neg.f32 */
+        float *D_ = (float *)d;
+        const float *A_ = (const float *)a;
+        for (i = 0; i < n; i++) { const float a = A_[i]; D_[i] = (float)(-a); }
+        return 0;
+    }
+    case 33: {   /* min.f32 */
+        float *D_ = (float *)d;
+        const float *A_ = (const float *)a;
+        const float *B_ = (const float *)b;
+        for (i = 0; i < n; i++) { const float a = A_[i]; const float b = B_[i]; D_[i] = (float)(nx_min32(a, b)); }
+        return 0;
+    }
+    case 34: {   /* max.f32 */
+        float *D_ = (float *)d;
+        const float *A_ = (const float *)a;
+        const float *B_ = (const float *)b;
+        for (i = 0; i < n; i++) { const float a = A_[i]; const float b = B_[i]; D_[i] = (float)(nx_max32(a, b)); }
+        return 0;
+    }
+    case 35: {   /* fma.rn.ftz.f32 */
+        float *D_ = (float *)d;
+        const float *A_ = (const float *)a;
+        const float *B_ = (const float *)b;
+        const float *C_ = (const float *)c;
+        for (i = 0; i < n; i++) { const float a = A_[i]; const float b = B_[i]; const float c = C_[i]; D_[i] = (float)(nx_ftz32(nx_fma32(nx_ftz32(a), nx_ftz32(b), nx_ftz32(c)))); }
+        return 0;
+    }
+    case 36: {   /* div.rn.ftz.f32 */
+        float *D_ = (float *)d;
+        const float *A_ = (const float *)a;
+        const float *B_ = (const float *)b;
+        for (i = 0; i < n; i++) { const float a = A_[i]; const float b = B_[i]; D_[i] = (float)(nx_ftz32(nx_ftz32(a) / nx_ftz32(b))); }
+        return 0;
+    }
+    case 37: {   /* div.approx.ftz.f32 */
+        float *D_ = (float *)d;
+        const float *A_ = (const float *)a;
+        const float *B_ = (const float *)b;
+        for (i = 0; i < n; i++) { const float a = A_[i]; const float b = B_[i]; D_[i] = (float)(nx_ftz32(nx_div_approx32(nx_ftz32(a), nx_ftz32(b)))); }
+        return 0;
+    }
+    case 38: {   /* div.full.ftz.f32 */
+        float *D_ = (float *)d;
+        const float *A_ = (const float *)a;
+        const float *B_ = (const float *)b;
+        for (i = 0; i < n; i++) { const float a = A_[i]; const float b = B_[i]; D_[i] = (float)(nx_ftz32(nx_ftz32(a) / nx_ftz32(b))); }
+        return 0;
+    }
+    case 39: {   /* rcp.rn.ftz.f32 */
+        float *D_ = (float *)d;
+        const float *A_ = (const float *)a;
+        for (i = 0; i < n; i++) { const float a = A_[i]; D_[i] = (float)(nx_ftz32(1.0f / nx_ftz32(a))); }
+        return 0;
+    }
+    case 40: {   /* rcp.approx.ftz.f32 */
+        float *D_ = (float *)d;
+        const float *A_ = (const float *)a;
+        for (i = 0; i < n; i++) { const float a = A_[i]; D_[i] = (float)(nx_ftz32(1.0f / nx_ftz32(a))); }
+        return 0;
+    }
+    case 41: {   /* sqrt.rn.ftz.f32 */
+        float *D_ = (float *)d;
+        const float *A_ = (const float *)a;
+        for (i = 0; i < n; i++) { const float a = A_[i]; D_[i] = (float)(nx_ftz32(sqrtf(nx_ftz32(a)))); }
+        return 0;
+    }
+    case 42: {   /* sqrt.approx.ftz.f32 */
+        float *D_ = (float *)d;
+        const float *A_ = (const float *)a;
+        for (i = 0; i < n; i++) { const float a = A_[i]; D_[i] = (float)(nx_ftz32(sqrtf(nx_ftz32(a)))); }
+        return 0;
+    }
+    case 43: {   /* rsqrt.approx.ftz.f32 */
+        float *D_ = (float *)d;
+        const float *A_ = (const float *)a;
+        for (i = 0; i < n; i++) { const float a = A_[i]; D_[i] = (float)(nx_ftz32((float)(1.0 / sqrt((double)nx_ftz32(a))))); }
+        return 0;
+    }
+    case 44: {   /* sin.approx.ftz.f32 */
+        float *D_ = (float *)d;
+        const float *A_ = (const float *)a;
+        for (i = 0; i < n; i++) { const float a = A_[i]; D_[i] = (float)(nx_ftz32((float)sin((double)nx_ftz32(a)))); }
+        return 0;
+    }
+    case 45: {   /* cos.approx.ftz.f32 */
+        float *D_ = (float *)d;
+        const float *A_ = (const float *)a;
+        for (i = 0; i < n; i++) { const float a = A_[i]; D_[i] = (float)(nx_ftz32((float)cos((double)nx_ftz32(a)))); }
+        return 0;
+    }
+    case 46: {   /* ex2.approx.ftz.f32 */
+        float *D_ = (float *)d;
+        const float *A_ = (const float *)a;
+        for (i = 0; i < n; i++) { const float a = A_[i]; D_[i] = (float)(nx_ftz32((float)exp2((double)nx_ftz32(a)))); }
+        return 0;
+    }
+    case 47: {   /* lg2.approx.ftz.f32 */
+        float *D_ = (float *)d;
+        const float *A_ = (const float *)a;
+        for (i = 0; i < n; i++) { const float a = A_[i]; D_[i] = (float)(nx_ftz32((float)log2((double)nx_ftz32(a)))); }
+        return 0;
+    }
+    case 48: {   /* abs.ftz.f32 */
+        float *D_ = (float *)d;
+        const float *A_ = (const float *)a;
+        for (i = 0; i < n; i++) { const float a = A_[i]; D_[i] = (float)(nx_ftz32(fabsf(nx_ftz32(a)))); }
+        return 0;
+    }
+    case 49: {   /* neg.ftz.f32 */
+        float *D_ = (float *)d;
+        const float *A_ = (const float *)a;
+        for (i = 0; i < n; i++) { const float a = A_[i]; D_[i] = (float)(nx_ftz32(-nx_ftz32(a))); }
+        return 0;
+    }
+    case 50: {   /* min.ftz.f32 */
+        float *D_ = (float *)d;
+        const float *A_ = (const float *)a;
+        const float *B_ = (const float *)b;
+        for (i = 0; i < n; i++) { const float a = A_[i]; const float b = B_[i]; D_[i] = (float)(nx_ftz32(nx_min32(nx_ftz32(a), nx_ftz32(b)))); }
+        return 0;
+    }
+    case 51: {   /* max.ftz.f32 */
+        float *D_ = (float *)d;
+        const float *A_ = (const float *)a;
+        const float *B_ = (const float *)b;
+        for (i = 0; i < n; i++) { const float a = A_[i]; const float b = B_[i]; D_[i] = (float)(nx_ftz32(nx_max32(nx_ftz32(a), nx_ftz32(b)))); }
+        return 0;
+    }
+    case 52: {   /* tanh.approx.f32 */
+        float *D_ = (float *)d;
+        const float *A_ = (const float *)a;
+        for (i = 0; i < n; i++) { const float a = A_[i]; D_[i] = (float)((float)tanh((double)a)); }
+        return 0;
+    }
+    case 53: {   /* fma.rn.f64 */
+        double *D_ = (double *)d;
+        const double *A_ = (const double *)a;
+        const double *B_ = (const double *)b;
+        const double *C_ = (const double *)c;
+        for (i = 0; i < n; i++) { const double a = A_[i]; const double b = B_[i]; const double c = C_[i]; D_[i] = (double)(fma(a, b, c)); }
+        return 0;
+    }
+    case 54: {   /* div.rn.f64 */
+        double *D_ = (double *)d;
+        const double *A_ = (const double *)a;
+        const double *B_ = (const double *)b;
+        for (i = 0; i < n; i++) { const double a = A_[i]; const double b = B_[i]; D_[i] = (double)(a / b); }
+        return 0;
+    }
+    case 55: {   /* rcp.rn.f64 */
+        double *D_ = (double *)d;
+        const double *A_ = (const double *)a;
+        for (i = 0; i < n; i++) { const double a = A_[i]; D_[i] = (double)(1.0 / a); }
+        return 0;
+    }
+    case 56: {   /* sqrt.rn.f64 */
+        double *D_ = (double *)d;
+        const double *A_ = (const double *)a;
+        for (i = 0; i < n; i++) { const double a = A_[i]; D_[i] = (double)(sqrt(a)); }
+        return 0;
+    }
+    case 57: {   /* abs.f64 */
+        double *D_ = (double *)d;
+        const double *A_ = (const double *)a;
+        for (i = 0; i < n; i++) { const double a = A_[i]; D_[i] = (double)(fabs(a)); }
+        return 0;
+    }
+    case 58: {   /* neg.f64 */
+        double *D_ = (double *)d;
+        const double *A_ = (const double *)a;
+        for (i = 0; i < n; i++) { const double a = A_[i]; D_[i] = (double)(-a); }
+        return 0;
+    }
+    case 59: {   /* min.f64 */
+        double *D_ = (double *)d;
+        const double *A_ = (const double *)a;
+        const double *B_ = (const double *)b;
+        for (i = 0; i < n; i++) { const double a = A_[i]; const double b = B_[i]; D_[i] = (double)(nx_min64(a, b)); }
+        return 0;
+    }
+    case 60: {   /* max.f64 */
+        double *D_ = (double *)d;
+        const double *A_ = (const double *)a;
+        const double *B_ = (const double *)b;
+        for (i = 0; i < n; i++) { const double a = A_[i]; const double b = B_[i]; D_[i] = (double)(nx_max64(a, b)); }
         return 0;
     }
     default:
