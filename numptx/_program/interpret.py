@@ -482,3 +482,63 @@ def _failure(st: int, p: int, row: int, ops: _Ops) -> InterpretError:
         st, f"status {st}")
     return InterpretError(f"interpret: program {p}: the interpreter refused {what}"
                           + (f" at {name!r}" if name else ""), program=p, row=name)
+
+
+# ---- what a batch holds -------------------------------------------------------------------------
+def records(tp: Tapes) -> tuple[np.ndarray, np.ndarray]:
+    """(program, start): for every record of every tape, its program and the index of its
+    first word in ``tp.words`` (records in order)."""
+    heads = tp.offsets[:-1].astype(np.int64)
+    nrec = tp.words[heads + 1].astype(np.int64)
+    starts = heads + 4 + tp.words[heads + 2].astype(np.int64)
+    total = int(nrec.sum())
+    if total == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    first = np.cumsum(nrec) - nrec
+    within = np.arange(total) - np.repeat(first, nrec)
+    return np.repeat(np.arange(len(tp)), nrec), np.repeat(starts, nrec) + 8 * within
+
+
+def refused(tp: Tapes) -> dict[int, str]:
+    """The programs of ``tp`` the CPU interpreter refuses, each with the first table row it
+    does not run (program index -> row name)."""
+    prog, at = records(tp)
+    if not len(at):
+        return {}
+    ops = _the_ops()
+    w0 = tp.words[at]
+    instr = (w0 & 0xFF) == 2
+    rows = tp.words[at + 2].astype(np.int64)
+    known = np.where(instr & (rows < len(ops.row_op)),
+                     ops.row_op[np.minimum(rows, len(ops.row_op) - 1)], lib.NXI_NO_OP)
+    n_ops, n_res = (w0 >> 16) & 0xFF, w0 >> 24
+    bad = instr & ((known == lib.NXI_NO_OP) | (n_res != 1) | (n_ops < 1) | (n_ops > 3))
+    out: dict[int, str] = {}
+    for i in np.flatnonzero(bad).tolist():
+        p = int(prog[i])
+        if p not in out:
+            r = int(rows[i])
+            out[p] = TABLE[r].name if r < len(TABLE) else f"row {r}"
+    return out
+
+
+def reads_input(tp: Tapes, index: int) -> np.ndarray:
+    """Per program: whether its tape reads input ``index``."""
+    prog, at = records(tp)
+    hit = ((tp.words[at] & 0xFF) == 0) & (tp.words[at + 2] == index)
+    out = np.zeros(len(tp), dtype=bool)
+    out[prog[hit]] = True
+    return out
+
+
+def subset(tp: Tapes, ks: np.ndarray) -> Tapes:
+    """The tapes of programs ``ks`` (a contiguous run shares ``tp``'s words)."""
+    ks = np.asarray(ks, dtype=np.int64)
+    if len(ks) and int(ks[-1]) - int(ks[0]) == len(ks) - 1:
+        lo, hi = int(ks[0]), int(ks[-1]) + 1
+        return Tapes(tp.words, tp.offsets[lo:hi + 1], tp.inputs, tp.outputs, tp.dialect)
+    parts = [tp.tape(int(k)) for k in ks]
+    offsets = np.zeros(len(parts) + 1, dtype=np.uint64)
+    np.cumsum([len(p) for p in parts], out=offsets[1:])
+    words = np.concatenate(parts) if parts else np.zeros(0, np.uint32)
+    return Tapes(words, offsets, tp.inputs, tp.outputs, tp.dialect)

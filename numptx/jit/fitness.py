@@ -68,6 +68,7 @@ from ..dsl.emulator import emulate
 from ..dsl.expr import PtxExpr, SiteBinding, output_order
 from ..errors import NumptxError
 from .errors import LaunchError
+from .fitness_interpret import interpret_losses, is_program
 from .fitness_checks import (FLOATS, Checked, Facts, Float, FitnessError, inspect, population,
                              program_facts, text_facts)
 from .pack import (DEFAULT_PER_MODULE, MAX_CANDIDATES, Population,  # noqa: F401
@@ -402,7 +403,8 @@ def _predict_cpu(c: Any, X: np.ndarray, names: tuple[str, ...], site, cand: int)
 def fitness(candidates: Iterable[Any], X: Any, y: Any, loss: Any = "mse", *,
             names: Sequence[str] | None = None, dtype: str | None = None,
             device: str = "auto", per_module: int = DEFAULT_PER_MODULE,
-            executor: Executor | None = None, block: int = 256) -> np.ndarray:
+            executor: Executor | None = None, block: int = 256,
+            evaluate: str = "auto") -> np.ndarray:
     """Score each candidate on the data set ``X`` (n × d), ``y`` (n): an array of one float64
     per candidate, ``+inf`` for a candidate that fails to build or gives NaN/inf (see the
     module documentation)::
@@ -411,9 +413,17 @@ def fitness(candidates: Iterable[Any], X: Any, y: Any, loss: Any = "mse", *,
 
     ``dtype``: ``"f32"`` or ``"f64"``, the kernel's float type (default: the candidates'; a
     candidate of the other type raises :class:`FitnessError`). ``device``: ``"gpu"``,
-    ``"cpu"`` or ``"auto"`` (the GPU when there is one)."""
+    ``"cpu"`` or ``"auto"`` (the GPU when there is one). ``evaluate``: ``"compile"`` (each
+    candidate's stub: packed and assembled on a GPU, emulated on the CPU), ``"interpret"``
+    (Stack PTX programs run by the batch interpreter, :func:`numptx.stack_ptx.interpret`, no
+    assembly; any other candidate, a user loss or a row the interpreter lacks raises) or
+    ``"auto"``: on the CPU the interpreter for the programs it runs and the compiled path for
+    the rest; on a GPU the compiled path (see docs/interpret.md for the crossover)."""
     if device not in ("auto", "cpu", "gpu"):
         raise FitnessError(f"fitness: device={device!r}: use 'auto', 'cpu' or 'gpu'")
+    if evaluate not in ("auto", "interpret", "compile"):
+        raise FitnessError(f"fitness: evaluate={evaluate!r}: use 'auto', 'interpret' or "
+                           f"'compile'")
     if isinstance(block, bool) or not isinstance(block, int) or block % 32 or not 32 <= block <= 1024:
         raise FitnessError(f"fitness: block={block!r}: a multiple of 32 from 32 to 1024 (the "
                            f"kernel reduces whole warps)")
@@ -435,11 +445,50 @@ def fitness(candidates: Iterable[Any], X: Any, y: Any, loss: Any = "mse", *,
     tmpl = fitness_template(X.shape[1], names, job.dtype, loss_key,
                             device_arch() if device == "gpu" else "sm_90")
     bound = _loss_binding(loss, tmpl)
+    out = None
+    if evaluate == "interpret" or (evaluate == "auto" and device == "cpu"):
+        out = _interpreted(cands, X, y, names, loss, tmpl, strict=evaluate == "interpret")
+        if out is not None and not np.isnan(out).any():
+            return out
     if device == "cpu":
-        return _fitness_cpu(tmpl, cands, X, y, names, loss, bound or loss, per_module,
-                            executor)
+        left = None if out is None else np.flatnonzero(np.isnan(out)).tolist()
+        got = _fitness_cpu(tmpl, cands, X, y, names, loss, bound or loss, per_module,
+                           executor, left)
+        if out is None:
+            return got
+        out[left] = got
+        return out
     return _fitness_gpu(tmpl, [_adapt(c, names) for c in cands], X, y, loss, per_module,
                         executor, block)
+
+
+def _interpreted(cands: list, X: np.ndarray, y: np.ndarray, names: tuple[str, ...], loss: Any,
+                 tmpl: CudaTemplate, strict: bool) -> np.ndarray | None:
+    """The losses the batch interpreter gives (NaN: left to the compiled path), or None when
+    it scores none; ``strict`` (evaluate="interpret"): what it cannot score raises."""
+    progs = [k for k, c in enumerate(cands) if is_program(c)]
+    if strict:
+        is_prog = set(progs)
+        other = next((k for k in range(len(cands)) if k not in is_prog), None)
+        if other is not None:
+            raise FitnessError(f"fitness: evaluate='interpret' runs Stack PTX programs; "
+                               f"candidate {other} is a {type(cands[other]).__name__}: use "
+                               f"evaluate='auto' (the interpreter where it can) or 'compile'",
+                               candidate=other)
+        if not isinstance(loss, str):
+            raise FitnessError("fitness: evaluate='interpret' scores the built-in losses "
+                               f"({', '.join(LOSSES)}); a user loss needs evaluate='compile'")
+    if not progs or not isinstance(loss, str):
+        return None
+    got, rest = interpret_losses([cands[k] for k in progs], X, y, names, loss, tmpl.sites["f"])
+    if strict and rest:
+        j, why = next(iter(rest.items()))
+        raise FitnessError(f"fitness: evaluate='interpret': candidate {progs[j]}: {why}; use "
+                           f"evaluate='auto' to score it with the compiled path",
+                           candidate=progs[j])
+    out = np.full(len(cands), np.nan)
+    out[progs] = got
+    return out
 
 
 def _packs(tmpl: CudaTemplate, cands: list, loss: Any, per_module: int,
@@ -473,26 +522,29 @@ def _refused_by_the_build(tmpl: CudaTemplate, cands: list, names: tuple[str, ...
 
 def _fitness_cpu(tmpl: CudaTemplate, cands: list, X: np.ndarray, y: np.ndarray,
                  names: tuple[str, ...], loss: Any, scorer: Any, per_module: int,
-                 executor: Executor | None) -> np.ndarray:
+                 executor: Executor | None, only: list[int] | None = None) -> np.ndarray:
     """Each candidate on the CPU (see the module documentation), as its module on a GPU;
-    ``scorer``: a built-in loss's name or a user loss's :class:`SiteBinding`."""
+    ``scorer``: a built-in loss's name or a user loss's :class:`SiteBinding`. ``only``: the
+    indices to score (their losses, in order), each still at its own index."""
     site = tmpl.sites["f"]
     refused = _refused_by_the_build(tmpl, cands, names, loss, per_module, executor)
-    out = np.empty(len(cands))
-    for k, c in enumerate(cands):
+    ks = range(len(cands)) if only is None else only
+    out = np.empty(len(ks))
+    for j, k in enumerate(ks):
+        c = cands[k]
         if k in refused:                    # what the GPU's pack refuses: +inf there too
             why = str(refused[k])               # "candidate k: ...", the pack's words
             log.debug("numptx.fitness: %s", why if why.startswith(f"candidate {k}:")
                       else f"candidate {k}: {why}")
-            out[k] = math.inf
+            out[j] = math.inf
             continue
         try:
             pred = _predict_cpu(c, X, names, site, k % per_module)
         except Exception as e:   # noqa: BLE001 - a candidate that does not run scores +inf
             log.debug("numptx.fitness: candidate %d: %s", k, e)
-            out[k] = math.inf
+            out[j] = math.inf
             continue
-        out[k] = _score(pred, y, scorer)
+        out[j] = _score(pred, y, scorer)
     return out
 
 

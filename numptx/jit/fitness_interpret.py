@@ -1,0 +1,96 @@
+"""Fitness without assembling: Stack PTX candidates run by the batch interpreter
+(:func:`numptx.stack_ptx.interpret`) at the fitness kernel's site, their losses reduced in
+NumPy the way :func:`numptx.fitness`'s CPU path reduces each candidate's::
+
+    from numptx.jit.fitness_interpret import interpret_losses
+    losses, rest = interpret_losses(programs, X, y, names, "mse", tmpl.sites["f"])
+    # losses[k] for every k not in rest; rest: the candidates the compiled path must score
+
+``nx.fitness(..., evaluate="interpret")`` is the public door. What the interpreter leaves to
+the compiled path (``rest``): programs that read ``cand`` (the candidate's index in its module
+differs per candidate), rows without C semantics, and batches the C core refuses as a whole
+(mixed dialects). The scores equal the compiled path's on the CPU bit for bit (the
+predictions are the emulator's, the reductions the same NumPy calls, row by row).
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .._program import Op
+from .._program.interpret import (InterpretError, columns, reads_input, refused, run_cpu,
+                                  subset, tapes)
+from .._program.ops import ProgramError
+
+__all__ = ["interpret_losses", "losses_of_predictions", "is_program"]
+
+log = logging.getLogger(__name__)
+
+_CHUNK_VALUES = 1 << 23      # predictions held at once (64 MB of float64)
+
+
+def is_program(c: Any) -> bool:
+    """Whether a fitness candidate (one :func:`numptx.jit.fitness.prepare` accepted) is a
+    Stack PTX program: an op list or encoded words."""
+    if isinstance(c, np.ndarray):
+        return c.ndim == 1 and c.dtype.kind in "iu"
+    return isinstance(c, (list, tuple)) and (not c or isinstance(c[0], Op))
+
+
+def losses_of_predictions(pred: np.ndarray, y: np.ndarray, loss: str) -> np.ndarray:
+    """One loss per row of ``pred`` (k, n) against ``y`` (n): ``+inf`` where a prediction is
+    not finite. The same arithmetic as ``fitness``'s per-candidate ``_score``, row by row."""
+    with np.errstate(all="ignore"):
+        p = pred.astype(np.float64)
+        ok = np.isfinite(p).all(axis=1)
+        tt = y.astype(np.float64)
+        if loss in ("mse", "rmse"):
+            s = np.mean((p - tt) ** 2, axis=1)
+            if loss == "rmse":
+                s = np.sqrt(s)
+        elif loss == "mae":
+            s = np.mean(np.abs(p - tt), axis=1)
+        elif loss == "pearson":
+            sp_, st = p.std(axis=1), tt.std()
+            dev = p - p.mean(axis=1, keepdims=True)
+            r = np.mean(dev * (tt - tt.mean()), axis=1) / (sp_ * st)
+            s = np.where((sp_ != 0) & (st != 0), np.maximum(0.0, 1.0 - r), np.inf)
+        else:
+            raise InterpretError(f"loss={loss!r}: the interpreter scores the built-in losses")
+        s = np.where(ok & np.isfinite(s), s, np.inf)
+    return s
+
+
+def interpret_losses(programs: Sequence[Any], X: np.ndarray, y: np.ndarray,
+                     names: tuple[str, ...], loss: str, site: Any, *,
+                     threads: int | None = None) -> tuple[np.ndarray, dict[int, str]]:
+    """(losses, rest): the losses of ``programs`` at the fitness kernel's ``site``, and the
+    candidates left to the compiled path (index -> why; their loss is NaN here)."""
+    n = len(programs)
+    out = np.full(n, np.nan)
+    if n == 0:
+        return out, {}
+    try:
+        tp = tapes(list(programs), site=site)
+    except ProgramError as e:
+        return out, dict.fromkeys(range(n), f"the batch does not compile to tapes: {e}")
+    cols, n_rows = columns({"cand": np.uint32(0)} | {m: X[:, j] for j, m in enumerate(names)})
+    by = {c.name: c for c in cols}
+    order = [by[m.split("\x00")[0]] for m in tp.inputs]
+    rest = {k: f"the interpreter does not run {row!r}" for k, row in refused(tp).items()}
+    for k in np.flatnonzero(reads_input(tp, list(tp.inputs).index("cand"))).tolist():
+        rest.setdefault(k, "it reads cand (its index in its module)")
+    keep = np.array([k for k in range(n) if k not in rest], dtype=np.int64)
+    per = max(1, _CHUNK_VALUES // max(1, n_rows))
+    out_name = next(iter(tp.outputs))
+    for a in range(0, len(keep), per):
+        ks = keep[a:a + per]
+        pred = run_cpu(subset(tp, ks), order, n_rows, threads=threads)[out_name]
+        out[ks] = losses_of_predictions(pred, y, loss)
+    if rest:
+        log.debug("numptx.fitness: %d candidate(s) left to the compiled path, e.g. %d: %s",
+                  len(rest), *next(iter(rest.items())))
+    return out, rest
