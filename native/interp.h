@@ -128,6 +128,7 @@ static int nxi__load(nxi__ctx *x, const uint32_t *t, uint64_t len, uint32_t n_ou
         uint32_t kind = r[0] & 0xFFu, type = (r[0] >> 8) & 0xFFu, nops = (r[0] >> 16) & 0xFFu;
         uint32_t nres = r[0] >> 24, size;
         fail->record = i;
+        if (slot + (nres ? nres : 1u) > n_slots) return NXI_ERR_TAPE;   /* the header's bound */
         if (r[1] != slot || type >= x->n_types || !(size = x->type_size[type])) {
             if (kind == 2u && r[2] < x->n_rows_table) fail->row = r[2];
             return r[1] != slot ? NXI_ERR_TAPE : NXI_ERR_ROW;
