@@ -48,6 +48,7 @@ from typing import Any
 import numpy as np
 
 from .. import valuetypes as VT
+from .._program.interpret import InterpretError, Tapes
 from ..errors import NumptxError
 from ..instructions import TABLE, parse_type_spec
 from .arch import normalize_arch
@@ -57,7 +58,7 @@ from .interpret_gpu_source import (CASE_CONST, CASE_INPUT, ENTRY, FIRST_ROW_CASE
                                    supported)
 from .template import CudaTemplate, Variant
 
-__all__ = ["InterpretGpuError", "DeviceTapes", "prepare_tapes", "interpret_gpu",
+__all__ = ["InterpretGpuError", "DeviceTapes", "prepare_tapes", "interpret_gpu", "GpuInterpreter",
            "fitness_sums_gpu", "interp_variant", "MAX_SLOTS", "MIN_SLOTS"]
 
 log = logging.getLogger(__name__)
@@ -71,13 +72,10 @@ _KINDS = ("INPUT", "CONST", "INSTR")
 _UINT = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
 
 
-class InterpretGpuError(NumptxError):
-    """A tape, input or output the GPU interpreter refuses; ``program`` is the index of the
-    program at fault (None when the fault is no one program's)."""
-
-    def __init__(self, message: str, *, program: int | None = None):
-        self.program = program
-        super().__init__(message)
+class InterpretGpuError(InterpretError):
+    """A tape, input or output the GPU interpreter refuses (an :class:`~numptx.InterpretError`);
+    ``program`` is the index of the program at fault (None when the fault is no one
+    program's), ``row`` the table row's name where one is at fault."""
 
 
 @dataclass(frozen=True)
@@ -117,8 +115,8 @@ def _row_facts(n_rows: int, arch_number: int) -> tuple[np.ndarray, ...]:
     return runs, n_ops, n_res, op_t, res_t
 
 
-def _fail(message: str, program: int | None) -> InterpretGpuError:
-    return InterpretGpuError(f"interpret_gpu: {message}", program=program)
+def _fail(message: str, program: int | None, row: str | None = None) -> InterpretGpuError:
+    return InterpretGpuError(f"interpret_gpu: {message}", program=program, row=row)
 
 
 def _first(bad: np.ndarray) -> int | None:
@@ -131,34 +129,39 @@ def _type_name(tid: int) -> str:
 
 
 # ---- the checks -------------------------------------------------------------------------------
-def _words(tape_words: Any, tape_offsets: Any) -> tuple[np.ndarray, np.ndarray]:
+def _words(tape_words: Any, tape_offsets: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(words, starts, ends): program ``p``'s tape is ``words[starts[p]:ends[p]]``
+    (``tape_offsets`` has one more entry than there are programs, as ``sp.tapes`` gives)."""
     w = np.asarray(tape_words)
     o = np.asarray(tape_offsets)
     if w.ndim != 1 or w.dtype != np.uint32:
         raise _fail(f"tape_words is a 1-D uint32 array, got {w.dtype} of shape {w.shape}", None)
-    if o.ndim != 1 or o.dtype.kind not in "ui":
-        raise _fail(f"tape_offsets is a 1-D integer array, got {o.dtype} of shape {o.shape}",
-                    None)
+    if o.ndim != 1 or o.dtype.kind not in "ui" or len(o) < 1:
+        raise _fail(f"tape_offsets is a 1-D integer array of programs + 1 entries, got "
+                    f"{o.dtype} of shape {o.shape}", None)
     o = o.astype(np.int64)
-    if len(o) and o[-1] == len(w):          # an end marker after the last program
-        o = o[:-1]
-    return w, o
-
-
-def _headers(w: np.ndarray, o: np.ndarray, n_outputs: int, bound: int):
-    p = _first((o < 0) | (o + 4 > len(w)))
+    starts, ends = o[:-1], o[1:]
+    p = _first((starts < 0) | (ends < starts) | (ends > len(w)))
     if p is not None:
-        raise _fail(f"program {p}: its offset {int(o[p])} leaves no 4-word header in the "
-                    f"{len(w)} tape words", p)
+        raise _fail(f"program {p}: its words [{int(starts[p])}, {int(ends[p])}) are not within "
+                    f"the {len(w)} tape words", p)
+    return w, starts, ends
+
+
+def _headers(w: np.ndarray, o: np.ndarray, ends: np.ndarray, n_outputs: int, bound: int):
+    p = _first(o + 4 > ends)
+    if p is not None:
+        raise _fail(f"program {p}: its tape has {int(ends[p] - o[p])} words, less than the "
+                    f"4-word header", p)
     n_slots, n_rec, n_out = (w[o + k].astype(np.int64) for k in range(3))
     p = _first(n_out != n_outputs)
     if p is not None:
         raise _fail(f"program {p}: its tape has {int(n_out[p])} output(s) but outputs= names "
                     f"{n_outputs}", p)
-    p = _first(o + 4 + n_out + RECORD_WORDS * n_rec > len(w))
+    p = _first(o + 4 + n_out + RECORD_WORDS * n_rec > ends)
     if p is not None:
         raise _fail(f"program {p}: {int(n_rec[p])} records and {int(n_out[p])} outputs run "
-                    f"past the {len(w)} tape words", p)
+                    f"past its {int(ends[p] - o[p])} tape words", p)
     p = _first(n_slots > bound)
     if p is not None:
         raise _fail(f"program {p}: it needs {int(n_slots[p])} slots, over the bound of "
@@ -208,7 +211,8 @@ def _check_records(recs, prog, k, n_slots, facts, allowed, n_inputs):
         p, at = _where(prog, k, i)
         name, ri = TABLE[int(r[i])].name, int(r[i])
         why = (supported(ri) or "it is not in the kernel's rows (rows=)")
-        raise _fail(f"{at}: row {ri} ({name}) does not run on the GPU interpreter: {why}", p)
+        raise _fail(f"{at}: row {ri} ({name}) does not run on the GPU interpreter: {why}", p,
+                    name)
     i = _first(instr & ((nops != n_ops[r]) | (nres != n_res[r]) | (typ != res_t[r, 0])))
     if i is not None:
         p, at = _where(prog, k, i)
@@ -308,7 +312,7 @@ def _types_of(names: Sequence[Any], what: str) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _bound(max_slots: int | None, need: int) -> int:
+def _bound(max_slots: int | None) -> int:
     if max_slots is None:
         return MAX_SLOTS
     if isinstance(max_slots, bool) or not isinstance(max_slots, int) or \
@@ -333,9 +337,9 @@ def prepare_tapes(tape_words: Any, tape_offsets: Any, n_inputs: int, outputs: Se
     """
     outputs = _types_of(outputs, "outputs")
     number = normalize_arch(arch)[0]
-    w, o = _words(tape_words, tape_offsets)
-    bound = _bound(max_slots, 0)
-    n_slots, n_rec, n_out = _headers(w, o, len(outputs), bound)
+    w, o, ends = _words(tape_words, tape_offsets)
+    bound = _bound(max_slots)
+    n_slots, n_rec, n_out = _headers(w, o, ends, len(outputs), bound)
     facts = _row_facts(len(TABLE), number)
     allowed = np.ones(len(TABLE), bool)
     fixed = None
@@ -518,10 +522,11 @@ def interpret_gpu(tape_words: Any, tape_offsets: Any, inputs: Sequence[Any],
 
 
 def _narrow(bits: np.ndarray, t: str) -> np.ndarray:
-    """Slot words as values of type ``t`` (the low bits)."""
+    """Slot words as values of type ``t`` (the low bits: a value narrower than its slot is
+    stored in the low bytes, the rest of the slot undefined; a pred in 32 bits, 0 or 1)."""
     row = VT.BY_NAME[t]
     if t == "pred":
-        return bits != 0
+        return bits.astype(np.uint32) != 0
     return bits.astype(_UINT[8 * row.np.itemsize]).view(row.np)
 
 
@@ -565,3 +570,22 @@ def fitness_sums_gpu(tape_words: Any, tape_offsets: Any, inputs: Sequence[Any], 
     d_words, d_off, d_in, d_y = (cuda.to_device(a) for a in (dev.words, dev.offsets, cols, yy))
     _launch(v, n_rows, P, block, lambda p0: (acc, d_words, d_off, d_in, d_y, n_rows, c, p0))
     return acc.copy_to_host()[:P]
+
+
+class GpuInterpreter:
+    """The GPU backend of ``sp.interpret(device="gpu")`` (``numptx._program.interpret``'s
+    ``DeviceInterpreter``): ``register_device("gpu", GpuInterpreter())``."""
+
+    def available(self) -> bool:
+        from .fitness import gpu_available
+        return gpu_available()
+
+    def run(self, tp: Tapes, columns: list, n_rows: int) -> dict[str, np.ndarray]:
+        """``tp``'s programs over ``columns`` (``interpret.Column`` s in the tapes' input
+        order): ``{output name: (programs, n_rows)}``."""
+        names, types = list(tp.outputs), list(tp.outputs.values())
+        if len(tp) == 0 or n_rows == 0:
+            return {n: np.zeros((len(tp), n_rows), VT.BY_NAME[t].np) for n, t in tp.outputs.items()}
+        inputs = [c.data[0] if c.scalar else c.data for c in columns]
+        got = interpret_gpu(tp.words, tp.offsets, inputs, types, n_rows)
+        return dict(zip(names, got))

@@ -322,7 +322,7 @@ def sass_profile(cubin: bytes, subset: Subset) -> dict:
     >>> p["head"] + p["cases"]["mul.rn.f32"] + p["tail"]
     19
     """
-    from numptx.jit.sass import sass_text
+    from .sass import sass_text
     ins, labels = _sass_blocks(sass_text(cubin, ENTRY[subset.mode]))
     brx = next(i for i, s in enumerate(ins) if s.startswith("BRX"))
     targets = [t.strip() for t in _TARGETS.search(ins[brx]).group(1).split(",")]
