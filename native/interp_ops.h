@@ -282,9 +282,19 @@ static inline double nx_u64_split(uint64_t x, double *e)
     return nx_two_sum(hi * 4294967296.0, lo, e);
 }
 
-static inline float nx_s64_f32(int64_t x) { double e, s = nx_s64_split(x, &e); return (float)nx_odd64(s, e); }
+static inline float nx_s64_f32(int64_t x)
+{
+    double e, s = nx_s64_split(x, &e);
+    return (float)nx_odd64(s, e);
+}
+
+static inline float nx_u64_f32(uint64_t x)
+{
+    double e, s = nx_u64_split(x, &e);
+    return (float)nx_odd64(s, e);
+}
+
 static inline double nx_s64_f64(int64_t x) { double e; return nx_s64_split(x, &e); }
-static inline float nx_u64_f32(uint64_t x) { double e, s = nx_u64_split(x, &e); return (float)nx_odd64(s, e); }
 static inline double nx_u64_f64(uint64_t x) { double e; return nx_u64_split(x, &e); }
 
 /* 8-bit values in 32-bit registers (numptx/instructions_mmptx.py) */

@@ -4,9 +4,9 @@
 #define NXI_ROWS_H
 #include "interp_ops.h"
 
-#define NXI_N_OPS 61u
+#define NXI_N_OPS 297u
 
-static const char *const nxi__op_names[61] = {
+static const char *const nxi__op_names[297] = {
     "add.f32",
     "add.ftz.f32",
     "add.rn.f32",
@@ -59,7 +59,22 @@ static const char *const nxi__op_names[61] = {
     "neg.ftz.f32",
     "min.ftz.f32",
     "max.ftz.f32",
+    "add.rz.f32",
+    "sub.rz.f32",
+    "mul.rz.f32",
+    "fma.rz.f32",
+    "add.rm.f32",
+    "sub.rm.f32",
+    "mul.rm.f32",
+    "fma.rm.f32",
+    "add.rp.f32",
+    "sub.rp.f32",
+    "mul.rp.f32",
+    "fma.rp.f32",
+    "cvt.sat.f32.f32",
+    "shf.l.wrap.b32",
     "tanh.approx.f32",
+    "copysign.f32",
     "fma.rn.f64",
     "div.rn.f64",
     "rcp.rn.f64",
@@ -67,7 +82,228 @@ static const char *const nxi__op_names[61] = {
     "abs.f64",
     "neg.f64",
     "min.f64",
-    "max.f64"
+    "max.f64",
+    "copysign.f64",
+    "cvt.rni.f32.f32",
+    "cvt.rzi.f32.f32",
+    "cvt.rmi.f32.f32",
+    "cvt.rpi.f32.f32",
+    "cvt.rni.f64.f64",
+    "cvt.rzi.f64.f64",
+    "cvt.rmi.f64.f64",
+    "cvt.rpi.f64.f64",
+    "add.s32",
+    "sub.s32",
+    "mul.lo.s32",
+    "mad.lo.s32",
+    "div.s32",
+    "rem.s32",
+    "min.s32",
+    "max.s32",
+    "add.u32",
+    "sub.u32",
+    "mul.lo.u32",
+    "mad.lo.u32",
+    "div.u32",
+    "rem.u32",
+    "min.u32",
+    "max.u32",
+    "add.s64",
+    "sub.s64",
+    "mul.lo.s64",
+    "mad.lo.s64",
+    "div.s64",
+    "rem.s64",
+    "min.s64",
+    "max.s64",
+    "add.u64",
+    "sub.u64",
+    "mul.lo.u64",
+    "mad.lo.u64",
+    "div.u64",
+    "rem.u64",
+    "min.u64",
+    "max.u64",
+    "abs.s32",
+    "neg.s32",
+    "abs.s64",
+    "neg.s64",
+    "mul.hi.s32",
+    "mul.wide.s32",
+    "mul.hi.u32",
+    "mul.wide.u32",
+    "and.b32",
+    "or.b32",
+    "xor.b32",
+    "not.b32",
+    "shl.b32",
+    "popc.b32",
+    "clz.b32",
+    "brev.b32",
+    "and.b64",
+    "or.b64",
+    "xor.b64",
+    "not.b64",
+    "shl.b64",
+    "popc.b64",
+    "clz.b64",
+    "brev.b64",
+    "shr.b32",
+    "shr.u32",
+    "shr.s32",
+    "shr.b64",
+    "shr.u64",
+    "shr.s64",
+    "and.pred",
+    "or.pred",
+    "xor.pred",
+    "not.pred",
+    "setp.eq.f32",
+    "setp.ne.f32",
+    "setp.lt.f32",
+    "setp.le.f32",
+    "setp.gt.f32",
+    "setp.ge.f32",
+    "setp.nan.f32",
+    "setp.num.f32",
+    "setp.eq.f64",
+    "setp.ne.f64",
+    "setp.lt.f64",
+    "setp.le.f64",
+    "setp.gt.f64",
+    "setp.ge.f64",
+    "setp.nan.f64",
+    "setp.num.f64",
+    "setp.eq.s32",
+    "setp.ne.s32",
+    "setp.lt.s32",
+    "setp.le.s32",
+    "setp.gt.s32",
+    "setp.ge.s32",
+    "setp.eq.u32",
+    "setp.ne.u32",
+    "setp.lt.u32",
+    "setp.le.u32",
+    "setp.gt.u32",
+    "setp.ge.u32",
+    "setp.eq.s64",
+    "setp.ne.s64",
+    "setp.lt.s64",
+    "setp.le.s64",
+    "setp.gt.s64",
+    "setp.ge.s64",
+    "setp.eq.u64",
+    "setp.ne.u64",
+    "setp.lt.u64",
+    "setp.le.u64",
+    "setp.gt.u64",
+    "setp.ge.u64",
+    "selp.f32",
+    "selp.f64",
+    "selp.s32",
+    "selp.u32",
+    "selp.s64",
+    "selp.u64",
+    "selp.b16",
+    "selp.b32",
+    "selp.b64",
+    "cvt.rn.f32.f64",
+    "cvt.f64.f32",
+    "cvt.rni.s32.f32",
+    "cvt.rzi.s32.f32",
+    "cvt.rmi.s32.f32",
+    "cvt.rpi.s32.f32",
+    "cvt.rni.u32.f32",
+    "cvt.rzi.u32.f32",
+    "cvt.rmi.u32.f32",
+    "cvt.rpi.u32.f32",
+    "cvt.rni.s64.f32",
+    "cvt.rzi.s64.f32",
+    "cvt.rmi.s64.f32",
+    "cvt.rpi.s64.f32",
+    "cvt.rni.u64.f32",
+    "cvt.rzi.u64.f32",
+    "cvt.rmi.u64.f32",
+    "cvt.rpi.u64.f32",
+    "cvt.rni.s32.f64",
+    "cvt.rzi.s32.f64",
+    "cvt.rmi.s32.f64",
+    "cvt.rpi.s32.f64",
+    "cvt.rni.u32.f64",
+    "cvt.rzi.u32.f64",
+    "cvt.rmi.u32.f64",
+    "cvt.rpi.u32.f64",
+    "cvt.rni.s64.f64",
+    "cvt.rzi.s64.f64",
+    "cvt.rmi.s64.f64",
+    "cvt.rpi.s64.f64",
+    "cvt.rni.u64.f64",
+    "cvt.rzi.u64.f64",
+    "cvt.rmi.u64.f64",
+    "cvt.rpi.u64.f64",
+    "cvt.rn.f32.s32",
+    "cvt.rn.f64.s32",
+    "cvt.rn.f32.u32",
+    "cvt.rn.f64.u32",
+    "cvt.rn.f32.s64",
+    "cvt.rn.f64.s64",
+    "cvt.rn.f32.u64",
+    "cvt.rn.f64.u64",
+    "cvt.u32.s32",
+    "cvt.s64.s32",
+    "cvt.u64.s32",
+    "cvt.s32.u32",
+    "cvt.s64.u32",
+    "cvt.u64.u32",
+    "cvt.s32.s64",
+    "cvt.u32.s64",
+    "cvt.u64.s64",
+    "cvt.s32.u64",
+    "cvt.u32.u64",
+    "cvt.s64.u64",
+    "cvt.rna.tf32.f32",
+    "bitcast.b32.f32",
+    "bitcast.f32.b32",
+    "bitcast.b32.s32",
+    "bitcast.s32.b32",
+    "bitcast.b32.u32",
+    "bitcast.u32.b32",
+    "bitcast.b64.f64",
+    "bitcast.f64.b64",
+    "bitcast.b64.s64",
+    "bitcast.s64.b64",
+    "bitcast.b64.u64",
+    "bitcast.u64.b64",
+    "setp.eq.ftz.f32",
+    "setp.ne.ftz.f32",
+    "setp.lt.ftz.f32",
+    "setp.le.ftz.f32",
+    "setp.gt.ftz.f32",
+    "setp.ge.ftz.f32",
+    "setp.nan.ftz.f32",
+    "setp.num.ftz.f32",
+    "cvt.u32.u8",
+    "cvt.s32.u8",
+    "cvt.u64.u8",
+    "cvt.s64.u8",
+    "cvt.rn.f32.u8",
+    "cvt.u32.s8",
+    "cvt.s32.s8",
+    "cvt.u64.s8",
+    "cvt.s64.s8",
+    "cvt.rn.f32.s8",
+    "cvt.u8.u32",
+    "cvt.sat.u8.u32",
+    "cvt.u8.s32",
+    "cvt.sat.u8.s32",
+    "cvt.rni.u8.f32",
+    "cvt.rzi.u8.f32",
+    "cvt.s8.u32",
+    "cvt.sat.s8.u32",
+    "cvt.s8.s32",
+    "cvt.sat.s8.s32",
+    "cvt.rni.s8.f32",
+    "cvt.rzi.s8.f32"
 };
 
 /* d[i] = row(a[i], b[i], c[i]) for i < n; 0, or -1 for an unknown op */
@@ -421,13 +657,121 @@ static int nxi__apply(uint32_t op, uint32_t n, void *d, const void *a, const voi
         for (i = 0; i < n; i++) { const float a = A_[i]; const float b = B_[i]; D_[i] = (float)(nx_ftz32(nx_max32(nx_ftz32(a), nx_ftz32(b)))); }
         return 0;
     }
-    case 52: {   /* tanh.approx.f32 */
+    case 52: {   /* add.rz.f32 */
+        float *D_ = (float *)d;
+        const float *A_ = (const float *)a;
+        const float *B_ = (const float *)b;
+        for (i = 0; i < n; i++) { const float a = A_[i]; const float b = B_[i]; D_[i] = (float)(nx_add_dir32(a, b, NX_RZ)); }
+        return 0;
+    }
+    case 53: {   /* sub.rz.f32 */
+        float *D_ = (float *)d;
+        const float *A_ = (const float *)a;
+        const float *B_ = (const float *)b;
+        for (i = 0; i < n; i++) { const float a = A_[i]; const float b = B_[i]; D_[i] = (float)(nx_sub_dir32(a, b, NX_RZ)); }
+        return 0;
+    }
+    case 54: {   /* mul.rz.f32 */
+        float *D_ = (float *)d;
+        const float *A_ = (const float *)a;
+        const float *B_ = (const float *)b;
+        for (i = 0; i < n; i++) { const float a = A_[i]; const float b = B_[i]; D_[i] = (float)(nx_mul_dir32(a, b, NX_RZ)); }
+        return 0;
+    }
+    case 55: {   /* fma.rz.f32 */
+        float *D_ = (float *)d;
+        const float *A_ = (const float *)a;
+        const float *B_ = (const float *)b;
+        const float *C_ = (const float *)c;
+        for (i = 0; i < n; i++) { const float a = A_[i]; const float b = B_[i]; const float c = C_[i]; D_[i] = (float)(nx_fma_dir32(a, b, c, NX_RZ)); }
+        return 0;
+    }
+    case 56: {   /* add.rm.f32 */
+        float *D_ = (float *)d;
+        const float *A_ = (const float *)a;
+        const float *B_ = (const float *)b;
+        for (i = 0; i < n; i++) { const float a = A_[i]; const float b = B_[i]; D_[i] = (float)(nx_add_dir32(a, b, NX_RM)); }
+        return 0;
+    }
+    case 57: {   /* sub.rm.f32 */
+        float *D_ = (float *)d;
+        const float *A_ = (const float *)a;
+        const float *B_ = (const float *)b;
+        for (i = 0; i < n; i++) { const float a = A_[i]; const float b = B_[i]; D_[i] = (float)(nx_sub_dir32(a, b, NX_RM)); }
+        return 0;
+    }
+    case 58: {   /* mul.rm.f32 */
+        float *D_ = (float *)d;
+        const float *A_ = (const float *)a;
+        const float *B_ = (const float *)b;
+        for (i = 0; i < n; i++) { const float a = A_[i]; const float b = B_[i]; D_[i] = (float)(nx_mul_dir32(a, b, NX_RM)); }
+        return 0;
+    }
+    case 59: {   /* fma.rm.f32 */
+        float *D_ = (float *)d;
+        const float *A_ = (const float *)a;
+        const float *B_ = (const float *)b;
+        const float *C_ = (const float *)c;
+        for (i = 0; i < n; i++) { const float a = A_[i]; const float b = B_[i]; const float c = C_[i]; D_[i] = (float)(nx_fma_dir32(a, b, c, NX_RM)); }
+        return 0;
+    }
+    case 60: {   /* add.rp.f32 */
+        float *D_ = (float *)d;
+        const float *A_ = (const float *)a;
+        const float *B_ = (const float *)b;
+        for (i = 0; i < n; i++) { const float a = A_[i]; const float b = B_[i]; D_[i] = (float)(nx_add_dir32(a, b, NX_RP)); }
+        return 0;
+    }
+    case 61: {   /* sub.rp.f32 */
+        float *D_ = (float *)d;
+        const float *A_ = (const float *)a;
+        const float *B_ = (const float *)b;
+        for (i = 0; i < n; i++) { const float a = A_[i]; const float b = B_[i]; D_[i] = (float)(nx_sub_dir32(a, b, NX_RP)); }
+        return 0;
+    }
+    case 62: {   /* mul.rp.f32 */
+        float *D_ = (float *)d;
+        const float *A_ = (const float *)a;
+        const float *B_ = (const float *)b;
+        for (i = 0; i < n; i++) { const float a = A_[i]; const float b = B_[i]; D_[i] = (float)(nx_mul_dir32(a, b, NX_RP)); }
+        return 0;
+    }
+    case 63: {   /* fma.rp.f32 */
+        float *D_ = (float *)d;
+        const float *A_ = (const float *)a;
+        const float *B_ = (const float *)b;
+        const float *C_ = (const float *)c;
+        for (i = 0; i < n; i++) { const float a = A_[i]; const float b = B_[i]; const float c = C_[i]; D_[i] = (float)(nx_fma_dir32(a, b, c, NX_RP)); }
+        return 0;
+    }
+    case 64: {   /* cvt.sat.f32.f32 */
+        float *D_ = (float *)d;
+        const float *A_ = (const float *)a;
+        for (i = 0; i < n; i++) { const float a = A_[i]; D_[i] = (float)(nx_sat32(a)); }
+        return 0;
+    }
+    case 65: {   /* shf.l.wrap.b32 */
+        uint32_t *D_ = (uint32_t *)d;
+        const uint32_t *A_ = (const uint32_t *)a;
+        const uint32_t *B_ = (const uint32_t *)b;
+        const uint32_t *C_ = (const uint32_t *)c;
+        for (i = 0; i < n; i++) { const uint32_t a = A_[i]; const uint32_t b = B_[i]; const uint32_t c = C_[i]; D_[i] = (uint32_t)(nx_shf_l_wrap(a, b, c)); }
+        return 0;
+    }
+    case 66: {   /* tanh.approx.f32 */
         float *D_ = (float *)d;
         const float *A_ = (const float *)a;
         for (i = 0; i < n; i++) { const float a = A_[i]; D_[i] = (float)((float)tanh((double)a)); }
         return 0;
     }
-    case 53: {   /* fma.rn.f64 */
+    case 67: {   /* copysign.f32 */
+        float *D_ = (float *)d;
+        const float *A_ = (const float *)a;
+        const float *B_ = (const float *)b;
+        for (i = 0; i < n; i++) { const float a = A_[i]; const float b = B_[i]; D_[i] = (float)(copysignf(b, a)); }
+        return 0;
+    }
+    case 68: {   /* fma.rn.f64 */
         double *D_ = (double *)d;
         const double *A_ = (const double *)a;
         const double *B_ = (const double *)b;
@@ -435,49 +779,1499 @@ static int nxi__apply(uint32_t op, uint32_t n, void *d, const void *a, const voi
         for (i = 0; i < n; i++) { const double a = A_[i]; const double b = B_[i]; const double c = C_[i]; D_[i] = (double)(fma(a, b, c)); }
         return 0;
     }
-    case 54: {   /* div.rn.f64 */
+    case 69: {   /* div.rn.f64 */
         double *D_ = (double *)d;
         const double *A_ = (const double *)a;
         const double *B_ = (const double *)b;
         for (i = 0; i < n; i++) { const double a = A_[i]; const double b = B_[i]; D_[i] = (double)(a / b); }
         return 0;
     }
-    case 55: {   /* rcp.rn.f64 */
+    case 70: {   /* rcp.rn.f64 */
         double *D_ = (double *)d;
         const double *A_ = (const double *)a;
         for (i = 0; i < n; i++) { const double a = A_[i]; D_[i] = (double)(1.0 / a); }
         return 0;
     }
-    case 56: {   /* sqrt.rn.f64 */
+    case 71: {   /* sqrt.rn.f64 */
         double *D_ = (double *)d;
         const double *A_ = (const double *)a;
         for (i = 0; i < n; i++) { const double a = A_[i]; D_[i] = (double)(sqrt(a)); }
         return 0;
     }
-    case 57: {   /* abs.f64 */
+    case 72: {   /* abs.f64 */
         double *D_ = (double *)d;
         const double *A_ = (const double *)a;
         for (i = 0; i < n; i++) { const double a = A_[i]; D_[i] = (double)(fabs(a)); }
         return 0;
     }
-    case 58: {   /* neg.f64 */
+    case 73: {   /* neg.f64 */
         double *D_ = (double *)d;
         const double *A_ = (const double *)a;
         for (i = 0; i < n; i++) { const double a = A_[i]; D_[i] = (double)(-a); }
         return 0;
     }
-    case 59: {   /* min.f64 */
+    case 74: {   /* min.f64 */
         double *D_ = (double *)d;
         const double *A_ = (const double *)a;
         const double *B_ = (const double *)b;
         for (i = 0; i < n; i++) { const double a = A_[i]; const double b = B_[i]; D_[i] = (double)(nx_min64(a, b)); }
         return 0;
     }
-    case 60: {   /* max.f64 */
+    case 75: {   /* max.f64 */
         double *D_ = (double *)d;
         const double *A_ = (const double *)a;
         const double *B_ = (const double *)b;
         for (i = 0; i < n; i++) { const double a = A_[i]; const double b = B_[i]; D_[i] = (double)(nx_max64(a, b)); }
+        return 0;
+    }
+    case 76: {   /* copysign.f64 */
+        double *D_ = (double *)d;
+        const double *A_ = (const double *)a;
+        const double *B_ = (const double *)b;
+        for (i = 0; i < n; i++) { const double a = A_[i]; const double b = B_[i]; D_[i] = (double)(copysign(b, a)); }
+        return 0;
+    }
+    case 77: {   /* cvt.rni.f32.f32 */
+        float *D_ = (float *)d;
+        const float *A_ = (const float *)a;
+        for (i = 0; i < n; i++) { const float a = A_[i]; D_[i] = (float)(rintf(a)); }
+        return 0;
+    }
+    case 78: {   /* cvt.rzi.f32.f32 */
+        float *D_ = (float *)d;
+        const float *A_ = (const float *)a;
+        for (i = 0; i < n; i++) { const float a = A_[i]; D_[i] = (float)(truncf(a)); }
+        return 0;
+    }
+    case 79: {   /* cvt.rmi.f32.f32 */
+        float *D_ = (float *)d;
+        const float *A_ = (const float *)a;
+        for (i = 0; i < n; i++) { const float a = A_[i]; D_[i] = (float)(floorf(a)); }
+        return 0;
+    }
+    case 80: {   /* cvt.rpi.f32.f32 */
+        float *D_ = (float *)d;
+        const float *A_ = (const float *)a;
+        for (i = 0; i < n; i++) { const float a = A_[i]; D_[i] = (float)(ceilf(a)); }
+        return 0;
+    }
+    case 81: {   /* cvt.rni.f64.f64 */
+        double *D_ = (double *)d;
+        const double *A_ = (const double *)a;
+        for (i = 0; i < n; i++) { const double a = A_[i]; D_[i] = (double)(rint(a)); }
+        return 0;
+    }
+    case 82: {   /* cvt.rzi.f64.f64 */
+        double *D_ = (double *)d;
+        const double *A_ = (const double *)a;
+        for (i = 0; i < n; i++) { const double a = A_[i]; D_[i] = (double)(trunc(a)); }
+        return 0;
+    }
+    case 83: {   /* cvt.rmi.f64.f64 */
+        double *D_ = (double *)d;
+        const double *A_ = (const double *)a;
+        for (i = 0; i < n; i++) { const double a = A_[i]; D_[i] = (double)(floor(a)); }
+        return 0;
+    }
+    case 84: {   /* cvt.rpi.f64.f64 */
+        double *D_ = (double *)d;
+        const double *A_ = (const double *)a;
+        for (i = 0; i < n; i++) { const double a = A_[i]; D_[i] = (double)(ceil(a)); }
+        return 0;
+    }
+    case 85: {   /* add.s32 */
+        int32_t *D_ = (int32_t *)d;
+        const int32_t *A_ = (const int32_t *)a;
+        const int32_t *B_ = (const int32_t *)b;
+        for (i = 0; i < n; i++) { const int32_t a = A_[i]; const int32_t b = B_[i]; D_[i] = (int32_t)((uint32_t)a + (uint32_t)b); }
+        return 0;
+    }
+    case 86: {   /* sub.s32 */
+        int32_t *D_ = (int32_t *)d;
+        const int32_t *A_ = (const int32_t *)a;
+        const int32_t *B_ = (const int32_t *)b;
+        for (i = 0; i < n; i++) { const int32_t a = A_[i]; const int32_t b = B_[i]; D_[i] = (int32_t)((uint32_t)a - (uint32_t)b); }
+        return 0;
+    }
+    case 87: {   /* mul.lo.s32 */
+        int32_t *D_ = (int32_t *)d;
+        const int32_t *A_ = (const int32_t *)a;
+        const int32_t *B_ = (const int32_t *)b;
+        for (i = 0; i < n; i++) { const int32_t a = A_[i]; const int32_t b = B_[i]; D_[i] = (int32_t)((uint32_t)a * (uint32_t)b); }
+        return 0;
+    }
+    case 88: {   /* mad.lo.s32 */
+        int32_t *D_ = (int32_t *)d;
+        const int32_t *A_ = (const int32_t *)a;
+        const int32_t *B_ = (const int32_t *)b;
+        const int32_t *C_ = (const int32_t *)c;
+        for (i = 0; i < n; i++) { const int32_t a = A_[i]; const int32_t b = B_[i]; const int32_t c = C_[i]; D_[i] = (int32_t)((uint32_t)a * (uint32_t)b + (uint32_t)c); }
+        return 0;
+    }
+    case 89: {   /* div.s32 */
+        int32_t *D_ = (int32_t *)d;
+        const int32_t *A_ = (const int32_t *)a;
+        const int32_t *B_ = (const int32_t *)b;
+        for (i = 0; i < n; i++) { const int32_t a = A_[i]; const int32_t b = B_[i]; D_[i] = (int32_t)(nx_div_s32(a, b)); }
+        return 0;
+    }
+    case 90: {   /* rem.s32 */
+        int32_t *D_ = (int32_t *)d;
+        const int32_t *A_ = (const int32_t *)a;
+        const int32_t *B_ = (const int32_t *)b;
+        for (i = 0; i < n; i++) { const int32_t a = A_[i]; const int32_t b = B_[i]; D_[i] = (int32_t)(nx_rem_s32(a, b)); }
+        return 0;
+    }
+    case 91: {   /* min.s32 */
+        int32_t *D_ = (int32_t *)d;
+        const int32_t *A_ = (const int32_t *)a;
+        const int32_t *B_ = (const int32_t *)b;
+        for (i = 0; i < n; i++) { const int32_t a = A_[i]; const int32_t b = B_[i]; D_[i] = (int32_t)(a < b ? a : b); }
+        return 0;
+    }
+    case 92: {   /* max.s32 */
+        int32_t *D_ = (int32_t *)d;
+        const int32_t *A_ = (const int32_t *)a;
+        const int32_t *B_ = (const int32_t *)b;
+        for (i = 0; i < n; i++) { const int32_t a = A_[i]; const int32_t b = B_[i]; D_[i] = (int32_t)(a > b ? a : b); }
+        return 0;
+    }
+    case 93: {   /* add.u32 */
+        uint32_t *D_ = (uint32_t *)d;
+        const uint32_t *A_ = (const uint32_t *)a;
+        const uint32_t *B_ = (const uint32_t *)b;
+        for (i = 0; i < n; i++) { const uint32_t a = A_[i]; const uint32_t b = B_[i]; D_[i] = (uint32_t)((uint32_t)a + (uint32_t)b); }
+        return 0;
+    }
+    case 94: {   /* sub.u32 */
+        uint32_t *D_ = (uint32_t *)d;
+        const uint32_t *A_ = (const uint32_t *)a;
+        const uint32_t *B_ = (const uint32_t *)b;
+        for (i = 0; i < n; i++) { const uint32_t a = A_[i]; const uint32_t b = B_[i]; D_[i] = (uint32_t)((uint32_t)a - (uint32_t)b); }
+        return 0;
+    }
+    case 95: {   /* mul.lo.u32 */
+        uint32_t *D_ = (uint32_t *)d;
+        const uint32_t *A_ = (const uint32_t *)a;
+        const uint32_t *B_ = (const uint32_t *)b;
+        for (i = 0; i < n; i++) { const uint32_t a = A_[i]; const uint32_t b = B_[i]; D_[i] = (uint32_t)((uint32_t)a * (uint32_t)b); }
+        return 0;
+    }
+    case 96: {   /* mad.lo.u32 */
+        uint32_t *D_ = (uint32_t *)d;
+        const uint32_t *A_ = (const uint32_t *)a;
+        const uint32_t *B_ = (const uint32_t *)b;
+        const uint32_t *C_ = (const uint32_t *)c;
+        for (i = 0; i < n; i++) { const uint32_t a = A_[i]; const uint32_t b = B_[i]; const uint32_t c = C_[i]; D_[i] = (uint32_t)((uint32_t)a * (uint32_t)b + (uint32_t)c); }
+        return 0;
+    }
+    case 97: {   /* div.u32 */
+        uint32_t *D_ = (uint32_t *)d;
+        const uint32_t *A_ = (const uint32_t *)a;
+        const uint32_t *B_ = (const uint32_t *)b;
+        for (i = 0; i < n; i++) { const uint32_t a = A_[i]; const uint32_t b = B_[i]; D_[i] = (uint32_t)(nx_div_u32(a, b)); }
+        return 0;
+    }
+    case 98: {   /* rem.u32 */
+        uint32_t *D_ = (uint32_t *)d;
+        const uint32_t *A_ = (const uint32_t *)a;
+        const uint32_t *B_ = (const uint32_t *)b;
+        for (i = 0; i < n; i++) { const uint32_t a = A_[i]; const uint32_t b = B_[i]; D_[i] = (uint32_t)(nx_rem_u32(a, b)); }
+        return 0;
+    }
+    case 99: {   /* min.u32 */
+        uint32_t *D_ = (uint32_t *)d;
+        const uint32_t *A_ = (const uint32_t *)a;
+        const uint32_t *B_ = (const uint32_t *)b;
+        for (i = 0; i < n; i++) { const uint32_t a = A_[i]; const uint32_t b = B_[i]; D_[i] = (uint32_t)(a < b ? a : b); }
+        return 0;
+    }
+    case 100: {   /* max.u32 */
+        uint32_t *D_ = (uint32_t *)d;
+        const uint32_t *A_ = (const uint32_t *)a;
+        const uint32_t *B_ = (const uint32_t *)b;
+        for (i = 0; i < n; i++) { const uint32_t a = A_[i]; const uint32_t b = B_[i]; D_[i] = (uint32_t)(a > b ? a : b); }
+        return 0;
+    }
+    case 101: {   /* add.s64 */
+        int64_t *D_ = (int64_t *)d;
+        const int64_t *A_ = (const int64_t *)a;
+        const int64_t *B_ = (const int64_t *)b;
+        for (i = 0; i < n; i++) { const int64_t a = A_[i]; const int64_t b = B_[i]; D_[i] = (int64_t)((uint64_t)a + (uint64_t)b); }
+        return 0;
+    }
+    case 102: {   /* sub.s64 */
+        int64_t *D_ = (int64_t *)d;
+        const int64_t *A_ = (const int64_t *)a;
+        const int64_t *B_ = (const int64_t *)b;
+        for (i = 0; i < n; i++) { const int64_t a = A_[i]; const int64_t b = B_[i]; D_[i] = (int64_t)((uint64_t)a - (uint64_t)b); }
+        return 0;
+    }
+    case 103: {   /* mul.lo.s64 */
+        int64_t *D_ = (int64_t *)d;
+        const int64_t *A_ = (const int64_t *)a;
+        const int64_t *B_ = (const int64_t *)b;
+        for (i = 0; i < n; i++) { const int64_t a = A_[i]; const int64_t b = B_[i]; D_[i] = (int64_t)((uint64_t)a * (uint64_t)b); }
+        return 0;
+    }
+    case 104: {   /* mad.lo.s64 */
+        int64_t *D_ = (int64_t *)d;
+        const int64_t *A_ = (const int64_t *)a;
+        const int64_t *B_ = (const int64_t *)b;
+        const int64_t *C_ = (const int64_t *)c;
+        for (i = 0; i < n; i++) { const int64_t a = A_[i]; const int64_t b = B_[i]; const int64_t c = C_[i]; D_[i] = (int64_t)((uint64_t)a * (uint64_t)b + (uint64_t)c); }
+        return 0;
+    }
+    case 105: {   /* div.s64 */
+        int64_t *D_ = (int64_t *)d;
+        const int64_t *A_ = (const int64_t *)a;
+        const int64_t *B_ = (const int64_t *)b;
+        for (i = 0; i < n; i++) { const int64_t a = A_[i]; const int64_t b = B_[i]; D_[i] = (int64_t)(nx_div_s64(a, b)); }
+        return 0;
+    }
+    case 106: {   /* rem.s64 */
+        int64_t *D_ = (int64_t *)d;
+        const int64_t *A_ = (const int64_t *)a;
+        const int64_t *B_ = (const int64_t *)b;
+        for (i = 0; i < n; i++) { const int64_t a = A_[i]; const int64_t b = B_[i]; D_[i] = (int64_t)(nx_rem_s64(a, b)); }
+        return 0;
+    }
+    case 107: {   /* min.s64 */
+        int64_t *D_ = (int64_t *)d;
+        const int64_t *A_ = (const int64_t *)a;
+        const int64_t *B_ = (const int64_t *)b;
+        for (i = 0; i < n; i++) { const int64_t a = A_[i]; const int64_t b = B_[i]; D_[i] = (int64_t)(a < b ? a : b); }
+        return 0;
+    }
+    case 108: {   /* max.s64 */
+        int64_t *D_ = (int64_t *)d;
+        const int64_t *A_ = (const int64_t *)a;
+        const int64_t *B_ = (const int64_t *)b;
+        for (i = 0; i < n; i++) { const int64_t a = A_[i]; const int64_t b = B_[i]; D_[i] = (int64_t)(a > b ? a : b); }
+        return 0;
+    }
+    case 109: {   /* add.u64 */
+        uint64_t *D_ = (uint64_t *)d;
+        const uint64_t *A_ = (const uint64_t *)a;
+        const uint64_t *B_ = (const uint64_t *)b;
+        for (i = 0; i < n; i++) { const uint64_t a = A_[i]; const uint64_t b = B_[i]; D_[i] = (uint64_t)((uint64_t)a + (uint64_t)b); }
+        return 0;
+    }
+    case 110: {   /* sub.u64 */
+        uint64_t *D_ = (uint64_t *)d;
+        const uint64_t *A_ = (const uint64_t *)a;
+        const uint64_t *B_ = (const uint64_t *)b;
+        for (i = 0; i < n; i++) { const uint64_t a = A_[i]; const uint64_t b = B_[i]; D_[i] = (uint64_t)((uint64_t)a - (uint64_t)b); }
+        return 0;
+    }
+    case 111: {   /* mul.lo.u64 */
+        uint64_t *D_ = (uint64_t *)d;
+        const uint64_t *A_ = (const uint64_t *)a;
+        const uint64_t *B_ = (const uint64_t *)b;
+        for (i = 0; i < n; i++) { const uint64_t a = A_[i]; const uint64_t b = B_[i]; D_[i] = (uint64_t)((uint64_t)a * (uint64_t)b); }
+        return 0;
+    }
+    case 112: {   /* mad.lo.u64 */
+        uint64_t *D_ = (uint64_t *)d;
+        const uint64_t *A_ = (const uint64_t *)a;
+        const uint64_t *B_ = (const uint64_t *)b;
+        const uint64_t *C_ = (const uint64_t *)c;
+        for (i = 0; i < n; i++) { const uint64_t a = A_[i]; const uint64_t b = B_[i]; const uint64_t c = C_[i]; D_[i] = (uint64_t)((uint64_t)a * (uint64_t)b + (uint64_t)c); }
+        return 0;
+    }
+    case 113: {   /* div.u64 */
+        uint64_t *D_ = (uint64_t *)d;
+        const uint64_t *A_ = (const uint64_t *)a;
+        const uint64_t *B_ = (const uint64_t *)b;
+        for (i = 0; i < n; i++) { const uint64_t a = A_[i]; const uint64_t b = B_[i]; D_[i] = (uint64_t)(nx_div_u64(a, b)); }
+        return 0;
+    }
+    case 114: {   /* rem.u64 */
+        uint64_t *D_ = (uint64_t *)d;
+        const uint64_t *A_ = (const uint64_t *)a;
+        const uint64_t *B_ = (const uint64_t *)b;
+        for (i = 0; i < n; i++) { const uint64_t a = A_[i]; const uint64_t b = B_[i]; D_[i] = (uint64_t)(nx_rem_u64(a, b)); }
+        return 0;
+    }
+    case 115: {   /* min.u64 */
+        uint64_t *D_ = (uint64_t *)d;
+        const uint64_t *A_ = (const uint64_t *)a;
+        const uint64_t *B_ = (const uint64_t *)b;
+        for (i = 0; i < n; i++) { const uint64_t a = A_[i]; const uint64_t b = B_[i]; D_[i] = (uint64_t)(a < b ? a : b); }
+        return 0;
+    }
+    case 116: {   /* max.u64 */
+        uint64_t *D_ = (uint64_t *)d;
+        const uint64_t *A_ = (const uint64_t *)a;
+        const uint64_t *B_ = (const uint64_t *)b;
+        for (i = 0; i < n; i++) { const uint64_t a = A_[i]; const uint64_t b = B_[i]; D_[i] = (uint64_t)(a > b ? a : b); }
+        return 0;
+    }
+    case 117: {   /* abs.s32 */
+        int32_t *D_ = (int32_t *)d;
+        const int32_t *A_ = (const int32_t *)a;
+        for (i = 0; i < n; i++) { const int32_t a = A_[i]; D_[i] = (int32_t)(a < 0 ? (uint32_t)0 - (uint32_t)a : (uint32_t)a); }
+        return 0;
+    }
+    case 118: {   /* neg.s32 */
+        int32_t *D_ = (int32_t *)d;
+        const int32_t *A_ = (const int32_t *)a;
+        for (i = 0; i < n; i++) { const int32_t a = A_[i]; D_[i] = (int32_t)((uint32_t)0 - (uint32_t)a); }
+        return 0;
+    }
+    case 119: {   /* abs.s64 */
+        int64_t *D_ = (int64_t *)d;
+        const int64_t *A_ = (const int64_t *)a;
+        for (i = 0; i < n; i++) { const int64_t a = A_[i]; D_[i] = (int64_t)(a < 0 ? (uint64_t)0 - (uint64_t)a : (uint64_t)a); }
+        return 0;
+    }
+    case 120: {   /* neg.s64 */
+        int64_t *D_ = (int64_t *)d;
+        const int64_t *A_ = (const int64_t *)a;
+        for (i = 0; i < n; i++) { const int64_t a = A_[i]; D_[i] = (int64_t)((uint64_t)0 - (uint64_t)a); }
+        return 0;
+    }
+    case 121: {   /* mul.hi.s32 */
+        int32_t *D_ = (int32_t *)d;
+        const int32_t *A_ = (const int32_t *)a;
+        const int32_t *B_ = (const int32_t *)b;
+        for (i = 0; i < n; i++) { const int32_t a = A_[i]; const int32_t b = B_[i]; D_[i] = (int32_t)(nx_mul_hi_s32(a, b)); }
+        return 0;
+    }
+    case 122: {   /* mul.wide.s32 */
+        int64_t *D_ = (int64_t *)d;
+        const int32_t *A_ = (const int32_t *)a;
+        const int32_t *B_ = (const int32_t *)b;
+        for (i = 0; i < n; i++) { const int32_t a = A_[i]; const int32_t b = B_[i]; D_[i] = (int64_t)((int64_t)a * (int64_t)b); }
+        return 0;
+    }
+    case 123: {   /* mul.hi.u32 */
+        uint32_t *D_ = (uint32_t *)d;
+        const uint32_t *A_ = (const uint32_t *)a;
+        const uint32_t *B_ = (const uint32_t *)b;
+        for (i = 0; i < n; i++) { const uint32_t a = A_[i]; const uint32_t b = B_[i]; D_[i] = (uint32_t)(((uint64_t)a * (uint64_t)b) >> 32); }
+        return 0;
+    }
+    case 124: {   /* mul.wide.u32 */
+        uint64_t *D_ = (uint64_t *)d;
+        const uint32_t *A_ = (const uint32_t *)a;
+        const uint32_t *B_ = (const uint32_t *)b;
+        for (i = 0; i < n; i++) { const uint32_t a = A_[i]; const uint32_t b = B_[i]; D_[i] = (uint64_t)((uint64_t)a * (uint64_t)b); }
+        return 0;
+    }
+    case 125: {   /* and.b32 */
+        uint32_t *D_ = (uint32_t *)d;
+        const uint32_t *A_ = (const uint32_t *)a;
+        const uint32_t *B_ = (const uint32_t *)b;
+        for (i = 0; i < n; i++) { const uint32_t a = A_[i]; const uint32_t b = B_[i]; D_[i] = (uint32_t)(a & b); }
+        return 0;
+    }
+    case 126: {   /* or.b32 */
+        uint32_t *D_ = (uint32_t *)d;
+        const uint32_t *A_ = (const uint32_t *)a;
+        const uint32_t *B_ = (const uint32_t *)b;
+        for (i = 0; i < n; i++) { const uint32_t a = A_[i]; const uint32_t b = B_[i]; D_[i] = (uint32_t)(a | b); }
+        return 0;
+    }
+    case 127: {   /* xor.b32 */
+        uint32_t *D_ = (uint32_t *)d;
+        const uint32_t *A_ = (const uint32_t *)a;
+        const uint32_t *B_ = (const uint32_t *)b;
+        for (i = 0; i < n; i++) { const uint32_t a = A_[i]; const uint32_t b = B_[i]; D_[i] = (uint32_t)(a ^ b); }
+        return 0;
+    }
+    case 128: {   /* not.b32 */
+        uint32_t *D_ = (uint32_t *)d;
+        const uint32_t *A_ = (const uint32_t *)a;
+        for (i = 0; i < n; i++) { const uint32_t a = A_[i]; D_[i] = (uint32_t)(~a); }
+        return 0;
+    }
+    case 129: {   /* shl.b32 */
+        uint32_t *D_ = (uint32_t *)d;
+        const uint32_t *A_ = (const uint32_t *)a;
+        const uint32_t *B_ = (const uint32_t *)b;
+        for (i = 0; i < n; i++) { const uint32_t a = A_[i]; const uint32_t b = B_[i]; D_[i] = (uint32_t)(b >= 32u ? 0u : a << b); }
+        return 0;
+    }
+    case 130: {   /* popc.b32 */
+        uint32_t *D_ = (uint32_t *)d;
+        const uint32_t *A_ = (const uint32_t *)a;
+        for (i = 0; i < n; i++) { const uint32_t a = A_[i]; D_[i] = (uint32_t)(nx_popc32(a)); }
+        return 0;
+    }
+    case 131: {   /* clz.b32 */
+        uint32_t *D_ = (uint32_t *)d;
+        const uint32_t *A_ = (const uint32_t *)a;
+        for (i = 0; i < n; i++) { const uint32_t a = A_[i]; D_[i] = (uint32_t)(nx_clz32(a)); }
+        return 0;
+    }
+    case 132: {   /* brev.b32 */
+        uint32_t *D_ = (uint32_t *)d;
+        const uint32_t *A_ = (const uint32_t *)a;
+        for (i = 0; i < n; i++) { const uint32_t a = A_[i]; D_[i] = (uint32_t)(nx_brev32(a)); }
+        return 0;
+    }
+    case 133: {   /* and.b64 */
+        uint64_t *D_ = (uint64_t *)d;
+        const uint64_t *A_ = (const uint64_t *)a;
+        const uint64_t *B_ = (const uint64_t *)b;
+        for (i = 0; i < n; i++) { const uint64_t a = A_[i]; const uint64_t b = B_[i]; D_[i] = (uint64_t)(a & b); }
+        return 0;
+    }
+    case 134: {   /* or.b64 */
+        uint64_t *D_ = (uint64_t *)d;
+        const uint64_t *A_ = (const uint64_t *)a;
+        const uint64_t *B_ = (const uint64_t *)b;
+        for (i = 0; i < n; i++) { const uint64_t a = A_[i]; const uint64_t b = B_[i]; D_[i] = (uint64_t)(a | b); }
+        return 0;
+    }
+    case 135: {   /* xor.b64 */
+        uint64_t *D_ = (uint64_t *)d;
+        const uint64_t *A_ = (const uint64_t *)a;
+        const uint64_t *B_ = (const uint64_t *)b;
+        for (i = 0; i < n; i++) { const uint64_t a = A_[i]; const uint64_t b = B_[i]; D_[i] = (uint64_t)(a ^ b); }
+        return 0;
+    }
+    case 136: {   /* not.b64 */
+        uint64_t *D_ = (uint64_t *)d;
+        const uint64_t *A_ = (const uint64_t *)a;
+        for (i = 0; i < n; i++) { const uint64_t a = A_[i]; D_[i] = (uint64_t)(~a); }
+        return 0;
+    }
+    case 137: {   /* shl.b64 */
+        uint64_t *D_ = (uint64_t *)d;
+        const uint64_t *A_ = (const uint64_t *)a;
+        const uint32_t *B_ = (const uint32_t *)b;
+        for (i = 0; i < n; i++) { const uint64_t a = A_[i]; const uint32_t b = B_[i]; D_[i] = (uint64_t)(b >= 64u ? 0u : a << b); }
+        return 0;
+    }
+    case 138: {   /* popc.b64 */
+        uint32_t *D_ = (uint32_t *)d;
+        const uint64_t *A_ = (const uint64_t *)a;
+        for (i = 0; i < n; i++) { const uint64_t a = A_[i]; D_[i] = (uint32_t)(nx_popc64(a)); }
+        return 0;
+    }
+    case 139: {   /* clz.b64 */
+        uint32_t *D_ = (uint32_t *)d;
+        const uint64_t *A_ = (const uint64_t *)a;
+        for (i = 0; i < n; i++) { const uint64_t a = A_[i]; D_[i] = (uint32_t)(nx_clz64(a)); }
+        return 0;
+    }
+    case 140: {   /* brev.b64 */
+        uint64_t *D_ = (uint64_t *)d;
+        const uint64_t *A_ = (const uint64_t *)a;
+        for (i = 0; i < n; i++) { const uint64_t a = A_[i]; D_[i] = (uint64_t)(nx_brev64(a)); }
+        return 0;
+    }
+    case 141: {   /* shr.b32 */
+        uint32_t *D_ = (uint32_t *)d;
+        const uint32_t *A_ = (const uint32_t *)a;
+        const uint32_t *B_ = (const uint32_t *)b;
+        for (i = 0; i < n; i++) { const uint32_t a = A_[i]; const uint32_t b = B_[i]; D_[i] = (uint32_t)(b >= 32u ? 0u : a >> b); }
+        return 0;
+    }
+    case 142: {   /* shr.u32 */
+        uint32_t *D_ = (uint32_t *)d;
+        const uint32_t *A_ = (const uint32_t *)a;
+        const uint32_t *B_ = (const uint32_t *)b;
+        for (i = 0; i < n; i++) { const uint32_t a = A_[i]; const uint32_t b = B_[i]; D_[i] = (uint32_t)(b >= 32u ? 0u : a >> b); }
+        return 0;
+    }
+    case 143: {   /* shr.s32 */
+        int32_t *D_ = (int32_t *)d;
+        const int32_t *A_ = (const int32_t *)a;
+        const uint32_t *B_ = (const uint32_t *)b;
+        for (i = 0; i < n; i++) { const int32_t a = A_[i]; const uint32_t b = B_[i]; D_[i] = (int32_t)(nx_sar32(a, b)); }
+        return 0;
+    }
+    case 144: {   /* shr.b64 */
+        uint64_t *D_ = (uint64_t *)d;
+        const uint64_t *A_ = (const uint64_t *)a;
+        const uint32_t *B_ = (const uint32_t *)b;
+        for (i = 0; i < n; i++) { const uint64_t a = A_[i]; const uint32_t b = B_[i]; D_[i] = (uint64_t)(b >= 64u ? 0u : a >> b); }
+        return 0;
+    }
+    case 145: {   /* shr.u64 */
+        uint64_t *D_ = (uint64_t *)d;
+        const uint64_t *A_ = (const uint64_t *)a;
+        const uint32_t *B_ = (const uint32_t *)b;
+        for (i = 0; i < n; i++) { const uint64_t a = A_[i]; const uint32_t b = B_[i]; D_[i] = (uint64_t)(b >= 64u ? 0u : a >> b); }
+        return 0;
+    }
+    case 146: {   /* shr.s64 */
+        int64_t *D_ = (int64_t *)d;
+        const int64_t *A_ = (const int64_t *)a;
+        const uint32_t *B_ = (const uint32_t *)b;
+        for (i = 0; i < n; i++) { const int64_t a = A_[i]; const uint32_t b = B_[i]; D_[i] = (int64_t)(nx_sar64(a, b)); }
+        return 0;
+    }
+    case 147: {   /* and.pred */
+        uint8_t *D_ = (uint8_t *)d;
+        const uint8_t *A_ = (const uint8_t *)a;
+        const uint8_t *B_ = (const uint8_t *)b;
+        for (i = 0; i < n; i++) { const uint8_t a = A_[i]; const uint8_t b = B_[i]; D_[i] = (uint8_t)(a && b); }
+        return 0;
+    }
+    case 148: {   /* or.pred */
+        uint8_t *D_ = (uint8_t *)d;
+        const uint8_t *A_ = (const uint8_t *)a;
+        const uint8_t *B_ = (const uint8_t *)b;
+        for (i = 0; i < n; i++) { const uint8_t a = A_[i]; const uint8_t b = B_[i]; D_[i] = (uint8_t)(a || b); }
+        return 0;
+    }
+    case 149: {   /* xor.pred */
+        uint8_t *D_ = (uint8_t *)d;
+        const uint8_t *A_ = (const uint8_t *)a;
+        const uint8_t *B_ = (const uint8_t *)b;
+        for (i = 0; i < n; i++) { const uint8_t a = A_[i]; const uint8_t b = B_[i]; D_[i] = (uint8_t)(!a != !b); }
+        return 0;
+    }
+    case 150: {   /* not.pred */
+        uint8_t *D_ = (uint8_t *)d;
+        const uint8_t *A_ = (const uint8_t *)a;
+        for (i = 0; i < n; i++) { const uint8_t a = A_[i]; D_[i] = (uint8_t)(!a); }
+        return 0;
+    }
+    case 151: {   /* setp.eq.f32 */
+        uint8_t *D_ = (uint8_t *)d;
+        const float *A_ = (const float *)a;
+        const float *B_ = (const float *)b;
+        for (i = 0; i < n; i++) { const float a = A_[i]; const float b = B_[i]; D_[i] = (uint8_t)(a == b); }
+        return 0;
+    }
+    case 152: {   /* setp.ne.f32 */
+        uint8_t *D_ = (uint8_t *)d;
+        const float *A_ = (const float *)a;
+        const float *B_ = (const float *)b;
+        for (i = 0; i < n; i++) { const float a = A_[i]; const float b = B_[i]; D_[i] = (uint8_t)(a < b || a > b); }
+        return 0;
+    }
+    case 153: {   /* setp.lt.f32 */
+        uint8_t *D_ = (uint8_t *)d;
+        const float *A_ = (const float *)a;
+        const float *B_ = (const float *)b;
+        for (i = 0; i < n; i++) { const float a = A_[i]; const float b = B_[i]; D_[i] = (uint8_t)(a < b); }
+        return 0;
+    }
+    case 154: {   /* setp.le.f32 */
+        uint8_t *D_ = (uint8_t *)d;
+        const float *A_ = (const float *)a;
+        const float *B_ = (const float *)b;
+        for (i = 0; i < n; i++) { const float a = A_[i]; const float b = B_[i]; D_[i] = (uint8_t)(a <= b); }
+        return 0;
+    }
+    case 155: {   /* setp.gt.f32 */
+        uint8_t *D_ = (uint8_t *)d;
+        const float *A_ = (const float *)a;
+        const float *B_ = (const float *)b;
+        for (i = 0; i < n; i++) { const float a = A_[i]; const float b = B_[i]; D_[i] = (uint8_t)(a > b); }
+        return 0;
+    }
+    case 156: {   /* setp.ge.f32 */
+        uint8_t *D_ = (uint8_t *)d;
+        const float *A_ = (const float *)a;
+        const float *B_ = (const float *)b;
+        for (i = 0; i < n; i++) { const float a = A_[i]; const float b = B_[i]; D_[i] = (uint8_t)(a >= b); }
+        return 0;
+    }
+    case 157: {   /* setp.nan.f32 */
+        uint8_t *D_ = (uint8_t *)d;
+        const float *A_ = (const float *)a;
+        const float *B_ = (const float *)b;
+        for (i = 0; i < n; i++) { const float a = A_[i]; const float b = B_[i]; D_[i] = (uint8_t)(isnan(a) || isnan(b)); }
+        return 0;
+    }
+    case 158: {   /* setp.num.f32 */
+        uint8_t *D_ = (uint8_t *)d;
+        const float *A_ = (const float *)a;
+        const float *B_ = (const float *)b;
+        for (i = 0; i < n; i++) { const float a = A_[i]; const float b = B_[i]; D_[i] = (uint8_t)(!isnan(a) && !isnan(b)); }
+        return 0;
+    }
+    case 159: {   /* setp.eq.f64 */
+        uint8_t *D_ = (uint8_t *)d;
+        const double *A_ = (const double *)a;
+        const double *B_ = (const double *)b;
+        for (i = 0; i < n; i++) { const double a = A_[i]; const double b = B_[i]; D_[i] = (uint8_t)(a == b); }
+        return 0;
+    }
+    case 160: {   /* setp.ne.f64 */
+        uint8_t *D_ = (uint8_t *)d;
+        const double *A_ = (const double *)a;
+        const double *B_ = (const double *)b;
+        for (i = 0; i < n; i++) { const double a = A_[i]; const double b = B_[i]; D_[i] = (uint8_t)(a < b || a > b); }
+        return 0;
+    }
+    case 161: {   /* setp.lt.f64 */
+        uint8_t *D_ = (uint8_t *)d;
+        const double *A_ = (const double *)a;
+        const double *B_ = (const double *)b;
+        for (i = 0; i < n; i++) { const double a = A_[i]; const double b = B_[i]; D_[i] = (uint8_t)(a < b); }
+        return 0;
+    }
+    case 162: {   /* setp.le.f64 */
+        uint8_t *D_ = (uint8_t *)d;
+        const double *A_ = (const double *)a;
+        const double *B_ = (const double *)b;
+        for (i = 0; i < n; i++) { const double a = A_[i]; const double b = B_[i]; D_[i] = (uint8_t)(a <= b); }
+        return 0;
+    }
+    case 163: {   /* setp.gt.f64 */
+        uint8_t *D_ = (uint8_t *)d;
+        const double *A_ = (const double *)a;
+        const double *B_ = (const double *)b;
+        for (i = 0; i < n; i++) { const double a = A_[i]; const double b = B_[i]; D_[i] = (uint8_t)(a > b); }
+        return 0;
+    }
+    case 164: {   /* setp.ge.f64 */
+        uint8_t *D_ = (uint8_t *)d;
+        const double *A_ = (const double *)a;
+        const double *B_ = (const double *)b;
+        for (i = 0; i < n; i++) { const double a = A_[i]; const double b = B_[i]; D_[i] = (uint8_t)(a >= b); }
+        return 0;
+    }
+    case 165: {   /* setp.nan.f64 */
+        uint8_t *D_ = (uint8_t *)d;
+        const double *A_ = (const double *)a;
+        const double *B_ = (const double *)b;
+        for (i = 0; i < n; i++) { const double a = A_[i]; const double b = B_[i]; D_[i] = (uint8_t)(isnan(a) || isnan(b)); }
+        return 0;
+    }
+    case 166: {   /* setp.num.f64 */
+        uint8_t *D_ = (uint8_t *)d;
+        const double *A_ = (const double *)a;
+        const double *B_ = (const double *)b;
+        for (i = 0; i < n; i++) { const double a = A_[i]; const double b = B_[i]; D_[i] = (uint8_t)(!isnan(a) && !isnan(b)); }
+        return 0;
+    }
+    case 167: {   /* setp.eq.s32 */
+        uint8_t *D_ = (uint8_t *)d;
+        const int32_t *A_ = (const int32_t *)a;
+        const int32_t *B_ = (const int32_t *)b;
+        for (i = 0; i < n; i++) { const int32_t a = A_[i]; const int32_t b = B_[i]; D_[i] = (uint8_t)(a == b); }
+        return 0;
+    }
+    case 168: {   /* setp.ne.s32 */
+        uint8_t *D_ = (uint8_t *)d;
+        const int32_t *A_ = (const int32_t *)a;
+        const int32_t *B_ = (const int32_t *)b;
+        for (i = 0; i < n; i++) { const int32_t a = A_[i]; const int32_t b = B_[i]; D_[i] = (uint8_t)(a != b); }
+        return 0;
+    }
+    case 169: {   /* setp.lt.s32 */
+        uint8_t *D_ = (uint8_t *)d;
+        const int32_t *A_ = (const int32_t *)a;
+        const int32_t *B_ = (const int32_t *)b;
+        for (i = 0; i < n; i++) { const int32_t a = A_[i]; const int32_t b = B_[i]; D_[i] = (uint8_t)(a < b); }
+        return 0;
+    }
+    case 170: {   /* setp.le.s32 */
+        uint8_t *D_ = (uint8_t *)d;
+        const int32_t *A_ = (const int32_t *)a;
+        const int32_t *B_ = (const int32_t *)b;
+        for (i = 0; i < n; i++) { const int32_t a = A_[i]; const int32_t b = B_[i]; D_[i] = (uint8_t)(a <= b); }
+        return 0;
+    }
+    case 171: {   /* setp.gt.s32 */
+        uint8_t *D_ = (uint8_t *)d;
+        const int32_t *A_ = (const int32_t *)a;
+        const int32_t *B_ = (const int32_t *)b;
+        for (i = 0; i < n; i++) { const int32_t a = A_[i]; const int32_t b = B_[i]; D_[i] = (uint8_t)(a > b); }
+        return 0;
+    }
+    case 172: {   /* setp.ge.s32 */
+        uint8_t *D_ = (uint8_t *)d;
+        const int32_t *A_ = (const int32_t *)a;
+        const int32_t *B_ = (const int32_t *)b;
+        for (i = 0; i < n; i++) { const int32_t a = A_[i]; const int32_t b = B_[i]; D_[i] = (uint8_t)(a >= b); }
+        return 0;
+    }
+    case 173: {   /* setp.eq.u32 */
+        uint8_t *D_ = (uint8_t *)d;
+        const uint32_t *A_ = (const uint32_t *)a;
+        const uint32_t *B_ = (const uint32_t *)b;
+        for (i = 0; i < n; i++) { const uint32_t a = A_[i]; const uint32_t b = B_[i]; D_[i] = (uint8_t)(a == b); }
+        return 0;
+    }
+    case 174: {   /* setp.ne.u32 */
+        uint8_t *D_ = (uint8_t *)d;
+        const uint32_t *A_ = (const uint32_t *)a;
+        const uint32_t *B_ = (const uint32_t *)b;
+        for (i = 0; i < n; i++) { const uint32_t a = A_[i]; const uint32_t b = B_[i]; D_[i] = (uint8_t)(a != b); }
+        return 0;
+    }
+    case 175: {   /* setp.lt.u32 */
+        uint8_t *D_ = (uint8_t *)d;
+        const uint32_t *A_ = (const uint32_t *)a;
+        const uint32_t *B_ = (const uint32_t *)b;
+        for (i = 0; i < n; i++) { const uint32_t a = A_[i]; const uint32_t b = B_[i]; D_[i] = (uint8_t)(a < b); }
+        return 0;
+    }
+    case 176: {   /* setp.le.u32 */
+        uint8_t *D_ = (uint8_t *)d;
+        const uint32_t *A_ = (const uint32_t *)a;
+        const uint32_t *B_ = (const uint32_t *)b;
+        for (i = 0; i < n; i++) { const uint32_t a = A_[i]; const uint32_t b = B_[i]; D_[i] = (uint8_t)(a <= b); }
+        return 0;
+    }
+    case 177: {   /* setp.gt.u32 */
+        uint8_t *D_ = (uint8_t *)d;
+        const uint32_t *A_ = (const uint32_t *)a;
+        const uint32_t *B_ = (const uint32_t *)b;
+        for (i = 0; i < n; i++) { const uint32_t a = A_[i]; const uint32_t b = B_[i]; D_[i] = (uint8_t)(a > b); }
+        return 0;
+    }
+    case 178: {   /* setp.ge.u32 */
+        uint8_t *D_ = (uint8_t *)d;
+        const uint32_t *A_ = (const uint32_t *)a;
+        const uint32_t *B_ = (const uint32_t *)b;
+        for (i = 0; i < n; i++) { const uint32_t a = A_[i]; const uint32_t b = B_[i]; D_[i] = (uint8_t)(a >= b); }
+        return 0;
+    }
+    case 179: {   /* setp.eq.s64 */
+        uint8_t *D_ = (uint8_t *)d;
+        const int64_t *A_ = (const int64_t *)a;
+        const int64_t *B_ = (const int64_t *)b;
+        for (i = 0; i < n; i++) { const int64_t a = A_[i]; const int64_t b = B_[i]; D_[i] = (uint8_t)(a == b); }
+        return 0;
+    }
+    case 180: {   /* setp.ne.s64 */
+        uint8_t *D_ = (uint8_t *)d;
+        const int64_t *A_ = (const int64_t *)a;
+        const int64_t *B_ = (const int64_t *)b;
+        for (i = 0; i < n; i++) { const int64_t a = A_[i]; const int64_t b = B_[i]; D_[i] = (uint8_t)(a != b); }
+        return 0;
+    }
+    case 181: {   /* setp.lt.s64 */
+        uint8_t *D_ = (uint8_t *)d;
+        const int64_t *A_ = (const int64_t *)a;
+        const int64_t *B_ = (const int64_t *)b;
+        for (i = 0; i < n; i++) { const int64_t a = A_[i]; const int64_t b = B_[i]; D_[i] = (uint8_t)(a < b); }
+        return 0;
+    }
+    case 182: {   /* setp.le.s64 */
+        uint8_t *D_ = (uint8_t *)d;
+        const int64_t *A_ = (const int64_t *)a;
+        const int64_t *B_ = (const int64_t *)b;
+        for (i = 0; i < n; i++) { const int64_t a = A_[i]; const int64_t b = B_[i]; D_[i] = (uint8_t)(a <= b); }
+        return 0;
+    }
+    case 183: {   /* setp.gt.s64 */
+        uint8_t *D_ = (uint8_t *)d;
+        const int64_t *A_ = (const int64_t *)a;
+        const int64_t *B_ = (const int64_t *)b;
+        for (i = 0; i < n; i++) { const int64_t a = A_[i]; const int64_t b = B_[i]; D_[i] = (uint8_t)(a > b); }
+        return 0;
+    }
+    case 184: {   /* setp.ge.s64 */
+        uint8_t *D_ = (uint8_t *)d;
+        const int64_t *A_ = (const int64_t *)a;
+        const int64_t *B_ = (const int64_t *)b;
+        for (i = 0; i < n; i++) { const int64_t a = A_[i]; const int64_t b = B_[i]; D_[i] = (uint8_t)(a >= b); }
+        return 0;
+    }
+    case 185: {   /* setp.eq.u64 */
+        uint8_t *D_ = (uint8_t *)d;
+        const uint64_t *A_ = (const uint64_t *)a;
+        const uint64_t *B_ = (const uint64_t *)b;
+        for (i = 0; i < n; i++) { const uint64_t a = A_[i]; const uint64_t b = B_[i]; D_[i] = (uint8_t)(a == b); }
+        return 0;
+    }
+    case 186: {   /* setp.ne.u64 */
+        uint8_t *D_ = (uint8_t *)d;
+        const uint64_t *A_ = (const uint64_t *)a;
+        const uint64_t *B_ = (const uint64_t *)b;
+        for (i = 0; i < n; i++) { const uint64_t a = A_[i]; const uint64_t b = B_[i]; D_[i] = (uint8_t)(a != b); }
+        return 0;
+    }
+    case 187: {   /* setp.lt.u64 */
+        uint8_t *D_ = (uint8_t *)d;
+        const uint64_t *A_ = (const uint64_t *)a;
+        const uint64_t *B_ = (const uint64_t *)b;
+        for (i = 0; i < n; i++) { const uint64_t a = A_[i]; const uint64_t b = B_[i]; D_[i] = (uint8_t)(a < b); }
+        return 0;
+    }
+    case 188: {   /* setp.le.u64 */
+        uint8_t *D_ = (uint8_t *)d;
+        const uint64_t *A_ = (const uint64_t *)a;
+        const uint64_t *B_ = (const uint64_t *)b;
+        for (i = 0; i < n; i++) { const uint64_t a = A_[i]; const uint64_t b = B_[i]; D_[i] = (uint8_t)(a <= b); }
+        return 0;
+    }
+    case 189: {   /* setp.gt.u64 */
+        uint8_t *D_ = (uint8_t *)d;
+        const uint64_t *A_ = (const uint64_t *)a;
+        const uint64_t *B_ = (const uint64_t *)b;
+        for (i = 0; i < n; i++) { const uint64_t a = A_[i]; const uint64_t b = B_[i]; D_[i] = (uint8_t)(a > b); }
+        return 0;
+    }
+    case 190: {   /* setp.ge.u64 */
+        uint8_t *D_ = (uint8_t *)d;
+        const uint64_t *A_ = (const uint64_t *)a;
+        const uint64_t *B_ = (const uint64_t *)b;
+        for (i = 0; i < n; i++) { const uint64_t a = A_[i]; const uint64_t b = B_[i]; D_[i] = (uint8_t)(a >= b); }
+        return 0;
+    }
+    case 191: {   /* selp.f32 */
+        float *D_ = (float *)d;
+        const float *A_ = (const float *)a;
+        const float *B_ = (const float *)b;
+        const uint8_t *C_ = (const uint8_t *)c;
+        for (i = 0; i < n; i++) { const float a = A_[i]; const float b = B_[i]; const uint8_t c = C_[i]; D_[i] = (float)(c ? a : b); }
+        return 0;
+    }
+    case 192: {   /* selp.f64 */
+        double *D_ = (double *)d;
+        const double *A_ = (const double *)a;
+        const double *B_ = (const double *)b;
+        const uint8_t *C_ = (const uint8_t *)c;
+        for (i = 0; i < n; i++) { const double a = A_[i]; const double b = B_[i]; const uint8_t c = C_[i]; D_[i] = (double)(c ? a : b); }
+        return 0;
+    }
+    case 193: {   /* selp.s32 */
+        int32_t *D_ = (int32_t *)d;
+        const int32_t *A_ = (const int32_t *)a;
+        const int32_t *B_ = (const int32_t *)b;
+        const uint8_t *C_ = (const uint8_t *)c;
+        for (i = 0; i < n; i++) { const int32_t a = A_[i]; const int32_t b = B_[i]; const uint8_t c = C_[i]; D_[i] = (int32_t)(c ? a : b); }
+        return 0;
+    }
+    case 194: {   /* selp.u32 */
+        uint32_t *D_ = (uint32_t *)d;
+        const uint32_t *A_ = (const uint32_t *)a;
+        const uint32_t *B_ = (const uint32_t *)b;
+        const uint8_t *C_ = (const uint8_t *)c;
+        for (i = 0; i < n; i++) { const uint32_t a = A_[i]; const uint32_t b = B_[i]; const uint8_t c = C_[i]; D_[i] = (uint32_t)(c ? a : b); }
+        return 0;
+    }
+    case 195: {   /* selp.s64 */
+        int64_t *D_ = (int64_t *)d;
+        const int64_t *A_ = (const int64_t *)a;
+        const int64_t *B_ = (const int64_t *)b;
+        const uint8_t *C_ = (const uint8_t *)c;
+        for (i = 0; i < n; i++) { const int64_t a = A_[i]; const int64_t b = B_[i]; const uint8_t c = C_[i]; D_[i] = (int64_t)(c ? a : b); }
+        return 0;
+    }
+    case 196: {   /* selp.u64 */
+        uint64_t *D_ = (uint64_t *)d;
+        const uint64_t *A_ = (const uint64_t *)a;
+        const uint64_t *B_ = (const uint64_t *)b;
+        const uint8_t *C_ = (const uint8_t *)c;
+        for (i = 0; i < n; i++) { const uint64_t a = A_[i]; const uint64_t b = B_[i]; const uint8_t c = C_[i]; D_[i] = (uint64_t)(c ? a : b); }
+        return 0;
+    }
+    case 197: {   /* selp.b16 */
+        uint16_t *D_ = (uint16_t *)d;
+        const uint16_t *A_ = (const uint16_t *)a;
+        const uint16_t *B_ = (const uint16_t *)b;
+        const uint8_t *C_ = (const uint8_t *)c;
+        for (i = 0; i < n; i++) { const uint16_t a = A_[i]; const uint16_t b = B_[i]; const uint8_t c = C_[i]; D_[i] = (uint16_t)(c ? a : b); }
+        return 0;
+    }
+    case 198: {   /* selp.b32 */
+        uint32_t *D_ = (uint32_t *)d;
+        const uint32_t *A_ = (const uint32_t *)a;
+        const uint32_t *B_ = (const uint32_t *)b;
+        const uint8_t *C_ = (const uint8_t *)c;
+        for (i = 0; i < n; i++) { const uint32_t a = A_[i]; const uint32_t b = B_[i]; const uint8_t c = C_[i]; D_[i] = (uint32_t)(c ? a : b); }
+        return 0;
+    }
+    case 199: {   /* selp.b64 */
+        uint64_t *D_ = (uint64_t *)d;
+        const uint64_t *A_ = (const uint64_t *)a;
+        const uint64_t *B_ = (const uint64_t *)b;
+        const uint8_t *C_ = (const uint8_t *)c;
+        for (i = 0; i < n; i++) { const uint64_t a = A_[i]; const uint64_t b = B_[i]; const uint8_t c = C_[i]; D_[i] = (uint64_t)(c ? a : b); }
+        return 0;
+    }
+    case 200: {   /* cvt.rn.f32.f64 */
+        float *D_ = (float *)d;
+        const double *A_ = (const double *)a;
+        for (i = 0; i < n; i++) { const double a = A_[i]; D_[i] = (float)((float)a); }
+        return 0;
+    }
+    case 201: {   /* cvt.f64.f32 */
+        double *D_ = (double *)d;
+        const float *A_ = (const float *)a;
+        for (i = 0; i < n; i++) { const float a = A_[i]; D_[i] = (double)((double)a); }
+        return 0;
+    }
+    case 202: {   /* cvt.rni.s32.f32 */
+        int32_t *D_ = (int32_t *)d;
+        const float *A_ = (const float *)a;
+        for (i = 0; i < n; i++) { const float a = A_[i]; D_[i] = (int32_t)(nx_sat_s32(rint((double)a), 0)); }
+        return 0;
+    }
+    case 203: {   /* cvt.rzi.s32.f32 */
+        int32_t *D_ = (int32_t *)d;
+        const float *A_ = (const float *)a;
+        for (i = 0; i < n; i++) { const float a = A_[i]; D_[i] = (int32_t)(nx_sat_s32(trunc((double)a), 0)); }
+        return 0;
+    }
+    case 204: {   /* cvt.rmi.s32.f32 */
+        int32_t *D_ = (int32_t *)d;
+        const float *A_ = (const float *)a;
+        for (i = 0; i < n; i++) { const float a = A_[i]; D_[i] = (int32_t)(nx_sat_s32(floor((double)a), 0)); }
+        return 0;
+    }
+    case 205: {   /* cvt.rpi.s32.f32 */
+        int32_t *D_ = (int32_t *)d;
+        const float *A_ = (const float *)a;
+        for (i = 0; i < n; i++) { const float a = A_[i]; D_[i] = (int32_t)(nx_sat_s32(ceil((double)a), 0)); }
+        return 0;
+    }
+    case 206: {   /* cvt.rni.u32.f32 */
+        uint32_t *D_ = (uint32_t *)d;
+        const float *A_ = (const float *)a;
+        for (i = 0; i < n; i++) { const float a = A_[i]; D_[i] = (uint32_t)(nx_sat_u32(rint((double)a), 0)); }
+        return 0;
+    }
+    case 207: {   /* cvt.rzi.u32.f32 */
+        uint32_t *D_ = (uint32_t *)d;
+        const float *A_ = (const float *)a;
+        for (i = 0; i < n; i++) { const float a = A_[i]; D_[i] = (uint32_t)(nx_sat_u32(trunc((double)a), 0)); }
+        return 0;
+    }
+    case 208: {   /* cvt.rmi.u32.f32 */
+        uint32_t *D_ = (uint32_t *)d;
+        const float *A_ = (const float *)a;
+        for (i = 0; i < n; i++) { const float a = A_[i]; D_[i] = (uint32_t)(nx_sat_u32(floor((double)a), 0)); }
+        return 0;
+    }
+    case 209: {   /* cvt.rpi.u32.f32 */
+        uint32_t *D_ = (uint32_t *)d;
+        const float *A_ = (const float *)a;
+        for (i = 0; i < n; i++) { const float a = A_[i]; D_[i] = (uint32_t)(nx_sat_u32(ceil((double)a), 0)); }
+        return 0;
+    }
+    case 210: {   /* cvt.rni.s64.f32 */
+        int64_t *D_ = (int64_t *)d;
+        const float *A_ = (const float *)a;
+        for (i = 0; i < n; i++) { const float a = A_[i]; D_[i] = (int64_t)(nx_sat_s64(rint((double)a))); }
+        return 0;
+    }
+    case 211: {   /* cvt.rzi.s64.f32 */
+        int64_t *D_ = (int64_t *)d;
+        const float *A_ = (const float *)a;
+        for (i = 0; i < n; i++) { const float a = A_[i]; D_[i] = (int64_t)(nx_sat_s64(trunc((double)a))); }
+        return 0;
+    }
+    case 212: {   /* cvt.rmi.s64.f32 */
+        int64_t *D_ = (int64_t *)d;
+        const float *A_ = (const float *)a;
+        for (i = 0; i < n; i++) { const float a = A_[i]; D_[i] = (int64_t)(nx_sat_s64(floor((double)a))); }
+        return 0;
+    }
+    case 213: {   /* cvt.rpi.s64.f32 */
+        int64_t *D_ = (int64_t *)d;
+        const float *A_ = (const float *)a;
+        for (i = 0; i < n; i++) { const float a = A_[i]; D_[i] = (int64_t)(nx_sat_s64(ceil((double)a))); }
+        return 0;
+    }
+    case 214: {   /* cvt.rni.u64.f32 */
+        uint64_t *D_ = (uint64_t *)d;
+        const float *A_ = (const float *)a;
+        for (i = 0; i < n; i++) { const float a = A_[i]; D_[i] = (uint64_t)(nx_sat_u64(rint((double)a))); }
+        return 0;
+    }
+    case 215: {   /* cvt.rzi.u64.f32 */
+        uint64_t *D_ = (uint64_t *)d;
+        const float *A_ = (const float *)a;
+        for (i = 0; i < n; i++) { const float a = A_[i]; D_[i] = (uint64_t)(nx_sat_u64(trunc((double)a))); }
+        return 0;
+    }
+    case 216: {   /* cvt.rmi.u64.f32 */
+        uint64_t *D_ = (uint64_t *)d;
+        const float *A_ = (const float *)a;
+        for (i = 0; i < n; i++) { const float a = A_[i]; D_[i] = (uint64_t)(nx_sat_u64(floor((double)a))); }
+        return 0;
+    }
+    case 217: {   /* cvt.rpi.u64.f32 */
+        uint64_t *D_ = (uint64_t *)d;
+        const float *A_ = (const float *)a;
+        for (i = 0; i < n; i++) { const float a = A_[i]; D_[i] = (uint64_t)(nx_sat_u64(ceil((double)a))); }
+        return 0;
+    }
+    case 218: {   /* cvt.rni.s32.f64 */
+        int32_t *D_ = (int32_t *)d;
+        const double *A_ = (const double *)a;
+        for (i = 0; i < n; i++) { const double a = A_[i]; D_[i] = (int32_t)(nx_sat_s32(rint((double)a), INT32_MIN)); }
+        return 0;
+    }
+    case 219: {   /* cvt.rzi.s32.f64 */
+        int32_t *D_ = (int32_t *)d;
+        const double *A_ = (const double *)a;
+        for (i = 0; i < n; i++) { const double a = A_[i]; D_[i] = (int32_t)(nx_sat_s32(trunc((double)a), INT32_MIN)); }
+        return 0;
+    }
+    case 220: {   /* cvt.rmi.s32.f64 */
+        int32_t *D_ = (int32_t *)d;
+        const double *A_ = (const double *)a;
+        for (i = 0; i < n; i++) { const double a = A_[i]; D_[i] = (int32_t)(nx_sat_s32(floor((double)a), INT32_MIN)); }
+        return 0;
+    }
+    case 221: {   /* cvt.rpi.s32.f64 */
+        int32_t *D_ = (int32_t *)d;
+        const double *A_ = (const double *)a;
+        for (i = 0; i < n; i++) { const double a = A_[i]; D_[i] = (int32_t)(nx_sat_s32(ceil((double)a), INT32_MIN)); }
+        return 0;
+    }
+    case 222: {   /* cvt.rni.u32.f64 */
+        uint32_t *D_ = (uint32_t *)d;
+        const double *A_ = (const double *)a;
+        for (i = 0; i < n; i++) { const double a = A_[i]; D_[i] = (uint32_t)(nx_sat_u32(rint((double)a), 0x80000000u)); }
+        return 0;
+    }
+    case 223: {   /* cvt.rzi.u32.f64 */
+        uint32_t *D_ = (uint32_t *)d;
+        const double *A_ = (const double *)a;
+        for (i = 0; i < n; i++) { const double a = A_[i]; D_[i] = (uint32_t)(nx_sat_u32(trunc((double)a), 0x80000000u)); }
+        return 0;
+    }
+    case 224: {   /* cvt.rmi.u32.f64 */
+        uint32_t *D_ = (uint32_t *)d;
+        const double *A_ = (const double *)a;
+        for (i = 0; i < n; i++) { const double a = A_[i]; D_[i] = (uint32_t)(nx_sat_u32(floor((double)a), 0x80000000u)); }
+        return 0;
+    }
+    case 225: {   /* cvt.rpi.u32.f64 */
+        uint32_t *D_ = (uint32_t *)d;
+        const double *A_ = (const double *)a;
+        for (i = 0; i < n; i++) { const double a = A_[i]; D_[i] = (uint32_t)(nx_sat_u32(ceil((double)a), 0x80000000u)); }
+        return 0;
+    }
+    case 226: {   /* cvt.rni.s64.f64 */
+        int64_t *D_ = (int64_t *)d;
+        const double *A_ = (const double *)a;
+        for (i = 0; i < n; i++) { const double a = A_[i]; D_[i] = (int64_t)(nx_sat_s64(rint((double)a))); }
+        return 0;
+    }
+    case 227: {   /* cvt.rzi.s64.f64 */
+        int64_t *D_ = (int64_t *)d;
+        const double *A_ = (const double *)a;
+        for (i = 0; i < n; i++) { const double a = A_[i]; D_[i] = (int64_t)(nx_sat_s64(trunc((double)a))); }
+        return 0;
+    }
+    case 228: {   /* cvt.rmi.s64.f64 */
+        int64_t *D_ = (int64_t *)d;
+        const double *A_ = (const double *)a;
+        for (i = 0; i < n; i++) { const double a = A_[i]; D_[i] = (int64_t)(nx_sat_s64(floor((double)a))); }
+        return 0;
+    }
+    case 229: {   /* cvt.rpi.s64.f64 */
+        int64_t *D_ = (int64_t *)d;
+        const double *A_ = (const double *)a;
+        for (i = 0; i < n; i++) { const double a = A_[i]; D_[i] = (int64_t)(nx_sat_s64(ceil((double)a))); }
+        return 0;
+    }
+    case 230: {   /* cvt.rni.u64.f64 */
+        uint64_t *D_ = (uint64_t *)d;
+        const double *A_ = (const double *)a;
+        for (i = 0; i < n; i++) { const double a = A_[i]; D_[i] = (uint64_t)(nx_sat_u64(rint((double)a))); }
+        return 0;
+    }
+    case 231: {   /* cvt.rzi.u64.f64 */
+        uint64_t *D_ = (uint64_t *)d;
+        const double *A_ = (const double *)a;
+        for (i = 0; i < n; i++) { const double a = A_[i]; D_[i] = (uint64_t)(nx_sat_u64(trunc((double)a))); }
+        return 0;
+    }
+    case 232: {   /* cvt.rmi.u64.f64 */
+        uint64_t *D_ = (uint64_t *)d;
+        const double *A_ = (const double *)a;
+        for (i = 0; i < n; i++) { const double a = A_[i]; D_[i] = (uint64_t)(nx_sat_u64(floor((double)a))); }
+        return 0;
+    }
+    case 233: {   /* cvt.rpi.u64.f64 */
+        uint64_t *D_ = (uint64_t *)d;
+        const double *A_ = (const double *)a;
+        for (i = 0; i < n; i++) { const double a = A_[i]; D_[i] = (uint64_t)(nx_sat_u64(ceil((double)a))); }
+        return 0;
+    }
+    case 234: {   /* cvt.rn.f32.s32 */
+        float *D_ = (float *)d;
+        const int32_t *A_ = (const int32_t *)a;
+        for (i = 0; i < n; i++) { const int32_t a = A_[i]; D_[i] = (float)((float)(double)a); }
+        return 0;
+    }
+    case 235: {   /* cvt.rn.f64.s32 */
+        double *D_ = (double *)d;
+        const int32_t *A_ = (const int32_t *)a;
+        for (i = 0; i < n; i++) { const int32_t a = A_[i]; D_[i] = (double)((double)a); }
+        return 0;
+    }
+    case 236: {   /* cvt.rn.f32.u32 */
+        float *D_ = (float *)d;
+        const uint32_t *A_ = (const uint32_t *)a;
+        for (i = 0; i < n; i++) { const uint32_t a = A_[i]; D_[i] = (float)((float)(double)a); }
+        return 0;
+    }
+    case 237: {   /* cvt.rn.f64.u32 */
+        double *D_ = (double *)d;
+        const uint32_t *A_ = (const uint32_t *)a;
+        for (i = 0; i < n; i++) { const uint32_t a = A_[i]; D_[i] = (double)((double)a); }
+        return 0;
+    }
+    case 238: {   /* cvt.rn.f32.s64 */
+        float *D_ = (float *)d;
+        const int64_t *A_ = (const int64_t *)a;
+        for (i = 0; i < n; i++) { const int64_t a = A_[i]; D_[i] = (float)(nx_s64_f32(a)); }
+        return 0;
+    }
+    case 239: {   /* cvt.rn.f64.s64 */
+        double *D_ = (double *)d;
+        const int64_t *A_ = (const int64_t *)a;
+        for (i = 0; i < n; i++) { const int64_t a = A_[i]; D_[i] = (double)(nx_s64_f64(a)); }
+        return 0;
+    }
+    case 240: {   /* cvt.rn.f32.u64 */
+        float *D_ = (float *)d;
+        const uint64_t *A_ = (const uint64_t *)a;
+        for (i = 0; i < n; i++) { const uint64_t a = A_[i]; D_[i] = (float)(nx_u64_f32(a)); }
+        return 0;
+    }
+    case 241: {   /* cvt.rn.f64.u64 */
+        double *D_ = (double *)d;
+        const uint64_t *A_ = (const uint64_t *)a;
+        for (i = 0; i < n; i++) { const uint64_t a = A_[i]; D_[i] = (double)(nx_u64_f64(a)); }
+        return 0;
+    }
+    case 242: {   /* cvt.u32.s32 */
+        uint32_t *D_ = (uint32_t *)d;
+        const int32_t *A_ = (const int32_t *)a;
+        for (i = 0; i < n; i++) { const int32_t a = A_[i]; D_[i] = (uint32_t)(a); }
+        return 0;
+    }
+    case 243: {   /* cvt.s64.s32 */
+        int64_t *D_ = (int64_t *)d;
+        const int32_t *A_ = (const int32_t *)a;
+        for (i = 0; i < n; i++) { const int32_t a = A_[i]; D_[i] = (int64_t)(a); }
+        return 0;
+    }
+    case 244: {   /* cvt.u64.s32 */
+        uint64_t *D_ = (uint64_t *)d;
+        const int32_t *A_ = (const int32_t *)a;
+        for (i = 0; i < n; i++) { const int32_t a = A_[i]; D_[i] = (uint64_t)(a); }
+        return 0;
+    }
+    case 245: {   /* cvt.s32.u32 */
+        int32_t *D_ = (int32_t *)d;
+        const uint32_t *A_ = (const uint32_t *)a;
+        for (i = 0; i < n; i++) { const uint32_t a = A_[i]; D_[i] = (int32_t)(a); }
+        return 0;
+    }
+    case 246: {   /* cvt.s64.u32 */
+        int64_t *D_ = (int64_t *)d;
+        const uint32_t *A_ = (const uint32_t *)a;
+        for (i = 0; i < n; i++) { const uint32_t a = A_[i]; D_[i] = (int64_t)(a); }
+        return 0;
+    }
+    case 247: {   /* cvt.u64.u32 */
+        uint64_t *D_ = (uint64_t *)d;
+        const uint32_t *A_ = (const uint32_t *)a;
+        for (i = 0; i < n; i++) { const uint32_t a = A_[i]; D_[i] = (uint64_t)(a); }
+        return 0;
+    }
+    case 248: {   /* cvt.s32.s64 */
+        int32_t *D_ = (int32_t *)d;
+        const int64_t *A_ = (const int64_t *)a;
+        for (i = 0; i < n; i++) { const int64_t a = A_[i]; D_[i] = (int32_t)(a); }
+        return 0;
+    }
+    case 249: {   /* cvt.u32.s64 */
+        uint32_t *D_ = (uint32_t *)d;
+        const int64_t *A_ = (const int64_t *)a;
+        for (i = 0; i < n; i++) { const int64_t a = A_[i]; D_[i] = (uint32_t)(a); }
+        return 0;
+    }
+    case 250: {   /* cvt.u64.s64 */
+        uint64_t *D_ = (uint64_t *)d;
+        const int64_t *A_ = (const int64_t *)a;
+        for (i = 0; i < n; i++) { const int64_t a = A_[i]; D_[i] = (uint64_t)(a); }
+        return 0;
+    }
+    case 251: {   /* cvt.s32.u64 */
+        int32_t *D_ = (int32_t *)d;
+        const uint64_t *A_ = (const uint64_t *)a;
+        for (i = 0; i < n; i++) { const uint64_t a = A_[i]; D_[i] = (int32_t)(a); }
+        return 0;
+    }
+    case 252: {   /* cvt.u32.u64 */
+        uint32_t *D_ = (uint32_t *)d;
+        const uint64_t *A_ = (const uint64_t *)a;
+        for (i = 0; i < n; i++) { const uint64_t a = A_[i]; D_[i] = (uint32_t)(a); }
+        return 0;
+    }
+    case 253: {   /* cvt.s64.u64 */
+        int64_t *D_ = (int64_t *)d;
+        const uint64_t *A_ = (const uint64_t *)a;
+        for (i = 0; i < n; i++) { const uint64_t a = A_[i]; D_[i] = (int64_t)(a); }
+        return 0;
+    }
+    case 254: {   /* cvt.rna.tf32.f32 */
+        uint32_t *D_ = (uint32_t *)d;
+        const float *A_ = (const float *)a;
+        for (i = 0; i < n; i++) { const float a = A_[i]; D_[i] = (uint32_t)(nx_tf32_rna(a)); }
+        return 0;
+    }
+    case 255: {   /* bitcast.b32.f32 */
+        uint32_t *D_ = (uint32_t *)d;
+        const float *A_ = (const float *)a;
+        for (i = 0; i < n; i++) { const float a = A_[i]; D_[i] = (uint32_t)(nx_bits32(a)); }
+        return 0;
+    }
+    case 256: {   /* bitcast.f32.b32 */
+        float *D_ = (float *)d;
+        const uint32_t *A_ = (const uint32_t *)a;
+        for (i = 0; i < n; i++) { const uint32_t a = A_[i]; D_[i] = (float)(nx_f32_of(a)); }
+        return 0;
+    }
+    case 257: {   /* bitcast.b32.s32 */
+        uint32_t *D_ = (uint32_t *)d;
+        const int32_t *A_ = (const int32_t *)a;
+        for (i = 0; i < n; i++) { const int32_t a = A_[i]; D_[i] = (uint32_t)(a); }
+        return 0;
+    }
+    case 258: {   /* bitcast.s32.b32 */
+        int32_t *D_ = (int32_t *)d;
+        const uint32_t *A_ = (const uint32_t *)a;
+        for (i = 0; i < n; i++) { const uint32_t a = A_[i]; D_[i] = (int32_t)(a); }
+        return 0;
+    }
+    case 259: {   /* bitcast.b32.u32 */
+        uint32_t *D_ = (uint32_t *)d;
+        const uint32_t *A_ = (const uint32_t *)a;
+        for (i = 0; i < n; i++) { const uint32_t a = A_[i]; D_[i] = (uint32_t)(a); }
+        return 0;
+    }
+    case 260: {   /* bitcast.u32.b32 */
+        uint32_t *D_ = (uint32_t *)d;
+        const uint32_t *A_ = (const uint32_t *)a;
+        for (i = 0; i < n; i++) { const uint32_t a = A_[i]; D_[i] = (uint32_t)(a); }
+        return 0;
+    }
+    case 261: {   /* bitcast.b64.f64 */
+        uint64_t *D_ = (uint64_t *)d;
+        const double *A_ = (const double *)a;
+        for (i = 0; i < n; i++) { const double a = A_[i]; D_[i] = (uint64_t)(nx_bits64(a)); }
+        return 0;
+    }
+    case 262: {   /* bitcast.f64.b64 */
+        double *D_ = (double *)d;
+        const uint64_t *A_ = (const uint64_t *)a;
+        for (i = 0; i < n; i++) { const uint64_t a = A_[i]; D_[i] = (double)(nx_f64_of(a)); }
+        return 0;
+    }
+    case 263: {   /* bitcast.b64.s64 */
+        uint64_t *D_ = (uint64_t *)d;
+        const int64_t *A_ = (const int64_t *)a;
+        for (i = 0; i < n; i++) { const int64_t a = A_[i]; D_[i] = (uint64_t)(a); }
+        return 0;
+    }
+    case 264: {   /* bitcast.s64.b64 */
+        int64_t *D_ = (int64_t *)d;
+        const uint64_t *A_ = (const uint64_t *)a;
+        for (i = 0; i < n; i++) { const uint64_t a = A_[i]; D_[i] = (int64_t)(a); }
+        return 0;
+    }
+    case 265: {   /* bitcast.b64.u64 */
+        uint64_t *D_ = (uint64_t *)d;
+        const uint64_t *A_ = (const uint64_t *)a;
+        for (i = 0; i < n; i++) { const uint64_t a = A_[i]; D_[i] = (uint64_t)(a); }
+        return 0;
+    }
+    case 266: {   /* bitcast.u64.b64 */
+        uint64_t *D_ = (uint64_t *)d;
+        const uint64_t *A_ = (const uint64_t *)a;
+        for (i = 0; i < n; i++) { const uint64_t a = A_[i]; D_[i] = (uint64_t)(a); }
+        return 0;
+    }
+    case 267: {   /* setp.eq.ftz.f32 */
+        uint8_t *D_ = (uint8_t *)d;
+        const float *A_ = (const float *)a;
+        const float *B_ = (const float *)b;
+        for (i = 0; i < n; i++) { const float a = A_[i]; const float b = B_[i]; D_[i] = (uint8_t)(nx_ftz32(a) == nx_ftz32(b)); }
+        return 0;
+    }
+    case 268: {   /* setp.ne.ftz.f32 */
+        uint8_t *D_ = (uint8_t *)d;
+        const float *A_ = (const float *)a;
+        const float *B_ = (const float *)b;
+        for (i = 0; i < n; i++) { const float a = A_[i]; const float b = B_[i]; D_[i] = (uint8_t)(nx_ftz32(a) < nx_ftz32(b) || nx_ftz32(a) > nx_ftz32(b)); }
+        return 0;
+    }
+    case 269: {   /* setp.lt.ftz.f32 */
+        uint8_t *D_ = (uint8_t *)d;
+        const float *A_ = (const float *)a;
+        const float *B_ = (const float *)b;
+        for (i = 0; i < n; i++) { const float a = A_[i]; const float b = B_[i]; D_[i] = (uint8_t)(nx_ftz32(a) < nx_ftz32(b)); }
+        return 0;
+    }
+    case 270: {   /* setp.le.ftz.f32 */
+        uint8_t *D_ = (uint8_t *)d;
+        const float *A_ = (const float *)a;
+        const float *B_ = (const float *)b;
+        for (i = 0; i < n; i++) { const float a = A_[i]; const float b = B_[i]; D_[i] = (uint8_t)(nx_ftz32(a) <= nx_ftz32(b)); }
+        return 0;
+    }
+    case 271: {   /* setp.gt.ftz.f32 */
+        uint8_t *D_ = (uint8_t *)d;
+        const float *A_ = (const float *)a;
+        const float *B_ = (const float *)b;
+        for (i = 0; i < n; i++) { const float a = A_[i]; const float b = B_[i]; D_[i] = (uint8_t)(nx_ftz32(a) > nx_ftz32(b)); }
+        return 0;
+    }
+    case 272: {   /* setp.ge.ftz.f32 */
+        uint8_t *D_ = (uint8_t *)d;
+        const float *A_ = (const float *)a;
+        const float *B_ = (const float *)b;
+        for (i = 0; i < n; i++) { const float a = A_[i]; const float b = B_[i]; D_[i] = (uint8_t)(nx_ftz32(a) >= nx_ftz32(b)); }
+        return 0;
+    }
+    case 273: {   /* setp.nan.ftz.f32 */
+        uint8_t *D_ = (uint8_t *)d;
+        const float *A_ = (const float *)a;
+        const float *B_ = (const float *)b;
+        for (i = 0; i < n; i++) { const float a = A_[i]; const float b = B_[i]; D_[i] = (uint8_t)(isnan(nx_ftz32(a)) || isnan(nx_ftz32(b))); }
+        return 0;
+    }
+    case 274: {   /* setp.num.ftz.f32 */
+        uint8_t *D_ = (uint8_t *)d;
+        const float *A_ = (const float *)a;
+        const float *B_ = (const float *)b;
+        for (i = 0; i < n; i++) { const float a = A_[i]; const float b = B_[i]; D_[i] = (uint8_t)(!isnan(nx_ftz32(a)) && !isnan(nx_ftz32(b))); }
+        return 0;
+    }
+    case 275: {   /* cvt.u32.u8 */
+        uint32_t *D_ = (uint32_t *)d;
+        const uint32_t *A_ = (const uint32_t *)a;
+        for (i = 0; i < n; i++) { const uint32_t a = A_[i]; D_[i] = (uint32_t)((uint8_t)a); }
+        return 0;
+    }
+    case 276: {   /* cvt.s32.u8 */
+        int32_t *D_ = (int32_t *)d;
+        const uint32_t *A_ = (const uint32_t *)a;
+        for (i = 0; i < n; i++) { const uint32_t a = A_[i]; D_[i] = (int32_t)((uint8_t)a); }
+        return 0;
+    }
+    case 277: {   /* cvt.u64.u8 */
+        uint64_t *D_ = (uint64_t *)d;
+        const uint32_t *A_ = (const uint32_t *)a;
+        for (i = 0; i < n; i++) { const uint32_t a = A_[i]; D_[i] = (uint64_t)((uint8_t)a); }
+        return 0;
+    }
+    case 278: {   /* cvt.s64.u8 */
+        int64_t *D_ = (int64_t *)d;
+        const uint32_t *A_ = (const uint32_t *)a;
+        for (i = 0; i < n; i++) { const uint32_t a = A_[i]; D_[i] = (int64_t)((uint8_t)a); }
+        return 0;
+    }
+    case 279: {   /* cvt.rn.f32.u8 */
+        float *D_ = (float *)d;
+        const uint32_t *A_ = (const uint32_t *)a;
+        for (i = 0; i < n; i++) { const uint32_t a = A_[i]; D_[i] = (float)((float)(uint8_t)a); }
+        return 0;
+    }
+    case 280: {   /* cvt.u32.s8 */
+        uint32_t *D_ = (uint32_t *)d;
+        const int32_t *A_ = (const int32_t *)a;
+        for (i = 0; i < n; i++) { const int32_t a = A_[i]; D_[i] = (uint32_t)(nx_sx8((uint32_t)a)); }
+        return 0;
+    }
+    case 281: {   /* cvt.s32.s8 */
+        int32_t *D_ = (int32_t *)d;
+        const int32_t *A_ = (const int32_t *)a;
+        for (i = 0; i < n; i++) { const int32_t a = A_[i]; D_[i] = (int32_t)(nx_sx8((uint32_t)a)); }
+        return 0;
+    }
+    case 282: {   /* cvt.u64.s8 */
+        uint64_t *D_ = (uint64_t *)d;
+        const int32_t *A_ = (const int32_t *)a;
+        for (i = 0; i < n; i++) { const int32_t a = A_[i]; D_[i] = (uint64_t)(nx_sx8((uint32_t)a)); }
+        return 0;
+    }
+    case 283: {   /* cvt.s64.s8 */
+        int64_t *D_ = (int64_t *)d;
+        const int32_t *A_ = (const int32_t *)a;
+        for (i = 0; i < n; i++) { const int32_t a = A_[i]; D_[i] = (int64_t)(nx_sx8((uint32_t)a)); }
+        return 0;
+    }
+    case 284: {   /* cvt.rn.f32.s8 */
+        float *D_ = (float *)d;
+        const int32_t *A_ = (const int32_t *)a;
+        for (i = 0; i < n; i++) { const int32_t a = A_[i]; D_[i] = (float)((float)nx_sx8((uint32_t)a)); }
+        return 0;
+    }
+    case 285: {   /* cvt.u8.u32 */
+        uint32_t *D_ = (uint32_t *)d;
+        const uint32_t *A_ = (const uint32_t *)a;
+        for (i = 0; i < n; i++) { const uint32_t a = A_[i]; D_[i] = (uint32_t)((uint8_t)a); }
+        return 0;
+    }
+    case 286: {   /* cvt.sat.u8.u32 */
+        uint32_t *D_ = (uint32_t *)d;
+        const uint32_t *A_ = (const uint32_t *)a;
+        for (i = 0; i < n; i++) { const uint32_t a = A_[i]; D_[i] = (uint32_t)(nx_clamp64((int64_t)a, 0, 255)); }
+        return 0;
+    }
+    case 287: {   /* cvt.u8.s32 */
+        uint32_t *D_ = (uint32_t *)d;
+        const int32_t *A_ = (const int32_t *)a;
+        for (i = 0; i < n; i++) { const int32_t a = A_[i]; D_[i] = (uint32_t)((uint8_t)a); }
+        return 0;
+    }
+    case 288: {   /* cvt.sat.u8.s32 */
+        uint32_t *D_ = (uint32_t *)d;
+        const int32_t *A_ = (const int32_t *)a;
+        for (i = 0; i < n; i++) { const int32_t a = A_[i]; D_[i] = (uint32_t)(nx_clamp64((int64_t)a, 0, 255)); }
+        return 0;
+    }
+    case 289: {   /* cvt.rni.u8.f32 */
+        uint32_t *D_ = (uint32_t *)d;
+        const float *A_ = (const float *)a;
+        for (i = 0; i < n; i++) { const float a = A_[i]; D_[i] = (uint32_t)(nx_sat8(rint((double)a), 0.0, 255.0)); }
+        return 0;
+    }
+    case 290: {   /* cvt.rzi.u8.f32 */
+        uint32_t *D_ = (uint32_t *)d;
+        const float *A_ = (const float *)a;
+        for (i = 0; i < n; i++) { const float a = A_[i]; D_[i] = (uint32_t)(nx_sat8(trunc((double)a), 0.0, 255.0)); }
+        return 0;
+    }
+    case 291: {   /* cvt.s8.u32 */
+        int32_t *D_ = (int32_t *)d;
+        const uint32_t *A_ = (const uint32_t *)a;
+        for (i = 0; i < n; i++) { const uint32_t a = A_[i]; D_[i] = (int32_t)(nx_sx8((uint32_t)a)); }
+        return 0;
+    }
+    case 292: {   /* cvt.sat.s8.u32 */
+        int32_t *D_ = (int32_t *)d;
+        const uint32_t *A_ = (const uint32_t *)a;
+        for (i = 0; i < n; i++) { const uint32_t a = A_[i]; D_[i] = (int32_t)(nx_clamp64((int64_t)a, -128, 127)); }
+        return 0;
+    }
+    case 293: {   /* cvt.s8.s32 */
+        int32_t *D_ = (int32_t *)d;
+        const int32_t *A_ = (const int32_t *)a;
+        for (i = 0; i < n; i++) { const int32_t a = A_[i]; D_[i] = (int32_t)(nx_sx8((uint32_t)a)); }
+        return 0;
+    }
+    case 294: {   /* cvt.sat.s8.s32 */
+        int32_t *D_ = (int32_t *)d;
+        const int32_t *A_ = (const int32_t *)a;
+        for (i = 0; i < n; i++) { const int32_t a = A_[i]; D_[i] = (int32_t)(nx_clamp64((int64_t)a, -128, 127)); }
+        return 0;
+    }
+    case 295: {   /* cvt.rni.s8.f32 */
+        int32_t *D_ = (int32_t *)d;
+        const float *A_ = (const float *)a;
+        for (i = 0; i < n; i++) { const float a = A_[i]; D_[i] = (int32_t)(nx_sat8(rint((double)a), -128.0, 127.0)); }
+        return 0;
+    }
+    case 296: {   /* cvt.rzi.s8.f32 */
+        int32_t *D_ = (int32_t *)d;
+        const float *A_ = (const float *)a;
+        for (i = 0; i < n; i++) { const float a = A_[i]; D_[i] = (int32_t)(nx_sat8(trunc((double)a), -128.0, 127.0)); }
         return 0;
     }
     default:

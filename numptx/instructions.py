@@ -193,12 +193,14 @@ for _m in ("rz", "rm", "rp"):
     for _op, _sym, _comm in (("add", "a + b", True), ("sub", "a - b", False),
                              ("mul", "a * b", True)):
         _row(f"{_op}.{_m}.f32", ("f32", "f32"), ("f32",), S.directed_f32(_op, _m),
-             flags=COMMUTATIVE if _comm else (), sm=20, doc=f"{_sym}, rounded {_DIR_DOC[_m]}")
+             flags=COMMUTATIVE if _comm else (), sm=20, doc=f"{_sym}, rounded {_DIR_DOC[_m]}",
+             c=f"nx_{_op}_dir32(a, b, NX_{_m.upper()})")
     _row(f"fma.{_m}.f32", ("f32", "f32", "f32"), ("f32",), S.directed_f32("fma", _m),
-         flags=COMMUTATIVE, sm=20, doc=f"a * b + c with a single rounding {_DIR_DOC[_m]}")
+         flags=COMMUTATIVE, sm=20, doc=f"a * b + c with a single rounding {_DIR_DOC[_m]}",
+         c=f"nx_fma_dir32(a, b, c, NX_{_m.upper()})")
 _row("cvt.sat.f32.f32", ("f32",), ("f32",),
      lambda a: np.where(np.isnan(_f32(a)), _F32(0), np.clip(_f32(a), _F32(0), _F32(1)) + _F32(0)),
-     doc="a clamped to [0, 1]; NaN -> +0, -0 -> +0")
+     doc="a clamped to [0, 1]; NaN -> +0, -0 -> +0", c="nx_sat32(a)")
 
 # ---- rows for the CUDA-speed trig forms (numptx/dsl/mathlib/cuda_trig.py) ---------------------
 
@@ -210,13 +212,15 @@ def _shf_l_wrap(a, b, c):
 
 
 _row("shf.l.wrap.b32", ("b32", "b32", "u32"), ("b32",), _shf_l_wrap, sm=32,
-     doc="funnel shift: the high 32 bits of the 64-bit b:a (b high) shifted left by c mod 32")
+     doc="funnel shift: the high 32 bits of the 64-bit b:a (b high) shifted left by c mod 32",
+     c="nx_shf_l_wrap(a, b, c)")
 
 _row("tanh.approx.f32", ("f32",), ("f32",), _via64(np.tanh), acc=("rel", 2.0 ** -11),
      flags=APPROX, sm=75, doc="tanh(a) (approximate; subnormals pass through)",
      c="(float)tanh((double)a)")
 _row("copysign.f32", ("f32", "f32"), ("f32",), lambda a, b: np.copysign(_f32(b), _f32(a)), sm=20,
-     doc="b with the sign of a (PTX operand order: copysign d, a, b)")
+     doc="b with the sign of a (PTX operand order: copysign d, a, b)",
+     c="copysignf(b, a)")
 
 _row("fma.rn.f64", ("f64", "f64", "f64"), ("f64",), S.fma_f64, flags=COMMUTATIVE, sm=13,
      doc="a * b + c with a single rounding to nearest even", c="fma(a, b, c)")
@@ -232,15 +236,19 @@ _row("min.f64", ("f64", "f64"), ("f64",), lambda a, b: S.fmin(a, b, _NAN64), fla
 _row("max.f64", ("f64", "f64"), ("f64",), lambda a, b: S.fmax(a, b, _NAN64), flags=COMMUTATIVE,
      sm=13, doc="maximum; a NaN operand yields the other; -0 < +0", c="nx_max64(a, b)")
 _row("copysign.f64", ("f64", "f64"), ("f64",), lambda a, b: np.copysign(b, a), sm=20,
-     doc="b with the sign of a (PTX operand order: copysign d, a, b)")
+     doc="b with the sign of a (PTX operand order: copysign d, a, b)",
+     c="copysign(b, a)")
 
 _ROUND_DOC = {"rni": "nearest integer, ties to even", "rzi": "toward zero",
               "rmi": "toward -inf (floor)", "rpi": "toward +inf (ceil)"}
 _ROUND_FN = {"rni": np.rint, "rzi": np.trunc, "rmi": np.floor, "rpi": np.ceil}
+#: the C function of each integral rounding (the current rounding mode is always to nearest)
+_ROUND_C = {"rni": "rint", "rzi": "trunc", "rmi": "floor", "rpi": "ceil"}
 for _t, _sm in (("f32", 10), ("f64", 13)):
     for _m in ("rni", "rzi", "rmi", "rpi"):
         _row(f"cvt.{_m}.{_t}.{_t}", (_t,), (_t,), _ROUND_FN[_m], sm=_sm,
-             doc=f"round to an integral value {_ROUND_DOC[_m]}")
+             doc=f"round to an integral value {_ROUND_DOC[_m]}",
+             c=f"{_ROUND_C[_m]}{'f' if _t == 'f32' else ''}(a)")
 
 # ---- 16-bit floats (scalar and packed pairs) ---------------------------------------------------
 
@@ -317,70 +325,96 @@ for _t, _sm_arith, _sm_fma in (("f16", 53, 53), ("bf16", 90, 80)):
 # ---- integers ---------------------------------------------------------------------------------
 _INTS = ("s32", "u32", "s64", "u64")
 for _t in _INTS:
-    _row(f"add.{_t}", (_t, _t), (_t,), np.add, flags=COMMUTATIVE, doc="a + b (wraps)")
-    _row(f"sub.{_t}", (_t, _t), (_t,), np.subtract, doc="a - b (wraps)")
+    _u = f"(uint{_t[1:]}_t)"                # wrapping arithmetic goes through the unsigned type
+    _row(f"add.{_t}", (_t, _t), (_t,), np.add, flags=COMMUTATIVE, doc="a + b (wraps)",
+         c=f"{_u}a + {_u}b")
+    _row(f"sub.{_t}", (_t, _t), (_t,), np.subtract, doc="a - b (wraps)", c=f"{_u}a - {_u}b")
     _row(f"mul.lo.{_t}", (_t, _t), (_t,), np.multiply, flags=COMMUTATIVE,
-         doc="low half of a * b (wraps)")
+         doc="low half of a * b (wraps)", c=f"{_u}a * {_u}b")
     _row(f"mad.lo.{_t}", (_t, _t, _t), (_t,), lambda a, b, c: a * b + c, flags=COMMUTATIVE,
-         doc="low half of a * b, plus c (wraps)")
+         doc="low half of a * b, plus c (wraps)", c=f"{_u}a * {_u}b + {_u}c")
     _sg = _t[0] == "s"
     _row(f"div.{_t}", (_t, _t), (_t,), S.int_div,
          doc=("a / b truncated toward zero; MIN / -1 = MIN; by 0: -1" if _sg else
-              "a / b rounded down; by 0: MAX") + " (PTX: unspecified, numptx's choice)")
+              "a / b rounded down; by 0: MAX") + " (PTX: unspecified, numptx's choice)",
+         c=f"nx_div_{_t}(a, b)")
     _row(f"rem.{_t}", (_t, _t), (_t,), S.int_rem,
          doc=("remainder with the sign of a" if _sg else "a mod b")
-         + "; by 0: a (PTX: unspecified, numptx's choice)")
-    _row(f"min.{_t}", (_t, _t), (_t,), np.minimum, flags=COMMUTATIVE, doc="minimum")
-    _row(f"max.{_t}", (_t, _t), (_t,), np.maximum, flags=COMMUTATIVE, doc="maximum")
+         + "; by 0: a (PTX: unspecified, numptx's choice)", c=f"nx_rem_{_t}(a, b)")
+    _row(f"min.{_t}", (_t, _t), (_t,), np.minimum, flags=COMMUTATIVE, doc="minimum",
+         c="a < b ? a : b")
+    _row(f"max.{_t}", (_t, _t), (_t,), np.maximum, flags=COMMUTATIVE, doc="maximum",
+         c="a > b ? a : b")
 for _t in ("s32", "s64"):
-    _row(f"abs.{_t}", (_t,), (_t,), np.abs, doc="|a| (abs(MIN) = MIN)")
-    _row(f"neg.{_t}", (_t,), (_t,), np.negative, doc="-a (wraps)")
+    _u = f"(uint{_t[1:]}_t)"
+    _row(f"abs.{_t}", (_t,), (_t,), np.abs, doc="|a| (abs(MIN) = MIN)",
+         c=f"a < 0 ? {_u}0 - {_u}a : {_u}a")
+    _row(f"neg.{_t}", (_t,), (_t,), np.negative, doc="-a (wraps)", c=f"{_u}0 - {_u}a")
 for _t, _w in (("s32", "s64"), ("u32", "u64")):
     _row(f"mul.hi.{_t}", (_t, _t), (_t,), S.mul_hi, flags=COMMUTATIVE,
-         doc="high half of the 64-bit product a * b")
+         doc="high half of the 64-bit product a * b",
+         c="nx_mul_hi_s32(a, b)" if _t == "s32" else "((uint64_t)a * (uint64_t)b) >> 32")
     _row(f"mul.wide.{_t}", (_t, _t), (_w,),
          lambda a, b, w=NP_DTYPE[_w]: np.asarray(a).astype(w) * np.asarray(b).astype(w),
-         flags=COMMUTATIVE, doc=f"full product a * b as {_w}")
+         flags=COMMUTATIVE, doc=f"full product a * b as {_w}",
+         c="(int64_t)a * (int64_t)b" if _t == "s32" else "(uint64_t)a * (uint64_t)b")
 
 for _b in ("b32", "b64"):
+    _n = _b[1:]
     for _op, _fn, _sym in (("and", np.bitwise_and, "a & b"), ("or", np.bitwise_or, "a | b"),
                            ("xor", np.bitwise_xor, "a ^ b")):
-        _row(f"{_op}.{_b}", (_b, _b), (_b,), _fn, flags=COMMUTATIVE, doc=f"bitwise {_sym}")
-    _row(f"not.{_b}", (_b,), (_b,), np.invert, doc="bitwise ~a")
-    _row(f"shl.{_b}", (_b, "u32"), (_b,), S.shl, doc="a << b; b >= width gives 0")
-    _row(f"popc.{_b}", (_b,), ("u32",), S.popc, sm=20, doc="number of set bits")
+        _row(f"{_op}.{_b}", (_b, _b), (_b,), _fn, flags=COMMUTATIVE, doc=f"bitwise {_sym}",
+             c=_sym)
+    _row(f"not.{_b}", (_b,), (_b,), np.invert, doc="bitwise ~a", c="~a")
+    _row(f"shl.{_b}", (_b, "u32"), (_b,), S.shl, doc="a << b; b >= width gives 0",
+         c=f"b >= {_n}u ? 0u : a << b")
+    _row(f"popc.{_b}", (_b,), ("u32",), S.popc, sm=20, doc="number of set bits",
+         c=f"nx_popc{_n}(a)")
     _row(f"clz.{_b}", (_b,), ("u32",), S.clz, sm=20,
-         doc="number of leading zero bits (the width for 0)")
-    _row(f"brev.{_b}", (_b,), (_b,), S.brev, sm=20, doc="bits in reverse order")
+         doc="number of leading zero bits (the width for 0)", c=f"nx_clz{_n}(a)")
+    _row(f"brev.{_b}", (_b,), (_b,), S.brev, sm=20, doc="bits in reverse order",
+         c=f"nx_brev{_n}(a)")
 for _t, _kind in (("b32", "logical"), ("u32", "logical"), ("s32", "arithmetic"),
                   ("b64", "logical"), ("u64", "logical"), ("s64", "arithmetic")):
     _row(f"shr.{_t}", (_t, "u32"), (_t,), S.shr,
          doc=f"a >> b, {_kind}; b >= width gives "
-             + ("0" if _kind == "logical" else "the sign fill"))
+             + ("0" if _kind == "logical" else "the sign fill"),
+         c=f"nx_sar{_t[1:]}(a, b)" if _kind == "arithmetic" else f"b >= {_t[1:]}u ? 0u : a >> b")
 
-for _op, _fn, _sym in (("and", np.logical_and, "a and b"), ("or", np.logical_or, "a or b"),
-                       ("xor", np.logical_xor, "a xor b")):
-    _row(f"{_op}.pred", ("pred", "pred"), ("pred",), _fn, flags=COMMUTATIVE, doc=_sym)
-_row("not.pred", ("pred",), ("pred",), np.logical_not, doc="not a")
+for _op, _fn, _sym, _cx in (("and", np.logical_and, "a and b", "a && b"),
+                            ("or", np.logical_or, "a or b", "a || b"),
+                            ("xor", np.logical_xor, "a xor b", "!a != !b")):
+    _row(f"{_op}.pred", ("pred", "pred"), ("pred",), _fn, flags=COMMUTATIVE, doc=_sym, c=_cx)
+_row("not.pred", ("pred",), ("pred",), np.logical_not, doc="not a", c="!a")
 
 # ---- comparisons and selection -----------------------------------------------------------------
 _CMP = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
         "gt": np.greater, "ge": np.greater_equal}
+#: setp's C comparisons. C's < <= > >= == are false for a NaN operand (ordered) but != is
+#: true, so a float ne is the ordered a < b || a > b
+_SETP_C = {"eq": "a == b", "ne": "a != b", "lt": "a < b", "le": "a <= b", "gt": "a > b",
+          "ge": "a >= b"}
+_SETP_C_FLOAT = {**_SETP_C, "ne": "a < b || a > b", "nan": "isnan(a) || isnan(b)",
+                "num": "!isnan(a) && !isnan(b)"}
 for _t in ("f32", "f64", "s32", "u32", "s64", "u64"):
     _isf = _t[0] == "f"
     for _c, _fn in _CMP.items():
         _sem = (lambda a, b, fn=_fn: S.ordered(fn, a, b)) if _isf else _fn
         _row(f"setp.{_c}.{_t}", (_t, _t), ("pred",), _sem,
              flags=COMMUTATIVE if _c in ("eq", "ne") else (), sm=13 if _t == "f64" else 10,
-             doc=f"a {_c} b" + (" (ordered: false if a or b is NaN)" if _isf else ""))
+             doc=f"a {_c} b" + (" (ordered: false if a or b is NaN)" if _isf else ""),
+             c=(_SETP_C_FLOAT if _isf else _SETP_C)[_c])
     if _isf:
         _row(f"setp.nan.{_t}", (_t, _t), ("pred",), lambda a, b: np.isnan(a) | np.isnan(b),
-             flags=COMMUTATIVE, sm=13 if _t == "f64" else 10, doc="a or b is NaN")
+             flags=COMMUTATIVE, sm=13 if _t == "f64" else 10, doc="a or b is NaN",
+             c=_SETP_C_FLOAT["nan"])
         _row(f"setp.num.{_t}", (_t, _t), ("pred",), lambda a, b: ~(np.isnan(a) | np.isnan(b)),
-             flags=COMMUTATIVE, sm=13 if _t == "f64" else 10, doc="neither a nor b is NaN")
+             flags=COMMUTATIVE, sm=13 if _t == "f64" else 10, doc="neither a nor b is NaN",
+             c=_SETP_C_FLOAT["num"])
 for _t in ("f32", "f64", "s32", "u32", "s64", "u64", "b16", "b32", "b64"):
     _row(f"selp.{_t}", (_t, _t, "pred"), (_t,),
-         lambda a, b, p: np.where(p, a, b), sm=13 if _t == "f64" else 10, doc="c ? a : b")
+         lambda a, b, p: np.where(p, a, b), sm=13 if _t == "f64" else 10, doc="c ? a : b",
+         c="c ? a : b")
 
 # ---- conversions -------------------------------------------------------------------------------
 _FLOATS = ("f16", "bf16", "f32", "f64")
@@ -394,6 +428,26 @@ def _cvt_sm(dst, src):
     return 13 if "f64" in (dst, src) else 10
 
 
+def _cvt_c(dst: str, src: str, mode: str = "") -> str:
+    """The C expression of ``cvt[.mode].dst.src`` between f32, f64 and the integer types
+    (empty for f16/bf16, which have no C storage): float -> int rounds in float64 and saturates
+    (semantics.float_to_int), a 64-bit int -> float splits exactly (semantics.int_to_float)."""
+    kinds = {t: ("f" if t in ("f32", "f64") else "i" if t in _INTS else "") for t in (dst, src)}
+    if "" in kinds.values():
+        return ""
+    if kinds[src] == "f" and kinds[dst] == "f":
+        return f"({'float' if dst == 'f32' else 'double'})a"
+    if kinds[src] == "f":
+        nan = "" if dst[1:] == "64" else \
+            ", 0" if src == "f32" else (", INT32_MIN" if dst == "s32" else ", 0x80000000u")
+        return f"nx_sat_{dst}({_ROUND_C[mode]}((double)a){nan})"
+    if kinds[dst] == "f":
+        if src[1:] == "64":
+            return f"nx_{src}_{dst}(a)"
+        return "(float)(double)a" if dst == "f32" else "(double)a"
+    return "a"                               # integer -> integer: C's (modular) conversion
+
+
 for _d in _FLOATS:
     for _s in _FLOATS:
         if _d == _s:
@@ -401,25 +455,26 @@ for _d in _FLOATS:
         _lossy = _PREC[_d] < _PREC[_s] or _RANGE[_d] < _RANGE[_s]
         _row(f"cvt{'.rn' if _lossy else ''}.{_d}.{_s}", (_s,), (_d,),
              lambda a, s=_s, d=_d: S.from_float(S.to_float(a, s), d), sm=_cvt_sm(_d, _s),
-             doc=f"{_s} -> {_d}" + (f", {_RN}" if _lossy else " (exact)"))
+             doc=f"{_s} -> {_d}" + (f", {_RN}" if _lossy else " (exact)"), c=_cvt_c(_d, _s))
 for _s in _FLOATS:
     for _d in _INTS:
         for _m in (("rni", "rzi", "rmi", "rpi") if _s in ("f32", "f64") else ("rni", "rzi")):
             _row(f"cvt.{_m}.{_d}.{_s}", (_s,), (_d,),
                  lambda a, s=_s, d=_d, m=_m: S.float_to_int(a, s, d, m), sm=_cvt_sm(_d, _s),
                  doc=f"{_s} -> {_d}, rounded {_ROUND_DOC[_m]}, saturating; NaN -> "
-                     + ("0" if (_s != "f64" and _d[1:] == "32") else "1 << (width - 1)"))
+                     + ("0" if (_s != "f64" and _d[1:] == "32") else "1 << (width - 1)"),
+                 c=_cvt_c(_d, _s, _m))
 for _s in _INTS:
     for _d in _FLOATS:
         _row(f"cvt.rn.{_d}.{_s}", (_s,), (_d,), lambda a, s=_s, d=_d: S.int_to_float(a, s, d),
-             sm=_cvt_sm(_d, _s), doc=f"{_s} -> {_d}, {_RN}")
+             sm=_cvt_sm(_d, _s), doc=f"{_s} -> {_d}, {_RN}", c=_cvt_c(_d, _s))
 for _s in _INTS:
     for _d in _INTS:
         if _s != _d:
             _ext = ("sign-extends" if _s[0] == "s" else "zero-extends") if _d[1:] > _s[1:] else \
                 ("keeps the low 32 bits" if _d[1:] < _s[1:] else "reinterprets the bits")
             _row(f"cvt.{_d}.{_s}", (_s,), (_d,), lambda a, d=NP_DTYPE[_d]: np.asarray(a).astype(d),
-                 doc=f"{_s} -> {_d}: {_ext}")
+                 doc=f"{_s} -> {_d}: {_ext}", c=_cvt_c(_d, _s))
 _row("cvt.rn.f16x2.f32", ("f32", "f32"), ("f16x2",),
      lambda a, b: S.pack16(S.from_float(b, "f16").view(np.uint16),
                            S.from_float(a, "f16").view(np.uint16)),
@@ -436,7 +491,8 @@ def _tf32_rna(a):
 
 
 _row("cvt.rna.tf32.f32", ("f32",), ("b32",), _tf32_rna, sm=80,
-     doc="f32 -> tf32 (10-bit mantissa) in b32, rounded to nearest, ties away from zero")
+     doc="f32 -> tf32 (10-bit mantissa) in b32, rounded to nearest, ties away from zero",
+     c="nx_tf32_rna(a)")
 
 # ---- special registers -------------------------------------------------------------------------
 _SPECIALS = [(f"%{r}.{c}", "u32", f"{d} ({c})") for r, d in
@@ -490,13 +546,18 @@ _row("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32", ("b32[4]", "b32[2]", 
 # ---- bit casts (appended last so earlier row indices stay stable) ----------------------------------
 # mov.b<bits> between same-size registers reinterprets the bits; these rows share mov opcodes
 # (like special registers, the emulator handles mov lines itself).
+_BITCAST_C = {("b32", "f32"): "nx_bits32(a)", ("f32", "b32"): "nx_f32_of(a)",
+              ("b64", "f64"): "nx_bits64(a)", ("f64", "b64"): "nx_f64_of(a)",
+              **{(d, s): "a" for x, y in (("s32", "b32"), ("u32", "b32"), ("s64", "b64"),
+                                          ("u64", "b64")) for d, s in ((x, y), (y, x))}}
 for _a, _b in (("f16", "b16"), ("bf16", "b16"), ("f32", "b32"), ("s32", "b32"), ("u32", "b32"),
                ("f16x2", "b32"), ("bf16x2", "b32"), ("f64", "b64"), ("s64", "b64"), ("u64", "b64")):
     for _src, _dst in ((_a, _b), (_b, _a)):
         _bits = TYPE_BITS[_src]
         _row(f"bitcast.{_dst}.{_src}", (_src,), (_dst,),
              (lambda v, d=NP_DTYPE[_dst]: np.asarray(v).view(d)), fmt=f"mov.b{_bits} $0, $1;",
-             flags=BITCAST, doc=f"reinterpret the {_bits} bits of a {_src} as {_dst}")
+             flags=BITCAST, doc=f"reinterpret the {_bits} bits of a {_src} as {_dst}",
+             c=_BITCAST_C.get((_dst, _src), ""))
 
 
 # ---- rows mm-ptx programs use (numptx/instructions_mmptx.py; appended after every row above)

@@ -74,6 +74,19 @@ def _setp_ftz(fn: Callable | None, kind: str) -> Callable:
     return op
 
 
+#: C expressions of the setp .ftz rows (native/interp_ops.h): both operands flushed, then
+#: C's ordered comparisons (a float ne is written ordered: C's != is true for NaN)
+_SETP_FTZ_C = {k: e.format(a="nx_ftz32(a)", b="nx_ftz32(b)") for k, e in {
+    "eq": "{a} == {b}", "ne": "{a} < {b} || {a} > {b}", "lt": "{a} < {b}", "le": "{a} <= {b}",
+    "gt": "{a} > {b}", "ge": "{a} >= {b}", "nan": "isnan({a}) || isnan({b})",
+    "num": "!isnan({a}) && !isnan({b})"}.items()}
+
+
+def _low8_c(signed: bool) -> str:
+    """C: the low byte of operand ``a``, zero- or sign-extended (:func:`_low8`)."""
+    return "nx_sx8((uint32_t)a)" if signed else "(uint8_t)a"
+
+
 def _low8(a: Any, signed: bool) -> np.ndarray:
     """The low byte of ``a``, zero- or sign-extended to 32 bits (as uint32 or int32)."""
     b = np.asarray(a).astype(np.int64) & 0xFF
@@ -246,7 +259,7 @@ def add_rows(row: Callable[..., None], flags: Mapping[str, frozenset]) -> None:
             c, f"a {c} b (ordered: false if a or b is NaN)")
         row(f"setp.{c}.ftz.f32", ("f32", "f32"), ("pred",), _setp_ftz(_CMP.get(c), c),
             flags=ftz | (comm if c in ("eq", "ne", "nan", "num") else frozenset()),
-            doc=doc + _FTZ_DOC)
+            doc=doc + _FTZ_DOC, c=_SETP_FTZ_C[c])
     # ---- tf32 m16n8k4 mma (the B fragment is one register, written as a 1-vector)
     name = "mma.sync.aligned.m16n8k4.row.col.f32.tf32.tf32.f32"
     row(name, ("b32[2]", "b32", "f32[4]"), ("f32[4]",), _mma_m16n8k4_tf32,
@@ -259,22 +272,27 @@ def add_rows(row: Callable[..., None], flags: Mapping[str, frozenset]) -> None:
         for dst, dt in (("u32", _U32), ("s32", _S32), ("u64", np.uint64), ("s64", np.int64)):
             row(f"cvt.{dst}.{src}", (reg,), (dst,), _widen8(s8, np.dtype(dt)),
                 doc=f"the {src} in the low byte of a -> {dst} "
-                    f"({'sign' if s8 else 'zero'}-extended)")
+                    f"({'sign' if s8 else 'zero'}-extended)", c=_low8_c(s8))
         for dst in ("f16", "f32"):
             row(f"cvt.rn.{dst}.{src}", (reg,), (dst,), _int8_to_float(s8, dst),
-                doc=f"the {src} in the low byte of a -> {dst} (exact)")
+                doc=f"the {src} in the low byte of a -> {dst} (exact)",
+                c=f"(float){_low8_c(s8)}" if dst == "f32" else "")
     for s8 in (False, True):
         dst, reg = ("s8", "s32") if s8 else ("u8", "u32")
         ext = "sign" if s8 else "zero"
         for src in ("u32", "s32"):
             row(f"cvt.{dst}.{src}", (src,), (reg,), _narrow8(s8, False, src == "s32"),
-                doc=f"low byte of a as {dst}, {ext}-extended into the {reg} result")
+                doc=f"low byte of a as {dst}, {ext}-extended into the {reg} result",
+                c=_low8_c(s8))
             row(f"cvt.sat.{dst}.{src}", (src,), (reg,), _narrow8(s8, True, src == "s32"),
-                doc=f"a clamped to the {dst} range, {ext}-extended into the {reg} result")
+                doc=f"a clamped to the {dst} range, {ext}-extended into the {reg} result",
+                c=f"nx_clamp64((int64_t)a, {-128 if s8 else 0}, {127 if s8 else 255})")
         for mode, how in (("rni", "rounded to nearest even"), ("rzi", "rounded toward zero")):
             row(f"cvt.{mode}.{dst}.f32", ("f32",), (reg,), _float_to8(mode, s8),
                 doc=f"f32 -> {dst}, {how}, clamped to the {dst} range; NaN -> 0; "
-                    f"{ext}-extended into the {reg} result")
+                    f"{ext}-extended into the {reg} result",
+                c=f"nx_sat8({'rint' if mode == 'rni' else 'trunc'}((double)a), "
+                  f"{'-128.0, 127.0' if s8 else '0.0, 255.0'})")
     # ---- f16x2 / bf16x2 pack and unpack (mov.b32 with a 2-vector of 16-bit halves)
     for t in ("f16", "bf16"):
         half = np.dtype(np.float16 if t == "f16" else np.uint16)

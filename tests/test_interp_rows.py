@@ -38,20 +38,22 @@ _FLOAT_SPECIALS = [0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 1.5, 2.5, -2.5, 3.0, 0.1, np
                    4294967040.0, 2.0 ** 63, -(2.0 ** 63), 2.0 ** 64, 2.0 ** 126, -(2.0 ** 127),
                    np.inf, -np.inf, np.nan, -np.nan]
 SPECIALS = {
-    "f32": np.array(_FLOAT_SPECIALS + [_F32.tiny, -_F32.tiny, _F32.smallest_subnormal,
-                                       -_F32.smallest_subnormal, _F32.tiny - _F32.smallest_subnormal,
-                                       _F32.max, -_F32.max], np.float32),
-    "f64": np.array(_FLOAT_SPECIALS + [_F64.tiny, -_F64.tiny, _F64.smallest_subnormal,
-                                       float(_F32.tiny), float(_F32.smallest_subnormal),
-                                       2.0 ** -460, 2.0 ** 460, 2.0 ** 1000, 2147483647.5,
-                                       9007199254740993.0, _F64.max, -_F64.max], np.float64),
+    "f32": np.array(_FLOAT_SPECIALS + [
+        _F32.tiny, -_F32.tiny, _F32.smallest_subnormal, -_F32.smallest_subnormal,
+        _F32.tiny - _F32.smallest_subnormal, _F32.max, -_F32.max], np.float32),
+    "f64": np.array(_FLOAT_SPECIALS + [
+        _F64.tiny, -_F64.tiny, _F64.smallest_subnormal, float(_F32.tiny),
+        float(_F32.smallest_subnormal), 2.0 ** -460, 2.0 ** 460, 2.0 ** 1000, 2147483647.5,
+        9007199254740993.0, _F64.max, -_F64.max], np.float64),
 }
 for _t, _bits in (("s32", 32), ("u32", 32), ("s64", 64), ("u64", 64)):
     _info = np.iinfo(NP_DTYPE[_t])
+    # an f32 tie plus a sticky bit: rounding through f64 first would round it wrong
+    _tie = tuple((1 << (_bits - k)) | (1 << (_bits - 24 - k)) | 1 for k in (1, 2))
     _vals = [0, 1, 2, 3, 7, 31, 32, 33, 63, 64, 65, 127, 128, 255, 256, 2 ** 31 - 1,
-             _info.max, _info.max - 1, _info.min, _info.min + 1, 1 << (_bits - 1)]
+             _info.max, _info.max - 1, _info.min, _info.min + 1, 1 << (_bits - 1), *_tie]
     if _t[0] == "s":
-        _vals += [-1, -2, -7, -128, -129, -(2 ** 31)]
+        _vals += [-1, -2, -7, -128, -129, -(2 ** 31), -_tie[1]]
     SPECIALS[_t] = np.array([v for v in _vals if _info.min <= v <= _info.max], NP_DTYPE[_t])
 SPECIALS["b32"], SPECIALS["b64"] = SPECIALS["u32"], SPECIALS["u64"]
 SPECIALS["b16"] = np.array([0, 1, 0x7FFF, 0x8000, 0xFFFF], np.uint16)
