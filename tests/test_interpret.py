@@ -216,3 +216,14 @@ def test_tape_format():
     assert recs[0][2] == np.float32(2.0).view(np.uint32)
     from numptx.instructions import TABLE
     assert recs[2][2] == TABLE.index("mul.rn.f32") and list(recs[2][4:6]) == [1, 0]
+
+
+def test_tapes_written_in_parallel_equal_one_call(monkeypatch):
+    import numptx._program.interpret as I
+    rng = np.random.default_rng(5)
+    rows = rows_for("f32")
+    progs = [random_program(rng, "f32", ["a", "b"], rows, 12) for _ in range(1500)]
+    one = sp.tapes(progs, {"a": "f32", "b": "f32"}, {"y": "f32"})
+    monkeypatch.setattr(I, "_PARALLEL_TAPES", 100)
+    many = sp.tapes(progs, {"a": "f32", "b": "f32"}, {"y": "f32"})
+    assert np.array_equal(one.words, many.words) and np.array_equal(one.offsets, many.offsets)

@@ -51,6 +51,7 @@ _DTYPE_TYPE = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64",
                np.dtype(np.bool_): "pred", np.dtype(np.uint16): "b16"}
 _BLOCK = 256                  # rows per block: the value slots of a program stay in L2
 _PARALLEL_WORK = 1 << 17      # row-ops below which one thread runs the whole batch
+_PARALLEL_TAPES = 4096        # programs below which one thread writes the tapes
 
 
 class InterpretError(ProgramError):
@@ -127,39 +128,67 @@ def tapes(programs: Iterable[Sequence[Any] | np.ndarray], inputs: Mapping[str, s
     offsets = np.zeros(n + 1, dtype=np.uint32)
     np.cumsum(lens, out=offsets[1:])
     rts, rkeep = _routines(routines, io)
-    ws = ffi.new("char[]", io.workspace_size(lim_key, lim))
-    diags = ffi.new("stackptx_diag[]", n)
-    n_done = ffi.new("uint32_t *")
-    out_off = np.zeros(n + 1, dtype=np.uint64)
-    cap = max(1 << 12, 64 * n + int(allw.size) * 24)
-    wptr = ffi.from_buffer("uint64_t[]", allw) if len(allw) else ffi.NULL
-    parts, done, table = [], 0, _table()
-    while done < n:
-        buf = np.empty(cap, dtype=np.uint32)
-        base = int(out_off[done])
-        st = lib.stackptx_tape_many(table, io.c, lim, wptr,
-                                    ffi.from_buffer("uint32_t[]", offsets[done:]), n - done, rts,
-                                    ws, len(ws), ffi.from_buffer("uint32_t[]", buf), cap,
-                                    ffi.from_buffer("uint64_t[]", out_off[done:]), diags + done,
-                                    n_done)
-        k = n_done[0]
-        parts.append(buf[:int(out_off[done + k]) - base])
-        done += k
-        if st == lib.STACKPTX_OK:
-            break
-        if st != lib.STACKPTX_ERR_BUFFER_TOO_SMALL:
-            raise InterpretError(f"tapes: the C core failed at program {done}: "
-                                 f"{_status_name(st)}", program=done)
-        cap *= 2 if k else 4
+    span = _Span(io, lim, io.workspace_size(lim_key, lim), allw, offsets, rts)
+    cores = os.cpu_count() or 1
+    k = 1 if cores == 1 or n < _PARALLEL_TAPES else min(4 * cores, n // 512)
+    cuts = [n * j // k for j in range(k + 1)]
+    spans = list(zip(cuts, cuts[1:]))
+    got = [span(*spans[0])] if k == 1 else list(_executor().map(lambda c: span(*c), spans))
     del rkeep
-    flags = np.frombuffer(ffi.buffer(diags, n * ffi.sizeof("stackptx_diag")),
-                          dtype=np.uint32)[::ffi.sizeof("stackptx_diag") // 4]
+    flags = np.concatenate([f for _, _, f in got])
     bad = np.flatnonzero(flags & lib.STACKPTX_D_UNKNOWN_INPUT)
     if len(bad):
         i = int(bad[0])
         raise _unknown_input(programs[i], io, f"tapes: program {i}", routines=routines)
-    words = np.concatenate(parts) if len(parts) > 1 else parts[0]
+    if k == 1:
+        words, out_off = got[0][0], got[0][1]
+    else:
+        words = np.concatenate([w for w, _, _ in got])
+        out_off = np.zeros(n + 1, dtype=np.uint64)
+        base = 0
+        for (lo, hi), (w, off, _) in zip(spans, got):
+            out_off[lo + 1:hi + 1] = off[1:] + np.uint64(base)
+            base += len(w)
     return Tapes(words, out_off, ins, outs, DIALECTS[d])
+
+
+class _Span:
+    """Tapes of programs [lo, hi) of a batch, one C call (GIL released) with a workspace of
+    its own: (words, offsets from 0, diag flags)."""
+
+    def __init__(self, io, lim, ws_size: int, allw: np.ndarray, offsets: np.ndarray, rts):
+        self.io, self.lim, self.ws_size, self.rts = io, lim, ws_size, rts
+        self.allw, self.offsets, self.table = allw, offsets, _table()
+        self.wptr = ffi.from_buffer("uint64_t[]", allw) if len(allw) else ffi.NULL
+
+    def __call__(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        n = hi - lo
+        ws = ffi.new("char[]", self.ws_size)
+        diags = ffi.new("stackptx_diag[]", max(1, n))
+        n_done = ffi.new("uint32_t *")
+        out_off = np.zeros(n + 1, dtype=np.uint64)
+        cap = max(1 << 12, 64 * n + int(self.offsets[hi] - self.offsets[lo]) * 24)
+        parts, done = [], 0
+        while done < n:
+            buf = np.empty(cap, dtype=np.uint32)
+            base = int(out_off[done])
+            st = lib.stackptx_tape_many(
+                self.table, self.io.c, self.lim, self.wptr,
+                ffi.from_buffer("uint32_t[]", self.offsets[lo + done:]), n - done, self.rts, ws,
+                len(ws), ffi.from_buffer("uint32_t[]", buf), cap,
+                ffi.from_buffer("uint64_t[]", out_off[done:]), diags + done, n_done)
+            k = n_done[0]
+            parts.append(buf[:int(out_off[done + k]) - base])
+            done += k
+            if st == lib.STACKPTX_OK:
+                break
+            if st != lib.STACKPTX_ERR_BUFFER_TOO_SMALL:
+                raise InterpretError(f"tapes: the C core failed at program {lo + done}: "
+                                     f"{_status_name(st)}", program=lo + done)
+            cap *= 2 if k else 4
+        size = ffi.sizeof("stackptx_diag")
+        flags = np.frombuffer(ffi.buffer(diags, n * size), dtype=np.uint32)[::size // 4].copy()
+        return (np.concatenate(parts) if len(parts) > 1 else parts[0]), out_off, flags
 
 
 def _as_list(programs, what: str) -> list:
