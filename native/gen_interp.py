@@ -11,6 +11,7 @@ C types of :data:`C_TYPE` and its value is stored as the result's C type.
 """
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -31,17 +32,25 @@ def _rows():
     return [TABLE[i] for i in range(BUILTIN_ROWS) if TABLE[i].c]
 
 
-def _check(row) -> None:
+def check_row(row) -> None:
+    """Exit (SystemExit naming the row) when ``row`` cannot be an interpreter op: not one
+    result, no operand or more than 3, a type with no C storage, or a c expression that reads
+    an operand the row does not have."""
     if len(row.results) != 1 or not 1 <= len(row.operands) <= 3:
         raise SystemExit(f"gen_interp: row {row.name}: the interpreter runs rows of one result "
                          f"and 1 to 3 operands")
     for spec in row.results + row.operands:
         if spec not in C_TYPE:
             raise SystemExit(f"gen_interp: row {row.name}: type {spec!r} has no C storage")
+    used = set(re.findall(r"\b([abc])\b", row.c))
+    if used - set(_NAMES[:len(row.operands)]):
+        raise SystemExit(f"gen_interp: row {row.name}: its c expression {row.c!r} reads "
+                         f"{', '.join(sorted(used))} but the row has {len(row.operands)} "
+                         f"operand(s) ({', '.join(_NAMES[:len(row.operands)])})")
 
 
 def _case(k: int, row) -> str:
-    _check(row)
+    check_row(row)
     res = C_TYPE[row.results[0]]
     ops = [C_TYPE[t] for t in row.operands]
     loads = " ".join(f"const {t} {n} = {n.upper()}_[i];" for n, t in zip(_NAMES, ops))

@@ -176,3 +176,11 @@ def test_every_gene_row_is_covered(dtype):
     rows = gene_rows(dtype)
     assert {f"add.rn.{dtype}", f"div.rn.{dtype}", f"sqrt.rn.{dtype}"} <= rows
     assert sorted(rows - set(OPS)) == []
+
+
+def test_generator_refuses_an_expression_reading_a_missing_operand():
+    row = TABLE["neg.f32"]
+    gen_interp.check_row(row)
+    bad = type(row)(row.name, row.fmt, row.operands, row.results, row.semantic, c="a + b")
+    with pytest.raises(SystemExit, match=r"neg\.f32: its c expression 'a \+ b' reads a, b"):
+        gen_interp.check_row(bad)
