@@ -102,7 +102,26 @@ def operands(row, rng: np.random.Generator) -> list[np.ndarray]:
                   for z in SPECIALS[types[2]]]
     for j, t in enumerate(types):
         cols[j] = np.concatenate([cols[j], np.array([c[j] for c in combos], storage(t))])
+    if row.opcode.startswith("fma.") or row.opcode.startswith("mad."):
+        cols = [np.concatenate([c, x]) for c, x in zip(cols, cancelling(types[0], rng))]
     return cols
+
+
+def cancelling(t: str, rng: np.random.Generator, n: int = 1000) -> list[np.ndarray]:
+    """a, b, c with c within a few ulps (or units) of -(a * b): the sum cancels, so the
+    product's low bits decide the result (fma's single rounding)."""
+    dt = storage(t)
+    if dt.kind == "f":
+        top = 60 if t == "f32" else 500
+        a, b = np.exp2(rng.uniform(-top, top, (2, n))) * rng.choice([-1.0, 1.0], (2, n))
+        a, b = a.astype(dt), b.astype(dt)
+        c = -(a.astype(np.float64) * b).astype(dt)
+    else:
+        a, b = random_column(t, n, rng), random_column(t, n, rng)
+        c = (np.zeros(n, dt) - a * b) if dt.kind == "u" else -(a * b)
+    it = f"i{dt.itemsize}"
+    nudge = rng.integers(-3, 4, n).astype(it)
+    return [a, b, (c.view(it) + nudge).view(dt)]
 
 
 def run_c(row, cols: list[np.ndarray]) -> np.ndarray:
