@@ -14,6 +14,12 @@
   formula); ``--options`` adds nvJitLink option sets.
 - **solving** (``--nguyen``): Nguyen-1..7 (and Pagie-1 with ``--pagie``) with seeds 0..9:
   solved (loss < 1e-6) or not within ``--time-cap`` seconds, the generations and the time.
+- **against Operon** (``--compare``, issue 23): Nguyen-1..8, Keijzer-4/11/12 and six
+  AI-Feynman equations, numptx's CPU search (``evaluate="interpret"``) and Operon
+  (``pyoperon``, an optional extra: skipped with a message when absent) alternating run by run
+  on the same data: solved runs (test R² > 0.999999), median time to solve, evaluations/s.
+  The issue's protocol is ``--seeds 0 1 2 3 4 --time-cap 60`` (the default); the problems,
+  the data and the runners are in ``benchmarks/sr_compare.py``.
 
 ::
 
@@ -23,6 +29,8 @@
     python benchmarks/bench_search.py --gpu --points 20000 --population 4096 --no-pipeline
     python benchmarks/bench_search.py --stages --options      # where a GPU generation's time goes
     python benchmarks/bench_search.py --nguyen --problems 1 2 --revary 0   # duplicates kept
+    python benchmarks/bench_search.py --compare --seeds 0 1 --time-cap 10 --json runs.json
+    python benchmarks/bench_search.py --compare --problems Nguyen-1 Feynman --seeds 0
 
 Prints markdown tables. Targets (issue 15): >= 20,000 candidates/s end to end for Pagie-1 with
 20,000 points on a 16-core GPU machine; Nguyen-1..4 solved in under 60 s each for most seeds on
@@ -101,7 +109,7 @@ def _revary(args) -> dict:
 
 def solve(args) -> None:
     device = "gpu" if args.gpu else "cpu"
-    cases = [(f"Nguyen-{k}", lambda s, k=k: nguyen(k, s)) for k in args.problems]
+    cases = [(f"Nguyen-{k}", lambda s, k=k: nguyen(k, s)) for k in map(int, args.problems)]
     if args.pagie:
         cases.append(("Pagie-1", lambda s: pagie(args.points, np.random.default_rng(s))))
     print(f"\n### Time to solve (loss < {args.target:g}), seeds {args.seeds}, population "
@@ -403,8 +411,11 @@ def main() -> None:
     ap.add_argument("--generations", type=int, default=None, help="default: 10 (GPU), 5 (CPU)")
     ap.add_argument("--nguyen", action="store_true", help="time to solve Nguyen-1..7")
     ap.add_argument("--pagie", action="store_true", help="with --nguyen: Pagie-1 as well")
-    ap.add_argument("--problems", type=int, nargs="+", default=list(range(1, 8)))
-    ap.add_argument("--seeds", type=int, nargs="+", default=list(range(10)))
+    ap.add_argument("--problems", nargs="+", default=None,
+                    help="--nguyen: numbers (default 1..7); --compare: names or prefixes "
+                         "(Nguyen-1, Keijzer, Feynman; default all 17)")
+    ap.add_argument("--seeds", type=int, nargs="+", default=None,
+                    help="default: 0..9 (--nguyen), 0..4 (--compare)")
     ap.add_argument("--time-cap", type=float, default=60.0)
     ap.add_argument("--target", type=float, default=1e-6)
     ap.add_argument("--parsimony", type=float, default=0.0)
@@ -432,13 +443,31 @@ def main() -> None:
                          "picks for --population on --cores cores)")
     ap.add_argument("--options", action="store_true",
                     help="with --stages: time nvJitLink option sets and count SASS")
+    ap.add_argument("--compare", action="store_true",
+                    help="numptx against Operon (pyoperon) on 17 problems (issue 23)")
+    ap.add_argument("--evaluate", default="interpret", choices=["interpret", "compile"],
+                    help="with --compare: how numptx scores on the CPU (compile: the emulator)")
+    ap.add_argument("--operon-local", type=int, default=5,
+                    help="with --compare: Operon's local search (LM) iterations (default 5)")
+    ap.add_argument("--pin", type=int, default=1,
+                    help="with --compare: CPUs the process is pinned to, so that both engines "
+                         "run on one core (default 1; 0: not pinned)")
+    ap.add_argument("--json", default=None, help="with --compare: write every run here")
     args = ap.parse_args()
     args.points = args.points or (20000 if args.gpu else 400)
     args.restart = args.restart or None
     if args.stages:
         args.population = args.population or 4096
         stages(args)
+    elif args.compare:
+        import sr_compare
+        sr_compare.compare(sr_compare.pick(args.problems), args.seeds or list(range(5)),
+                           ops=args.ops, population=args.population or 500,
+                           time_cap=args.time_cap, evaluate=args.evaluate,
+                           operon_local=args.operon_local, cpus=args.pin, json_path=args.json)
     elif args.nguyen:
+        args.problems = args.problems or list(range(1, 8))
+        args.seeds = args.seeds if args.seeds is not None else list(range(10))
         args.population = args.population or (4096 if args.gpu else 500)
         solve(args)
     else:
