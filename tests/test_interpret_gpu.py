@@ -16,7 +16,7 @@ from numptx import stack_ptx as sp
 from numptx import valuetypes as VT
 from numptx.instructions import TABLE
 from numptx.jit.interpret_gpu import (InterpretGpuError, fitness_sums_gpu, interp_variant,
-                                      interpret_gpu, prepare_tapes)
+                                      interpret_gpu, prepare_tapes, scores_from_sums)
 from numptx.jit.interpret_gpu_source import (CASE_CONST, CASE_INPUT, ENTRY, FIRST_ROW_CASE,
                                              Subset, row_asm, sass_profile, supported)
 
@@ -422,17 +422,26 @@ def test_gpu_fitness_sums_give_nx_fitness_scores(loss):
     t = (X[:, 0] * X[:, 1] + 1).astype(np.float32)
     tp = sp.tapes(progs, {"x0": "f32", "x1": "f32"}, {"y": "f32"})
     sums = fitness_sums_gpu(tp.words, tp.offsets, [X[:, 0], X[:, 1]], t, loss)
-    want = nx.fitness(progs, X, t, loss=loss, device="gpu")
-    n = len(t)
-    for k in range(len(progs)):
-        s0, s1, s2, bad = sums[k]
-        if loss == "pearson":
-            mq, vt, vq = s0 / n, t.astype(np.float64).var(), s1 / n - (s0 / n) ** 2
-            got = np.inf if bad or vq <= 1e-12 * (s1 / n) else max(0.0, 1 - (s2 / n) /
-                                                                   np.sqrt(vq * vt))
-        else:
-            got = np.inf if bad else s0 / n
-        assert got == pytest.approx(want[k], rel=1e-9) or (np.isinf(got) and np.isinf(want[k]))
+    want = nx.fitness(progs, X, t, loss=loss, device="gpu", evaluate="compile")
+    got = scores_from_sums(sums, loss, t)
+    fin = np.isfinite(want)
+    assert np.array_equal(fin, np.isfinite(got))
+    assert got[fin] == pytest.approx(want[fin], rel=1e-9, abs=1e-12)
+
+
+def test_scores_from_sums_are_the_fitness_formulas():
+    t = np.float32([1, 2, 3, 4])
+    p = np.float32([1, 2, 3, 5])
+    d = p.astype(np.float64) - t
+    c = float(t.astype(np.float64).mean())
+    q = p.astype(np.float64) - c
+    sums = np.array([[np.sum(d * d), 0, 0, 0], [np.sum(d * d), 0, 0, 2],
+                     [q.sum(), (q * q).sum(), (q * (t - c)).sum(), 0]])
+    mse = scores_from_sums(sums[:2], "mse", t)
+    assert mse[0] == pytest.approx(0.25) and np.isinf(mse[1])
+    assert scores_from_sums(sums[:1], "rmse", t)[0] == pytest.approx(0.5)
+    r = np.corrcoef(p, t)[0, 1]
+    assert scores_from_sums(sums[2:], "pearson", t)[0] == pytest.approx(1 - r, rel=1e-9)
 
 
 @pytest.mark.gpu

@@ -59,7 +59,7 @@ from .interpret_gpu_source import (CASE_CONST, CASE_INPUT, ENTRY, FIRST_ROW_CASE
 from .template import CudaTemplate, Variant
 
 __all__ = ["InterpretGpuError", "DeviceTapes", "prepare_tapes", "interpret_gpu", "GpuInterpreter",
-           "fitness_sums_gpu", "interp_variant", "MAX_SLOTS", "MIN_SLOTS"]
+           "fitness_sums_gpu", "scores_from_sums", "interp_variant", "MAX_SLOTS", "MIN_SLOTS"]
 
 log = logging.getLogger(__name__)
 
@@ -243,21 +243,21 @@ def _check_slots(recs, prog, k, n_slots, kind, r, width, typ, facts):
                     f"program's {int(n_slots[prog[i]])}", p)
     base = np.zeros(len(n_slots) + 1, np.int64)
     np.cumsum(n_slots, out=base[1:])
+    at0 = base[prog] + dst                       # each record's first slot, flat
     slot_t = np.full(int(base[-1]), 255, np.int64)
-    for j in range(4):
-        m = width > j
-        t = typ if j == 0 else res_t[r, j]
-        slot_t[(base[prog] + dst + j)[m]] = t[m]
-    instr = kind == 2
-    for j in range(4):
-        m = instr & (n_ops[r] > j)
+    slot_t[at0] = typ
+    for i in np.flatnonzero(width > 1):          # the further results of rows that give several
+        slot_t[at0[i] + 1:at0[i] + width[i]] = res_t[r[i], 1:width[i]]
+    n_ops_r = np.where(kind == 2, n_ops[r], 0)
+    for j in range(int(n_ops_r.max(initial=0))):
+        m = n_ops_r > j
         op = recs[:, 4 + j]
         i = _first(m & (op >= dst))
         if i is not None:
             p, at = _where(prog, k, i)
             raise _fail(f"{at}: operand {j} reads slot {int(op[i])}, not written before this "
                         f"record (slot {int(dst[i])})", p)
-        got = slot_t[np.where(m, base[prog] + op, 0)]
+        got = slot_t[np.where(m, at0 - dst + op, 0)]
         i = _first(m & (got != op_t[r, j]))
         if i is not None:
             p, at = _where(prog, k, i)
@@ -399,15 +399,15 @@ def _layout(recs, prog, kind, r, n_slots, n_rec, outs, subset,
     case_of = np.zeros(len(TABLE), np.int64)
     case_of[list(subset.rows)] = FIRST_ROW_CASE + np.arange(len(subset.rows))
     first = np.cumsum(n_rec) - n_rec
-    at = off[prog] + head + RECORD_WORDS * (np.arange(len(prog)) - first[prog])
-    case = np.where(kind == 2, case_of[r], np.where(kind == 0, CASE_INPUT, CASE_CONST))
-    words[at] = case
-    words[at + 1] = recs[:, 1] * sb
-    words[at + 2] = recs[:, 2] * (kind != 2)
-    words[at + 3] = recs[:, 3] * (kind == 1)
-    for j in range(4):
-        m = (kind == 2) & (n_ops[r] > j)
-        words[at + 4 + j] = np.where(m, recs[:, 4 + j] * sb, 0)
+    at = (off[prog] + head) // RECORD_WORDS + (np.arange(len(prog)) - first[prog])
+    block = np.zeros((len(prog), RECORD_WORDS), np.uint32)
+    block[:, 0] = np.where(kind == 2, case_of[r], np.where(kind == 0, CASE_INPUT, CASE_CONST))
+    block[:, 1] = recs[:, 1] * sb
+    block[:, 2] = recs[:, 2] * (kind != 2)
+    block[:, 3] = recs[:, 3] * (kind == 1)
+    n_ops_r = np.where(kind == 2, n_ops[r], 0)
+    block[:, 4:] = np.where(np.arange(4) < n_ops_r[:, None], recs[:, 4:] * sb, 0)
+    words.reshape(-1, RECORD_WORDS)[at] = block          # one 32-byte row per record
     return words, offsets
 
 
@@ -570,6 +570,31 @@ def fitness_sums_gpu(tape_words: Any, tape_offsets: Any, inputs: Sequence[Any], 
     d_words, d_off, d_in, d_y = (cuda.to_device(a) for a in (dev.words, dev.offsets, cols, yy))
     _launch(v, n_rows, P, block, lambda p0: (acc, d_words, d_off, d_in, d_y, n_rows, c, p0))
     return acc.copy_to_host()[:P]
+
+
+def scores_from_sums(sums: np.ndarray, loss: str, y: np.ndarray) -> np.ndarray:
+    """The scores :func:`numptx.fitness` gives from :func:`fitness_sums_gpu`'s sums (its GPU
+    path's formulas): +inf where a row was not finite; mse and mae ``s0 / n``, rmse its root,
+    pearson ``1 - r`` from the moments about the target's mean (+inf for a constant
+    prediction)."""
+    n = len(y)
+    yy = np.asarray(y, np.float64)
+    out = np.empty(len(sums))
+    for k, (s0, s1, s2, bad) in enumerate(np.asarray(sums, np.float64)):
+        if bad > 0:
+            out[k] = math.inf
+            continue
+        if loss in ("mse", "mae"):
+            v = s0 / n
+        elif loss == "rmse":
+            v = math.sqrt(s0 / n)
+        else:
+            mq, vt = s0 / n, yy.var()
+            vq = s1 / n - mq * mq
+            v = (math.inf if vq <= 1e-12 * (s1 / n) or vt <= 0
+                 else max(0.0, 1.0 - (s2 / n) / math.sqrt(vq * vt)))
+        out[k] = v if math.isfinite(v) else math.inf
+    return out
 
 
 class GpuInterpreter:
