@@ -588,7 +588,8 @@ def _out_of_bounds(rng: random.Random, option: str, pop: int) -> object:
     high = {"population": C.POPULATION_MAX, "generations": C.GENERATIONS_MAX,
             "tournament": pop, "elitism": pop - 1, "max_length": C.LENGTH_MAX,
             "fit_top": pop, "fit_steps": C.FIT_STEPS_MAX, "restart": C.GENERATIONS_MAX,
-            "revary": C.REVARY_MAX, "bins": C.BINS_MAX}.get(option)
+            "revary": C.REVARY_MAX, "bins": C.BINS_MAX,
+            "semantic_dedup": C.PROBE_MAX}.get(option)
     if option == "init_length":
         return (1, C.LENGTH_MAX + rng.choice([1, 10 ** rng.randrange(1, 12)]))
     if option == "fit_trials":

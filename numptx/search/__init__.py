@@ -14,8 +14,9 @@ the evolution of any template's site, with genes, operators and formula printing
     result.save("run.nxck"); result = search.resume("run.nxck", generations=50)
 
 See docs/search.md. Modules: :mod:`.genes` (building blocks), :mod:`.operators` (variation),
-:mod:`.formula` (printing, keys), :mod:`.evaluate` (scoring on CPU/GPU), :mod:`.constants` (the
-local optimizer), :mod:`.loop` (the searches), :mod:`.config` (options, their defaults and
+:mod:`.formula` (printing, keys), :mod:`.evaluate` (scoring on CPU/GPU: the interpreter or the
+compiled path), :mod:`.semantic` (dedup by outputs on probe rows), :mod:`.rescore` (what the
+interpreter scored, re-scored by the compiled path), :mod:`.constants` (the local optimizer), :mod:`.loop` (the searches), :mod:`.config` (options, their defaults and
 bounds), :mod:`.elites` (MAP-Elites), :mod:`.checkpoint` (files), :mod:`.fields` (the checks of
 a checkpoint's fields), :mod:`.resume` (continuing a saved run).
 """
@@ -25,8 +26,9 @@ from .formula import FormulaLimitError, canonical_key, evaluate, formula
 from .genes import Genes, SearchError
 from .elites import DESCRIPTORS, Descriptor
 from .loop import Candidate, Generation, Result, evolve, map_elites, regress
+from .rescore import Rescore
 from .resume import resume
 
 __all__ = ["regress", "map_elites", "evolve", "resume", "Result", "Candidate", "Generation",
-           "Descriptor", "DESCRIPTORS", "Genes", "SearchError", "CheckpointError", "formula",
+           "Rescore", "Descriptor", "DESCRIPTORS", "Genes", "SearchError", "CheckpointError", "formula",
            "FormulaLimitError", "evaluate", "canonical_key", "genes", "operators"]

@@ -6,7 +6,8 @@ Layout (little-endian)::
 
 The body is zlib-compressed JSON: the search's state (its settings, the genes, the population
 with Stack PTX programs as :func:`numptx.stack_ptx.dumps` bytes, the random generator's state,
-the history, the data, the score cache and the constant-fit memo). :func:`write` writes a
+the history, the data and how it is scored (``evaluate``), the score cache, the constant-fit
+memo and semantic dedup's table of output hashes). :func:`write` writes a
 temporary file in the same folder, flushes it to disk, renames it over ``path``
 (``os.replace``) and flushes the folder: a crash leaves the old file or the new one, never half
 of one. The file gets the mode a new file gets (``0o666`` less the umask). A folder that does
@@ -383,10 +384,17 @@ def state_of(search: Any) -> dict:
                                                       np.float64))}
     state["fits"] = [[base64.b64encode(k).decode("ascii"), encode_program(p), loss]
                      for k, (p, loss) in list(search.fits.items())[-FITS_SAVED:]]
+    sem = search.semantic
+    if sem is not None:        # semantic dedup's table: the resumed run finds what this one did
+        hs = list(sem.table)[-CACHE_MAX:]
+        state["semantic"] = {"keys": base64.b64encode(b"".join(hs)).decode("ascii"),
+                             "losses": encode_array(np.array([sem.table[h] for h in hs],
+                                                             np.float64)),
+                             "hits": sem.hits}
     if search.evaluator is not None:
         ev = search.evaluator
         state["data"] = {"X": encode_array(ev.X), "y": encode_array(ev.y), "loss": ev.loss,
-                         "names": list(ev.names)}
+                         "names": list(ev.names), "evaluate": ev.evaluate}
     else:
         u = search.user
         state["evolve"] = {"site": u["site"], "select": u["select"],

@@ -48,6 +48,10 @@ FIT_BATCH_MAX = POPULATION_MAX
 #: program has ops
 BINS_MAX = LENGTH_MAX
 
+#: rows of a semantic-dedup probe (:mod:`numptx.search.semantic`): two programs whose outputs
+#: agree on that many rows are one; more rows cost more than they tell apart
+PROBE_MAX = 4096
+
 #: the largest seed: a checkpoint stores it as a JSON number (at most 4,300 digits in Python);
 #: the random generator's state is two 128-bit words, so a larger seed gives no more runs
 SEED_MAX = (1 << 256) - 1
@@ -72,10 +76,11 @@ BOUNDS: dict[str, tuple[Any, Any, str]] = {
     "bins": (1, BINS_MAX, "cells per MAP-Elites axis"),
     "restart": (1, GENERATIONS_MAX, "generations without progress"),
     "revary": (0, REVARY_MAX, "re-variations of a duplicate child"),
+    "semantic_dedup": (0, PROBE_MAX, "rows of the probe that finds programs of equal outputs"),
 }
 
 __all__ = ["CACHE_MAX", "DEFAULTS", "BOUNDS", "POPULATION_MAX", "GENERATIONS_MAX", "LENGTH_MAX",
-           "REVARY_MAX", "FIT_STEPS_MAX", "FIT_BATCH_MAX", "BINS_MAX", "check_config",
+           "REVARY_MAX", "FIT_STEPS_MAX", "FIT_BATCH_MAX", "BINS_MAX", "PROBE_MAX", "check_config",
            "check_float", "check_seed", "check_generations", "SEED_MAX"]
 
 
@@ -97,7 +102,7 @@ def check_float(name: str, v: Any, low: float, high: float = math.inf) -> float:
 DEFAULTS = dict(population=1000, generations=100, tournament=None, elitism=None, parsimony=0.0,
                 crossover=0.5, mutation=0.9, max_length=64, init_length=(2, 12), fit_top=None,
                 fit_steps=12, fit_trials=4, target=None, time_limit=None, bins=None,
-                descriptors=("length", "op_mix"), restart=None, revary=1)
+                descriptors=("length", "op_mix"), restart=None, revary=1, semantic_dedup=None)
 
 
 def check_generations(v: Any, done: int = 0) -> int:
@@ -153,6 +158,9 @@ def check_config(where: str, **given: Any) -> dict:
         cfg["restart"] = check_int("restart", cfg["restart"], 1, GENERATIONS_MAX,
                                    BOUNDS["restart"][2])
     cfg["revary"] = check_int("revary", cfg["revary"], 0, REVARY_MAX, BOUNDS["revary"][2])
+    if cfg["semantic_dedup"] is not None:       # None: the search decides (semantic.resolve)
+        cfg["semantic_dedup"] = check_int("semantic_dedup", cfg["semantic_dedup"], 0,
+                                          PROBE_MAX, BOUNDS["semantic_dedup"][2])
     if cfg["bins"] is not None:
         cfg["bins"] = check_int("bins", cfg["bins"], 1, BINS_MAX, BOUNDS["bins"][2])
     if isinstance(cfg["descriptors"], str):

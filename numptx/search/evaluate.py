@@ -8,13 +8,25 @@
     batch = ev.constant_batch(programs)                 # the same programs, constants swapped in
     losses = batch([theta_0, theta_1, ...])             # a vector per program (constants_of)
 
-Programs are compiled in one batch (:func:`numptx.stack_ptx.compile_many`) at the site of
-:func:`numptx.jit.fitness.fitness_template` and scored by :func:`numptx.fitness`: on a CPU each
-stub runs in the emulator; on a GPU the batch is packed into modules (one launch per module).
+``evaluate`` picks how programs are scored (:func:`resolve_evaluate`):
+
+- ``"interpret"``: the batch becomes tapes at the site of
+  :func:`numptx.jit.fitness.fitness_template` and runs in the C batch interpreter
+  (:func:`numptx.jit.fitness_interpret.interpret_losses`: no stub, no emulator, no assembly;
+  the losses are reduced in NumPy for the whole batch at once). A program the interpreter
+  refuses (a row without C semantics) is scored by the compiled path; when one of those reads
+  ``cand`` (its index in its module), the whole batch is, so each candidate keeps the index it
+  has there. On the CPU the losses equal the compiled path's bit for bit.
+- ``"compile"``: the programs are compiled in one batch (:func:`numptx.stack_ptx.compile_many`)
+  and scored by :func:`numptx.fitness`: on a CPU each stub runs in the emulator; on a GPU the
+  batch is packed into modules (one launch per module).
+- ``"auto"`` (the default): ``"interpret"`` on the CPU; on a GPU ``"compile"``
+  (:func:`gpu_auto`: the hook where a GPU interpreter's crossover goes).
 
 :meth:`Evaluator.constant_batch` is what the local optimizer (:mod:`numptx.search.constants`)
-calls many times for one set of programs. On the CPU it re-evaluates the programs with the new
-constants written in (a compile is ~2 µs). On the GPU the programs are packed once with
+calls many times for one set of programs. On the CPU (and whenever ``evaluate`` resolves to
+``"interpret"``) it re-scores the programs with the new constants written in, through
+:meth:`Evaluator.score`. On the GPU the programs are packed once with
 ``constants="runtime"``; each call writes the new constants into the module's table
 (:meth:`numptx.jit.pack.Pack.set_constants`) and launches again, with no new assembly.
 """
@@ -28,19 +40,23 @@ import os
 from collections.abc import Iterable, Iterator, Sequence, Set
 from concurrent.futures import Executor, ThreadPoolExecutor
 from decimal import Decimal
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from .. import stack_ptx as sp
 from ..jit import fitness as F
+from ..jit.fitness_interpret import interpret_losses
 from ..jit.pack import DEFAULT_PER_MODULE, MAX_CANDIDATES
+from .._program.interpret import reads_input, tapes
+from .._program.ops import ProgramError
 from .config import POPULATION_MAX
 from .genes import SearchError, shown
 from .pipeline import PackPipeline
 
 __all__ = ["Evaluator", "check_data", "check_executor", "check_per_module", "check_scores",
-           "PER_MODULE_MAX", "resolve_device", "LOSSES"]
+           "PER_MODULE_MAX", "resolve_device", "LOSSES", "EVALUATE", "Evaluate",
+           "check_evaluate", "resolve_evaluate", "gpu_auto"]
 
 log = logging.getLogger(__name__)
 
@@ -181,6 +197,40 @@ def check_data(X: Any, y: Any, *, where: str = "regress",
     return X, y
 
 
+#: how an Evaluator scores programs: the values of ``evaluate=``
+Evaluate = Literal["auto", "interpret", "compile"]
+EVALUATE: tuple[str, ...] = ("auto", "interpret", "compile")
+
+
+def check_evaluate(evaluate: Any, where: str) -> str:
+    """``evaluate`` when it is one of :data:`EVALUATE`; else a :class:`SearchError` naming the
+    argument and ``where`` (the API function)::
+
+        check_evaluate("interpret", "regress")      # 'interpret'
+    """
+    if not (isinstance(evaluate, str) and evaluate in EVALUATE):
+        raise SearchError(f"{where}: evaluate={shown(evaluate)}: use 'auto' (the interpreter "
+                          f"on the CPU, the compiled path on a GPU), 'interpret' or 'compile'")
+    return evaluate
+
+
+def gpu_auto(n_rows: int) -> Literal["interpret", "compile"]:
+    """What ``evaluate="auto"`` scores with on a GPU, for ``n_rows`` rows of data: the compiled
+    path (packed modules). HOOK: when the GPU interpreter (``numptx.jit.interpret_gpu``)
+    scores a population with its measured crossover, this is where "auto" picks it."""
+    return "compile"
+
+
+def resolve_evaluate(evaluate: str, device: str, n_rows: int) -> Literal["interpret", "compile"]:
+    """``evaluate`` (checked) on the resolved ``device`` (``"cpu"``/``"gpu"``): ``"auto"`` is
+    ``"interpret"`` on the CPU and :func:`gpu_auto` on a GPU. ``"interpret"`` on a GPU runs the
+    CPU interpreter (the data stays on the host) until the GPU's is wired in at
+    :meth:`Evaluator.score`."""
+    if evaluate == "auto":
+        return "interpret" if device == "cpu" else gpu_auto(n_rows)
+    return "interpret" if evaluate == "interpret" else "compile"
+
+
 def resolve_device(device: str) -> str:
     """``device`` (``auto``, ``cpu``, ``gpu``) resolved to ``cpu`` or ``gpu``; a bad name, or
     ``gpu`` without one, is a :class:`SearchError`."""
@@ -197,14 +247,18 @@ class Evaluator:
     """Scores programs over inputs ``names`` (the columns of ``X``) against ``y``.
 
     ``evaluated`` counts the programs scored so far (what dedup saves shows there);
-    ``device`` is the resolved one, ``"cpu"`` or ``"gpu"``. ``pipeline``: on the GPU,
-    :meth:`score_chunks` assembles modules while the next chunk is made (see the module
-    documentation; False: it scores all the programs in one batch at the end).
+    ``device`` is the resolved one, ``"cpu"`` or ``"gpu"``; ``evaluate`` the requested way of
+    scoring and ``mode`` the resolved one (``"interpret"`` or ``"compile"``, see the module
+    documentation). ``pipeline``: on the GPU, :meth:`score_chunks` assembles modules while
+    the next chunk is made (see the module documentation; False: it scores all the programs
+    in one batch at the end).
     """
 
     def __init__(self, X: Any, y: Any, *, loss: str = "mse", names: Sequence[str] | None = None,
                  device: str = "auto", executor: Executor | None = None,
-                 per_module: int | None = None, where: str = "regress", pipeline: bool = True):
+                 per_module: int | None = None, where: str = "regress", pipeline: bool = True,
+                 evaluate: Evaluate = "auto"):
+        self.evaluate = check_evaluate(evaluate, where)
         self.X, self.y = check_data(X, y, where=where)
         if not (isinstance(loss, str) and loss in LOSSES):
             raise SearchError(f"{where}: loss={loss!r}: use one of {', '.join(LOSSES)}")
@@ -223,6 +277,7 @@ class Evaluator:
                               f"columns of X")
         self.loss, self.executor, self.per_module = loss, executor, per_module
         self.device = resolve_device(device)
+        self.mode = resolve_evaluate(self.evaluate, self.device, self.X.shape[0])
         self.dtype = "f64" if self.X.dtype == np.float64 else "f32"
         arch = F.device_arch() if self.device == "gpu" else "sm_90"
         try:     # the generated kernel checks the names (C++ keywords, its own variables)
@@ -242,26 +297,63 @@ class Evaluator:
         return sp.compile_many(programs, site=self.site)
 
     def score(self, programs: Sequence[Any]) -> np.ndarray:
-        """One loss per program (float64; +inf where it gives NaN/inf or fails to build)."""
+        """One loss per program (float64; +inf where it gives NaN/inf or fails to build), by
+        :attr:`mode`: the interpreter or the compiled path (see the module documentation)."""
         if not len(programs):
             return np.empty(0)
         self.evaluated += len(programs)
+        if self.mode == "interpret":
+            return self.score_interpreted(programs)
+        return self.score_compiled(programs)
+
+    def score_interpreted(self, programs: Sequence[Any]) -> np.ndarray:
+        """:meth:`score` through the batch interpreter (what it refuses: the compiled path);
+        ``evaluated`` is not counted here."""
+        losses, rest = interpret_losses(programs, self.X, self.y, self.names, self.loss,
+                                        self.site)
+        if not rest:
+            return losses
+        ks = sorted(rest)
+        if self._read_cand([programs[k] for k in ks]):
+            # cand is the index in a module of the whole batch: score the batch as compiled
+            log.debug("numptx.search: a refused program reads cand: the batch is compiled")
+            return self.score_compiled(programs)
+        log.debug("numptx.search: %d program(s) to the compiled path, e.g. %d: %s", len(ks),
+                  ks[0], rest[ks[0]])
+        losses[ks] = self.score_compiled([programs[k] for k in ks])
+        return losses
+
+    def _read_cand(self, programs: list) -> bool:
+        try:
+            tp = tapes(programs, site=self.site)
+        except ProgramError:          # no tapes: the compiled path says what it makes of them
+            return True
+        return bool(reads_input(tp, list(tp.inputs).index("cand")).any())
+
+    def score_compiled(self, programs: Sequence[Any]) -> np.ndarray:
+        """:meth:`score` through the compiled path (stubs: emulated on the CPU, packed on a
+        GPU), whatever :attr:`mode` is; ``evaluated`` is not counted here. What a user
+        deploys is this path's build: :mod:`numptx.search.rescore` re-scores a run's results
+        with it."""
+        if not len(programs):
+            return np.empty(0)
         stubs = self.stubs(programs)
         if self.device == "cpu" and self.executor is not None and len(stubs) > _CPU_CHUNK:
             # the emulator is the cost on a CPU: chunks of stubs (picklable text) to the workers
             futs = [self.executor.submit(F.fitness, stubs[i:i + _CPU_CHUNK], self.X, self.y,
-                                         self.loss, names=self.names, device="cpu")
+                                         self.loss, names=self.names, device="cpu",
+                                         evaluate="compile")
                     for i in range(0, len(stubs), _CPU_CHUNK)]
             return np.concatenate([f.result() for f in futs])
         return F.fitness(stubs, self.X, self.y, self.loss, names=self.names,
                          device=self.device, executor=self.executor,
-                         per_module=self.module_size(len(stubs)))
+                         per_module=self.module_size(len(stubs)), evaluate="compile")
 
     @property
     def pipelined(self) -> bool:
         """Whether :meth:`score_chunks` pipelines: on the GPU with ``pipeline=True`` and no
         executor or a thread pool (the pipeline's jobs hold packs: no process pool)."""
-        return self.device == "gpu" and self.pipeline and (
+        return self.device == "gpu" and self.mode == "compile" and self.pipeline and (
             self.executor is None or isinstance(self.executor, ThreadPoolExecutor))
 
     def score_chunks(self, chunks: Iterable[Sequence[Any]], total: int | None = None,
@@ -332,7 +424,7 @@ class Evaluator:
 
     def constant_batch(self, programs: Sequence[Any]) -> "ConstantBatch":
         """A callable scoring ``programs`` with new constants: see the module documentation."""
-        if self.device == "gpu":
+        if self.device == "gpu" and self.mode == "compile":
             return _GpuConstants(self, programs)
         return ConstantBatch(self, programs)
 

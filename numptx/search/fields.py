@@ -24,7 +24,7 @@ import numpy as np
 from .. import stack_ptx as sp
 from .checkpoint import FITS_SAVED, CheckpointError, brief, decode_array, decode_program
 from .config import CACHE_MAX, DEFAULTS, GENERATIONS_MAX, check_config, check_seed
-from .evaluate import PER_MODULE_MAX
+from .evaluate import EVALUATE, PER_MODULE_MAX
 from .genes import Genes, SearchError
 
 __all__ = ["Fields", "KINDS"]
@@ -32,7 +32,9 @@ __all__ = ["Fields", "KINDS"]
 KINDS = ("regress", "map_elites", "evolve")
 _COMMON = ("kind", "seed", "genes", "config", "rng", "population", "archive", "best", "history",
            "evaluated", "children_made", "seconds", "improved_at", "restarts")
-_OPTIONAL = ("cache", "fits")          # older checkpoints have neither
+_OPTIONAL = ("cache", "fits", "semantic")    # older checkpoints have none of them
+#: what a checkpoint without ``data.evaluate`` (written before it existed) was scored with
+EVALUATE_BEFORE = "compile"
 _U128 = 1 << 128
 _COUNT_MAX = 1 << 62                   # programs scored or made: any real run stays below
 
@@ -112,6 +114,8 @@ class Fields:
         if extra:
             self.fail("config", f"unknown option(s) {sorted(extra)}")
         cfg = dict(c)
+        # a run saved before semantic dedup existed ran without it
+        cfg.setdefault("semantic_dedup", 0)
         user = cfg.pop("user_descriptors", None)
         if user is not None:
             if kind != "map_elites" or not isinstance(user, list) or \
@@ -223,8 +227,13 @@ class Fields:
 
     def data(self, genes: Genes) -> dict:
         d = self.st["data"]
-        if not isinstance(d, dict) or set(d) != {"X", "y", "loss", "names"}:
-            self.fail("data", f"{brief(d)} is not {{'X', 'y', 'loss', 'names'}}")
+        need = {"X", "y", "loss", "names"}
+        if not isinstance(d, dict) or not need <= set(d) <= need | {"evaluate"}:
+            self.fail("data", f"{brief(d)} is not {{'X', 'y', 'loss', 'names', 'evaluate'}}")
+        evaluate = d.get("evaluate", EVALUATE_BEFORE)
+        if evaluate not in EVALUATE:
+            self.fail("data.evaluate", f"{brief(evaluate)} is not one of "
+                                       f"{', '.join(EVALUATE)}")
         want = "<f8" if genes.dtype == "f64" else "<f4"
         try:
             X, y = decode_array(d["X"], "data.X"), decode_array(d["y"], "data.y")
@@ -239,7 +248,30 @@ class Fields:
             self.fail("data.names", f"{brief(d['names'])}: the genes' inputs are "
                                     f"{list(genes.names)}")
         return {"X": X, "y": y, "loss": self.str_("data.loss", d["loss"]),
-                "names": genes.names}
+                "names": genes.names, "evaluate": evaluate}
+
+    def semantic(self) -> tuple[dict[bytes, float], int]:
+        """Semantic dedup's table (output hash -> loss) and its count of duplicates found;
+        empty for a checkpoint without one."""
+        m = self.st.get("semantic")
+        if m is None:
+            return {}, 0
+        if not isinstance(m, dict) or set(m) != {"keys", "losses", "hits"}:
+            self.fail("semantic", f"{brief(m)} is not {{'keys', 'losses', 'hits'}}")
+        try:
+            raw = base64.b64decode(self.str_("semantic.keys", m["keys"]), validate=True)
+            losses = decode_array(m["losses"], "losses")
+        except (SearchError, ValueError) as e:
+            self.fail("semantic", str(e))
+        if losses.dtype != np.float64 or losses.ndim != 1 or len(losses) > CACHE_MAX:
+            self.fail("semantic.losses", f"{losses.dtype} array of shape {losses.shape}, not "
+                                         f"float64 of at most {CACHE_MAX:,}")
+        if len(raw) != 16 * len(losses):
+            self.fail("semantic", f"{len(raw)} key bytes for {len(losses)} losses")
+        if np.isnan(losses).any():
+            self.fail("semantic.losses", "a NaN loss (a run scores NaN as +inf)")
+        hits = self.int_("semantic.hits", m["hits"], 0, _COUNT_MAX)
+        return {raw[16 * i:16 * i + 16]: v for i, v in enumerate(losses.tolist())}, hits
 
     def evolve(self) -> dict:
         e = self.st["evolve"]

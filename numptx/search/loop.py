@@ -41,11 +41,14 @@ from .. import stack_ptx as sp
 from . import checkpoint as ck
 from . import elites
 from . import operators as O
+from . import semantic
 from .breed import Breeder
 from .config import CACHE_MAX, check_config, check_seed
 from .constants import fit_constants
-from .evaluate import Evaluator, check_data, check_executor, check_per_module, check_scores
+from .evaluate import (Evaluate, Evaluator, check_data, check_evaluate, check_executor,
+                       check_per_module, check_scores)
 from .genes import LN2, LOG2E, Genes, SearchError, check_int
+from .rescore import Rescore, rescore
 
 __all__ = ["regress", "map_elites", "evolve", "Result", "Candidate", "Generation", "check_int"]
 
@@ -123,7 +126,12 @@ class Result:
     ``history`` (a :class:`Generation` per generation), ``archive`` (MAP-Elites: cell ->
     :class:`Candidate`), ``generations`` done, ``stopped`` (why: ``"generations"``,
     ``"target"``, ``"time_limit"``), ``evaluated`` (programs scored), ``seconds``, ``timings``
-    (seconds per stage), ``device``, ``seed`` (the one used: drawn when none was given).
+    (seconds per stage), ``device``, ``seed`` (the one used: drawn when none was given),
+    ``evaluate`` (what scored the run: ``"interpret"`` or ``"compile"``), ``rescored`` (when the
+    interpreter scored it: ``best`` and the elites re-scored by the compiled path, whose
+    losses they carry; a :class:`~numptx.search.rescore.Rescore`, else None),
+    ``semantic_duplicates`` (children that took the loss of a program of equal outputs on the
+    probe rows, :mod:`numptx.search.semantic`).
     ``save(path)`` writes a checkpoint that :func:`resume` continues."""
     best: Candidate | None
     population: list[Candidate]
@@ -137,6 +145,9 @@ class Result:
     timings: dict = field(default_factory=dict)
     archive: dict | None = None
     seed: int | None = None
+    evaluate: str = "compile"
+    rescored: Rescore | None = None
+    semantic_duplicates: int = 0
     _search: Any = field(default=None, repr=False)
 
     def save(self, path: Any) -> None:
@@ -168,6 +179,9 @@ class Search:
         self.breeder = Breeder(genes, crossover=cfg["crossover"], mutation=cfg["mutation"],
                                max_length=cfg["max_length"], revary=cfg["revary"])
         self.evaluator, self.user = evaluator, user
+        probe = 0 if evaluator is None else semantic.resolve(
+            cfg["semantic_dedup"], evaluator.mode, evaluator.X.shape[0])
+        self.semantic = semantic.Semantic(evaluator, probe, self.seed) if probe else None
         self.population: list[Candidate] = []
         self.archive: dict[tuple, Candidate] = {}
         self.history: list[Generation] = []
@@ -227,9 +241,12 @@ class Search:
         gen0, dd0 = self.timings["generate"], self.timings["dedup"]
         if len(self.cache) > CACHE_MAX:
             self.cache.clear()
+        if self.semantic is not None:
+            self.semantic.begin()
         programs: list = []
         keys: list[bytes] = []
         todo: dict[bytes, None] = {}
+        dups: dict[bytes, float | bytes] = {}    # semantic duplicates: a loss or a key
         spent = [0.0]
 
         def new_ones():
@@ -239,11 +256,18 @@ class Search:
                     chunk, ks = chunk
                 else:
                     ks = _formula_mod().canonical_keys(chunk, self.genes) if len(chunk) else []
-                fresh = []
+                fresh, fresh_keys, met = [], [], set()
                 for p, k in zip(chunk, ks):
-                    if k not in self.cache and k not in todo:
-                        todo[k] = None
+                    if k not in self.cache and k not in todo and k not in dups \
+                            and k not in met:
+                        met.add(k)
                         fresh.append(p)
+                        fresh_keys.append(k)
+                if self.semantic is not None and fresh:
+                    # a program of the outputs of one scored before takes its loss
+                    fresh, fresh_keys, more = self.semantic.split(fresh, fresh_keys)
+                    dups.update(more)
+                todo.update(dict.fromkeys(fresh_keys))
                 programs.extend(chunk)
                 keys.extend(ks)
                 spent[0] += time.perf_counter() - t
@@ -256,6 +280,10 @@ class Search:
             fresh = [p for chunk in new_ones() for p in chunk]
             got = self._score(fresh) if fresh else np.empty(0)
         self.cache.update(zip(todo, (float(v) for v in got)))
+        if self.semantic is not None:
+            self.semantic.settle(self.cache)
+            for k, v in dups.items():
+                self.cache[k] = self.cache[v] if isinstance(v, bytes) else v
         if programs:
             self._new_share = len(todo) / len(programs)
         self.evaluated += len(todo)
@@ -452,14 +480,34 @@ class Search:
         return self.result()
 
     def result(self) -> Result:
-        pop = list(self.archive.values()) if self.kind == "map_elites" else list(self.population)
-        return Result(best=self.best, population=pop, history=list(self.history),
+        best, archive, rescored = self.rescored()
+        pop = list(archive.values()) if self.kind == "map_elites" else list(self.population)
+        ev = self.evaluator
+        return Result(best=best, population=pop, history=list(self.history),
                       genes=self.genes, generations=len(self.history), stopped=self.stopped,
                       evaluated=self.evaluated, seconds=self.seconds,
-                      device=self.evaluator.device if self.evaluator else "template",
-                      timings=dict(self.timings),
-                      archive=dict(self.archive) if self.kind == "map_elites" else None,
-                      seed=self.seed, _search=self)
+                      device=ev.device if ev else "template", timings=dict(self.timings),
+                      archive=archive if self.kind == "map_elites" else None,
+                      seed=self.seed, evaluate=ev.mode if ev else "compile",
+                      rescored=rescored,
+                      semantic_duplicates=self.semantic.hits if self.semantic else 0,
+                      _search=self)
+
+    def rescored(self) -> tuple[Candidate | None, dict, Rescore | None]:
+        """(best, archive, rescore): when the interpreter scored the run, ``best`` and the
+        archive's elites as copies carrying the compiled path's losses
+        (:mod:`numptx.search.rescore`); else themselves. The search keeps its own losses."""
+        ev, best = self.evaluator, self.best
+        if ev is None or ev.mode != "interpret" or best is None:
+            return best, dict(self.archive), None
+        cells = list(self.archive)
+        what = ["best"] + [f"archive[{c}]" for c in cells]
+        cands = [best] + [self.archive[c] for c in cells]
+        r = rescore(ev, what, [c.program for c in cands], [c.loss for c in cands],
+                    stacklevel=6)    # the caller of regress/map_elites/resume
+        new = [Candidate(list(c.program), v, self.genes, c.fitted)
+               for c, v in zip(cands, r.compiled)]
+        return new[0], dict(zip(cells, new[1:])), r
 
     # -- checkpoints ----------------------------------------------------------------------
     def save(self, path: Any) -> None:
@@ -489,7 +537,8 @@ def _report(progress: Any, g: Generation, s: Search) -> None:
 
 def _regression_search(kind: str, X: Any, y: Any, ops: Sequence[str], *, names, dtype, constants,
                        loss, device, executor, per_module, seed, pipeline=True,
-                       **options) -> Search:
+                       evaluate="auto", **options) -> Search:
+    check_evaluate(evaluate, kind)
     # the dtype follows X (y is cast to it), or dtype= when given
     Xc, yc = check_data(X, y, where=kind, dtype=dtype)
     data_dtype = "f64" if Xc.dtype == np.float64 else "f32"
@@ -505,7 +554,7 @@ def _regression_search(kind: str, X: Any, y: Any, ops: Sequence[str], *, names, 
     if not isinstance(pipeline, bool):
         raise SearchError(f"{kind}: pipeline={pipeline!r}: give True or False")
     ev = Evaluator(Xc, yc, loss=loss, names=genes.names, device=device, executor=executor,
-                   per_module=per_module, where=kind, pipeline=pipeline)
+                   per_module=per_module, where=kind, pipeline=pipeline, evaluate=evaluate)
     return Search(kind, genes, cfg, check_seed(seed), evaluator=ev)
 
 
@@ -519,7 +568,8 @@ def regress(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div"), *
             target: float | None = None, time_limit: float | None = None,
             restart: int | None = None, revary: int = 1, device: str = "auto",
             executor: Executor | None = None, per_module: int | None = None,
-            pipeline: bool = True,
+            pipeline: bool = True, evaluate: Evaluate = "auto",
+            semantic_dedup: int | None = None,
             progress: bool | Callable[[Generation], Any] = False) -> Result:
     """Symbolic regression: find a program over the columns of ``X`` (named ``x0..``, or
     ``names``) whose output fits ``y`` under ``loss`` (``mse``, ``mae``, ``rmse``,
@@ -539,11 +589,19 @@ def regress(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div"), *
     (any ``concurrent.futures.Executor``) builds the GPU modules or spreads the CPU emulation.
     ``pipeline`` (GPU): each chunk of children is compiled and its modules assembled in
     threads while the next chunk is made (the same losses; False: made first, then built in
-    one batch; a process-pool executor never pipelines). ``progress``: True prints a line per
+    one batch; a process-pool executor never pipelines). ``evaluate``: ``"interpret"`` (the
+    batch interpreter: no stub, no emulator, no assembly), ``"compile"`` (each program's stub,
+    emulated on the CPU, assembled in modules on a GPU) or ``"auto"`` (the interpreter on the
+    CPU, the compiled path on a GPU); when the interpreter scored the run, ``result.best`` is
+    re-scored by the compiled path (``result.rescored``). ``semantic_dedup=k``: a new child
+    whose outputs on k probe rows (drawn with the seed) equal a scored program's takes its
+    loss (0: off; None: 32 where the probe is cheaper than the scoring, see
+    :mod:`numptx.search.semantic`). ``progress``: True prints a line per
     generation to stderr; a callable gets each :class:`Generation`."""
     s = _regression_search("regress", X, y, ops, names=names, dtype=dtype, constants=constants,
                            loss=loss, device=device, executor=executor, per_module=per_module,
-                           seed=seed, pipeline=pipeline, population=population,
+                           seed=seed, pipeline=pipeline, evaluate=evaluate,
+                           semantic_dedup=semantic_dedup, population=population,
                            generations=generations,
                            tournament=tournament, elitism=elitism, parsimony=parsimony,
                            crossover=crossover, mutation=mutation, max_length=max_length,
@@ -587,7 +645,7 @@ def evolve(template: Any, site: Any, fitness: Callable[[list], Sequence[float]],
            mutation: float = 0.9, max_length: int = 64, init_length: tuple = (2, 12),
            target: float | None = None, time_limit: float | None = None,
            restart: int | None = None, revary: int = 1, executor: Executor | None = None,
-           per_module: int | None = None,
+           per_module: int | None = None, evaluate: Evaluate = "auto",
            progress: bool | Callable[[Generation], Any] = False) -> Result:
     """Evolve programs for ``site`` of any ``template`` (``nx.CudaTemplate`` or a numba kernel).
 
@@ -605,7 +663,13 @@ def evolve(template: Any, site: Any, fitness: Callable[[list], Sequence[float]],
             return scores
         result = search.evolve(tmpl, "f", fitness, ops=["add", "mul"], population=128)
 
+    ``evaluate``: ``"auto"`` or ``"compile"`` (the same: ``fitness`` scores built packs;
+    ``"interpret"`` is a SearchError, there is no data to interpret the programs on).
     The other options (selection, rates, ``restart``, ``revary``) are :func:`regress`'s."""
+    if check_evaluate(evaluate, "evolve") == "interpret":
+        raise SearchError("evolve: evaluate='interpret': evolve's fitness scores built packs "
+                          "(your kernel runs them), so there is nothing to interpret; use "
+                          "'auto' or 'compile' (or search.regress for a data set)")
     if not callable(fitness):
         raise SearchError(f"evolve: fitness={fitness!r} is not callable (it takes the built packs "
                           f"and returns one score per candidate)")
@@ -632,7 +696,8 @@ def map_elites(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div")
                fit_trials: int = 4, target: float | None = None,
                time_limit: float | None = None, revary: int = 1, device: str = "auto",
                executor: Executor | None = None, per_module: int | None = None,
-               pipeline: bool = True,
+               pipeline: bool = True, evaluate: Evaluate = "auto",
+               semantic_dedup: int | None = None,
                progress: bool | Callable[[Generation], Any] = False) -> Result:
     """MAP-Elites: an archive keeps the best program of each cell of a behaviour grid; each
     generation makes ``batch`` children of uniformly drawn elites and files each in its cell
@@ -640,11 +705,13 @@ def map_elites(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div")
     over [0, max_length], 8 bins; ``op_mix``: share of non-linear instructions, 5 bins;
     ``inputs``: share of input pushes, 5 bins) or :class:`Descriptor` tuples
     ``(name, fn(program, genes) -> float, low, high, bins)``; ``bins`` overrides every axis'
-    count. ``result.archive`` maps cell index tuples to candidates. Other options as
+    count. ``result.archive`` maps cell index tuples to candidates (re-scored by the compiled
+    path when the interpreter scored the run, as ``best`` is). Other options as
     :func:`regress`."""
     s = _regression_search("map_elites", X, y, ops, names=names, dtype=dtype,
                            constants=constants, loss=loss, device=device, executor=executor,
                            per_module=per_module, seed=seed, pipeline=pipeline,
+                           evaluate=evaluate, semantic_dedup=semantic_dedup,
                            population=batch,
                            generations=generations, parsimony=parsimony, crossover=crossover,
                            mutation=mutation, max_length=max_length, init_length=init_length,

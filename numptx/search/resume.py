@@ -15,7 +15,8 @@ from typing import Any
 
 from .checkpoint import CheckpointError, path_of, read
 from .config import check_generations
-from .evaluate import Evaluator, check_executor, check_per_module, resolve_device
+from .evaluate import (Evaluate, Evaluator, check_evaluate, check_executor, check_per_module,
+                       resolve_device)
 from .fields import Fields
 from .genes import SearchError
 from .loop import Candidate, Generation, Result, Search, site_genes
@@ -27,17 +28,20 @@ def resume(path: Any, *, generations: int | None = None, device: str = "auto",
            executor: Executor | None = None, per_module: int | None = None,
            progress: bool | Callable[[Generation], Any] = False,
            template: Any = None, fitness: Callable | None = None,
-           descriptors: Sequence[Any] | None = None, max_bytes: int | None = None) -> Result:
+           descriptors: Sequence[Any] | None = None, max_bytes: int | None = None,
+           evaluate: Evaluate | None = None) -> Result:
     """Continue the search saved at ``path`` (:meth:`Result.save`) for ``generations`` more
     (default: what is left of the original ``generations``). Runs of ``regress`` and
     ``map_elites`` carry their data; an ``evolve`` run needs ``template`` and ``fitness`` again,
     a MAP-Elites run with user descriptors needs ``descriptors`` again. A missing, corrupted or
     mismatched file raises :class:`~numptx.search.checkpoint.CheckpointError` naming it and
     the field at fault; ``max_bytes`` raises the size a body may inflate to (default
-    ``checkpoint.MAX_BODY``, for a checkpoint you wrote with that much data)."""
+    ``checkpoint.MAX_BODY``, for a checkpoint you wrote with that much data). ``evaluate``:
+    how programs are scored (see :func:`~numptx.search.regress`); None: as the run was (its
+    checkpoint's ``evaluate``; ``"compile"`` for a checkpoint written before it existed)."""
     search = restore(path, device=device, executor=executor, per_module=per_module,
                      template=template, fitness=fitness, descriptors=descriptors,
-                     max_bytes=max_bytes)
+                     max_bytes=max_bytes, evaluate=evaluate)
     done = len(search.history)
     more = (max(0, search.cfg["generations"] - done) if generations is None
             else check_generations(generations, done))
@@ -46,9 +50,11 @@ def resume(path: Any, *, generations: int | None = None, device: str = "auto",
 
 
 def _check_arguments(device: Any, executor: Any, per_module: Any, template: Any,
-                     fitness: Any, descriptors: Any) -> str:
+                     fitness: Any, descriptors: Any, evaluate: Any) -> str:
     """resume's own arguments, checked before the file is read (as evolve checks them); the
     device resolved."""
+    if evaluate is not None:
+        check_evaluate(evaluate, "resume")
     device = resolve_device(device)
     check_executor(executor, "resume")
     if template is not None and getattr(template, "sites", None) is None:
@@ -67,12 +73,14 @@ def _check_arguments(device: Any, executor: Any, per_module: Any, template: Any,
 
 def restore(path: str | os.PathLike, *, device: str = "auto", executor: Any = None,
             per_module: int | None = None, template: Any = None, fitness: Any = None,
-            descriptors: Any = None, max_bytes: int | None = None) -> Search:
+            descriptors: Any = None, max_bytes: int | None = None,
+            evaluate: Evaluate | None = None) -> Search:
     """The search (``loop.Search``) saved at ``path``, ready to run on. Every field is checked
     (:class:`numptx.search.fields.Fields`) before anything is built; every fault is a
     :class:`CheckpointError` naming the field (or a :class:`SearchError` for a bad or missing
     argument)."""
-    device = _check_arguments(device, executor, per_module, template, fitness, descriptors)
+    device = _check_arguments(device, executor, per_module, template, fitness, descriptors,
+                              evaluate)
     spath = path_of(path, "resume")
     f = Fields(read(spath, max_bytes=max_bytes), spath)
     kind = f.keys()
@@ -94,11 +102,15 @@ def restore(path: str | os.PathLike, *, device: str = "auto", executor: Any = No
     cache, fits = f.cache(), f.fits(progs)
     try:
         if kind == "evolve":
+            if evaluate == "interpret":
+                raise SearchError("resume: evaluate='interpret': an evolve() run's fitness "
+                                  "scores built packs; use 'auto' or 'compile'")
             search = _evolve_search(f, genes, cfg, seed, template, fitness, executor)
         else:
             d = f.data(genes)
             ev = Evaluator(d["X"], d["y"], loss=d["loss"], names=d["names"], device=device,
-                           executor=executor, per_module=per_module, where="resume")
+                           executor=executor, per_module=per_module, where="resume",
+                           evaluate=d["evaluate"] if evaluate is None else evaluate)
             search = Search(kind, genes, cfg, seed, evaluator=ev)
     except SearchError as e:       # the data's faults (the arguments are checked above)
         if spath in str(e):
@@ -115,6 +127,9 @@ def restore(path: str | os.PathLike, *, device: str = "auto", executor: Any = No
     for k, v in counters.items():
         setattr(search, k, v)
     search.cache, search.fits = cache, fits
+    table, hits = f.semantic()
+    if search.semantic is not None:
+        search.semantic.table, search.semantic.hits = table, hits
     return search
 
 
