@@ -238,13 +238,16 @@ extern "C" __global__ void nx_interp_fitness(double* __restrict__ acc,
         const {slot}* __restrict__ in, const {ctype}* __restrict__ y, int n_rows, double c,
         int prog0)
 {{
-    const int row = blockIdx.x * blockDim.x + threadIdx.x;
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
     const int prog = prog0 + blockIdx.y;
+    /* every lane of a warp runs the program (a lane past the rows on the last row), so the
+       record loop's branches stay uniform; only rows < n_rows add to the sums */
+    const int row = i < n_rows ? i : n_rows - 1;
     double s0 = 0.0, s1 = 0.0, s2 = 0.0, bad = 0.0;
-    if (row < n_rows) {{
-        const unsigned int* t = words + offsets[prog];
-        nx_slot s[NX_MAX_SLOTS];
-        nx_run(nx_records(t), t[1], in + row, (unsigned long long)n_rows * sizeof(nx_slot), s);
+    const unsigned int* t = words + offsets[prog];
+    nx_slot s[NX_MAX_SLOTS];
+    nx_run(nx_records(t), t[1], in + row, (unsigned long long)n_rows * sizeof(nx_slot), s);
+    if (i < n_rows) {{
         const unsigned int o = t[8];
         nx_T p = o == 0xFFFFFFFFu ? (nx_T)0 : {decode_p};
         nx_T tt = y[row];
