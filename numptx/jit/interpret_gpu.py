@@ -3,11 +3,16 @@ with no assembly per program.
 
 ::
 
-    from numptx.jit.interpret_gpu import interpret_gpu, fitness_sums_gpu, prepare_tapes
-    words, offsets = tapes(programs, ...)            # numptx._program.interpret: the tapes
-    y, = interpret_gpu(words, offsets, [x0, x1], ["f32"], n_rows=len(x0))
-    y.shape                                          # (len(programs), n_rows)
-    sums = fitness_sums_gpu(words, offsets, [x0, x1], target, loss="mse")   # (P, 4)
+    from numptx import stack_ptx as sp
+    from numptx.jit.interpret_gpu import interpret_gpu, fitness_sums_gpu, scores_from_sums
+    tp = sp.tapes(programs, {"x0": "f32", "x1": "f32"}, {"y": "f32"})
+    y, = interpret_gpu(tp.words, tp.offsets, [x0, x1], ["f32"])
+    y.shape                                          # (len(programs), len(x0))
+    sums = fitness_sums_gpu(tp.words, tp.offsets, [x0, x1], target, "mse", rows=gene_rows)
+    scores = scores_from_sums(sums, "mse", target)   # what nx.fitness gives
+
+``sp.interpret(..., device="gpu")`` runs through :class:`GpuInterpreter` once it is
+registered (``numptx._program.interpret.register_device("gpu", GpuInterpreter())``).
 
 One thread runs one program over one data row: the grid is (ceil(n_rows / block),
 programs). The kernel (:mod:`.interpret_gpu_source`) is generated per instruction subset (by
@@ -540,7 +545,7 @@ def fitness_sums_gpu(tape_words: Any, tape_offsets: Any, inputs: Sequence[Any], 
     moments are taken about the target's mean, as :func:`numptx.fitness` takes them).
 
     >>> sums = fitness_sums_gpu(words, offsets, [x0, x1], y, "mse")   # doctest: +SKIP
-    >>> scores = np.where(sums[:, 3] > 0, np.inf, sums[:, 0] / len(y))
+    >>> scores = scores_from_sums(sums, "mse", y)                     # doctest: +SKIP
     """
     block = _check_block(block)
     if loss not in LOSSES:
