@@ -91,11 +91,10 @@ def _f32(x):
     return np.asarray(x, _F32)
 
 
-def _cz(expr: str, result: bool = True) -> str:
-    """The C expression of an .ftz variant (``_ftz``): operands flushed, and the result when
-    ``result`` (``"a + b"`` -> ``"nx_ftz32(nx_ftz32(a) + nx_ftz32(b))"``)."""
-    inner = re.sub(r"\b([abc])\b", r"nx_ftz32(\1)", expr)
-    return f"nx_ftz32({inner})" if result else inner
+def _cz(expr: str) -> str:
+    """The C expression of an .ftz variant (``_ftz``): operands and result flushed
+    (``"a + b"`` -> ``"nx_ftz32(nx_ftz32(a) + nx_ftz32(b))"``)."""
+    return "nx_ftz32({})".format(re.sub(r"\b([abc])\b", r"nx_ftz32(\1)", expr))
 
 
 def _ftz(fn):
@@ -175,7 +174,8 @@ for _z in (False, True):
             ("lg2", np.log2, ("abs_or_rel", 2.0 ** -22, 2.0 ** -22),
              "log2(a); abs error in (0.5, 2), rel error elsewhere")):
         _row(f"{_op}.approx{_zs}.f32", ("f32",), ("f32",), _w(_via64(_fn)), acc=_acc,
-             flags=APPROX | _zf, doc=f"{_d}{_zd}", c=_c(f"(float){_fn.__name__}((double)a)"))
+             flags=APPROX | _zf, doc=f"{_d}{_zd}",       # libm's function has NumPy's name
+             c=_c(f"(float){_fn.__name__}((double)a)"))
     _row(f"abs{_zs}.f32", ("f32",), ("f32",), _w(np.abs), flags=_zf, doc=f"|a|{_zd}",
          c=_c("fabsf(a)"))
     _row(f"neg{_zs}.f32", ("f32",), ("f32",), _w(np.negative), flags=_zf, doc=f"-a{_zd}",
@@ -393,9 +393,9 @@ _CMP = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
 #: setp's C comparisons. C's < <= > >= == are false for a NaN operand (ordered) but != is
 #: true, so a float ne is the ordered a < b || a > b
 _SETP_C = {"eq": "a == b", "ne": "a != b", "lt": "a < b", "le": "a <= b", "gt": "a > b",
-          "ge": "a >= b"}
+           "ge": "a >= b"}
 _SETP_C_FLOAT = {**_SETP_C, "ne": "a < b || a > b", "nan": "isnan(a) || isnan(b)",
-                "num": "!isnan(a) && !isnan(b)"}
+                 "num": "!isnan(a) && !isnan(b)"}
 for _t in ("f32", "f64", "s32", "u32", "s64", "u64"):
     _isf = _t[0] == "f"
     for _c, _fn in _CMP.items():
