@@ -344,6 +344,16 @@ def test_without_a_gpu_a_good_batch_is_a_launch_error():
         interpret_gpu(w, o, [np.ones(4, np.float32)] * 2, ["f32"])
 
 
+def test_the_backend_sp_interpret_registers():
+    from numptx.jit.fitness import gpu_available
+    from numptx.jit.interpret_gpu import GpuInterpreter
+    b = GpuInterpreter()
+    assert b.available() == gpu_available()
+    tp = sp.tapes([], {"x0": "f32"}, {"y": "f32", "p": "pred"})
+    got = b.run(tp, [], 5)
+    assert got["y"].shape == (0, 5) and got["p"].dtype == np.bool_
+
+
 # ---- on a GPU ---------------------------------------------------------------------------------
 def _random_programs(rng, dtype: str, rows: list[str], n: int, length: int) -> list:
     progs = []
@@ -464,3 +474,21 @@ def test_gpu_throughput_row_ops_per_second():
     print(f"\nGPU interpreter: {len(progs)} programs, {records} records, {len(t)} rows: "
           f"{s * 1e3:.1f} ms, {records * len(t) / s:.3g} row-ops/s, "
           f"{len(progs) / s:.3g} candidates/s (host checks and copies included)")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dialect", [None, "mm-ptx"])
+def test_gpu_through_sp_interpret_two_outputs_a_pred_and_the_dialects(dialect):
+    """sp.interpret(device="gpu") through the backend: an f32 and a pred output, and mm-ptx's
+    unwritten outputs (slot 0xFFFFFFFF: 0), as the CPU interpreter gives them."""
+    from numptx._program.interpret import register_device
+    from numptx.jit.interpret_gpu import GpuInterpreter
+    register_device("gpu", GpuInterpreter())
+    rows = GENE_ROWS["f32"] + PRED_ROWS["f32"]
+    progs = _random_programs(np.random.default_rng(6), "f32", rows, 100, 10) + [[]]
+    X = _data("f32", 300)
+    cols = {"x0": X[:, 0], "x1": X[:, 1]}
+    outs = {"y": "f32", "p": "pred"}
+    gpu = sp.interpret(progs, cols, outs, device="gpu", dialect=dialect)
+    cpu = sp.interpret(progs, cols, outs, device="cpu", dialect=dialect)
+    assert same(gpu["y"], cpu["y"]) and np.array_equal(gpu["p"], cpu["p"])
