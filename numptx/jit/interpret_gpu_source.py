@@ -53,6 +53,9 @@ ENTRY = {"outputs": "nx_interp"} | {f"fitness-{k}": "nx_interp_fitness" for k in
 SLOT_BITS = (32, 64)
 _SLOT_C = {32: "unsigned int", 64: "unsigned long long"}
 _DOLLAR = re.compile(r"\$(\d+)")
+#: opcodes whose result depends on other lanes: a lane of the interpreter is a data row
+_COLLECTIVE = frozenset({"mma", "wmma", "shfl", "vote", "redux", "match", "activemask", "bar",
+                         "barrier", "ldmatrix", "stmatrix"})
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,8 @@ def supported(index: int, arch_number: int = 90) -> str | None:
     row = TABLE[index]
     if row.flags & {"special", "volatile"}:
         return "a special register or volatile read (its value depends on where it runs)"
+    if row.opcode.split(".")[0] in _COLLECTIVE:
+        return "a warp-collective instruction (its value depends on the other lanes)"
     if not 1 <= len(row.results) <= 4 or len(row.operands) > 4:
         return "the interpreter runs rows of 1 to 4 results and at most 4 operands"
     for spec in row.results + row.operands:
