@@ -552,7 +552,7 @@ def fitness_sums_gpu(tape_words: Any, tape_offsets: Any, inputs: Sequence[Any], 
         raise _fail(f"loss={loss!r}: one of {', '.join(LOSSES)}", None)
     if dtype not in ("f32", "f64"):
         raise _fail(f"dtype={dtype!r}: 'f32' or 'f64'", None)
-    yy = np.asarray(y)
+    yy = np.ascontiguousarray(y)
     if yy.ndim != 1 or yy.dtype != VT.BY_NAME[dtype].np or not len(yy):
         raise _fail(f"y: a non-empty 1-D array of {VT.BY_NAME[dtype].np}, got {yy.dtype} of "
                     f"shape {yy.shape}", None)
