@@ -113,6 +113,9 @@ stackptx_status stackptx_tape_many(const stackptx_table *t, const stackptx_io *i
     const stackptx_limits *lim, const uint64_t *words, const uint32_t *offsets, uint32_t n_programs,
     const stackptx_routines *r, void *ws, size_t ws_size, uint32_t *out, size_t out_cap,
     uint64_t *out_offsets, stackptx_diag *diags, uint32_t *n_done);
+stackptx_status astptx_tape(const stackptx_table *t, const stackptx_io *io,
+    const stackptx_limits *lim, const uint64_t *words, size_t n_words, const stackptx_routines *r,
+    void *ws, size_t ws_size, uint32_t *out, size_t out_cap, size_t *out_len, stackptx_diag *diag);
 #define STACKPTX_TAPE_INPUT ...
 #define STACKPTX_TAPE_CONST ...
 #define STACKPTX_TAPE_INSTR ...

@@ -95,6 +95,9 @@
        out_offsets[0] an INPUT base as for compile_many. The same execution as compile (the
        stub's DAG: what the stub computes, the tape computes). Returns OK, or BUFFER_TOO_SMALL
        with *n_done programs complete (resume as for compile_many).
+     astptx_tape(t, io, lim, words, n_words, r, ws, ws_size, out, out_cap, &out_len, diag)
+       AST PTX -> one TAPE (out_cap uint32 words; *out_len its size), with astptx_compile's
+       checks and errors (no tape on an error).
      astptx_compile(t, io, lim, words, n_words, r, ws, ws_size, out, out_cap, &out_len, diag)
        AST PTX -> one stub (design section 5), strict: any error returns its status with
        diag->error_word, and no stub (*out_len = 0).
@@ -331,6 +334,9 @@ STACKPTX_DEF stackptx_status stackptx_tape_many(const stackptx_table *t, const s
 STACKPTX_DEF stackptx_status astptx_compile(const stackptx_table *t, const stackptx_io *io,
     const stackptx_limits *lim, const uint64_t *words, size_t n_words, const stackptx_routines *r,
     void *ws, size_t ws_size, char *out, size_t out_cap, size_t *out_len, stackptx_diag *diag);
+STACKPTX_DEF stackptx_status astptx_tape(const stackptx_table *t, const stackptx_io *io,
+    const stackptx_limits *lim, const uint64_t *words, size_t n_words, const stackptx_routines *r,
+    void *ws, size_t ws_size, uint32_t *out, size_t out_cap, size_t *out_len, stackptx_diag *diag);
 
 #ifdef __cplusplus
 }
@@ -1976,6 +1982,50 @@ static stackptx_status stackptx__ast_run(stackptx__ctx *c, const uint64_t *words
     return STACKPTX_OK;
 }
 
+/* Runs an AST PTX program and binds its values to the outputs (the checks of section 5). */
+static stackptx_status stackptx__ast_outputs(stackptx__ctx *c, const uint64_t *words, uint32_t n_words,
+                                             stackptx_diag *d)
+{
+    const stackptx_io *io = c->io;
+    uint32_t n = 0, k;
+    stackptx_status st;
+    stackptx__begin(c, d);
+    st = stackptx__ast_run(c, words, n_words, &n);
+    d->nodes = c->n_nodes;
+    if (st != STACKPTX_OK) return st;
+    if (n > io->n_outputs) return stackptx__ast_fail(c, STACKPTX_ERR_AST_LEFTOVER, c->prod[io->n_outputs], 0);
+    if (n < io->n_outputs) return stackptx__ast_fail(c, STACKPTX_ERR_AST_TOO_FEW, n_words, 0);
+    for (k = 0; k < n; k++) {
+        if (c->nodes[c->stk[k]].type != io->output_types[k])
+            return stackptx__ast_fail(c, STACKPTX_ERR_AST_OUTPUT_TYPE, c->prod[k], 0);
+        c->out_val[k] = c->stk[k];
+    }
+    return STACKPTX_OK;
+}
+
+STACKPTX_DEF stackptx_status astptx_tape(const stackptx_table *t, const stackptx_io *io,
+    const stackptx_limits *lim, const uint64_t *words, size_t n_words, const stackptx_routines *r,
+    void *ws, size_t ws_size, uint32_t *out, size_t out_cap, size_t *out_len, stackptx_diag *diag)
+{
+    stackptx__ctx c;
+    stackptx__tw tw;
+    stackptx_diag local, *d = diag ? diag : &local;
+    stackptx_status st;
+    if (out_len) *out_len = 0;
+    if (diag) stackptx__diag_reset(diag);
+    if (!out_len || (!words && n_words) || n_words > UINT32_MAX || (!out && out_cap) ||
+        (lim && lim->dialect != STACKPTX_DIALECT_NUMPTX))
+        return STACKPTX_ERR_INVALID_ARGUMENT;
+    st = stackptx__setup(&c, t, io, lim, r, ws, ws_size);
+    if (st != STACKPTX_OK) return st;
+    st = stackptx__ast_outputs(&c, words, (uint32_t)n_words, d);
+    if (st != STACKPTX_OK) return st;
+    tw.w = out; tw.n = 0; tw.cap = out ? out_cap : 0;
+    stackptx__tape(&c, &tw);
+    *out_len = tw.n;
+    return tw.n > tw.cap ? STACKPTX_ERR_BUFFER_TOO_SMALL : STACKPTX_OK;
+}
+
 STACKPTX_DEF stackptx_status astptx_compile(const stackptx_table *t, const stackptx_io *io,
     const stackptx_limits *lim, const uint64_t *words, size_t n_words, const stackptx_routines *r,
     void *ws, size_t ws_size, char *out, size_t out_cap, size_t *out_len, stackptx_diag *diag)
@@ -1984,7 +2034,6 @@ STACKPTX_DEF stackptx_status astptx_compile(const stackptx_table *t, const stack
     stackptx__out o;
     stackptx_diag local, *d = diag ? diag : &local;
     stackptx_status st;
-    uint32_t n = 0, k;
     char dummy[1];
     if (out_len) *out_len = 0;
     if (diag) stackptx__diag_reset(diag);
@@ -1993,17 +2042,8 @@ STACKPTX_DEF stackptx_status astptx_compile(const stackptx_table *t, const stack
         return STACKPTX_ERR_INVALID_ARGUMENT;
     st = stackptx__setup(&c, t, io, lim, r, ws, ws_size);
     if (st != STACKPTX_OK) return st;
-    stackptx__begin(&c, d);
-    st = stackptx__ast_run(&c, words, (uint32_t)n_words, &n);
-    d->nodes = c.n_nodes;
+    st = stackptx__ast_outputs(&c, words, (uint32_t)n_words, d);
     if (st != STACKPTX_OK) return st;
-    if (n > io->n_outputs) return stackptx__ast_fail(&c, STACKPTX_ERR_AST_LEFTOVER, c.prod[io->n_outputs], 0);
-    if (n < io->n_outputs) return stackptx__ast_fail(&c, STACKPTX_ERR_AST_TOO_FEW, (uint32_t)n_words, 0);
-    for (k = 0; k < n; k++) {
-        if (c.nodes[c.stk[k]].type != io->output_types[k])
-            return stackptx__ast_fail(&c, STACKPTX_ERR_AST_OUTPUT_TYPE, c.prod[k], 0);
-        c.out_val[k] = c.stk[k];
-    }
     stackptx__out_init(&o, out, out_cap, dummy);
     stackptx__emit(&c, &o);
     *out_len = stackptx__out_len(&o);

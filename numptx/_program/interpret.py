@@ -571,3 +571,100 @@ def subset(tp: Tapes, ks: np.ndarray) -> Tapes:
     np.cumsum([len(p) for p in parts], out=offsets[1:])
     words = np.concatenate(parts) if parts else np.zeros(0, np.uint32)
     return Tapes(words, offsets, tp.inputs, tp.outputs, tp.dialect)
+
+
+# ---- one program, one row at a time (the simulator's site calls) --------------------------------
+def tape_lowered(mode: str, words: bytes, input_names: Sequence[str], rename: Mapping | None,
+                 *, site: Any, routines: Sequence[bytes] = (), limits: Limits | None = None
+                 ) -> Tapes:
+    """The tape of what ``compile_lowered(mode, words, input_names, rename, None, None,
+    site=site, routines=routines, strict=True, limits=limits)`` compiles (the DSL's stub at a
+    site): the same io, the same words."""
+    from .compile import _io_ordered
+    if rename:
+        input_names = tuple([rename.get(n, n) for n in input_names])
+    io = _io_ordered(None, None, site, tuple(input_names))
+    lim_key, lim = _limits_c(limits, 0)
+    ws = ffi.new("char[]", io.workspace_size(lim_key, lim))
+    rts, rkeep = _routines(routines, io) if routines else (ffi.NULL, None)
+    cw = ffi.from_buffer("uint64_t[]", words)
+    n_words = len(words) >> 3
+    cap = 64 + n_words * 24
+    out_len = ffi.new("size_t *")
+    diag = ffi.new("stackptx_diag *")
+    for _ in range(2):
+        buf = np.empty(cap, dtype=np.uint32)
+        if mode == "stack":
+            offs = np.array([0, n_words], dtype=np.uint32)
+            out_off = np.zeros(2, dtype=np.uint64)
+            n_done = ffi.new("uint32_t *")
+            st = lib.stackptx_tape_many(_table(), io.c, lim, cw, ffi.from_buffer("uint32_t[]", offs),
+                                        1, rts, ws, len(ws), ffi.from_buffer("uint32_t[]", buf),
+                                        cap, ffi.from_buffer("uint64_t[]", out_off), diag, n_done)
+            out_len[0] = int(out_off[1])
+        else:
+            st = lib.astptx_tape(_table(), io.c, lim, cw, n_words, rts, ws, len(ws),
+                                 ffi.from_buffer("uint32_t[]", buf), cap, out_len, diag)
+        if st != lib.STACKPTX_ERR_BUFFER_TOO_SMALL:
+            break
+        cap = int(out_len[0]) + 64
+    del rkeep
+    if st != lib.STACKPTX_OK:
+        raise InterpretError(f"tape: the C core refused the program: {_status_name(st)}")
+    names = list(io.index)
+    return Tapes(buf[:int(out_len[0])].copy(), np.array([0, int(out_len[0])], np.uint64),
+                 dict(zip(names, io.in_names.values())),
+                 dict(zip([v.name for v in site.outputs], io.out_types.values())), "numptx")
+
+
+class RowRunner:
+    """One program's tape run on one row at a time, its C arguments made once::
+
+        run = RowRunner(tp)                   # tp: one program (refused rows raise here)
+        run.inputs["x"][0] = 2.0              # the inputs' one-element buffers
+        run()                                 # -> run.outputs["y"][0]
+
+    What the simulator calls per thread reaching a site (no batch to wait for)."""
+
+    def __init__(self, tp: Tapes):
+        if len(tp) != 1:
+            raise InterpretError("RowRunner: one program's tape")
+        bad = refused(tp)
+        if bad:
+            raise InterpretError(f"the interpreter does not run {bad[0]!r}", program=0,
+                                 row=bad[0])
+        for what, types in (("input", tp.inputs), ("output", tp.outputs)):
+            for name, t in types.items():
+                if t not in INTERP_TYPES:
+                    raise InterpretError(f"{what} {name!r} is of type {t}, which the "
+                                         f"interpreter does not store")
+        ops = self._ops = _the_ops()
+        self._tp = tp
+        self.inputs = {n.split("\x00")[0]: np.zeros(1, VT.BY_NAME[t].np)
+                       for n, t in tp.inputs.items()}
+        self.outputs = {n: np.zeros(1, VT.BY_NAME[t].np) for n, t in tp.outputs.items()}
+        cols = ffi.new("nxi_column[]", max(1, len(tp.inputs)))
+        for i, (n, t) in enumerate(tp.inputs.items()):
+            cols[i].data = ffi.cast("void *", self.inputs[n.split("\x00")[0]].ctypes.data)
+            cols[i].type, cols[i].scalar = VT.BY_NAME[t].id, 0
+        outs = ffi.new("nxi_output[]", max(1, len(tp.outputs)))
+        for k, (n, t) in enumerate(tp.outputs.items()):
+            outs[k].data = ffi.cast("void *", self.outputs[n].ctypes.data)
+            outs[k].type = VT.BY_NAME[t].id
+        head = tp.tape(0)
+        self._ws = np.empty(max(1, lib.nxi_workspace_size(int(head[0]), int(head[1]), 1)),
+                            np.uint8)
+        self._fail = ffi.new("nxi_fail *")
+        self._args = (ffi.cast("uint32_t *", tp.words.ctypes.data),
+                      ffi.cast("uint64_t *", tp.offsets.ctypes.data), 1,
+                      ffi.cast("uint16_t *", ops.row_op.ctypes.data), len(ops.row_op),
+                      ffi.cast("uint8_t *", ops.op_types.ctypes.data),
+                      ffi.cast("uint8_t *", ops.type_size.ctypes.data), len(ops.type_size),
+                      cols, len(tp.inputs), outs, len(tp.outputs), 1, 1,
+                      ffi.cast("void *", self._ws.ctypes.data), len(self._ws), self._fail)
+        self._keep = (cols, outs)
+
+    def __call__(self) -> None:
+        st = lib.nxi_run(*self._args)
+        if st != lib.NXI_OK:
+            raise _failure(st, 0, self._fail.row, self._ops)

@@ -29,6 +29,7 @@ from typing import Any, Callable, Mapping, NamedTuple, Sequence
 import numpy as np
 
 from .._program import value_type, compile_lowered
+from .._program.interpret import tape_lowered
 from . import types as T
 from .contract import contract
 from .graph import Graph, canonical
@@ -560,6 +561,19 @@ class PtxExpr:
             regs_out[outputs.get(k, outputs.get(i, k))] = n.dtype
         return compile_lowered(mode, low.words, low.input_names, inputs, regs_in, regs_out,
                                routines=low.routines, strict=True, limits=low.limits)
+
+    def tape(self, site: Any, *, backend: str | None = None, fastmath: bool | None = None,
+             precision: str | None = None) -> Any:
+        """The tape (:func:`numptx.stack_ptx.tapes`) of what :meth:`stub` compiles for
+        ``site``: the interpreter's form of the same stub."""
+        backend = backend or self.backend
+        if backend not in BACKENDS:
+            _check_backend(backend, f"{self.__name__}.tape")
+        expr, rename, order = self._bind_site(site)
+        low = expr.lowered(backend, order, fastmath, precision)
+        return tape_lowered("stack" if backend == "stack" else "ast", low.words,
+                            low.input_names, rename, site=site, routines=low.routines,
+                            limits=low.limits)
 
     def binding(self, site: Any) -> SiteBinding:
         """How this formula binds to ``site`` (a :class:`SiteBinding`): the one set of rules

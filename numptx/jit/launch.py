@@ -47,6 +47,7 @@ from ..instructions import NP_DTYPE
 from . import numba_site, residency, sim_waves
 from .errors import LaunchError
 from .numba_site import SIMULATOR, SiteError, SiteSpec
+from .._program.interpret import RowRunner
 from .pack import Population, check_selector, with_index
 from .residency import MAX_LOADED, keep_loaded, launch_config, loaded  # noqa: F401
 from .residency import context_handle, plain_config
@@ -246,6 +247,54 @@ def _ptx_evaluator(text: str):
     return run_ptx
 
 
+#: whether a formula's site calls run on its tape in the batch interpreter, each thread at
+#: once (no hand-over), where the interpreter runs every row of its stub and every variable is
+#: a value type (False: the stub emulator on each wave's batch)
+SIM_TAPES = True
+
+
+def _tape_evaluator(expr: PtxExpr, spec: SiteSpec, text: str):
+    """The formula's stub run by the batch interpreter on one thread's values
+    (:class:`~numptx._program.interpret.RowRunner`): what the emulator computes on ``text``,
+    bit for bit (the tape is the stub's DAG), without the wave's hand-over. None where it
+    does not apply: another stub text (a binding the tape does not share), a row the
+    interpreter lacks, or a site variable that copies bits."""
+    if not SIM_TAPES:
+        return None
+    site = site_for(spec)
+    for _, t, _ in spec.variables:
+        if get_dtype(t).mode != "value":
+            return None
+    try:
+        if str(expr.stub(site)) != str(text):
+            return None
+        runner = RowRunner(expr.tape(site))
+    except NumptxError as e:
+        log.debug("site %r: no tape (%s): the stub emulator runs it", spec.name, e)
+        return None
+    ins = [(n, runner.inputs[n]) for k, _, n in spec.variables if k != "out"]
+    outs = [runner.outputs[n] for kind in ("out", "mod")
+            for k, _, n in spec.variables if k == kind]
+    lock = threading.Lock()
+
+    def run_tape(spec, batch):
+        results = []
+        with lock:
+            for values in batch:
+                for n, buf in ins:
+                    try:
+                        buf[0] = values[n]
+                    except (OverflowError, TypeError, ValueError):   # as _typed_inputs converts
+                        with np.errstate(all="ignore"):
+                            buf[0] = np.asarray(values[n]).astype(buf.dtype)[()]
+                runner()
+                r = [b[0] for b in outs]
+                results.append(r[0] if len(r) == 1 else tuple(r) if r else None)
+        return results
+    run_tape.batch = "thread"       # each thread evaluates its own call at once
+    return run_tape
+
+
 def _empty_site(spec: SiteSpec, values: dict):
     """A site left without a stub (``missing="empty"``): mods keep their values and outputs
     read 0 (on a GPU they are whatever the register held)."""
@@ -353,7 +402,8 @@ class _SimLaunch:
         check_assembles(spec, text, self.arch)
         if isinstance(stub, PtxExpr) and self.reference:
             return _binding_evaluator(stub.binding(site_for(spec)))
-        return _ptx_evaluator(text)     # the stub the build injects, bound as it binds it
+        fn = _tape_evaluator(stub, spec, text) if isinstance(stub, PtxExpr) else None
+        return fn or _ptx_evaluator(text)     # the stub the build injects, bound as it binds it
 
     def _pack_evaluator(self, pop: Population, spec: SiteSpec):
         """fn(spec, batch) for a packed population: the candidate the selector names runs; a

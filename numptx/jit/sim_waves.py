@@ -122,7 +122,8 @@ def evaluate(note, batch: list) -> None:
     is ``"grid"`` (the default: elementwise); ``"warps"``: blocks of whole warps together, a
     block with part of a warp alone (values see their position: warp-level instructions,
     lanes); ``"block"``: once per block. An error goes to each thread of the evaluation, and
-    to ``note``."""
+    to ``note``. ``"thread"``: each call alone, at once, by the thread that makes it (a cheap
+    evaluator: the batch interpreter on one row)."""
     batch.sort(key=lambda w: w[0].numptx_order)
     groups: dict = {}
     for w in batch:
@@ -460,7 +461,10 @@ def _thread_class(base_thread):
         def numptx_site(self, launch, key, fn, spec, values):
             slot = Slot()
             wave = self.numptx_wave
-            if wave.free and getattr(fn, "batch", "grid") == "grid":
+            how = getattr(fn, "batch", "grid")
+            if how == "thread":
+                wave.turns += 1             # progress for the watcher: no stall
+            if how == "thread" or (wave.free and how == "grid"):
                 evaluate(wave.note, [(self, key, fn, spec, values, slot)])     # alone
             else:
                 wave.stop(self, "site", (self, key, fn, spec, values, slot))
