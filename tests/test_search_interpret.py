@@ -12,6 +12,7 @@ from numptx import search
 from numptx import stack_ptx as sp
 from numptx.errors import NumptxWarning
 from numptx.search import checkpoint as ck
+from numptx.search import rescore as R
 from numptx.search import semantic as S
 from numptx.search.breed import Breeder
 from numptx.search.checkpoint import CheckpointError
@@ -328,3 +329,27 @@ def test_semantic_dedup_is_a_checked_option():
         with pytest.raises(SearchError, match=r"^semantic_dedup="):
             search.regress(X, y, ["add"], population=8, generations=1, device="cpu",
                            semantic_dedup=bad)
+
+
+def test_the_rescore_tolerance_is_exact_on_the_cpu():
+    assert R.tolerance("cpu") == (0.0, 0.0)
+    assert R.tolerance("gpu") == (R.RTOL_GPU, R.ATOL_GPU)
+    X, y = _data()
+    r = search.regress(X, y, ["add", "mul"], population=20, generations=1, seed=1,
+                       device="cpu", evaluate="interpret")
+    assert (r.rescored.rtol, r.rescored.atol) == (0.0, 0.0)
+
+
+# ---- GPU -----------------------------------------------------------------------------------------
+@pytest.mark.gpu
+def test_on_the_gpu_auto_compiles_and_interpret_is_rescored_within_the_gpu_tolerance():
+    X, y = _data(n=2000)
+    assert Evaluator(X, y, device="gpu").mode == "compile"           # evaluate.gpu_auto
+    r = search.regress(X, y, ["add", "mul", "sin", "exp"], population=100, generations=3,
+                       seed=0, device="gpu", evaluate="interpret")
+    assert (r.device, r.evaluate) == ("gpu", "interpret")
+    assert (r.rescored.rtol, r.rescored.atol) == (R.RTOL_GPU, R.ATOL_GPU)
+    # the compiled (hardware) loss is the one returned; within the GPU tolerance of the
+    # interpreter's
+    a, b = r.rescored.interpreted[0], r.rescored.compiled[0]
+    assert r.best.loss == b and abs(a - b) <= R.RTOL_GPU * max(abs(a), abs(b)) + R.ATOL_GPU
