@@ -335,6 +335,25 @@ def test_bad_inputs_are_refused_before_any_launch():
         fitness_sums_gpu(w, o, [np.ones(4, np.float32)] * 2, np.ones(4, np.float32), "huber")
 
 
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+def test_the_launch_arguments_fit_the_kernels_parameters(dtype):
+    """What run() hands each kernel is what its parameters take (numptx's marshal, the real
+    one, with a stand-in device address): pointer types and dtypes, scalars, the count."""
+    from numptx.jit.cuda_launch import marshal
+    from numptx.jit.interpret_gpu import plan_fitness, plan_interpret
+    w, o = batch(tape([inp(dtype, 0, 0), inp(dtype, 1, 1), ins(f"mul.rn.{dtype}", 2, 0, 1)],
+                      [2]))
+    cols = [np.ones(8, VT.BY_NAME[dtype].np)] * 2
+    for plan in (plan_interpret(w, o, cols, [dtype]),
+                 plan_fitness(w, o, cols, cols[0], "pearson", dtype=dtype)):
+        v = plan.variant
+        m = marshal(v.entry, v.template.params, (*plan.args, 0), to_device=lambda a: 4096)
+        assert len(m.values) == len(v.template.params) == len(plan.args) + 1
+        wrong = (plan.args[0].astype(np.float32),) + plan.args[1:]
+        with pytest.raises(nx.LaunchError):
+            marshal(v.entry, v.template.params, (*wrong, 0), to_device=lambda a: 4096)
+
+
 def test_without_a_gpu_a_good_batch_is_a_launch_error():
     from numptx.jit.fitness import gpu_available
     if gpu_available():
@@ -465,20 +484,20 @@ def test_gpu_throughput_row_ops_per_second():
     X = _data("f32", 1000)[8:]
     t = X[:, 0].copy()
     tp = sp.tapes(progs, {"x0": "f32", "x1": "f32"}, {"y": "f32"})
-    dev = prepare_tapes(tp.words, tp.offsets, 2, ["f32"], rows=rows, mode="fitness-mse")
-    records = int(sum(dev.words[int(o) + 1] for o in dev.offsets))
     from numptx.jit.fitness import device_arch
-    v = interp_variant(dev.subset, device_arch())
-    cols = np.stack([X[:, 0].view(np.uint32), X[:, 1].view(np.uint32)])
-    args = [cuda.to_device(a) for a in (np.zeros((len(progs), 4)), dev.words, dev.offsets, cols,
-                                         t)]
+    from numptx.jit.interpret_gpu import plan_fitness
+    plan = plan_fitness(tp.words, tp.offsets, [X[:, 0], X[:, 1]], t, rows=rows,
+                        arch=device_arch())
+    dev = plan.tapes
+    records = int(sum(dev.words[int(o) + 1] for o in dev.offsets))
+    args = [cuda.to_device(a) if isinstance(a, np.ndarray) else a for a in plan.args]
     n, block = len(t), 256
-    launch = v[((n + block - 1) // block, len(progs)), block]
-    launch(*args[:5], n, 0.0, 0)                                  # load the module
+    launch = plan.variant[((n + block - 1) // block, len(progs)), block]
+    launch(*args, 0)                                              # load the module
     start, end = cuda.event(), cuda.event()
     start.record()
     for _ in range(5):
-        launch(*args[:5], n, 0.0, 0)
+        launch(*args, 0)
     end.record()
     end.synchronize()
     s = cuda.event_elapsed_time(start, end) / 1e3 / 5

@@ -64,6 +64,7 @@ from .interpret_gpu_source import (CASE_CONST, CASE_INPUT, ENTRY, FIRST_ROW_CASE
 from .template import CudaTemplate, Variant
 
 __all__ = ["InterpretGpuError", "DeviceTapes", "prepare_tapes", "interpret_gpu", "GpuInterpreter",
+           "GpuLaunch", "plan_interpret", "plan_fitness",
            "fitness_sums_gpu", "scores_from_sums", "interp_variant", "MAX_SLOTS", "MIN_SLOTS"]
 
 log = logging.getLogger(__name__)
@@ -483,11 +484,30 @@ def _columns(dev: DeviceTapes, inputs: Sequence[Any], n_rows: int) -> np.ndarray
     return m
 
 
-def _launch(v: Variant, n_rows: int, n_programs: int, block: int, args) -> None:
-    """``v`` over (row blocks, programs), at most 65,535 programs a launch (grid y)."""
-    grid_x = (n_rows + block - 1) // block
-    for p0 in range(0, n_programs, 65535):
-        v[(grid_x, min(65535, n_programs - p0)), block](*args(p0))
+@dataclass(frozen=True)
+class GpuLaunch:
+    """A checked batch ready to launch: the tapes, the built kernel and its arguments in
+    parameter order but the last (``prog0``, the first program of a launch): host arrays for
+    the pointer parameters, the first being the result (each output's slot words, or the
+    zeroed sums). :meth:`run` copies them to the GPU, launches over (row blocks, programs),
+    at most 65,535 programs a launch, and returns the result from the device."""
+    tapes: DeviceTapes
+    variant: Variant
+    args: tuple
+    n_rows: int
+    block: int
+
+    def run(self) -> np.ndarray:
+        from numba import cuda
+        first, *rest = self.args
+        out = (cuda.device_array(first.shape, first.dtype) if self.tapes.subset.mode == "outputs"
+               else cuda.to_device(first))
+        dev = [out] + [cuda.to_device(a) if isinstance(a, np.ndarray) else a for a in rest]
+        grid_x = (self.n_rows + self.block - 1) // self.block
+        n = self.tapes.n_programs
+        for p0 in range(0, n, 65535):
+            self.variant[(grid_x, min(65535, n - p0)), self.block](*dev, p0)
+        return out.copy_to_host()
 
 
 def _check_block(block: Any) -> int:
@@ -497,33 +517,42 @@ def _check_block(block: Any) -> int:
     return block
 
 
+def plan_interpret(tape_words: Any, tape_offsets: Any, inputs: Sequence[Any],
+                   outputs: Sequence[str], n_rows: int | None = None, *,
+                   rows: Sequence[int | str] | None = None, max_slots: int | None = None,
+                   block: int = 256, arch: Any = "sm_90") -> GpuLaunch:
+    """Every check of :func:`interpret_gpu` and the kernel built for ``arch``; no GPU needed
+    (``plan.run()`` launches)."""
+    block = _check_block(block)
+    inputs = list(inputs)
+    n_rows = _n_rows(inputs, n_rows)
+    dev = prepare_tapes(tape_words, tape_offsets, len(inputs), outputs, rows=rows,
+                        max_slots=max_slots, arch=arch)
+    cols = _columns(dev, inputs, n_rows)
+    P, n_out = dev.n_programs, len(dev.output_types)
+    out = np.zeros(max(1, n_out * P * n_rows), _UINT[dev.subset.slot_bits])
+    return GpuLaunch(dev, interp_variant(dev.subset, arch),
+                     (out, dev.words, dev.offsets, cols, n_rows, P), n_rows, block)
+
+
 def interpret_gpu(tape_words: Any, tape_offsets: Any, inputs: Sequence[Any],
                   outputs: Sequence[str], n_rows: int | None = None, *,
                   rows: Sequence[int | str] | None = None, max_slots: int | None = None,
                   block: int = 256) -> list[np.ndarray]:
     """Run every program of the tapes over ``n_rows`` rows on the GPU: one ``(programs,
-    n_rows)`` array per output type of ``outputs`` (see the module documentation).
+    n_rows)`` array per output type of ``outputs`` (see the module documentation). Every
+    check runs before the GPU is asked for.
 
-    >>> y, = interpret_gpu(words, offsets, [x0, x1], ["f32"])   # doctest: +SKIP
+    >>> y, = interpret_gpu(tp.words, tp.offsets, [x0, x1], ["f32"])   # doctest: +SKIP
     """
-    block = _check_block(block)
-    inputs = list(inputs)
-    n_rows = _n_rows(inputs, n_rows)
     arch = _arch()
-    dev = prepare_tapes(tape_words, tape_offsets, len(inputs), outputs, rows=rows,
-                        max_slots=max_slots, arch=arch or "sm_90")
-    cols = _columns(dev, inputs, n_rows)
+    plan = plan_interpret(tape_words, tape_offsets, inputs, outputs, n_rows, rows=rows,
+                          max_slots=max_slots, block=block, arch=arch or "sm_90")
     if arch is None:
         raise _no_gpu()
-    v = interp_variant(dev.subset, arch)
-    from numba import cuda
-    slot = _UINT[dev.subset.slot_bits]
-    P, n_out = dev.n_programs, len(dev.output_types)
-    d_out = cuda.device_array(max(1, n_out * P * n_rows), slot)
-    d_words, d_off, d_in = (cuda.to_device(a) for a in (dev.words, dev.offsets, cols))
-    _launch(v, n_rows, P, block, lambda p0: (d_out, d_words, d_off, d_in, n_rows, P, p0))
-    got = d_out.copy_to_host()[:n_out * P * n_rows].reshape(n_out, P, n_rows)
-    return [_narrow(got[j], t) for j, t in enumerate(dev.output_types)]
+    P, n_out, n = plan.tapes.n_programs, len(plan.tapes.output_types), plan.n_rows
+    got = plan.run()[:n_out * P * n].reshape(n_out, P, n)
+    return [_narrow(got[j], t) for j, t in enumerate(plan.tapes.output_types)]
 
 
 def _narrow(bits: np.ndarray, t: str) -> np.ndarray:
@@ -533,6 +562,34 @@ def _narrow(bits: np.ndarray, t: str) -> np.ndarray:
     if t == "pred":
         return bits.astype(np.uint32) != 0
     return bits.astype(_UINT[8 * row.np.itemsize]).view(row.np)
+
+
+def plan_fitness(tape_words: Any, tape_offsets: Any, inputs: Sequence[Any], y: Any,
+                 loss: str = "mse", *, dtype: str = "f32",
+                 rows: Sequence[int | str] | None = None, max_slots: int | None = None,
+                 block: int = 256, arch: Any = "sm_90") -> GpuLaunch:
+    """Every check of :func:`fitness_sums_gpu` and the kernel built for ``arch``; no GPU
+    needed (``plan.run()`` launches)."""
+    block = _check_block(block)
+    if loss not in LOSSES:
+        raise _fail(f"loss={loss!r}: one of {', '.join(LOSSES)}", None)
+    if dtype not in ("f32", "f64"):
+        raise _fail(f"dtype={dtype!r}: 'f32' or 'f64'", None)
+    yy = np.ascontiguousarray(y)
+    if yy.ndim != 1 or yy.dtype != VT.BY_NAME[dtype].np or not len(yy):
+        raise _fail(f"y: a non-empty 1-D array of {VT.BY_NAME[dtype].np}, got {yy.dtype} of "
+                    f"shape {yy.shape}", None)
+    inputs = list(inputs)
+    n_rows = _n_rows(inputs, len(yy))
+    if n_rows != len(yy):
+        raise _fail(f"y has {len(yy)} rows but n_rows is {n_rows}", None)
+    dev = prepare_tapes(tape_words, tape_offsets, len(inputs), [dtype], rows=rows,
+                        max_slots=max_slots, mode=f"fitness-{loss}", dtype=dtype, arch=arch)
+    cols = _columns(dev, inputs, n_rows)
+    c = float(yy.astype(np.float64).mean())       # pearson's moments are taken about it
+    acc = np.zeros((max(1, dev.n_programs), 4))
+    return GpuLaunch(dev, interp_variant(dev.subset, arch),
+                     (acc, dev.words, dev.offsets, cols, yy, n_rows, c), n_rows, block)
 
 
 def fitness_sums_gpu(tape_words: Any, tape_offsets: Any, inputs: Sequence[Any], y: Any,
@@ -547,34 +604,12 @@ def fitness_sums_gpu(tape_words: Any, tape_offsets: Any, inputs: Sequence[Any], 
     >>> sums = fitness_sums_gpu(words, offsets, [x0, x1], y, "mse")   # doctest: +SKIP
     >>> scores = scores_from_sums(sums, "mse", y)                     # doctest: +SKIP
     """
-    block = _check_block(block)
-    if loss not in LOSSES:
-        raise _fail(f"loss={loss!r}: one of {', '.join(LOSSES)}", None)
-    if dtype not in ("f32", "f64"):
-        raise _fail(f"dtype={dtype!r}: 'f32' or 'f64'", None)
-    yy = np.ascontiguousarray(y)
-    if yy.ndim != 1 or yy.dtype != VT.BY_NAME[dtype].np or not len(yy):
-        raise _fail(f"y: a non-empty 1-D array of {VT.BY_NAME[dtype].np}, got {yy.dtype} of "
-                    f"shape {yy.shape}", None)
-    inputs = list(inputs)
-    n_rows = _n_rows(inputs, len(yy))
-    if n_rows != len(yy):
-        raise _fail(f"y has {len(yy)} rows but n_rows is {n_rows}", None)
     arch = _arch()
-    dev = prepare_tapes(tape_words, tape_offsets, len(inputs), [dtype], rows=rows,
-                        max_slots=max_slots, mode=f"fitness-{loss}", dtype=dtype,
-                        arch=arch or "sm_90")
-    cols = _columns(dev, inputs, n_rows)
+    plan = plan_fitness(tape_words, tape_offsets, inputs, y, loss, dtype=dtype, rows=rows,
+                        max_slots=max_slots, block=block, arch=arch or "sm_90")
     if arch is None:
         raise _no_gpu()
-    v = interp_variant(dev.subset, arch)
-    from numba import cuda
-    P = dev.n_programs
-    c = float(yy.astype(np.float64).mean())
-    acc = cuda.to_device(np.zeros((max(1, P), 4)))
-    d_words, d_off, d_in, d_y = (cuda.to_device(a) for a in (dev.words, dev.offsets, cols, yy))
-    _launch(v, n_rows, P, block, lambda p0: (acc, d_words, d_off, d_in, d_y, n_rows, c, p0))
-    return acc.copy_to_host()[:P]
+    return plan.run()[:plan.tapes.n_programs]
 
 
 def scores_from_sums(sums: np.ndarray, loss: str, y: np.ndarray) -> np.ndarray:
