@@ -40,6 +40,7 @@ from dataclasses import dataclass
 
 from .. import valuetypes as VT
 from ..instructions import TABLE, parse_type_spec
+from .fitness import LOSSES
 
 __all__ = ["Subset", "kernel_source", "supported", "row_asm", "CASE_INPUT", "CASE_CONST",
            "FIRST_ROW_CASE", "MODES", "LOSSES", "ENTRY", "SLOT_BITS", "RECORD_WORDS",
@@ -47,7 +48,6 @@ __all__ = ["Subset", "kernel_source", "supported", "row_asm", "CASE_INPUT", "CAS
 
 CASE_INPUT, CASE_CONST, FIRST_ROW_CASE = 0, 1, 2
 RECORD_WORDS = 8
-LOSSES = ("mse", "mae", "rmse", "pearson")
 MODES = ("outputs",) + tuple(f"fitness-{k}" for k in LOSSES)
 ENTRY = {"outputs": "nx_interp"} | {f"fitness-{k}": "nx_interp_fitness" for k in LOSSES}
 SLOT_BITS = (32, 64)
@@ -273,7 +273,8 @@ extern "C" __global__ void nx_interp_fitness(double* __restrict__ acc,
 }}
 '''
 
-# the per-row terms of numptx.jit.fitness's kernel, the same expressions (tt: the target)
+# the per-row terms of numptx.jit.fitness's kernel (its _loss_code), the same expressions
+# (tt: the target); tests/test_interpret_gpu.py compares the scores on a GPU
 _LOSS = {
     "mse": "double dd = (double)p - (double)tt; s0 = dd * dd;",
     "rmse": "double dd = (double)p - (double)tt; s0 = dd * dd;",
