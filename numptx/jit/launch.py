@@ -275,24 +275,32 @@ def _tape_evaluator(expr: PtxExpr, spec: SiteSpec, text: str):
     ins = [(n, runner.inputs[n]) for k, _, n in spec.variables if k != "out"]
     outs = [runner.outputs[n] for kind in ("out", "mod")
             for k, _, n in spec.variables if k == kind]
-    lock = threading.Lock()
+    return _ThreadFn(runner, ins, outs)
 
-    def run_tape(spec, batch):
-        results = []
-        with lock:
+
+class _ThreadFn:
+    """fn(spec, batch) of a formula's tape (:func:`_tape_evaluator`): each call evaluated by
+    the thread that makes it, at once (``batch = "thread"``)."""
+    batch = "thread"
+
+    def __init__(self, runner: RowRunner, ins: list, outs: list):
+        self.runner, self.ins, self.outs = runner, ins, outs
+        self.lock = threading.Lock()     # the buffers are shared; free-running threads race
+
+    def __call__(self, spec: SiteSpec, batch) -> list:
+        results, outs = [], self.outs
+        with self.lock:
             for values in batch:
-                for n, buf in ins:
+                for n, buf in self.ins:
                     try:
                         buf[0] = values[n]
                     except (OverflowError, TypeError, ValueError):   # as _typed_inputs converts
                         with np.errstate(all="ignore"):
                             buf[0] = np.asarray(values[n]).astype(buf.dtype)[()]
-                runner()
-                r = [b[0] for b in outs]
-                results.append(r[0] if len(r) == 1 else tuple(r) if r else None)
+                self.runner()
+                results.append(outs[0][0] if len(outs) == 1 else
+                               tuple(b[0] for b in outs) if outs else None)
         return results
-    run_tape.batch = "thread"       # each thread evaluates its own call at once
-    return run_tape
 
 
 def _empty_site(spec: SiteSpec, values: dict):
@@ -358,6 +366,15 @@ class _SimLaunch:
                     fn = self._prepare(name, spec)
             self.by_id[id(spec)] = (spec, fn)
         me = threading.current_thread()
+        if fn.__class__ is _ThreadFn:       # at once, in this thread (no special registers)
+            wave = me.__dict__.get("numptx_wave")
+            if wave is not None:
+                wave.turns += 1             # progress for the stall watcher
+            try:
+                return fn(spec, (values,))[0]
+            except NumptxError as e:
+                self.note(e)
+                raise
         special = me.__dict__.get("numptx_special", _SPECIAL)
         if special is _SPECIAL:             # a thread's special registers never change
             special = me.__dict__["numptx_special"] = _special_registers(me)
