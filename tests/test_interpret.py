@@ -227,3 +227,19 @@ def test_tapes_written_in_parallel_equal_one_call(monkeypatch):
     monkeypatch.setattr(I, "_PARALLEL_TAPES", 100)
     many = sp.tapes(progs, {"a": "f32", "b": "f32"}, {"y": "f32"})
     assert np.array_equal(one.words, many.words) and np.array_equal(one.offsets, many.offsets)
+
+
+def test_interp_types_are_the_generators():
+    import importlib.util
+    from pathlib import Path
+    from numptx._program.interpret import INTERP_TYPES
+    path = Path(__file__).resolve().parents[1] / "native" / "gen_interp.py"
+    spec = importlib.util.spec_from_file_location("_gen_interp", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert set(INTERP_TYPES) == set(mod.C_TYPE)
+    import numptx.valuetypes as VT
+    for t, c in mod.C_TYPE.items():       # one storage size per type, as NumPy's
+        size = {"uint8_t": 1, "uint16_t": 2, "float": 4, "int32_t": 4, "uint32_t": 4,
+                "double": 8, "int64_t": 8, "uint64_t": 8}[c]
+        assert VT.BY_NAME[t].np.itemsize == size, t
