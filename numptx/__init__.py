@@ -39,6 +39,8 @@ from .jit.launch import LaunchError
 from .jit.pack import Pack, PackError
 from .jit.runtime_constants import ConstantsError
 from .jit.fitness import fitness
+from .jit.interpret_gpu import GpuInterpreter as _GpuInterpreter
+from ._program.interpret import register_device as _register_device
 from .jit.errors import CubinError, ToolMissingError
 from .jit.resources import Resources, cubin_resources
 from .jit.stub_checks import StubRuleError
@@ -69,3 +71,5 @@ __all__ = [
 __all__ += [_n for _n in _functions.__all__ if not hasattr(_builtins, _n)]
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
+_register_device("gpu", _GpuInterpreter())     # sp.interpret(device="gpu"); the fitness scorer
+                                               # registers at numptx.jit.interpret_gpu's import

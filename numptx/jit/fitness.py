@@ -68,7 +68,7 @@ from ..dsl.emulator import emulate
 from ..dsl.expr import PtxExpr, SiteBinding, output_order
 from ..errors import NumptxError
 from .errors import LaunchError
-from .fitness_interpret import interpret_losses, is_program
+from .fitness_interpret import GPU_INTERPRET_MAX_ROWS, interpret_losses, is_program
 from .fitness_checks import (FLOATS, Checked, Facts, Float, FitnessError, inspect, population,
                              program_facts, text_facts)
 from .pack import (DEFAULT_PER_MODULE, MAX_CANDIDATES, Population,  # noqa: F401
@@ -417,8 +417,9 @@ def fitness(candidates: Iterable[Any], X: Any, y: Any, loss: Any = "mse", *,
     candidate's stub: packed and assembled on a GPU, emulated on the CPU), ``"interpret"``
     (Stack PTX programs run by the batch interpreter, :func:`numptx.stack_ptx.interpret`, no
     assembly; any other candidate, a user loss or a row the interpreter lacks raises) or
-    ``"auto"``: on the CPU the interpreter for the programs it runs and the compiled path for
-    the rest; on a GPU the compiled path (see docs/interpret.md for the crossover)."""
+    ``"auto"``: the interpreter for the programs it runs (on a GPU up to
+    ``GPU_INTERPRET_MAX_ROWS`` rows, docs/interpret.md "The crossover") and the compiled path
+    for the rest."""
     if device not in ("auto", "cpu", "gpu"):
         raise FitnessError(f"fitness: device={device!r}: use 'auto', 'cpu' or 'gpu'")
     if evaluate not in ("auto", "interpret", "compile"):
@@ -446,8 +447,10 @@ def fitness(candidates: Iterable[Any], X: Any, y: Any, loss: Any = "mse", *,
                             device_arch() if device == "gpu" else "sm_90")
     bound = _loss_binding(loss, tmpl)
     out = None
-    if evaluate == "interpret" or (evaluate == "auto" and device == "cpu"):
-        out = _interpreted(cands, X, y, names, loss, tmpl, strict=evaluate == "interpret")
+    if evaluate == "interpret" or (evaluate == "auto" and (
+            device == "cpu" or X.shape[0] <= GPU_INTERPRET_MAX_ROWS)):
+        out = _interpreted(cands, X, y, names, loss, tmpl, strict=evaluate == "interpret",
+                           device=device)
         if out is not None and not np.isnan(out).any():
             return out
     if device == "cpu":
@@ -458,12 +461,17 @@ def fitness(candidates: Iterable[Any], X: Any, y: Any, loss: Any = "mse", *,
             return got
         out[left] = got
         return out
-    return _fitness_gpu(tmpl, [_adapt(c, names) for c in cands], X, y, loss, per_module,
-                        executor, block)
+    got = _fitness_gpu(tmpl, [_adapt(c, names) for c in cands], X, y, loss, per_module,
+                       executor, block)
+    if out is None:
+        return got
+    left = np.isnan(out)                 # (module positions decide cand: the whole batch ran)
+    out[left] = got[left]
+    return out
 
 
 def _interpreted(cands: list, X: np.ndarray, y: np.ndarray, names: tuple[str, ...], loss: Any,
-                 tmpl: CudaTemplate, strict: bool) -> np.ndarray | None:
+                 tmpl: CudaTemplate, strict: bool, device: str = "cpu") -> np.ndarray | None:
     """The losses the batch interpreter gives (NaN: left to the compiled path), or None when
     it scores none; ``strict`` (evaluate="interpret"): what it cannot score raises."""
     progs = [k for k, c in enumerate(cands) if is_program(c)]
@@ -480,7 +488,8 @@ def _interpreted(cands: list, X: np.ndarray, y: np.ndarray, names: tuple[str, ..
                                f"({', '.join(LOSSES)}); a user loss needs evaluate='compile'")
     if not progs or not isinstance(loss, str):
         return None
-    got, rest = interpret_losses([cands[k] for k in progs], X, y, names, loss, tmpl.sites["f"])
+    got, rest = interpret_losses([cands[k] for k in progs], X, y, names, loss, tmpl.sites["f"],
+                                 device=device)
     if strict and rest:
         j, why = next(iter(rest.items()))
         raise FitnessError(f"fitness: evaluate='interpret': candidate {progs[j]}: {why}; use "

@@ -16,20 +16,24 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from .._program import Op
-from .._program.interpret import (InterpretError, columns, reads_input, refused, run_cpu,
-                                  subset, tapes)
+from .._program.interpret import (InterpretError, Tapes, columns, reads_input, refused,
+                                  run_cpu, subset, tapes)
 from .._program.ops import ProgramError
 
-__all__ = ["interpret_losses", "losses_of_predictions", "is_program"]
+__all__ = ["interpret_losses", "losses_of_predictions", "is_program", "GpuScorer",
+           "register_gpu_scorer", "GPU_INTERPRET_MAX_ROWS"]
 
 log = logging.getLogger(__name__)
 
 _CHUNK_VALUES = 1 << 23      # predictions held at once (64 MB of float64)
+#: on a GPU, evaluate="auto" interprets up to this many rows, and packs and assembles above:
+#: an estimate (docs/interpret.md, "The crossover") until a GPU measures it
+GPU_INTERPRET_MAX_ROWS = 1_000_000
 
 
 def is_program(c: Any) -> bool:
@@ -64,11 +68,29 @@ def losses_of_predictions(pred: np.ndarray, y: np.ndarray, loss: str) -> np.ndar
     return s
 
 
+class GpuScorer(Protocol):
+    """The GPU interpreter's losses of a batch of tapes (numptx.jit.interpret_gpu registers
+    one): ``scorer(tapes, columns, y, loss, dtype)`` -> one loss per tape."""
+
+    def __call__(self, tp: Tapes, cols: list, y: np.ndarray, loss: str,
+                 dtype: str) -> np.ndarray: ...
+
+
+_gpu: list[GpuScorer] = []
+
+
+def register_gpu_scorer(scorer: GpuScorer) -> None:
+    """Score ``device="gpu"`` batches with ``scorer`` (called by numptx.jit.interpret_gpu)."""
+    _gpu[:] = [scorer]
+
+
 def interpret_losses(programs: Sequence[Any], X: np.ndarray, y: np.ndarray,
                      names: tuple[str, ...], loss: str, site: Any, *,
-                     threads: int | None = None) -> tuple[np.ndarray, dict[int, str]]:
+                     threads: int | None = None, device: str = "cpu"
+                     ) -> tuple[np.ndarray, dict[int, str]]:
     """(losses, rest): the losses of ``programs`` at the fitness kernel's ``site``, and the
-    candidates left to the compiled path (index -> why; their loss is NaN here)."""
+    candidates left to the compiled path (index -> why; their loss is NaN here). ``device``:
+    ``"cpu"`` (the C interpreter) or ``"gpu"`` (the generated kernel, when registered)."""
     n = len(programs)
     out = np.full(n, np.nan)
     if n == 0:
@@ -80,10 +102,20 @@ def interpret_losses(programs: Sequence[Any], X: np.ndarray, y: np.ndarray,
     cols, n_rows = columns({"cand": np.uint32(0)} | {m: X[:, j] for j, m in enumerate(names)})
     by = {c.name: c for c in cols}
     order = [by[m.split("\x00")[0]] for m in tp.inputs]
-    rest = {k: f"the interpreter does not run {row!r}" for k, row in refused(tp).items()}
+    rest = {} if device == "gpu" else {
+        k: f"the interpreter does not run {row!r}" for k, row in refused(tp).items()}
     for k in np.flatnonzero(reads_input(tp, list(tp.inputs).index("cand"))).tolist():
         rest.setdefault(k, "it reads cand (its index in its module)")
     keep = np.array([k for k in range(n) if k not in rest], dtype=np.int64)
+    if device == "gpu":
+        if not _gpu:
+            return out, dict.fromkeys(range(n), "no GPU interpreter is registered")
+        dtype = "f64" if y.dtype == np.float64 else "f32"
+        try:
+            out[keep] = _gpu[0](subset(tp, keep), order, y, loss, dtype)
+        except InterpretError as e:         # a row the kernel lacks: the compiled path
+            return out, dict.fromkeys(range(n), f"the GPU interpreter refused the batch: {e}")
+        return out, rest
     per = max(1, _CHUNK_VALUES // max(1, n_rows))
     out_name = next(iter(tp.outputs))
     for a in range(0, len(keep), per):

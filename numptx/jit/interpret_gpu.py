@@ -54,6 +54,7 @@ import numpy as np
 
 from .. import valuetypes as VT
 from .._program.interpret import InterpretError, Tapes
+from .fitness_interpret import register_gpu_scorer
 from ..errors import NumptxError
 from ..instructions import TABLE, parse_type_spec
 from .arch import normalize_arch
@@ -654,3 +655,17 @@ class GpuInterpreter:
         inputs = [c.data[0] if c.scalar else c.data for c in columns]
         got = interpret_gpu(tp.words, tp.offsets, inputs, types, n_rows)
         return dict(zip(names, got))
+
+
+def fitness_losses(tp: Tapes, cols: list, y: np.ndarray, loss: str, dtype: str) -> np.ndarray:
+    """nx.fitness's losses of ``tp``'s programs (output 0) on ``cols`` (``interpret.Column`` s
+    in the tapes' input order) against ``y``, by the fitness kernel of the interpreter."""
+    if len(tp) == 0:
+        return np.empty(0)
+    from .fitness import device_arch
+    inputs = [c.data[0] if c.scalar else c.data for c in cols]
+    plan = plan_fitness(tp.words, tp.offsets, inputs, y, loss, dtype=dtype, arch=device_arch())
+    return scores_from_sums(plan.run()[:len(tp)], loss, y)
+
+
+register_gpu_scorer(fitness_losses)
