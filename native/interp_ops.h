@@ -43,12 +43,15 @@ static inline double nx_two_sum(double a, double b, double *e)
     return s;
 }
 
-/* the exact s + e rounded to 53 bits to odd (semantics.round_to_odd64) */
+/* the exact s + e rounded to 53 bits to odd (semantics.round_to_odd64): an inexact s with an
+   even last bit steps one ulp toward s + e (s != 0 there: a sum that rounds to 0 is exact), so
+   its bits go up when e has s's sign (away from 0) and down otherwise */
 static inline double nx_odd64(double s, double e)
 {
-    if (e != 0.0 && isfinite(s) && !(nx_bits64(s) & 1u))
-        return nextafter(s, e > 0.0 ? INFINITY : -INFINITY);
-    return s;
+    uint64_t u = nx_bits64(s);
+    if (e != 0.0 && isfinite(s) && !(u & 1u))
+        u += (!signbit(e) == !signbit(s)) ? 1u : (uint64_t)-1;
+    return nx_f64_of(u);
 }
 
 /* ---------------------------------------------------------------- f32 / f64 rows */
