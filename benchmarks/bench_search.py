@@ -453,12 +453,17 @@ def main() -> None:
                     help="with --compare: CPUs the process is pinned to, so that both engines "
                          "run on one core (default 1; 0: not pinned)")
     ap.add_argument("--json", default=None, help="with --compare: write every run here")
+    ap.add_argument("--replay", default=None, metavar="JSON",
+                    help="with --compare: print the tables of runs saved by --json, run nothing")
     args = ap.parse_args()
     args.points = args.points or (20000 if args.gpu else 400)
     args.restart = args.restart or None
     if args.stages:
         args.population = args.population or 4096
         stages(args)
+    elif args.compare and args.replay:
+        import sr_compare
+        sr_compare.replay(args.replay)
     elif args.compare:
         import sr_compare
         sr_compare.compare(sr_compare.pick(args.problems), args.seeds or list(range(5)),

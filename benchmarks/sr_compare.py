@@ -200,7 +200,8 @@ def run_numptx(name: str, seed: int, *, ops: Sequence[str], population: int,
 def operon_missing() -> str | None:
     """None when pyoperon imports; else the message the benchmark prints."""
     try:
-        import pyoperon  # noqa: F401
+        import pyoperon
+        del pyoperon
     except ImportError as e:
         return (f"pyoperon is not installed ({e}): the Operon side is skipped "
                 f"(pip install pyoperon)")
@@ -354,6 +355,46 @@ def table(runs: list[Run], engines: Sequence[str], problems: Sequence[str], seed
     return "\n".join(lines)
 
 
+def summary(runs: list[Run], engines: Sequence[str]) -> str:
+    """Lines under the table: each engine's evaluations/s (median of runs, and all its
+    evaluations over all its seconds), Operon's candidates/s (``CallCount``), and where
+    numptx's time went (its ``Result.timings``, summed over the runs)."""
+    out = []
+    for e in engines:
+        rs = [r for r in runs if r.engine == e]
+        sec = sum(r.seconds for r in rs)
+        if not rs or sec <= 0:
+            continue
+        line = (f"- {e}: evaluations/s median {_med([r.evals_per_s for r in rs], ',.0f')}, "
+                f"pooled {sum(r.evaluations for r in rs) / sec:,.0f} ({sec:.0f} s of runs)")
+        if e == "Operon":
+            line += (f"; candidates (CallCount)/s median "
+                     f"{_med([r.candidates / r.seconds for r in rs if r.seconds > 0], ',.0f')}"
+                     f", pooled {sum(r.candidates for r in rs) / sec:,.0f}; "
+                     f"{sum(r.evaluations for r in rs) / max(1, sum(r.candidates for r in rs)):.1f}"
+                     f" evaluations a candidate")
+        stages: dict[str, float] = {}
+        for r in rs:
+            for k, v in (r.timings or {}).items():
+                stages[k] = stages.get(k, 0.0) + v
+        if stages:
+            line += "; time: " + ", ".join(f"{k} {100 * v / sec:.0f} %" for k, v in stages.items())
+        out.append(line)
+    return "\n".join(out)
+
+
+def replay(path: str) -> None:
+    """The tables of the runs saved by ``--json`` (``bench_search.py --compare --replay``)."""
+    with open(path) as fh:
+        runs = [Run(**d) for d in json.load(fh)]
+    engines = list(dict.fromkeys(r.engine for r in runs))
+    problems = list(dict.fromkeys(r.problem for r in runs))
+    seeds = sorted({r.seed for r in runs})
+    print(f"\n### {path}: {len(problems)} problems x seeds {seeds}\n")
+    print(table(runs, engines, problems, len(seeds)))
+    print("\n" + summary(runs, engines))
+
+
 def compare(problems: Sequence[str], seeds: Sequence[int], *, ops: Sequence[str],
             population: int, time_cap: float, evaluate: str, operon_local: int,
             cpus: int, json_path: str | None) -> list[Run]:
@@ -370,6 +411,10 @@ def compare(problems: Sequence[str], seeds: Sequence[int], *, ops: Sequence[str]
           f"{'-' if missing else f'1 thread, {operon_local} local (LM) iterations'}; {pinned}; "
           f"load average at start {os.getloadavg()[0]:.2f}; solved: test R² > {SOLVED_R2}; "
           f"stop: training 1 - R² <= {STOP:g}\n", flush=True)
+    # warm-up (imports, the interpreter's tables, first allocations), not recorded
+    run_numptx("Nguyen-1", 99, ops=ops, population=64, time_cap=1.0, evaluate=evaluate)
+    if not missing:
+        run_operon("Nguyen-1", 99, ops=ops, population=64, time_cap=1.0)
     runs: list[Run] = []
     turn = 0
     for p in problems:
@@ -392,5 +437,6 @@ def compare(problems: Sequence[str], seeds: Sequence[int], *, ops: Sequence[str]
                     with open(json_path, "w") as fh:
                         json.dump([asdict(x) for x in runs], fh, indent=1)
     print(table(runs, engines, problems, len(seeds)))
+    print("\n" + summary(runs, engines))
     print(f"\nload average at end {os.getloadavg()[0]:.2f}")
     return runs
