@@ -12,6 +12,7 @@ from numptx import search
 from numptx import stack_ptx as sp
 from numptx.errors import NumptxWarning
 from numptx.search import checkpoint as ck
+from numptx.search import operators as O
 from numptx.search import rescore as R
 from numptx.search import semantic as S
 from numptx.search.breed import Breeder
@@ -353,3 +354,23 @@ def test_on_the_gpu_auto_compiles_and_interpret_is_rescored_within_the_gpu_toler
     # interpreter's
     a, b = r.rescored.interpreted[0], r.rescored.compiled[0]
     assert r.best.loss == b and abs(a - b) <= R.RTOL_GPU * max(abs(a), abs(b)) + R.ATOL_GPU
+
+
+# ---- constant fitting's fast path ----------------------------------------------------------------
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+def test_constant_slots_set_what_with_constants_sets(dtype):
+    genes = Genes(["add", "mul", "sub"], 2, dtype=dtype, constants=[0.5, -1.25, 3.0])
+    rng = np.random.default_rng(1)
+    for p in _programs(genes, 150, seed=4):
+        s = O.ConstantSlots(p)
+        assert s.count == len(O.constants_of(p))
+        for vals in (rng.standard_normal(s.count) * 10.0 ** rng.uniform(-30, 30, s.count),
+                     np.full(s.count, -0.0), np.full(s.count, 3.4028235e38)):
+            got, want = s.program(vals), O.with_constants(p, vals)
+            assert got == want and [repr(o) for o in got] == [repr(o) for o in want]
+    one = O.ConstantSlots([genes.const(1.0)])
+    for bad in ([math.inf], [math.nan]) + (([1e39],) if dtype == "f32" else ()):
+        with pytest.raises(SearchError, match=rf"values\[0\]=.*not a finite {dtype} constant"):
+            one.program(bad)
+    with pytest.raises(SearchError, match=r"the program has 1 constants, got 2 values"):
+        one.program([1.0, 2.0])

@@ -511,14 +511,16 @@ class ConstantBatch:
     constants program i has (``operators.constants_of``)."""
 
     def __init__(self, evaluator: Evaluator, programs: Sequence[Any]):
-        from .operators import constants_of
+        from .operators import ConstantSlots, constants_of
         self.ev, self.programs = evaluator, [list(p) for p in programs]
         self.initial = [np.asarray(constants_of(p), np.float64) for p in self.programs]
         self.counts = [len(t) for t in self.initial]
+        self._slots = [ConstantSlots(p) for p in self.programs]    # found once, set per call
 
     def with_values(self, thetas: Sequence[np.ndarray]) -> list:
-        from .operators import with_constants
-        return [with_constants(p, t) if len(t) else p for p, t in zip(self.programs, thetas)]
+        """The programs with ``thetas[i]`` as program i's constants (``with_constants``)."""
+        return [s.program(t) if len(t) else p
+                for s, p, t in zip(self._slots, self.programs, thetas)]
 
     def __call__(self, thetas: Sequence[np.ndarray]) -> np.ndarray:
         return self.ev.score(self.with_values(thetas))

@@ -24,6 +24,7 @@ perturbation leaves the constants inside a gene alone, so ``exp`` never decays i
 from __future__ import annotations
 
 import math
+import struct
 from collections.abc import Sequence
 
 import numpy as np
@@ -33,7 +34,7 @@ from ..opkinds import CONST, CONST64
 from ..stack_ptx import Op
 from .genes import Genes, SearchError
 
-__all__ = ["random_program", "point_mutation", "insertion", "deletion", "perturb_constants",
+__all__ = ["ConstantSlots", "random_program", "point_mutation", "insertion", "deletion", "perturb_constants",
            "crossover", "mutate", "constants_of", "with_constants", "MUTATIONS"]
 
 _F_TYPES = {5: "f32", 6: "f64"}      # type ids of the float stacks a search program uses
@@ -228,6 +229,57 @@ def constants_of(prog: Sequence[Op]) -> np.ndarray:
 def _round(value: float, dtype: str) -> float:
     with np.errstate(over="ignore"):
         return float(np.float32(value)) if dtype == "f32" else float(value)
+
+
+_F32, _U32, _F64, _U64 = (struct.Struct(f) for f in ("<f", "<I", "<d", "<Q"))
+
+
+class ConstantSlots:
+    """Where a program's float constants are (in :func:`constants_of`'s order), to set them
+    many times: ``ConstantSlots(prog).program(values)`` equals ``with_constants(prog,
+    values)`` (each value rounded to its constant's type) without re-checking the program, for
+    the local optimizer, which sets thousands of trial vectors. ``values`` must be finite in
+    the constants' types (the optimizer clips its trials to +-1e30); else a SearchError::
+
+        slots = ConstantSlots(prog)
+        slots.count                          # how many constants
+        slots.program(np.array([0.5, 2.0]))  # == with_constants(prog, [0.5, 2.0])
+    """
+    __slots__ = ("ops", "at")
+
+    def __init__(self, prog: Sequence[Op]):
+        self.ops = _check_prog(prog)
+        self.at = [(i, op.word, v[1] == "f64") for i, op in enumerate(self.ops)
+                   if (v := _const_value(op)) is not None]
+
+    @property
+    def count(self) -> int:
+        return len(self.at)
+
+    def program(self, values: Sequence[float]) -> list[Op]:
+        if len(values) != len(self.at):
+            raise SearchError(f"values: the program has {len(self.at)} constants, got "
+                              f"{len(values)} values")
+        out = self.ops.copy()
+        for n, ((i, word, wide), v) in enumerate(zip(self.at, values)):
+            v = float(v)
+            try:
+                if wide:
+                    if not math.isfinite(v):
+                        raise OverflowError
+                    out[i] = Op(word & 0xFF, word & ~0xFF, extra=_U64.unpack(_F64.pack(v))[0],
+                                text=f"const({v!r}, 'f64')")
+                    continue
+                bits = _U32.unpack(_F32.pack(v))[0]
+            except OverflowError:
+                bits = None
+            if bits is None or bits & 0x7F80_0000 == 0x7F80_0000:
+                raise SearchError(f"values[{n}]={v!r}: not a finite "
+                                  f"{'f64' if wide else 'f32'} constant")
+            r = _F32.unpack(_U32.pack(bits))[0]
+            out[i] = Op(word & 0xFF, word & 0xFFFF_FFFF & ~0xFF | bits << 32,
+                        text=f"const({r!r}, 'f32')")
+        return out
 
 
 def with_constants(prog: Sequence[Op], values) -> list[Op]:
