@@ -160,7 +160,7 @@ ffibuilder.set_source(
     include_dirs=[os.path.relpath(HERE)],
     depends=[os.path.relpath(os.path.join(HERE, name)) for name in HEADERS],
     # the interpreter's rows round as IEEE says: no contraction of a * b + c into fma
-    extra_compile_args=["-std=c99", "-O3", "-ffp-contract=off"],
+    extra_compile_args=["-std=c99", "-O3", "-ffp-contract=off", "-fno-math-errno"],
 )
 
 if __name__ == "__main__":

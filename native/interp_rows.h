@@ -768,7 +768,7 @@ static int nxi__apply(uint32_t op, uint32_t n, void *d, const void *a, const voi
         float *D_ = (float *)d;
         const float *A_ = (const float *)a;
         const float *B_ = (const float *)b;
-        for (i = 0; i < n; i++) { const float a = A_[i]; const float b = B_[i]; D_[i] = (float)(copysignf(b, a)); }
+        for (i = 0; i < n; i++) { const float a = A_[i]; const float b = B_[i]; D_[i] = (float)(copysignf(b, isnan(a) ? 1.0f : a)); }
         return 0;
     }
     case 68: {   /* fma.rn.f64 */
@@ -828,7 +828,7 @@ static int nxi__apply(uint32_t op, uint32_t n, void *d, const void *a, const voi
         double *D_ = (double *)d;
         const double *A_ = (const double *)a;
         const double *B_ = (const double *)b;
-        for (i = 0; i < n; i++) { const double a = A_[i]; const double b = B_[i]; D_[i] = (double)(copysign(b, a)); }
+        for (i = 0; i < n; i++) { const double a = A_[i]; const double b = B_[i]; D_[i] = (double)(copysign(b, isnan(a) ? 1.0 : a)); }
         return 0;
     }
     case 77: {   /* cvt.rni.f32.f32 */

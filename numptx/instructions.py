@@ -218,9 +218,10 @@ _row("shf.l.wrap.b32", ("b32", "b32", "u32"), ("b32",), _shf_l_wrap, sm=32,
 _row("tanh.approx.f32", ("f32",), ("f32",), _via64(np.tanh), acc=("rel", 2.0 ** -11),
      flags=APPROX, sm=75, doc="tanh(a) (approximate; subnormals pass through)",
      c="(float)tanh((double)a)")
-_row("copysign.f32", ("f32", "f32"), ("f32",), lambda a, b: np.copysign(_f32(b), _f32(a)), sm=20,
-     doc="b with the sign of a (PTX operand order: copysign d, a, b)",
-     c="copysignf(b, a)")
+_row("copysign.f32", ("f32", "f32"), ("f32",), lambda a, b: S.copysign(_f32(b), _f32(a)), sm=20,
+     doc="b with the sign of a (PTX operand order: copysign d, a, b); a NaN a counts as + "
+         "(the canonical NaN of the GPU's results)",
+     c="copysignf(b, isnan(a) ? 1.0f : a)")
 
 _row("fma.rn.f64", ("f64", "f64", "f64"), ("f64",), S.fma_f64, flags=COMMUTATIVE, sm=13,
      doc="a * b + c with a single rounding to nearest even", c="fma(a, b, c)")
@@ -235,9 +236,10 @@ _row("min.f64", ("f64", "f64"), ("f64",), lambda a, b: S.fmin(a, b, _NAN64), fla
      sm=13, doc="minimum; a NaN operand yields the other; -0 < +0", c="nx_min64(a, b)")
 _row("max.f64", ("f64", "f64"), ("f64",), lambda a, b: S.fmax(a, b, _NAN64), flags=COMMUTATIVE,
      sm=13, doc="maximum; a NaN operand yields the other; -0 < +0", c="nx_max64(a, b)")
-_row("copysign.f64", ("f64", "f64"), ("f64",), lambda a, b: np.copysign(b, a), sm=20,
-     doc="b with the sign of a (PTX operand order: copysign d, a, b)",
-     c="copysign(b, a)")
+_row("copysign.f64", ("f64", "f64"), ("f64",), lambda a, b: S.copysign(b, a), sm=20,
+     doc="b with the sign of a (PTX operand order: copysign d, a, b); a NaN a counts as + "
+         "(the canonical NaN of the GPU's results)",
+     c="copysign(b, isnan(a) ? 1.0 : a)")
 
 _ROUND_DOC = {"rni": "nearest integer, ties to even", "rzi": "toward zero",
               "rmi": "toward -inf (floor)", "rpi": "toward +inf (ceil)"}

@@ -28,7 +28,7 @@ __all__ = [
     "round_sum", "ftz32", "f32_to_bf16", "bf16_to_f32", "f64_to_bf16", "bf16_bits", "f64_to_f32_odd",
     "to_float", "from_float", "tf32", "fma_f32", "fma_f64", "fma_small", "fmin", "fmax",
     "float_to_int", "int_to_float", "int_div", "int_rem", "shl", "shr", "popc", "clz", "brev",
-    "mul_hi", "split16", "pack16", "ordered",
+    "mul_hi", "split16", "pack16", "ordered", "copysign",
 ]
 
 F32_TINY = np.float32(2.0 ** -126)          # smallest normal f32: .ftz flushes anything below
@@ -322,6 +322,16 @@ def fmax(x, y, nan_bits):
     r = np.where(np.isnan(y) & ~np.isnan(x), x, r)
     nan = np.array(nan_bits, dtype=f"u{x.dtype.itemsize}").view(x.dtype)
     return np.where(np.isnan(x) & np.isnan(y), nan, r).astype(x.dtype)
+
+
+def copysign(magnitude, sign):
+    """PTX copysign: ``magnitude`` with the sign of ``sign``; a NaN ``sign`` counts as +. A
+    NaN's sign is not specified (the GPU's results are its canonical NaN, +; NumPy's and libm's
+    invalid results are -NaN on x86 or +NaN elsewhere): so the emulator, the interpreter and
+    the GPU agree on NaNs that operations produce."""
+    sign = _a(sign)
+    with np.errstate(invalid="ignore"):
+        return np.copysign(magnitude, np.where(np.isnan(sign), np.ones_like(sign), sign))
 
 
 def ordered(op, a, b):

@@ -623,7 +623,9 @@ def classify(name: str):
         z = bool(m.group(2))
         return (lambda a, b: flush(fn(flush(a), flush(b))) if z else fn(a, b)), None
     if name.startswith("copysign."):
-        return (lambda a, b: NAN if math.isnan(b) else math.copysign(b, a)), None
+        # a NaN sign source counts as + (semantics.copysign)
+        return (lambda a, b: NAN if math.isnan(b) else
+                math.copysign(b, 1.0 if math.isnan(a) else a)), None
     m = re.fullmatch(r"cvt\.(rni|rzi|rmi|rpi)\.(f32|f64)\.\2", name)
     if m:
         mode = m.group(1)
