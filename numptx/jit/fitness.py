@@ -78,7 +78,7 @@ from .numba_site import SIMULATOR
 from .template import CudaTemplate
 
 __all__ = ["fitness", "prepare", "Prepared", "FitnessError", "LOSSES", "fitness_template",
-           "gpu_available", "device_arch"]
+           "gpu_available", "device_arch", "losses_from_sums"]
 
 log = logging.getLogger(__name__)
 
@@ -589,23 +589,32 @@ def _fitness_gpu(tmpl: CudaTemplate, cands: list, X: np.ndarray, y: np.ndarray, 
             continue
         sub = acc[p.offset:p.offset + len(p)]
         p[((n + block - 1) // block, len(p)), block](sub, dX, dy, n, c)
-    sums = acc.copy_to_host()
-    out = np.empty(len(cands))
-    bad = {i for p in packs for i in p.errors}
-    for k in range(len(cands)):
-        s0, s1, s2, nbad = sums[k]
+    return losses_from_sums(acc.copy_to_host(), y, loss if isinstance(loss, str) else "mse",
+                            {i for p in packs for i in p.errors})
+
+
+def losses_from_sums(sums: np.ndarray, y: np.ndarray, loss: str,
+                     bad: Iterable[int] = ()) -> np.ndarray:
+    """The losses from the fitness kernel's per-candidate sums (``sums[k]``: s0, s1, s2 and
+    the count of non-finite rows; a user loss reduces as ``"mse"``: the mean of s0): +inf for
+    the candidates in ``bad`` and where a row was not finite. Pearson's moments are taken
+    about the target's mean."""
+    n = len(y)
+    var_t = float(np.asarray(y, np.float64).var())
+    bad = set(bad)
+    out = np.full(len(sums), math.inf)
+    for k, (s0, s1, s2, nbad) in enumerate(np.asarray(sums, np.float64)):
         if k in bad or nbad > 0:
-            out[k] = math.inf
             continue
-        if loss in ("mse", "mae") or isinstance(loss, PtxExpr):
+        if loss in ("mse", "mae"):
             s = s0 / n
         elif loss == "rmse":
             s = math.sqrt(s0 / n)
         else:           # pearson from moments of q = p - c, c the target mean
-            mq, vt = s0 / n, yy.var()
+            mq = s0 / n
             vq = s1 / n - mq * mq
             # a variance lost in rounding (constant predictions) is no variance
-            s = (math.inf if vq <= 1e-12 * (s1 / n) or vt <= 0
-                 else max(0.0, 1.0 - (s2 / n) / math.sqrt(vq * vt)))
+            s = (math.inf if vq <= 1e-12 * (s1 / n) or var_t <= 0
+                 else max(0.0, 1.0 - (s2 / n) / math.sqrt(vq * var_t)))
         out[k] = s if math.isfinite(s) else math.inf
     return out

@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import math
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -615,27 +614,11 @@ def fitness_sums_gpu(tape_words: Any, tape_offsets: Any, inputs: Sequence[Any], 
 
 def scores_from_sums(sums: np.ndarray, loss: str, y: np.ndarray) -> np.ndarray:
     """The scores :func:`numptx.fitness` gives from :func:`fitness_sums_gpu`'s sums (its GPU
-    path's formulas): +inf where a row was not finite; mse and mae ``s0 / n``, rmse its root,
-    pearson ``1 - r`` from the moments about the target's mean (+inf for a constant
-    prediction)."""
-    n = len(y)
-    yy = np.asarray(y, np.float64)
-    out = np.empty(len(sums))
-    for k, (s0, s1, s2, bad) in enumerate(np.asarray(sums, np.float64)):
-        if bad > 0:
-            out[k] = math.inf
-            continue
-        if loss in ("mse", "mae"):
-            v = s0 / n
-        elif loss == "rmse":
-            v = math.sqrt(s0 / n)
-        else:
-            mq, vt = s0 / n, yy.var()
-            vq = s1 / n - mq * mq
-            v = (math.inf if vq <= 1e-12 * (s1 / n) or vt <= 0
-                 else max(0.0, 1.0 - (s2 / n) / math.sqrt(vq * vt)))
-        out[k] = v if math.isfinite(v) else math.inf
-    return out
+    path's formulas, :func:`numptx.jit.fitness.losses_from_sums`): +inf where a row was not
+    finite; mse and mae ``s0 / n``, rmse its root, pearson ``1 - r`` from the moments about the
+    target's mean (+inf for a constant prediction)."""
+    from .fitness import losses_from_sums
+    return losses_from_sums(sums, y, loss)
 
 
 class GpuInterpreter:
