@@ -1,6 +1,7 @@
 """The search through the batch interpreter (issue 23, items 2 and 3): ``evaluate=`` on the
 Evaluator and the searches, the compiled re-score of what a run returns, semantic dedup, and
 their checkpoints. Everything here runs on the CPU (the interpreter's C core, the emulator)."""
+import importlib
 import math
 import warnings
 
@@ -20,6 +21,8 @@ from numptx.search.checkpoint import CheckpointError
 from numptx.search.evaluate import Evaluator
 from numptx.search.genes import Genes, SearchError
 from numptx._program.interpret import interpreted_rows
+
+E = importlib.import_module("numptx.search.evaluate")   # (search.evaluate: the formula's)
 
 F32_OPS = ["add", "sub", "mul", "div", "max", "min", "fma", "neg", "abs", "sq", "inv", "sqrt",
            "exp", "exp2", "log", "log2", "sin", "cos", "tanh", "sigmoid"]
@@ -70,6 +73,10 @@ def test_auto_interprets_on_the_cpu_and_constant_fitting_goes_the_same_way():
     X, y = _data()
     ev = Evaluator(X, y, device="cpu")
     assert (ev.evaluate, ev.mode) == ("auto", "interpret")
+    # on a GPU: the interpreter up to nx.fitness's crossover, the compiled path above
+    assert E.resolve_evaluate("auto", "gpu", E.GPU_INTERPRET_MAX_ROWS) == "interpret"
+    assert E.resolve_evaluate("auto", "gpu", E.GPU_INTERPRET_MAX_ROWS + 1) == "compile"
+    assert E.resolve_evaluate("compile", "cpu", 20) == "compile"
     genes = Genes(["add", "mul"], 2)
     prog = [sp.input("x0"), genes.const(0.5), sp.instr("mul.rn.f32")]
     batch = ev.constant_batch([prog, prog])
@@ -303,10 +310,13 @@ def test_the_probe_rows_follow_the_seed():
 
 
 def test_semantic_dedup_default_is_on_where_the_probe_is_cheaper():
-    assert S.resolve(None, "compile", 20) == S.PROBE_ROWS
-    assert S.resolve(None, "interpret", 20) == 0
-    assert S.resolve(None, "interpret", S.AUTO_MIN_ROWS) == S.PROBE_ROWS
-    assert S.resolve(0, "compile", 10_000) == 0 and S.resolve(8, "interpret", 20) == 8
+    assert S.resolve(None, "compile", "cpu", 20) == S.PROBE_ROWS
+    assert S.resolve(None, "compile", "gpu", 20_000) == S.PROBE_ROWS
+    assert S.resolve(None, "interpret", "cpu", 20) == 0
+    assert S.resolve(None, "interpret", "cpu", S.AUTO_MIN_ROWS) == S.PROBE_ROWS
+    assert S.resolve(None, "interpret", "gpu", S.AUTO_MIN_ROWS) == 0
+    assert S.resolve(0, "compile", "cpu", 10_000) == 0
+    assert S.resolve(8, "interpret", "cpu", 20) == 8
 
 
 def test_semantic_dedup_keeps_the_run_when_the_probe_is_every_row():
@@ -343,17 +353,28 @@ def test_the_rescore_tolerance_is_exact_on_the_cpu():
 
 # ---- GPU -----------------------------------------------------------------------------------------
 @pytest.mark.gpu
-def test_on_the_gpu_auto_compiles_and_interpret_is_rescored_within_the_gpu_tolerance():
+def test_on_the_gpu_the_interpreter_scores_and_the_packs_confirm():
     X, y = _data(n=2000)
-    assert Evaluator(X, y, device="gpu").mode == "compile"           # evaluate.gpu_auto
-    r = search.regress(X, y, ["add", "mul", "sin", "exp"], population=100, generations=3,
-                       seed=0, device="gpu", evaluate="interpret")
+    assert Evaluator(X, y, device="gpu").mode == "interpret"         # evaluate.gpu_auto
+    progs = _programs(Genes(F32_OPS, 2), 200, seed=3)
+    a = Evaluator(X, y, device="gpu", evaluate="interpret").score(progs)
+    b = Evaluator(X, y, device="gpu", evaluate="compile").score(progs)
+    assert np.array_equal(np.isinf(a), np.isinf(b))
+    fin = np.isfinite(a)
+    np.testing.assert_allclose(a[fin], b[fin], rtol=R.RTOL_GPU, atol=R.ATOL_GPU)
+    r = search.map_elites(X, y, ["add", "mul", "sin", "exp"], batch=100, generations=3,
+                          seed=0, device="gpu", evaluate="interpret")
     assert (r.device, r.evaluate) == ("gpu", "interpret")
     assert (r.rescored.rtol, r.rescored.atol) == (R.RTOL_GPU, R.ATOL_GPU)
-    # the compiled (hardware) loss is the one returned; within the GPU tolerance of the
-    # interpreter's
-    a, b = r.rescored.interpreted[0], r.rescored.compiled[0]
-    assert r.best.loss == b and abs(a - b) <= R.RTOL_GPU * max(abs(a), abs(b)) + R.ATOL_GPU
+    assert r.rescored.differing == 0 and r.best.loss == r.rescored.compiled[0]
+
+
+def test_search_evaluate_is_the_formula_evaluator_not_the_scoring_module():
+    # docs/search.md: search.evaluate(formula, X, genes); the submodule of that name once
+    # took its place in the package
+    X = np.array([[1.0], [2.0]], np.float32)
+    assert search.evaluate is search.formula_module.evaluate
+    assert search.evaluate("x0 + 1", X, Genes(["add"], 1)).tolist() == [2.0, 3.0]
 
 
 # ---- constant fitting's fast path ----------------------------------------------------------------

@@ -28,6 +28,9 @@ from .elites import DESCRIPTORS, Descriptor
 from .loop import Candidate, Generation, Result, evolve, map_elites, regress
 from .rescore import Rescore
 from .resume import resume
+# the formula evaluator, again: importing the submodule numptx.search.evaluate (the loop
+# scores through it) set the package's ``evaluate`` to that module
+from .formula import evaluate  # noqa: E402,F811
 
 __all__ = ["regress", "map_elites", "evolve", "resume", "Result", "Candidate", "Generation",
            "Rescore", "Descriptor", "DESCRIPTORS", "Genes", "SearchError", "CheckpointError", "formula",

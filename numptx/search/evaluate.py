@@ -11,17 +11,18 @@
 ``evaluate`` picks how programs are scored (:func:`resolve_evaluate`):
 
 - ``"interpret"``: the batch becomes tapes at the site of
-  :func:`numptx.jit.fitness.fitness_template` and runs in the C batch interpreter
-  (:func:`numptx.jit.fitness_interpret.interpret_losses`: no stub, no emulator, no assembly;
-  the losses are reduced in NumPy for the whole batch at once). A program the interpreter
+  :func:`numptx.jit.fitness.fitness_template` and runs in the batch interpreter
+  (:func:`numptx.jit.fitness_interpret.interpret_losses`: no stub, no emulator, no assembly):
+  on the CPU the C core, the losses reduced in NumPy for the whole batch at once; on a GPU the
+  generated interpreter kernel (``numptx.jit.interpret_gpu``). A program the interpreter
   refuses (a row without C semantics) is scored by the compiled path; when one of those reads
   ``cand`` (its index in its module), the whole batch is, so each candidate keeps the index it
   has there. On the CPU the losses equal the compiled path's bit for bit.
 - ``"compile"``: the programs are compiled in one batch (:func:`numptx.stack_ptx.compile_many`)
   and scored by :func:`numptx.fitness`: on a CPU each stub runs in the emulator; on a GPU the
   batch is packed into modules (one launch per module).
-- ``"auto"`` (the default): ``"interpret"`` on the CPU; on a GPU ``"compile"``
-  (:func:`gpu_auto`: the hook where a GPU interpreter's crossover goes).
+- ``"auto"`` (the default): ``"interpret"`` on the CPU; on a GPU :func:`gpu_auto` (the
+  interpreter up to ``GPU_INTERPRET_MAX_ROWS`` rows, as :func:`numptx.fitness` decides).
 
 :meth:`Evaluator.constant_batch` is what the local optimizer (:mod:`numptx.search.constants`)
 calls many times for one set of programs. On the CPU (and whenever ``evaluate`` resolves to
@@ -46,7 +47,7 @@ import numpy as np
 
 from .. import stack_ptx as sp
 from ..jit import fitness as F
-from ..jit.fitness_interpret import interpret_losses
+from ..jit.fitness_interpret import GPU_INTERPRET_MAX_ROWS, interpret_losses
 from ..jit.pack import DEFAULT_PER_MODULE, MAX_CANDIDATES
 from .._program.interpret import reads_input, tapes
 from .._program.ops import ProgramError
@@ -215,17 +216,18 @@ def check_evaluate(evaluate: Any, where: str) -> str:
 
 
 def gpu_auto(n_rows: int) -> Literal["interpret", "compile"]:
-    """What ``evaluate="auto"`` scores with on a GPU, for ``n_rows`` rows of data: the compiled
-    path (packed modules). HOOK: when the GPU interpreter (``numptx.jit.interpret_gpu``)
-    scores a population with its measured crossover, this is where "auto" picks it."""
-    return "compile"
+    """What ``evaluate="auto"`` scores with on a GPU, for ``n_rows`` rows of data: the GPU
+    interpreter (``numptx.jit.interpret_gpu``) up to ``GPU_INTERPRET_MAX_ROWS`` rows, as
+    :func:`numptx.fitness` decides (an estimate until a GPU measures the crossover:
+    docs/interpret.md), the compiled path (packed modules) above."""
+    return "interpret" if n_rows <= GPU_INTERPRET_MAX_ROWS else "compile"
 
 
 def resolve_evaluate(evaluate: str, device: str, n_rows: int) -> Literal["interpret", "compile"]:
     """``evaluate`` (checked) on the resolved ``device`` (``"cpu"``/``"gpu"``): ``"auto"`` is
-    ``"interpret"`` on the CPU and :func:`gpu_auto` on a GPU. ``"interpret"`` on a GPU runs the
-    CPU interpreter (the data stays on the host) until the GPU's is wired in at
-    :meth:`Evaluator.score`."""
+    ``"interpret"`` on the CPU and :func:`gpu_auto` on a GPU. ``"interpret"`` runs the
+    device's interpreter: the C core on the CPU, the generated kernel on a GPU (what it does
+    not run, or all of a batch when none is registered, goes to the compiled path)."""
     if evaluate == "auto":
         return "interpret" if device == "cpu" else gpu_auto(n_rows)
     return "interpret" if evaluate == "interpret" else "compile"
@@ -310,7 +312,7 @@ class Evaluator:
         """:meth:`score` through the batch interpreter (what it refuses: the compiled path);
         ``evaluated`` is not counted here."""
         losses, rest = interpret_losses(programs, self.X, self.y, self.names, self.loss,
-                                        self.site)
+                                        self.site, device=self.device)
         if not rest:
             return losses
         ks = sorted(rest)

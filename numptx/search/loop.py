@@ -180,7 +180,7 @@ class Search:
                                max_length=cfg["max_length"], revary=cfg["revary"])
         self.evaluator, self.user = evaluator, user
         probe = 0 if evaluator is None else semantic.resolve(
-            cfg["semantic_dedup"], evaluator.mode, evaluator.X.shape[0])
+            cfg["semantic_dedup"], evaluator.mode, evaluator.device, evaluator.X.shape[0])
         self.semantic = semantic.Semantic(evaluator, probe, self.seed) if probe else None
         self.population: list[Candidate] = []
         self.archive: dict[tuple, Candidate] = {}

@@ -52,13 +52,16 @@ AUTO_MIN_ROWS = 16384
 _SALT = 0x5E3A_D1CE             # the probe's random stream: (seed, salt)
 
 
-def resolve(semantic_dedup: int | None, mode: str, n_rows: int) -> int:
+def resolve(semantic_dedup: int | None, mode: str, device: str, n_rows: int) -> int:
     """The probe's rows for a run: ``semantic_dedup`` when given (0: off), else
     :data:`PROBE_ROWS` when the programs are compiled to be scored (a compile costs ~100x a
-    probe) or the interpreter scores at least :data:`AUTO_MIN_ROWS` rows, else 0."""
+    probe) or the CPU interpreter scores at least :data:`AUTO_MIN_ROWS` rows, else 0 (the GPU
+    interpreter scores a program in less than the CPU probe costs)."""
     if semantic_dedup is not None:
         return semantic_dedup
-    return PROBE_ROWS if mode == "compile" or n_rows >= AUTO_MIN_ROWS else 0
+    if mode == "compile":
+        return PROBE_ROWS
+    return PROBE_ROWS if device == "cpu" and n_rows >= AUTO_MIN_ROWS else 0
 
 
 class Semantic:
