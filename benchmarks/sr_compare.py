@@ -68,8 +68,10 @@ def _x(X, j=0):
     return X[:, j]
 
 
-_NGUYEN = "Uy et al. 2011 (Nguyen), ranges as in McDermott et al. 2012, 'GP needs better benchmarks'"
-_KEIJZER = "Keijzer 2003, 'Improving symbolic regression with interval arithmetic and linear scaling'"
+_NGUYEN = ("Uy et al. 2011 (Nguyen), ranges as in McDermott et al. 2012, "
+           "'Genetic programming needs better benchmarks'")
+_KEIJZER = ("Keijzer 2003, 'Improving symbolic regression with interval arithmetic and "
+            "linear scaling'")
 _FEYNMAN = ("Udrescu & Tegmark 2020, AI Feynman: FeynmanEquations.csv of the Feynman Symbolic "
             "Regression Database (every variable here is sampled from U[1, 5])")
 
