@@ -48,7 +48,7 @@ from .constants import fit_constants
 from .evaluate import (Evaluate, Evaluator, check_data, check_evaluate, check_executor,
                        check_per_module, check_scores)
 from .genes import LN2, LOG2E, Genes, SearchError, check_int
-from .rescore import Rescore, rescore
+from .rescore import Rescore, returned
 
 __all__ = ["regress", "map_elites", "evolve", "Result", "Candidate", "Generation", "check_int"]
 
@@ -494,20 +494,8 @@ class Search:
                       _search=self)
 
     def rescored(self) -> tuple[Candidate | None, dict, Rescore | None]:
-        """(best, archive, rescore): when the interpreter scored the run, ``best`` and the
-        archive's elites as copies carrying the compiled path's losses
-        (:mod:`numptx.search.rescore`); else themselves. The search keeps its own losses."""
-        ev, best = self.evaluator, self.best
-        if ev is None or ev.mode != "interpret" or best is None:
-            return best, dict(self.archive), None
-        cells = list(self.archive)
-        what = ["best"] + [f"archive[{c}]" for c in cells]
-        cands = [best] + [self.archive[c] for c in cells]
-        r = rescore(ev, what, [c.program for c in cands], [c.loss for c in cands],
-                    stacklevel=6)    # the caller of regress/map_elites/resume
-        new = [Candidate(list(c.program), v, self.genes, c.fitted)
-               for c, v in zip(cands, r.compiled)]
-        return new[0], dict(zip(cells, new[1:])), r
+        """(best, archive, rescore): see :func:`numptx.search.rescore.returned`."""
+        return returned(self, stacklevel=7)      # warns the caller of regress/resume
 
     # -- checkpoints ----------------------------------------------------------------------
     def save(self, path: Any) -> None:

@@ -18,6 +18,7 @@ losses to judge by.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
 from collections.abc import Sequence
@@ -28,7 +29,7 @@ import numpy as np
 
 from ..errors import NumptxWarning
 
-__all__ = ["Rescore", "rescore", "tolerance", "RTOL_GPU", "ATOL_GPU"]
+__all__ = ["Rescore", "rescore", "returned", "tolerance", "RTOL_GPU", "ATOL_GPU"]
 
 #: relative tolerance on a GPU: two float64 sums of n terms in different orders differ by at
 #: most ~n * 2**-53 relative (2e-12 at 20,000 rows); 1e-9 leaves room for 1e6 rows, well
@@ -92,3 +93,20 @@ def rescore(evaluator: Any, what: Sequence[str], programs: Sequence[Any],
                       f"losses; result.rescored holds both", NumptxWarning,
                       stacklevel=stacklevel)
     return Rescore(tuple(what), interp, comp, n_diff, worst, rtol, atol)
+
+
+def returned(search: Any, *, stacklevel: int = 6) -> tuple[Any, dict, Rescore | None]:
+    """(best, archive, rescore) of a search (:class:`numptx.search.loop.Search`): when the
+    interpreter scored it, ``best`` and the archive's elites as copies that carry the compiled
+    path's losses, and their :class:`Rescore`; else themselves and None. The search keeps its
+    own losses."""
+    ev, best = search.evaluator, search.best
+    if ev is None or ev.mode != "interpret" or best is None:
+        return best, dict(search.archive), None
+    cells = list(search.archive)
+    cands = [best] + [search.archive[c] for c in cells]
+    r = rescore(ev, ["best"] + [f"archive[{c}]" for c in cells], [c.program for c in cands],
+                [c.loss for c in cands], stacklevel=stacklevel)
+    new = [dataclasses.replace(c, program=list(c.program), loss=v)
+           for c, v in zip(cands, r.compiled)]
+    return new[0], dict(zip(cells, new[1:])), r
