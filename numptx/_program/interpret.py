@@ -30,7 +30,7 @@ import numpy as np
 
 from .. import valuetypes as VT
 from .._native import ffi, lib
-from ..instructions import TABLE
+from ..instructions import TABLE, TYPES
 from .compile import _io_for, _limits_c, _routines, _unknown_input, batch_words
 from .ctable import _status_name, _table, _version
 from .ops import DIALECTS, ProgramError, dialect_id
@@ -116,8 +116,7 @@ def tapes(programs: Iterable[Sequence[Any] | np.ndarray], inputs: Mapping[str, s
     io = _io_for(inputs, outputs, site)
     programs = _as_list(programs, "tapes")
     d = None if dialect is None else dialect_id(dialect, "tapes")
-    names = list(io.index)
-    ins = dict(zip(names, io.in_names.values()))
+    ins = _input_types(io)
     outs = dict(zip(_out_names(outputs, site, io), io.out_types.values()))
     if not programs:
         return Tapes(np.zeros(0, np.uint32), np.zeros(1, np.uint64), ins, outs,
@@ -198,6 +197,13 @@ def _as_list(programs, what: str) -> list:
         raise InterpretError(f"{what}: expected a list of programs (op lists or uint64 arrays), "
                              f"not {type(programs).__name__}")
     return list(programs)
+
+
+def _input_types(io) -> dict[str, str]:
+    """Each program input name -> its value type, in the order tapes index inputs. (Not
+    ``io.in_names``: that maps registers, and two inputs on one register, a mod variable's
+    pass-through ``name\\x00k``, are one entry there.)"""
+    return {n: TYPES[io.c.input_types[i]] for n, i in io.index.items()}
 
 
 def _out_names(outputs, site, io) -> list[str]:
@@ -377,8 +383,26 @@ def interpret(programs: Iterable[Sequence[Any] | np.ndarray], inputs: Mapping[st
         raise InterpretError("device='gpu': no GPU interpreter here (no CUDA GPU found); use "
                              "device='cpu' or 'auto'")
     if device == "gpu" or (device == "auto" and backend is not None and backend.available()):
-        return backend.run(tp, ordered, n_rows)
+        return _unwritten_keep_inputs(tp, ordered, backend.run(tp, ordered, n_rows))
     return run_cpu(tp, ordered, n_rows, threads=threads)
+
+
+def _unwritten_keep_inputs(tp: Tapes, cols: list[Column], outs: dict) -> dict:
+    """An output a program leaves unwritten (the mm-ptx dialect) keeps its register's value:
+    0 in ``outs``, except where the output is also an input (a site's mod variable, an output
+    named like an input): there the stub's register still holds that input's column."""
+    first: dict[str, int] = {}
+    for i, name in enumerate(tp.inputs):
+        first.setdefault(name.split("\x00")[0], i)
+    heads = tp.offsets[:-1].astype(np.int64)
+    for k, (name, t) in enumerate(tp.outputs.items()):
+        i = first.get(name)
+        if i is None or cols[i].type != t or not len(heads):
+            continue
+        ks = np.flatnonzero(tp.words[heads + 4 + k] == 0xFFFFFFFF)
+        if len(ks):
+            outs[name][ks] = cols[i].data
+    return outs
 
 
 def _bind(tp: Tapes, cols: list[Column], site: Any) -> list[Column]:
@@ -457,7 +481,7 @@ def run_cpu(tp: Tapes, cols: list[Column], n_rows: int, *, threads: int | None =
     failed = [r for r in results if r is not None]
     if failed:
         raise min(failed, key=lambda e: e.program)
-    return outs
+    return _unwritten_keep_inputs(tp, cols, outs)
 
 
 class _Job:
@@ -611,9 +635,8 @@ def tape_lowered(mode: str, words: bytes, input_names: Sequence[str], rename: Ma
     del rkeep
     if st != lib.STACKPTX_OK:
         raise InterpretError(f"tape: the C core refused the program: {_status_name(st)}")
-    names = list(io.index)
     return Tapes(buf[:int(out_len[0])].copy(), np.array([0, int(out_len[0])], np.uint64),
-                 dict(zip(names, io.in_names.values())),
+                 _input_types(io),
                  dict(zip([v.name for v in site.outputs], io.out_types.values())), "numptx")
 
 
