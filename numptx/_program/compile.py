@@ -541,7 +541,7 @@ def batch_words(programs: list, io: _IO, routines, dialect: int | None,
         allw = np.concatenate(programs)
         lens = [len(p) for p in programs]
     else:
-        parts = []
+        parts: list[bytes] = []             # bytes joined once: one array for the batch
         for i, p in enumerate(programs):
             if isinstance(p, np.ndarray):
                 if p.dtype.kind not in "iu" or p.ndim != 1:
@@ -551,7 +551,7 @@ def batch_words(programs: list, io: _IO, routines, dialect: int | None,
                     named.append(i)
                     if getattr(p, "_dialect", None) == "numptx":
                         numptx_enc.append(i)
-                parts.append(np.asarray(p, dtype=np.uint64))
+                parts.append(np.asarray(p, dtype=np.uint64).tobytes())
             else:
                 w = _encode_fast(p, io.name_words)
                 if w is None:
@@ -561,9 +561,9 @@ def batch_words(programs: list, io: _IO, routines, dialect: int | None,
                         raise ProgramError(f"{what}: program {i} holds an item that is "
                                            f"no op (or an unknown input); pass lists of ops")
                     w = _encode(p, io.index, f"{what}: program {i}").tobytes()
-                parts.append(np.frombuffer(w, dtype=np.uint64))
-        allw = np.concatenate(parts)
-        lens = [len(p) for p in parts]
+                parts.append(w)
+        allw = np.frombuffer(b"".join(parts), dtype=np.uint64)
+        lens = [len(p) >> 3 for p in parts]
     check_batch_names(programs, named, io)
     return _batch_dialect(allw, lens, numptx_enc, dialect, routines, what)
 

@@ -31,6 +31,7 @@ __all__ = ["interpret_losses", "losses_of_predictions", "is_program", "GpuScorer
 log = logging.getLogger(__name__)
 
 _CHUNK_VALUES = 1 << 23      # predictions held at once (64 MB of float64)
+_LOSS_BLOCK = 64             # predictions reduced at once (a block of rows stays in cache)
 #: on a GPU, evaluate="auto" interprets up to this many rows, and packs and assembles above:
 #: an estimate (docs/interpret.md, "The crossover") until a GPU measures it
 GPU_INTERPRET_MAX_ROWS = 1_000_000
@@ -46,7 +47,11 @@ def is_program(c: Any) -> bool:
 
 def losses_of_predictions(pred: np.ndarray, y: np.ndarray, loss: str) -> np.ndarray:
     """One loss per row of ``pred`` (k, n) against ``y`` (n): ``+inf`` where a prediction is
-    not finite. The same arithmetic as ``fitness``'s per-candidate ``_score``, row by row."""
+    not finite. The same arithmetic as ``fitness``'s per-candidate ``_score``, row by row (in
+    blocks of rows that stay in cache)."""
+    if len(pred) > _LOSS_BLOCK:
+        return np.concatenate([losses_of_predictions(pred[i:i + _LOSS_BLOCK], y, loss)
+                               for i in range(0, len(pred), _LOSS_BLOCK)])
     with np.errstate(all="ignore"):
         p = pred.astype(np.float64)
         ok = np.isfinite(p).all(axis=1)
