@@ -108,3 +108,51 @@ print("MOD-OK")
 
 def test_simulator_formula_site_with_a_mod_variable_it_does_not_write(tmp_path):
     run_script(tmp_path, SIM_MOD, simulator=True, marker="MOD-OK")
+
+
+def test_a_numpy_float64_scalar_is_an_f64_value():
+    """np.float64 subclasses Python's float: it was typed f32 and then refused as "a float64
+    value for the f32 input: pass np.float32(...)" for a program whose input is f64."""
+    prog = [sp.input("x"), sp.input("k"), sp.instr("mul.rn.f64")]
+    x = np.float64([1, 2, 3])
+    got = sp.interpret([prog], {"x": x, "k": np.float64(0.1)}, {"y": "f64"}, device="cpu")
+    assert np.array_equal(got["y"][0], x * 0.1)
+    got = sp.interpret([[sp.input("k")]], {"k": 0.1}, {"y": "f32"}, device="cpu")  # a float: f32
+    assert got["y"][0, 0] == np.float32(0.1)
+
+
+@pytest.mark.parametrize("value", [[1.0, 2.0, 3.0], (1, 2), None, "1.5", {"a": 1}])
+def test_a_column_that_is_no_array_or_number_is_refused(value):
+    """A list was taken for a scalar: every row read its first element."""
+    with pytest.raises(nx.InterpretError, match=r"inputs\['x'\]: a (list|tuple|NoneType|str|"
+                                                r"dict); give a 1-D NumPy array"):
+        sp.interpret([[sp.input("x")]], {"x": value, "z": np.zeros(3)}, {"y": "f64"},
+                     device="cpu")
+
+
+@pytest.mark.parametrize("value, t", [(1.5, "s32"), (-1.0, "u32"), (2.0, "pred"),
+                                      (float("nan"), "s64"), (1e30, "u64")])
+def test_a_float_an_integer_type_does_not_hold_is_refused(value, t):
+    """types={'k': 's32'} with k=1.5 ran k=1 (silently truncated)."""
+    with pytest.raises(nx.InterpretError, match=rf"inputs\['k'\]: .* is no {t} value"):
+        sp.interpret([[sp.input("k")]], {"k": value}, {"y": t}, types={"k": t}, device="cpu")
+    got = sp.interpret([[sp.input("k")]], {"k": 3.0}, {"y": "s32"}, types={"k": "s32"},
+                       device="cpu")
+    assert got["y"].tolist() == [[3]]
+
+
+def test_misaligned_columns_are_copied_for_the_c_rows():
+    """The C rows read columns through typed pointers: a misaligned view is undefined
+    behaviour there (x86 tolerates it, other targets trap); columns() copies it."""
+    from numptx._program.interpret import columns
+    buf = np.zeros(8 * 300 + 8, np.uint8)
+    a = np.frombuffer(buf.data, np.float64, 300, 1)
+    a[:] = np.linspace(-3, 3, 300)
+    assert not a.flags.aligned
+    b = np.arange(300.0)
+    cols, n = columns({"a": a, "b": b})
+    assert n == 300 and all(c.data.flags.aligned and c.data.flags.c_contiguous for c in cols)
+    assert cols[1].data is b                                  # an aligned column: no copy
+    got = sp.interpret([[sp.input("a"), sp.input("b"), sp.instr("add.rn.f64")]],
+                       {"a": a, "b": b}, {"y": "f64"}, device="cpu")
+    assert np.array_equal(got["y"][0], a + b)

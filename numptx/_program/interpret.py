@@ -273,11 +273,11 @@ def _type_of(name: str, v: Any, declared: Mapping[str, str]) -> str:
             raise InterpretError(f"types[{name!r}] = {t!r}: the interpreter runs the types "
                                  f"{', '.join(INTERP_TYPES)}")
         return t
-    if isinstance(v, (bool, np.bool_)):
+    if isinstance(v, bool):
         return "pred"
     if isinstance(v, int) and not isinstance(v, np.generic):
         return "s32"
-    if isinstance(v, float):
+    if isinstance(v, float) and not isinstance(v, np.generic):     # np.float64 is a float
         return "f32"
     dt = np.asarray(v).dtype
     if dt not in _DTYPE_TYPE:
@@ -303,6 +303,9 @@ def columns(inputs: Mapping[str, Any], declared: Mapping[str, str] | None = None
     for name, v in inputs.items():
         if not isinstance(name, str):
             raise InterpretError(f"inputs: the key {name!r} is not an input name (a str)")
+        if not isinstance(v, (np.ndarray, np.generic, int, float)):
+            raise InterpretError(f"inputs[{name!r}]: a {type(v).__name__}; give a 1-D NumPy "
+                                 f"array (np.asarray(..., np.float32)) or a scalar")
         t = _type_of(name, v, declared)
         dt = VT.BY_NAME[t].np
         if isinstance(v, np.ndarray):
@@ -317,7 +320,9 @@ def columns(inputs: Mapping[str, Any], declared: Mapping[str, str] | None = None
                     raise InterpretError(f"inputs: ragged columns: {first!r} has {n_rows} rows, "
                                          f"{name!r} has {len(v)}")
                 n_rows, first = len(v), name
-                cols.append(Column(name, t, np.ascontiguousarray(v), False))
+                # the C rows read typed pointers: a misaligned view (a packed record's
+                # field, np.frombuffer at an odd offset) is copied, as a strided one is
+                cols.append(Column(name, t, np.require(v, dt, ("C", "A")), False))
                 continue
             v = v[()]
         if isinstance(v, np.generic) and v.dtype != dt:
@@ -328,6 +333,9 @@ def columns(inputs: Mapping[str, Any], declared: Mapping[str, str] | None = None
                 data = np.array([v], dtype=dt)
         except (TypeError, ValueError, OverflowError) as e:
             raise InterpretError(f"inputs[{name!r}]: {v!r} is no {t} value ({e})") from None
+        if isinstance(v, float) and dt.kind != "f" and not data[0] == v:
+            raise InterpretError(f"inputs[{name!r}]: {v!r} is no {t} value (a float that "
+                                 f"the type does not hold exactly)")
         cols.append(Column(name, t, data, True))
     return cols, 1 if n_rows is None else n_rows
 
