@@ -156,3 +156,71 @@ def test_misaligned_columns_are_copied_for_the_c_rows():
     got = sp.interpret([[sp.input("a"), sp.input("b"), sp.instr("add.rn.f64")]],
                        {"a": a, "b": b}, {"y": "f64"}, device="cpu")
     assert np.array_equal(got["y"][0], a + b)
+
+
+def _two_tapes():
+    from numptx._program.interpret import columns
+    prog = [sp.input("x"), sp.const(2.0, "f32"), sp.instr("mul.rn.f32"), sp.input("x"),
+            sp.instr("add.rn.f32")]
+    tp = sp.tapes([prog, prog], {"x": "f32"}, {"y": "f32"})
+    c, n = columns({"x": np.arange(5, dtype=np.float32)})
+    return tp, c, n
+
+
+@pytest.mark.parametrize("words, offsets, match", [
+    (lambda w: w, lambda o: np.array([0, 37, 200], np.uint64), r"Tapes\.offsets: each"),
+    (lambda w: w, lambda o: np.array([37, 0, 74], np.uint64), r"Tapes\.offsets: each"),
+    (lambda w: w[:0], lambda o: np.array([0, 0], np.uint64), r"Tapes\.offsets: each"),
+    (lambda w: w.astype(np.float32), lambda o: o, r"Tapes\.words: a 1-D uint32 array"),
+    (lambda w: list(w), lambda o: o, r"Tapes\.words: a 1-D uint32 array"),
+    (lambda w: w, lambda o: o.reshape(1, -1), r"Tapes\.offsets: a 1-D integer array"),
+    (lambda w: w, lambda o: o.astype(float), r"Tapes\.offsets: a 1-D integer array"),
+])
+def test_hand_made_tapes_are_checked_against_their_words(words, offsets, match):
+    """The C core trusts offsets to lie inside words and reads words / offsets through raw
+    pointers (uint32 / uint64): offsets past the words read out of bounds, an empty one was an
+    IndexError, float words ran as garbage."""
+    from numptx._program.interpret import Tapes
+    tp, _, _ = _two_tapes()
+    with pytest.raises(nx.InterpretError, match=match):
+        Tapes(words(tp.words), offsets(tp.offsets), tp.inputs, tp.outputs, tp.dialect)
+
+
+@pytest.mark.parametrize("how", ["offsets uint32", "offsets int64", "offsets list",
+                                 "words int64", "words strided", "words reversed copy"])
+def test_hand_made_tapes_of_other_integer_layouts_run_the_same(how):
+    """uint32 offsets were read as uint64 by the C core (a malformed-tape refusal), int64
+    words as pairs of uint32, a strided view through its base pointer."""
+    from numptx._program.interpret import Tapes, run_cpu
+    tp, c, n = _two_tapes()
+    want = run_cpu(tp, c, n)["y"]
+    w, o = tp.words, tp.offsets
+    w, o = {"offsets uint32": (w, o.astype(np.uint32)), "offsets int64": (w, o.astype(np.int64)),
+            "offsets list": (w, [int(v) for v in o]), "words int64": (w.astype(np.int64), o),
+            "words strided": (np.repeat(w, 2)[::2], o),
+            "words reversed copy": (w[::-1].copy()[::-1], o)}[how]
+    got = run_cpu(Tapes(w, o, tp.inputs, tp.outputs, tp.dialect), c, n)["y"]
+    assert np.array_equal(got, want) and want[0].tolist() == [0, 3, 6, 9, 12]
+
+
+def test_a_garbage_header_names_its_program():
+    """A header whose counts do not fill its span made records() allocate tens of GiB
+    (MemoryError from refused() and RowRunner); a header claiming 2^28 slots was reported as
+    'program 4294967295: the interpreter refused the workspace'."""
+    from numptx._program.interpret import RowRunner, Tapes, refused, run_cpu, subset
+    tp, c, n = _two_tapes()
+    w = tp.words.copy()
+    w[int(tp.offsets[1]) + 1] = 0xFFFFFFFF           # program 1: records
+    bad = Tapes(w, tp.offsets, tp.inputs, tp.outputs, tp.dialect)
+    for call in (lambda: refused(bad), lambda: RowRunner(subset(bad, np.array([1])))):
+        with pytest.raises(nx.InterpretError, match=r"program \d: a malformed tape") as e:
+            call()
+    with pytest.raises(nx.InterpretError, match=r"program 1: ") as e:
+        run_cpu(bad, c, n)
+    assert e.value.program == 1
+    w = tp.words.copy()
+    w[int(tp.offsets[1])] = 0x0FFFFFFF               # program 1: slots past any workspace
+    with pytest.raises(nx.InterpretError, match=r"program 1: a malformed tape \(its header "
+                                                r"claims 268435455 slots") as e:
+        run_cpu(Tapes(w, tp.offsets, tp.inputs, tp.outputs, tp.dialect), c, n)
+    assert e.value.program == 1

@@ -91,6 +91,33 @@ class Tapes:
     outputs: dict
     dialect: str
 
+    def __post_init__(self):
+        # the C interpreter reads words and offsets through raw pointers and trusts offsets to
+        # lie inside words: a hand-made Tapes is checked here (integer arrays are converted)
+        w, o = self.words, self.offsets
+        if not isinstance(w, np.ndarray) or w.ndim != 1 or w.dtype.kind not in "iu":
+            raise InterpretError(f"Tapes.words: a 1-D uint32 array, not "
+                                 f"{getattr(w, 'dtype', type(w).__name__)} "
+                                 f"{getattr(w, 'shape', '')}")
+        o = np.asarray(o)
+        if o.ndim != 1 or len(o) < 1 or o.dtype.kind not in "iu":
+            raise InterpretError(f"Tapes.offsets: a 1-D integer array of programs + 1 "
+                                 f"offsets, not {o.dtype} {o.shape}")
+        if w.dtype != np.uint32 or not w.flags.c_contiguous or not w.flags.aligned:
+            if w.dtype != np.uint32 and len(w) and (w.min() < 0 or w.max() > 0xFFFFFFFF):
+                raise InterpretError("Tapes.words: values past uint32")
+            w = np.require(w, np.uint32, ("C", "A"))
+        spans = np.diff(o.astype(np.int64))
+        if len(o) and (int(o.min()) < 0 or int(o[-1]) > len(w) or
+                       (len(spans) and int(spans.min()) < 4)):
+            raise InterpretError(f"Tapes.offsets: each program's tape is words[offsets[k]:"
+                                 f"offsets[k + 1]], at least its 4-word header, inside the "
+                                 f"{len(w)} words")
+        if o.dtype != np.uint64 or not o.flags.c_contiguous or not o.flags.aligned:
+            o = np.require(o, np.uint64, ("C", "A"))
+        object.__setattr__(self, "words", w)
+        object.__setattr__(self, "offsets", o)
+
     def __len__(self) -> int:
         return len(self.offsets) - 1
 
@@ -526,6 +553,12 @@ class _Job:
                          ffi.cast("void *", ws.ctypes.data), len(ws), fail)
         if st == lib.NXI_OK:
             return None
+        if fail.program == 0xFFFFFFFF:      # refused before any program ran: the largest header
+            k = p0 + int(np.argmax(self.slots[p0:p1].astype(np.uint64) +
+                                   self.recs[p0:p1].astype(np.uint64)))
+            return InterpretError(f"interpret: program {k}: a malformed tape (its header claims "
+                                  f"{int(self.slots[k])} slots and {int(self.recs[k])} records)",
+                                  program=k)
         return _failure(st, p0 + fail.program, fail.row, ops)
 
 
@@ -552,6 +585,12 @@ def records(tp: Tapes) -> tuple[np.ndarray, np.ndarray]:
     heads = tp.offsets[:-1].astype(np.int64)
     nrec = tp.words[heads + 1].astype(np.int64)
     starts = heads + 4 + tp.words[heads + 2].astype(np.int64)
+    bad = np.flatnonzero(starts + 8 * nrec != tp.offsets[1:].astype(np.int64))
+    if len(bad):                # the header's counts do not fill its span: nothing to walk
+        k = int(bad[0])
+        raise InterpretError(f"tapes: program {k}: a malformed tape (its header's output and "
+                             f"record counts do not fill its {int(tp.offsets[k + 1]) - heads[k]}"
+                             f" words)", program=k)
     total = int(nrec.sum())
     if total == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
