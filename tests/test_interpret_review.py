@@ -224,3 +224,16 @@ def test_a_garbage_header_names_its_program():
                                                 r"claims 268435455 slots") as e:
         run_cpu(Tapes(w, tp.offsets, tp.inputs, tp.outputs, tp.dialect), c, n)
     assert e.value.program == 1
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(outputs=["y"]), r"outputs: expected a mapping .* not list"),
+    (dict(types=["f32"]), r"types: expected a mapping .* not list"),
+    (dict(types=[("x", "f32")]), r"types: expected a mapping .* not list"),
+])
+def test_outputs_and_types_that_are_no_mapping_are_named(kw, match):
+    """outputs=['y'] escaped as AttributeError, types=['f32'] as ValueError."""
+    args = dict(outputs={"y": "f32"}) | kw
+    with pytest.raises(nx.InterpretError, match=match):
+        sp.interpret([[sp.input("x")]], {"x": np.float32([1, 2])}, args.pop("outputs"),
+                     device="cpu", **args)

@@ -322,6 +322,9 @@ def columns(inputs: Mapping[str, Any], declared: Mapping[str, str] | None = None
     if not isinstance(inputs, Mapping):
         raise InterpretError(f"inputs: expected a mapping of input names to 1-D arrays or "
                              f"scalars, not {type(inputs).__name__}")
+    if declared is not None and not isinstance(declared, Mapping):
+        raise InterpretError(f"types: expected a mapping of input names to value types, e.g. "
+                             f"{{'k': 'f32'}}, not {type(declared).__name__}")
     declared = dict(declared or {})
     unknown = [n for n in declared if n not in inputs]
     if unknown:
@@ -399,6 +402,9 @@ def interpret(programs: Iterable[Sequence[Any] | np.ndarray], inputs: Mapping[st
     if site is None and outputs is None:
         raise InterpretError("interpret: outputs= maps the result names to value types, e.g. "
                              "{'y': 'f32'} (or pass site=)")
+    if outputs is not None and not isinstance(outputs, Mapping):
+        raise InterpretError(f"outputs: expected a mapping of output names to value types, "
+                             f"e.g. {{'y': 'f32'}}, not {type(outputs).__name__}")
     for name, t in (outputs or {}).items():
         if t not in INTERP_TYPES:
             raise InterpretError(f"outputs[{name!r}] = {t!r}: the interpreter runs the types "
