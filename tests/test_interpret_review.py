@@ -237,3 +237,19 @@ def test_outputs_and_types_that_are_no_mapping_are_named(kw, match):
     with pytest.raises(nx.InterpretError, match=match):
         sp.interpret([[sp.input("x")]], {"x": np.float32([1, 2])}, args.pop("outputs"),
                      device="cpu", **args)
+
+
+def test_a_stack_tape_larger_than_its_first_buffer_is_written():
+    """tape_lowered's stack mode retried with the size tape_many reports, but tape_many
+    reports none when a tape does not fit (out_offsets[1] untouched): the retry got 64 words
+    and failed again ('output buffer too small'). Twelve unsatisfied outputs of distinct
+    types need twelve zero-constant records from an empty program."""
+    from numptx._program.interpret import tape_lowered
+    from numptx.jit.numba_site import SiteSpec
+    from numptx.jit.sim_checks import site_for
+    ts = ["f32", "f64", "s32", "u32", "s64", "u64", "b16", "b32", "b64", "f16", "bf16", "f16x2"]
+    spec = SiteSpec("s", (("in", "f32", "x"),) +
+                    tuple(("out", t, f"y{k}") for k, t in enumerate(ts)))
+    tp = tape_lowered("stack", b"", ("x",), None, site=site_for(spec))
+    assert len(tp.words) == 4 + 12 + 8 * 12 and list(tp.outputs) == [f"y{k}" for k in range(12)]
+    assert len(set(tp.tape(0)[4:16].tolist())) == 12           # one zero constant per type

@@ -669,7 +669,7 @@ def tape_lowered(mode: str, words: bytes, input_names: Sequence[str], rename: Ma
     cap = 64 + n_words * 24
     out_len = ffi.new("size_t *")
     diag = ffi.new("stackptx_diag *")
-    for _ in range(2):
+    for _ in range(16):
         buf = np.empty(cap, dtype=np.uint32)
         if mode == "stack":
             offs = np.array([0, n_words], dtype=np.uint32)
@@ -678,13 +678,13 @@ def tape_lowered(mode: str, words: bytes, input_names: Sequence[str], rename: Ma
             st = lib.stackptx_tape_many(_table(), io.c, lim, cw, ffi.from_buffer("uint32_t[]", offs),
                                         1, rts, ws, len(ws), ffi.from_buffer("uint32_t[]", buf),
                                         cap, ffi.from_buffer("uint64_t[]", out_off), diag, n_done)
-            out_len[0] = int(out_off[1])
+            out_len[0] = int(out_off[1])     # (0 when it did not fit: no size reported)
         else:
             st = lib.astptx_tape(_table(), io.c, lim, cw, n_words, rts, ws, len(ws),
                                  ffi.from_buffer("uint32_t[]", buf), cap, out_len, diag)
         if st != lib.STACKPTX_ERR_BUFFER_TOO_SMALL:
             break
-        cap = int(out_len[0]) + 64
+        cap = max(int(out_len[0]) + 64, 4 * cap)
     del rkeep
     if st != lib.STACKPTX_OK:
         raise InterpretError(f"tape: the C core refused the program: {_status_name(st)}")
