@@ -253,3 +253,45 @@ def test_a_stack_tape_larger_than_its_first_buffer_is_written():
     tp = tape_lowered("stack", b"", ("x",), None, site=site_for(spec))
     assert len(tp.words) == 4 + 12 + 8 * 12 and list(tp.outputs) == [f"y{k}" for k in range(12)]
     assert len(set(tp.tape(0)[4:16].tolist())) == 12           # one zero constant per type
+
+
+def _xy():
+    X = np.random.default_rng(0).uniform(-1, 1, (50, 2)).astype(np.float32)
+    return X, X[:, 0] * X[:, 1]
+
+
+P_MUL = [sp.input("x0"), sp.input("x1"), sp.instr("mul.rn.f32")]
+P_ADD = [sp.input("x0"), sp.input("x0"), sp.instr("add.rn.f32")]
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint32])
+def test_fitness_an_array_the_compiler_refuses_scores_inf_in_every_mode(dtype):
+    """sp.compile takes 1-D uint64 arrays only, so the compiled path scores an int32 array
+    +inf; the interpreter took any integer array as words and scored it (0.16 here)."""
+    X, y = _xy()
+    cands = [P_MUL, np.zeros(3, dtype)]
+    want = nx.fitness(cands, X, y, evaluate="compile", device="cpu")
+    assert want[0] == 0 and want[1] == np.inf
+    assert np.array_equal(nx.fitness(cands, X, y, evaluate="auto", device="cpu"), want)
+    from numptx.jit.fitness_checks import FitnessError
+    with pytest.raises(FitnessError, match="candidate 1 is a ndarray"):
+        nx.fitness(cands, X, y, evaluate="interpret", device="cpu")
+
+
+def test_fitness_interprets_a_population_mixing_dialects():
+    """A batch of numptx and mm-ptx programs made the tapes call fail as a whole: 'auto' sent
+    every candidate to the compiled path, 'interpret' raised naming candidate 0. Each dialect
+    now runs apart, with the losses of the compiled path."""
+    import numptx.jit.fitness as F
+    from numptx.jit.fitness_interpret import interpret_losses
+    X, y = _xy()
+    cands = [sp.encode(P_MUL, dialect="mm-ptx"), P_ADD, sp.encode(P_ADD, dialect="mm-ptx"),
+             [sp.dialect_marker("mm-ptx"), *P_ADD], P_MUL, sp.encode(P_MUL)]
+    want = nx.fitness(cands, X, y, evaluate="compile", device="cpu")
+    got = nx.fitness(cands, X, y, evaluate="interpret", device="cpu")
+    assert np.array_equal(got, want) and want[0] == 0
+    job = F.prepare(cands, X, y)
+    tmpl = F.fitness_template(2, job.names, "f32", "mse", "sm_90")
+    losses, rest = interpret_losses(job.candidates, job.X, job.y, job.names, "mse",
+                                    tmpl.sites["f"])
+    assert rest == {} and np.array_equal(losses, want)

@@ -23,7 +23,7 @@ import numpy as np
 from .._program import Op
 from .._program.interpret import (InterpretError, Tapes, columns, reads_input, refused,
                                   run_cpu, subset, tapes)
-from .._program.ops import ProgramError
+from .._program.ops import ProgramError, marker_dialect
 
 __all__ = ["interpret_losses", "losses_of_predictions", "is_program", "GpuScorer",
            "register_gpu_scorer", "GPU_INTERPRET_MAX_ROWS"]
@@ -40,9 +40,17 @@ GPU_INTERPRET_MAX_ROWS = 1_000_000
 def is_program(c: Any) -> bool:
     """Whether a fitness candidate (one :func:`numptx.jit.fitness.prepare` accepted) is a
     Stack PTX program: an op list or encoded words."""
-    if isinstance(c, np.ndarray):
-        return c.ndim == 1 and c.dtype.kind in "iu"
+    if isinstance(c, np.ndarray):     # as sp.compile takes them (another dtype: refused there)
+        return c.ndim == 1 and c.dtype == np.uint64
     return isinstance(c, (list, tuple)) and (not c or isinstance(c[0], Op))
+
+
+def _dialect_of(c: Any) -> int:
+    """A program's own dialect (its marker word or op first; numptx without one)."""
+    if not len(c):
+        return 0
+    word = int(c[0]) if isinstance(c, np.ndarray) else getattr(c[0], "word", None)
+    return (marker_dialect(word) if word is not None else None) or 0
 
 
 def losses_of_predictions(pred: np.ndarray, y: np.ndarray, loss: str) -> np.ndarray:
@@ -103,7 +111,17 @@ def interpret_losses(programs: Sequence[Any], X: np.ndarray, y: np.ndarray,
     try:
         tp = tapes(list(programs), site=site)
     except ProgramError as e:
-        return out, dict.fromkeys(range(n), f"the batch does not compile to tapes: {e}")
+        ds = [_dialect_of(c) for c in programs]
+        if len(set(ds)) == 1:
+            return out, dict.fromkeys(range(n), f"the batch does not compile to tapes: {e}")
+        rest: dict[int, str] = {}           # a batch mixing dialects: each dialect apart
+        for d in sorted(set(ds)):
+            ks = [k for k in range(n) if ds[k] == d]
+            got, left = interpret_losses([programs[k] for k in ks], X, y, names, loss, site,
+                                         threads=threads, device=device)
+            out[ks] = got
+            rest.update({ks[j]: why for j, why in left.items()})
+        return out, rest
     cols, n_rows = columns({"cand": np.uint32(0)} | {m: X[:, j] for j, m in enumerate(names)})
     by = {c.name: c for c in cols}
     order = [by[m.split("\x00")[0]] for m in tp.inputs]
