@@ -295,3 +295,17 @@ def test_fitness_interprets_a_population_mixing_dialects():
     losses, rest = interpret_losses(job.candidates, job.X, job.y, job.names, "mse",
                                     tmpl.sites["f"])
     assert rest == {} and np.array_equal(losses, want)
+
+
+@pytest.mark.parametrize("bad, match", [
+    ([sp.input("nope")], r"program 2: input\('nope'\)"),
+    (sp.encode([sp.input("nope")]), r"program 2: word 0 reads input 'nope'"),
+    ([1], r"program 2 item 0 is 1"),
+    ("ab", r"program 2: expected a list of ops"),
+])
+def test_program_errors_carry_the_program_index(bad, match):
+    """The message named the program, but .program was None (InterpretError documents it)."""
+    progs = [[sp.input("x")], sp.encode([sp.input("x")]), bad]
+    with pytest.raises(nx.InterpretError, match="interpret: " + match) as e:
+        sp.interpret(progs, {"x": np.float32([1])}, {"y": "f32"}, device="cpu")
+    assert e.value.program == 2

@@ -20,6 +20,7 @@ released. Rows without a C expression (f16, packed, vector rows, special registe
 from __future__ import annotations
 
 import os
+import re
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -165,7 +166,8 @@ def tapes(programs: Iterable[Sequence[Any] | np.ndarray], inputs: Mapping[str, s
     bad = np.flatnonzero(flags & lib.STACKPTX_D_UNKNOWN_INPUT)
     if len(bad):
         i = int(bad[0])
-        raise _unknown_input(programs[i], io, f"tapes: program {i}", routines=routines)
+        e = _unknown_input(programs[i], io, f"tapes: program {i}", routines=routines)
+        raise InterpretError(str(e), program=i) from None
     if k == 1:
         words, out_off = got[0][0], got[0][1]
     else:
@@ -412,10 +414,11 @@ def interpret(programs: Iterable[Sequence[Any] | np.ndarray], inputs: Mapping[st
     try:
         tp = tapes(programs, None if site is not None else {c.name: c.type for c in cols},
                    outputs, site=site, routines=routines, limits=limits, dialect=dialect)
-    except InterpretError:
-        raise
     except ProgramError as e:
-        raise InterpretError(str(e).replace("tapes:", "interpret:", 1)) from None
+        msg = str(e).replace("tapes:", "interpret:", 1)
+        at = re.match(r"interpret: program (\d+)\b", msg)     # batch_words names it so
+        k = e.program if isinstance(e, InterpretError) else int(at[1]) if at else None
+        raise InterpretError(msg, program=k) from None
     ordered = _bind(tp, cols, site)
     if on_limit == "raise":
         _check_limits(tp)
