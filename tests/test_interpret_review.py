@@ -309,3 +309,16 @@ def test_program_errors_carry_the_program_index(bad, match):
     with pytest.raises(nx.InterpretError, match="interpret: " + match) as e:
         sp.interpret(progs, {"x": np.float32([1])}, {"y": "f32"}, device="cpu")
     assert e.value.program == 2
+
+
+def test_no_rows_refuses_what_rows_refuse():
+    """With 0 rows run_cpu returned zeros before the C core saw a tape: a row without C
+    semantics passed with 0 rows and was refused with 1."""
+    p = [sp.input("x"), sp.instr("cvt.rn.f16.f32"), sp.instr("cvt.f32.f16")]
+    for n in (0, 1):
+        with pytest.raises(nx.InterpretError, match=r"program 1 uses 'cvt.rn.f16.f32'"):
+            sp.interpret([[sp.input("x")], p], {"x": np.zeros(n, np.float32)}, {"y": "f32"},
+                         device="cpu")
+    got = sp.interpret([[sp.input("x")], []], {"x": np.zeros(0, np.float32), "k": 1.0},
+                       {"y": "f32", "z": "pred"}, device="cpu", dialect="mm-ptx")
+    assert got["y"].shape == (2, 0) and got["z"].shape == (2, 0) and got["z"].dtype == bool

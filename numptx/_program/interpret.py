@@ -506,7 +506,7 @@ def run_cpu(tp: Tapes, cols: list[Column], n_rows: int, *, threads: int | None =
     """Run ``tp`` over the columns (in the tapes' input order) with the C interpreter."""
     n = len(tp)
     outs = {name: np.zeros((n, n_rows), VT.BY_NAME[t].np) for name, t in tp.outputs.items()}
-    if n == 0 or n_rows == 0:
+    if n == 0:           # (no rows still runs: every tape is checked, as with rows)
         return outs
     heads = tp.offsets[:-1].astype(np.int64)
     slots, recs = tp.words[heads], tp.words[heads + 1]
