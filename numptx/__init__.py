@@ -23,6 +23,7 @@ from .errors import (AnnotationError, CompileError, LinkError, NumptxError, Nump
 from .dsl.emulator import EmulationError, emulate
 from ._program.interpret import InterpretError
 from .dsl import PRECISIONS, BindError, PrecisionError, PtxExpr, TraceError, ptx_expr
+from .dsl import GradError, grad, jacobian, value_and_grad
 from .dsl import functions as _functions
 from .dsl.functions import *  # noqa: F403 - every nx.* DSL function (nx.sqrt, nx.where, ...)
 from .dsl.types import TYPE_NAMES as _TYPE_NAMES
@@ -59,6 +60,7 @@ __all__ = [
     "__version__",
     "emulate", "TABLE", "Instr", "add_instruction",
     "ptx_expr", "PtxExpr", "TraceError", "BindError", "PrecisionError", "PRECISIONS", *_TYPE_NAMES,
+    "grad", "value_and_grad", "jacobian", "GradError",
     "site", "simulator_active", "kernel", "Kernel", "KernelVariant", "CudaTemplate", "Template", "Variant",
     "BuildError", "SiteError", "LaunchError", "CubinCache", "default_cache",
     "Pack", "PackError", "ConstantsError", "fitness", "StubRuleError",

@@ -20,10 +20,12 @@ from . import functions
 from .emulator import EmulationError, emulate
 from .expr import PRECISIONS, BindError, PrecisionError, PtxExpr, ptx_expr
 from .functions import *  # noqa: F403 - every nx.* function (functions.__all__)
+from .grad import GradError, grad, jacobian, value_and_grad
 from .graph import Graph, GraphError, Node
 from .trace import Proxy, TraceError
 from .types import TYPE_NAMES, DType, bf16, f16, f32, f64, pred, s32, s64, u32, u64
 
 __all__ = ["ptx_expr", "PtxExpr", "TraceError", "BindError", "PrecisionError", "PRECISIONS", "Graph", "GraphError", "Node",
-           "Proxy", "DType", "emulate", "EmulationError", *TYPE_NAMES]
+           "Proxy", "DType", "emulate", "EmulationError", "grad", "value_and_grad", "jacobian",
+           "GradError", *TYPE_NAMES]
 __all__ += functions.__all__

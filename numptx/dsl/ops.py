@@ -28,6 +28,7 @@ A new math function is one mathlib sequence plus one row here (docs/design/dsl_f
 """
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
@@ -36,6 +37,8 @@ import numpy as np
 
 from .. import semantics as S
 from . import types as T
+from .grad_rules import (D, PIECEWISE_CONSTANT, Deriv, constant, int_power, lit, minmax_jvp,
+                         partials, real, rule, tadd, tdiv, tmul, tsub)
 from .graph import Graph, canonical
 from .lowering import (arith, binary_arith, bits_type, cmp_lowering, is_mathlib_lowering,
                        lower_abs, lower_bits, lower_clip, lower_copysign, lower_floordiv,
@@ -60,7 +63,9 @@ class DslOp:
     bit), a sentence saying where they agree, or an error bound ``(ulp_f32, ulp_f64)`` in units
     in the last place of the result;
     ``fast_accuracy`` describes ``fastmath=True`` where it differs. ``public``: the ``nx.*``
-    names of its function (numptx/dsl/functions.py is generated from them)."""
+    names of its function (numptx/dsl/functions.py is generated from them). ``deriv``: its
+    derivative rule for ``nx.grad`` (numptx/dsl/grad_rules.py; None: none, an error where a
+    derivative needs it; operations with predicate or integer results need none)."""
     name: str
     arity: int
     kind: str
@@ -75,6 +80,7 @@ class DslOp:
     cuda_accuracy: Any = None    # ``precision="cuda"`` where it differs from ``accuracy``
     ref16: bool = False          # ``ref`` takes bf16 bits itself (else: computed in f32, rounded)
     public: tuple = ()           # its ``nx.*`` names: the first is its function, the rest aliases
+    deriv: Any = field(default=None, repr=False)   # its derivative rule (grad_rules.Deriv)
 
     def __post_init__(self):
         # the tracer's fast path: operand types it takes as they are, and the single table row
@@ -149,6 +155,51 @@ def _ref_rcp(t, x):
 
 
 
+# ---- derivative rules (the ``deriv`` column; numptx/dsl/grad_rules.py) -------------------------
+# a partial is a function of the operands and the result ``y`` (reusing ``y`` shares it with the
+# value); non-differentiable points take the mean of the one-sided derivatives
+_LN2, _LN10 = math.log(2.0), math.log(10.0)
+
+
+def _jvp_div(xs, y, ts):
+    (a, b), (ta, tb) = xs, ts
+    return tdiv(tsub(ta, tmul(tb, y, y), y), b, y)          # (ta - y tb) / b
+
+
+def _jvp_pow(xs, y, ts):
+    (x, b), (tx, tb) = xs, ts
+    out = None
+    if tx is not None:                 # b x^(b-1): exact at x = 0 (b y / x would be 0 / 0)
+        n = constant(b)                # a constant integer: by multiplications
+        n = int(n) if n is not None and float(n).is_integer() and abs(n) <= 65 else None
+        out = tmul(tx, (b * int_power(x, n - 1)) if n is not None else b * x ** (b - 1), y)
+    if tb is not None:                 # y log x; at x = 0 log(1) (0^b is flat in b there)
+        safe = D.where(x == 0, lit(1.0, x), x)
+        out = tadd(out, tmul(tb, y * D.log(safe), y), y)
+    return out
+
+
+def _jvp_hypot(xs, y, ts):
+    (a, b), (ta, tb) = xs, ts
+    num = real(tadd(tmul(ta, a, y), tmul(tb, b, y), y), y)
+    return D.where(y == 0, lit(0.0, y), num / y)             # (a ta + b tb) / y; 0 at (0, 0)
+
+
+def _jvp_where(xs, y, ts):
+    return D.where(xs[0], real(ts[1], y), real(ts[2], y))
+
+
+def _jvp_clip(xs, y, ts):
+    (x, lo, hi), (tx, tlo, thi) = xs, ts
+    m = D.maximum(x, lo)
+    tm = None if tx is None and tlo is None else minmax_jvp(x, lo, m, tx, tlo)
+    return None if tm is None and thi is None else minmax_jvp(m, hi, y, tm, thi)
+
+
+_MINMAX = rule("the operand equal to the result (a tie: 1/2 each)",
+               lambda xs, y, ts: minmax_jvp(xs[0], xs[1], y, ts[0], ts[1]))
+
+
 # ---- the table ----------------------------------------------------------------------------------
 _MATH_ACC = (4, 4)           # documented bound of mathlib sequences (ulp, f32 / f64)
 _FAST_ACC = ".approx row bounds (f32)"
@@ -157,12 +208,13 @@ _FMOD_ACC = "ints exact; floats exact while |a / b| < 2^52, +-0 beyond (NumPy: t
 _CUDA_ACC = "CUDA's documented bound (f32; docs/dsl_accuracy.md), f64 as accurate"
 
 
-def _math(name: str, ref: Callable | None = None, numpy: str = "", arity: int = 1) -> DslOp:
+def _math(name: str, ref: Callable | None = None, numpy: str = "", arity: int = 1,
+          deriv: Deriv | None = None) -> DslOp:
     """The row of a float function lowered by mathlib's sequence ``name`` (mathlib.FUNCTIONS),
     public as ``nx.<name>``; its reference is ``np.<name>`` unless given."""
     return DslOp(name, arity, "float", ref or _np(getattr(np, name)), mathlib_lowering(name), "",
                  numpy or f"np.{name}", accuracy=_MATH_ACC, fast_accuracy=_FAST_ACC, cuda_accuracy=_CUDA_ACC,
-                 public=(name,))
+                 public=(name,), deriv=deriv)
 
 
 _CONTRACT = "a product used only by sums contracts into one fma.rn (NVRTC's rule, " \
@@ -170,85 +222,114 @@ _CONTRACT = "a product used only by sums contracts into one fma.rn (NVRTC's rule
 
 _ROWS: list[DslOp] = [
     DslOp("add", 2, "num", _np(np.add), binary_arith("add"), "a + b", "np.add", True,
-          cuda_accuracy=_CONTRACT),
+          cuda_accuracy=_CONTRACT,
+          deriv=partials("a: 1; b: 1", 1, 1)),
     DslOp("sub", 2, "num", _np(np.subtract), binary_arith("sub"), "a - b", "np.subtract", True,
-          cuda_accuracy=_CONTRACT),
-    DslOp("mul", 2, "num", _np(np.multiply), binary_arith("mul"), "a * b", "np.multiply", True),
+          cuda_accuracy=_CONTRACT,
+          deriv=partials("a: 1; b: -1", 1, -1)),
+    DslOp("mul", 2, "num", _np(np.multiply), binary_arith("mul"), "a * b", "np.multiply", True,
+          deriv=partials("a: b; b: a", lambda a, b, y: b, lambda a, b, y: a)),
     DslOp("truediv", 2, "float", _np(np.true_divide), binary_arith("div"), "a / b",
-          "np.true_divide", fast_accuracy="2 ulp (div.approx.ftz.f32)"),
+          "np.true_divide", fast_accuracy="2 ulp (div.approx.ftz.f32)",
+          deriv=rule("a: 1 / b; b: -y / b", _jvp_div)),
     DslOp("floordiv", 2, "num", _np(np.floor_divide), lower_floordiv, "a // b", "np.floor_divide",
           public=("floor_divide",),
           doc="NumPy's floor division: ints: // 0 gives 0, MIN // -1 = MIN; floats: "
-              "npy_divmod, exact while |a / b| < 2^52 (beyond: the rounded quotient)"),
+              "npy_divmod, exact while |a / b| < 2^52 (beyond: the rounded quotient)",
+          deriv=PIECEWISE_CONSTANT),
     DslOp("mod", 2, "num", _np(np.remainder), lower_mod, "a % b", "np.remainder",
           public=("remainder",), accuracy=_FMOD_ACC,
           doc="sign of the divisor; ints: % 0 gives 0; floats: npy_divmod (exact fmod while "
-              "|a / b| < 2^52, +-0 beyond)"),
+              "|a / b| < 2^52, +-0 beyond)",
+          deriv=partials("a: 1; b: -floor(a / b)", 1, lambda a, b, y: -D.floor(a / b))),
     DslOp("fmod", 2, "num", _np(np.fmod), lower_fmod, "", "np.fmod", public=("fmod",),
           accuracy=_FMOD_ACC,
           doc="C fmod: sign of the dividend; ints: fmod(a, 0) = 0; floats: exact while "
-              "|a / b| < 2^52, +-0 beyond"),
+              "|a / b| < 2^52, +-0 beyond",
+          deriv=partials("a: 1; b: -trunc(a / b)", 1, lambda a, b, y: -D.trunc(a / b))),
     DslOp("pow", 2, "num", _ref_pow, lower_pow, "a ** b", "np.power", public=("pow", "power"),
           accuracy=_MATH_ACC, fast_accuracy=_FAST_ACC, cuda_accuracy=_CUDA_ACC,
           doc="constant integer exponents |n| <= 4 become multiplications (n < 0: 1 / x**|n|); "
-              "integers need a constant n >= 0; else mathlib pow"),
-    DslOp("neg", 1, "num", _np(np.negative), lower_neg, "-a", "np.negative", True),
-    DslOp("pos", 1, "num", _np(np.positive), lambda b, t, fm, x: x, "+a", "np.positive", True),
+              "integers need a constant n >= 0; else mathlib pow",
+          deriv=rule("a: b a^(b-1); b: y log(a) (0 at a = 0)", _jvp_pow)),
+    DslOp("neg", 1, "num", _np(np.negative), lower_neg, "-a", "np.negative", True,
+          deriv=partials("-1", -1)),
+    DslOp("pos", 1, "num", _np(np.positive), lambda b, t, fm, x: x, "+a", "np.positive", True,
+          deriv=partials("1", 1)),
     DslOp("abs", 1, "num", _np(np.abs), lower_abs, "abs(a)", "np.abs", True,
-          public=("abs", "absolute")),
+          public=("abs", "absolute"),
+          deriv=partials("sign(a) (0 at 0)", lambda x, y: D.sign(x))),
     DslOp("square", 1, "num", _np(np.square), lambda b, t, fm, x: arith(b, "mul", t, fm, x, x),
-          "", "np.square", True, public=("square",)),
+          "", "np.square", True, public=("square",),
+          deriv=partials("2 a", lambda x, y: x + x)),
     DslOp("fma", 3, "num", _ref_fma, lambda b, t, fm, x, y, z: arith(b, "fma", t, fm, x, y, z),
           "", "(exact a * b + c)", True, doc="one rounding (floats); ints wrap", ref16=True,
-          public=("fma",)),
+          public=("fma",),
+          deriv=partials("a: b; b: a; c: 1", lambda a, b, c, y: b, lambda a, b, c, y: a, 1)),
     DslOp("minimum", 2, "num", _np(np.minimum), via32(lower_minmax("min", True)), "",
           "np.minimum", doc="NaN-propagating; the sign of a zero result is unspecified",
-          public=("minimum",)),
+          public=("minimum",),
+          deriv=_MINMAX),
     DslOp("maximum", 2, "num", _np(np.maximum), via32(lower_minmax("max", True)), "",
           "np.maximum", doc="NaN-propagating; the sign of a zero result is unspecified",
-          public=("maximum",)),
+          public=("maximum",),
+          deriv=_MINMAX),
     DslOp("fmin", 2, "num", _np(np.fmin), via32(lower_minmax("min", False)), "", "np.fmin",
-          doc="a NaN operand yields the other", public=("fmin",)),
+          doc="a NaN operand yields the other", public=("fmin",),
+          deriv=_MINMAX),
     DslOp("fmax", 2, "num", _np(np.fmax), via32(lower_minmax("max", False)), "", "np.fmax",
-          doc="a NaN operand yields the other", public=("fmax",)),
+          doc="a NaN operand yields the other", public=("fmax",),
+          deriv=_MINMAX),
     DslOp("clip", 3, "num", _np(np.clip), via32(lower_clip), "", "np.clip",
-          doc="minimum(maximum(a, lo), hi), NaN-propagating", public=("clip",)),
+          doc="minimum(maximum(a, lo), hi), NaN-propagating", public=("clip",),
+          deriv=rule("as minimum(maximum(a, lo), hi)", _jvp_clip)),
     DslOp("sqrt", 1, "float", _np(np.sqrt), unary_row("sqrt"), "", "np.sqrt",
-          fast_accuracy="rel 2^-23 (sqrt.approx.ftz.f32)", public=("sqrt",)),
+          fast_accuracy="rel 2^-23 (sqrt.approx.ftz.f32)", public=("sqrt",),
+          deriv=partials("0.5 / y", lambda x, y: 0.5 / y)),
     DslOp("rsqrt", 1, "float", _ref_rsqrt, lower_rsqrt, "", "1 / np.sqrt(a)",
           fast_accuracy="rel 2^-22.9 (rsqrt.approx.ftz.f32)",
           cuda_accuracy="rel 2^-22.9 (rsqrt.approx.f32, as CUDA's rsqrtf)",
-          doc="accurate: 1 / sqrt(a), two roundings", public=("rsqrt",)),
+          doc="accurate: 1 / sqrt(a), two roundings", public=("rsqrt",),
+          deriv=partials("-0.5 y^3", lambda x, y: y * y * y * -0.5)),
     DslOp("rcp", 1, "float", _ref_rcp, unary_row("rcp"), "", "1 / a",
-          fast_accuracy="1 ulp (rcp.approx.ftz.f32)", public=("rcp",)),
-    _math("exp"),
-    _math("exp2"),
-    _math("expm1"),
-    _math("log"),
-    _math("log2"),
-    _math("log10"),
-    _math("log1p"),
-    _math("sin"),
-    _math("cos"),
-    _math("tan"),
-    _math("tanh"),
-    _math("sinh"),
-    _math("cosh"),
-    _math("arctan"),
-    _math("cbrt"),
-    _math("sigmoid", _ref_sigmoid, "1 / (1 + np.exp(-a))"),
-    _math("hypot", arity=2),
+          fast_accuracy="1 ulp (rcp.approx.ftz.f32)", public=("rcp",),
+          deriv=partials("-y^2", lambda x, y: -(y * y))),
+    _math("exp", deriv=partials("y", lambda x, y: y)),
+    _math("exp2", deriv=partials("y ln 2", lambda x, y: y * _LN2)),
+    _math("expm1", deriv=partials("y + 1", lambda x, y: y + 1.0)),
+    _math("log", deriv=partials("1 / a", lambda x, y: 1.0 / x)),
+    _math("log2", deriv=partials("1 / (a ln 2)", lambda x, y: 1.0 / (x * _LN2))),
+    _math("log10", deriv=partials("1 / (a ln 10)", lambda x, y: 1.0 / (x * _LN10))),
+    _math("log1p", deriv=partials("1 / (1 + a)", lambda x, y: 1.0 / (x + 1.0))),
+    _math("sin", deriv=partials("cos(a)", lambda x, y: D.cos(x))),
+    _math("cos", deriv=partials("-sin(a)", lambda x, y: -D.sin(x))),
+    _math("tan", deriv=partials("1 + y^2", lambda x, y: y * y + 1.0)),
+    _math("tanh", deriv=partials("1 - y^2", lambda x, y: 1.0 - y * y)),
+    _math("sinh", deriv=partials("cosh(a)", lambda x, y: D.cosh(x))),
+    _math("cosh", deriv=partials("sinh(a)", lambda x, y: D.sinh(x))),
+    _math("arctan", deriv=partials("1 / (1 + a^2)", lambda x, y: 1.0 / (x * x + 1.0))),
+    _math("cbrt", deriv=partials("1 / (3 y^2)", lambda x, y: 1.0 / (y * y * 3.0))),
+    _math("sigmoid", _ref_sigmoid, "1 / (1 + np.exp(-a))",
+          deriv=partials("y (1 - y)", lambda x, y: y * (1.0 - y))),
+    _math("hypot", arity=2, deriv=rule("a: a / y; b: b / y (0 at (0, 0))", _jvp_hypot)),
     DslOp("copysign", 2, "float", _np(np.copysign), via32(lower_copysign), "", "np.copysign",
-          public=("copysign",)),
+          public=("copysign",),
+          deriv=partials("a: sign(a) sign(y); b: 0", lambda a, b, y: D.sign(a) * D.sign(y),
+                         None)),
     DslOp("floor", 1, "num", _np(np.floor), via32(round_mode("rmi")), "math.floor(a)", "np.floor",
-          public=("floor",)),
+          public=("floor",),
+          deriv=PIECEWISE_CONSTANT),
     DslOp("ceil", 1, "num", _np(np.ceil), via32(round_mode("rpi")), "math.ceil(a)", "np.ceil",
-          public=("ceil",)),
+          public=("ceil",),
+          deriv=PIECEWISE_CONSTANT),
     DslOp("trunc", 1, "num", _np(np.trunc), via32(round_mode("rzi")), "math.trunc(a)", "np.trunc",
-          public=("trunc",)),
+          public=("trunc",),
+          deriv=PIECEWISE_CONSTANT),
     DslOp("round", 1, "num", _np(np.rint), via32(round_mode("rni")), "round(a)", "np.rint",
-          doc="half to even", public=("round", "rint")),
-    DslOp("sign", 1, "num", _np(np.sign), via32(lower_sign), "", "np.sign", public=("sign",)),
+          doc="half to even", public=("round", "rint"),
+          deriv=PIECEWISE_CONSTANT),
+    DslOp("sign", 1, "num", _np(np.sign), via32(lower_sign), "", "np.sign", public=("sign",),
+          deriv=PIECEWISE_CONSTANT),
     *(DslOp(cc, 2, "cmp", _np(fn), via32(cmp_lowering(cc)), f"a {sym} b", f"np.{fn.__name__}")
       for cc, fn, sym in (("eq", np.equal, "=="), ("ne", np.not_equal, "!="), ("lt", np.less, "<"),
                           ("le", np.less_equal, "<="), ("gt", np.greater, ">"),
@@ -271,7 +352,8 @@ _ROWS: list[DslOp] = [
     DslOp("isfinite", 1, "test", _ref_test(np.isfinite), via32(lower_test("isfinite")), "",
           "np.isfinite", public=("isfinite",)),
     DslOp("where", 3, "where", _ref_where, lambda b, t, fm, c, x, y: select(b, t, c, x, y), "",
-          "np.where", True, public=("where",)),
+          "np.where", True, public=("where",),
+          deriv=rule("the selected operand's", _jvp_where)),
 ]
 
 def _with16(op: DslOp) -> DslOp:

@@ -1,0 +1,175 @@
+"""The vocabulary of derivative rules: what the ``deriv`` column of the DSL operation table
+(numptx/dsl/ops.py) is written in, and the tangent algebra ``nx.grad`` runs them with
+(numptx/dsl/grad.py).
+
+A rule is a :class:`Deriv`: the derivative as text (shown in docs/dsl.md's operation table)
+and its forward-mode form ``jvp(xs, y, ts) -> tangent``: ``xs`` the operands and ``y`` the
+result (traced values of the tracer underneath, so a rule is traced, lowered and shared like any
+formula), ``ts`` the operands' tangents. A tangent is ``None`` (zero: the operand does not depend
+on the variable), :data:`ONE` (exactly 1: the variable itself) or a traced value of the operand's
+type; the helpers below keep zeros and ones symbolic, so ``grad(f, wrt="x")`` of ``x * y`` is
+``y``, not ``1.0 * y + 0.0 * x``::
+
+    from numptx.dsl.grad_rules import D, partials
+    SIN = partials("cos(a)", lambda x, y: D.cos(x))      # the ``sin`` row's rule
+
+Most rules are :func:`partials` (one partial derivative per operand, ``1``/``-1`` for the
+identity and its negation, ``None`` for "no dependence"); :func:`rule` takes a ``jvp`` as it is
+(``where``, minimum/maximum...); :data:`PIECEWISE_CONSTANT` is 0 (floor, round, sign...).
+
+Non-differentiable points take the mean of the one-sided derivatives (docs/dsl.md,
+"Derivatives"): ``abs'(0) = 0``, ``max``/``min`` ties split 1/2 and 1/2, ``hypot`` at (0, 0) is
+0; a ``where`` passes the selected branch's tangent (its condition has none).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from .graph import Node, const_value
+from .proxy import OPS, Proxy
+
+__all__ = ["Deriv", "ONE", "D", "partials", "rule", "PIECEWISE_CONSTANT", "lit", "real", "tadd",
+           "tsub", "tneg", "tmul", "tdiv", "minmax_jvp", "constant", "int_power"]
+
+
+class _One:
+    """The tangent of a variable w.r.t. itself: exactly 1, kept symbolic."""
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "ONE"
+
+
+ONE = _One()
+
+
+class _Ops:
+    """``D.cos(x)``: the DSL operation ``cos`` of the table, for rules (looked up at call time,
+    the table being filled after this module loads)."""
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return OPS[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+D = _Ops()
+
+
+@dataclass(frozen=True)
+class Deriv:
+    """One operation's derivative rule: ``text`` (docs/dsl.md) and ``jvp(xs, y, ts)``."""
+    text: str
+    jvp: Callable[..., Any]
+
+
+# ---- the tangent algebra ------------------------------------------------------------------------
+def lit(value: float, like: Proxy) -> Proxy:
+    """The constant ``value`` in the type (and trace) of ``like``."""
+    tr = like.tracer
+    return Proxy(tr.literal(value, like.dtype), tr)
+
+
+def real(t: Any, like: Proxy) -> Proxy:
+    """A tangent as a traced value (zero and one become constants of ``like``'s type)."""
+    if t is None:
+        return lit(0.0, like)
+    if t is ONE:
+        return lit(1.0, like)
+    return t
+
+
+def tadd(a: Any, b: Any, like: Proxy) -> Any:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return real(a, like) + real(b, like)
+
+
+def tneg(t: Any, like: Proxy) -> Any:
+    return None if t is None else -real(t, like)
+
+
+def tsub(a: Any, b: Any, like: Proxy) -> Any:
+    if b is None:
+        return a
+    if a is None:
+        return tneg(b, like)
+    return real(a, like) - real(b, like)
+
+
+def tmul(t: Any, p: Any, like: Proxy) -> Any:
+    """Tangent ``t`` times the partial ``p`` (a traced value or a Python number)."""
+    if t is None:
+        return None
+    if t is ONE:
+        return p if isinstance(p, Proxy) else lit(p, like)
+    return t * p
+
+
+def tdiv(t: Any, p: Any, like: Proxy) -> Any:
+    """Tangent ``t`` divided by ``p``."""
+    if t is None:
+        return None
+    return real(t, like) / p
+
+
+# ---- rule constructors --------------------------------------------------------------------------
+def partials(text: str, *fns: Any) -> Deriv:
+    """A rule from one partial derivative per operand: ``fn(*xs, y)`` -> a traced value, or
+    ``1`` / ``-1`` (the tangent itself, negated), or ``None`` (the result does not depend on
+    that operand). The tangent is the sum of ``partial_i * t_i`` over operands with one."""
+    def jvp(xs: tuple, y: Proxy, ts: tuple) -> Any:
+        acc = None
+        for t, fn in zip(ts, fns):
+            if t is None or fn is None:
+                continue
+            if fn == 1:
+                term = t
+            elif fn == -1:
+                term = tneg(t, y)
+            else:
+                term = tmul(t, fn(*xs, y), y)
+            acc = tadd(acc, term, y)
+        return acc
+    return Deriv(text, jvp)
+
+
+def rule(text: str, jvp: Callable[..., Any]) -> Deriv:
+    """A rule written as its forward-mode form ``jvp(xs, y, ts)``."""
+    return Deriv(text, jvp)
+
+
+PIECEWISE_CONSTANT = Deriv("0 (piecewise constant)", lambda xs, y, ts: None)
+
+
+def minmax_jvp(a: Proxy, b: Proxy, y: Proxy, ta: Any, tb: Any) -> Any:
+    """The tangent of ``y = min/max(a, b)`` (NaN-propagating or not): the tangent of the operand
+    ``y`` equals; 1/2 of each where both do (a tie: the mean of the one-sided derivatives)."""
+    pa, pb = y == a, y == b
+    half = tmul(tadd(ta, tb, y), 0.5, y)
+    return D.where(pa & pb, real(half, y), D.where(pa, real(ta, y), real(tb, y)))
+
+
+def constant(p: Proxy) -> float | int | bool | None:
+    """The value of ``p`` when it is a constant of a traced graph (a literal, a bound
+    parameter), else None."""
+    node = p.node
+    return const_value(node) if isinstance(node, Node) and node.op == "const" else None
+
+
+def int_power(x: Proxy, n: int) -> Proxy:
+    """``x ** n`` for an integer ``n`` by repeated squaring (``|n|`` <= 64: at most 12
+    multiplications; n < 0: one division more), exact at 0 and infinity."""
+    acc, base, e = None, x, abs(n)
+    while e:
+        if e & 1:
+            acc = base if acc is None else acc * base
+        e >>= 1
+        if e:
+            base = base * base
+    acc = lit(1.0, x) if acc is None else acc
+    return acc if n >= 0 else 1.0 / acc
