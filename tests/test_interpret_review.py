@@ -322,3 +322,40 @@ def test_no_rows_refuses_what_rows_refuse():
     got = sp.interpret([[sp.input("x")], []], {"x": np.zeros(0, np.float32), "k": 1.0},
                        {"y": "f32", "z": "pred"}, device="cpu", dialect="mm-ptx")
     assert got["y"].shape == (2, 0) and got["z"].shape == (2, 0) and got["z"].dtype == bool
+
+
+def test_threads_bounds_the_threads_not_the_spans(monkeypatch):
+    """run_cpu cut a batch into up to 4 * threads spans and handed every span to the shared
+    pool (os.cpu_count() workers): threads=2 ran on up to 8 threads at once."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+    import numptx._program.interpret as I
+    from interp_programs import data, random_program, rows_for
+    pool = ThreadPoolExecutor(16)
+    submitted = []
+
+    class Recording:
+        def map(self, fn, items):
+            items = list(items)
+            submitted.append(len(items))
+            return pool.map(fn, items)
+
+    monkeypatch.setattr(I, "_executor", lambda: Recording())
+    rng = np.random.default_rng(4)
+    cols = data(rng, "f32", ["a", "b"], 2000)
+    progs = [random_program(rng, "f32", ["a", "b"], rows_for("f32"), 20, meta=False)
+             for _ in range(64)]
+    one = sp.interpret(progs, cols, {"y": "f32"}, device="cpu", threads=1)["y"]
+    assert submitted == []                          # one thread: the caller's
+    seen = set()
+    job_call = I._Job.__call__
+
+    def recording_call(self, p0, p1):
+        seen.add(threading.get_ident())
+        return job_call(self, p0, p1)
+
+    monkeypatch.setattr(I._Job, "__call__", recording_call)
+    two = sp.interpret(progs, cols, {"y": "f32"}, device="cpu", threads=2)["y"]
+    assert submitted and max(submitted) <= 2 and len(seen) <= 2
+    assert np.array_equal(one.view(np.uint32), two.view(np.uint32))
+    pool.shutdown()

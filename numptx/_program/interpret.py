@@ -521,11 +521,31 @@ def run_cpu(tp: Tapes, cols: list[Column], n_rows: int, *, threads: int | None =
     if len(spans) == 1:
         results = [job(*spans[0])]
     else:
-        results = list(_executor().map(lambda s: job(*s), spans))
+        results = _spread(job, spans, min(cores, len(spans)))
     failed = [r for r in results if r is not None]
     if failed:
         raise min(failed, key=lambda e: e.program)
     return _unwritten_keep_inputs(tp, cols, outs)
+
+
+def _spread(job, spans: list, workers: int) -> list:
+    """``job(*span)`` for every span, in order, by at most ``workers`` threads of the pool
+    (each takes the next span when it is done: ``threads=`` bounds the threads, not the
+    spans)."""
+    results: list = [None] * len(spans)
+    todo = iter(range(len(spans)))
+    lock = threading.Lock()
+
+    def work(_):
+        while True:
+            with lock:
+                i = next(todo, None)
+            if i is None:
+                return
+            results[i] = job(*spans[i])
+
+    list(_executor().map(work, range(workers)))
+    return results
 
 
 class _Job:
