@@ -359,3 +359,26 @@ def test_threads_bounds_the_threads_not_the_spans(monkeypatch):
     assert submitted and max(submitted) <= 2 and len(seen) <= 2
     assert np.array_equal(one.view(np.uint32), two.view(np.uint32))
     pool.shutdown()
+
+
+F64_SITE = r'''
+extern "C" __global__ void k(double* out, const double* a, int n) {
+    double x = a[0], y; int m = n;
+    PTX_INJECT("f", PTX_IN(F64, x), PTX_IN(S32, m), PTX_OUT(F64, y));
+    out[0] = y;
+}'''
+
+
+def test_with_a_site_python_numbers_take_the_site_variables_types():
+    """docs/interpret.md: 'with site= the site's variable types rule'; a Python float for an
+    f64 variable was typed f32 and refused ('a f32 column for the f64 input: pass
+    .astype(np.float64)', which a float does not have)."""
+    site = nx.CudaTemplate(F64_SITE, entry="k").sites["f"]
+    prog = [sp.input("x"), sp.input("x"), sp.instr("add.rn.f64"), sp.input("m"),
+            sp.instr("cvt.rn.f64.s32"), sp.instr("add.rn.f64")]
+    got = sp.interpret([prog], {"x": 0.1, "m": 3}, site=site, device="cpu")
+    assert got["y"].tolist() == [[0.1 + 0.1 + 3]]                 # 0.1 as f64, not f32
+    got = sp.interpret([prog], {"x": np.float64([1, 2]), "m": 3.0}, site=site, device="cpu")
+    assert got["y"].tolist() == [[5, 7]]
+    with pytest.raises(nx.InterpretError, match=r"inputs\['m'\]: 3.5 is no s32 value"):
+        sp.interpret([prog], {"x": 0.1, "m": 3.5}, site=site, device="cpu")

@@ -400,7 +400,7 @@ def interpret(programs: Iterable[Sequence[Any] | np.ndarray], inputs: Mapping[st
                                 or threads < 1):
         raise InterpretError(f"threads={threads!r}: give a positive int (or None: every core)")
     programs = _as_list(programs, "interpret")
-    cols, n_rows = columns(inputs, types)
+    cols, n_rows = columns(inputs, _declared(inputs, types, site))
     if site is None and outputs is None:
         raise InterpretError("interpret: outputs= maps the result names to value types, e.g. "
                              "{'y': 'f32'} (or pass site=)")
@@ -429,6 +429,22 @@ def interpret(programs: Iterable[Sequence[Any] | np.ndarray], inputs: Mapping[st
     if device == "gpu" or (device == "auto" and backend is not None and backend.available()):
         return _unwritten_keep_inputs(tp, ordered, backend.run(tp, ordered, n_rows))
     return run_cpu(tp, ordered, n_rows, threads=threads)
+
+
+def _declared(inputs: Any, types: Any, site: Any) -> Any:
+    """``types``, and with ``site=`` the site variable's type for each Python number (whose
+    own type would be f32 / s32 / pred): the site's variable types rule."""
+    if site is None or not isinstance(inputs, Mapping) or \
+            (types is not None and not isinstance(types, Mapping)):
+        return types                    # (columns() and tapes() report what is wrong)
+    try:
+        io = _io_for(None, None, site)
+    except ProgramError:
+        return types
+    of = {n.split("\x00")[0]: t for n, t in _input_types(io).items() if t in INTERP_TYPES}
+    nums = {n: of[n] for n, v in inputs.items() if n in of and
+            isinstance(v, (bool, int, float)) and not isinstance(v, np.generic)}
+    return nums | dict(types or {})
 
 
 def _unwritten_keep_inputs(tp: Tapes, cols: list[Column], outs: dict) -> dict:
