@@ -382,3 +382,18 @@ def test_with_a_site_python_numbers_take_the_site_variables_types():
     assert got["y"].tolist() == [[5, 7]]
     with pytest.raises(nx.InterpretError, match=r"inputs\['m'\]: 3.5 is no s32 value"):
         sp.interpret([prog], {"x": 0.1, "m": 3.5}, site=site, device="cpu")
+
+
+def test_pearson_of_predictions_whose_sums_overflow_is_inf_on_both_paths():
+    """A constant 1e308 prediction: its mean overflows, r is NaN, and the compiled path's
+    max(0.0, 1.0 - nan) scored it 0.0 -- a perfect fit -- where the interpreter's NumPy
+    maximum gave NaN, so +inf."""
+    X = np.random.default_rng(0).uniform(-1, 1, (20, 2))
+    y = X[:, 0] * X[:, 1]
+    cands = [[sp.const(1e308, "f64")],
+             [sp.const(1e308, "f64"), sp.input("x0"), sp.instr("add.rn.f64")],
+             [sp.input("x0"), sp.input("x1"), sp.instr("mul.rn.f64")]]
+    with np.errstate(all="ignore"):
+        for ev in ("compile", "interpret"):
+            got = nx.fitness(cands, X, y, "pearson", evaluate=ev, device="cpu")
+            assert got[0] == got[1] == np.inf and got[2] == 0, (ev, got)

@@ -372,7 +372,8 @@ def _score(pred: np.ndarray, t: np.ndarray, loss: Any) -> float:
         elif loss == "pearson":
             sp_, st = p.std(), tt.std()
             r = float(np.mean((p - p.mean()) * (tt - tt.mean())) / (sp_ * st)) if sp_ and st else None
-            s = math.inf if r is None else max(0.0, 1.0 - r)
+            # (a NaN r, from sums that overflow, is no score: max(0.0, nan) would be 0.0)
+            s = math.inf if r is None or math.isnan(r) else max(0.0, 1.0 - r)
         else:       # a user loss's SiteBinding: as the kernel's loss site binds it
             s = float(np.mean(np.asarray(loss.evaluate({"p": pred, "t": t})["l"], np.float64)))
     return s if math.isfinite(s) else math.inf
