@@ -397,3 +397,39 @@ def test_pearson_of_predictions_whose_sums_overflow_is_inf_on_both_paths():
         for ev in ("compile", "interpret"):
             got = nx.fitness(cands, X, y, "pearson", evaluate=ev, device="cpu")
             assert got[0] == got[1] == np.inf and got[2] == 0, (ev, got)
+
+
+SIM_BIG_INT = r'''
+import numpy as np, numptx as nx
+import numptx.jit.launch as L
+from numba import cuda
+
+@nx.ptx_expr
+def f(x: nx.f32, w: nx.f64) -> nx.f32:
+    return x * nx.f32(w / w)
+
+BIG = 2**60 + 2**36 + 1       # f32: int64 -> f32 rounds up; through f64 first it ties to even
+
+@nx.kernel
+def body(oy):
+    i = cuda.grid(1)
+    if i < oy.shape[0]:
+        oy[i] = nx.site("s", x=(BIG + i, nx.f32), w=(BIG * 8 + i, nx.f64), out={"y": nx.f32})
+
+res = {}
+for tapes in (True, False):
+    L.SIM_TAPES = tapes
+    oy = np.zeros(4, np.float32)
+    body.inject(s=f)[1, 32](oy)
+    res[tapes] = oy
+assert np.array_equal(res[True], res[False]), res
+assert res[True][0] == np.asarray(BIG).astype(np.float32)
+print("BIG-INT-OK")
+'''
+
+
+def test_simulator_tape_site_converts_a_python_int_as_the_emulator_does(tmp_path):
+    """_ThreadFn stored a Python int into an f32 buffer with buf[0] = v, which NumPy rounds
+    through float64 (twice); the stub emulator's inputs (and the GPU's cvt) round int64 -> f32
+    once: 2**60 + 2**36 + 1 gave 1.1529215e18 on the tape, 1.1529216e18 in the emulator."""
+    run_script(tmp_path, SIM_BIG_INT, simulator=True, marker="BIG-INT-OK")

@@ -292,11 +292,17 @@ class _ThreadFn:
         with self.lock:
             for values in batch:
                 for n, buf in self.ins:
-                    try:
-                        buf[0] = values[n]
-                    except (OverflowError, TypeError, ValueError):   # as _typed_inputs converts
-                        with np.errstate(all="ignore"):
-                            buf[0] = np.asarray(values[n]).astype(buf.dtype)[()]
+                    v = values[n]
+                    # a Python int into a float converts as an int64 (as _typed_inputs and the
+                    # build do), not through float64 (buf[0] = v rounds twice past 2**53)
+                    if v.__class__ is not int or buf.dtype.kind != "f":
+                        try:
+                            buf[0] = v
+                            continue
+                        except (OverflowError, TypeError, ValueError):
+                            pass
+                    with np.errstate(all="ignore"):     # as _typed_inputs converts
+                        buf[0] = np.asarray(v).astype(buf.dtype)[()]
                 self.runner()
                 results.append(outs[0][0] if len(outs) == 1 else
                                tuple(b[0] for b in outs) if outs else None)
