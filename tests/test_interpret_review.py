@@ -433,3 +433,13 @@ def test_simulator_tape_site_converts_a_python_int_as_the_emulator_does(tmp_path
     through float64 (twice); the stub emulator's inputs (and the GPU's cvt) round int64 -> f32
     once: 2**60 + 2**36 + 1 gave 1.1529215e18 on the tape, 1.1529216e18 in the emulator."""
     run_script(tmp_path, SIM_BIG_INT, simulator=True, marker="BIG-INT-OK")
+
+
+@pytest.mark.parametrize("block", [0, 5000, 1.5, True])
+def test_run_cpu_names_a_bad_block(block):
+    """block=0 reached the C core (NXI_ERR_ARGUMENT before any program), reported as 'program
+    4294967295: the interpreter refused an argument'; a float block a TypeError in cffi."""
+    from numptx._program.interpret import run_cpu
+    tp, c, n = _two_tapes()
+    with pytest.raises(nx.InterpretError, match=r"block=.*an int from 1 to 4096"):
+        run_cpu(tp, c, n, block=block)

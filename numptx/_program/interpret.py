@@ -520,6 +520,10 @@ def _executor() -> ThreadPoolExecutor:
 def run_cpu(tp: Tapes, cols: list[Column], n_rows: int, *, threads: int | None = None,
             block: int = _BLOCK) -> dict[str, np.ndarray]:
     """Run ``tp`` over the columns (in the tapes' input order) with the C interpreter."""
+    if isinstance(block, bool) or not isinstance(block, int) or \
+            not 1 <= block <= lib.NXI_MAX_BLOCK:
+        raise InterpretError(f"block={block!r}: rows per block, an int from 1 to "
+                             f"{lib.NXI_MAX_BLOCK}")
     n = len(tp)
     outs = {name: np.zeros((n, n_rows), VT.BY_NAME[t].np) for name, t in tp.outputs.items()}
     if n == 0:           # (no rows still runs: every tape is checked, as with rows)
@@ -598,7 +602,7 @@ class _Job:
                          ffi.cast("void *", ws.ctypes.data), len(ws), fail)
         if st == lib.NXI_OK:
             return None
-        if fail.program == 0xFFFFFFFF:      # refused before any program ran: the largest header
+        if st == lib.NXI_ERR_WORKSPACE:     # refused before any program ran: the largest header
             k = p0 + int(np.argmax(self.slots[p0:p1].astype(np.uint64) +
                                    self.recs[p0:p1].astype(np.uint64)))
             return InterpretError(f"interpret: program {k}: a malformed tape (its header claims "
