@@ -35,6 +35,7 @@ import numpy as np
 from . import types as T
 from .expr import PtxExpr, ptx_expr
 from .grad_rules import ONE, real
+from .ops import bitcast
 from .graph import Frame
 from .promote import Tracer
 from .proxy import Proxy, TraceError, user_frame
@@ -129,6 +130,18 @@ class DiffTracer(Tracer):
             return Dual(y, self.zero)
         return Dual(y, tuple(t if t is None or t is ONE else
                              Proxy(inner.convert(t.node, src, dst), inner) for t in node.tangents))
+
+    def bitcast(self, x: Proxy, dst: T.DType) -> Proxy:
+        """``nx.bitcast(x, dst)`` (numptx/dsl/ops.py): of a value that does not depend on
+        ``wrt``; bits have no derivative."""
+        d = x.node
+        for k, t in enumerate(d.tangents):
+            if t is not None:
+                raise GradError(f"{self.spec.head(k)}: nx.bitcast of a value that depends on "
+                                f"{self.spec.wrt[k]!r}: bits have no derivative",
+                                frame=user_frame(2),
+                                fix="compute it with arithmetic, or from parameters not in wrt")
+        return Proxy(Dual(bitcast(d.primal, dst), self.zero), self)
 
 
 # ---- the API ------------------------------------------------------------------------------------

@@ -434,6 +434,8 @@ def bitcast(x: Any, dtype: T.DType):
             return x
         if isinstance(tr, EagerTracer):
             return Proxy(EagerValue(x.node.value.view(dst.np), dst), tr)
+        if not isinstance(tr, GraphTracer):       # nx.grad's dual values (numptx/dsl/grad.py)
+            return tr.bitcast(x, dst)
         b = tr.graph
         bt = bits_type(src.name)
         return Proxy(b.instr(f"bitcast.{dst.name}.{bt}", b.instr(f"bitcast.{bt}.{src.name}",
@@ -517,8 +519,8 @@ def _accuracy_text(op: DslOp) -> str:
 def docs_table() -> str:
     """The markdown table of every DSL operation (generated; docs/dsl.md embeds it)."""
     lines = ["| op | Python | `nx.` | NumPy reference | types | f32 | f32, accurate "
-             "| f32, fastmath | s32 | accuracy | notes |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| f32, fastmath | s32 | accuracy | derivative (`nx.grad`) | notes |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     kinds = {"num": "numbers", "float": "floats (ints: in f64)", "cmp": "numbers -> pred",
              "bits": "ints, pred", "shift": "ints", "logical": "any -> pred",
              "where": "pred, any, any", "test": "numbers -> pred"}
@@ -534,8 +536,10 @@ def docs_table() -> str:
             s32 = _describe_rows(_rows_used(op, T.s32, "cuda"), ml) if op.kind != "logical" else "-"
         py = f"`{op.python}`" if op.python else ""
         name = op.public[0] if op.public else ""
+        deriv = op.deriv.text if op.deriv is not None else \
+            "- (no float result)" if op.kind not in ("num", "float", "where") else "none"
         row = [f"`{op.name}`", py, f"`nx.{name}`" if name else "", f"`{op.numpy}`",
-               kinds[op.kind], f32, acc, fast, s32, _accuracy_text(op), op.doc]
+               kinds[op.kind], f32, acc, fast, s32, _accuracy_text(op), deriv, op.doc]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in row) + " |")
     return "\n".join(lines) + "\n"
 
