@@ -443,3 +443,15 @@ def test_run_cpu_names_a_bad_block(block):
     tp, c, n = _two_tapes()
     with pytest.raises(nx.InterpretError, match=r"block=.*an int from 1 to 4096"):
         run_cpu(tp, c, n, block=block)
+
+
+@pytest.mark.parametrize("t", ["f16", "nope"])
+def test_run_cpu_names_an_output_type_it_does_not_store(t):
+    """A Tapes whose outputs name a type without C storage: 'nope' escaped as KeyError, f16
+    reached the C core as 'program 4294967295: the interpreter refused an argument'."""
+    from numptx._program.interpret import Tapes, run_cpu
+    tp, c, n = _two_tapes()
+    bad = Tapes(tp.words, tp.offsets, tp.inputs, {"y": t}, tp.dialect)
+    with pytest.raises(nx.InterpretError, match=rf"output 'y' is of type {t}, which the "
+                                                r"interpreter does not store"):
+        run_cpu(bad, c, n)

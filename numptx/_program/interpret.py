@@ -524,6 +524,10 @@ def run_cpu(tp: Tapes, cols: list[Column], n_rows: int, *, threads: int | None =
             not 1 <= block <= lib.NXI_MAX_BLOCK:
         raise InterpretError(f"block={block!r}: rows per block, an int from 1 to "
                              f"{lib.NXI_MAX_BLOCK}")
+    bad = [(name, t) for name, t in tp.outputs.items() if t not in INTERP_TYPES]
+    if bad:
+        raise InterpretError(f"output {bad[0][0]!r} is of type {bad[0][1]}, which the "
+                             f"interpreter does not store")
     n = len(tp)
     outs = {name: np.zeros((n, n_rows), VT.BY_NAME[t].np) for name, t in tp.outputs.items()}
     if n == 0:           # (no rows still runs: every tape is checked, as with rows)
@@ -544,7 +548,7 @@ def run_cpu(tp: Tapes, cols: list[Column], n_rows: int, *, threads: int | None =
         results = _spread(job, spans, min(cores, len(spans)))
     failed = [r for r in results if r is not None]
     if failed:
-        raise min(failed, key=lambda e: e.program)
+        raise min(failed, key=lambda e: -1 if e.program is None else e.program)
     return _unwritten_keep_inputs(tp, cols, outs)
 
 
@@ -608,10 +612,11 @@ class _Job:
             return InterpretError(f"interpret: program {k}: a malformed tape (its header claims "
                                   f"{int(self.slots[k])} slots and {int(self.recs[k])} records)",
                                   program=k)
-        return _failure(st, p0 + fail.program, fail.row, ops)
+        return _failure(st, None if fail.program == 0xFFFFFFFF else p0 + fail.program,
+                        fail.row, ops)
 
 
-def _failure(st: int, p: int, row: int, ops: _Ops) -> InterpretError:
+def _failure(st: int, p: int | None, row: int, ops: _Ops) -> InterpretError:
     name = TABLE[row].name if row < len(TABLE) else None
     if st == lib.NXI_ERR_ROW and name is not None:
         why = ("it has no C semantics in the table (column c); sp.interpreted_rows() lists the "
@@ -623,7 +628,8 @@ def _failure(st: int, p: int, row: int, ops: _Ops) -> InterpretError:
     what = {lib.NXI_ERR_TAPE: "a malformed tape", lib.NXI_ERR_TYPE: "a type mismatch",
             lib.NXI_ERR_WORKSPACE: "the workspace", lib.NXI_ERR_ARGUMENT: "an argument"}.get(
         st, f"status {st}")
-    return InterpretError(f"interpret: program {p}: the interpreter refused {what}"
+    where = "the batch" if p is None else f"program {p}"
+    return InterpretError(f"interpret: {where}: the interpreter refused {what}"
                           + (f" at {name!r}" if name else ""), program=p, row=name)
 
 
