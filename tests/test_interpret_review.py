@@ -455,3 +455,15 @@ def test_run_cpu_names_an_output_type_it_does_not_store(t):
     with pytest.raises(nx.InterpretError, match=rf"output 'y' is of type {t}, which the "
                                                 r"interpreter does not store"):
         run_cpu(bad, c, n)
+
+
+@pytest.mark.parametrize("ks", [[0, 0, 2], [1, 1, 1], [2, 0, 2], [0, 3, 2, 3]])
+def test_subset_takes_exactly_the_programs_asked(ks):
+    """subset() took any ks whose last minus first is len - 1 for a contiguous run: [0, 0, 2]
+    gave programs 0, 1, 2."""
+    from numptx._program.interpret import subset
+    progs = [[sp.const(float(k), "f32")] for k in range(4)]
+    tp = sp.tapes(progs, {}, {"y": "f32"})
+    sub = subset(tp, np.array(ks))
+    assert len(sub) == len(ks)
+    assert [sub.tape(j).tolist() for j in range(len(ks))] == [tp.tape(k).tolist() for k in ks]

@@ -689,7 +689,8 @@ def reads_input(tp: Tapes, index: int) -> np.ndarray:
 def subset(tp: Tapes, ks: np.ndarray) -> Tapes:
     """The tapes of programs ``ks`` (a contiguous run shares ``tp``'s words)."""
     ks = np.asarray(ks, dtype=np.int64)
-    if len(ks) and int(ks[-1]) - int(ks[0]) == len(ks) - 1:
+    if len(ks) and int(ks[-1]) - int(ks[0]) == len(ks) - 1 and \
+            bool(np.all(np.diff(ks) == 1)):
         lo, hi = int(ks[0]), int(ks[-1]) + 1
         return Tapes(tp.words, tp.offsets[lo:hi + 1], tp.inputs, tp.outputs, tp.dialect)
     parts = [tp.tape(int(k)) for k in ks]
