@@ -401,3 +401,35 @@ def test_bitcast_of_values_that_do_not_depend_on_wrt():
     with pytest.raises(GradError, match="bitcast of a value that depends on 'x'") as e:
         nx.grad(g, wrt="x")
     assert e.value.lineno == g.fn.__code__.co_firstlineno + 2
+
+
+def test_derivatives_pack_and_autotune_like_any_formula(tmp_path):
+    from conftest import SPINE_SRC
+    from numptx.jit.autotune import autotune
+
+    @nx.ptx_expr
+    def f(x: nx.f32, y: nx.f32):
+        return nx.exp(x) * y + x * x
+    d = nx.grad(f, wrt="x")                        # exp(x) y + 2 x
+    tmpl = nx.CudaTemplate(SPINE_SRC, arch="sm_90", cache=nx.CubinCache(str(tmp_path / "c")))
+    best = autotune(tmpl, [{"combine": nx.grad(nx.grad(f, wrt="x"), wrt="y")},   # exp(x)
+                           {"combine": d}], cost="sass", cache_dir=tmp_path / "t")
+    assert best.ranking == (0, 1) and best.failed == {} and not best.excluded
+    FIT = r'''
+    extern "C" __global__ void fit(float* out, const float* X, int n) {
+        unsigned cand = blockIdx.y;
+        int i = blockIdx.x * blockDim.x + threadIdx.x;
+        if (i < n) {
+            float x = X[i], y;
+            PTX_INJECT("f", PTX_IN(U32, cand), PTX_IN(F32, x), PTX_OUT(F32, y));
+            out[cand * n + i] = y;
+        }
+    }'''
+    g = nx.ptx_expr(lambda x: nx.sin(x) * x)
+    pack = nx.CudaTemplate(FIT, entry="fit", cache=False).pack(
+        "f", [g, nx.grad(g, wrt="x"), nx.grad(nx.grad(g, wrt="x"), wrt="x")], select="cand")
+    assert len(pack) == 3 and pack.errors == {} and pack.ok == [0, 1, 2]
+    x, y = np.float32([0.5, 1.5]), np.float32([2.0, -1.0])
+    site = nx.PtxInject(nx.cuda_to_ptx(SPINE_SRC, arch="sm_90")).sites["combine"]
+    np.testing.assert_allclose(nx.emulate(d, {"x": x, "y": y}, site=site)["z"],
+                               np.exp(x) * y + 2 * x, rtol=1e-6)
