@@ -467,3 +467,18 @@ def test_subset_takes_exactly_the_programs_asked(ks):
     sub = subset(tp, np.array(ks))
     assert len(sub) == len(ks)
     assert [sub.tape(j).tolist() for j in range(len(ks))] == [tp.tape(k).tolist() for k in ks]
+
+
+def test_gpu_pearson_reduction_of_overflowed_moments_is_inf():
+    """losses_from_sums (the GPU paths' reduction of the fitness kernel's sums): moments that
+    overflowed gave vq = inf - inf = NaN, which passed the 'no variance' test, and
+    max(0.0, 1.0 - nan) scored a perfect 0.0; an infinite cross moment gave max(0.0, -inf)."""
+    from numptx.jit.fitness import losses_from_sums
+    y = np.linspace(-1, 1, 20)
+    sums = np.array([[np.inf, np.inf, np.inf, 0],
+                     [1.0, 1e30, np.inf, 0],
+                     [0.0, 20.0, 0.3 * 20, 0]])
+    with np.errstate(all="ignore"):
+        got = losses_from_sums(sums, y, "pearson")
+    assert got[0] == got[1] == np.inf
+    assert got[2] == max(0.0, 1.0 - 0.3 / np.sqrt(1.0 * y.var()))      # unchanged

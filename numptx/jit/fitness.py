@@ -372,8 +372,8 @@ def _score(pred: np.ndarray, t: np.ndarray, loss: Any) -> float:
         elif loss == "pearson":
             sp_, st = p.std(), tt.std()
             r = float(np.mean((p - p.mean()) * (tt - tt.mean())) / (sp_ * st)) if sp_ and st else None
-            # (a NaN r, from sums that overflow, is no score: max(0.0, nan) would be 0.0)
-            s = math.inf if r is None or math.isnan(r) else max(0.0, 1.0 - r)
+            # (r not finite: moments that overflowed; max(0.0, 1.0 - nan) would be a perfect 0.0)
+            s = math.inf if r is None or not math.isfinite(r) else max(0.0, 1.0 - r)
         else:       # a user loss's SiteBinding: as the kernel's loss site binds it
             s = float(np.mean(np.asarray(loss.evaluate({"p": pred, "t": t})["l"], np.float64)))
     return s if math.isfinite(s) else math.inf
@@ -614,8 +614,10 @@ def losses_from_sums(sums: np.ndarray, y: np.ndarray, loss: str,
         else:           # pearson from moments of q = p - c, c the target mean
             mq = s0 / n
             vq = s1 / n - mq * mq
-            # a variance lost in rounding (constant predictions) is no variance
-            s = (math.inf if vq <= 1e-12 * (s1 / n) or var_t <= 0
-                 else max(0.0, 1.0 - (s2 / n) / math.sqrt(vq * var_t)))
+            # a variance lost in rounding (constant predictions) is no variance; moments
+            # that overflow (NaN) are none either (max(0.0, nan) would score a perfect 0.0)
+            r = (math.nan if not vq > 1e-12 * (s1 / n) or var_t <= 0
+                 else (s2 / n) / math.sqrt(vq * var_t))
+            s = max(0.0, 1.0 - r) if math.isfinite(r) else math.inf
         out[k] = s if math.isfinite(s) else math.inf
     return out

@@ -74,7 +74,9 @@ def losses_of_predictions(pred: np.ndarray, y: np.ndarray, loss: str) -> np.ndar
             sp_, st = p.std(axis=1), tt.std()
             dev = p - p.mean(axis=1, keepdims=True)
             r = np.mean(dev * (tt - tt.mean()), axis=1) / (sp_ * st)
-            s = np.where((sp_ != 0) & (st != 0), np.maximum(0.0, 1.0 - r), np.inf)
+            # (r not finite: moments that overflowed, no correlation to score)
+            s = np.where((sp_ != 0) & (st != 0) & np.isfinite(r), np.maximum(0.0, 1.0 - r),
+                         np.inf)
         else:
             raise InterpretError(f"loss={loss!r}: the interpreter scores the built-in losses")
         s = np.where(ok & np.isfinite(s), s, np.inf)
