@@ -384,6 +384,8 @@ def test_integer_casts_and_outputs_are_named():
         nx.grad(nx.ptx_expr(lambda x: (x, x * x)), wrt="x")
     with pytest.raises(GradError, match="expects a formula"):
         nx.grad(3.0, wrt="x")
+    with pytest.raises(GradError, match="'da_db_dc' would name two outputs"):
+        nx.jacobian(nx.ptx_expr(lambda c, b_dc: {"a": c * b_dc, "a_db": c}), wrt=("b_dc", "c"))
 
 
 def test_bitcast_of_values_that_do_not_depend_on_wrt():

@@ -216,7 +216,7 @@ def _wrt_names(expr: PtxExpr, wrt: Any, what: str) -> tuple[tuple[str, ...], boo
         if not t.is_float:
             raise GradError(f"{head}: {n!r} is {t.name}; derivatives are w.r.t. float "
                             f"parameters", frame=frame,
-                            fix=f"declare it as a float (nx.f32) if it varies continuously")
+                            fix="declare it as a float (nx.f32) if it varies continuously")
     return names, single
 
 
@@ -248,6 +248,12 @@ def _derive(what: str, f: Any, wrt: Any, value: bool) -> PtxExpr:
         [f"d{k}_d{w}" for k, _ in outs for w in names]
     if form == "dict":
         out_form = "dict"
+        twice = sorted({k for k in keys if keys.count(k) > 1})
+        if twice:
+            raise GradError(f"{what}({expr.__name__}, wrt={wrt!r}): the output name "
+                            f"{twice[0]!r} would name two outputs",
+                            frame=_def_frame(expr.fn),
+                            fix="rename the output (derivatives are named d<output>_d<wrt>)")
     else:
         out_form = "single" if len(keys) == 1 and single else "tuple"
     spec = _Spec(what, expr.__name__, names)

@@ -24,7 +24,9 @@ operand type name. f16/bf16 operations without a native row compute in f32 and r
 (exact for + - * / sqrt, within the stated accuracy otherwise). A reference is ``ref(T, *arrays)``
 with NumPy's own function on arrays of the declared dtype.
 
-A new math function is one mathlib sequence plus one row here (docs/design/dsl_functions.md).
+A new math function is one mathlib sequence plus one row here (docs/design/dsl_functions.md);
+the row's ``deriv`` is its derivative rule for ``nx.grad`` (numptx/dsl/grad_rules.py;
+tests/test_grad.py checks every float operation has one, against sympy).
 """
 from __future__ import annotations
 
@@ -162,7 +164,7 @@ _LN2, _LN10 = math.log(2.0), math.log(10.0)
 
 
 def _jvp_div(xs, y, ts):
-    (a, b), (ta, tb) = xs, ts
+    b, (ta, tb) = xs[1], ts
     return tdiv(tsub(ta, tmul(tb, y, y), y), b, y)          # (ta - y tb) / b
 
 
