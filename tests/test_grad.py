@@ -343,6 +343,9 @@ def test_bad_wrt_is_named():
             nx.grad(f, wrt=wrt)
         assert words in str(e.value) and "grad(f" in str(e.value)
         assert e.value.lineno == line and e.value.filename == __file__
+    with pytest.raises(GradError, match="'fn' is a plain Python argument"):
+        nx.grad(nx.ptx_expr(lambda x, fn=nx.exp: fn(x)), wrt="fn")
+    assert nx.grad(nx.ptx_expr(lambda x, fn=nx.exp: fn(x)), wrt="x")(np.float32(0)) == 1.0
     with pytest.raises(GradError, match="'k' is bound to a constant"):
         nx.value_and_grad(f.bind(k=2.0), wrt="k")
     assert isinstance(GradError("x"), nx.NumptxError) and nx.GradError is GradError

@@ -206,6 +206,9 @@ def _wrt_names(expr: PtxExpr, wrt: Any, what: str) -> tuple[tuple[str, ...], boo
         if names.count(n) > 1:
             raise GradError(f"{head}: {n!r} is named twice", frame=frame)
         t = expr.all_params.get(n)
+        if t is None and n in expr.fn.__code__.co_varnames[:expr.fn.__code__.co_argcount]:
+            raise GradError(f"{head}: {n!r} is a plain Python argument of {expr.__name__} (its "
+                            f"default is not a number), not a traced parameter", frame=frame)
         if t is None:
             raise GradError(f"{head}: {expr.__name__} has no parameter {n!r} (its parameters: "
                             f"{', '.join(expr.all_params) or 'none'})", frame=frame)
