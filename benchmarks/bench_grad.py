@@ -1,0 +1,277 @@
+"""Derivatives (issue 27): ``nx.value_and_grad`` injected at a site against the value and the
+derivative written by hand in CUDA C++.
+
+One CUDA C++ kernel per formula ``u = f(x; a, b)``: each thread reads ``x``, computes ``u`` and
+``du = df/dx`` and stores both. It is built twice from one source: hand-written (the value and
+the derivative as C++, NVRTC -> nvJitLink) and injected (a ``PTX_INJECT`` site in their place,
+compiled once as a template; ``nx.value_and_grad(f, wrt="x")`` as its stub, precision "cuda").
+The table gives the SASS instruction counts of both kernels (``sass_instructions``: no NOPs, no
+closing self-branch; needs nvdisasm, numptx[tools]) and their ratio, and the same for the value
+alone (the formula against its C++ expression), so the derivative's own cost shows.
+
+With a GPU and ``numptx.torch`` present (``--gpu``), it also times ``numptx.torch.pairwise``
+forward and backward against ``torch.cdist`` (p = 1, 2) and against the same zoo formula
+written in torch ops; without either it says so and skips that part.
+
+    python benchmarks/bench_grad.py                 # the SASS table (CPU only)
+    python benchmarks/bench_grad.py --only lj,morse # some rows
+    python benchmarks/bench_grad.py --gpu           # and pairwise timings on a GPU
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from typing import NamedTuple
+
+import numptx as nx
+
+ARCH = "sm_90"
+
+
+def kernel_source(body: str) -> str:
+    """``uo[i], duo[i] = f(xs[i]; a, b), df/dx``: ``body`` reads ``x``, ``a``, ``b`` and sets
+    ``u`` and ``du``.
+
+    >>> src = kernel_source("u = x * a; du = a;")
+    """
+    return r'''
+extern "C" __global__ void k(float* uo, float* duo, const float* xs, float a, float b, int n) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const float x = xs[i];
+    float u, du = 0.0f;
+    %s
+    uo[i] = u; duo[i] = du;
+}''' % body
+
+
+SITE_BOTH = ('PTX_INJECT("f", PTX_IN(F32, x), PTX_IN(F32, a), PTX_IN(F32, b), '
+             'PTX_OUT(F32, u), PTX_OUT(F32, du));')
+SITE_VALUE = 'PTX_INJECT("f", PTX_IN(F32, x), PTX_IN(F32, a), PTX_IN(F32, b), PTX_OUT(F32, u));'
+
+
+class Case(NamedTuple):
+    """A formula ``f(x, a, b)`` (``x`` the variable, ``a`` and ``b`` kernel parameters), its value
+    in C++ (statements setting ``u``) and value plus derivative in C++ (setting ``u``, ``du``)."""
+    key: str
+    name: str
+    formula: Callable
+    value_cpp: str
+    both_cpp: str
+
+
+def _lj(x, a, b):               # a = epsilon, b = sigma
+    s6 = (b / x) ** 6
+    return 4 * a * (s6 * s6 - s6)
+
+
+def _gauss(x, a, b):            # a = centre, b = width
+    d = x - a
+    return nx.exp(-(d * d) / (2 * b * b))
+
+
+def _laplace(x, a, b):          # a = centre, b = length scale
+    return nx.exp(-nx.abs(x - a) / b)
+
+
+def _morse(x, a, b):            # a = alpha, b = r_e; well depth 1.5
+    e = nx.exp(-a * (x - b))
+    return 1.5 * (1 - e) * (1 - e)
+
+
+def _coulomb(x, a, b):          # a = q1 q2, b = softening^2
+    return a * nx.rsqrt(x * x + b)
+
+
+def _rational(x, a, b):
+    return (x * x + a * x + 1) / (x * x + b * x + 2)
+
+
+def _poly(x, a, b):             # degree 6, Horner, a and b in the coefficients
+    return (((((0.5 * x - 1.25) * x + a) * x + 2.0) * x - b) * x + 0.75) * x + 3.0
+
+
+CASES = [
+    Case("lj", "Lennard-Jones `4a((b/x)^12 - (b/x)^6)`", _lj,
+         "float s = b / x, s2 = s * s, s6 = s2 * s2 * s2; u = 4.0f * a * (s6 * s6 - s6);",
+         "float s = b / x, s2 = s * s, s6 = s2 * s2 * s2; u = 4.0f * a * (s6 * s6 - s6);\n"
+         "    du = 24.0f * a * (s6 - 2.0f * s6 * s6) / x;"),
+    Case("gauss", "Gaussian `exp(-(x-a)^2 / 2b^2)`", _gauss,
+         "float d = x - a; u = expf(-(d * d) / (2.0f * b * b));",
+         "float d = x - a, v = 2.0f * b * b; u = expf(-(d * d) / v);\n"
+         "    du = -2.0f * d * u / v;"),
+    Case("laplace", "Laplace `exp(-|x-a| / b)`", _laplace,
+         "u = expf(-fabsf(x - a) / b);",
+         "float d = x - a; u = expf(-fabsf(d) / b);\n"
+         "    du = d == 0.0f ? 0.0f : -copysignf(u, d) / b;"),
+    Case("softplus", "softplus `log1p(exp(x))`", lambda x, a, b: nx.log1p(nx.exp(x)),
+         "u = log1pf(expf(x));",
+         "float e = expf(x); u = log1pf(e); du = e / (1.0f + e);"),
+    Case("tanh", "`tanh(x)`", lambda x, a, b: nx.tanh(x),
+         "u = tanhf(x);",
+         "u = tanhf(x); du = 1.0f - u * u;"),
+    Case("sigmoid", "sigmoid `1 / (1 + exp(-x))`", lambda x, a, b: nx.sigmoid(x),
+         "u = 1.0f / (1.0f + expf(-x));",
+         "u = 1.0f / (1.0f + expf(-x)); du = u * (1.0f - u);"),
+    Case("morse", "Morse `1.5 (1 - exp(-a(x-b)))^2`", _morse,
+         "float e = expf(-a * (x - b)); u = 1.5f * (1.0f - e) * (1.0f - e);",
+         "float e = expf(-a * (x - b)); u = 1.5f * (1.0f - e) * (1.0f - e);\n"
+         "    du = 3.0f * a * e * (1.0f - e);"),
+    Case("coulomb", "Coulomb, softened `a / sqrt(x^2 + b)`", _coulomb,
+         "u = a * rsqrtf(x * x + b);",
+         "float s = rsqrtf(x * x + b); u = a * s; du = -u * x * s * s;"),
+    Case("rational", "rational `(x^2+ax+1) / (x^2+bx+2)`", _rational,
+         "u = (x * x + a * x + 1.0f) / (x * x + b * x + 2.0f);",
+         "float p = x * x + a * x + 1.0f, q = x * x + b * x + 2.0f; u = p / q;\n"
+         "    du = ((2.0f * x + a) - u * (2.0f * x + b)) / q;"),
+    Case("poly", "polynomial, degree 6 (Horner)", _poly,
+         "u = (((((0.5f * x - 1.25f) * x + a) * x + 2.0f) * x - b) * x + 0.75f) * x + 3.0f;",
+         "u = (((((0.5f * x - 1.25f) * x + a) * x + 2.0f) * x - b) * x + 0.75f) * x + 3.0f;\n"
+         "    du = ((((3.0f * x - 6.25f) * x + 4.0f * a) * x + 6.0f) * x - 2.0f * b) * x + 0.75f;"),
+]
+
+
+def dsl_formula(case: Case, precision: str = "cuda") -> nx.PtxExpr:
+    """``case.formula`` as an ``@nx.ptx_expr`` over f32 ``(x, a, b)``.
+
+    >>> u = dsl_formula(CASES[0])
+    """
+    def f(x, a, b):
+        return case.formula(x, a, b)
+    f.__name__ = case.key
+    f.__annotations__ = {"x": nx.f32, "a": nx.f32, "b": nx.f32, "return": nx.f32}
+    return nx.ptx_expr(f, precision=precision)
+
+
+class Row(NamedTuple):
+    """SASS instruction counts of one formula's four kernels."""
+    case: Case
+    hand_value: int
+    dsl_value: int
+    hand_both: int
+    dsl_both: int
+
+
+def _count(cubin: bytes) -> int:
+    from numptx.jit.resources import sass_instructions
+    return len(sass_instructions(cubin, "k"))
+
+
+def _hand(body: str, arch: str) -> int:
+    return _count(nx.ptx_to_cubin(nx.cuda_to_ptx(kernel_source(body), arch=arch), arch))
+
+
+def _injected(site: str, expr: nx.PtxExpr, arch: str) -> int:
+    t = nx.CudaTemplate(kernel_source(site), entry="k", arch=arch, cache=False)
+    return _count(t.inject(f=expr).cubin)
+
+
+def measure(case: Case, arch: str = ARCH) -> Row:
+    """The four kernels of ``case``: hand-written and injected, value alone and value + derivative.
+
+    >>> row = measure(CASES[4])          # tanh; needs nvdisasm
+    """
+    f = dsl_formula(case)
+    return Row(case, _hand(case.value_cpp, arch), _injected(SITE_VALUE, f, arch),
+               _hand(case.both_cpp, arch),
+               _injected(SITE_BOTH, nx.value_and_grad(f, wrt="x"), arch))
+
+
+def print_table(rows: list[Row]) -> None:
+    print("| formula (f32, precision cuda) | value: hand | value: DSL | value + d/dx: hand | "
+          "value_and_grad | ratio | within 5 % |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        ratio = r.dsl_both / r.hand_both
+        print(f"| {r.case.name} | {r.hand_value} | {r.dsl_value} | {r.hand_both} | "
+              f"{r.dsl_both} | {ratio:.3f} | {'yes' if ratio <= 1.05 else 'no'} |")
+
+
+# ---- --gpu: numptx.torch.pairwise against torch.cdist and torch ops --------------------------
+def _time(fn: Callable, torch, repeats: int) -> float:
+    """Median milliseconds of ``fn()`` on the current stream (CUDA events)."""
+    fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(repeats):
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop))
+    return statistics.median(times)
+
+
+def gpu_table(repeats: int, n: int = 4096, d: int = 64) -> int:
+    """pairwise forward and forward + backward against torch.cdist (p = 1, 2) and against the
+    zoo formula in torch ops, when torch, a CUDA GPU and numptx.torch are present."""
+    try:
+        import torch
+    except ImportError:
+        print("\n--gpu skipped: torch is not installed (pip install numptx[torch])")
+        return 0
+    if not torch.cuda.is_available():
+        print("\n--gpu skipped: no CUDA GPU here (torch.cuda.is_available() is False)")
+        return 0
+    try:
+        import numptx.torch as nt
+    except ImportError as e:
+        print(f"\n--gpu skipped: numptx.torch cannot be imported ({e})")
+        return 0
+    zoo = getattr(nt, "ZOO", None) or getattr(nt, "zoo", None)
+    if zoo is None or not hasattr(nt, "pairwise"):
+        print("\n--gpu skipped: numptx.torch has no pairwise / zoo here")
+        return 0
+    gen = torch.Generator(device="cuda").manual_seed(27)
+    A = torch.randn(n, d, device="cuda", generator=gen, requires_grad=True)
+    B = torch.randn(n, d, device="cuda", generator=gen, requires_grad=True)
+
+    def torch_ops(p):
+        diff = (A[:, None, :] - B[None, :, :]).abs()
+        return diff.sum(-1) if p == 1 else (diff * diff).sum(-1).sqrt()
+
+    print(f"\npairwise n = {n}, d = {d}, f32, median of {repeats} (ms)")
+    print("| formula | numptx fwd | numptx fwd+bwd | torch fwd | torch fwd+bwd | "
+          "speed-up fwd | speed-up fwd+bwd |")
+    print("|---|---|---|---|---|---|---|")
+    for name, p in (("L1", 1), ("L2", 2)):
+        formula = zoo[name] if isinstance(zoo, dict) else getattr(zoo, name)
+        ours = lambda f=formula: nt.pairwise(A, B, f)                      # noqa: E731
+        ref = lambda p=p: torch.cdist(A, B, p=p)                           # noqa: E731
+        row = [_time(ours, torch, repeats), _time(lambda: ours().sum().backward(), torch, repeats),
+               _time(ref, torch, repeats), _time(lambda: ref().sum().backward(), torch, repeats)]
+        print(f"| {name} vs torch.cdist(p={p}) | {row[0]:.3f} | {row[1]:.3f} | {row[2]:.3f} | "
+              f"{row[3]:.3f} | {row[2] / row[0]:.2f}x | {row[3] / row[1]:.2f}x |")
+    del torch_ops
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", default="", help="comma-separated case keys "
+                    f"({', '.join(c.key for c in CASES)})")
+    ap.add_argument("--gpu", action="store_true", help="also time numptx.torch.pairwise")
+    ap.add_argument("--repeats", type=int, default=20)
+    args = ap.parse_args(argv)
+    try:
+        from numptx.jit.sass import find_tool
+        find_tool("nvdisasm")
+    except nx.NumptxError as e:
+        print(f"the SASS table needs nvdisasm: {e}", file=sys.stderr)
+        return 1
+    keys = [k for k in args.only.split(",") if k]
+    cases = [c for c in CASES if not keys or c.key in keys]
+    t = time.perf_counter()
+    rows = [measure(c) for c in cases]
+    print(f"SASS instructions, {ARCH}, whole kernel (load x, compute, store u and du); "
+          f"ratio = value_and_grad / hand-written value + derivative ({time.perf_counter() - t:.0f} s)")
+    print_table(rows)
+    return gpu_table(args.repeats) if args.gpu else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
