@@ -219,7 +219,7 @@ def test_tape_format():
 
 
 def test_tapes_written_in_parallel_equal_one_call(monkeypatch):
-    import numptx._program.interpret as I
+    import numptx._program.tapes as I
     rng = np.random.default_rng(5)
     rows = rows_for("f32")
     progs = [random_program(rng, "f32", ["a", "b"], rows, 12) for _ in range(1500)]

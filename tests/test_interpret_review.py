@@ -340,7 +340,7 @@ def test_threads_bounds_the_threads_not_the_spans(monkeypatch):
             submitted.append(len(items))
             return pool.map(fn, items)
 
-    monkeypatch.setattr(I, "_executor", lambda: Recording())
+    monkeypatch.setattr(I, "executor", lambda: Recording())
     rng = np.random.default_rng(4)
     cols = data(rng, "f32", ["a", "b"], 2000)
     progs = [random_program(rng, "f32", ["a", "b"], rows_for("f32"), 20, meta=False)

@@ -9,9 +9,8 @@ interpreter of ``native/interp.h`` over columns of data (``sp.interpret``)::
     out = sp.interpret(progs, {"x0": X[:, 0], "x1": X[:, 1]}, {"y": "f32"}, device="cpu")
     out["y"].shape        # (2, 1000); row k is what nx.emulate gives for progs[k]'s stub
 
-A *tape* (``sp.tapes``) is the DAG of the stub a program compiles to, as records an interpreter
-runs (``native/stack_ptx.h``, TAPES): the same execution as ``sp.compile`` (meta ops, no-ops,
-limits, dialects, unsatisfied outputs), so a tape computes what the stub computes. Each
+A *tape* (``sp.tapes``, :mod:`numptx._program.tapes`) is the DAG of the stub a program
+compiles to, so a tape computes what the stub computes. Each
 instruction runs as the C expression of its table row (``numptx/instructions.py``, column
 ``c``), a tight loop over a block of rows; the batch is split over threads, with the GIL
 released. Rows without a C expression (f16, packed, vector rows, special registers...) are an
@@ -23,7 +22,6 @@ import os
 import re
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -31,14 +29,17 @@ import numpy as np
 
 from .. import valuetypes as VT
 from .._native import ffi, lib
-from ..instructions import TABLE, TYPES
-from .compile import _io_for, _limits_c, _routines, _unknown_input, batch_words
-from .ctable import _status_name, _table, _version
-from .ops import DIALECTS, ProgramError, dialect_id
+from ..instructions import TABLE
+from .ctable import _version
+from .ops import ProgramError
 from .stub import Limits
+from .compile import _io_for
+from .tapes import (InterpretError, Tapes, as_list, executor, input_types,  # noqa: F401
+                    reads_input, records, subset, tape_lowered, tapes)
 
 __all__ = ["InterpretError", "Tapes", "tapes", "interpret", "INTERP_TYPES", "interpreted_rows",
-           "DeviceInterpreter", "register_device"]
+           "DeviceInterpreter", "register_device", "columns", "Column", "run_cpu", "refused",
+           "RowRunner", "records", "reads_input", "subset", "tape_lowered"]
 
 #: the value types the CPU interpreter stores (native/gen_interp.py's C_TYPE; a test compares)
 INTERP_TYPES = ("pred", "b16", "f32", "f64", "s32", "u32", "b32", "s64", "u64", "b64")
@@ -52,16 +53,6 @@ _DTYPE_TYPE = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64",
                np.dtype(np.bool_): "pred", np.dtype(np.uint16): "b16"}
 _BLOCK = 256                  # rows per block: the value slots of a program stay in L2
 _PARALLEL_WORK = 1 << 17      # row-ops below which one thread runs the whole batch
-_PARALLEL_TAPES = 4096        # programs below which one thread writes the tapes
-
-
-class InterpretError(ProgramError):
-    """A batch the interpreter cannot run: the message names the argument or the program
-    index (``.program``) and, for an instruction, the table row (``.row``)."""
-
-    def __init__(self, message: str, *, program: int | None = None, row: str | None = None):
-        self.program, self.row = program, row
-        super().__init__(message)
 
 
 class DeviceInterpreter(Protocol):
@@ -78,166 +69,6 @@ _devices: dict[str, DeviceInterpreter] = {}
 def register_device(name: Literal["gpu"], backend: DeviceInterpreter) -> None:
     """Make ``device=name`` run through ``backend`` (called by numptx.jit at import)."""
     _devices[name] = backend
-
-
-@dataclass(frozen=True)
-class Tapes:
-    """The tapes of a batch: program ``k``'s is ``words[offsets[k]:offsets[k + 1]]`` (uint32;
-    the format is native/stack_ptx.h's TAPES). ``inputs`` / ``outputs`` map the program's input
-    and output names to value types, in the order tapes index them."""
-
-    words: np.ndarray
-    offsets: np.ndarray
-    inputs: dict
-    outputs: dict
-    dialect: str
-
-    def __post_init__(self):
-        # the C interpreter reads words and offsets through raw pointers and trusts offsets to
-        # lie inside words: a hand-made Tapes is checked here (integer arrays are converted)
-        w, o = self.words, self.offsets
-        if not isinstance(w, np.ndarray) or w.ndim != 1 or w.dtype.kind not in "iu":
-            raise InterpretError(f"Tapes.words: a 1-D uint32 array, not "
-                                 f"{getattr(w, 'dtype', type(w).__name__)} "
-                                 f"{getattr(w, 'shape', '')}")
-        o = np.asarray(o)
-        if o.ndim != 1 or len(o) < 1 or o.dtype.kind not in "iu":
-            raise InterpretError(f"Tapes.offsets: a 1-D integer array of programs + 1 "
-                                 f"offsets, not {o.dtype} {o.shape}")
-        if w.dtype != np.uint32 or not w.flags.c_contiguous or not w.flags.aligned:
-            if w.dtype != np.uint32 and len(w) and (w.min() < 0 or w.max() > 0xFFFFFFFF):
-                raise InterpretError("Tapes.words: values past uint32")
-            w = np.require(w, np.uint32, ("C", "A"))
-        spans = np.diff(o.astype(np.int64))
-        if len(o) and (int(o.min()) < 0 or int(o[-1]) > len(w) or
-                       (len(spans) and int(spans.min()) < 4)):
-            raise InterpretError(f"Tapes.offsets: each program's tape is words[offsets[k]:"
-                                 f"offsets[k + 1]], at least its 4-word header, inside the "
-                                 f"{len(w)} words")
-        if o.dtype != np.uint64 or not o.flags.c_contiguous or not o.flags.aligned:
-            o = np.require(o, np.uint64, ("C", "A"))
-        object.__setattr__(self, "words", w)
-        object.__setattr__(self, "offsets", o)
-
-    def __len__(self) -> int:
-        return len(self.offsets) - 1
-
-    def tape(self, k: int) -> np.ndarray:
-        return self.words[int(self.offsets[k]):int(self.offsets[k + 1])]
-
-    @property
-    def n_slots(self) -> np.ndarray:
-        """Each program's slot count (header word 0)."""
-        return self.words[self.offsets[:-1].astype(np.int64)]
-
-    @property
-    def flags(self) -> np.ndarray:
-        """Each program's diag flags (header word 3: the limits it hit, ...)."""
-        return self.words[self.offsets[:-1].astype(np.int64) + 3]
-
-
-def tapes(programs: Iterable[Sequence[Any] | np.ndarray], inputs: Mapping[str, str] | None = None,
-          outputs: Mapping[str, str] | None = None, *, site: Any = None, routines: Sequence = (),
-          limits: Limits | None = None, dialect: str | None = None) -> Tapes:
-    """Compile a batch to tapes (one C call, GIL released): what ``sp.compile_many`` takes,
-    with the DAGs as records instead of stub text."""
-    io = _io_for(inputs, outputs, site)
-    programs = _as_list(programs, "tapes")
-    d = None if dialect is None else dialect_id(dialect, "tapes")
-    ins = _input_types(io)
-    outs = dict(zip(_out_names(outputs, site, io), io.out_types.values()))
-    if not programs:
-        return Tapes(np.zeros(0, np.uint32), np.zeros(1, np.uint64), ins, outs,
-                     DIALECTS[d or 0])
-    allw, lens, d, routines = batch_words(programs, io, routines, d, "tapes")
-    n = len(programs)
-    lim_key, lim = _limits_c(limits, d)
-    offsets = np.zeros(n + 1, dtype=np.uint32)
-    np.cumsum(lens, out=offsets[1:])
-    rts, rkeep = _routines(routines, io)
-    span = _Span(io, lim, io.workspace_size(lim_key, lim), allw, offsets, rts)
-    cores = os.cpu_count() or 1
-    k = 1 if cores == 1 or n < _PARALLEL_TAPES else min(4 * cores, n // 512)
-    cuts = [n * j // k for j in range(k + 1)]
-    spans = list(zip(cuts, cuts[1:]))
-    got = [span(*spans[0])] if k == 1 else list(_executor().map(lambda c: span(*c), spans))
-    del rkeep
-    flags = np.concatenate([f for _, _, f in got])
-    bad = np.flatnonzero(flags & lib.STACKPTX_D_UNKNOWN_INPUT)
-    if len(bad):
-        i = int(bad[0])
-        e = _unknown_input(programs[i], io, f"tapes: program {i}", routines=routines)
-        raise InterpretError(str(e), program=i) from None
-    if k == 1:
-        words, out_off = got[0][0], got[0][1]
-    else:
-        words = np.concatenate([w for w, _, _ in got])
-        out_off = np.zeros(n + 1, dtype=np.uint64)
-        base = 0
-        for (lo, hi), (w, off, _) in zip(spans, got):
-            out_off[lo + 1:hi + 1] = off[1:] + np.uint64(base)
-            base += len(w)
-    return Tapes(words, out_off, ins, outs, DIALECTS[d])
-
-
-class _Span:
-    """Tapes of programs [lo, hi) of a batch, one C call (GIL released) with a workspace of
-    its own: (words, offsets from 0, diag flags)."""
-
-    def __init__(self, io, lim, ws_size: int, allw: np.ndarray, offsets: np.ndarray, rts):
-        self.io, self.lim, self.ws_size, self.rts = io, lim, ws_size, rts
-        self.allw, self.offsets, self.table = allw, offsets, _table()
-        self.wptr = ffi.from_buffer("uint64_t[]", allw) if len(allw) else ffi.NULL
-
-    def __call__(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        n = hi - lo
-        ws = ffi.new("char[]", self.ws_size)
-        diags = ffi.new("stackptx_diag[]", max(1, n))
-        n_done = ffi.new("uint32_t *")
-        out_off = np.zeros(n + 1, dtype=np.uint64)
-        cap = max(1 << 12, 64 * n + int(self.offsets[hi] - self.offsets[lo]) * 24)
-        parts, done = [], 0
-        while done < n:
-            buf = np.empty(cap, dtype=np.uint32)
-            base = int(out_off[done])
-            st = lib.stackptx_tape_many(
-                self.table, self.io.c, self.lim, self.wptr,
-                ffi.from_buffer("uint32_t[]", self.offsets[lo + done:]), n - done, self.rts, ws,
-                len(ws), ffi.from_buffer("uint32_t[]", buf), cap,
-                ffi.from_buffer("uint64_t[]", out_off[done:]), diags + done, n_done)
-            k = n_done[0]
-            parts.append(buf[:int(out_off[done + k]) - base])
-            done += k
-            if st == lib.STACKPTX_OK:
-                break
-            if st != lib.STACKPTX_ERR_BUFFER_TOO_SMALL:
-                raise InterpretError(f"tapes: the C core failed at program {lo + done}: "
-                                     f"{_status_name(st)}", program=lo + done)
-            cap *= 2 if k else 4
-        size = ffi.sizeof("stackptx_diag")
-        flags = np.frombuffer(ffi.buffer(diags, n * size), dtype=np.uint32)[::size // 4].copy()
-        return (np.concatenate(parts) if len(parts) > 1 else parts[0]), out_off, flags
-
-
-def _as_list(programs, what: str) -> list:
-    if isinstance(programs, list):
-        return programs
-    if isinstance(programs, (str, bytes, Mapping)) or not isinstance(programs, Iterable):
-        raise InterpretError(f"{what}: expected a list of programs (op lists or uint64 arrays), "
-                             f"not {type(programs).__name__}")
-    return list(programs)
-
-
-def _input_types(io) -> dict[str, str]:
-    """Each program input name -> its value type, in the order tapes index inputs. (Not
-    ``io.in_names``: that maps registers, and two inputs on one register, a mod variable's
-    pass-through ``name\\x00k``, are one entry there.)"""
-    return {n: TYPES[io.c.input_types[i]] for n, i in io.index.items()}
-
-
-def _out_names(outputs, site, io) -> list[str]:
-    """The names results are returned under: the outputs' keys, or the site's variables."""
-    return list(outputs or {}) if site is None else [v.name for v in site.outputs]
 
 
 # ---- the interpreter's ops, per table version --------------------------------------------------
@@ -399,7 +230,7 @@ def interpret(programs: Iterable[Sequence[Any] | np.ndarray], inputs: Mapping[st
     if threads is not None and (not isinstance(threads, int) or isinstance(threads, bool)
                                 or threads < 1):
         raise InterpretError(f"threads={threads!r}: give a positive int (or None: every core)")
-    programs = _as_list(programs, "interpret")
+    programs = as_list(programs, "interpret")
     cols, n_rows = columns(inputs, _declared(inputs, types, site))
     if site is None and outputs is None:
         raise InterpretError("interpret: outputs= maps the result names to value types, e.g. "
@@ -441,7 +272,7 @@ def _declared(inputs: Any, types: Any, site: Any) -> Any:
         io = _io_for(None, None, site)
     except ProgramError:
         return types
-    of = {n.split("\x00")[0]: t for n, t in _input_types(io).items() if t in INTERP_TYPES}
+    of = {n.split("\x00")[0]: t for n, t in input_types(io).items() if t in INTERP_TYPES}
     nums = {n: of[n] for n, v in inputs.items() if n in of and
             isinstance(v, (bool, int, float)) and not isinstance(v, np.generic)}
     return nums | dict(types or {})
@@ -505,18 +336,6 @@ def _check_limits(tp: Tapes) -> None:
                              program=k)
 
 
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
-
-
-def _executor() -> ThreadPoolExecutor:
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="numptx-interp")
-        return _pool
-
-
 def run_cpu(tp: Tapes, cols: list[Column], n_rows: int, *, threads: int | None = None,
             block: int = _BLOCK) -> dict[str, np.ndarray]:
     """Run ``tp`` over the columns (in the tapes' input order) with the C interpreter."""
@@ -568,7 +387,7 @@ def _spread(job, spans: list, workers: int) -> list:
                 return
             results[i] = job(*spans[i])
 
-    list(_executor().map(work, range(workers)))
+    list(executor().map(work, range(workers)))
     return results
 
 
@@ -633,27 +452,7 @@ def _failure(st: int, p: int | None, row: int, ops: _Ops) -> InterpretError:
                           + (f" at {name!r}" if name else ""), program=p, row=name)
 
 
-# ---- what a batch holds -------------------------------------------------------------------------
-def records(tp: Tapes) -> tuple[np.ndarray, np.ndarray]:
-    """(program, start): for every record of every tape, its program and the index of its
-    first word in ``tp.words`` (records in order)."""
-    heads = tp.offsets[:-1].astype(np.int64)
-    nrec = tp.words[heads + 1].astype(np.int64)
-    starts = heads + 4 + tp.words[heads + 2].astype(np.int64)
-    bad = np.flatnonzero(starts + 8 * nrec != tp.offsets[1:].astype(np.int64))
-    if len(bad):                # the header's counts do not fill its span: nothing to walk
-        k = int(bad[0])
-        raise InterpretError(f"tapes: program {k}: a malformed tape (its header's output and "
-                             f"record counts do not fill its {int(tp.offsets[k + 1]) - heads[k]}"
-                             f" words)", program=k)
-    total = int(nrec.sum())
-    if total == 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    first = np.cumsum(nrec) - nrec
-    within = np.arange(total) - np.repeat(first, nrec)
-    return np.repeat(np.arange(len(tp)), nrec), np.repeat(starts, nrec) + 8 * within
-
-
+# ---- one program, one row at a time (the simulator's site calls) -----------------------------
 def refused(tp: Tapes) -> dict[int, str]:
     """The programs of ``tp`` the CPU interpreter refuses, each with the first table row it
     does not run (program index -> row name)."""
@@ -676,71 +475,6 @@ def refused(tp: Tapes) -> dict[int, str]:
             out[p] = TABLE[r].name if r < len(TABLE) else f"row {r}"
     return out
 
-
-def reads_input(tp: Tapes, index: int) -> np.ndarray:
-    """Per program: whether its tape reads input ``index``."""
-    prog, at = records(tp)
-    hit = ((tp.words[at] & 0xFF) == 0) & (tp.words[at + 2] == index)
-    out = np.zeros(len(tp), dtype=bool)
-    out[prog[hit]] = True
-    return out
-
-
-def subset(tp: Tapes, ks: np.ndarray) -> Tapes:
-    """The tapes of programs ``ks`` (a contiguous run shares ``tp``'s words)."""
-    ks = np.asarray(ks, dtype=np.int64)
-    if len(ks) and int(ks[-1]) - int(ks[0]) == len(ks) - 1 and \
-            bool(np.all(np.diff(ks) == 1)):
-        lo, hi = int(ks[0]), int(ks[-1]) + 1
-        return Tapes(tp.words, tp.offsets[lo:hi + 1], tp.inputs, tp.outputs, tp.dialect)
-    parts = [tp.tape(int(k)) for k in ks]
-    offsets = np.zeros(len(parts) + 1, dtype=np.uint64)
-    np.cumsum([len(p) for p in parts], out=offsets[1:])
-    words = np.concatenate(parts) if parts else np.zeros(0, np.uint32)
-    return Tapes(words, offsets, tp.inputs, tp.outputs, tp.dialect)
-
-
-# ---- one program, one row at a time (the simulator's site calls) --------------------------------
-def tape_lowered(mode: str, words: bytes, input_names: Sequence[str], rename: Mapping | None,
-                 *, site: Any, routines: Sequence[bytes] = (), limits: Limits | None = None
-                 ) -> Tapes:
-    """The tape of what ``compile_lowered(mode, words, input_names, rename, None, None,
-    site=site, routines=routines, strict=True, limits=limits)`` compiles (the DSL's stub at a
-    site): the same io, the same words."""
-    from .compile import _io_ordered
-    if rename:
-        input_names = tuple([rename.get(n, n) for n in input_names])
-    io = _io_ordered(None, None, site, tuple(input_names))
-    lim_key, lim = _limits_c(limits, 0)
-    ws = ffi.new("char[]", io.workspace_size(lim_key, lim))
-    rts, rkeep = _routines(routines, io) if routines else (ffi.NULL, None)
-    cw = ffi.from_buffer("uint64_t[]", words)
-    n_words = len(words) >> 3
-    cap = 64 + n_words * 24
-    out_len = ffi.new("size_t *")
-    diag = ffi.new("stackptx_diag *")
-    for _ in range(16):
-        buf = np.empty(cap, dtype=np.uint32)
-        if mode == "stack":
-            offs = np.array([0, n_words], dtype=np.uint32)
-            out_off = np.zeros(2, dtype=np.uint64)
-            n_done = ffi.new("uint32_t *")
-            st = lib.stackptx_tape_many(_table(), io.c, lim, cw, ffi.from_buffer("uint32_t[]", offs),
-                                        1, rts, ws, len(ws), ffi.from_buffer("uint32_t[]", buf),
-                                        cap, ffi.from_buffer("uint64_t[]", out_off), diag, n_done)
-            out_len[0] = int(out_off[1])     # (0 when it did not fit: no size reported)
-        else:
-            st = lib.astptx_tape(_table(), io.c, lim, cw, n_words, rts, ws, len(ws),
-                                 ffi.from_buffer("uint32_t[]", buf), cap, out_len, diag)
-        if st != lib.STACKPTX_ERR_BUFFER_TOO_SMALL:
-            break
-        cap = max(int(out_len[0]) + 64, 4 * cap)
-    del rkeep
-    if st != lib.STACKPTX_OK:
-        raise InterpretError(f"tape: the C core refused the program: {_status_name(st)}")
-    return Tapes(buf[:int(out_len[0])].copy(), np.array([0, int(out_len[0])], np.uint64),
-                 _input_types(io),
-                 dict(zip([v.name for v in site.outputs], io.out_types.values())), "numptx")
 
 
 class RowRunner:
