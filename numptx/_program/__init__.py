@@ -9,7 +9,9 @@ One module per job, each importing only those above it in this list:
 * :mod:`.ctable`: the instruction table as C rows, the core's status texts;
 * :mod:`.compile`: compile requests to the C core (``compile_words``, ``compile_lowered``...);
 * :mod:`.dialects`: the Stack PTX dialects (numptx, mm-ptx) and ``convert`` between them;
-* :mod:`.lower_dag`: the DSL's DAG record -> Stack PTX words, in C.
+* :mod:`.lower_dag`: the DSL's DAG record -> Stack PTX words, in C;
+* :mod:`.tapes`: programs -> tapes, the records an interpreter runs (``sp.tapes``);
+* :mod:`.interpret`: the CPU batch interpreter of tapes over columns (``sp.interpret``).
 
 The kinds and meta operations are :mod:`numptx.opkinds`; this package re-exports what the
 rest of numptx imports from it::
