@@ -1,0 +1,117 @@
+"""Issue 27, derivatives at work: examples/md_lennard_jones.py (the force from
+``nx.value_and_grad`` in a numba kernel, energy conserved over velocity-Verlet steps in the CPU
+simulator), the picture's raster, and the constant integer powers that the derivatives and the
+example lean on (``x ** n`` by repeated squaring for -4 <= n <= 6, within pow's 4 ulp)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import numptx as nx
+from numptx.dsl.lowering import POW_BY_MULTIPLICATION
+
+EXAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples",
+                       "md_lennard_jones.py")
+
+
+def _in_simulator(code: str) -> str:
+    """Run ``code`` (with ``m``, the example's namespace) in a fresh interpreter under
+    NUMBA_ENABLE_CUDASIM=1; its last stdout line."""
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
+    src = f"import runpy\nm = runpy.run_path({EXAMPLE!r}, run_name='md')\n{code}\n"
+    r = subprocess.run([sys.executable, "-c", src], env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r.stdout.strip().splitlines()[-1]
+
+
+def test_md_energy_is_conserved_with_the_derived_force(tmp_path):
+    out = tmp_path / "e.png"
+    line = _in_simulator(
+        "import json\n"
+        f"r = m['main'](steps=120, out={str(out)!r})\n"
+        "k = m['forces'].inject(lj=m['lj_and_force'])\n"
+        "import numpy as np\n"
+        "pos, _ = m['cluster']()\n"
+        "f, p = np.zeros((8, 3), np.float32), np.zeros(8, np.float32)\n"
+        "k[1, 32](pos.astype(np.float32), f, p, np.float32(1), np.float32(1))\n"
+        "print(json.dumps({'energy': r['energy'].tolist(), 'drift': r['drift'],\n"
+        "                  'writer': r['writer'], 'pos': pos.tolist(), 'f': f.tolist(),\n"
+        "                  'pot': p.tolist()}))")
+    res = json.loads(line)
+    energy = np.array(res["energy"])
+    assert len(energy) == 121 and res["drift"] < 1e-3
+    assert np.ptp(energy) > 0                 # a real trajectory, the energy not a constant
+    # the kernel's force and energy against the analytic Lennard-Jones in float64
+    pos = np.array(res["pos"])
+    d = pos[:, None, :] - pos[None, :, :]
+    r = np.sqrt((d * d).sum(-1)) + np.eye(8)
+    s6 = r ** -6.0
+    u = np.where(np.eye(8, dtype=bool), 0.0, 4 * (s6 * s6 - s6))
+    du_dr = np.where(np.eye(8, dtype=bool), 0.0, (-48 * s6 * s6 + 24 * s6) / r)
+    force = (-du_dr / r)[:, :, None] * d
+    np.testing.assert_allclose(np.array(res["f"]), force.sum(1), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(np.array(res["pot"]), 0.5 * u.sum(1), rtol=1e-5, atol=1e-5)
+    assert (res["writer"] is None) == (not out.exists())
+
+
+def test_md_picture_raster():
+    """The Pillow fallback's line plot: the highest point on the top margin row, the lowest on
+    the bottom one, the axes grey."""
+    line = _in_simulator(
+        "import numpy as np\n"
+        "img = m['raster'](np.array([0.0, 1.0, 0.0, -1.0]), width=60, height=30)\n"
+        "print(img.shape, img.dtype, int((img == 0).sum()), int(img[8, 22]), int(img[21, 51]),"
+        " int(img[15, 7]), int(img[0, 0]))")
+    assert line.startswith("(30, 60) uint8 ")
+    black, top, bottom, axis, corner = map(int, line.split()[3:])
+    assert black > 40 and top == 0 and bottom == 0 and axis == 128 and corner == 255
+
+
+def _ulp_errors(got: np.ndarray, exact: np.ndarray) -> np.ndarray:
+    """|got - exact| in units in the last place of f32 at ``exact`` (normal range)."""
+    ulp = 2.0 ** (np.floor(np.log2(np.abs(exact))) - 23)
+    return np.abs(got.astype(np.float64) - exact) / ulp
+
+
+def _instructions(f) -> list[str]:
+    return [str(m.target) for m in f.graph.live() if m.op == "instr"]
+
+
+#: multiplications (and a division for n < 0) of x ** n by repeated squaring
+SQUARING = {-4: 3, -3: 3, -2: 2, 3: 2, 4: 2, 5: 3, 6: 3}
+
+
+@pytest.mark.parametrize("n", sorted(SQUARING))
+def test_constant_integer_powers_multiply_within_4_ulp(n):
+    """x ** n for -4 <= n <= 6 lowers to repeated squaring (x**6: x2, x4, x4*x2), emulated
+    within pow's documented 4 ulp of the exact power, on 2^16 mantissas of [1, 2), scaled and
+    negated."""
+    @nx.ptx_expr
+    def f(x: nx.f32) -> nx.f32:
+        return x ** n
+    assert POW_BY_MULTIPLICATION == (-4, 6)
+    ins = _instructions(f)
+    assert len(ins) == SQUARING[n] and set(ins) <= {"mul.rn.f32", "div.rn.f32"}, ins
+    mant = (np.arange(1 << 16, dtype=np.uint32) << 7 | np.uint32(0x3F800000)).view(np.float32)
+    x = np.concatenate([mant, mant * np.float32(2.0 ** -9), -mant * np.float32(8.0)])
+    got = nx.emulate(f.stub(), {"x": x}, outputs={"out": "f32"})["out"]
+    err = _ulp_errors(got, x.astype(np.float64) ** n)
+    assert err.max() <= 4.0, (n, float(err.max()))
+
+
+@pytest.mark.parametrize("n", [7, -5, -6])
+def test_powers_beyond_the_bound_keep_mathlib_pow(n):
+    """n = 7 and n = -5 can pass 4 ulp by multiplications: they stay mathlib's pow."""
+    @nx.ptx_expr
+    def f(x: nx.f32) -> nx.f32:
+        return x ** n
+    assert len(_instructions(f)) > 50
+    x = np.float32([1.5, 0.75, 3.0, -2.5])
+    got = nx.emulate(f.stub(), {"x": x}, outputs={"out": "f32"})["out"]
+    assert np.all(_ulp_errors(got, x.astype(np.float64) ** n) <= 2)
