@@ -526,3 +526,13 @@ def test_gpu_through_sp_interpret_two_outputs_a_pred_and_the_dialects(dialect):
     gpu = sp.interpret(progs, cols, outs, device="gpu", dialect=dialect)
     cpu = sp.interpret(progs, cols, outs, device="cpu", dialect=dialect)
     assert same(gpu["y"], cpu["y"]) and np.array_equal(gpu["p"], cpu["p"])
+
+
+def test_the_backend_checks_tapes_with_no_rows():
+    """No rows refuses what rows refuse (a special-register row is no GPU interpreter row)."""
+    from numptx._program.interpret import columns
+    from numptx.jit.interpret_gpu import GpuInterpreter, InterpretGpuError
+    tp = sp.tapes([[sp.special("tid.x"), sp.instr("cvt.rn.f32.u32")]], {}, {"y": "f32"})
+    cols, _ = columns({})
+    with pytest.raises(InterpretGpuError, match="program 0"):
+        GpuInterpreter().run(tp, cols, 0)

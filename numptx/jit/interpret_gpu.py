@@ -634,6 +634,8 @@ class GpuInterpreter:
         order): ``{output name: (programs, n_rows)}``."""
         names, types = list(tp.outputs), list(tp.outputs.values())
         if len(tp) == 0 or n_rows == 0:
+            if len(tp):                 # no rows refuses what rows refuse
+                prepare_tapes(tp.words, tp.offsets, len(columns), types)
             return {n: np.zeros((len(tp), n_rows), VT.BY_NAME[t].np) for n, t in tp.outputs.items()}
         inputs = [c.data[0] if c.scalar else c.data for c in columns]
         got = interpret_gpu(tp.words, tp.offsets, inputs, types, n_rows)
