@@ -1,0 +1,115 @@
+"""Launching :mod:`numptx.torch.cuda`'s variants on CUDA tensors: on torch's current stream
+(through ``numba.cuda.external_stream``), with the tensors' device pointers (no copies, no
+host sync: hyperparameters that are tensors are read on the device)::
+
+    S, out = forward(f, A, B, hyper)                 # A, B: contiguous CUDA tensors
+    dA, dB, dhyper = backward(f, A, B, S, G, hyper, want=("sigma",))
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import torch as _torch
+
+from .cuda import BLOCK, kernels
+from .formulas import Formulas
+
+__all__ = ["forward", "backward"]
+
+
+def _cdiv(a: int, b: int) -> int:
+    return (a + b - 1) // b
+
+
+def _arch(device: _torch.device) -> str:
+    major, minor = _torch.cuda.get_device_capability(device)
+    return f"sm_{major}{minor}"
+
+
+def _stream(device: _torch.device) -> Any:
+    from numba import cuda
+    return cuda.external_stream(_torch.cuda.current_stream(device).cuda_stream)
+
+
+def _gpu(device: _torch.device) -> Any:
+    from numba import cuda
+    return cuda.gpus[device.index if device.index is not None else _torch.cuda.current_device()]
+
+
+def _hyper(hyper: Sequence[Any], like: _torch.Tensor) -> _torch.Tensor | None:
+    """The hyperparameters as one device array of the tensors' type (tensors stay on the
+    device: no sync)."""
+    if not hyper:
+        return None
+    parts = [v.detach().reshape(()).to(like.dtype) if isinstance(v, _torch.Tensor)
+             else _torch.tensor(float(v), dtype=like.dtype, device=like.device) for v in hyper]
+    return _torch.stack(parts)
+
+
+def _ptr(t: _torch.Tensor | None) -> int:
+    return 0 if t is None else t.data_ptr()
+
+
+def forward(f: Formulas, A: _torch.Tensor, B: _torch.Tensor,
+            hyper: Sequence[Any]) -> tuple[_torch.Tensor, _torch.Tensor]:
+    """``(S, out)`` on the device of ``A`` and ``B`` (contiguous, one float type)."""
+    m, d = A.shape
+    n = B.shape[0]
+    out = _torch.empty((m, n), dtype=A.dtype, device=A.device)
+    S = _torch.empty((f.n_acc, m, n), dtype=A.dtype, device=A.device)
+    if m and n:
+        hv = _hyper(hyper, A)
+        v = kernels(f, _arch(A.device)).forward
+        with _gpu(A.device):
+            v[(_cdiv(n, BLOCK[0]), _cdiv(m, BLOCK[1])), BLOCK, _stream(A.device)](
+                out.data_ptr(), S.data_ptr(), A.data_ptr(), B.data_ptr(), _ptr(hv), m, n, d)
+    return S, out
+
+
+def _back(v: Any, dX: _torch.Tensor, X: _torch.Tensor, Y: _torch.Tensor, S: _torch.Tensor,
+          H: _torch.Tensor, hv: _torch.Tensor | None, s_mine: int, s_other: int) -> None:
+    rows, d = X.shape
+    others = Y.shape[0]
+    if rows and d:
+        with _gpu(X.device):
+            v[(_cdiv(d, BLOCK[0]), _cdiv(rows, BLOCK[1])), BLOCK, _stream(X.device)](
+                dX.data_ptr(), X.data_ptr(), Y.data_ptr(), S.data_ptr(), H.data_ptr(), _ptr(hv),
+                rows, others, d, s_mine, s_other, S.shape[1] * S.shape[2])
+
+
+def backward(f: Formulas, A: _torch.Tensor, B: _torch.Tensor, S: _torch.Tensor,
+             G: _torch.Tensor, hyper: Sequence[Any], want: tuple[str, ...]
+             ) -> tuple[_torch.Tensor, _torch.Tensor, dict[str, _torch.Tensor]]:
+    """``(dA, dB, {hyperparameter: gradient})`` for the output gradient ``G``."""
+    m, d = A.shape
+    n = B.shape[0]
+    k = kernels(f, _arch(A.device))
+    hv = _hyper(hyper, A)
+    plane = m * n
+    grads: dict[str, _torch.Tensor] = {}
+    if f.finish is None:
+        H = G.reshape(1, m, n)
+    else:
+        H = _torch.empty((f.n_acc, m, n), dtype=A.dtype, device=A.device)
+        nh = len(f.finish_hyper)
+        DH = _torch.empty((nh, m, n), dtype=A.dtype, device=A.device) if nh else None
+        if plane:
+            with _gpu(A.device):
+                k.dfinish[_cdiv(plane, 256), 256, _stream(A.device)](
+                    H.data_ptr(), _ptr(DH), S.data_ptr(), G.data_ptr(), _ptr(hv), plane)
+        for q, h in enumerate(f.finish_hyper):
+            if h in want:
+                grads[h] = DH[q].sum()
+    dA = _torch.zeros_like(A)
+    dB = _torch.zeros_like(B)
+    _back(k.back_a, dA, A, B, S, H, hv, n, 1)
+    _back(k.back_b, dB, B, A, S, H, hv, 1, n)
+    elem_want = [h for h in f.elem_hyper if h in want]
+    if elem_want:
+        W = len(f.elem_hyper)
+        parts = _torch.zeros((W, m, d), dtype=A.dtype, device=A.device)
+        _back(k.dhyper, parts, A, B, S, H, hv, n, 1)
+        for q, h in enumerate(f.elem_hyper):
+            if h in want:
+                grads[h] = grads.get(h, 0) + parts[q].sum()
+    return dA, dB, grads
