@@ -78,6 +78,10 @@ def _laplace(x, a, b):          # a = centre, b = length scale
 
 
 def _morse(x, a, b):            # a = alpha, b = r_e; well depth 1.5
+    return 1.5 * (1 - nx.exp(-a * (x - b))) ** 2
+
+
+def _morse_product(x, a, b):    # the same, squared as a product
     e = nx.exp(-a * (x - b))
     return 1.5 * (1 - e) * (1 - e)
 
@@ -116,7 +120,11 @@ CASES = [
     Case("sigmoid", "sigmoid `1 / (1 + exp(-x))`", lambda x, a, b: nx.sigmoid(x),
          "u = 1.0f / (1.0f + expf(-x));",
          "u = 1.0f / (1.0f + expf(-x)); du = u * (1.0f - u);"),
-    Case("morse", "Morse `1.5 (1 - exp(-a(x-b)))^2`", _morse,
+    Case("morse", "Morse `1.5 (1 - exp(-a(x-b))) ** 2`", _morse,
+         "float e = expf(-a * (x - b)); u = 1.5f * (1.0f - e) * (1.0f - e);",
+         "float e = expf(-a * (x - b)); u = 1.5f * (1.0f - e) * (1.0f - e);\n"
+         "    du = 3.0f * a * e * (1.0f - e);"),
+    Case("morse*", "Morse, `1.5 (1 - e) * (1 - e)`", _morse_product,
          "float e = expf(-a * (x - b)); u = 1.5f * (1.0f - e) * (1.0f - e);",
          "float e = expf(-a * (x - b)); u = 1.5f * (1.0f - e) * (1.0f - e);\n"
          "    du = 3.0f * a * e * (1.0f - e);"),
@@ -191,62 +199,105 @@ def print_table(rows: list[Row]) -> None:
 
 
 # ---- --gpu: numptx.torch.pairwise against torch.cdist and torch ops --------------------------
-def _time(fn: Callable, torch, repeats: int) -> float:
-    """Median milliseconds of ``fn()`` on the current stream (CUDA events)."""
+#: hyperparameters of the timed zoo formulas
+HYPER = {"lp": {"p": 3.0}, "laplace": {"sigma": 2.0}, "laplace_l1": {"sigma": 8.0},
+         "gaussian": {"sigma": 2.0}, "matern12": {"lengthscale": 2.0, "variance": 1.5}}
+
+
+def torch_ops(name: str, A, B, torch):
+    """Zoo formula ``name`` in torch ops (broadcast differences, then reductions), or
+    ``torch.cdist`` for L1 and L2: what a torch user writes without numptx."""
+    h = HYPER.get(name, {})
+    if name == "l1":
+        return torch.cdist(A, B, p=1)
+    if name == "l2":
+        return torch.cdist(A, B, p=2)
+    if name == "cosine":
+        na, nb = (A * A).sum(1).sqrt(), (B * B).sum(1).sqrt()
+        return (A @ B.T) / torch.clamp(na[:, None] * nb[None, :], min=1e-8)
+    d = A[:, None, :] - B[None, :, :]
+    if name == "lp":
+        return d.abs().pow(h["p"]).sum(-1).pow(1 / h["p"])
+    if name == "laplace_l1":
+        return torch.exp(-d.abs().sum(-1) / h["sigma"])
+    sq = (d * d).sum(-1)
+    if name == "sqeuclidean":
+        return sq
+    if name == "gaussian":
+        return torch.exp(-sq / (2 * h["sigma"] ** 2))
+    if name == "laplace":
+        return torch.exp(-sq.sqrt() / h["sigma"])
+    if name == "matern12":
+        return h["variance"] * torch.exp(-sq.sqrt() / h["lengthscale"])
+    raise KeyError(name)
+
+
+def _time(fn: Callable, torch, repeats: int, cuda: bool) -> float:
+    """Median milliseconds of ``fn()`` (CUDA events on the current stream; a clock on a CPU)."""
     fn()
-    torch.cuda.synchronize()
     times = []
     for _ in range(repeats):
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop))
+        if cuda:
+            torch.cuda.synchronize()
+            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            stop.record()
+            stop.synchronize()
+            times.append(start.elapsed_time(stop))
+        else:
+            t = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - t) * 1e3)
     return statistics.median(times)
 
 
-def gpu_table(repeats: int, n: int = 4096, d: int = 64) -> int:
-    """pairwise forward and forward + backward against torch.cdist (p = 1, 2) and against the
-    zoo formula in torch ops, when torch, a CUDA GPU and numptx.torch are present."""
+def pairwise_table(repeats: int, n: int = 2048, d: int = 64, device: str = "cuda") -> int:
+    """``numptx.torch.pairwise`` forward, and forward + backward (dA, dB), against torch.cdist
+    (L1, L2) and the zoo formula in torch ops; ``device="cpu"`` runs the same on a CPU (a
+    smoke run: numptx computes there through NumPy)."""
     try:
         import torch
     except ImportError:
         print("\n--gpu skipped: torch is not installed (pip install numptx[torch])")
         return 0
-    if not torch.cuda.is_available():
+    if device == "cuda" and not torch.cuda.is_available():
         print("\n--gpu skipped: no CUDA GPU here (torch.cuda.is_available() is False)")
         return 0
     try:
-        import numptx.torch as nt
+        from numptx.torch import pairwise
+        from numptx.torch.zoo import ZOO
     except ImportError as e:
         print(f"\n--gpu skipped: numptx.torch cannot be imported ({e})")
         return 0
-    zoo = getattr(nt, "ZOO", None) or getattr(nt, "zoo", None)
-    if zoo is None or not hasattr(nt, "pairwise"):
-        print("\n--gpu skipped: numptx.torch has no pairwise / zoo here")
-        return 0
-    gen = torch.Generator(device="cuda").manual_seed(27)
-    A = torch.randn(n, d, device="cuda", generator=gen, requires_grad=True)
-    B = torch.randn(n, d, device="cuda", generator=gen, requires_grad=True)
+    gen = torch.Generator(device=device).manual_seed(27)
+    A = torch.randn(n, d, device=device, generator=gen).requires_grad_()
+    B = torch.randn(n, d, device=device, generator=gen).requires_grad_()
+    cuda = device == "cuda"
 
-    def torch_ops(p):
-        diff = (A[:, None, :] - B[None, :, :]).abs()
-        return diff.sum(-1) if p == 1 else (diff * diff).sum(-1).sqrt()
+    def fwd_bwd(f):
+        def run():
+            A.grad = B.grad = None
+            f().sum().backward()
+        return run
 
-    print(f"\npairwise n = {n}, d = {d}, f32, median of {repeats} (ms)")
-    print("| formula | numptx fwd | numptx fwd+bwd | torch fwd | torch fwd+bwd | "
-          "speed-up fwd | speed-up fwd+bwd |")
-    print("|---|---|---|---|---|---|---|")
-    for name, p in (("L1", 1), ("L2", 2)):
-        formula = zoo[name] if isinstance(zoo, dict) else getattr(zoo, name)
-        ours = lambda f=formula: nt.pairwise(A, B, f)                      # noqa: E731
-        ref = lambda p=p: torch.cdist(A, B, p=p)                           # noqa: E731
-        row = [_time(ours, torch, repeats), _time(lambda: ours().sum().backward(), torch, repeats),
-               _time(ref, torch, repeats), _time(lambda: ref().sum().backward(), torch, repeats)]
-        print(f"| {name} vs torch.cdist(p={p}) | {row[0]:.3f} | {row[1]:.3f} | {row[2]:.3f} | "
-              f"{row[3]:.3f} | {row[2] / row[0]:.2f}x | {row[3] / row[1]:.2f}x |")
-    del torch_ops
+    where = torch.cuda.get_device_name() if cuda else "CPU"
+    print(f"\npairwise on {where}: n = m = {n}, d = {d}, f32, median of {repeats} (ms); "
+          f"speed-up = torch / numptx")
+    print("| formula | numptx fwd | torch fwd | speed-up | numptx fwd+bwd | torch fwd+bwd | "
+          "speed-up | max diff / max |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name, z in ZOO.items():
+        ours = lambda z=z, name=name: pairwise(A, B, z, **HYPER.get(name, {}))   # noqa: E731
+        ref = lambda name=name: torch_ops(name, A, B, torch)                      # noqa: E731
+        with torch.no_grad():
+            got, want = ours(), ref()
+            diff = float((got - want).abs().max() / want.abs().max().clamp(min=1e-30))
+        t = [_time(ours, torch, repeats, cuda), _time(ref, torch, repeats, cuda),
+             _time(fwd_bwd(ours), torch, repeats, cuda), _time(fwd_bwd(ref), torch, repeats, cuda)]
+        label = f"{name} vs torch.cdist" if name in ("l1", "l2") else f"{name} vs torch ops"
+        print(f"| {label} | {t[0]:.3f} | {t[1]:.3f} | {t[1] / t[0]:.2f}x | {t[2]:.3f} | "
+              f"{t[3]:.3f} | {t[3] / t[2]:.2f}x | {diff:.1e} |")
     return 0
 
 
@@ -255,7 +306,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default="", help="comma-separated case keys "
                     f"({', '.join(c.key for c in CASES)})")
     ap.add_argument("--gpu", action="store_true", help="also time numptx.torch.pairwise")
-    ap.add_argument("--repeats", type=int, default=20)
+    ap.add_argument("--repeats", type=int, default=20, help="timed runs per case (--gpu)")
+    ap.add_argument("--pairwise-cpu", action="store_true",
+                    help="only the pairwise table, on the CPU at a small size (a smoke run)")
     args = ap.parse_args(argv)
     try:
         from numptx.jit.sass import find_tool
@@ -263,6 +316,8 @@ def main(argv: list[str] | None = None) -> int:
     except nx.NumptxError as e:
         print(f"the SASS table needs nvdisasm: {e}", file=sys.stderr)
         return 1
+    if args.pairwise_cpu:
+        return pairwise_table(3, n=96, d=8, device="cpu")
     keys = [k for k in args.only.split(",") if k]
     cases = [c for c in CASES if not keys or c.key in keys]
     t = time.perf_counter()
@@ -270,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"SASS instructions, {ARCH}, whole kernel (load x, compute, store u and du); "
           f"ratio = value_and_grad / hand-written value + derivative ({time.perf_counter() - t:.0f} s)")
     print_table(rows)
-    return gpu_table(args.repeats) if args.gpu else 0
+    return pairwise_table(args.repeats) if args.gpu else 0
 
 
 if __name__ == "__main__":

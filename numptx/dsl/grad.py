@@ -34,7 +34,7 @@ import numpy as np
 
 from . import types as T
 from .expr import PtxExpr, ptx_expr
-from .grad_rules import ONE, real
+from .grad_rules import ONE, real, tmap
 from .ops import bitcast
 from .graph import Frame
 from .promote import Tracer
@@ -128,8 +128,8 @@ class DiffTracer(Tracer):
                             fix="keep it a float (nx.floor(x) has derivative 0), or compute the "
                                 "integer from parameters not in wrt")
             return Dual(y, self.zero)
-        return Dual(y, tuple(t if t is None or t is ONE else
-                             Proxy(inner.convert(t.node, src, dst), inner) for t in node.tangents))
+        return Dual(y, tuple(tmap(t, lambda v: Proxy(inner.convert(v.node, src, dst), inner))
+                             for t in node.tangents))
 
     def bitcast(self, x: Proxy, dst: T.DType) -> Proxy:
         """``nx.bitcast(x, dst)`` (numptx/dsl/ops.py): of a value that does not depend on

@@ -23,14 +23,16 @@ Non-differentiable points take the mean of the one-sided derivatives (docs/dsl.m
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from .graph import Node, const_value
 from .proxy import OPS, Proxy
 
-__all__ = ["Deriv", "ONE", "D", "partials", "rule", "PIECEWISE_CONSTANT", "lit", "real", "tadd",
-           "tsub", "tneg", "tmul", "tdiv", "minmax_jvp", "constant", "int_power"]
+__all__ = ["Deriv", "ONE", "Scaled", "scaled", "D", "partials", "rule", "PIECEWISE_CONSTANT", "lit",
+           "real", "tmap", "tadd", "tsub", "tneg", "tmul", "tdiv", "minmax_jvp", "constant",
+           "int_power"]
 
 
 class _One:
@@ -66,6 +68,33 @@ class Deriv:
 
 
 # ---- the tangent algebra ------------------------------------------------------------------------
+class Scaled:
+    """A tangent ``c * v``: a Python number ``c`` (not 0 or 1) times ``v`` (:data:`ONE` or a
+    traced value). Constant factors of a chain of rules multiply here, in Python, and reach the
+    graph once, where the tangent becomes a value (:func:`real`): ``d(x*x)/dx`` is ``2 x``,
+    ``d(rsqrt(x*x + b))/dx`` is ``-(x y^3)`` (2 * -0.5), not ``(x + x) * (y^3 * -0.5)``."""
+    __slots__ = ("c", "v")
+
+    def __init__(self, c: float, v: Any):
+        self.c, self.v = c, v
+
+    def __repr__(self) -> str:
+        return f"Scaled({self.c!r}, {self.v!r})"
+
+
+def scaled(c: float, v: Any) -> Any:
+    """``c * v`` as a tangent (``v`` itself where ``c`` is 1)."""
+    return v if c == 1 else Scaled(c, v)
+
+
+def _parts(t: Any) -> tuple[float, Any]:
+    return (t.c, t.v) if isinstance(t, Scaled) else (1.0, t)
+
+
+def _same(a: Any, b: Any) -> bool:
+    return a is b or (isinstance(a, Proxy) and isinstance(b, Proxy) and a.node is b.node)
+
+
 def lit(value: float, like: Proxy) -> Proxy:
     """The constant ``value`` in the type (and trace) of ``like``."""
     tr = like.tracer
@@ -73,12 +102,25 @@ def lit(value: float, like: Proxy) -> Proxy:
 
 
 def real(t: Any, like: Proxy) -> Proxy:
-    """A tangent as a traced value (zero and one become constants of ``like``'s type)."""
+    """A tangent as a traced value (zero and one become constants of ``like``'s type, a
+    :class:`Scaled` one multiplication, or a negation)."""
     if t is None:
         return lit(0.0, like)
     if t is ONE:
         return lit(1.0, like)
+    if isinstance(t, Scaled):
+        if t.v is ONE:
+            return lit(t.c, like)
+        return -t.v if t.c == -1 else t.v * t.c
     return t
+
+
+def tmap(t: Any, fn: Callable[[Proxy], Proxy]) -> Any:
+    """``t`` with ``fn`` applied to its traced part (a cast): None and ONE stay."""
+    if t is None or t is ONE:
+        return t
+    c, v = _parts(t)
+    return scaled(c, v if v is ONE else fn(v))
 
 
 def tadd(a: Any, b: Any, like: Proxy) -> Any:
@@ -86,35 +128,62 @@ def tadd(a: Any, b: Any, like: Proxy) -> Any:
         return b
     if b is None:
         return a
+    (ca, va), (cb, vb) = _parts(a), _parts(b)
+    if _same(va, vb):
+        return None if ca + cb == 0 else scaled(ca + cb, va)
+    if ca == cb:
+        return scaled(ca, real(va, like) + real(vb, like))
+    if ca == -cb:
+        return scaled(ca, real(va, like) - real(vb, like))
+    if ca == 0 or cb == 0:
+        return real(a, like) + real(b, like)
+    # c (v_a + r v_b), one fma where r is exact; a factor 1 kept rather than another
+    for c, v, r, w in sorted(((ca, va, cb / ca, vb), (cb, vb, ca / cb, va)),
+                             key=lambda k: abs(k[0]) != 1):
+        if _exact(r):
+            return scaled(c, real(v, like) + (lit(r, like) if w is ONE else real(w, like) * r))
     return real(a, like) + real(b, like)
 
 
+def _exact(r: float) -> bool:
+    """Whether ``r`` has at most 8 significant bits (exact in bf16 and every float type), so
+    that scaling by it adds no rounding of its own."""
+    m, e = math.frexp(r)
+    return -100 < e < 100 and (m * 256).is_integer()
+
+
 def tneg(t: Any, like: Proxy) -> Any:
-    return None if t is None else -real(t, like)
+    if t is None:
+        return None
+    c, v = _parts(t)
+    return scaled(-c, v)
 
 
 def tsub(a: Any, b: Any, like: Proxy) -> Any:
-    if b is None:
-        return a
-    if a is None:
-        return tneg(b, like)
-    return real(a, like) - real(b, like)
+    return tadd(a, tneg(b, like), like)
 
 
 def tmul(t: Any, p: Any, like: Proxy) -> Any:
-    """Tangent ``t`` times the partial ``p`` (a traced value or a Python number)."""
+    """Tangent ``t`` times the partial ``p`` (a traced value, a :class:`Scaled` one, or a
+    Python number)."""
     if t is None:
         return None
-    if t is ONE:
-        return p if isinstance(p, Proxy) else lit(p, like)
-    return t * p
+    c, v = _parts(t)
+    if isinstance(p, Proxy) and p.dtype.is_float:
+        k = constant(p)                # a literal or bound constant joins the Python factor
+        p = p if k is None else float(k)
+    if not isinstance(p, (Proxy, Scaled)):
+        return scaled(c * p, v)
+    k, q = _parts(p)
+    return scaled(c * k, q if v is ONE else q if q is ONE else v * q)
 
 
 def tdiv(t: Any, p: Any, like: Proxy) -> Any:
-    """Tangent ``t`` divided by ``p``."""
+    """Tangent ``t`` divided by ``p`` (a traced value)."""
     if t is None:
         return None
-    return real(t, like) / p
+    c, v = _parts(t)
+    return scaled(c, real(v, like) / p)
 
 
 # ---- rule constructors --------------------------------------------------------------------------

@@ -40,7 +40,7 @@ import numpy as np
 from .. import semantics as S
 from . import types as T
 from .grad_rules import (D, PIECEWISE_CONSTANT, Deriv, constant, int_power, lit, minmax_jvp,
-                         partials, real, rule, tadd, tdiv, tmul, tsub)
+                         partials, real, rule, scaled, tadd, tdiv, tmul, tsub)
 from .graph import Graph, canonical
 from .lowering import (arith, binary_arith, bits_type, cmp_lowering, is_mathlib_lowering,
                        lower_abs, lower_bits, lower_clip, lower_copysign, lower_floordiv,
@@ -163,6 +163,13 @@ def _ref_rcp(t, x):
 _LN2, _LN10 = math.log(2.0), math.log(10.0)
 
 
+def _jvp_mul(xs, y, ts):
+    (a, b), (ta, tb) = xs, ts
+    if a.node is b.node:               # x * x: 2 x t, the 2 kept for the chain's constants
+        return tmul(tmul(ta, a, y), 2, y)
+    return tadd(tmul(ta, b, y), tmul(tb, a, y), y)
+
+
 def _jvp_div(xs, y, ts):
     b, (ta, tb) = xs[1], ts
     return tdiv(tsub(ta, tmul(tb, y, y), y), b, y)          # (ta - y tb) / b
@@ -174,7 +181,8 @@ def _jvp_pow(xs, y, ts):
     if tx is not None:                 # b x^(b-1): exact at x = 0 (b y / x would be 0 / 0)
         n = constant(b)                # a constant integer: by multiplications
         n = int(n) if n is not None and float(n).is_integer() and abs(n) <= 65 else None
-        out = tmul(tx, (b * int_power(x, n - 1)) if n is not None else b * x ** (b - 1), y)
+        out = tmul(tmul(tx, int_power(x, n - 1), y), n, y) if n is not None else \
+            tmul(tx, b * x ** (b - 1), y)
     if tb is not None:                 # y log x; at x = 0 log(1) (0^b is flat in b there)
         safe = D.where(x == 0, lit(1.0, x), x)
         out = tadd(out, tmul(tb, y * D.log(safe), y), y)
@@ -230,7 +238,7 @@ _ROWS: list[DslOp] = [
           cuda_accuracy=_CONTRACT,
           deriv=partials("a: 1; b: -1", 1, -1)),
     DslOp("mul", 2, "num", _np(np.multiply), binary_arith("mul"), "a * b", "np.multiply", True,
-          deriv=partials("a: b; b: a", lambda a, b, y: b, lambda a, b, y: a)),
+          deriv=rule("a: b; b: a", _jvp_mul)),
     DslOp("truediv", 2, "float", _np(np.true_divide), binary_arith("div"), "a / b",
           "np.true_divide", fast_accuracy="2 ulp (div.approx.ftz.f32)",
           deriv=rule("a: 1 / b; b: -y / b", _jvp_div)),
@@ -251,8 +259,8 @@ _ROWS: list[DslOp] = [
           deriv=partials("a: 1; b: -trunc(a / b)", 1, lambda a, b, y: -D.trunc(a / b))),
     DslOp("pow", 2, "num", _ref_pow, lower_pow, "a ** b", "np.power", public=("pow", "power"),
           accuracy=_MATH_ACC, fast_accuracy=_FAST_ACC, cuda_accuracy=_CUDA_ACC,
-          doc="constant integer exponents |n| <= 4 become multiplications (n < 0: 1 / x**|n|); "
-              "integers need a constant n >= 0; else mathlib pow",
+          doc="constant integer exponents -4 <= n <= 6 become multiplications (repeated "
+              "squaring; n < 0: 1 / x**|n|); integers need a constant n >= 0; else mathlib pow",
           deriv=rule("a: b a^(b-1); b: y log(a) (0 at a = 0)", _jvp_pow)),
     DslOp("neg", 1, "num", _np(np.negative), lower_neg, "-a", "np.negative", True,
           deriv=partials("-1", -1)),
@@ -263,7 +271,7 @@ _ROWS: list[DslOp] = [
           deriv=partials("sign(a) (0 at 0)", lambda x, y: D.sign(x))),
     DslOp("square", 1, "num", _np(np.square), lambda b, t, fm, x: arith(b, "mul", t, fm, x, x),
           "", "np.square", True, public=("square",),
-          deriv=partials("2 a", lambda x, y: x + x)),
+          deriv=partials("2 a", lambda x, y: scaled(2, x))),
     DslOp("fma", 3, "num", _ref_fma, lambda b, t, fm, x, y, z: arith(b, "fma", t, fm, x, y, z),
           "", "(exact a * b + c)", True, doc="one rounding (floats); ints wrap", ref16=True,
           public=("fma",),
@@ -292,10 +300,10 @@ _ROWS: list[DslOp] = [
           fast_accuracy="rel 2^-22.9 (rsqrt.approx.ftz.f32)",
           cuda_accuracy="rel 2^-22.9 (rsqrt.approx.f32, as CUDA's rsqrtf)",
           doc="accurate: 1 / sqrt(a), two roundings", public=("rsqrt",),
-          deriv=partials("-0.5 y^3", lambda x, y: y * y * y * -0.5)),
+          deriv=partials("-0.5 y^3", lambda x, y: scaled(-0.5, y * y * y))),
     DslOp("rcp", 1, "float", _ref_rcp, unary_row("rcp"), "", "1 / a",
           fast_accuracy="1 ulp (rcp.approx.ftz.f32)", public=("rcp",),
-          deriv=partials("-y^2", lambda x, y: -(y * y))),
+          deriv=partials("-y^2", lambda x, y: scaled(-1, y * y))),
     _math("exp", deriv=partials("y", lambda x, y: y)),
     _math("exp2", deriv=partials("y ln 2", lambda x, y: y * _LN2)),
     _math("expm1", deriv=partials("exp(a)", lambda x, y: D.exp(x))),
