@@ -211,7 +211,8 @@ def check_evaluate(evaluate: Any, where: str) -> str:
     """
     if not (isinstance(evaluate, str) and evaluate in EVALUATE):
         raise SearchError(f"{where}: evaluate={shown(evaluate)}: use 'auto' (the interpreter "
-                          f"on the CPU, the compiled path on a GPU), 'interpret' or 'compile'")
+                          f"on the CPU; on a GPU up to {GPU_INTERPRET_MAX_ROWS:,} rows of data), "
+                          f"'interpret' or 'compile'")
     return evaluate
 
 
@@ -456,28 +457,9 @@ class Evaluator:
     def losses_of(self, sums: np.ndarray, bad: Iterable[int]) -> np.ndarray:
         """The losses from the fitness kernel's sums (``sums[k]``: candidate k's s0, s1, s2
         and count of non-finite samples) over this evaluator's data; candidates in ``bad``
-        (failed to build) and non-finite ones score +inf (the reduction of
-        :func:`numptx.fitness`)."""
-        n = self.X.shape[0]
-        var_t = float(self.y.astype(np.float64).var())
-        bad = set(bad)
-        total = len(sums)
-        out = np.full(total, math.inf)
-        for k in range(total):
-            s0, s1, s2, nbad = sums[k]
-            if k in bad or nbad > 0:
-                continue
-            if self.loss in ("mse", "mae"):
-                s = s0 / n
-            elif self.loss == "rmse":
-                s = math.sqrt(s0 / n)
-            else:
-                mq = s0 / n
-                vq = s1 / n - mq * mq
-                s = (math.inf if vq <= 1e-12 * (s1 / n) or var_t <= 0
-                     else max(0.0, 1.0 - (s2 / n) / math.sqrt(vq * var_t)))
-            out[k] = s if math.isfinite(s) else math.inf
-        return out
+        (failed to build) and non-finite ones score +inf: the reduction of
+        :func:`numptx.fitness` (:func:`numptx.jit.fitness.losses_from_sums`, one home)."""
+        return F.losses_from_sums(sums, self.y, self.loss, bad)
 
 
 class _Launches:

@@ -198,11 +198,7 @@ class Fields:
             return {}
         if not isinstance(c, dict) or set(c) != {"keys", "losses"}:
             self.fail("cache", f"{brief(c)} is not {{'keys', 'losses'}}")
-        try:
-            raw = base64.b64decode(self.str_("cache.keys", c["keys"]), validate=True)
-            losses = decode_array(c["losses"], "losses")
-        except (SearchError, ValueError) as e:
-            self.fail("cache", str(e))
+        raw, losses = self._keyed("cache", c)
         if losses.dtype != np.float64 or losses.ndim != 1 or len(losses) > CACHE_MAX:
             self.fail("cache.losses", f"{losses.dtype} array of shape {losses.shape}, not "
                                       f"float64 of at most {CACHE_MAX:,}")
@@ -250,6 +246,20 @@ class Fields:
         return {"X": X, "y": y, "loss": self.str_("data.loss", d["loss"]),
                 "names": genes.names, "evaluate": evaluate}
 
+    def _keyed(self, field: str, m: dict) -> tuple[bytes, np.ndarray]:
+        """A table's key bytes (base64 text) and losses (an encoded array), decoded; a fault
+        names ``field.keys`` or ``field`` once (a CheckpointError is not wrapped again)."""
+        text = self.str_(field + ".keys", m["keys"])
+        try:
+            raw = base64.b64decode(text, validate=True)
+        except ValueError as e:
+            self.fail(field + ".keys", f"not base64 ({e})")
+        try:
+            losses = decode_array(m["losses"], "losses")
+        except SearchError as e:
+            self.fail(field, str(e))
+        return raw, losses
+
     def semantic(self) -> tuple[dict[bytes, float], int]:
         """Semantic dedup's table (output hash -> loss) and its count of duplicates found;
         empty for a checkpoint without one."""
@@ -258,11 +268,7 @@ class Fields:
             return {}, 0
         if not isinstance(m, dict) or set(m) != {"keys", "losses", "hits"}:
             self.fail("semantic", f"{brief(m)} is not {{'keys', 'losses', 'hits'}}")
-        try:
-            raw = base64.b64decode(self.str_("semantic.keys", m["keys"]), validate=True)
-            losses = decode_array(m["losses"], "losses")
-        except (SearchError, ValueError) as e:
-            self.fail("semantic", str(e))
+        raw, losses = self._keyed("semantic", m)
         if losses.dtype != np.float64 or losses.ndim != 1 or len(losses) > CACHE_MAX:
             self.fail("semantic.losses", f"{losses.dtype} array of shape {losses.shape}, not "
                                          f"float64 of at most {CACHE_MAX:,}")

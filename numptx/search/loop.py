@@ -128,8 +128,9 @@ class Result:
     ``"target"``, ``"time_limit"``), ``evaluated`` (programs scored), ``seconds``, ``timings``
     (seconds per stage), ``device``, ``seed`` (the one used: drawn when none was given),
     ``evaluate`` (what scored the run: ``"interpret"`` or ``"compile"``), ``rescored`` (when the
-    interpreter scored it: ``best`` and the elites re-scored by the compiled path, whose
-    losses they carry; a :class:`~numptx.search.rescore.Rescore`, else None),
+    interpreter scored it, or semantic dedup ran on a probe of fewer rows than the data:
+    ``best`` and the elites re-scored by the compiled path, whose losses they carry; a
+    :class:`~numptx.search.rescore.Rescore`, else None),
     ``semantic_duplicates`` (children that took the loss of a program of equal outputs on the
     probe rows, :mod:`numptx.search.semantic`).
     ``save(path)`` writes a checkpoint that :func:`resume` continues."""
@@ -580,8 +581,10 @@ def regress(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div"), *
     one batch; a process-pool executor never pipelines). ``evaluate``: ``"interpret"`` (the
     batch interpreter: no stub, no emulator, no assembly), ``"compile"`` (each program's stub,
     emulated on the CPU, assembled in modules on a GPU) or ``"auto"`` (the interpreter on the
-    CPU, the compiled path on a GPU); when the interpreter scored the run, ``result.best`` is
-    re-scored by the compiled path (``result.rescored``). ``semantic_dedup=k``: a new child
+    CPU; on a GPU the interpreter up to ``GPU_INTERPRET_MAX_ROWS`` rows, the compiled path
+    above); when the interpreter scored the run, or semantic dedup ran on fewer probe rows
+    than the data has, ``result.best`` is re-scored by the compiled path
+    (``result.rescored``). ``semantic_dedup=k``: a new child
     whose outputs on k probe rows (drawn with the seed) equal a scored program's takes its
     loss (0: off; None: 32 where the probe is cheaper than the scoring, see
     :mod:`numptx.search.semantic`). ``progress``: True prints a line per

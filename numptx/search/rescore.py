@@ -15,6 +15,12 @@ order: there a difference past ``|compiled - interpreted| <= RTOL_GPU * max(|com
 |interpreted|) + ATOL_GPU`` is counted in ``differing`` and warned about
 (:class:`numptx.errors.NumptxWarning`). +inf equals only +inf. ``result.rescored`` holds both
 losses to judge by.
+
+Semantic dedup on a probe of fewer rows than the data (:mod:`numptx.search.semantic`) gives a
+program the loss of another whose outputs agree on the probe rows only: the run's loss of a
+returned program may then not be its own, whichever path scored the run. Such a run is
+re-scored too (on the compiled path as well), and a difference is warned about as semantic
+dedup's.
 """
 from __future__ import annotations
 
@@ -47,8 +53,9 @@ def tolerance(device: str) -> tuple[float, float]:
 @dataclass(frozen=True)
 class Rescore:
     """The losses of a run's returned programs (``what``: ``"best"``, then
-    ``"archive[cell]"`` for each MAP-Elites elite) as the interpreter scored them and as the
-    compiled path does; ``differing`` counts those past the tolerance (``rtol``, ``atol``:
+    ``"archive[cell]"`` for each MAP-Elites elite) as the run scored them (``interpreted``:
+    the interpreter's, or semantic dedup's on a partial probe) and as the compiled path does
+    (``compiled``); ``differing`` counts those past the tolerance (``rtol``, ``atol``:
     :func:`tolerance`), ``max_difference`` is the largest ``|compiled - interpreted|`` (inf
     when one is finite and the other not)."""
     what: tuple[str, ...]
@@ -70,9 +77,12 @@ def _differ(a: float, b: float, rtol: float, atol: float) -> tuple[bool, float]:
 
 
 def rescore(evaluator: Any, what: Sequence[str], programs: Sequence[Any],
-            interpreted: Sequence[float], *, stacklevel: int = 4) -> Rescore:
+            interpreted: Sequence[float], *, stacklevel: int = 4,
+            probe: tuple[int, int] | None = None) -> Rescore:
     """The compiled path's losses of ``programs`` (``evaluator.score_compiled``; not counted
-    in ``evaluated``) against their ``interpreted`` losses; a warning when some differ."""
+    in ``evaluated``) against their ``interpreted`` losses (the run's); a warning when some
+    differ. ``probe``: (probe rows, data rows) when semantic dedup ran on a partial probe,
+    which the warning then names as a cause."""
     got = evaluator.score_compiled(list(programs)) if len(programs) else np.empty(0)
     comp = tuple(float(v) for v in got)
     interp = tuple(float(v) for v in interpreted)
@@ -85,9 +95,15 @@ def rescore(evaluator: Any, what: Sequence[str], programs: Sequence[Any],
             n_diff += 1
             first = i if first is None else first
     if first is not None:
+        by, was = (("the interpreter", "interpreted") if evaluator.mode == "interpret" else
+                   ("the run", "the run's loss"))
+        if probe is not None:
+            by = (f"{by} (semantic dedup gives a program the loss of one whose outputs equal "
+                  f"its own on the {probe[0]} probe row(s) only, of {probe[1]}: raise "
+                  f"semantic_dedup= to the data's rows for exact losses, or 0 for none)")
         warnings.warn(f"search: the compiled path scores {n_diff} of the {len(comp)} returned "
-                      f"program(s) differently from the interpreter (e.g. {what[first]}: "
-                      f"interpreted {interp[first]!r}, compiled {comp[first]!r}; largest "
+                      f"program(s) differently from {by} (e.g. {what[first]}: "
+                      f"{was} {interp[first]!r}, compiled {comp[first]!r}; largest "
                       f"difference {worst:.3g}; tolerance on the {evaluator.device}: "
                       f"rtol={rtol:g}, atol={atol:g}). The result carries the compiled "
                       f"losses; result.rescored holds both", NumptxWarning,
@@ -97,16 +113,18 @@ def rescore(evaluator: Any, what: Sequence[str], programs: Sequence[Any],
 
 def returned(search: Any, *, stacklevel: int = 6) -> tuple[Any, dict, Rescore | None]:
     """(best, archive, rescore) of a search (:class:`numptx.search.loop.Search`): when the
-    interpreter scored it, ``best`` and the archive's elites as copies that carry the compiled
-    path's losses, and their :class:`Rescore`; else themselves and None. The search keeps its
-    own losses."""
-    ev, best = search.evaluator, search.best
-    if ev is None or ev.mode != "interpret" or best is None:
+    interpreter scored it, or semantic dedup ran on fewer probe rows than the data has,
+    ``best`` and the archive's elites as copies that carry the compiled path's losses, and
+    their :class:`Rescore`; else themselves and None. The search keeps its own losses."""
+    ev, best, sem = search.evaluator, search.best, search.semantic
+    probe = None if ev is None or sem is None or len(sem.rows) >= ev.X.shape[0] else \
+        (len(sem.rows), ev.X.shape[0])
+    if ev is None or best is None or (ev.mode != "interpret" and probe is None):
         return best, dict(search.archive), None
     cells = list(search.archive)
     cands = [best] + [search.archive[c] for c in cells]
     r = rescore(ev, ["best"] + [f"archive[{c}]" for c in cells], [c.program for c in cands],
-                [c.loss for c in cands], stacklevel=stacklevel)
+                [c.loss for c in cands], stacklevel=stacklevel, probe=probe)
     new = [dataclasses.replace(c, program=list(c.program), loss=v)
            for c, v in zip(cands, r.compiled)]
     return new[0], dict(zip(cells, new[1:])), r
