@@ -157,7 +157,7 @@ class _PairwiseFn(_torch.autograd.Function):
         A, B = A.detach().contiguous(), B.detach().contiguous()
         if A.is_cuda:
             from . import launch
-            S, out = launch.forward(f, A, B, hyper)
+            S, out = launch.forward(f, A, B, hyper, keep=any(ctx.needs_input_grad))
         else:
             hv = {h: float(v) for h, v in zip(f.hyper, hyper)}
             S_np, out_np = _cpu.forward(f, A.numpy(), B.numpy(), hv)

@@ -50,19 +50,20 @@ def _ptr(t: _torch.Tensor | None) -> int:
     return 0 if t is None else t.data_ptr()
 
 
-def forward(f: Formulas, A: _torch.Tensor, B: _torch.Tensor,
-            hyper: Sequence[Any]) -> tuple[_torch.Tensor, _torch.Tensor]:
-    """``(S, out)`` on the device of ``A`` and ``B`` (contiguous, one float type)."""
+def forward(f: Formulas, A: _torch.Tensor, B: _torch.Tensor, hyper: Sequence[Any],
+            keep: bool = True) -> tuple[_torch.Tensor | None, _torch.Tensor]:
+    """``(S, out)`` on the device of ``A`` and ``B`` (contiguous, one float type); ``S`` (the
+    reductions, for the backward pass) only with ``keep``."""
     m, d = A.shape
     n = B.shape[0]
     out = _torch.empty((m, n), dtype=A.dtype, device=A.device)
-    S = _torch.empty((f.n_acc, m, n), dtype=A.dtype, device=A.device)
+    S = _torch.empty((f.n_acc, m, n), dtype=A.dtype, device=A.device) if keep else None
     if m and n:
         hv = _hyper(hyper, A)
         v = kernels(f, _arch(A.device)).forward
         with _gpu(A.device):
             v[(_cdiv(n, BLOCK[0]), _cdiv(m, BLOCK[1])), BLOCK, _stream(A.device)](
-                out.data_ptr(), S.data_ptr(), A.data_ptr(), B.data_ptr(), _ptr(hv), m, n, d)
+                out.data_ptr(), _ptr(S), A.data_ptr(), B.data_ptr(), _ptr(hv), m, n, d)
     return S, out
 
 
