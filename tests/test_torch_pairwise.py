@@ -174,6 +174,11 @@ def test_bad_input_names_the_argument():
     assert "reserved" in _raises("acc0", lambda: pairwise(A, B, lambda a, b, acc0: a, acc0=1.0))
     assert "not int" in _raises("formula", lambda: pairwise(A, B, 3))
 
+    @nx.ptx_expr
+    def counted(a: nx.f32, b: nx.f32, n: nx.s32):
+        return a * b
+    assert "'n' is s32" in _raises("formula", lambda: pairwise(A, B, counted, n=1))
+
 
 # ---- the CUDA path: templates built here, launched on a GPU -------------------------------------
 @pytest.mark.parametrize("t", ["f32", "f64"])
