@@ -96,3 +96,31 @@ def test_a_forged_semantic_table_names_its_field_once(tmp_path):
         msg = str(e.value)
         assert msg.count("checkpoint ") == 1 and msg.count("field ") == 1, msg
         assert f"field semantic.{field}: " in msg or "field semantic: " in msg
+
+
+def test_resume_is_exact_past_the_cache_and_table_bounds(tmp_path, monkeypatch):
+    # the score cache is cleared when it holds more than CACHE_MAX keys at the next
+    # evaluation and the semantic table when it does at the next settle; a checkpoint kept
+    # only the last CACHE_MAX of each, so a resumed run cleared later than the
+    # uninterrupted one and made other children from there
+    import importlib as il
+    small = 150
+    for mod, name in (("loop", "CACHE_MAX"), ("semantic", "CACHE_MAX"),
+                      ("fields", "CACHE_MAX"), ("checkpoint", "CACHE_MAX"),
+                      ("checkpoint", "CACHE_SAVED")):
+        monkeypatch.setattr(il.import_module(f"numptx.search.{mod}"), name, small)
+    X, y = _piecewise(n=300)
+    kw = dict(population=60, seed=6, device="cpu", evaluate="interpret", semantic_dedup=8,
+              fit_top=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NumptxWarning)
+        full = search.regress(X, y, ["add", "sub", "mul", "max"], generations=10, **kw)
+        for at in (3, 4, 5, 6):
+            half = search.regress(X, y, ["add", "sub", "mul", "max"], generations=at, **kw)
+            half.save(tmp_path / "h.nxck")
+            more = search.resume(tmp_path / "h.nxck", generations=10 - at, device="cpu")
+            assert [g[:5] for g in more.history] == [g[:5] for g in full.history], at
+            assert (more.evaluated, more.semantic_duplicates) == \
+                (full.evaluated, full.semantic_duplicates), at
+            assert [(c.program, c.loss) for c in more.population] == \
+                [(c.program, c.loss) for c in full.population], at

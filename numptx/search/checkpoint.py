@@ -378,7 +378,8 @@ def state_of(search: Any) -> dict:
              "improved_at": search.improved_at, "restarts": search.restarts}
     # the score cache (whole) and the fit memo (the most recent entries): dedup and re-variation
     # after a resume see what the uninterrupted run sees, so the children and ``evaluated`` match
-    keys = list(search.cache)[-CACHE_SAVED:]
+    # (past CACHE_SAVED keys the next evaluation clears the cache: saved empty, it is the same)
+    keys = list(search.cache) if len(search.cache) <= CACHE_SAVED else []
     state["cache"] = {"keys": base64.b64encode(b"".join(keys)).decode("ascii"),
                       "losses": encode_array(np.array([search.cache[k] for k in keys],
                                                       np.float64))}
@@ -386,7 +387,7 @@ def state_of(search: Any) -> dict:
                      for k, (p, loss) in list(search.fits.items())[-FITS_SAVED:]]
     sem = search.semantic
     if sem is not None:        # semantic dedup's table: the resumed run finds what this one did
-        hs = list(sem.table)[-CACHE_MAX:]
+        hs = list(sem.table)[-CACHE_MAX:]     # all of it: at most CACHE_MAX between batches
         state["semantic"] = {"keys": base64.b64encode(b"".join(hs)).decode("ascii"),
                              "losses": encode_array(np.array([sem.table[h] for h in hs],
                                                              np.float64)),

@@ -137,8 +137,10 @@ class Semantic:
 
     def settle(self, cache: dict[bytes, float]) -> None:
         """File the batch's new output hashes with the losses ``cache`` holds for their
-        keys; the table is cleared past ``CACHE_MAX`` entries (as the score cache is)."""
-        if len(self.table) > CACHE_MAX:
+        keys; the table is cleared first when they would take it past ``CACHE_MAX`` entries
+        (a batch holds at most a population, ``POPULATION_MAX`` = ``CACHE_MAX``), so between
+        batches it holds at most ``CACHE_MAX``: all of it goes into a checkpoint."""
+        if len(self.table) + len(self.pending) > CACHE_MAX:
             self.table.clear()
         for h, k in self.pending.items():
             v = cache.get(k)
