@@ -460,11 +460,18 @@ def _column(i: int, a: Any, t: str | None, n_rows: int, slot: type) -> np.ndarra
         return np.zeros(n_rows, slot)
     dt = VT.BY_NAME[t].np
     if isinstance(a, (bool, int, float)) and not isinstance(a, np.generic):
+        # a Python number is a value of the input's type as the CPU interpreter takes it
+        # (numptx._program.interpret.columns): a float an integer type does not hold
+        # exactly, or a number past the type's range, is refused; a float past f32's is inf
         try:
-            with np.errstate(over="raise", invalid="raise"):
-                a = np.asarray(a, dt) if t != "pred" else np.asarray(bool(a))
-        except (OverflowError, FloatingPointError, ValueError) as e:
+            with np.errstate(all="ignore"):
+                v = np.asarray(a, dt) if t != "pred" else np.asarray(bool(a))
+        except (OverflowError, TypeError, ValueError) as e:
             raise _fail(f"inputs[{i}] = {a!r} does not fit {t}: {e}", None) from None
+        if isinstance(a, float) and dt.kind != "f" and not v == a:
+            raise _fail(f"inputs[{i}] = {a!r} is no {t} value (a float that the type does "
+                        f"not hold exactly)", None)
+        a = v
     a = np.asarray(a)
     if a.dtype != dt:
         raise _fail(f"inputs[{i}] holds {a.dtype} values but the programs read it as {t} "

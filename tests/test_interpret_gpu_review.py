@@ -1,0 +1,49 @@
+"""Review of the GPU interpreter's host side (issue 23), without a GPU: what
+``plan_interpret`` (every check of ``interpret_gpu`` and the kernel's arguments) accepts and
+refuses against what the CPU interpreter does."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import numptx as nx
+from numptx import stack_ptx as sp
+from numptx import valuetypes as VT
+from numptx.jit.interpret_gpu import plan_interpret
+
+TYPES = ["f32", "f64", "s32", "u32", "s64", "u64", "b16", "pred"]
+VALUES = [0, 3, -1, 2 ** 31, 2 ** 40, 2 ** 70, 2.5, 3.0, -0.0, 0.5, 1.0, 1e39, 1e300,
+          float("inf"), float("nan"), True, False]
+
+
+def _cpu(v, t):
+    """The CPU interpreter's value of Python number ``v`` as a ``t`` input, or its error."""
+    try:
+        got = sp.interpret([[sp.input("a")]], {"a": v}, {"y": t}, types={"a": t},
+                           device="cpu")["y"]
+    except nx.InterpretError:
+        return None
+    return got[0, 0]
+
+
+def _gpu(v, t):
+    """plan_interpret's column of ``v`` (its slot bits), or None when it refuses it."""
+    tp = sp.tapes([[sp.input("a")]], {"a": t}, {"y": t})
+    try:
+        plan = plan_interpret(tp.words, tp.offsets, [v], [t], n_rows=2)
+    except nx.InterpretError:
+        return None
+    return plan.args[3][0][0]
+
+
+@pytest.mark.parametrize("t", TYPES)
+def test_a_python_number_is_taken_as_the_cpu_interpreter_takes_it(t):
+    # 2.5 for an s32 input was truncated to 2 on the GPU and refused on the CPU
+    for v in VALUES:
+        cpu, gpu = _cpu(v, t), _gpu(v, t)
+        assert (cpu is None) == (gpu is None), (v, t, cpu, gpu)
+        if cpu is not None:
+            dt = VT.BY_NAME[t].np
+            bits = np.asarray(cpu, dt).view({1: np.uint8, 2: np.uint16, 4: np.uint32,
+                                             8: np.uint64}[dt.itemsize])
+            assert int(bits) == int(gpu), (v, t, cpu, gpu)
