@@ -306,3 +306,23 @@ def test_kernel_regression_example_runs(capsys):
                    run_name="__main__")
     out = capsys.readouterr().out
     assert "against torch.cdist" in out and "held-out MSE" in out
+
+
+@pytest.mark.parametrize("name", ["laplace", "lp", "cosine"])
+def test_cuda_launch_arguments_marshal_against_the_kernels(name):
+    """The argument lists numptx.torch.launch passes (pointers as ints, sizes) convert for the
+    real kernels' parameters, read from their CUDA source and PTX (no GPU: marshal only)."""
+    from numptx.jit.cuda_launch import marshal
+    from numptx.torch import launch
+    f = zoo.ZOO[name].typed("f32")
+    k = kernels(f, "sm_90")
+    A, B = _data(5, 4, 3, torch.float32)
+    S, H = torch.zeros(f.n_acc, 5, 4), torch.zeros(f.n_acc, 5, 4)
+    hv = torch.ones(len(f.hyper)) if f.hyper else None
+    cases = [(k.forward, launch.forward_args(torch.zeros(5, 4), S, A, B, hv)),
+             (k.back_a, launch.back_args(torch.zeros(5, 3), A, B, S, H, hv, 4, 1)),
+             (k.back_b, launch.back_args(torch.zeros(4, 3), B, A, S, H, hv, 1, 4)),
+             (k.dfinish, launch.dfinish_args(H, None, S, torch.zeros(5, 4), hv))]
+    for v, args in cases:
+        values = marshal(v.entry, v.template.params, args).values
+        assert len(values) == len(v.template.params)

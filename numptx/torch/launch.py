@@ -14,7 +14,7 @@ import torch as _torch
 from .cuda import BLOCK, kernels
 from .formulas import Formulas
 
-__all__ = ["forward", "backward"]
+__all__ = ["forward", "backward", "forward_args", "back_args", "dfinish_args"]
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -50,6 +50,26 @@ def _ptr(t: _torch.Tensor | None) -> int:
     return 0 if t is None else t.data_ptr()
 
 
+def forward_args(out: _torch.Tensor, S: _torch.Tensor | None, A: _torch.Tensor,
+                 B: _torch.Tensor, hv: _torch.Tensor | None) -> tuple:
+    """``pairwise_fwd``'s arguments: device pointers (ints) and sizes."""
+    return (out.data_ptr(), _ptr(S), A.data_ptr(), B.data_ptr(), _ptr(hv), A.shape[0],
+            B.shape[0], A.shape[1])
+
+
+def back_args(dX: _torch.Tensor, X: _torch.Tensor, Y: _torch.Tensor, S: _torch.Tensor,
+              H: _torch.Tensor, hv: _torch.Tensor | None, s_mine: int, s_other: int) -> tuple:
+    """``pairwise_bwd``'s arguments (``X``: the rows of ``dX``; ``Y``: the other operand)."""
+    return (dX.data_ptr(), X.data_ptr(), Y.data_ptr(), S.data_ptr(), H.data_ptr(), _ptr(hv),
+            X.shape[0], Y.shape[0], X.shape[1], s_mine, s_other, S.shape[1] * S.shape[2])
+
+
+def dfinish_args(H: _torch.Tensor, DH: _torch.Tensor | None, S: _torch.Tensor,
+                 G: _torch.Tensor, hv: _torch.Tensor | None) -> tuple:
+    """``pairwise_dfinish``'s arguments."""
+    return (H.data_ptr(), _ptr(DH), S.data_ptr(), G.data_ptr(), _ptr(hv), G.numel())
+
+
 def forward(f: Formulas, A: _torch.Tensor, B: _torch.Tensor, hyper: Sequence[Any],
             keep: bool = True) -> tuple[_torch.Tensor | None, _torch.Tensor]:
     """``(S, out)`` on the device of ``A`` and ``B`` (contiguous, one float type); ``S`` (the
@@ -63,19 +83,17 @@ def forward(f: Formulas, A: _torch.Tensor, B: _torch.Tensor, hyper: Sequence[Any
         v = kernels(f, _arch(A.device)).forward
         with _gpu(A.device):
             v[(_cdiv(n, BLOCK[0]), _cdiv(m, BLOCK[1])), BLOCK, _stream(A.device)](
-                out.data_ptr(), _ptr(S), A.data_ptr(), B.data_ptr(), _ptr(hv), m, n, d)
+                *forward_args(out, S, A, B, hv))
     return S, out
 
 
 def _back(v: Any, dX: _torch.Tensor, X: _torch.Tensor, Y: _torch.Tensor, S: _torch.Tensor,
           H: _torch.Tensor, hv: _torch.Tensor | None, s_mine: int, s_other: int) -> None:
     rows, d = X.shape
-    others = Y.shape[0]
     if rows and d:
         with _gpu(X.device):
             v[(_cdiv(d, BLOCK[0]), _cdiv(rows, BLOCK[1])), BLOCK, _stream(X.device)](
-                dX.data_ptr(), X.data_ptr(), Y.data_ptr(), S.data_ptr(), H.data_ptr(), _ptr(hv),
-                rows, others, d, s_mine, s_other, S.shape[1] * S.shape[2])
+                *back_args(dX, X, Y, S, H, hv, s_mine, s_other))
 
 
 def backward(f: Formulas, A: _torch.Tensor, B: _torch.Tensor, S: _torch.Tensor,
@@ -97,7 +115,7 @@ def backward(f: Formulas, A: _torch.Tensor, B: _torch.Tensor, S: _torch.Tensor,
         if plane:
             with _gpu(A.device):
                 k.dfinish[_cdiv(plane, 256), 256, _stream(A.device)](
-                    H.data_ptr(), _ptr(DH), S.data_ptr(), G.data_ptr(), _ptr(hv), plane)
+                    *dfinish_args(H, DH, S, G, hv))
         for q, h in enumerate(f.finish_hyper):
             if h in want:
                 grads[h] = DH[q].sum()
