@@ -47,3 +47,16 @@ def test_a_python_number_is_taken_as_the_cpu_interpreter_takes_it(t):
             bits = np.asarray(cpu, dt).view({1: np.uint8, 2: np.uint16, 4: np.uint32,
                                              8: np.uint64}[dt.itemsize])
             assert int(bits) == int(gpu), (v, t, cpu, gpu)
+
+
+def test_columns_of_no_rows_are_named_as_such():
+    tp = sp.tapes([[sp.input("a")]], {"a": "f32"}, {"y": "f32"})
+    with pytest.raises(nx.InterpretError, match=r"input columns have no rows"):
+        plan_interpret(tp.words, tp.offsets, [np.zeros(0, np.float32)], ["f32"])
+    with pytest.raises(nx.InterpretError, match=r"n_rows= is needed when every input is a "
+                                                 r"scalar"):
+        plan_interpret(tp.words, tp.offsets, [np.float32(1)], ["f32"])
+    # through sp.interpret no rows is an empty result, as on the CPU
+    got = sp.interpret([[sp.input("a")]], {"a": np.zeros(0, np.float32)}, {"y": "f32"},
+                       device="cpu")["y"]
+    assert got.shape == (1, 0)

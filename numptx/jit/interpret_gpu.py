@@ -443,8 +443,12 @@ def _no_gpu() -> LaunchError:
 
 
 def _n_rows(inputs: Sequence[Any], n_rows: int | None) -> int:
-    lens = {np.ndim(a) and len(a) for a in inputs} - {0}
+    cols = {len(a) for a in inputs if np.ndim(a)}
+    lens = cols - {0}
     if n_rows is None:
+        if cols and not lens:
+            raise _fail("the input columns have no rows: the GPU kernel runs 1 row or more "
+                        "(sp.interpret returns empty results for none)", None)
         if not lens:
             raise _fail("n_rows= is needed when every input is a scalar", None)
         n_rows = min(lens)
