@@ -150,7 +150,7 @@ ZOO = {
     "morse": (_morse, sp.Rational(3, 2) * (1 - sp.exp(-A * (X - B))) ** 2, (0.5, 4), 1.3, 1.2, 21),
     "poly": (_poly, (((((X / 2 - sp.Rational(5, 4)) * X + A) * X + 2) * X - B) * X
                      + sp.Rational(3, 4)) * X + 3, (-2, 2), 0.3, 0.7, 12),
-    "rational": (_rational, (X * X + A * X + 1) / (X * X + B * X + 2), (-3, 3), 0.5, 1.5, 13),
+    "rational": (_rational, (X * X + A * X + 1) / (X * X + B * X + 2), (-3, 3), 0.5, 1.5, 11),
 }
 
 

@@ -137,6 +137,8 @@ def tadd(a: Any, b: Any, like: Proxy) -> Any:
         return scaled(ca, real(va, like) - real(vb, like))
     if ca == 0 or cb == 0:
         return real(a, like) + real(b, like)
+    if cb == -1 or ca == -1:           # c v_a - v_b: one fma, and no negation left for later
+        return real(a, like) - real(vb, like) if cb == -1 else real(b, like) - real(va, like)
     # c (v_a + r v_b), one fma where r is exact; a factor 1 kept rather than another
     for c, v, r, w in sorted(((ca, va, cb / ca, vb), (cb, vb, ca / cb, va)),
                              key=lambda k: abs(k[0]) != 1):
