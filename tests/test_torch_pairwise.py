@@ -11,7 +11,7 @@ import runpy
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch", reason="numptx.torch needs PyTorch (pip install numptx[torch])")
+torch = pytest.importorskip("torch", reason="numptx.torch needs PyTorch: pip install numptx[torch]")
 
 import numptx as nx                                                   # noqa: E402
 from numptx.torch import Pairwise, PairwiseError, pairwise, zoo       # noqa: E402

@@ -44,19 +44,30 @@ def _hyper(names: tuple[str, ...], ptx: str) -> tuple[list[str], list[str]]:
 
 def source(kind: str, t: str, n_acc: int, hyper: tuple[str, ...], *, reduce: str = "sum",
            side: str = "a", accs: tuple[str, ...] = ("acc",), n_dh: int = 0) -> str:
-    """The CUDA C++ of one template: ``kind`` is "fwd", "bwd" or "dfinish"."""
+    """The CUDA C++ of one template: ``kind`` is "fwd", "bwd" or "dfinish"; ``t`` the element
+    type, ``n_acc`` the number of terms, ``hyper`` the hyperparameter names; ``side`` (which
+    operand's gradient) and ``accs`` (its accumulators) for "bwd", ``n_dh`` (the finishing
+    formula's hyperparameters) for "dfinish"."""
     ctype, ptx = _C[t]
+    inf = "__int_as_float(0x7f800000)" if t == "f32" else \
+        "__longlong_as_double(0x7ff0000000000000LL)"
+    head = f"#define INFINITY {inf}\ntypedef {ctype} T;\n"
     loads, hy = _hyper(hyper, ptx)
-    C = range(n_acc)
-    head = f"#define INFINITY __int_as_float(0x7f800000)\ntypedef {ctype} T;\n"
-    if t == "f64":
-        head = f"#define INFINITY __longlong_as_double(0x7ff0000000000000LL)\ntypedef {ctype} T;\n"
     if kind == "fwd":
-        step = ", ".join([f"PTX_IN({ptx}, a)", f"PTX_IN({ptx}, b)", *hy,
-                          *[f"PTX_MOD({ptx}, acc{c})" for c in C]])
-        fin = ", ".join([*[f"PTX_IN({ptx}, s{c}, acc{c})" for c in C], *hy,
-                         f"PTX_OUT({ptx}, out, o)"])
-        return head + f'''
+        return head + _fwd(ptx, range(n_acc), loads, hy, reduce)
+    if kind == "bwd":
+        return head + _bwd(ptx, range(n_acc), loads, hy, side, accs)
+    if kind == "dfinish":
+        return head + _dfinish(ptx, range(n_acc), loads, hy, n_dh)
+    raise ValueError(f"source: kind {kind!r} is not 'fwd', 'bwd' or 'dfinish'")
+
+
+def _fwd(ptx: str, C: range, loads: list[str], hy: list[str], reduce: str) -> str:
+    step = ", ".join([f"PTX_IN({ptx}, a)", f"PTX_IN({ptx}, b)", *hy,
+                      *[f"PTX_MOD({ptx}, acc{c})" for c in C]])
+    fin = ", ".join([*[f"PTX_IN({ptx}, s{c}, acc{c})" for c in C], *hy,
+                     f"PTX_OUT({ptx}, out, o)"])
+    return f'''
 extern "C" __global__ void pairwise_fwd(T* out, T* S, const T* A, const T* B, const T* hyper,
                                         int m, int n, int d) {{
     const int j = blockIdx.x * blockDim.x + threadIdx.x, i = blockIdx.y * blockDim.y + threadIdx.y;
@@ -77,13 +88,16 @@ extern "C" __global__ void pairwise_fwd(T* out, T* S, const T* A, const T* B, co
         out[at] = o;
     }}
 }}'''
-    if kind == "bwd":
-        ab = ["x", "y"] if side == "a" else ["y", "x"]
-        back = ", ".join([f"PTX_IN({ptx}, a, {ab[0]})", f"PTX_IN({ptx}, b, {ab[1]})",
-                          *[f"PTX_IN({ptx}, s{c}, S[{c} * plane + at])" for c in C],
-                          *[f"PTX_IN({ptx}, h{c}, H[{c} * plane + at])" for c in C], *hy,
-                          *[f"PTX_MOD({ptx}, {acc})" for acc in accs]])
-        return head + f'''
+
+
+def _bwd(ptx: str, C: range, loads: list[str], hy: list[str], side: str,
+         accs: tuple[str, ...]) -> str:
+    ab = ["x", "y"] if side == "a" else ["y", "x"]
+    back = ", ".join([f"PTX_IN({ptx}, a, {ab[0]})", f"PTX_IN({ptx}, b, {ab[1]})",
+                      *[f"PTX_IN({ptx}, s{c}, S[{c} * plane + at])" for c in C],
+                      *[f"PTX_IN({ptx}, h{c}, H[{c} * plane + at])" for c in C], *hy,
+                      *[f"PTX_MOD({ptx}, {acc})" for acc in accs]])
+    return f'''
 extern "C" __global__ void pairwise_bwd(T* dX, const T* X, const T* Y, const T* S, const T* H,
                                         const T* hyper, int rows, int others, int d,
                                         long long s_mine, long long s_other, long long plane) {{
@@ -100,12 +114,14 @@ extern "C" __global__ void pairwise_bwd(T* dX, const T* X, const T* Y, const T* 
     const size_t out_plane = (size_t)rows * d;
     {" ".join(f"dX[{q} * out_plane + (size_t)r * d + k] = {acc};" for q, acc in enumerate(accs))}
 }}'''
-    if kind == "dfinish":
-        outs = [f"h{c}" for c in C] + [f"dh{q}" for q in range(n_dh)]
-        site = ", ".join([*[f"PTX_IN({ptx}, s{c}, S[{c} * plane + at])" for c in C],
-                          f"PTX_IN({ptx}, g, G[at])", *hy,
-                          *[f"PTX_OUT({ptx}, {o})" for o in outs]])
-        return head + f'''
+
+
+def _dfinish(ptx: str, C: range, loads: list[str], hy: list[str], n_dh: int) -> str:
+    outs = [f"h{c}" for c in C] + [f"dh{q}" for q in range(n_dh)]
+    site = ", ".join([*[f"PTX_IN({ptx}, s{c}, S[{c} * plane + at])" for c in C],
+                      f"PTX_IN({ptx}, g, G[at])", *hy,
+                      *[f"PTX_OUT({ptx}, {o})" for o in outs]])
+    return f'''
 extern "C" __global__ void pairwise_dfinish(T* H, T* DH, const T* S, const T* G, const T* hyper,
                                             long long plane) {{
     const size_t at = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -116,7 +132,6 @@ extern "C" __global__ void pairwise_dfinish(T* H, T* DH, const T* S, const T* G,
     {" ".join(f"H[{c} * plane + at] = h{c};" for c in C)}
     {" ".join(f"DH[{q} * plane + at] = dh{q};" for q in range(n_dh))}
 }}'''
-    raise ValueError(kind)
 
 
 @functools.lru_cache(maxsize=64)
