@@ -60,3 +60,21 @@ def test_columns_of_no_rows_are_named_as_such():
     got = sp.interpret([[sp.input("a")]], {"a": np.zeros(0, np.float32)}, {"y": "f32"},
                        device="cpu")["y"]
     assert got.shape == (1, 0)
+
+
+def test_a_row_past_the_arch_is_refused_for_the_arch():
+    # add.rn.bf16 needs sm_90: on sm_80 it was refused as "not in the kernel's rows (rows=)"
+    # though no rows= was given
+    from numptx.instructions import TABLE
+    from numptx.jit.interpret_gpu import prepare_tapes
+    row = TABLE[TABLE.index("add.rn.bf16")]
+    assert row.min_sm == 90
+    tp = sp.tapes([[sp.input("a"), sp.input("b"), sp.instr("add.rn.bf16")]],
+                  {"a": "bf16", "b": "bf16"}, {"y": "bf16"})
+    with pytest.raises(nx.InterpretError, match=r"add\.rn\.bf16\) does not run on the GPU "
+                                                 r"interpreter: it needs sm_90 \(the kernel "
+                                                 r"is built for sm_80\)") as e:
+        prepare_tapes(tp.words, tp.offsets, 2, ["bf16"], arch="sm_80")
+    assert e.value.program == 0
+    assert prepare_tapes(tp.words, tp.offsets, 2, ["bf16"], arch="sm_90").subset.rows == (
+        TABLE.index("add.rn.bf16"),)

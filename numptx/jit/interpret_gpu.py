@@ -191,7 +191,7 @@ def _where(prog: np.ndarray, k: np.ndarray, i: int) -> tuple[int, str]:
     return int(prog[i]), f"program {int(prog[i])}, record {int(k[i])}"
 
 
-def _check_records(recs, prog, k, n_slots, facts, allowed, n_inputs):
+def _check_records(recs, prog, k, n_slots, facts, allowed, n_inputs, arch_number):
     """Kinds, rows, counts and types; returns (kind, row, width, type) per record."""
     runs, n_ops, n_res, op_t, res_t = facts
     kind, typ = recs[:, 0] & 0xFF, (recs[:, 0] >> 8) & 0xFF
@@ -216,7 +216,7 @@ def _check_records(recs, prog, k, n_slots, facts, allowed, n_inputs):
     if i is not None:
         p, at = _where(prog, k, i)
         name, ri = TABLE[int(r[i])].name, int(r[i])
-        why = (supported(ri) or "it is not in the kernel's rows (rows=)")
+        why = (supported(ri, arch_number) or "it is not in the kernel's rows (rows=)")
         raise _fail(f"{at}: row {ri} ({name}) does not run on the GPU interpreter: {why}", p,
                     name)
     i = _first(instr & ((nops != n_ops[r]) | (nres != n_res[r]) | (typ != res_t[r, 0])))
@@ -354,7 +354,8 @@ def prepare_tapes(tape_words: Any, tape_offsets: Any, n_inputs: int, outputs: Se
         allowed[:] = False
         allowed[list(fixed)] = True
     recs, prog, k = _records(w, o, n_rec, n_out)
-    kind, r, width, typ = _check_records(recs, prog, k, n_slots, facts, allowed, n_inputs)
+    kind, r, width, typ = _check_records(recs, prog, k, n_slots, facts, allowed, n_inputs,
+                                         number)
     slot_t, base = _check_slots(recs, prog, k, n_slots, kind, r, width, typ, facts)
     in_types = _input_types(recs, prog, k, kind, typ, n_inputs)
     outs = _check_outputs(w, o, n_slots, outputs, slot_t, base)
