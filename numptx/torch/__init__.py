@@ -26,7 +26,11 @@ import numbers
 from typing import Any, Callable
 
 import numpy as np
-import torch as _torch
+
+try:
+    import torch as _torch
+except ImportError as _e:                       # the optional extra is missing
+    raise ImportError(f"numptx.torch needs PyTorch: pip install \"numptx[torch]\" ({_e})") from _e
 
 from . import cpu as _cpu
 from . import zoo
