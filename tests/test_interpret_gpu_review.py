@@ -78,3 +78,14 @@ def test_a_row_past_the_arch_is_refused_for_the_arch():
     assert e.value.program == 0
     assert prepare_tapes(tp.words, tp.offsets, 2, ["bf16"], arch="sm_90").subset.rows == (
         TABLE.index("add.rn.bf16"),)
+
+
+def test_rows_past_the_arch_are_refused_before_the_build():
+    # rows= naming an sm_90 row passed the checks on sm_80, and the kernel's build failed
+    # in ptxas (a LinkError about the generated PTX)
+    tp = sp.tapes([[sp.input("a"), sp.input("a"), sp.instr("add.rn.f32")]], {"a": "f32"},
+                  {"y": "f32"})
+    with pytest.raises(nx.InterpretError, match=r"rows=: row 'add\.rn\.bf16' does not run on "
+                                                 r"the GPU interpreter: it needs sm_90"):
+        plan_interpret(tp.words, tp.offsets, [np.ones(4, np.float32)], ["f32"],
+                       rows=["add.rn.f32", "add.rn.bf16"], arch="sm_80")

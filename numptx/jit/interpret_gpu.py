@@ -350,7 +350,7 @@ def prepare_tapes(tape_words: Any, tape_offsets: Any, n_inputs: int, outputs: Se
     allowed = np.ones(len(TABLE), bool)
     fixed = None
     if rows is not None:
-        fixed = tuple(dict.fromkeys(_row_index(x) for x in rows))
+        fixed = tuple(dict.fromkeys(_row_index(x, number) for x in rows))
         allowed[:] = False
         allowed[list(fixed)] = True
     recs, prog, k = _records(w, o, n_rec, n_out)
@@ -372,7 +372,7 @@ def prepare_tapes(tape_words: Any, tape_offsets: Any, n_inputs: int, outputs: Se
     return DeviceTapes(words, offsets, len(o), subset, in_types, outputs)
 
 
-def _row_index(x: int | str) -> int:
+def _row_index(x: int | str, arch_number: int) -> int:
     if isinstance(x, str):
         try:
             i = TABLE.index(x)
@@ -380,7 +380,7 @@ def _row_index(x: int | str) -> int:
             raise _fail(f"rows=: {e}", None) from None
     else:
         i = operator.index(x)
-    why = supported(i) if 0 <= i < len(TABLE) else f"no table row {i}"
+    why = supported(i, arch_number) if 0 <= i < len(TABLE) else f"no table row {i}"
     if why:
         raise _fail(f"rows=: row {x!r} does not run on the GPU interpreter: {why}", None)
     return i
