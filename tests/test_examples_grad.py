@@ -5,6 +5,7 @@ example lean on (``x ** n`` by repeated squaring for -4 <= n <= 6, within pow's 
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -103,6 +104,28 @@ def test_constant_integer_powers_multiply_within_4_ulp(n):
     got = nx.emulate(f.stub(), {"x": x}, outputs={"out": "f32"})["out"]
     err = _ulp_errors(got, x.astype(np.float64) ** n)
     assert err.max() <= 4.0, (n, float(err.max()))
+
+
+@pytest.mark.parametrize("n", [-4, 5, 6])
+def test_constant_integer_powers_f64_within_4_ulp(n):
+    """The same in f64 (the bound is the same number of ulps in every precision), against the
+    exact power of each sample (fractions), 3000 random mantissas."""
+    from fractions import Fraction
+
+    @nx.ptx_expr
+    def f(x: nx.f64) -> nx.f64:
+        return x ** n
+    assert len(_instructions(f)) == SQUARING[n]
+    x = 1 + np.random.default_rng(n + 10).random(3000)
+    got = nx.emulate(f.stub(), {"x": x}, outputs={"out": "f64"})["out"]
+    worst = 0.0
+    for xi, gi in zip(x.tolist(), got.tolist()):
+        exact = Fraction(xi) ** n
+        e = math.floor(math.log2(float(exact)))
+        e -= Fraction(2) ** e > exact              # float() rounded up to a power of two
+        ulp = Fraction(2) ** (e - 52)
+        worst = max(worst, float(abs(Fraction(gi) - exact) / ulp))
+    assert worst <= 4.0, (n, worst)
 
 
 @pytest.mark.parametrize("n", [7, -5, -6])
