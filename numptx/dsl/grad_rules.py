@@ -6,12 +6,15 @@ A rule is a :class:`Deriv`: the derivative as text (shown in docs/dsl.md's opera
 and its forward-mode form ``jvp(xs, y, ts) -> tangent``: ``xs`` the operands and ``y`` the
 result (traced values of the tracer underneath, so a rule is traced, lowered and shared like any
 formula), ``ts`` the operands' tangents. A tangent is ``None`` (zero: the operand does not depend
-on the variable), :data:`ONE` (exactly 1: the variable itself) or a traced value of the operand's
-type; the helpers below keep zeros and ones symbolic, so ``grad(f, wrt="x")`` of ``x * y`` is
-``y``, not ``1.0 * y + 0.0 * x``::
+on the variable), :data:`ONE` (exactly 1: the variable itself), a traced value of the operand's
+type, or a :class:`Scaled` one (a Python constant times ONE or a traced value); the helpers
+below keep zeros, ones and constant factors symbolic, so ``grad(f, wrt="x")`` of ``x * y`` is
+``y``, not ``1.0 * y + 0.0 * x``, and of ``3 * (x * x)`` is ``x * 6``, one multiplication by a
+constant where the derivative becomes a value (:func:`real`)::
 
-    from numptx.dsl.grad_rules import D, partials
+    from numptx.dsl.grad_rules import D, partials, scaled
     SIN = partials("cos(a)", lambda x, y: D.cos(x))      # the ``sin`` row's rule
+    RSQRT = partials("-0.5 y^3", lambda x, y: scaled(-0.5, y * y * y))
 
 Most rules are :func:`partials` (one partial derivative per operand, ``1``/``-1`` for the
 identity and its negation, ``None`` for "no dependence"); :func:`rule` takes a ``jvp`` as it is
