@@ -604,7 +604,7 @@ def losses_from_sums(sums: np.ndarray, y: np.ndarray, loss: str,
     var_t = float(np.asarray(y, np.float64).var())
     bad = set(bad)
     out = np.full(len(sums), math.inf)
-    for k, (s0, s1, s2, nbad) in enumerate(np.asarray(sums, np.float64)):
+    for k, (s0, s1, s2, nbad) in enumerate(np.asarray(sums, np.float64).tolist()):
         if k in bad or nbad > 0:
             continue
         if loss in ("mse", "mae"):
