@@ -151,10 +151,10 @@ def tadd(a: Any, b: Any, like: Proxy) -> Any:
 
 
 def _exact(r: float) -> bool:
-    """Whether ``r`` has at most 8 significant bits (exact in bf16 and every float type), so
-    that scaling by it adds no rounding of its own."""
+    """Whether ``r`` has at most 8 significant bits and a normal f16 exponent (exact in every
+    float type), so that scaling by it adds no rounding of its own."""
     m, e = math.frexp(r)
-    return -100 < e < 100 and (m * 256).is_integer()
+    return -13 < e < 16 and (m * 256).is_integer()
 
 
 def tneg(t: Any, like: Proxy) -> Any:
