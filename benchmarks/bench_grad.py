@@ -9,13 +9,15 @@ The table gives the SASS instruction counts of both kernels (``sass_instructions
 closing self-branch; needs nvdisasm, numptx[tools]) and their ratio, and the same for the value
 alone (the formula against its C++ expression), so the derivative's own cost shows.
 
-With a GPU and ``numptx.torch`` present (``--gpu``), it also times ``numptx.torch.pairwise``
-forward and backward against ``torch.cdist`` (p = 1, 2) and against the same zoo formula
-written in torch ops; without either it says so and skips that part.
+With a GPU, torch and ``numptx.torch`` present (``--gpu``), it also times
+``numptx.torch.pairwise`` forward, and forward + backward, against ``torch.cdist`` (L1, L2) and
+against every other zoo formula written in torch ops (:func:`torch_ops`); without any of them
+it says so and skips that part (targets: >= 1x cdist, >= 3x torch ops, on an H200).
 
     python benchmarks/bench_grad.py                 # the SASS table (CPU only)
     python benchmarks/bench_grad.py --only lj,morse # some rows
     python benchmarks/bench_grad.py --gpu           # and pairwise timings on a GPU
+    python benchmarks/bench_grad.py --pairwise-cpu  # the pairwise table on a CPU, small (smoke)
 """
 from __future__ import annotations
 
