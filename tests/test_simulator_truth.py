@@ -517,10 +517,10 @@ def test_the_simulator_check_assembles_a_constant_sweep_once(monkeypatch):
     from numptx.jit.numba_site import SiteSpec
     calls = []
     real = L.ptx_to_cubin
+    L._ptx_isa_version("sm_90")         # its probe (an assembly of its own) before the count
     monkeypatch.setattr(L, "ptx_to_cubin", lambda ptx, arch, **kw: (calls.append(1),
                                                                      real(ptx, arch, **kw))[1])
     spec = SiteSpec("sweep", (("in", "f32", "x"), ("out", "f32", "z")))
-    L._ptx_isa_version("sm_90")
     for bits in ("3F800000", "40000000", "3E99999A"):
         L.check_stub(spec, f"mul.rn.f32 %v_z, %v_x, 0f{bits};", "sm_90")
     assert len(calls) == 1
