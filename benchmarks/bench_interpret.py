@@ -12,6 +12,10 @@ path, side by side in one run.
   scored end to end by ``nx.fitness``: ``evaluate="interpret"`` against ``"compile"`` (on a
   CPU the compiled path is the stub emulator; on a GPU, packs assembled by ptxas). The compiled
   path runs on a sample (``--sample``) and is reported per candidate.
+* ``--evaluator``: the search's own scoring (``numptx.search.evaluate.Evaluator.score``) of
+  1,000 random programs of the search's breeder (``add sub mul div sin cos exp log``, one
+  input), interpret against compile, wall time, best of 3 (the compiled path once, on fewer
+  programs at large data).
 * ``--exact N``: N random programs per dtype (f32, f64; meta ops, stores, routines, special
   values) interpreted and emulated on 64 rows; every row must match bit for bit (any NaN
   matches any NaN).
@@ -19,6 +23,7 @@ path, side by side in one run.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from pathlib import Path
@@ -124,6 +129,33 @@ def exact(args) -> None:
               f"table: {bad} mismatching outputs")
 
 
+def evaluator(args) -> None:
+    from numptx.search.breed import Breeder
+    from numptx.search.evaluate import Evaluator
+    genes = Genes(["add", "sub", "mul", "div", "sin", "cos", "exp", "log"], 1)
+    rng = np.random.default_rng(0)
+    breeder = Breeder(genes, crossover=0.5, mutation=0.9, max_length=64)
+    progs = list(breeder.random_programs(rng, 1000, (2, 12)))
+    print(f"Evaluator.score: {len(progs)} programs, mean length "
+          f"{np.mean([len(p) for p in progs]):.1f} ops")
+    for n in args.rows:
+        X = rng.uniform(-1, 1, (n, 1)).astype(np.float32)
+        y = (X[:, 0] ** 3 + X[:, 0] ** 2 + X[:, 0]).astype(np.float32)
+        rates = {}
+        for mode in ("interpret", "compile"):
+            ev = Evaluator(X, y, device="cpu", evaluate=mode)
+            k = len(progs) if mode == "interpret" or n <= 20 else max(20, 300_000 // n)
+            ev.score(progs[:20])                       # warm: templates, tables
+            best = math.inf
+            for _ in range(3 if mode == "interpret" else 1):
+                t0 = time.perf_counter()
+                ev.score(progs[:k])
+                best = min(best, time.perf_counter() - t0)
+            rates[mode] = k / best
+        print(f"  rows {n:>9}: interpret {rates['interpret']:>9.0f} cand/s, compile "
+              f"{rates['compile']:>7.0f} cand/s, ratio {rates['interpret'] / rates['compile']:.0f}")
+
+
 def gpu(args) -> None:
     if not nx.jit.fitness.gpu_available():
         print("--gpu: no CUDA GPU here; the CPU figures above are the proxy")
@@ -150,9 +182,14 @@ def main() -> None:
                     help="programs the compiled (emulated) path scores")
     ap.add_argument("--exact", type=int, default=0)
     ap.add_argument("--gpu", action="store_true")
+    ap.add_argument("--evaluator", action="store_true",
+                    help="the search's Evaluator.score, interpret against compile")
     args = ap.parse_args()
     if args.exact:
         exact(args)
+        return
+    if args.evaluator:
+        evaluator(args)
         return
     throughput(args)
     if args.gpu:

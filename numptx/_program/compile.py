@@ -542,7 +542,13 @@ def batch_words(programs: list, io: _IO, routines, dialect: int | None,
         lens = [len(p) for p in programs]
     else:
         parts: list[bytes] = []             # bytes joined once: one array for the batch
-        for i, p in enumerate(programs):
+        name_raw = io.name_words
+        if all(p.__class__ is list for p in programs):      # op lists: the search's batches
+            try:
+                parts = [b"".join([op.raw or name_raw[op.name] for op in p]) for p in programs]
+            except (KeyError, AttributeError, TypeError):   # the loop below says which
+                parts = []
+        for i, p in enumerate(programs if not parts else ()):
             if isinstance(p, np.ndarray):
                 if p.dtype.kind not in "iu" or p.ndim != 1:
                     raise ProgramError(f"{what}: program {i}: encoded programs are 1-D "
@@ -553,7 +559,10 @@ def batch_words(programs: list, io: _IO, routines, dialect: int | None,
                         numptx_enc.append(i)
                 parts.append(np.asarray(p, dtype=np.uint64).tobytes())
             else:
-                w = _encode_fast(p, io.name_words)
+                try:                        # _encode_fast, inlined: the batch's hot loop
+                    w = b"".join([op.raw or name_raw[op.name] for op in p])
+                except (KeyError, AttributeError, TypeError):
+                    w = None
                 if w is None:
                     if not isinstance(p, (list, tuple)) and isinstance(p, Iterable) and \
                             not isinstance(p, (str, bytes, Mapping)):

@@ -222,7 +222,16 @@ def executor() -> ThreadPoolExecutor:
 # ---- what a batch holds -------------------------------------------------------------------------
 def records(tp: Tapes) -> tuple[np.ndarray, np.ndarray]:
     """(program, start): for every record of every tape, its program and the index of its
-    first word in ``tp.words`` (records in order)."""
+    first word in ``tp.words`` (records in order). Found once per ``Tapes`` (kept on it: a
+    batch is checked for refused rows and for inputs it reads from the same index)."""
+    hit = tp.__dict__.get("_records")
+    if hit is None:
+        hit = _records(tp)
+        tp.__dict__["_records"] = hit          # (frozen fields: a cache beside them)
+    return hit
+
+
+def _records(tp: Tapes) -> tuple[np.ndarray, np.ndarray]:
     heads = tp.offsets[:-1].astype(np.int64)
     nrec = tp.words[heads + 1].astype(np.int64)
     starts = heads + 4 + tp.words[heads + 2].astype(np.int64)
