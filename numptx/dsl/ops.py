@@ -181,8 +181,12 @@ def _jvp_pow(xs, y, ts):
     if tx is not None:                 # b x^(b-1): exact at x = 0 (b y / x would be 0 / 0)
         n = constant(b)                # a constant integer: by multiplications
         n = int(n) if n is not None and float(n).is_integer() and abs(n) <= 65 else None
-        out = tmul(tmul(tx, int_power(x, n - 1), y), n, y) if n is not None else \
-            tmul(tx, b * x ** (b - 1), y)
+        if n == 0:                     # x**0 is 1 everywhere (0, inf, NaN too): flat
+            out = None
+        elif n is not None:
+            out = tmul(tmul(tx, int_power(x, n - 1), y), n, y)
+        else:                          # b = 0 as above (0 * 0^-1 would be NaN), as JAX
+            out = tmul(tx, D.where(b == 0, lit(0.0, x), b * x ** (b - 1)), y)
     if tb is not None:                 # y log x; at x = 0 log(1) (0^b is flat in b there)
         safe = D.where(x == 0, lit(1.0, x), x)
         out = tadd(out, tmul(tb, y * D.log(safe), y), y)

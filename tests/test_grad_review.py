@@ -1,0 +1,72 @@
+"""Review of issue 27's derivatives (``nx.grad``) and of ``x ** n`` by multiplications: awkward
+points (0, the ends of the float range), constant exponents, the reference against the stub."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import numptx as nx
+
+
+def _emulated(expr, **inputs):
+    return nx.emulate(expr.stub(), inputs, ["out"])["out"]
+
+
+@pytest.mark.parametrize("mode", ["cuda", "accurate"])
+def test_derivative_of_x_to_the_zero_is_zero_everywhere(mode):
+    # x ** 0 is 1 for every x (NumPy: 0**0 = inf**0 = nan**0 = 1), so its derivative is 0;
+    # 0 * x^-1 gave NaN at x = 0 (both the stub and the reference), a runtime exponent 0 too
+    @nx.ptx_expr(precision=mode)
+    def c(x: nx.f32):
+        return x ** 0
+
+    @nx.ptx_expr(precision=mode)
+    def r(x: nx.f32, b: nx.f32):
+        return x ** b
+    x = np.float32([0.0, -0.0, 1.5, -2.0, np.inf])
+    zero = np.float32(0.0)
+    dc, dr = nx.grad(c, wrt="x"), nx.grad(r, wrt="x")
+    for got in (np.broadcast_to(dc(x), x.shape), _emulated(dc, x=x), dr(x, zero),
+                _emulated(dr, x=x, b=np.zeros_like(x))):
+        assert np.array_equal(got, np.zeros_like(x)), got
+    # the rule is unchanged elsewhere: b x^(b-1), and a runtime b = 1 at 0 is 1
+    np.testing.assert_allclose(dr(np.float32([0.0, 2.0]), np.float32(1.0)), [1.0, 1.0])
+    np.testing.assert_allclose(dr(np.float32(2.0), np.float32(3.0)), 12.0, rtol=1e-6)
+
+
+@pytest.mark.xfail(strict=True, reason="lower_pow computes x**-n as 1 / x**n: x**n overflows "
+                   "to inf (1/inf = 0) where NumPy's x**-n is a subnormal; the fix costs "
+                   "instructions (a guarded (1/x)**n, which alone passes 4 ulp at n = -4)")
+@pytest.mark.parametrize("t", ["f32", "f64"])
+def test_negative_constant_powers_do_not_underflow_early(t):
+    dt = np.float32 if t == "f32" else np.float64
+    for n, x in ((-2, 1.9e19 if t == "f32" else 5.4e154), (-3, 7.1e12 if t == "f32" else 9e102),
+                 (-4, 4.4e9 if t == "f32" else 4.7e77)):
+        ns = {"nx": nx}
+        exec(f"def f(x: nx.{t}):\n    return x ** {n}\n", ns)  # noqa: S102 - the test's own
+        f = nx.ptx_expr(ns["f"], precision="accurate")
+        xs = np.array([x], dt)
+        want = np.power(xs, dt(n))
+        assert want[0] != 0                                    # a subnormal in NumPy
+        got = _emulated(f, x=xs)
+        np.testing.assert_allclose(got, want, rtol=1e-3, err_msg=f"{t} x**{n} at {x}")
+
+
+@pytest.mark.xfail(strict=True, reason="d(x**n)/dx for a constant n outside -4..6 is n x^(n-1) "
+                   "by repeated squaring (grad_rules.int_power): the error grows with n (7.2 ulp "
+                   "at n = 12, 48 ulp at n = 64 in f32) past pow's documented 4 ulp; the value "
+                   "itself uses mathlib pow there")
+def test_constant_power_derivatives_stay_within_the_documented_4_ulp():
+    rng = np.random.default_rng(27)
+    x = rng.uniform(1.0, 2.0, 20000).astype(np.float32)
+    exact = x.astype(np.longdouble)
+    worst = {}
+    for n in (7, 8, 12, -5, -6):
+        ns = {"nx": nx}
+        exec(f"def f(x: nx.f32):\n    return x ** {n}\n", ns)   # noqa: S102 - the test's own
+        g = nx.grad(nx.ptx_expr(ns["f"], precision="accurate"), wrt="x")
+        got = _emulated(g, x=x).astype(np.longdouble)
+        want = n * exact ** (n - 1)
+        ulp = np.spacing(np.abs(want.astype(np.float32))).astype(np.longdouble)
+        worst[n] = float(np.max(np.abs(got - want) / ulp))
+    assert all(e <= 4 for e in worst.values()), worst
