@@ -158,6 +158,7 @@ class _PairwiseFn(_torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, f: Formulas, A: _torch.Tensor, B: _torch.Tensor,
                 *hyper: Any) -> _torch.Tensor:
+        A_in, B_in = A, B
         A, B = A.detach().contiguous(), B.detach().contiguous()
         if A.is_cuda:
             from . import launch
@@ -168,13 +169,27 @@ class _PairwiseFn(_torch.autograd.Function):
             S, out = _torch.from_numpy(S_np), _torch.from_numpy(out_np)
         ctx.f = f
         ctx.hyper = hyper
-        ctx.save_for_backward(A, B, S)
+        ctx.save_for_backward(A, B, S, A_in, B_in)
         return out
 
     @staticmethod
-    @_torch.autograd.function.once_differentiable
     def backward(ctx: Any, G: _torch.Tensor) -> tuple:
-        A, B, S = ctx.saved_tensors
+        """First derivatives only: under ``create_graph=True`` the gradients carry a node that
+        raises if they are differentiated again (:class:`_FirstOnly`), rather than arriving
+        as constants whose own derivatives would silently count as 0."""
+        A, B, S, A_in, B_in = ctx.saved_tensors
+        with _torch.no_grad():
+            grads = _PairwiseFn._gradients(ctx, A, B, S, G)
+        if _torch.is_grad_enabled():
+            deps = [t for t in (A_in, B_in, G, *ctx.hyper)
+                    if isinstance(t, _torch.Tensor) and t.requires_grad]
+            if deps:
+                grads = tuple(g if g is None else _FirstOnly.apply(g, *deps) for g in grads)
+        return grads
+
+    @staticmethod
+    def _gradients(ctx: Any, A: _torch.Tensor, B: _torch.Tensor, S: _torch.Tensor,
+                   G: _torch.Tensor) -> tuple:
         f = ctx.f
         need = ctx.needs_input_grad
         want = tuple(h for h, n in zip(f.hyper, need[3:]) if n)
@@ -193,3 +208,20 @@ class _PairwiseFn(_torch.autograd.Function):
             g = dh.get(h)
             hyper_grads.append(None if g is None else g.reshape(v.shape).to(v.dtype))
         return (None, dA if need[1] else None, dB if need[2] else None, *hyper_grads)
+
+
+class _FirstOnly(_torch.autograd.Function):
+    """``pairwise``'s gradient ``g`` as it is, tied to what it depends on (``deps``) so that
+    differentiating it again raises instead of counting its derivative as 0."""
+
+    @staticmethod
+    def forward(ctx: Any, g: _torch.Tensor, *deps: _torch.Tensor) -> _torch.Tensor:
+        return g.clone()
+
+    @staticmethod
+    def backward(ctx: Any, *grads: Any) -> tuple:
+        raise PairwiseError("pairwise: first derivatives only (once_differentiable): its "
+                            "gradients cannot be differentiated again (create_graph=True, then "
+                            "a backward through them); write that term in torch ops, or "
+                            "detach() the gradient if its derivative is not wanted",
+                            argument="formula")

@@ -26,8 +26,14 @@ def _outs(ret: Any, shape: tuple) -> list[np.ndarray]:
     return [np.broadcast_to(np.asarray(v), shape) for v in vals]
 
 
-def _rows(m: int, n: int, d: int) -> int:
-    return max(1, BLOCK_ELEMENTS // max(1, n * d))
+def _blocks(m: int, n: int, d: int):
+    """``(rows of A, rows of B)`` slices covering ``m x n``, each block of at most
+    :data:`BLOCK_ELEMENTS` ``(i, j, k)`` elements (one pair of rows where ``d`` alone is more)."""
+    nj = max(1, min(n, BLOCK_ELEMENTS // max(1, d)))
+    ni = max(1, BLOCK_ELEMENTS // max(1, nj * d))
+    for i0 in range(0, m if d else 0, ni):
+        for j0 in range(0, n, nj):
+            yield slice(i0, i0 + ni), slice(j0, j0 + nj)
 
 
 def forward(f: Formulas, A: np.ndarray, B: np.ndarray,
@@ -42,12 +48,11 @@ def forward(f: Formulas, A: np.ndarray, B: np.ndarray,
     S = np.empty((f.n_acc, m, n), dt)
     if d == 0:
         S[...] = {"sum": 0.0, "max": -np.inf, "min": np.inf}[f.spec.reduce]
-    step = _rows(m, n, d)
-    for i0 in range(0, m if d else 0, step):
-        a = A[i0:i0 + step, None, :]
-        terms = _outs(f.elem(a, B[None, :, :], *eh), (a.shape[0], n, d))
+    for si, sj in _blocks(m, n, d):
+        a, b = A[si, None, :], B[None, sj, :]
+        terms = _outs(f.elem(a, b, *eh), (a.shape[0], b.shape[1], d))
         for c, t in enumerate(terms):
-            S[c, i0:i0 + step] = reduce(t, axis=2)
+            S[c, si, sj] = reduce(t, axis=2)
     out = np.empty((m, n), dt)
     out[...] = _outs(f.finish_or_identity(*S, *[hyper[h] for h in f.hyper]), (m, n))[0]
     return S, out
@@ -69,15 +74,13 @@ def backward(f: Formulas, A: np.ndarray, B: np.ndarray, S: np.ndarray, G: np.nda
     grads = {h: float(np.sum(dfin[h], dtype=np.float64)) if h in dfin else 0.0
              for h in want_hyper}
     elem_want = [h for h in f.elem_hyper if h in want_hyper]
-    step = _rows(m, n, d)
-    for i0 in range(0, m if d else 0, step):
-        sl = slice(i0, i0 + step)
-        a, b = A[sl, None, :], B[None, :, :]
-        shape = (a.shape[0], n, d)
-        ss = [s[sl, :, None] for s in S]
-        hs = [h[sl, :, None] for h in H]
-        dA[sl] = _outs(f.back_a(a, b, *ss, *hs, *hv, 0.0), shape)[0].sum(axis=1)
-        dB += _outs(f.back_b(a, b, *ss, *hs, *hv, 0.0), shape)[0].sum(axis=0)
+    for si, sj in _blocks(m, n, d):
+        a, b = A[si, None, :], B[None, sj, :]
+        shape = (a.shape[0], b.shape[1], d)
+        ss = [s[si, sj, None] for s in S]
+        hs = [h[si, sj, None] for h in H]
+        dA[si] += _outs(f.back_a(a, b, *ss, *hs, *hv, 0.0), shape)[0].sum(axis=1)
+        dB[sj] += _outs(f.back_b(a, b, *ss, *hs, *hv, 0.0), shape)[0].sum(axis=0)
         if elem_want:
             parts = _outs(f.dhyper(a, b, *ss, *hs, *hv, *[0.0] * len(f.elem_hyper)), shape)
             for h, p in zip(f.elem_hyper, parts):

@@ -7,7 +7,8 @@ over the features ``k``::
 
 Distances are not differentiable where ``x == y`` (``||x - y||_2``, ``||x - y||_p`` for
 ``p > 1``); there their gradient is taken as 0, as ``torch.cdist``'s is (the formulas select 0
-with ``nx.where`` at a zero sum, and ``nx.grad`` takes the selected branch's derivative).
+with ``nx.where`` at a zero sum, and ``nx.grad`` takes the selected branch's derivative); a NaN
+sum stays NaN, as in ``torch.cdist``.
 Hyperparameters (``sigma``, ``p``...) are run-time values: numbers, or tensors that get
 gradients.
 """
@@ -35,15 +36,15 @@ def _powdiff(a, b, p=2.0):
 
 
 def _root(s):
-    return nx.where(s > 0, nx.sqrt(s), 0.0)
+    return nx.where(s == 0, 0.0, nx.sqrt(s))
 
 
 def _proot(s, p=2.0):
-    return nx.where(s > 0, s ** (1.0 / p), 0.0)
+    return nx.where(s == 0, 0.0, s ** (1.0 / p))
 
 
 def _laplace(s, sigma=1.0):
-    return nx.exp(-nx.where(s > 0, nx.sqrt(s), 0.0) / sigma)
+    return nx.exp(-nx.where(s == 0, 0.0, nx.sqrt(s)) / sigma)
 
 
 def _laplace_l1(s, sigma=1.0):
@@ -55,7 +56,7 @@ def _gaussian(s, sigma=1.0):
 
 
 def _matern12(s, lengthscale=1.0, variance=1.0):
-    return variance * nx.exp(-nx.where(s > 0, nx.sqrt(s), 0.0) / lengthscale)
+    return variance * nx.exp(-nx.where(s == 0, 0.0, nx.sqrt(s)) / lengthscale)
 
 
 def _products(a, b):
