@@ -4,7 +4,7 @@ U(r) and its derivative dU/dr from one formula, derived by numptx (docs/dsl.md, 
 A small cluster runs velocity Verlet for a few hundred steps; the total energy must stay
 constant, and its curve over the steps goes to a PNG (matplotlib or Pillow; skipped without).
 
-    python examples/md_lennard_jones.py     # on a GPU; without one, in numba-cuda's simulator
+    python examples/md_lennard_jones.py [steps [out.png]]   # on a GPU; else numba-cuda's simulator
 
 numba-cuda picks its simulator when it is imported, from NUMBA_ENABLE_CUDASIM: without a GPU
 this script sets it before numba is imported, or, where numba was already imported without it
@@ -149,8 +149,8 @@ def main(steps: int = 300, out: str = "md_lennard_jones.png") -> dict:
     if not SIMULATOR and not cuda.is_available():
         # numba was imported before this script could choose the simulator: run it fresh
         env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
-        res = subprocess.run([sys.executable, os.path.abspath(__file__)], env=env,
-                             capture_output=True, text=True, timeout=300)
+        res = subprocess.run([sys.executable, os.path.abspath(__file__), str(steps), out],
+                             env=env, capture_output=True, text=True, timeout=300)
         print(res.stdout, end="")
         if res.returncode:
             raise SystemExit(res.stderr)
@@ -171,4 +171,5 @@ def main(steps: int = 300, out: str = "md_lennard_jones.png") -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    args = sys.argv[1:]              # [steps [out.png]]: main() passes its own to a fresh run
+    main(int(args[0]) if args else 300, args[1] if len(args) > 1 else "md_lennard_jones.png")

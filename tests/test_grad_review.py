@@ -70,3 +70,27 @@ def test_constant_power_derivatives_stay_within_the_documented_4_ulp():
         ulp = np.spacing(np.abs(want.astype(np.float32))).astype(np.longdouble)
         worst[n] = float(np.max(np.abs(got - want) / ulp))
     assert all(e <= 4 for e in worst.values()), worst
+
+
+def test_md_example_run_again_keeps_its_steps_and_picture_path(tmp_path, monkeypatch, capsys):
+    # where numba was imported without the simulator (a test session on a machine without a
+    # GPU), main() runs the script again in a fresh interpreter: that run ignored main's
+    # steps= and out= (300 steps, a PNG in the working directory)
+    import os
+    import runpy
+    numba_cuda = pytest.importorskip("numba.cuda")
+    if numba_cuda.is_available():
+        pytest.skip("a GPU: main() runs in this interpreter")
+    from numptx.jit.numba_site import SIMULATOR
+    if SIMULATOR:
+        pytest.skip("this session runs in numba-cuda's simulator already")
+    monkeypatch.chdir(tmp_path)
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples",
+                        "md_lennard_jones.py")
+    m = runpy.run_path(path, run_name="md")
+    out = tmp_path / "sub" / "e.png"
+    out.parent.mkdir()
+    m["main"](steps=3, out=str(out))
+    text = capsys.readouterr().out
+    assert "3 velocity-Verlet steps" in text, text
+    assert not (tmp_path / "md_lennard_jones.png").exists()
