@@ -74,3 +74,24 @@ def test_cpu_blocks_stay_within_block_elements(monkeypatch):
             torch.testing.assert_close(x, y)
     blocks = [s for s in seen if s != 5 * 23]          # the m x n finish / dfinish calls
     assert blocks and max(blocks) <= 64, max(blocks)
+
+
+@pytest.mark.parametrize("name", ["out", "dh0", "dh12"])
+def test_hyperparameter_names_the_cuda_sites_use_are_reserved(name):
+    # "out" (the finish site's output) and "dh<N>" (dfinish's) worked on the CPU and failed
+    # on a GPU with the template's "duplicate variable name"; now refused alike, everywhere
+    from numptx.torch import Pairwise
+    from numptx.torch.cuda import kernels
+    ns: dict = {}
+    exec(f"def fin(s, {name}=2.0):\n    return s * {name}\n", ns)    # noqa: S102 - ours
+    spec = Pairwise(lambda a, b: (a - b) * (a - b), "sum", ns["fin"], name=f"r_{name}")
+    A, B = _data(3, 4, 2)
+    with pytest.raises(PairwiseError, match="reserved") as e:
+        pairwise(A, B, spec)
+    assert e.value.argument == name
+    # a name next to them still builds for the GPU (NVRTC, nvJitLink; no launch)
+    ns2: dict = {}
+    exec("def fin(s, outer=2.0):\n    return s * outer\n", ns2)       # noqa: S102 - ours
+    k = kernels(Pairwise(lambda a, b: a * b, "sum", ns2["fin"], name="r_ok").typed("f32"),
+                "sm_90")
+    assert k.forward.cubin[:4] == b"\x7fELF" and k.dfinish.cubin[:4] == b"\x7fELF"

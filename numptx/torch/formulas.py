@@ -250,7 +250,7 @@ def _typed(spec: Pairwise, t: str) -> Formulas:
                             f"give finish= to combine their reductions", argument="finish")
     hyper = tuple(dict.fromkeys((*elem_hyper, *finish_hyper)))
     for h in hyper:
-        if h in ("a", "b", "g") or re.fullmatch(r"(acc|s|h)\d+", h):
+        if h in ("a", "b", "g", "out") or re.fullmatch(r"(acc|s|h|dh)\d+", h):
             raise PairwiseError(f"pairwise: hyperparameter name {h!r} is reserved; rename it",
                                 argument=h)
     defaults = {**{k: v for k, v in elem.defaults.items() if k in hyper},
