@@ -94,3 +94,21 @@ def test_md_example_run_again_keeps_its_steps_and_picture_path(tmp_path, monkeyp
     text = capsys.readouterr().out
     assert "3 velocity-Verlet steps" in text, text
     assert not (tmp_path / "md_lennard_jones.png").exists()
+
+
+@pytest.mark.parametrize("t", ["f64", "f16"])
+def test_a_constant_output_keeps_the_formulas_output_type(t):
+    # f returning a Python number, declared f64 (or f16): value_and_grad's value output was f32
+    ns = {"nx": nx}
+    exec(f"def c(x: nx.{t}) -> nx.{t}:\n    return 2.5\n"            # noqa: S102 - ours
+         f"def k(x: nx.{t}, y: nx.{t}) -> (nx.{t}, nx.{t}):\n    return x * y, 2.5\n", ns)
+    c, k = nx.ptx_expr(ns["c"]), nx.ptx_expr(ns["k"])
+    assert [n.dtype for _, n in c.graph.outputs] == [t]
+    v = nx.value_and_grad(c, wrt="x")
+    assert [n.dtype for _, n in v.graph.outputs] == [t, t]
+    assert [n.dtype for _, n in nx.jacobian(k, wrt="x").graph.outputs] == [t, t]
+    if t == "f64":
+        value, dv = v(np.float64(1.0))
+        assert value.dtype == np.float64 and value == 2.5 and dv == 0.0
+        out = nx.emulate(v.stub(), {"x": np.float64([1.0, 2.0])}, ["out0", "out1"])
+        assert out["out0"].dtype == np.float64 and list(out["out0"]) == [2.5, 2.5]

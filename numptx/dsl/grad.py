@@ -287,8 +287,8 @@ def _runner(expr: PtxExpr, spec: _Spec, params: dict, outs: list, form: str, out
         for v, (_, t) in zip(items, outs):
             if isinstance(v, Proxy) and v.tracer is dt:
                 primal, tangents = v.node.primal, v.node.tangents
-            elif isinstance(v, (bool, int, float, np.generic)):
-                primal, tangents = v, dt.zero
+            elif isinstance(v, (bool, int, float, np.generic)):   # a constant output: in
+                primal, tangents = Proxy(tr.literal(v, t), tr), dt.zero    # f's output type
             else:
                 raise GradError(f"{spec.head()}: {spec.name} returns {type(v).__name__}",
                                 frame=_def_frame(expr.fn))
