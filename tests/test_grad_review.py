@@ -64,9 +64,10 @@ def test_negative_constant_powers_near_overflow_stay_within_4_ulp():
         x = rng.uniform(lo, hi, 20000).astype(np.float32)
         got = _emulated(nx.ptx_expr(ns["f"], precision="accurate"), x=x)
         exact = x.astype(np.longdouble) ** n
-        finite = np.isfinite(exact.astype(np.float32))
+        with np.errstate(over="ignore"):                       # beyond f32: not compared
+            finite = np.isfinite(exact.astype(np.float32))
+            ulp = np.spacing(np.abs(exact.astype(np.float32))).astype(np.longdouble)
         assert np.all(np.isfinite(got[finite]))
-        ulp = np.spacing(np.abs(exact.astype(np.float32))).astype(np.longdouble)
         worst[n] = float((np.abs(got.astype(np.longdouble) - exact) / ulp)[finite].max())
     assert all(e <= 4 for e in worst.values()), worst
 
