@@ -95,3 +95,14 @@ def test_hyperparameter_names_the_cuda_sites_use_are_reserved(name):
     k = kernels(Pairwise(lambda a, b: a * b, "sum", ns2["fin"], name="r_ok").typed("f32"),
                 "sm_90")
     assert k.forward.cubin[:4] == b"\x7fELF" and k.dfinish.cubin[:4] == b"\x7fELF"
+
+
+def test_sparse_and_meta_tensors_are_refused_by_name():
+    # they reached A.numpy() / .contiguous(): torch's TypeError / RuntimeError
+    A, B = _data(3, 4, 2)
+    meta = {"device": "meta", "dtype": torch.float64}
+    for which, args in (("A", (A.to_sparse(), B)), ("A", (torch.empty(3, 2, **meta), B)),
+                        ("B", (A, B.to_sparse())), ("B", (A, torch.empty(4, 2, **meta)))):
+        with pytest.raises(PairwiseError, match="dense tensors on the CPU or a CUDA") as e:
+            pairwise(*args, zoo.l2)
+        assert e.value.argument == which

@@ -121,6 +121,10 @@ def _check_tensors(A: Any, B: Any) -> str:
         if x.dim() != 2:
             raise PairwiseError(f"pairwise: {name} must be 2-d (rows x features), not of shape "
                                 f"{tuple(x.shape)}", argument=name)
+        if x.layout != _torch.strided or x.device.type not in ("cpu", "cuda"):
+            raise PairwiseError(f"pairwise: {name} is a {x.layout} tensor on {x.device}; "
+                                f"pairwise takes dense tensors on the CPU or a CUDA device "
+                                f"(e.g. {name}.to_dense().cpu())", argument=name)
         if x.dtype not in _TYPES:
             raise PairwiseError(f"pairwise: {name} is {x.dtype}; pairwise takes float32 or "
                                 f"float64 (convert it, e.g. {name}.float())", argument=name)
