@@ -106,3 +106,14 @@ def test_sparse_and_meta_tensors_are_refused_by_name():
         with pytest.raises(PairwiseError, match="dense tensors on the CPU or a CUDA") as e:
             pairwise(*args, zoo.l2)
         assert e.value.argument == which
+
+
+def test_the_grid_along_rows_stays_within_cudas_bound():
+    """CUDA refuses grids of more than 65,535 blocks along y: the launches cap it there and the
+    kernels' rows stride over it (more than ~1M rows launched, before)."""
+    from numptx.torch import cuda as C
+    from numptx.torch.launch import GRID_Y_MAX, _grid_y
+    assert _grid_y(1) == 1 and _grid_y(10 ** 9) == GRID_Y_MAX
+    assert _grid_y(GRID_Y_MAX * C.BLOCK[1]) == GRID_Y_MAX
+    for kind in ("fwd", "bwd"):
+        assert "gridDim.y * blockDim.y" in C.source(kind, "f32", 1, ())

@@ -70,9 +70,11 @@ def _fwd(ptx: str, C: range, loads: list[str], hy: list[str], reduce: str) -> st
     return f'''
 extern "C" __global__ void pairwise_fwd(T* out, T* S, const T* A, const T* B, const T* hyper,
                                         int m, int n, int d) {{
-    const int j = blockIdx.x * blockDim.x + threadIdx.x, i = blockIdx.y * blockDim.y + threadIdx.y;
-    if (i >= m || j >= n) return;
+    const int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= n) return;
     {" ".join(loads)}
+    // rows stride over the grid's y (at most 65,535 blocks there): any m launches
+    for (int i = blockIdx.y * blockDim.y + threadIdx.y; i < m; i += gridDim.y * blockDim.y) {{
     {" ".join(f"T acc{c} = {_INIT[reduce]};" for c in C)}
     const T* Ai = A + (size_t)i * d;
     const T* Bj = B + (size_t)j * d;
@@ -86,6 +88,7 @@ extern "C" __global__ void pairwise_fwd(T* out, T* S, const T* A, const T* B, co
         T o;
         PTX_INJECT("finish", {fin});
         out[at] = o;
+    }}
     }}
 }}'''
 
@@ -101,9 +104,11 @@ def _bwd(ptx: str, C: range, loads: list[str], hy: list[str], side: str,
 extern "C" __global__ void pairwise_bwd(T* dX, const T* X, const T* Y, const T* S, const T* H,
                                         const T* hyper, int rows, int others, int d,
                                         long long s_mine, long long s_other, long long plane) {{
-    const int k = blockIdx.x * blockDim.x + threadIdx.x, r = blockIdx.y * blockDim.y + threadIdx.y;
-    if (r >= rows || k >= d) return;
+    const int k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= d) return;
     {" ".join(loads)}
+    // rows stride over the grid's y (at most 65,535 blocks there): any number of rows launches
+    for (int r = blockIdx.y * blockDim.y + threadIdx.y; r < rows; r += gridDim.y * blockDim.y) {{
     const T x = X[(size_t)r * d + k];
     {" ".join(f"T {acc} = 0;" for acc in accs)}
     for (int q = 0; q < others; ++q) {{
@@ -113,6 +118,7 @@ extern "C" __global__ void pairwise_bwd(T* dX, const T* X, const T* Y, const T* 
     }}
     const size_t out_plane = (size_t)rows * d;
     {" ".join(f"dX[{q} * out_plane + (size_t)r * d + k] = {acc};" for q, acc in enumerate(accs))}
+    }}
 }}'''
 
 

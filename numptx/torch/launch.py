@@ -21,6 +21,16 @@ def _cdiv(a: int, b: int) -> int:
     return (a + b - 1) // b
 
 
+#: CUDA's bound on a grid's y dimension; the kernels' rows stride over it
+GRID_Y_MAX = 65535
+
+
+def _grid_y(rows: int) -> int:
+    """Blocks along y for ``rows`` rows: as many as cover them, at most :data:`GRID_Y_MAX`
+    (the kernels loop over the rest)."""
+    return max(1, min(_cdiv(rows, BLOCK[1]), GRID_Y_MAX))
+
+
 def _arch(device: _torch.device) -> str:
     major, minor = _torch.cuda.get_device_capability(device)
     return f"sm_{major}{minor}"
@@ -82,7 +92,7 @@ def forward(f: Formulas, A: _torch.Tensor, B: _torch.Tensor, hyper: Sequence[Any
         hv = _hyper(hyper, A)
         v = kernels(f, _arch(A.device)).forward
         with _gpu(A.device):
-            v[(_cdiv(n, BLOCK[0]), _cdiv(m, BLOCK[1])), BLOCK, _stream(A.device)](
+            v[(_cdiv(n, BLOCK[0]), _grid_y(m)), BLOCK, _stream(A.device)](
                 *forward_args(out, S, A, B, hv))
     return S, out
 
@@ -92,7 +102,7 @@ def _back(v: Any, dX: _torch.Tensor, X: _torch.Tensor, Y: _torch.Tensor, S: _tor
     rows, d = X.shape
     if rows and d:
         with _gpu(X.device):
-            v[(_cdiv(d, BLOCK[0]), _cdiv(rows, BLOCK[1])), BLOCK, _stream(X.device)](
+            v[(_cdiv(d, BLOCK[0]), _grid_y(rows)), BLOCK, _stream(X.device)](
                 *back_args(dX, X, Y, S, H, hv, s_mine, s_other))
 
 
