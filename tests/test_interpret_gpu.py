@@ -536,3 +536,26 @@ def test_the_backend_checks_tapes_with_no_rows():
     cols, _ = columns({})
     with pytest.raises(InterpretGpuError, match="program 0"):
         GpuInterpreter().run(tp, cols, 0)
+
+
+def test_a_search_keeps_one_kernel_for_its_genes_rows():
+    """The search passes its genes' rows (Genes.rows): batches that use different rows plan
+    the same kernel; a program with a row outside them plans its batch's own (not the whole
+    batch to the compiled path)."""
+    from numptx.jit.interpret_gpu import plan_fitness_rows
+    from numptx.search.genes import Genes
+    genes = Genes(["add", "mul", "sin", "exp"], 1)
+    assert {"add.rn.f32", "mul.rn.f32", "sin.approx.f32", "ex2.approx.f32"} <= set(genes.rows)
+    x = np.linspace(0.1, 1.0, 16).astype(np.float32)
+    y = np.float32(2) * x
+
+    def plan(progs, rows):
+        tp = sp.tapes(progs, {"x0": "f32"}, {"p": "f32"})
+        return plan_fitness_rows(tp, [x], y, "mse", "f32", rows, "sm_90")
+
+    a = plan([[sp.input("x0"), *genes.op_words("add")], [sp.input("x0"), sp.input("x0"),
+                                                         *genes.op_words("add")]], genes.rows)
+    b = plan([[sp.input("x0"), *genes.op_words("sin")]], genes.rows)
+    assert a.tapes.subset == b.tapes.subset and a.variant.key == b.variant.key   # one build
+    c = plan([[sp.input("x0"), sp.instr("sqrt.rn.f32")]], genes.rows)     # not a gene's row
+    assert c.tapes.subset != a.tapes.subset

@@ -87,8 +87,8 @@ class GpuScorer(Protocol):
     """The GPU interpreter's losses of a batch of tapes (numptx.jit.interpret_gpu registers
     one): ``scorer(tapes, columns, y, loss, dtype)`` -> one loss per tape."""
 
-    def __call__(self, tp: Tapes, cols: list, y: np.ndarray, loss: str,
-                 dtype: str) -> np.ndarray: ...
+    def __call__(self, tp: Tapes, cols: list, y: np.ndarray, loss: str, dtype: str,
+                 rows: Sequence[str] | None = None) -> np.ndarray: ...
 
 
 _gpu: list[GpuScorer] = []
@@ -101,11 +101,13 @@ def register_gpu_scorer(scorer: GpuScorer) -> None:
 
 def interpret_losses(programs: Sequence[Any], X: np.ndarray, y: np.ndarray,
                      names: tuple[str, ...], loss: str, site: Any, *,
-                     threads: int | None = None, device: str = "cpu"
-                     ) -> tuple[np.ndarray, dict[int, str]]:
+                     threads: int | None = None, device: str = "cpu",
+                     rows: Sequence[str] | None = None) -> tuple[np.ndarray, dict[int, str]]:
     """(losses, rest): the losses of ``programs`` at the fitness kernel's ``site``, and the
     candidates left to the compiled path (index -> why; their loss is NaN here). ``device``:
-    ``"cpu"`` (the C interpreter) or ``"gpu"`` (the generated kernel, when registered)."""
+    ``"cpu"`` (the C interpreter) or ``"gpu"`` (the generated kernel, when registered);
+    ``rows``: on a GPU, the table rows the kernel covers (the genes': one kernel for a whole
+    search; default, the rows of the batch)."""
     n = len(programs)
     out = np.full(n, np.nan)
     if n == 0:
@@ -137,7 +139,7 @@ def interpret_losses(programs: Sequence[Any], X: np.ndarray, y: np.ndarray,
             return out, dict.fromkeys(range(n), "no GPU interpreter is registered")
         dtype = "f64" if y.dtype == np.float64 else "f32"
         try:
-            out[keep] = _gpu[0](subset(tp, keep), order, y, loss, dtype)
+            out[keep] = _gpu[0](subset(tp, keep), order, y, loss, dtype, rows)
         except InterpretError as e:         # a row the kernel lacks: the compiled path
             return out, dict.fromkeys(range(n), f"the GPU interpreter refused the batch: {e}")
         return out, rest

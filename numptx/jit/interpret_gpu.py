@@ -65,7 +65,8 @@ from .template import CudaTemplate, Variant
 
 __all__ = ["InterpretGpuError", "DeviceTapes", "prepare_tapes", "interpret_gpu", "GpuInterpreter",
            "GpuLaunch", "plan_interpret", "plan_fitness",
-           "fitness_sums_gpu", "scores_from_sums", "interp_variant", "MAX_SLOTS", "MIN_SLOTS"]
+           "fitness_sums_gpu", "scores_from_sums", "interp_variant", "MAX_SLOTS", "MIN_SLOTS",
+           "fitness_losses", "plan_fitness_rows"]
 
 log = logging.getLogger(__name__)
 
@@ -654,15 +655,33 @@ class GpuInterpreter:
         return dict(zip(names, got))
 
 
-def fitness_losses(tp: Tapes, cols: list, y: np.ndarray, loss: str, dtype: str) -> np.ndarray:
+def fitness_losses(tp: Tapes, cols: list, y: np.ndarray, loss: str, dtype: str,
+                   rows: Sequence[str] | None = None) -> np.ndarray:
     """nx.fitness's losses of ``tp``'s programs (output 0) on ``cols`` (``interpret.Column`` s
-    in the tapes' input order) against ``y``, by the fitness kernel of the interpreter."""
+    in the tapes' input order) against ``y``, by the fitness kernel of the interpreter;
+    ``rows`` the kernel's rows (a search's genes: one kernel for every batch), or the batch's
+    own when one of its programs uses another."""
     if len(tp) == 0:
         return np.empty(0)
     from .fitness import device_arch
     inputs = [c.data[0] if c.scalar else c.data for c in cols]
-    plan = plan_fitness(tp.words, tp.offsets, inputs, y, loss, dtype=dtype, arch=device_arch())
+    plan = plan_fitness_rows(tp, inputs, y, loss, dtype, rows, device_arch())
     return scores_from_sums(plan.run()[:len(tp)], loss, y)
+
+
+def plan_fitness_rows(tp: Tapes, inputs: list, y: np.ndarray, loss: str, dtype: str,
+                      rows: Sequence[str] | None, arch: Any) -> GpuLaunch:
+    """:func:`plan_fitness` with the kernel's ``rows`` where they cover the batch, else the
+    batch's own rows (a program with a row the others lack: its kernel, not the whole batch
+    to the compiled path)."""
+    if rows is not None:
+        try:
+            return plan_fitness(tp.words, tp.offsets, inputs, y, loss, dtype=dtype, rows=rows,
+                                arch=arch)
+        except InterpretGpuError as e:
+            if e.row is None:           # not a row outside rows=: the batch's own fault
+                raise
+    return plan_fitness(tp.words, tp.offsets, inputs, y, loss, dtype=dtype, arch=arch)
 
 
 register_gpu_scorer(fitness_losses)

@@ -260,8 +260,10 @@ class Evaluator:
     def __init__(self, X: Any, y: Any, *, loss: str = "mse", names: Sequence[str] | None = None,
                  device: str = "auto", executor: Executor | None = None,
                  per_module: int | None = None, where: str = "regress", pipeline: bool = True,
-                 evaluate: Evaluate = "auto"):
+                 evaluate: Evaluate = "auto", rows: Sequence[str] | None = None):
         self.evaluate = check_evaluate(evaluate, where)
+        #: the table rows the programs use (the genes'): one GPU interpreter kernel for a search
+        self.rows = tuple(rows) if rows is not None else None
         self.X, self.y = check_data(X, y, where=where)
         if not (isinstance(loss, str) and loss in LOSSES):
             raise SearchError(f"{where}: loss={loss!r}: use one of {', '.join(LOSSES)}")
@@ -313,7 +315,7 @@ class Evaluator:
         """:meth:`score` through the batch interpreter (what it refuses: the compiled path);
         ``evaluated`` is not counted here."""
         losses, rest = interpret_losses(programs, self.X, self.y, self.names, self.loss,
-                                        self.site, device=self.device)
+                                        self.site, device=self.device, rows=self.rows)
         if not rest:
             return losses
         ks = sorted(rest)

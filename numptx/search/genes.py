@@ -184,6 +184,15 @@ class Genes:
             if len(w) > 1 and all(op.raw for op in w):
                 self._macros.setdefault(w[0].raw, []).append((len(w), b"".join(op.raw for op in w)))
 
+    @property
+    def rows(self) -> tuple[str, ...]:
+        """The instruction-table rows the genes' words use (sorted names): the rows of every
+        program made of them, so a GPU interpreter kernel built for them serves a whole search
+        (``numptx.jit.interpret_gpu``'s ``rows=``)."""
+        return tuple(sorted({TABLE[(op.word >> 16) & 0xFFFF].name
+                             for words in self._words.values() for op in words
+                             if (op.word & 0xFF) == sp.INSTR}))
+
     # ---- validation
     @staticmethod
     def _check_names(n_inputs, names) -> tuple[str, ...]:

@@ -543,7 +543,8 @@ def _regression_search(kind: str, X: Any, y: Any, ops: Sequence[str], *, names, 
     if not isinstance(pipeline, bool):
         raise SearchError(f"{kind}: pipeline={pipeline!r}: give True or False")
     ev = Evaluator(Xc, yc, loss=loss, names=genes.names, device=device, executor=executor,
-                   per_module=per_module, where=kind, pipeline=pipeline, evaluate=evaluate)
+                   per_module=per_module, where=kind, pipeline=pipeline, evaluate=evaluate,
+                   rows=genes.rows)
     return Search(kind, genes, cfg, check_seed(seed), evaluator=ev)
 
 
