@@ -9,7 +9,17 @@
 - ``nx.fitness``'s preparation (its checks of each candidate, ``numptx.jit.fitness.prepare``)
   for 4096 candidates of each kind, CPU time, against ``pack_many`` of the same PTX texts.
 
+- ``--layouts``: programs/s per core (CPU time of stubs + render + nvJitLink, one thread) by
+  module layout (one jump-table function against kernels of 128, ``layout="kernels"``) and by
+  build mode (``build="full"`` against ``"fast"``, -Ofc=max), at 256 and 2048 candidates a
+  module, with the SASS instructions per candidate each build gives (the run-time side of the
+  fast build where no GPU is lent: ``sass_instructions`` of every kernel, over the candidates);
+- ``--farm``: the bytes sent per task to Dask workers and the scaling with 1 and 2 worker
+  processes (``numptx.jit.farm``; see that function).
+
     python benchmarks/bench_populations.py [--n 2048] [--separate 64] [--fitness-only]
+    python benchmarks/bench_populations.py --layouts [--repeat 3]
+    python benchmarks/bench_populations.py --farm
 
 Programs/s per core are measured on one thread (``max_workers=1``): core-seconds per
 candidate is what the target is about, and this 2-core machine is shared.
@@ -110,9 +120,18 @@ def main() -> None:
     ap.add_argument("--sweep", default="64,128,256,512,1024,2048,4096")
     ap.add_argument("--fitness-only", action="store_true",
                     help="only nx.fitness's preparation (4096 candidates of each kind)")
+    ap.add_argument("--layouts", action="store_true",
+                    help="only programs/s per core by pack layout and build mode")
+    ap.add_argument("--farm", action="store_true",
+                    help="only bytes per task and scaling with Dask worker processes")
+    ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
     if args.fitness_only:
         return fitness_preparation()
+    if args.layouts:
+        return layouts(args.repeat)
+    if args.farm:
+        return farm()
 
     tmpl = nx.CudaTemplate(FIT, entry="fit", cache=False)
     site = tmpl.sites["f"]
@@ -164,6 +183,52 @@ def main() -> None:
     print("\nlaunch host cost: see python benchmarks/bench_launch.py (argument preparation on a "
           "CPU; whole launches on a GPU)")
     fitness_preparation()
+
+
+def layouts(repeats: int = 3, sizes: tuple[int, ...] = (256, 2048)) -> None:
+    """CPU time per candidate (``time.process_time``: this process's cores, nvJitLink
+    included; best of ``repeats``, the four builds interleaved) of ``tmpl.pack(...).cubin``
+    for random mm-ptx-style programs, by layout and build mode; SASS instructions per
+    candidate of each build."""
+    from numptx.jit.sass import sass_instructions
+    tmpl = nx.CudaTemplate(FIT, entry="fit", cache=False)
+    progs = [random_program(s) for s in range(max(sizes))]
+    modes = [("function", "full"), ("kernels", "full"), ("function", "fast"), ("kernels", "fast")]
+    print(f"{'candidates':>10s} {'layout':>9s} {'build':>5s} {'us/candidate':>13s} "
+          f"{'programs/s/core':>16s} {'vs function/full':>17s} {'SASS/candidate':>15s}")
+    for n in sizes:
+        best: dict = {}
+        sass: dict = {}
+        for _ in range(repeats):
+            for layout, build in modes:
+                t = time.process_time()
+                p = tmpl.pack("f", progs[:n], select="cand", layout=layout, build=build)
+                cubin = p.cubin
+                per = (time.process_time() - t) / n
+                best[layout, build] = min(per, best.get((layout, build), per))
+                if (layout, build) not in sass:
+                    sass[layout, build] = sum(len(sass_instructions(cubin, k.entry))
+                                              for k in p.kernels) / n
+        base = best["function", "full"]
+        for layout, build in modes:
+            per = best[layout, build]
+            print(f"{n:10d} {layout:>9s} {build:>5s} {per * 1e6:13.1f} {1 / per:16.0f} "
+                  f"{base / per:16.2f}x {sass[layout, build]:15.1f}")
+
+
+def farm(n: int = 2048, per_module: int = 256) -> None:
+    """Bytes per task (what the client sends a Dask worker for one pack or variant, pickled as
+    Dask sends it) against today's (the rendered PTX text), and CPU-bound scaling: the same
+    ``pack_many`` on a LocalCluster of 1 and 2 worker processes (wall time, one batch each)."""
+    from numptx.jit import farm as F
+    tmpl = nx.CudaTemplate(FIT, entry="fit", cache=False)
+    progs = [random_program(s) for s in range(n)]
+    words = [sp.encode(p, ["x"]) for p in progs]
+    sizes = F.task_bytes(tmpl, "f", words, select="cand", per_module=per_module)
+    print(f"bytes per task, {n} random 32-instruction programs in packs of {per_module}:")
+    for what, b in sizes.items():
+        print(f"  {what:44s} {b:12,.0f}")
+    F.bench_scaling(tmpl, "f", words, select="cand", per_module=per_module)
 
 
 def fitness_preparation(n: int = 4096, repeats: int = 3) -> None:

@@ -4,7 +4,9 @@ Cached variants are skipped; variants that differ only in f32/f64 constants from
 are patched (:mod:`numptx.jit.plans`), and each shape still to be proven sends the trial
 assemblies of its :class:`~numptx.jit.plans.Proof` along with the other jobs; the rest go to
 nvJitLink, one job per variant. Jobs are module-level (:func:`_link`: PTX text in, cubin bytes
-out), so process pools work too.
+out), so process pools work too. A Dask ``Client`` (or ``client.get_executor()``) as the
+executor sends the template once per worker and each job as its stubs' source
+(:mod:`numptx.jit.farm`: words in, cubins out).
 
 >>> variants = tmpl.build_many([{"combine": s} for s in stubs])     # doctest: +SKIP
 
@@ -24,6 +26,7 @@ from typing import Any, Protocol
 
 from ..errors import NumptxError
 from .errors import BuildError, summary
+from .farm import as_farm
 from .nvjitlink import ptx_to_cubin
 from .plans import FIRST, SEEN, UNKNOWN, BuildInfo, PlanBook, Proof, Shape
 
@@ -107,6 +110,7 @@ def build_many(t: BuildTarget, batch: Iterable[Mapping[str, Any]], *,
             pending.append((i, v))
     plain, groups = _sort_by_shape(t, pending)
     jobs = len(plain) + 2 * sum(1 for g in groups.values() if g.proof is not None)
+    farm = as_farm(executor)            # a Dask client: stub sources in, cubins out
     own = executor is None and jobs > 1
     pool = executor if executor is not None else (
         ThreadPoolExecutor(max_workers=max_workers or min(32, os.cpu_count() or 1),
@@ -124,9 +128,9 @@ def build_many(t: BuildTarget, batch: Iterable[Mapping[str, Any]], *,
 
     def assemble(i: int, v: BuildVariant, why: str) -> None:
         try:
-            ptx = v.ptx
             try:
-                fut = pool.submit(_link, ptx, t.arch, t.link_options)
+                fut = (farm.submit(t, batch[i], v) if farm is not None
+                       else pool.submit(_link, v.ptx, t.arch, t.link_options))
                 futures[fut] = (v, i)
                 sent[fut] = (time.perf_counter(), why)
             except Exception as e:   # noqa: BLE001 - a refused job fails its variant only
@@ -141,8 +145,9 @@ def build_many(t: BuildTarget, batch: Iterable[Mapping[str, Any]], *,
         group.left = len(trials)
         for k, stubs in enumerate(trials):
             try:
-                ptx = t.render(stubs)
-                futures[pool.submit(_link, ptx, t.arch, t.link_options)] = (group, k)
+                fut = (farm.submit_texts(t, stubs) if farm is not None
+                       else pool.submit(_link, t.render(stubs), t.arch, t.link_options))
+                futures[fut] = (group, k)
                 if group.started is None:
                     group.started = time.perf_counter()
             except Exception as e:   # noqa: BLE001 - its variants then say what is wrong

@@ -62,16 +62,19 @@ from ..errors import LinkError, NumptxError
 from ..inject import Site
 from ..stack_ptx import Op
 from . import runtime_constants as RT
-from ..site_layout import MODULE_LINE, GeneratedStub
+from .build import build_many
 from .device_tables import write_table
 from .errors import BuildError, summary
+from .farm import WirePack, words_of
 from .numba_site import SIMULATOR
+from .pack_kernels import (LABEL, MARK, PER_KERNEL, BuildMode, Layout, LayoutTarget,
+                           LayoutVariant, PackKernel, PerKernel, dispatch_text)
 from .resources import CubinInspection
 from .stub_checks import check_reserved
 from .stubs import resolve_stub
 
 __all__ = ["Population", "Pack", "PackError", "pack", "pack_many", "DEFAULT_PER_MODULE",
-           "MAX_CANDIDATES",
+           "MAX_CANDIDATES", "PackKernel", "PerKernel", "PER_KERNEL",
            "check_selector", "with_index",
            "dispatch_text"]
 
@@ -82,12 +85,9 @@ DEFAULT_PER_MODULE = 256
 #: ptxas's limit on the targets of one indirect branch ("Indirect branch table is too large to
 #: encode: ... exceed the maximum of 16380 targets"): the most candidates one pack holds
 MAX_CANDIDATES = 16380
-_P = "$__nx_pk"                 # label prefix: scoped to the packed stub's block
-_MARK = "// numptx candidate "  # before each candidate: maps ptxas's line numbers back to it
 _SELECTOR_TYPES = ("u32", "s32")
-_ZERO = {"f32": "0f00000000", "f64": "0d0000000000000000"}
 _LOG_MSG = re.compile(r"line (\d+); (?:error|fatal)\s*:\s*(.*)")
-_MARK_LINE = re.compile(re.escape(_MARK) + r"(\d+)\s*$")
+_MARK_LINE = re.compile(re.escape(MARK) + r"(\d+)\s*$")
 
 
 class PackError(NumptxError):
@@ -97,43 +97,6 @@ class PackError(NumptxError):
     def __init__(self, message: str, *, site: str | None = None):
         self.site = site
         super().__init__(message)
-
-
-def _zero(var) -> str:
-    """The instruction that sets an out variable to 0 before the jump."""
-    t, reg = var.reg_type, "%" + var.reg
-    if t == "pred":
-        return f"setp.ne.u32 {reg}, 0, 0;"
-    return f"mov.{t if t in _ZERO else 'b' + t[1:]} {reg}, {_ZERO.get(t, '0')};"
-
-
-def dispatch_text(site: Site, select: str, texts: Sequence[str | None], *,
-                  table_slots: int = 0) -> GeneratedStub:
-    """The packed stub for ``site``: a jump on input ``select`` to ``texts[k]`` (None: no
-    candidate there; see the module documentation). ``table_slots``: the 8-byte slots of the
-    run-time constant table the texts load from (:mod:`numptx.jit.runtime_constants`), which
-    the stub declares at module scope (``module_lines``: rendering hoists them there). The
-    texts keep the stub contract (:func:`~numptx.jit.stub_checks.check_stub_rules`), so none
-    holds a mark or a label of the pack."""
-    n = len(texts)
-    # the table is module scope, found by name when the module is loaded; the text shows it
-    module = ([f".visible .global .align 8 .b8 {RT.table_name(site.name)}[{8 * table_slots}];"]
-              if table_slots else [])
-    out = ["{", ".reg .pred %__nx_pk_oob;", ".reg .u32 %__nx_pk_i;"]
-    out += [MODULE_LINE + d for d in module]
-    out += [_zero(v) for v in site if v.kind == "out"]
-    out += [f"mov.b32 %__nx_pk_i, %{site[select].reg};",
-            f"setp.ge.u32 %__nx_pk_oob, %__nx_pk_i, {n};",
-            f"@%__nx_pk_oob bra {_P}_end;",
-            f"{_P}_tab: .branchtargets "
-            + ", ".join(f"{_P}_{k}" if t is not None else f"{_P}_end" for k, t in enumerate(texts))
-            + ";",
-            f"brx.idx %__nx_pk_i, {_P}_tab;"]
-    for k, t in enumerate(texts):
-        if t is not None:
-            out += [f"{_P}_{k}:", f"{_MARK}{k}", "{", t, "}", f"bra.uni {_P}_end;"]
-    out += [f"{_P}_end:", "}"]
-    return GeneratedStub("\n".join(out), module)
 
 
 def check_selector(site: Site, select: str) -> None:
@@ -254,6 +217,27 @@ class Population:
                                  table_slots=slots)
         return dispatch_text(site, self.select, texts)
 
+    def kernel_stubs(self, site: Site, runs: Sequence[tuple[int, int]]) -> list[str]:
+        """The packed stub of each run ``(start, stop)`` of candidates (one per kernel of
+        ``layout="kernels"``, :mod:`numptx.jit.pack_kernels`); constants in the code."""
+        texts = self.texts(site)
+        if all(t is None for t in texts):
+            self.stub(site)                  # raises: no candidate fits
+        return [dispatch_text(site, self.select, texts[a:b], first=a) for a, b in runs]
+
+    def wire(self, site: Site) -> WirePack | None:
+        """The population as a farm sends it (:mod:`numptx.jit.farm`): each candidate as its
+        Stack PTX words where it is an encoding, else its resolved text; None with run-time
+        constants (the whole rendering travels then)."""
+        if self.constants != "inline":
+            return None
+        items = []
+        for c, t in zip(self.candidates, self.texts(site)):
+            b = None if t is None else words_of(c)
+            items.append(None if t is None else ("w", b) if b is not None else
+                         ("t", str.__str__(t)))
+        return WirePack(self.select, self.strict, tuple(items))
+
     def sim_stub(self, k: int, site: Site) -> Any:
         """What the simulator runs for candidate ``k``: the candidate, or with run-time
         constants its text with the current table values written in."""
@@ -299,7 +283,7 @@ class Population:
                 if mark:
                     k = int(mark.group(1))
                     cur = (k, i) if 0 <= k < len(self.candidates) else None
-            elif s.startswith(_P + "_end:") or s.startswith(_P + "_tab:"):
+            elif s.startswith(LABEL + "_end:") or s.startswith(LABEL + "_tab:"):
                 cur = None
             out.append(cur)
         return out
@@ -439,6 +423,28 @@ class Pack(CubinInspection):
     def entry(self) -> str:
         """The name of the module's kernel."""
         return self._require().entry
+
+    @property
+    def kernels(self) -> tuple[PackKernel, ...]:
+        """The module's kernels and the candidates each runs (one with ``layout="function"``;
+        :mod:`numptx.jit.pack_kernels`)."""
+        v = self._require()
+        if isinstance(v, LayoutVariant):
+            return v.kernels
+        return (PackKernel(0, v.entry, 0, len(self)),)
+
+    def kernel_of(self, index: int) -> tuple[PackKernel, int]:
+        """Global candidate ``index`` -> (its kernel, the selector value that runs it there).
+
+        >>> pack.kernel_of(pack.offset + 300)          # doctest: +SKIP
+        (PackKernel(index=2, entry='fit__nx_k2', start=256, stop=384), 44)
+        """
+        k = operator.index(index) - self.offset
+        if not 0 <= k < len(self):
+            raise PackError(f"candidate {index}: not in this pack (candidates {self.offset}.."
+                            f"{self.offset + len(self) - 1})", site=self._site_name)
+        kernel = next(x for x in self.kernels if x.start <= k < x.stop)
+        return kernel, k - kernel.start
 
     @property
     def cubin(self) -> bytes:
@@ -591,7 +597,11 @@ class _PackLaunch:
         if p.population.constants == "runtime" and p._slots():
             write_table(v, args, _TABLE_TOKENS.setdefault(p, next(_TOKENS)), p._table_version,
                         p.table, RT.table_name(p._site_name))
-        return v[self.config](*args)
+        if isinstance(v, LayoutVariant):
+            return v[self.config](*args)
+        one = p.kernels[0]                      # one function: PerKernel values for it
+        config = self.config.value(one) if isinstance(self.config, PerKernel) else self.config
+        return v[config](*(a.value(one) if isinstance(a, PerKernel) else a for a in args))
 
 
 #: one token per pack with run-time constants: the loaded module records whose table it holds
@@ -607,10 +617,13 @@ def _check_errors_mode(errors: str) -> None:
 
 def pack(target: Any, site: str, candidates: Iterable[Any], *, select: str,
          errors: str = "keep", missing: str = "error", stubs: Mapping[str, Any] | None = None,
-         offset: int = 0, constants: str = "inline") -> Pack:
+         offset: int = 0, constants: str = "inline", layout: Layout = "function",
+         per_kernel: int = PER_KERNEL, build: BuildMode = "full") -> Pack:
     """:meth:`Template.pack <numptx.jit.template.Template.pack>` of ``target`` (a template or a
-    numba kernel: anything with ``inject(stubs, missing=)`` and ``sites``)."""
+    numba kernel: anything with ``inject(stubs, missing=)`` and ``sites``). ``layout``,
+    ``per_kernel`` and ``build``: :mod:`numptx.jit.pack_kernels`."""
     _check_errors_mode(errors)
+    shaped = _layout_target(target, site, layout, per_kernel, build, constants)
     if not isinstance(site, str):
         raise PackError(f"pack: the site is named by a str, not {type(site).__name__}")
     other = dict(stubs or {})
@@ -623,17 +636,46 @@ def pack(target: Any, site: str, candidates: Iterable[Any], *, select: str,
     pop = Population(candidates, select, offset=offset, constants=constants, strict=strict)
 
     def make(p: Population):
-        return target.inject({**other, site: p}, missing=missing)
+        return (shaped or target).inject({**other, site: p}, missing=missing)
     return Pack(make, pop, errors=errors, site=site)
+
+
+def _layout_target(target: Any, site: str, layout: str, per_kernel: Any, build: str,
+                   constants: str) -> LayoutTarget | None:
+    """The target that builds ``target``'s packs in ``layout`` and ``build`` mode, or None for
+    the default (one function, the template's options)."""
+    if layout not in ("function", "kernels"):
+        raise PackError(f"layout={layout!r}: use 'function' (one jump table) or 'kernels' "
+                        f"(entry functions of per_kernel candidates)", site=site)
+    if build not in ("full", "fast"):
+        raise PackError(f"build={build!r}: use 'full' (the template's options) or 'fast' "
+                        f"(-Ofc=max, a screening build)", site=site)
+    if isinstance(per_kernel, bool) or not isinstance(per_kernel, int) or per_kernel < 1:
+        raise PackError(f"per_kernel={per_kernel!r}: a positive int (candidates a kernel)",
+                        site=site)
+    if layout == "function" and build == "full":
+        return None
+    if getattr(target, "build_template", None) is not None or \
+            getattr(target, "argtypes", None) is not None:
+        raise PackError(f"layout={layout!r}, build={build!r}: packs of CUDA C++ and PTX "
+                        f"templates only; a numba kernel's pack is one function at its own "
+                        f"options", site=site)
+    if constants != "inline":
+        raise PackError(f"layout={layout!r}, build={build!r}: constants='runtime' packs are "
+                        f"one function; use constants='inline'", site=site)
+    return LayoutTarget(target, site, layout, per_kernel, build)
 
 
 def pack_many(target: Any, site: str, candidates: Iterable[Any], *, select: str,
               per_module: int = DEFAULT_PER_MODULE, executor: Executor | None = None,
               progress: bool | Callable[[int, int], Any] = False, errors: str = "keep",
               missing: str = "error", max_workers: int | None = None,
-              stubs: Mapping[str, Any] | None = None, constants: str = "inline") -> list[Pack]:
+              stubs: Mapping[str, Any] | None = None, constants: str = "inline",
+              layout: Layout = "function", per_kernel: int = PER_KERNEL,
+              build: BuildMode = "full") -> list[Pack]:
     """:meth:`Template.pack_many <numptx.jit.template.Template.pack_many>` of ``target``."""
     _check_errors_mode(errors)
+    shaped = _layout_target(target, site, layout, per_kernel, build, constants)
     if isinstance(per_module, bool) or not isinstance(per_module, int) or \
             not 1 <= per_module <= MAX_CANDIDATES:
         raise PackError(f"per_module={per_module!r}: an int from 1 to {MAX_CANDIDATES} (ptxas's "
@@ -646,18 +688,21 @@ def pack_many(target: Any, site: str, candidates: Iterable[Any], *, select: str,
         raise PackError("an empty population: give at least one candidate")
     check_not_one_program(candidates, cands)
     packs = [pack(target, site, cands[i:i + per_module], select=select, missing=missing,
-                  stubs=stubs, offset=i, constants=constants)
+                  stubs=stubs, offset=i, constants=constants, layout=layout,
+                  per_kernel=per_kernel, build=build)
              for i in range(0, len(cands), per_module)]
     todo = [i for i, p in enumerate(packs) if not p.empty]
     while todo:
         batch = [{**(stubs or {}), site: packs[i].population} for i in todo]
-        built = target.build_many(batch, executor=executor, progress=progress, errors="return",
-                                  missing=missing, max_workers=max_workers)
+        kw = dict(executor=executor, progress=progress, errors="return", missing=missing,
+                  max_workers=max_workers)
+        built = (build_many(shaped, batch, **kw) if shaped is not None
+                 else target.build_many(batch, **kw))
         again = []
         for i, stub_map, got in zip(todo, batch, built):
             p = packs[i]
             if isinstance(got, LinkError):
-                builder = getattr(target, "build_template", lambda: target)()
+                builder = shaped or getattr(target, "build_template", lambda: target)()
                 if not p._drop(got, builder.inject(stub_map, missing=missing).ptx):
                     raise got
                 if not p.empty:

@@ -39,7 +39,7 @@ from .errors import BuildError, summary
 from .nvjitlink import ptx_to_cubin
 from .nvrtc import cuda_to_ptx, nvrtc_version
 from .options import option_list
-from .pack import DEFAULT_PER_MODULE, Pack
+from .pack import DEFAULT_PER_MODULE, PER_KERNEL, Pack
 from .pack import pack as _pack
 from .pack import pack_many as _pack_many
 from .params import Param, kernel_params
@@ -289,33 +289,39 @@ class Template:
 
     # -- populations (numptx.jit.pack) ------------------------------------------------------------
     def pack(self, site: str, candidates: Iterable[Any], *, select: str, errors: str = "keep",
-             missing: str = "error", constants: str = "inline", **stubs: Any) -> Pack:
+             missing: str = "error", constants: str = "inline", layout: str = "function",
+             per_kernel: int = PER_KERNEL, build: str = "full", **stubs: Any) -> Pack:
         """A :class:`~numptx.jit.pack.Pack`: every candidate (stubs of any kind) at ``site`` in
         one module, candidate ``k`` running where the site input ``select`` (u32/s32) reads
         ``k``; one assembly, one load, one launch for all. Other sites' stubs come as keywords.
         A candidate that does not fit is left out (``pack.errors``) unless ``errors="raise"``.
         ``constants="runtime"`` reads the candidates' f32/f64 literals from a table in the
         module that ``pack.set_constants`` changes without a new assembly
-        (:mod:`numptx.jit.runtime_constants`).
+        (:mod:`numptx.jit.runtime_constants`). ``layout="kernels"`` makes the module one kernel
+        per ``per_kernel`` candidates, ``build="fast"`` a screening build
+        (:mod:`numptx.jit.pack_kernels`).
 
         >>> pack = tmpl.pack("f", [prog_a, prog_b], select="cand")     # doctest: +SKIP
         >>> len(pack), len(pack.cubin) > 0
         (2, True)
         """
         return _pack(self, site, candidates, select=select, errors=errors, missing=missing,
-                     stubs=stubs, constants=constants)
+                     stubs=stubs, constants=constants, layout=layout, per_kernel=per_kernel,
+                     build=build)
 
     def pack_many(self, site: str, candidates: Iterable[Any], *, select: str,
                   per_module: int = DEFAULT_PER_MODULE, executor: Executor | None = None,
                   progress: bool | Callable[[int, int], Any] = False, errors: str = "keep",
                   missing: str = "error", max_workers: int | None = None,
-                  constants: str = "inline", **stubs: Any) -> list[Pack]:
+                  constants: str = "inline", layout: str = "function",
+                  per_kernel: int = PER_KERNEL, build: str = "full", **stubs: Any) -> list[Pack]:
         """:meth:`pack` in modules of ``per_module`` candidates, built in parallel like
         :meth:`build_many` (threads by default; any Executor). ``packs[m].offset`` is the
         global index of module ``m``'s candidate 0; ``pack.errors`` use global indices."""
         return _pack_many(self, site, candidates, select=select, per_module=per_module,
                           executor=executor, progress=progress, errors=errors, missing=missing,
-                          max_workers=max_workers, stubs=stubs, constants=constants)
+                          max_workers=max_workers, stubs=stubs, constants=constants,
+                          layout=layout, per_kernel=per_kernel, build=build)
 
 
 class Variant(CubinInspection):
