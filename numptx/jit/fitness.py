@@ -12,7 +12,8 @@ Candidates are ``@nx.ptx_expr`` formulas (parameters bind to the columns by name
 position when no name matches and the counts match), Stack PTX programs over inputs
 ``x0 .. x{d-1}`` (the column names, ``names=`` renames them) or PTX text that reads
 ``%v_x0 ..`` and writes the prediction to ``%v_p`` (which reads 0 until written);
-``%v_cand`` is the candidate's index in its module (``k % per_module``), on either device.
+``%v_cand`` is the candidate's index in its module (``k % per_module``; with
+``layout="kernels"`` in its kernel, ``k % per_module % 128``), on either device.
 
 **One float type.** The kernel reads the columns and gives the prediction in one type, f32 or
 f64: ``dtype=`` when given, else the type the candidates are written in (a formula's parameter
@@ -71,8 +72,9 @@ from .errors import LaunchError
 from .fitness_interpret import GPU_INTERPRET_MAX_ROWS, interpret_losses, is_program
 from .fitness_checks import (FLOATS, Checked, Facts, Float, FitnessError, inspect, population,
                              program_facts, text_facts)
-from .pack import (DEFAULT_PER_MODULE, MAX_CANDIDATES, Population,  # noqa: F401
-                   check_selector)
+from .pack import (DEFAULT_PER_MODULE, MAX_CANDIDATES, PER_KERNEL,  # noqa: F401
+                   Population, check_selector, pack_many)
+from .pack_kernels import BuildMode, Layout, PerKernel
 from .stubs import resolve_stub
 from .numba_site import SIMULATOR
 from .template import CudaTemplate
@@ -405,7 +407,8 @@ def fitness(candidates: Iterable[Any], X: Any, y: Any, loss: Any = "mse", *,
             names: Sequence[str] | None = None, dtype: str | None = None,
             device: str = "auto", per_module: int = DEFAULT_PER_MODULE,
             executor: Executor | None = None, block: int = 256,
-            evaluate: str = "auto") -> np.ndarray:
+            evaluate: str = "auto", layout: Layout = "function",
+            build: BuildMode = "full") -> np.ndarray:
     """Score each candidate on the data set ``X`` (n × d), ``y`` (n): an array of one float64
     per candidate, ``+inf`` for a candidate that fails to build or gives NaN/inf (see the
     module documentation)::
@@ -420,7 +423,9 @@ def fitness(candidates: Iterable[Any], X: Any, y: Any, loss: Any = "mse", *,
     assembly; any other candidate, a user loss or a row the interpreter lacks raises) or
     ``"auto"``: the interpreter for the programs it runs (on a GPU up to
     ``GPU_INTERPRET_MAX_ROWS`` rows, docs/interpret.md "The crossover") and the compiled path
-    for the rest."""
+    for the rest. ``layout`` and ``build``: how each module is made (``"kernels"``: one kernel
+    per 128 candidates; ``"fast"``: a screening build; :mod:`numptx.jit.pack_kernels`).
+    ``executor``: an Executor, or a Dask ``Client`` (:mod:`numptx.jit.farm`)."""
     if device not in ("auto", "cpu", "gpu"):
         raise FitnessError(f"fitness: device={device!r}: use 'auto', 'cpu' or 'gpu'")
     if evaluate not in ("auto", "interpret", "compile"):
@@ -439,6 +444,10 @@ def fitness(candidates: Iterable[Any], X: Any, y: Any, loss: Any = "mse", *,
         raise LaunchError(f"fitness: device='gpu' but no CUDA GPU is available here ({why}): "
                           f"use device='cpu' (the emulator: the same scores, slower) or "
                           f"device='auto' (the GPU when there is one)")
+    if layout not in ("function", "kernels") or build not in ("full", "fast"):
+        raise FitnessError(f"fitness: layout={layout!r}, build={build!r}: layout 'function' or "
+                           f"'kernels', build 'full' or 'fast'")
+    shape = _Modules(per_module, executor, layout, build)
     job = prepare(candidates, X, y, loss, names=names, dtype=dtype)
     cands, X, y, names = job.candidates, job.X, job.y, job.names
     loss_key = loss if isinstance(loss, str) else "user"
@@ -456,14 +465,12 @@ def fitness(candidates: Iterable[Any], X: Any, y: Any, loss: Any = "mse", *,
             return out
     if device == "cpu":
         left = None if out is None else np.flatnonzero(np.isnan(out)).tolist()
-        got = _fitness_cpu(tmpl, cands, X, y, names, loss, bound or loss, per_module,
-                           executor, left)
+        got = _fitness_cpu(tmpl, cands, X, y, names, loss, bound or loss, shape, left)
         if out is None:
             return got
         out[left] = got
         return out
-    got = _fitness_gpu(tmpl, [_adapt(c, names) for c in cands], X, y, loss, per_module,
-                       executor, block)
+    got = _fitness_gpu(tmpl, [_adapt(c, names) for c in cands], X, y, loss, shape, block)
     if out is None:
         return got
     left = np.isnan(out)                 # (module positions decide cand: the whole batch ran)
@@ -501,15 +508,23 @@ def _interpreted(cands: list, X: np.ndarray, y: np.ndarray, names: tuple[str, ..
     return out
 
 
-def _packs(tmpl: CudaTemplate, cands: list, loss: Any, per_module: int,
-           executor: Executor | None) -> list:
+@dataclass(frozen=True)
+class _Modules:
+    """How fitness builds its modules: candidates a module, the executor, layout and build."""
+    per_module: int
+    executor: Any
+    layout: Layout
+    build: BuildMode
+
+
+def _packs(tmpl: CudaTemplate, cands: list, loss: Any, m: _Modules) -> list:
     extra = {"loss": loss} if isinstance(loss, PtxExpr) else {}
-    return tmpl.pack_many("f", cands, select="cand", per_module=per_module, executor=executor,
-                          **extra)
+    return pack_many(tmpl, "f", cands, select="cand", per_module=m.per_module,
+                     executor=m.executor, layout=m.layout, build=m.build, stubs=extra)
 
 
 def _refused_by_the_build(tmpl: CudaTemplate, cands: list, names: tuple[str, ...], loss: Any,
-                          per_module: int, executor: Executor | None) -> dict[int, Exception]:
+                          m: _Modules) -> dict[int, Exception]:
     """The CPU path's candidates that the GPU path's packs refuse (index -> the pack's
     error). Raw PTX (text numptx did not compile: a ``str``, a user object's ``.stub``) is
     packed as on a GPU, by nvJitLink: ptxas refuses operand types that do not fit the
@@ -520,7 +535,7 @@ def _refused_by_the_build(tmpl: CudaTemplate, cands: list, names: tuple[str, ...
         return {}
     with warnings.catch_warnings():     # the CPU path's own resolve_stub warns of the same
         warnings.simplefilter("ignore")
-        packs = _packs(tmpl, [_adapt(c, names) for c in cands], loss, per_module, executor)
+        packs = _packs(tmpl, [_adapt(c, names) for c in cands], loss, m)
         for p in packs:
             if not p.empty:
                 try:
@@ -531,13 +546,13 @@ def _refused_by_the_build(tmpl: CudaTemplate, cands: list, names: tuple[str, ...
 
 
 def _fitness_cpu(tmpl: CudaTemplate, cands: list, X: np.ndarray, y: np.ndarray,
-                 names: tuple[str, ...], loss: Any, scorer: Any, per_module: int,
-                 executor: Executor | None, only: list[int] | None = None) -> np.ndarray:
+                 names: tuple[str, ...], loss: Any, scorer: Any, m: _Modules,
+                 only: list[int] | None = None) -> np.ndarray:
     """Each candidate on the CPU (see the module documentation), as its module on a GPU;
     ``scorer``: a built-in loss's name or a user loss's :class:`SiteBinding`. ``only``: the
     indices to score (their losses, in order), each still at its own index."""
     site = tmpl.sites["f"]
-    refused = _refused_by_the_build(tmpl, cands, names, loss, per_module, executor)
+    refused = _refused_by_the_build(tmpl, cands, names, loss, m)
     ks = range(len(cands)) if only is None else only
     out = np.empty(len(ks))
     for j, k in enumerate(ks):
@@ -549,7 +564,7 @@ def _fitness_cpu(tmpl: CudaTemplate, cands: list, X: np.ndarray, y: np.ndarray,
             out[j] = math.inf
             continue
         try:
-            pred = _predict_cpu(c, X, names, site, k % per_module)
+            pred = _predict_cpu(c, X, names, site, _selector(k, m))
         except Exception as e:   # noqa: BLE001 - a candidate that does not run scores +inf
             log.debug("numptx.fitness: candidate %d: %s", k, e)
             out[j] = math.inf
@@ -576,10 +591,17 @@ def device_arch() -> str:
     return f"sm_{cc[0]}{cc[1]}"
 
 
+def _selector(k: int, m: _Modules) -> int:
+    """What ``%v_cand`` reads for candidate ``k``: its index in its module, or in its kernel
+    (``layout="kernels"``)."""
+    k %= m.per_module
+    return k % PER_KERNEL if m.layout == "kernels" else k
+
+
 def _fitness_gpu(tmpl: CudaTemplate, cands: list, X: np.ndarray, y: np.ndarray, loss: Any,
-                 per_module: int, executor: Executor | None, block: int) -> np.ndarray:
+                 m: _Modules, block: int) -> np.ndarray:
     from numba import cuda
-    packs = _packs(tmpl, cands, loss, per_module, executor)
+    packs = _packs(tmpl, cands, loss, m)
     n = X.shape[0]
     yy = y.astype(np.float64)
     c = float(yy.mean())                      # pearson's moments are taken about it
@@ -588,8 +610,9 @@ def _fitness_gpu(tmpl: CudaTemplate, cands: list, X: np.ndarray, y: np.ndarray, 
     for p in packs:
         if p.empty:                           # no candidate of the module works: all +inf
             continue
-        sub = acc[p.offset:p.offset + len(p)]
-        p[((n + block - 1) // block, len(p)), block](sub, dX, dy, n, c)
+        at = p.offset
+        p[PerKernel(lambda k: (((n + block - 1) // block, len(k)), block))](
+            PerKernel(lambda k, at=at: acc[at + k.start:at + k.stop]), dX, dy, n, c)
     return losses_from_sums(acc.copy_to_host(), y, loss if isinstance(loss, str) else "mse",
                             {i for p in packs for i in p.errors})
 
