@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 import sys
 import threading
 import time
@@ -67,6 +68,7 @@ class TemplateSpec:
     key: str
     ptx: str
     entry: str
+    sites: tuple[str, ...]
     arch: str
     link_options: tuple[str, ...]
     bind: bool
@@ -110,7 +112,7 @@ def template_spec(t: Any) -> TemplateSpec:
     opts = tuple(t.link_options)
     key = hashlib.blake2b("\0".join([t.digest, t.entry, t.arch, *opts, str(t.bind), str(t.strict),
                                      __version__, nvj]).encode(), digest_size=16).hexdigest()
-    return TemplateSpec(key, t.ptx, t.entry, t.arch, opts, bool(t.bind), bool(t.strict),
+    return TemplateSpec(key, t.ptx, t.entry, tuple(t.sites), t.arch, opts, bool(t.bind), bool(t.strict),
                         __version__, nvj)
 
 
@@ -182,6 +184,12 @@ def _template(spec: TemplateSpec) -> PtxInject:
             if inj is None:
                 try:
                     inj = PtxInject(spec.ptx)
+                    got = tuple(inj.sites)
+                    if got != spec.sites or not re.search(
+                            rf"\.entry\s+{re.escape(spec.entry)}\s*\(", spec.ptx):
+                        raise NumptxError(f"it finds sites {list(got)} and kernel "
+                                          f"{spec.entry!r} {'not ' * (got == spec.sites)}in "
+                                          f"the PTX; the client has sites {list(spec.sites)}")
                 except Exception as e:   # noqa: BLE001 - named with the worker
                     who = _worker_name()
                     raise FarmError(f"worker {who} cannot rebuild template {spec.entry!r} "
