@@ -34,17 +34,17 @@ def test_derivative_of_x_to_the_zero_is_zero_everywhere(mode):
     np.testing.assert_allclose(dr(np.float32(2.0), np.float32(3.0)), 12.0, rtol=1e-6)
 
 
-@pytest.mark.xfail(strict=True, reason="lower_pow computes x**-n as 1 / x**n: x**n overflows "
-                   "to inf (1/inf = 0) where NumPy's x**-n is a subnormal; the fix costs "
-                   "instructions (a guarded (1/x)**n, which alone passes 4 ulp at n = -4)")
+@pytest.mark.parametrize("mode", ["cuda", "accurate"])
 @pytest.mark.parametrize("t", ["f32", "f64"])
-def test_negative_constant_powers_do_not_underflow_early(t):
+def test_negative_constant_powers_do_not_underflow_early(t, mode):
+    # 1 / x**n: x**n overflowed to inf (1 / inf = 0) where x**-n is a subnormal; now
+    # 2^(jn) / (x 2^-j)^n, the scaled power normal (numptx/dsl/lowering.py, _negative_power)
     dt = np.float32 if t == "f32" else np.float64
     for n, x in ((-2, 1.9e19 if t == "f32" else 5.4e154), (-3, 7.1e12 if t == "f32" else 9e102),
                  (-4, 4.4e9 if t == "f32" else 4.7e77)):
         ns = {"nx": nx}
         exec(f"def f(x: nx.{t}):\n    return x ** {n}\n", ns)  # noqa: S102 - the test's own
-        f = nx.ptx_expr(ns["f"], precision="accurate")
+        f = nx.ptx_expr(ns["f"], precision=mode)
         xs = np.array([x], dt)
         want = np.power(xs, dt(n))
         assert want[0] != 0                                    # a subnormal in NumPy
@@ -52,17 +52,17 @@ def test_negative_constant_powers_do_not_underflow_early(t):
         np.testing.assert_allclose(got, want, rtol=1e-3, err_msg=f"{t} x**{n} at {x}")
 
 
-@pytest.mark.xfail(strict=True, reason="lower_pow's x**-n = 1 / x**n rounds x**n to a "
-                   "subnormal where x**-n is near the top of the range: 5.8 ulp at n = -4 (f32, "
-                   "x in [2.3e-10, 3.3e-10]), past pow's documented 4 ulp")
-def test_negative_constant_powers_near_overflow_stay_within_4_ulp():
+@pytest.mark.parametrize("mode", ["cuda", "accurate"])
+def test_negative_constant_powers_near_overflow_stay_within_4_ulp(mode):
+    # 1 / x**n rounded x**n to a subnormal where x**-n is near the top of the range: 5.8 ulp
+    # at n = -4 (f32, x in [2.3e-10, 3.3e-10]), past pow's documented 4 ulp
     rng = np.random.default_rng(3)
     worst = {}
     for n, lo, hi in ((-4, 2.33e-10, 3.3e-10), (-3, 1.43e-13, 2.3e-13), (-2, 5.43e-20, 1.09e-19)):
         ns = {"nx": nx}
         exec(f"def f(x: nx.f32):\n    return x ** {n}\n", ns)   # noqa: S102 - the test's own
         x = rng.uniform(lo, hi, 20000).astype(np.float32)
-        got = _emulated(nx.ptx_expr(ns["f"], precision="accurate"), x=x)
+        got = _emulated(nx.ptx_expr(ns["f"], precision=mode), x=x)
         exact = x.astype(np.longdouble) ** n
         with np.errstate(over="ignore"):                       # beyond f32: not compared
             finite = np.isfinite(exact.astype(np.float32))
@@ -72,19 +72,18 @@ def test_negative_constant_powers_near_overflow_stay_within_4_ulp():
     assert all(e <= 4 for e in worst.values()), worst
 
 
-@pytest.mark.xfail(strict=True, reason="d(x**n)/dx for a constant n outside -4..6 is n x^(n-1) "
-                   "by repeated squaring (grad_rules.int_power): the error grows with n (7.2 ulp "
-                   "at n = 12, 48 ulp at n = 64 in f32) past pow's documented 4 ulp; the value "
-                   "itself uses mathlib pow there")
-def test_constant_power_derivatives_stay_within_the_documented_4_ulp():
+@pytest.mark.parametrize("mode", ["cuda", "accurate", "fast"])
+def test_constant_power_derivatives_stay_within_the_documented_4_ulp(mode):
+    # n x^(n-1) by repeated squaring erred with n (7.2 ulp at n = 12, 48 at n = 64); outside
+    # grad_rules.PLAIN_POWER it is double-word squaring now (grad_rules.accurate_power)
     rng = np.random.default_rng(27)
-    x = rng.uniform(1.0, 2.0, 20000).astype(np.float32)
+    x = rng.uniform(0.5, 2.5, 20000).astype(np.float32) * rng.choice(np.float32([-1, 1]), 20000)
     exact = x.astype(np.longdouble)
     worst = {}
-    for n in (7, 8, 12, -5, -6):
+    for n in (7, 8, 12, 33, 64, 65, -3, -4, -5, -6, -17, -63):
         ns = {"nx": nx}
         exec(f"def f(x: nx.f32):\n    return x ** {n}\n", ns)   # noqa: S102 - the test's own
-        g = nx.grad(nx.ptx_expr(ns["f"], precision="accurate"), wrt="x")
+        g = nx.grad(nx.ptx_expr(ns["f"], precision=mode), wrt="x")
         got = _emulated(g, x=x).astype(np.longdouble)
         want = n * exact ** (n - 1)
         ulp = np.spacing(np.abs(want.astype(np.float32))).astype(np.longdouble)

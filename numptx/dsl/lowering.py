@@ -265,8 +265,9 @@ def lower_pow(b, t, fm, x, y):
     if n is not None and POW_BY_MULTIPLICATION[0] <= n <= POW_BY_MULTIPLICATION[1]:
         if n == 0:
             return b.const(1.0, t)
-        r = _square_and_multiply(b, t, fm, x, abs(n))     # np.power(x, 2) is x*x too
-        return r if n > 0 else arith(b, "div", t, fm, b.const(1.0, t), r)
+        if n > 0:
+            return _square_and_multiply(b, t, fm, x, n)     # np.power(x, 2) is x*x too
+        return _negative_power(b, t, fm, x, -n)
     return mathlib_lowering("pow")(b, t, fm, x, y)
 
 
@@ -277,6 +278,28 @@ def lower_pow(b, t, fm, x, y):
 #: pass 4. Measured over every f32 of [1, 2) (each binade alike): 1.90 (n = 4), 2.92 (5),
 #: 3.44 (6), 3.38 (-4) ulp from the exact power (docs/dsl.md, "Differences from NumPy").
 POW_BY_MULTIPLICATION = (-4, 6)
+
+
+#: per type, the power of two ``2^E`` whose k-th root scales ``x`` before ``x ** -k`` (half the
+#: exponent range: every partial power of a scaled ``x`` whose result is representable is normal)
+_RANGE_BITS = {"f32": 64, "f64": 512}
+
+
+def _negative_power(b, t, fm, x, k: int):
+    """``x ** -k`` (1 <= k <= 4) as ``2^(+-jk) / (x 2^(-+j))^k``, ``j = E // k``: the powers of
+    two are exact, so the quotient rounds once, and ``(x 2^-+j)^k`` stays normal wherever
+    ``x ** -k`` is representable (``1 / x**k`` overflowed to 0, or lost precision in a subnormal
+    ``x**k``, where ``x ** -k`` is a subnormal or near the top of the range). Four instructions
+    more than ``1 / x**k`` (abs, setp, two selp, mul; ptxas folds the abs)."""
+    one = b.const(1.0, t)
+    if k == 1 or t not in _RANGE_BITS:
+        return arith(b, "div", t, fm, one, _square_and_multiply(b, t, fm, x, k))
+    j = _RANGE_BITS[t] // k
+    big = b.instr(f"setp.ge.{t}", b.instr(f"abs.{t}", x), one)
+    scale = b.instr(f"selp.{t}", b.const(2.0 ** -j, t), b.const(2.0 ** j, t), big)
+    num = b.instr(f"selp.{t}", b.const(2.0 ** (-j * k), t), b.const(2.0 ** (j * k), t), big)
+    xs = arith(b, "mul", t, fm, x, scale)
+    return arith(b, "div", t, fm, num, _square_and_multiply(b, t, fm, xs, k))
 
 
 def _square_and_multiply(b, t, fm, x, n: int):

@@ -264,7 +264,8 @@ _ROWS: list[DslOp] = [
     DslOp("pow", 2, "num", _ref_pow, lower_pow, "a ** b", "np.power", public=("pow", "power"),
           accuracy=_MATH_ACC, fast_accuracy=_FAST_ACC, cuda_accuracy=_CUDA_ACC,
           doc="constant integer exponents -4 <= n <= 6 become multiplications (repeated "
-              "squaring; n < 0: 1 / x**|n|); integers need a constant n >= 0; else mathlib pow",
+              "squaring; n < 0: 2^(jk) / (x 2^-j)^k, no early overflow or underflow); integers "
+              "need a constant n >= 0; else mathlib pow",
           deriv=rule("a: b a^(b-1); b: y log(a) (0 at a = 0)", _jvp_pow)),
     DslOp("neg", 1, "num", _np(np.negative), lower_neg, "-a", "np.negative", True,
           deriv=partials("-1", -1)),
