@@ -217,18 +217,44 @@ def layouts(repeats: int = 3, sizes: tuple[int, ...] = (256, 2048)) -> None:
 
 
 def farm(n: int = 2048, per_module: int = 256) -> None:
-    """Bytes per task (what the client sends a Dask worker for one pack or variant, pickled as
-    Dask sends it) against today's (the rendered PTX text), and CPU-bound scaling: the same
-    ``pack_many`` on a LocalCluster of 1 and 2 worker processes (wall time, one batch each)."""
+    """Bytes per task (what the client sends a Dask worker for one module, pickled as Dask
+    sends task arguments) against today's (the rendered PTX text of the module), for random
+    32-instruction programs as encodings and as texts, and the GEMM-sized template's one-time
+    part; then the same ``pack_many`` on a LocalCluster of 1 and 2 worker processes (wall
+    time of one batch each, interleaved, best of 2; the client's own work included)."""
+    import pickle
+    from distributed import Client, LocalCluster
     from numptx.jit import farm as F
     tmpl = nx.CudaTemplate(FIT, entry="fit", cache=False)
+    site = tmpl.sites["f"]
     progs = [random_program(s) for s in range(n)]
     words = [sp.encode(p, ["x"]) for p in progs]
-    sizes = F.task_bytes(tmpl, "f", words, select="cand", per_module=per_module)
-    print(f"bytes per task, {n} random 32-instruction programs in packs of {per_module}:")
-    for what, b in sizes.items():
-        print(f"  {what:44s} {b:12,.0f}")
-    F.bench_scaling(tmpl, "f", words, select="cand", per_module=per_module)
+    texts = [str(sp.compile(p, site=site)) for p in progs]
+    print(f"bytes per task, modules of {per_module} random 32-instruction programs:")
+    for name, pop in (("encodings (words)", words), ("stub texts", texts)):
+        p = tmpl.pack("f", pop[:per_module], select="cand")
+        _, task = F.task_of(tmpl, {"f": p.population}, p.variant)
+        sent, today = len(pickle.dumps(task)), len(pickle.dumps(p.ptx))
+        print(f"  {name:18s}: {sent:9,d} B a task ({sent / per_module:6.0f} B a candidate); "
+              f"today's PTX {today:9,d} B ({today / per_module:6.0f} B a candidate)")
+    spec = F.template_spec(tmpl)
+    print(f"  the template, once per worker: {len(pickle.dumps(spec)):,d} B")
+    print(f"\nscaling, pack_many of {n} encodings in modules of {per_module}, wall time:")
+    best: dict = {}
+    for _ in range(2):
+        for workers in (1, 2):
+            with LocalCluster(processes=True, n_workers=workers, threads_per_worker=1,
+                              dashboard_address=None) as c, Client(c) as client:
+                tmpl.pack_many("f", words[:8], select="cand", per_module=4, executor=client)
+                t = time.perf_counter()
+                for p in tmpl.pack_many("f", words, select="cand", per_module=per_module,
+                                        executor=client):
+                    p.cubin
+                took = time.perf_counter() - t
+                best[workers] = min(took, best.get(workers, took))
+    for workers, took in best.items():
+        print(f"  {workers} worker process(es): {took:6.2f} s, {n / took:7.0f} programs/s")
+    print(f"  2 workers / 1: {best[1] / best[2]:.2f}x (target >= 1.8x)")
 
 
 def fitness_preparation(n: int = 4096, repeats: int = 3) -> None:

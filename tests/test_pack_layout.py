@@ -178,3 +178,17 @@ def test_one_launch_runs_every_kernel():
             PerKernel(lambda k, err=err: err[k.start:k.stop]), X, Y, len(X))
         out[layout] = err.copy_to_host()
     np.testing.assert_allclose(out["kernels"], out["function"], rtol=1e-6)
+
+
+def test_value_registers_are_declared_once_per_kernel(tmpl, progs):
+    """In a layout, compiled programs share their value registers (one .reg line a type per
+    kernel); raw PTX keeps its own. ptxas makes the same machine code of the shorter text."""
+    raw = "{\n.reg .f32 %_s0;\nadd.f32 %_s0, %v_x, %v_x;\nmov.f32 %v_y, %_s0;\n}"
+    cands = progs[:15] + [raw]
+    one = tmpl.pack("f", cands, select="cand")
+    shared = tmpl.pack("f", cands, select="cand", layout="kernels", per_kernel=16)
+    assert one.ptx.count(".reg .f32 %_s0;") == 16
+    assert shared.ptx.count(".reg .f32 %_s0;") == 1          # the raw candidate's own
+    assert ".reg .f32 %_s0, %_s1, %_s2" in shared.ptx
+    assert len(shared.ptx) < len(one.ptx)
+    assert sass_instructions(shared.cubin, "fit__nx_k0") == sass_instructions(one.cubin, "fit")

@@ -43,7 +43,7 @@ from .._version import __version__
 from ..errors import NumptxError
 from ..inject import PtxInject, Site
 from .nvjitlink import nvjitlink_version, ptx_to_cubin
-from .pack_kernels import LayoutTarget, dispatch_text, merge_kernels
+from .pack_kernels import LayoutTarget, dispatch_text, merge_kernels, packed_runs
 from .stubs import resolve_stub
 
 __all__ = ["FarmError", "TemplateSpec", "Task", "WirePack", "Wireable", "Farm", "as_farm",
@@ -80,7 +80,8 @@ class TemplateSpec:
 @dataclass(frozen=True)
 class WirePack:
     """A pack's candidates on the wire: each ``("w", words)`` (a Stack PTX encoding's bytes),
-    ``("t", text)`` (its resolved stub text) or None (left out); ``select`` the selector."""
+    ``("g", text)`` (the text numptx compiled for it), ``("t", text)`` (its resolved raw stub
+    text) or None (left out); ``select`` the selector."""
     select: str
     strict: bool
     items: tuple
@@ -226,11 +227,15 @@ def render_task(spec: TemplateSpec, task: Task) -> str:
     if pack is None:
         return inj.render(base, bind=spec.bind)
     site = sites[pack_at]
-    runs = task.runs or ((0, len(pack_texts)),)
+    if task.runs is None:                       # one function, as Population.stub packs
+        stubs = [dispatch_text(site, pack.select, pack_texts)]
+    else:                                       # a layout, as Population.kernel_stubs packs
+        generated = [s is not None and s[0] in "wg" for s in pack.items]
+        stubs = packed_runs(site, pack.select, pack_texts, generated, task.runs)[0]
     ptxs = []
-    for a, b in runs:
+    for stub in stubs:
         texts = list(base)
-        texts[pack_at] = dispatch_text(site, pack.select, pack_texts[a:b], first=a)
+        texts[pack_at] = stub
         ptxs.append(inj.render(texts, bind=spec.bind))
     return merge_kernels(ptxs, spec.entry, site.name) if task.kernels else ptxs[0]
 

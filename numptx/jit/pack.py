@@ -60,6 +60,7 @@ import numpy as np
 
 from ..errors import LinkError, NumptxError
 from ..inject import Site
+from .._program import Stub
 from ..stack_ptx import Op
 from . import runtime_constants as RT
 from .build import build_many
@@ -68,7 +69,7 @@ from .errors import BuildError, summary
 from .farm import WirePack, words_of
 from .numba_site import SIMULATOR
 from .pack_kernels import (LABEL, MARK, PER_KERNEL, BuildMode, Layout, LayoutTarget,
-                           LayoutVariant, PackKernel, PerKernel, dispatch_text)
+                           LayoutVariant, PackKernel, PerKernel, dispatch_text, packed_runs)
 from .resources import CubinInspection
 from .stub_checks import check_reserved
 from .stubs import resolve_stub
@@ -147,6 +148,8 @@ class Population:
         self._texts: dict[tuple, list[str | None]] = {}   # per site signature
         self.last_site: Site | None = None                # the last site resolved for
         self._lock = threading.Lock()
+        #: candidate -> declaration lines its packed text lacks (shared registers)
+        self._taken: dict[int, int] = {}
 
     def __len__(self) -> int:
         return len(self.candidates)
@@ -223,7 +226,14 @@ class Population:
         texts = self.texts(site)
         if all(t is None for t in texts):
             self.stub(site)                  # raises: no candidate fits
-        return [dispatch_text(site, self.select, texts[a:b], first=a) for a, b in runs]
+        stubs, self._taken = packed_runs(site, self.select, texts, self.generated(), runs)
+        return stubs
+
+    def generated(self) -> list[bool]:
+        """Whether numptx compiled each candidate's text (a Stack PTX program or a compiled
+        stub): what :func:`~numptx.jit.pack_kernels.share_registers` may change."""
+        return [isinstance(c, (list, tuple, np.ndarray)) or type(c) is Stub
+                for c in self.candidates]
 
     def wire(self, site: Site) -> WirePack | None:
         """The population as a farm sends it (:mod:`numptx.jit.farm`): each candidate as its
@@ -232,10 +242,10 @@ class Population:
         if self.constants != "inline":
             return None
         items = []
-        for c, t in zip(self.candidates, self.texts(site)):
+        for c, t, g in zip(self.candidates, self.texts(site), self.generated()):
             b = None if t is None else words_of(c)
             items.append(None if t is None else ("w", b) if b is not None else
-                         ("t", str.__str__(t)))
+                         ("g" if g else "t", str.__str__(t)))
         return WirePack(self.select, self.strict, tuple(items))
 
     def sim_stub(self, k: int, site: Site) -> Any:
@@ -292,6 +302,10 @@ class Population:
         """Line ``j`` of candidate ``k``'s packed text as a line of its own text: with run-time
         constants the packed text starts with a declaration and a load per constant."""
         site = self.last_site
+        if self._taken.get(k) and j >= 2:       # its declarations went to the pack's top
+            n = self._taken[k]
+            own = (self.texts(site)[k] or "").split("\n") if site is not None else []
+            return (j + n, own[j + n - 1].strip()) if j + n <= len(own) else (j, text)
         if self.constants != "runtime" or site is None:
             return j, text
         own = self.texts(site)[k]
