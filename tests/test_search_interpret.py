@@ -163,9 +163,12 @@ def test_regress_finds_hidden_targets_through_the_interpreter(target):
     assert r.evaluate == "interpret" and r.stopped == "target"
     assert r.best.loss <= 1e-12
     assert np.allclose(r.best.predict(X), y, atol=1e-6)
-    # re-scored by the compiled path: the same loss, bit for bit, on the CPU
+    # re-scored by the compiled path: the same loss, bit for bit, on the CPU (the run's
+    # scaled loss); the program returned (its scaling written in) carries its own loss
     assert r.rescored.what == ("best",) and r.rescored.differing == 0
-    assert r.rescored.compiled == r.rescored.interpreted == (r.best.loss,)
+    assert r.rescored.compiled == r.rescored.interpreted
+    assert r.best.loss == Evaluator(X, y.astype(np.float32), device="cpu",
+                                    evaluate="compile").score([r.best.program])[0]
 
 
 def test_compile_and_interpret_runs_are_the_same_run_on_the_cpu():
@@ -207,8 +210,11 @@ def test_a_loss_the_compiled_path_does_not_confirm_is_reported_and_warned(tmp_pa
                                            r"interpreted"):
         got = search.resume(tmp_path / "r.nxck", generations=0, device="cpu")
     assert got.rescored.differing == 1 and got.rescored.max_difference > 0
-    assert got.best.loss == true_loss                       # the compiled path's loss
+    assert got.rescored.compiled == (true_loss,)             # the compiled path's loss
     assert got.rescored.interpreted == (true_loss / 2 - 1.0,)
+    # returned with its scaling written in, and that program's own loss
+    assert got.best.loss == Evaluator(X, y, device="cpu", evaluate="compile").score(
+        [got.best.program])[0]
 
 
 def test_equal_losses_raise_no_warning():

@@ -34,7 +34,7 @@ def test_a_partial_probe_returns_elites_with_their_own_losses_and_says_why(evalu
             as got:
         r = search.map_elites(X, y, ["add", "sub", "mul", "max", "min", "abs"], batch=100,
                               generations=3, seed=4, device="cpu", evaluate=evaluate,
-                              semantic_dedup=1, fit_top=0)
+                              semantic_dedup=1, fit_top=0, linear_scaling=False)
     assert r.semantic_duplicates > 0
     want = E.Evaluator(X, y, device="cpu", evaluate="compile").score(
         [c.program for c in r.archive.values()])

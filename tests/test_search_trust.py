@@ -352,7 +352,7 @@ def test_a_run_with_an_empty_program_resumes(tmp_path):
     y = X[:, 0] ** 2 + X[:, 1]
     r = search.regress(X, y, ["add", "sq", "sigmoid", "exp", "log", "pow2", "rsqrt.approx.f32"],
                        population=30, generations=3, seed=2, device="cpu", max_length=8,
-                       init_length=(1, 12))
+                       init_length=(1, 12), linear_scaling=False, fit_method="es")
     assert any(len(c.program) == 0 for c in r.population)
     r.save(tmp_path / "e.nxck")
     assert search.resume(tmp_path / "e.nxck", generations=1, device="cpu").generations == 4
@@ -441,7 +441,8 @@ def test_property_a_mutated_checkpoint_resumes_or_is_a_checkpoint_error(tmp_path
         ran = 1 if r.stopped == "generations" else 0     # a mutated target or time_limit
         assert r.generations == len(state["history"]) + ran and r.best is not None
         outcomes["resumed"] += 1
-    assert outcomes["resumed"] > count // 10 and outcomes["refused"] > count // 3, outcomes
+    # (both outcomes occur often enough for the property to mean something)
+    assert outcomes["resumed"] > count // 20 and outcomes["refused"] > count // 3, outcomes
 
 
 def test_property_a_mutated_evolve_checkpoint_restores_or_is_a_checkpoint_error(tmp_path):

@@ -26,7 +26,7 @@ from .._program.interpret import (InterpretError, Tapes, columns, reads_input, r
 from .._program.ops import ProgramError, marker_dialect
 
 __all__ = ["interpret_losses", "losses_of_predictions", "is_program", "GpuScorer",
-           "register_gpu_scorer", "GPU_INTERPRET_MAX_ROWS"]
+           "register_gpu_scorer", "GPU_INTERPRET_MAX_ROWS", "data_columns"]
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +83,19 @@ def losses_of_predictions(pred: np.ndarray, y: np.ndarray, loss: str) -> np.ndar
     return s
 
 
+def data_columns(tp: Tapes, X: np.ndarray, names: Sequence[str]) -> tuple[list, int]:
+    """The columns of ``X`` (named ``names``) and ``cand`` (0) in the order ``tp``'s inputs
+    index them, and the row count: what :func:`numptx._program.interpret.run_cpu` takes for
+    tapes made at the fitness kernel's site. Tapes of the same site share one order::
+
+        order, n = data_columns(tp, X, ("x0", "x1"))
+        pred = run_cpu(tp, order, n)["p"]          # (programs, rows)
+    """
+    cols, n_rows = columns({"cand": np.uint32(0)} | {m: X[:, j] for j, m in enumerate(names)})
+    by = {c.name: c for c in cols}
+    return [by[m.split("\x00")[0]] for m in tp.inputs], n_rows
+
+
 class GpuScorer(Protocol):
     """The GPU interpreter's losses of a batch of tapes (numptx.jit.interpret_gpu registers
     one): ``scorer(tapes, columns, y, loss, dtype)`` -> one loss per tape."""
@@ -126,9 +139,7 @@ def interpret_losses(programs: Sequence[Any], X: np.ndarray, y: np.ndarray,
             out[ks] = got
             rest.update({ks[j]: why for j, why in left.items()})
         return out, rest
-    cols, n_rows = columns({"cand": np.uint32(0)} | {m: X[:, j] for j, m in enumerate(names)})
-    by = {c.name: c for c in cols}
-    order = [by[m.split("\x00")[0]] for m in tp.inputs]
+    order, n_rows = data_columns(tp, X, names)
     rest = {} if device == "gpu" else {
         k: f"the interpreter does not run {row!r}" for k, row in refused(tp).items()}
     for k in np.flatnonzero(reads_input(tp, list(tp.inputs).index("cand"))).tolist():

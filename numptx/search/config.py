@@ -81,7 +81,7 @@ BOUNDS: dict[str, tuple[Any, Any, str]] = {
 
 __all__ = ["CACHE_MAX", "DEFAULTS", "BOUNDS", "POPULATION_MAX", "GENERATIONS_MAX", "LENGTH_MAX",
            "REVARY_MAX", "FIT_STEPS_MAX", "FIT_BATCH_MAX", "BINS_MAX", "PROBE_MAX", "check_config",
-           "check_float", "check_seed", "check_generations", "SEED_MAX"]
+           "check_float", "check_seed", "check_generations", "SEED_MAX", "FIT_METHODS"]
 
 
 def check_float(name: str, v: Any, low: float, high: float = math.inf) -> float:
@@ -102,7 +102,14 @@ def check_float(name: str, v: Any, low: float, high: float = math.inf) -> float:
 DEFAULTS = dict(population=1000, generations=100, tournament=None, elitism=None, parsimony=0.0,
                 crossover=0.5, mutation=0.9, max_length=64, init_length=(2, 12), fit_top=None,
                 fit_steps=12, fit_trials=4, target=None, time_limit=None, bins=None,
-                descriptors=("length", "op_mix"), restart=None, revary=1, semantic_dedup=None)
+                descriptors=("length", "op_mix"), restart=None, revary=1, semantic_dedup=None,
+                linear_scaling=None, fit_method="auto")
+
+#: how the constants of new programs are fitted (``fit_method=``): ``"lm"`` Levenberg–Marquardt
+#: on the CPU interpreter (:mod:`numptx.search.least_squares`), ``"es"`` the (1+λ) evolution
+#: strategy (:mod:`numptx.search.constants`), ``"auto"`` lm where it runs (a CPU interpreter
+#: and a least-squares loss), else es
+FIT_METHODS = ("auto", "lm", "es")
 
 
 def check_generations(v: Any, done: int = 0) -> int:
@@ -141,6 +148,12 @@ def check_config(where: str, **given: Any) -> dict:
     cfg["init_length"] = _init_length(cfg["init_length"])
     # default: a few per generation on a CPU (each fit costs steps x trials evaluations), more
     # with the large populations a GPU scores
+    if cfg["fit_method"] not in FIT_METHODS:
+        raise SearchError(f"{where}: fit_method={shown(cfg['fit_method'])}: use one of "
+                          f"{', '.join(map(repr, FIT_METHODS))}")
+    if cfg["linear_scaling"] is not None and not isinstance(cfg["linear_scaling"], bool):
+        raise SearchError(f"{where}: linear_scaling={shown(cfg['linear_scaling'])}: give True, "
+                          f"False or None (on for loss='mse' or 'rmse')")
     cfg["fit_top"] = (max(2, min(64, pop // 128)) if cfg["fit_top"] is None
                       else check_int("fit_top", cfg["fit_top"], 0, pop,
                                      f"the best new programs of a {pop_name} of {pop:,}"))

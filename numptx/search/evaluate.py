@@ -57,7 +57,7 @@ from .pipeline import PackPipeline
 
 __all__ = ["Evaluator", "check_data", "check_executor", "check_per_module", "check_scores",
            "PER_MODULE_MAX", "resolve_device", "LOSSES", "EVALUATE", "Evaluate",
-           "check_evaluate", "resolve_evaluate", "gpu_auto"]
+           "check_evaluate", "resolve_evaluate", "gpu_auto", "check_scaling", "SCALED_LOSSES"]
 
 log = logging.getLogger(__name__)
 
@@ -203,6 +203,27 @@ Evaluate = Literal["auto", "interpret", "compile"]
 EVALUATE: tuple[str, ...] = ("auto", "interpret", "compile")
 
 
+#: the losses linear scaling applies to (the MSE of a + b * program has a closed form)
+SCALED_LOSSES = ("mse", "rmse")
+
+
+def check_scaling(linear_scaling: Any, loss: str, where: str) -> bool:
+    """``linear_scaling`` as a bool: True only for a loss of :data:`SCALED_LOSSES`; else a
+    :class:`SearchError` naming the argument::
+
+        check_scaling(True, "mse", "regress")       # True
+    """
+    if not isinstance(linear_scaling, (bool, np.bool_)):
+        raise SearchError(f"{where}: linear_scaling={shown(linear_scaling)}: give True, False "
+                          f"or None (on for loss='mse' or 'rmse')")
+    if linear_scaling and loss not in SCALED_LOSSES:
+        raise SearchError(f"{where}: linear_scaling=True with loss={loss!r}: the best a + b * "
+                          f"program has a closed form for {' and '.join(SCALED_LOSSES)} only"
+                          + (" (pearson is scale-free already)" if loss == "pearson" else "")
+                          + "; use linear_scaling=False")
+    return bool(linear_scaling)
+
+
 def check_evaluate(evaluate: Any, where: str) -> str:
     """``evaluate`` when it is one of :data:`EVALUATE`; else a :class:`SearchError` naming the
     argument and ``where`` (the API function)::
@@ -260,19 +281,28 @@ class Evaluator:
     def __init__(self, X: Any, y: Any, *, loss: str = "mse", names: Sequence[str] | None = None,
                  device: str = "auto", executor: Executor | None = None,
                  per_module: int | None = None, where: str = "regress", pipeline: bool = True,
-                 evaluate: Evaluate = "auto", rows: Sequence[str] | None = None):
+                 evaluate: Evaluate = "auto", rows: Sequence[str] | None = None,
+                 linear_scaling: bool = False):
         self.evaluate = check_evaluate(evaluate, where)
         #: the table rows the programs use (the genes'): one GPU interpreter kernel for a search
         self.rows = tuple(rows) if rows is not None else None
         self.X, self.y = check_data(X, y, where=where)
         if not (isinstance(loss, str) and loss in LOSSES):
             raise SearchError(f"{where}: loss={loss!r}: use one of {', '.join(LOSSES)}")
-        if loss == "pearson" and (self.y.min() == self.y.max()
-                                  or not float(self.y.astype(np.float64).var()) > 0):
+        #: whether a program's loss is that of its best linear scaling a + b * program
+        #: (module documentation, "Linear scaling")
+        self.linear_scaling = check_scaling(linear_scaling, loss, where)
+        #: the loss the fitness kernel and the interpreter compute (pearson under scaling)
+        self.kernel_loss = "pearson" if self.linear_scaling else loss
+        if self.kernel_loss == "pearson" and (self.y.min() == self.y.max()
+                                              or not float(self.y.astype(np.float64).var()) > 0):
             raise SearchError(f"{where}: y is constant ({float(self.y[0])!r} in all "
                               f"{len(self.y)} samples): with zero variance the pearson loss "
-                              f"(1 - correlation) is undefined for every candidate; use "
-                              f"loss='mse' (or another loss) for a constant target")
+                              f"(1 - correlation) is undefined for every candidate"
+                              + (" and so is linear scaling; use linear_scaling=False"
+                                 if self.linear_scaling else
+                                 "; use loss='mse' (or another loss) for a constant target"))
+        self._var_y = float(self.y.astype(np.float64).var())
         executor = check_executor(executor, where)
         per_module = check_per_module(per_module, where)
         d = self.X.shape[1]
@@ -286,7 +316,8 @@ class Evaluator:
         self.dtype = "f64" if self.X.dtype == np.float64 else "f32"
         arch = F.device_arch() if self.device == "gpu" else "sm_90"
         try:     # the generated kernel checks the names (C++ keywords, its own variables)
-            self.template = F.fitness_template(d, self.names, self.dtype, loss, arch)
+            self.template = F.fitness_template(d, self.names, self.dtype, self.kernel_loss,
+                                               arch)
         except Exception as e:  # noqa: BLE001 - a bad column name fails to compile: say which
             raise SearchError(f"{where}: names={self.names!r} cannot name the columns: "
                               f"{e}") from None
@@ -295,6 +326,33 @@ class Evaluator:
         self.pipeline = bool(pipeline)
         self._gpu_arrays: tuple | None = None
         self._pack_template: Any = None
+        self._plain: Evaluator | None = None
+        self._where = where
+
+    def plain(self) -> "Evaluator":
+        """This evaluator without linear scaling (itself when it has none): the losses of
+        programs as they are, for what a run returns (its scaling written into the program)."""
+        if not self.linear_scaling:
+            return self
+        if self._plain is None:
+            self._plain = Evaluator(self.X, self.y, loss=self.loss, names=self.names,
+                                    device=self.device, executor=self.executor,
+                                    per_module=self.per_module, where=self._where,
+                                    pipeline=self.pipeline, evaluate=self.evaluate,
+                                    rows=self.rows)
+        return self._plain
+
+    def scaled(self, losses: np.ndarray) -> np.ndarray:
+        """Kernel losses (pearson's 1 - r under linear scaling) as this evaluator's losses:
+        the MSE of the best a + b * program is var(y) * (1 - r**2) = var(y) * L * (2 - L) for
+        L = 1 - r (exact near a perfect fit, where 1 - r**2 would cancel); rmse its root.
+        Without scaling, ``losses`` as they are."""
+        if not self.linear_scaling:
+            return losses
+        L = np.asarray(losses, np.float64)
+        with np.errstate(all="ignore"):
+            mse = np.where(np.isfinite(L), self._var_y * L * (2.0 - L), np.inf)
+        return np.sqrt(mse) if self.loss == "rmse" else mse
 
     # -- scoring ----------------------------------------------------------------------------
     def stubs(self, programs: Sequence[Any]) -> list:
@@ -314,19 +372,18 @@ class Evaluator:
     def score_interpreted(self, programs: Sequence[Any]) -> np.ndarray:
         """:meth:`score` through the batch interpreter (what it refuses: the compiled path);
         ``evaluated`` is not counted here."""
-        losses, rest = interpret_losses(programs, self.X, self.y, self.names, self.loss,
+        losses, rest = interpret_losses(programs, self.X, self.y, self.names, self.kernel_loss,
                                         self.site, device=self.device, rows=self.rows)
-        if not rest:
-            return losses
-        ks = sorted(rest)
-        if self._read_cand([programs[k] for k in ks]):
-            # cand is the index in a module of the whole batch: score the batch as compiled
-            log.debug("numptx.search: a refused program reads cand: the batch is compiled")
-            return self.score_compiled(programs)
-        log.debug("numptx.search: %d program(s) to the compiled path, e.g. %d: %s", len(ks),
-                  ks[0], rest[ks[0]])
-        losses[ks] = self.score_compiled([programs[k] for k in ks])
-        return losses
+        if rest:
+            ks = sorted(rest)
+            if self._read_cand([programs[k] for k in ks]):
+                # cand is the index in a module of the whole batch: score the batch as compiled
+                log.debug("numptx.search: a refused program reads cand: the batch is compiled")
+                return self.score_compiled(programs)
+            log.debug("numptx.search: %d program(s) to the compiled path, e.g. %d: %s",
+                      len(ks), ks[0], rest[ks[0]])
+            losses[ks] = self._compiled_kernel_losses([programs[k] for k in ks])
+        return self.scaled(losses)
 
     def _read_cand(self, programs: list) -> bool:
         try:
@@ -340,17 +397,20 @@ class Evaluator:
         GPU), whatever :attr:`mode` is; ``evaluated`` is not counted here. What a user
         deploys is this path's build: :mod:`numptx.search.rescore` re-scores a run's results
         with it."""
+        return self.scaled(self._compiled_kernel_losses(programs))
+
+    def _compiled_kernel_losses(self, programs: Sequence[Any]) -> np.ndarray:
         if not len(programs):
             return np.empty(0)
         stubs = self.stubs(programs)
         if self.device == "cpu" and self.executor is not None and len(stubs) > _CPU_CHUNK:
             # the emulator is the cost on a CPU: chunks of stubs (picklable text) to the workers
             futs = [self.executor.submit(F.fitness, stubs[i:i + _CPU_CHUNK], self.X, self.y,
-                                         self.loss, names=self.names, device="cpu",
+                                         self.kernel_loss, names=self.names, device="cpu",
                                          evaluate="compile")
                     for i in range(0, len(stubs), _CPU_CHUNK)]
             return np.concatenate([f.result() for f in futs])
-        return F.fitness(stubs, self.X, self.y, self.loss, names=self.names,
+        return F.fitness(stubs, self.X, self.y, self.kernel_loss, names=self.names,
                          device=self.device, executor=self.executor,
                          per_module=self.module_size(len(stubs)), evaluate="compile")
 
@@ -461,7 +521,7 @@ class Evaluator:
         and count of non-finite samples) over this evaluator's data; candidates in ``bad``
         (failed to build) and non-finite ones score +inf: the reduction of
         :func:`numptx.fitness` (:func:`numptx.jit.fitness.losses_from_sums`, one home)."""
-        return F.losses_from_sums(sums, self.y, self.loss, bad)
+        return self.scaled(F.losses_from_sums(sums, self.y, self.kernel_loss, bad))
 
 
 class _Launches:

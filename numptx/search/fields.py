@@ -116,6 +116,9 @@ class Fields:
         cfg = dict(c)
         # a run saved before semantic dedup existed ran without it
         cfg.setdefault("semantic_dedup", 0)
+        # ... and before linear scaling and Levenberg–Marquardt: without them
+        cfg.setdefault("linear_scaling", False)
+        cfg.setdefault("fit_method", "es")
         user = cfg.pop("user_descriptors", None)
         if user is not None:
             if kind != "map_elites" or not isinstance(user, list) or \

@@ -45,10 +45,13 @@ from . import semantic
 from .breed import Breeder
 from .config import CACHE_MAX, check_config, check_seed
 from .constants import fit_constants
-from .evaluate import (Evaluate, Evaluator, check_data, check_evaluate, check_executor,
+from .least_squares import fit_least_squares
+from .evaluate import (SCALED_LOSSES, Evaluate, Evaluator, check_data, check_evaluate,
+                       check_executor,
                        check_per_module, check_scores)
 from .genes import LN2, LOG2E, Genes, SearchError, check_int
 from .rescore import Rescore, returned
+from .scaling import written
 
 __all__ = ["regress", "map_elites", "evolve", "Result", "Candidate", "Generation", "check_int"]
 
@@ -317,12 +320,9 @@ class Search:
             if len(picked) >= top:
                 break
         if picked:
-            progs, losses = fit_constants(
-                self.evaluator, [cands[i].program for i, _ in picked],
-                [cands[i].loss for i, _ in picked], [e for _, e in picked], seed=self.seed,
-                steps=self.cfg["fit_steps"], trials=self.cfg["fit_trials"],
-                protect=self._macro_constants)
-            n = len(picked) * self.cfg["fit_trials"] * self.cfg["fit_steps"]
+            progs, losses, n = self._fit([cands[i].program for i, _ in picked],
+                                         [cands[i].loss for i, _ in picked],
+                                         [e for _, e in picked])
             self.evaluated += n
             self._gen_evaluated += n
             keys = _formula_mod().canonical_keys(progs, self.genes)
@@ -337,6 +337,27 @@ class Search:
         if len(self.fits) > CACHE_MAX:
             self.fits.clear()
         self.timings["fit"] += time.perf_counter() - t0
+
+    def _fit(self, programs: list, losses: list, keys: list) -> tuple[list, np.ndarray, int]:
+        """(programs, losses, evaluations) of one constant fit by ``fit_method``."""
+        cfg = self.cfg
+        if cfg["fit_method"] != "lm":
+            progs, got = fit_constants(self.evaluator, programs, losses, keys, seed=self.seed,
+                                       steps=cfg["fit_steps"], trials=cfg["fit_trials"],
+                                       protect=self._macro_constants)
+            return progs, got, len(programs) * cfg["fit_trials"] * cfg["fit_steps"]
+        progs, _, runs = fit_least_squares(self.evaluator, programs, steps=cfg["fit_steps"],
+                                           protect=self._macro_constants)
+        moved = [k for k, (p, q) in enumerate(zip(progs, programs)) if p is not q and p != q]
+        got = np.asarray(losses, np.float64).copy()
+        if moved:      # the evaluator's own losses: a fit is kept only where it scores better
+            new = self.evaluator.score([progs[k] for k in moved])
+            for k, v in zip(moved, new.tolist()):
+                if v < got[k]:
+                    got[k] = v
+                else:
+                    progs[k] = programs[k]
+        return progs, got, runs + len(moved)
 
     # -- variation ------------------------------------------------------------------------
     def make_children(self, parents_a: list, parents_b: list) -> list:
@@ -482,8 +503,10 @@ class Search:
 
     def result(self) -> Result:
         best, archive, rescored = self.rescored()
-        pop = list(archive.values()) if self.kind == "map_elites" else list(self.population)
         ev = self.evaluator
+        pop = list(archive.values()) if self.kind == "map_elites" else \
+            written(ev, self.genes, self.population) if ev is not None else \
+            list(self.population)
         return Result(best=best, population=pop, history=list(self.history),
                       genes=self.genes, generations=len(self.history), stopped=self.stopped,
                       evaluated=self.evaluated, seconds=self.seconds,
@@ -542,10 +565,24 @@ def _regression_search(kind: str, X: Any, y: Any, ops: Sequence[str], *, names, 
     cfg = check_config(kind, **options)
     if not isinstance(pipeline, bool):
         raise SearchError(f"{kind}: pipeline={pipeline!r}: give True or False")
+    if cfg["linear_scaling"] is None:     # on where it has a closed form and y varies
+        cfg["linear_scaling"] = loss in SCALED_LOSSES and bool(yc.min() != yc.max())
     ev = Evaluator(Xc, yc, loss=loss, names=genes.names, device=device, executor=executor,
                    per_module=per_module, where=kind, pipeline=pipeline, evaluate=evaluate,
-                   rows=genes.rows)
+                   rows=genes.rows, linear_scaling=cfg["linear_scaling"])
+    if cfg["fit_method"] == "auto":
+        lm = ev.device == "cpu" and loss in (*SCALED_LOSSES, "pearson")
+        cfg["fit_method"] = "lm" if lm else "es"
+        if lm and options.get("fit_top") is None:
+            cfg["fit_top"] = fit_top_lm(cfg["population"])
     return Search(kind, genes, cfg, check_seed(seed), evaluator=ev)
+
+
+def fit_top_lm(population: int) -> int:
+    """The default ``fit_top`` under Levenberg–Marquardt: a quarter of the population (each
+    fit is ~10 rounds of 1 + k interpreter runs of a program: benchmarks/README.md, "Search
+    against Operon")."""
+    return max(2, population // 4)
 
 
 def regress(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div"), *,
@@ -559,7 +596,8 @@ def regress(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div"), *
             restart: int | None = None, revary: int = 1, device: str = "auto",
             executor: Executor | None = None, per_module: int | None = None,
             pipeline: bool = True, evaluate: Evaluate = "auto",
-            semantic_dedup: int | None = None,
+            semantic_dedup: int | None = None, linear_scaling: bool | None = None,
+            fit_method: str = "auto",
             progress: bool | Callable[[Generation], Any] = False) -> Result:
     """Symbolic regression: find a program over the columns of ``X`` (named ``x0..``, or
     ``names``) whose output fits ``y`` under ``loss`` (``mse``, ``mae``, ``rmse``,
@@ -599,7 +637,8 @@ def regress(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div"), *
                            crossover=crossover, mutation=mutation, max_length=max_length,
                            init_length=init_length, fit_top=fit_top, fit_steps=fit_steps,
                            fit_trials=fit_trials, target=target, time_limit=time_limit,
-                           restart=restart, revary=revary)
+                           restart=restart, revary=revary, linear_scaling=linear_scaling,
+                           fit_method=fit_method)
     return s.run(s.cfg["generations"], progress)
 
 
@@ -689,7 +728,8 @@ def map_elites(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div")
                time_limit: float | None = None, revary: int = 1, device: str = "auto",
                executor: Executor | None = None, per_module: int | None = None,
                pipeline: bool = True, evaluate: Evaluate = "auto",
-               semantic_dedup: int | None = None,
+               semantic_dedup: int | None = None, linear_scaling: bool | None = None,
+               fit_method: str = "auto",
                progress: bool | Callable[[Generation], Any] = False) -> Result:
     """MAP-Elites: an archive keeps the best program of each cell of a behaviour grid; each
     generation makes ``batch`` children of uniformly drawn elites and files each in its cell
@@ -709,6 +749,7 @@ def map_elites(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div")
                            mutation=mutation, max_length=max_length, init_length=init_length,
                            fit_top=fit_top, fit_steps=fit_steps, fit_trials=fit_trials,
                            target=target, time_limit=time_limit, descriptors=descriptors,
-                           bins=bins, elitism=0, revary=revary)
+                           bins=bins, elitism=0, revary=revary,
+                           linear_scaling=linear_scaling, fit_method=fit_method)
     return s.run(s.cfg["generations"], progress)
 

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import NumptxWarning
+from .scaling import written
 
 __all__ = ["Rescore", "rescore", "returned", "tolerance", "RTOL_GPU", "ATOL_GPU"]
 
@@ -115,16 +116,25 @@ def returned(search: Any, *, stacklevel: int = 6) -> tuple[Any, dict, Rescore | 
     """(best, archive, rescore) of a search (:class:`numptx.search.loop.Search`): when the
     interpreter scored it, or semantic dedup ran on fewer probe rows than the data has,
     ``best`` and the archive's elites as copies that carry the compiled path's losses, and
-    their :class:`Rescore`; else themselves and None. The search keeps its own losses."""
+    their :class:`Rescore`; else themselves and None. Under linear scaling the scaling is then
+    written into their programs (:func:`numptx.search.scaling.written`), and they carry those
+    programs' own losses (the Rescore holds the run's scaled losses, re-scored before). The
+    search keeps its own programs and losses."""
     ev, best, sem = search.evaluator, search.best, search.semantic
-    probe = None if ev is None or sem is None or len(sem.rows) >= ev.X.shape[0] else \
-        (len(sem.rows), ev.X.shape[0])
-    if ev is None or best is None or (ev.mode != "interpret" and probe is None):
-        return best, dict(search.archive), None
     cells = list(search.archive)
     cands = [best] + [search.archive[c] for c in cells]
-    r = rescore(ev, ["best"] + [f"archive[{c}]" for c in cells], [c.program for c in cands],
-                [c.loss for c in cands], stacklevel=stacklevel, probe=probe)
-    new = [dataclasses.replace(c, program=list(c.program), loss=v)
-           for c, v in zip(cands, r.compiled)]
-    return new[0], dict(zip(cells, new[1:])), r
+    probe = None if ev is None or sem is None or len(sem.rows) >= ev.X.shape[0] else \
+        (len(sem.rows), ev.X.shape[0])
+    if ev is None or best is None:
+        return best, dict(search.archive), None
+    r = None
+    if ev.mode == "interpret" or probe is not None:
+        r = rescore(ev, ["best"] + [f"archive[{c}]" for c in cells], [c.program for c in cands],
+                    [c.loss for c in cands], stacklevel=stacklevel, probe=probe)
+        cands = [dataclasses.replace(c, program=list(c.program), loss=v)
+                 for c, v in zip(cands, r.compiled)]
+    if ev.linear_scaling:
+        # the scaling written into the programs, which carry their own (plain) losses from
+        # here on; ``r`` holds the run's scaled losses, re-scored before the writing
+        cands = written(ev, search.genes, cands)
+    return cands[0], dict(zip(cells, cands[1:])), r

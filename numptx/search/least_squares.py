@@ -1,0 +1,252 @@
+"""Levenberg–Marquardt fitting of programs' constants on the batch interpreter.
+
+What Operon does to every child, on numptx's tapes: each program's float constants
+(``operators.constants_of``, less the op macros' own) are the parameters θ of its output
+f(x; θ), and a damped Gauss–Newton step lowers the sum of squared residuals over the data.
+Under linear scaling (``Evaluator.linear_scaling``) the residual is a + b·f(x; θ) - y with a
+and b the closed-form best for the current θ (variable projection: a step never has to find
+them).
+
+How it runs, for a batch of programs at once:
+
+1. each program is made into a tape once, with marker constants (4096 + j for constant j,
+   exact in f32 and f64), and the tape records that hold a marker are its parameter slots;
+2. every round, each program's tape is run 1 + k times (k its parameters): at the trial point
+   θ' and at θ' + h_j e_j for each j, the forward differences giving the Jacobian (the step
+   h_j ~ sqrt(eps) |θ_j| of the program's float type, taken as the difference the float type
+   can represent). All the runs of all the programs are one call of the C interpreter: only
+   the slots' words change between rounds, never a program;
+3. a trial that lowers the loss is taken (and the damping λ shrinks ×1/3); else λ grows ×4
+   and the step is solved again from the last point. ``steps`` rounds in all.
+
+The losses are computed in float64 from the interpreter's outputs, which are bit for bit
+those of the compiled stub; the search then scores the fitted programs with its evaluator,
+so a candidate's loss is always the evaluator's. Derivative-free where it must be: a row
+without a derivative (min/max, comparisons, approximations) still has forward differences.
+
+::
+
+    from numptx.search.least_squares import fit_least_squares
+    programs, losses, rounds = fit_least_squares(evaluator, programs, steps=10,
+                                                 protect=(1.4426950408889634,))
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .._program.interpret import records, refused, run_cpu, subset, tapes
+from .._program.ops import ProgramError
+from ..valuetypes import BY_NAME
+from ..jit.fitness_interpret import data_columns
+
+__all__ = ["fit_least_squares", "ParameterTapes", "STEPS"]
+
+STEPS = 10             #: rounds of Levenberg–Marquardt per fit
+_MARK = 4096.0         #: marker constants 4096 + j: exact in f32 and f64 for j < 2**11
+_LAMBDA0 = 1e-3
+_CONST = 1             # STACKPTX_TAPE_CONST
+_F32, _F64 = BY_NAME["f32"].id, BY_NAME["f64"].id
+
+
+class ParameterTapes:
+    """The tapes of ``programs`` at ``evaluator``'s site with their constants as parameters:
+    :meth:`run` gives the outputs over the evaluator's data for any parameter values, with no
+    new program or tape. ``ok[i]``: program i runs in the interpreter (one that reads
+    ``cand``, or has a row without C semantics, is left out); ``theta[i]``: its constants."""
+
+    def __init__(self, evaluator: Any, programs: Sequence[Sequence[Any]]):
+        from .operators import constants_of, with_constants
+        self.ev = evaluator
+        self.theta = [np.asarray(constants_of(p), np.float64) for p in programs]
+        marked = [with_constants(p, _MARK + np.arange(len(t))) if len(t) else list(p)
+                  for p, t in zip(programs, self.theta)]
+        n = len(programs)
+        self.ok = np.zeros(n, bool)
+        try:
+            self.tp = tapes(marked, site=evaluator.site)
+        except ProgramError:                   # nothing to fit: the search keeps them as they are
+            self.tp = None
+            return
+        bad = set(refused(self.tp))
+        cand = list(self.tp.inputs).index("cand")
+        prog, at = records(self.tp)
+        words = self.tp.words
+        reads_cand = prog[((words[at] & 0xFF) == 0) & (words[at + 2] == cand)]
+        bad.update(reads_cand.tolist())
+        self.ok[:] = True
+        self.ok[list(bad)] = False
+        self.order, self.n_rows = data_columns(self.tp, evaluator.X, evaluator.names)
+        self._slots(prog, at)
+
+    def _slots(self, prog: np.ndarray, at: np.ndarray) -> None:
+        """Per record that holds a marker: its word, program, parameter and width."""
+        w = self.tp.words
+        kind, typ = w[at] & 0xFF, (w[at] >> 8) & 0xFF
+        const = at[(kind == _CONST) & ((typ == _F32) | (typ == _F64))]
+        owner = prog[(kind == _CONST) & ((typ == _F32) | (typ == _F64))]
+        wide = ((w[const] >> 8) & 0xFF) == _F64
+        lo, hi = w[const + 2].astype(np.uint64), w[const + 3].astype(np.uint64)
+        val = np.where(wide, (lo | (hi << np.uint64(32))).view(np.float64),
+                       lo.astype(np.uint32).view(np.float32).astype(np.float64))
+        j = val - _MARK
+        counts = np.array([len(t) for t in self.theta], np.int64)
+        mark = (j == np.round(j)) & (j >= 0) & (j < counts[owner])
+        self.slot_word = const[mark] - self.tp.offsets[owner[mark]].astype(np.int64)
+        self.slot_prog, self.slot_param = owner[mark], j[mark].astype(np.int64)
+        self.slot_wide = wide[mark]
+
+    def variants(self, ks: np.ndarray) -> "Variants":
+        """A batch running program ``ks[v]`` as variant v (a program may repeat)."""
+        return Variants(self, np.asarray(ks, np.int64))
+
+
+class Variants:
+    """``run(thetas)``: the outputs (variants x rows, float64) of the variants with
+    ``thetas[v]`` (padded rows: parameter j of variant v) written into their slots."""
+
+    def __init__(self, pt: ParameterTapes, ks: np.ndarray):
+        self.pt, self.ks = pt, ks
+        self.tp = subset(pt.tp, ks)
+        # the slots of every variant: its own copy of its program's slots, moved to its tape
+        start = self.tp.offsets[:-1].astype(np.int64)
+        by_prog = np.argsort(pt.slot_prog, kind="stable")
+        sp_sorted = pt.slot_prog[by_prog]
+        first = np.searchsorted(sp_sorted, ks, "left")
+        last = np.searchsorted(sp_sorted, ks, "right")
+        per = last - first
+        v_of = np.repeat(np.arange(len(ks)), per)
+        idx = by_prog[np.repeat(first, per) + (np.arange(per.sum()) - np.repeat(
+            np.cumsum(per) - per, per))] if per.sum() else np.zeros(0, np.int64)
+        self.word = start[v_of] + pt.slot_word[idx] + 2
+        self.v, self.param, self.wide = v_of, pt.slot_param[idx], pt.slot_wide[idx]
+
+    def run(self, thetas: np.ndarray) -> np.ndarray:
+        vals = thetas[self.v, self.param]
+        w = self.tp.words
+        if len(vals):
+            f32 = ~self.wide
+            w[self.word[f32]] = vals[f32].astype(np.float32).view(np.uint32)
+            bits = vals[self.wide].view(np.uint64)
+            w[self.word[self.wide]] = (bits & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+            w[self.word[self.wide] + 1] = (bits >> np.uint64(32)).astype(np.uint32)
+        out = run_cpu(self.tp, self.pt.order, self.pt.n_rows)
+        return next(iter(out.values())).astype(np.float64)
+
+
+def _sse(F: np.ndarray, y: np.ndarray, scaling: bool) -> tuple[np.ndarray, np.ndarray,
+                                                                  np.ndarray]:
+    """(sse, a, b) per row of ``F``: the sum of squared residuals of a + b F - y with a, b
+    the least-squares best under scaling (else 0 and 1); non-finite rows: +inf."""
+    with np.errstate(all="ignore"):
+        if scaling:
+            fm = F.mean(axis=1, keepdims=True)
+            dF = F - fm
+            var = (dF * dF).sum(axis=1)
+            b = np.where(var > 0, (dF @ (y - y.mean())) / var, 0.0)
+            a = y.mean() - b * fm[:, 0]
+        else:
+            a, b = np.zeros(len(F)), np.ones(len(F))
+        r = a[:, None] + b[:, None] * F - y
+        sse = (r * r).sum(axis=1)
+    return np.where(np.isfinite(sse), sse, np.inf), a, b
+
+
+def _steps(theta, h, F0, Fh, a, b, y, free, lam, scaling):
+    """The damped Gauss–Newton steps of every program (padded to K parameters)."""
+    with np.errstate(all="ignore"):
+        Jf = (Fh - F0[:, None, :]) / np.where(h == 0, 1.0, h)[:, :, None]   # (P, K, n)
+        Jf = np.where(free[:, :, None] & np.isfinite(Jf), Jf, 0.0)
+        r = a[:, None] + b[:, None] * F0 - y                                # (P, n)
+        J = Jf * b[:, None, None]
+        if scaling:          # a and b join the step (their closed form follows at the trial)
+            J = np.concatenate([J, np.ones_like(F0)[:, None, :], F0[:, None, :]], axis=1)
+        H = J @ J.transpose(0, 2, 1)                                        # (P, K', K')
+        g = (J @ r[:, :, None])[:, :, 0]
+        d = np.diagonal(H, axis1=1, axis2=2)
+        A = H + (lam[:, None, None] * np.eye(H.shape[1])) * (d[:, :, None] + 1e-12)
+        try:
+            delta = -np.linalg.solve(A, g[:, :, None])[:, :, 0]
+        except np.linalg.LinAlgError:
+            delta = -np.stack([np.linalg.lstsq(A_, g_, rcond=None)[0] for A_, g_ in zip(A, g)])
+    K = theta.shape[1]
+    delta = np.where(np.isfinite(delta[:, :K]) & free, delta[:, :K], 0.0)
+    return np.clip(theta + delta, -1e30, 1e30)
+
+
+def fit_least_squares(evaluator: Any, programs: Sequence[Sequence[Any]], *,
+                      steps: int = STEPS, protect: Sequence[float] = (),
+                      scaling: bool | None = None) -> tuple[list[list[Any]], np.ndarray, int]:
+    """Fit the constants of ``programs`` by Levenberg–Marquardt (module documentation) on
+    ``evaluator``'s data (an :class:`~numptx.search.evaluate.Evaluator`; the C interpreter
+    runs the programs whatever the evaluator's device). ``scaling``: whether the residual is
+    a + b·f - y (default: the evaluator's ``linear_scaling``, or its loss is pearson's,
+    which is scale-free). Constants equal to a
+    value in ``protect`` stay as they are. Returns the programs with the constants found
+    (unchanged where nothing better was found, or the program cannot be interpreted), their
+    float64 sums of squared residuals (+inf where not fitted), and the variant runs made
+    (the evaluations a fit cost)."""
+    from .operators import with_constants
+    programs = [list(p) for p in programs]
+    pt = ParameterTapes(evaluator, programs)
+    n = len(programs)
+    sse_out = np.full(n, np.inf)
+    prot = np.asarray(protect, np.float64)
+    todo = [i for i in range(n) if pt.ok[i] and len(pt.theta[i])
+            and (~np.isin(pt.theta[i], prot)).any()]
+    if not todo or steps < 1:
+        return programs, sse_out, 0
+    K = max(len(pt.theta[i]) for i in todo)
+    P = len(todo)
+    theta = np.zeros((P, K))
+    free = np.zeros((P, K), bool)
+    for r, i in enumerate(todo):
+        t = pt.theta[i]
+        theta[r, :len(t)], free[r, :len(t)] = t, ~np.isin(t, prot)
+    # variants: program r at its trial point, then once per free parameter j (perturbed)
+    nfree = free.sum(axis=1)
+    vprog = np.repeat(np.arange(P), 1 + nfree)
+    vj = np.concatenate([np.concatenate([[-1], np.flatnonzero(f)]) for f in free]).astype(
+        np.int64)
+    base = np.cumsum(1 + nfree) - (1 + nfree)
+    pert = vj >= 0
+    var = pt.variants(np.asarray(todo)[vprog])
+    y = evaluator.y.astype(np.float64)
+    if scaling is None:
+        scaling = bool(evaluator.linear_scaling) or evaluator.loss == "pearson"
+    wide = evaluator.dtype == "f64"
+    eps = np.finfo(np.float64 if wide else np.float32).eps
+    best_sse = np.full(P, np.inf)
+    best_theta, best_F = theta.copy(), np.zeros((P, pt.n_rows))
+    best_Fh, best_h = np.zeros((P, K, pt.n_rows)), np.zeros((P, K))
+    a, b = np.zeros(P), np.ones(P)
+    lam = np.full(P, _LAMBDA0)
+    trial = theta
+    for _ in range(steps):
+        trial = trial if wide else trial.astype(np.float32).astype(np.float64)
+        up = trial + np.sqrt(eps) * np.maximum(np.abs(trial), 1e-3)
+        up = up if wide else up.astype(np.float32).astype(np.float64)
+        h = np.where(free, up - trial, 0.0)
+        th = trial[vprog]
+        th[pert, vj[pert]] += h[vprog[pert], vj[pert]]
+        out = var.run(th)
+        F = out[base]
+        Fh = np.repeat(F[:, None, :], K, axis=1)
+        Fh[vprog[pert], vj[pert]] = out[pert]
+        sse, a_t, b_t = _sse(F, y, scaling)
+        took = sse < best_sse
+        best_sse = np.where(took, sse, best_sse)
+        best_theta[took], best_F[took], best_Fh[took], best_h[took] = \
+            trial[took], F[took], Fh[took], h[took]
+        a, b = np.where(took, a_t, a), np.where(took, b_t, b)
+        lam = np.where(took, lam / 3.0, lam * 4.0)
+        trial = _steps(best_theta, best_h, best_F, best_Fh, a, b, y, free, lam, scaling)
+    runs = steps * len(vprog)
+    for r, i in enumerate(todo):
+        if np.isfinite(best_sse[r]) and not np.array_equal(best_theta[r, :len(pt.theta[i])],
+                                                           pt.theta[i]):
+            programs[i] = with_constants(programs[i], best_theta[r, :len(pt.theta[i])])
+        sse_out[i] = best_sse[r]
+    return programs, sse_out, runs
