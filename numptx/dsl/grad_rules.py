@@ -21,7 +21,8 @@ identity and its negation, ``None`` for "no dependence"); :func:`rule` takes a `
 (``where``, minimum/maximum...); :data:`PIECEWISE_CONSTANT` is 0 (floor, round, sign...).
 
 Non-differentiable points take the mean of the one-sided derivatives (docs/dsl.md,
-"Derivatives"): ``abs'(0) = 0``, ``max``/``min`` ties split 1/2 and 1/2, ``hypot`` at (0, 0) is
+"Derivatives"): ``abs'(0) = 0``, ``max``/``min`` ties split 1/2 and 1/2 (a NaN result: 0 to both,
+as JAX), ``hypot`` at (0, 0) is
 0; a ``where`` passes the selected branch's tangent (its condition has none).
 """
 from __future__ import annotations
@@ -222,10 +223,19 @@ PIECEWISE_CONSTANT = Deriv("0 (piecewise constant)", lambda xs, y, ts: None)
 
 def minmax_jvp(a: Proxy, b: Proxy, y: Proxy, ta: Any, tb: Any) -> Any:
     """The tangent of ``y = min/max(a, b)`` (NaN-propagating or not): the tangent of the operand
-    ``y`` equals; 1/2 of each where both do (a tie: the mean of the one-sided derivatives)."""
+    ``y`` equals (``==``, so -0 and +0 tie); 1/2 of each where both do (a tie: the mean of the
+    one-sided derivatives); 0 where ``y`` equals neither, a NaN result (as JAX: maximum(NaN, 2)
+    and fmax(NaN, NaN) have derivative 0 w.r.t. both operands; fmax(NaN, 2) is 2's)."""
     pa, pb = y == a, y == b
     half = tmul(tadd(ta, tb, y), 0.5, y)
-    return D.where(pa & pb, real(half, y), D.where(pa, real(ta, y), real(tb, y)))
+    zero = lit(0.0, y)
+    if ta is None:                     # one selp less where one operand is a constant (relu)
+        rest = D.where(pb, real(tb, y), zero)
+    elif tb is None:
+        rest = D.where(pa, real(ta, y), zero)
+    else:
+        rest = D.where(pa, real(ta, y), D.where(pb, real(tb, y), zero))
+    return D.where(pa & pb, real(half, y), rest)
 
 
 def constant(p: Proxy) -> float | int | bool | None:
