@@ -239,6 +239,14 @@ def farm(n: int = 2048, per_module: int = 256) -> None:
               f"today's PTX {today:9,d} B ({today / per_module:6.0f} B a candidate)")
     spec = F.template_spec(tmpl)
     print(f"  the template, once per worker: {len(pickle.dumps(spec)):,d} B")
+    from bench_inject import gemm_template
+    gemm = nx.CudaTemplate(gemm_template(), entry="gemm", cache=False)
+    stubs = {"mac": "fma.rn.f32 %v_acc, %v_a, %v_b, %v_acc;"}
+    v = gemm.inject(stubs)
+    _, task = F.task_of(gemm, stubs, v)
+    print(f"  GEMM variant (512 sites): {len(pickle.dumps(task)):,d} B a task; today's PTX "
+          f"{len(pickle.dumps(v.ptx)):,d} B; the template once per worker "
+          f"{len(pickle.dumps(F.template_spec(gemm))):,d} B")
     print(f"\nscaling, pack_many of {n} encodings in modules of {per_module}, wall time:")
     best: dict = {}
     for _ in range(2):

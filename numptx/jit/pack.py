@@ -68,8 +68,9 @@ from .device_tables import write_table
 from .errors import BuildError, summary
 from .farm import WirePack, words_of
 from .numba_site import SIMULATOR
-from .pack_kernels import (LABEL, MARK, PER_KERNEL, BuildMode, Layout, LayoutTarget,
-                           LayoutVariant, PackKernel, PerKernel, dispatch_text, packed_runs)
+from .pack_kernels import (LABEL, MARK, PER_KERNEL, BuildMode, Layout, LayoutVariant, PackError,
+                           PackKernel, PerKernel, check_selector, dispatch_text, layout_target,
+                           packed_runs)
 from .resources import CubinInspection
 from .stub_checks import check_reserved
 from .stubs import resolve_stub
@@ -86,30 +87,9 @@ DEFAULT_PER_MODULE = 256
 #: ptxas's limit on the targets of one indirect branch ("Indirect branch table is too large to
 #: encode: ... exceed the maximum of 16380 targets"): the most candidates one pack holds
 MAX_CANDIDATES = 16380
-_SELECTOR_TYPES = ("u32", "s32")
 _LOG_MSG = re.compile(r"line (\d+); (?:error|fatal)\s*:\s*(.*)")
 _MARK_LINE = re.compile(re.escape(MARK) + r"(\d+)\s*$")
 
-
-class PackError(NumptxError):
-    """A population that cannot be packed: empty, a selector that is no u32/s32 input of the
-    site, bad arguments. ``site`` names the site (or None)."""
-
-    def __init__(self, message: str, *, site: str | None = None):
-        self.site = site
-        super().__init__(message)
-
-
-def check_selector(site: Site, select: str) -> None:
-    if select not in site:
-        ins = [v.name for v in site if v.kind == "in"]
-        raise PackError(f"site {site.name!r} has no input {select!r} to select candidates by "
-                        f"(its inputs: {', '.join(ins) or 'none'}); add PTX_IN(U32, {select}) "
-                        f"or name one with select=", site=site.name)
-    v = site[select]
-    if v.kind != "in" or v.dtype not in _SELECTOR_TYPES:
-        raise PackError(f"site {site.name!r}: the selector {select!r} is {v.kind} {v.dtype}; it "
-                        f"must be an input of type u32 or s32", site=site.name)
 
 
 class Population:
@@ -637,7 +617,7 @@ def pack(target: Any, site: str, candidates: Iterable[Any], *, select: str,
     numba kernel: anything with ``inject(stubs, missing=)`` and ``sites``). ``layout``,
     ``per_kernel`` and ``build``: :mod:`numptx.jit.pack_kernels`."""
     _check_errors_mode(errors)
-    shaped = _layout_target(target, site, layout, per_kernel, build, constants)
+    shaped = layout_target(target, site, layout, per_kernel, build, constants)
     if not isinstance(site, str):
         raise PackError(f"pack: the site is named by a str, not {type(site).__name__}")
     other = dict(stubs or {})
@@ -654,32 +634,6 @@ def pack(target: Any, site: str, candidates: Iterable[Any], *, select: str,
     return Pack(make, pop, errors=errors, site=site)
 
 
-def _layout_target(target: Any, site: str, layout: str, per_kernel: Any, build: str,
-                   constants: str) -> LayoutTarget | None:
-    """The target that builds ``target``'s packs in ``layout`` and ``build`` mode, or None for
-    the default (one function, the template's options)."""
-    if layout not in ("function", "kernels"):
-        raise PackError(f"layout={layout!r}: use 'function' (one jump table) or 'kernels' "
-                        f"(entry functions of per_kernel candidates)", site=site)
-    if build not in ("full", "fast"):
-        raise PackError(f"build={build!r}: use 'full' (the template's options) or 'fast' "
-                        f"(-Ofc=max, a screening build)", site=site)
-    if isinstance(per_kernel, bool) or not isinstance(per_kernel, int) or per_kernel < 1:
-        raise PackError(f"per_kernel={per_kernel!r}: a positive int (candidates a kernel)",
-                        site=site)
-    if layout == "function" and build == "full":
-        return None
-    if getattr(target, "build_template", None) is not None or \
-            getattr(target, "argtypes", None) is not None:
-        raise PackError(f"layout={layout!r}, build={build!r}: packs of CUDA C++ and PTX "
-                        f"templates only; a numba kernel's pack is one function at its own "
-                        f"options", site=site)
-    if constants != "inline":
-        raise PackError(f"layout={layout!r}, build={build!r}: constants='runtime' packs are "
-                        f"one function; use constants='inline'", site=site)
-    return LayoutTarget(target, site, layout, per_kernel, build)
-
-
 def pack_many(target: Any, site: str, candidates: Iterable[Any], *, select: str,
               per_module: int = DEFAULT_PER_MODULE, executor: Executor | None = None,
               progress: bool | Callable[[int, int], Any] = False, errors: str = "keep",
@@ -689,7 +643,7 @@ def pack_many(target: Any, site: str, candidates: Iterable[Any], *, select: str,
               build: BuildMode = "full") -> list[Pack]:
     """:meth:`Template.pack_many <numptx.jit.template.Template.pack_many>` of ``target``."""
     _check_errors_mode(errors)
-    shaped = _layout_target(target, site, layout, per_kernel, build, constants)
+    shaped = layout_target(target, site, layout, per_kernel, build, constants)
     if isinstance(per_module, bool) or not isinstance(per_module, int) or \
             not 1 <= per_module <= MAX_CANDIDATES:
         raise PackError(f"per_module={per_module!r}: an int from 1 to {MAX_CANDIDATES} (ptxas's "

@@ -1,4 +1,5 @@
-"""Pack layouts and build modes: a large pack as several kernels of one module; the fast build.
+"""The packed stub's text (:func:`dispatch_text`), and pack layouts and build modes: a large
+pack as several kernels of one module; the fast build. :mod:`numptx.jit.pack` uses them.
 
 A pack is one packed stub (:mod:`numptx.jit.pack`) in the template's kernel. Two choices change
 how its module is made, not what a candidate computes:
@@ -51,7 +52,7 @@ from .nvjitlink import ptx_to_cubin
 from .plans import BuildInfo
 from .resources import CubinInspection
 
-__all__ = ["dispatch_text", "share_registers", "packed_runs", "PER_KERNEL", "FAST_LINK_OPTIONS", "Layout", "BuildMode", "PackKernel", "PerKernel",
+__all__ = ["PackError", "check_selector", "layout_target", "dispatch_text", "share_registers", "packed_runs", "PER_KERNEL", "FAST_LINK_OPTIONS", "Layout", "BuildMode", "PackKernel", "PerKernel",
            "spans", "merge_kernels", "kernel_name", "LayoutTarget", "LayoutVariant"]
 
 log = logging.getLogger(__name__)
@@ -65,8 +66,30 @@ BuildMode = Literal["full", "fast"]
 _SUFFIX = "__nx_k"
 LABEL = "$__nx_pk"                 # label prefix: scoped to the packed stub's block
 MARK = "// numptx candidate "      # before each candidate: maps ptxas's line numbers back to it
+_SELECTOR_TYPES = ("u32", "s32")
 ZERO = {"f32": "0f00000000", "f64": "0d0000000000000000"}
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+
+
+class PackError(NumptxError):
+    """A population that cannot be packed: empty, a selector that is no u32/s32 input of the
+    site, bad arguments. ``site`` names the site (or None)."""
+
+    def __init__(self, message: str, *, site: str | None = None):
+        self.site = site
+        super().__init__(message)
+
+
+def check_selector(site: Site, select: str) -> None:
+    if select not in site:
+        ins = [v.name for v in site if v.kind == "in"]
+        raise PackError(f"site {site.name!r} has no input {select!r} to select candidates by "
+                        f"(its inputs: {', '.join(ins) or 'none'}); add PTX_IN(U32, {select}) "
+                        f"or name one with select=", site=site.name)
+    v = site[select]
+    if v.kind != "in" or v.dtype not in _SELECTOR_TYPES:
+        raise PackError(f"site {site.name!r}: the selector {select!r} is {v.kind} {v.dtype}; it "
+                        f"must be an input of type u32 or s32", site=site.name)
 
 
 @dataclass(frozen=True)
@@ -247,6 +270,32 @@ class Chunked(Protocol):
 
     def __len__(self) -> int: ...
     def kernel_stubs(self, site: Site, runs: Sequence[tuple[int, int]]) -> list[str]: ...
+
+
+def layout_target(target: Any, site: str, layout: str, per_kernel: Any, build: str,
+                   constants: str) -> LayoutTarget | None:
+    """The target that builds ``target``'s packs in ``layout`` and ``build`` mode, or None for
+    the default (one function, the template's options)."""
+    if layout not in ("function", "kernels"):
+        raise PackError(f"layout={layout!r}: use 'function' (one jump table) or 'kernels' "
+                        f"(entry functions of per_kernel candidates)", site=site)
+    if build not in ("full", "fast"):
+        raise PackError(f"build={build!r}: use 'full' (the template's options) or 'fast' "
+                        f"(-Ofc=max, a screening build)", site=site)
+    if isinstance(per_kernel, bool) or not isinstance(per_kernel, int) or per_kernel < 1:
+        raise PackError(f"per_kernel={per_kernel!r}: a positive int (candidates a kernel)",
+                        site=site)
+    if layout == "function" and build == "full":
+        return None
+    if getattr(target, "build_template", None) is not None or \
+            getattr(target, "argtypes", None) is not None:
+        raise PackError(f"layout={layout!r}, build={build!r}: packs of CUDA C++ and PTX "
+                        f"templates only; a numba kernel's pack is one function at its own "
+                        f"options", site=site)
+    if constants != "inline":
+        raise PackError(f"layout={layout!r}, build={build!r}: constants='runtime' packs are "
+                        f"one function; use constants='inline'", site=site)
+    return LayoutTarget(target, site, layout, per_kernel, build)
 
 
 class LayoutTarget:
