@@ -175,3 +175,37 @@ def test_words_compile_alike_on_either_side(tmpl):
         got = F._resolved(("w", F.words_of(words)), site, False)
         assert got == str(sp.compile(words, site=site))
     assert F.words_of(np.zeros(3, np.int64)) is None
+
+
+def test_a_client_without_its_scheduler(tmpl):
+    """A client whose scheduler is gone: each variant's error is a FarmError saying so, and
+    nothing is built (a BuildError naming both)."""
+    cluster = distributed.LocalCluster(processes=False, n_workers=1, dashboard_address=":0")
+    client = distributed.Client(cluster, timeout=3)
+    cluster.close()
+    try:
+        t = nx.CudaTemplate(FIT, entry="fit", cache=False)
+        with pytest.raises(nx.BuildError) as e:
+            t.build_many([{"f": "mov.f32 %v_y, %v_x;"}, {"f": "neg.f32 %v_y, %v_x;"}],
+                         executor=client)
+        assert sorted(e.value.errors) == [0, 1]
+        for err in e.value.errors.values():
+            assert isinstance(err, F.FarmError)
+            assert "not connected to its scheduler" in str(err)
+        assert all(v is None for v in e.value.variants)
+    finally:
+        client.close()
+
+
+def test_fitness_builds_on_the_farm(cluster):
+    """nx.fitness with a Client: its packs (raw PTX is packed even on the CPU, so that ptxas's
+    refusals score +inf as on a GPU) build on the workers; the scores are the local ones."""
+    _, client = cluster
+    X = np.linspace(-1, 1, 32, dtype=np.float32)[:, None]
+    y = 2 * X[:, 0]
+    cands = ["add.f32 %v_p, %v_x0, %v_x0;", "add.s32 %v_p, %v_x0, 1;"] * 20
+    for layout in ("function", "kernels"):
+        got = nx.fitness(cands, X, y, device="cpu", executor=client, layout=layout)
+        np.testing.assert_array_equal(got, nx.fitness(cands, X, y, device="cpu",
+                                                      layout=layout))
+        assert np.isinf(got[1::2]).all() and (got[0::2] == 0).all()

@@ -265,6 +265,12 @@ class Farm:
         with self._lock:
             fut = self._specs.get(spec.key)
             if fut is None:
+                status = getattr(self.client, "status", "running")
+                if status != "running":
+                    raise FarmError(f"the Dask client is not connected to its scheduler "
+                                    f"(status {status!r}), so template {t.entry!r} cannot be "
+                                    f"sent: connect again (numptx.jit.farm.connect(address)) "
+                                    f"or pass another executor")
                 try:
                     fut = self.client.scatter(spec, broadcast=True, hash=False)
                 except Exception as e:   # noqa: BLE001 - a scheduler gone, no workers
