@@ -192,3 +192,20 @@ def test_value_registers_are_declared_once_per_kernel(tmpl, progs):
     assert ".reg .f32 %_s0, %_s1, %_s2" in shared.ptx
     assert len(shared.ptx) < len(one.ptx)
     assert sass_instructions(shared.cubin, "fit__nx_k0") == sass_instructions(one.cubin, "fit")
+
+
+def test_a_refused_compiled_stub_names_its_own_line(tmpl, progs):
+    """A compiled stub whose declarations went to the kernel's top (shared registers) and that
+    ptxas refuses (compiled for another site: %v_q) is named by the line of its own text, as in
+    one function."""
+    other = nx.CudaTemplate(FIT.replace("PTX_IN(F32, x)", "PTX_IN(F32, q)")
+                            .replace("X[i]", "X[i], q = x"), entry="fit", cache=False)
+    stub = sp.compile([sp.input("q"), sp.const(2.0, "f32"), sp.instr("mul.rn.f32")],
+                      site=other.sites["f"])
+    cands = progs[:5] + [stub]
+    shared = tmpl.pack("f", cands, select="cand", layout="kernels", per_kernel=4)
+    one = tmpl.pack("f", cands, select="cand")
+    shared.cubin, one.cubin
+    assert sorted(shared.errors) == sorted(one.errors) == [5]
+    assert str(shared.errors[5]) == str(one.errors[5])
+    assert "stub line 5: 'mul.rn.f32 %_s1, %v_q, %_s0;'" in str(shared.errors[5])
