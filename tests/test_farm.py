@@ -209,3 +209,14 @@ def test_fitness_builds_on_the_farm(cluster):
         np.testing.assert_array_equal(got, nx.fitness(cands, X, y, device="cpu",
                                                       layout=layout))
         assert np.isinf(got[1::2]).all() and (got[0::2] == 0).all()
+
+
+def test_templates_sent_again_after_a_restart(cluster, tmpl, population):
+    """Every worker restarted (their data gone, the scattered template with it): the next
+    build sends the template again."""
+    _, client = cluster
+    tmpl.pack_many("f", population[:8], select="cand", per_module=4, executor=client)
+    client.restart()
+    remote = tmpl.pack_many("f", population[:8], select="cand", per_module=4, executor=client)
+    local = tmpl.pack_many("f", population[:8], select="cand", per_module=4, max_workers=1)
+    assert [p.cubin for p in remote] == [p.cubin for p in local]

@@ -264,7 +264,7 @@ class Farm:
         spec = template_spec(t)
         with self._lock:
             fut = self._specs.get(spec.key)
-            if fut is None:
+            if fut is None or fut.status != "finished":     # new, or lost with its workers
                 status = getattr(self.client, "status", "running")
                 if status != "running":
                     raise FarmError(f"the Dask client is not connected to its scheduler "
