@@ -209,3 +209,20 @@ def test_a_refused_compiled_stub_names_its_own_line(tmpl, progs):
     assert sorted(shared.errors) == sorted(one.errors) == [5]
     assert str(shared.errors[5]) == str(one.errors[5])
     assert "stub line 5: 'mul.rn.f32 %_s1, %v_q, %_s0;'" in str(shared.errors[5])
+
+
+def test_layout_packs_go_through_the_cubin_cache(tmp_path, progs):
+    from numptx.jit.cache import CubinCache
+    cache = CubinCache(str(tmp_path))
+    t = nx.CudaTemplate(FIT, entry="fit", cache=cache)
+    first = t.pack("f", progs[:20], select="cand", layout="kernels", per_kernel=8)
+    assert first.variant.build_info is None
+    cubin = first.cubin
+    assert first.variant.build_info.how == "assembled"
+    again = t.pack("f", progs[:20], select="cand", layout="kernels", per_kernel=8)
+    assert again.cubin == cubin and again.variant.build_info.how == "memory"
+    fresh = nx.CudaTemplate(FIT, entry="fit", cache=CubinCache(str(tmp_path)))
+    disk = fresh.pack("f", progs[:20], select="cand", layout="kernels", per_kernel=8)
+    assert disk.cubin == cubin and disk.variant.build_info.how == "disk"
+    other = t.pack("f", progs[:20], select="cand", layout="kernels", per_kernel=8, build="fast")
+    assert other.cubin != cubin and other.variant.build_info.how == "assembled"

@@ -420,9 +420,10 @@ class LayoutVariant(CubinInspection):
             cache = self.template.cache
             if cache is not None:
                 start = time.perf_counter()
+                where = "memory" if cache.in_memory(self.key) else "disk"
                 self._cubin = cache.get(self.key, context=f"{self.entry} {self.arch} pack")
                 if self._cubin is not None:
-                    self._info = BuildInfo("disk", time.perf_counter() - start)
+                    self._info = BuildInfo(where, time.perf_counter() - start)
         return self._cubin
 
     def store(self, cubin: bytes, info: BuildInfo | None = None) -> None:
