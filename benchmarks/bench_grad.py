@@ -17,11 +17,14 @@ it says so and skips that part (targets: >= 1x cdist, >= 3x torch ops, on an H20
     python benchmarks/bench_grad.py                 # the SASS table (CPU only)
     python benchmarks/bench_grad.py --only lj,morse # some rows
     python benchmarks/bench_grad.py --gpu           # and pairwise timings on a GPU
+    python benchmarks/bench_grad.py --gpu-only      # only those (about a minute on an H200)
     python benchmarks/bench_grad.py --pairwise-cpu  # the pairwise table on a CPU, small (smoke)
+    python benchmarks/bench_grad.py --pairwise-sass # the tiled kernels' hot loops (CPU proxy)
 """
 from __future__ import annotations
 
 import argparse
+import re
 import statistics
 import sys
 import time
@@ -285,22 +288,141 @@ def pairwise_table(repeats: int, n: int = 2048, d: int = 64, device: str = "cuda
 
     where = torch.cuda.get_device_name() if cuda else "CPU"
     print(f"\npairwise on {where}: n = m = {n}, d = {d}, f32, median of {repeats} (ms); "
-          f"speed-up = torch / numptx")
+          f"speed-up = torch / numptx; diff: max |numptx - torch| / max |torch| of the output, "
+          f"and of dA, dB (out.sum() backward)")
     print("| formula | numptx fwd | torch fwd | speed-up | numptx fwd+bwd | torch fwd+bwd | "
-          "speed-up | max diff / max |")
-    print("|---|---|---|---|---|---|---|---|")
+          "speed-up | diff out | diff dA, dB |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for name, z in ZOO.items():
         ours = lambda z=z, name=name: pairwise(A, B, z, **HYPER.get(name, {}))   # noqa: E731
         ref = lambda name=name: torch_ops(name, A, B, torch)                      # noqa: E731
-        with torch.no_grad():
-            got, want = ours(), ref()
-            diff = float((got - want).abs().max() / want.abs().max().clamp(min=1e-30))
+        diffs = _diffs(ours, ref, A, B, torch)
         t = [_time(ours, torch, repeats, cuda), _time(ref, torch, repeats, cuda),
              _time(fwd_bwd(ours), torch, repeats, cuda), _time(fwd_bwd(ref), torch, repeats, cuda)]
         label = f"{name} vs torch.cdist" if name in ("l1", "l2") else f"{name} vs torch ops"
         print(f"| {label} | {t[0]:.3f} | {t[1]:.3f} | {t[1] / t[0]:.2f}x | {t[2]:.3f} | "
-              f"{t[3]:.3f} | {t[3] / t[2]:.2f}x | {diff:.1e} |")
+              f"{t[3]:.3f} | {t[3] / t[2]:.2f}x | {diffs[0]:.1e} | {diffs[1]:.1e}, "
+              f"{diffs[2]:.1e} |")
     return 0
+
+
+def _diffs(ours: Callable, ref: Callable, A, B, torch) -> list[float]:
+    """max |ours - ref| / max |ref| for the output and for the gradients of its sum w.r.t. A
+    and B."""
+    def rel(x, y):
+        return float((x - y).abs().max() / y.abs().max().clamp(min=1e-30))
+    got, want = ours(), ref()
+    ga = torch.autograd.grad(got.sum(), (A, B))
+    gb = torch.autograd.grad(want.sum(), (A, B))
+    return [rel(got.detach(), want.detach())] + [rel(x, y) for x, y in zip(ga, gb)]
+
+
+# ---- --pairwise-sass: the CPU proxy of the tiled pairwise kernels ------------------------------
+_SASS_LINE = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
+_SASS_LABEL = re.compile(r"^(\.L_x_\d+):")
+_BRANCH = re.compile(r"BRA `\((\.L_x_\d+)\)")
+
+
+class Loop(NamedTuple):
+    """A loop of a kernel's SASS: its instructions (from the branch target to the backward
+    branch), and among them the FFMAs and the shared (LDS) and global (LDG) loads."""
+    instructions: int
+    ffma: int
+    lds: int
+    ldg: int
+    parent: int | None = None       # the index of the loop around it in sass_loops' list
+
+
+def sass_loops(text: str) -> list[Loop]:
+    """The loops of one function's ``nvdisasm -c`` text (a branch back to an earlier label),
+    each counted without the loops nested in it (a k-tile loop without its partial-tile
+    loop), innermost first.
+
+    >>> loops = sass_loops(sass_text(v.cubin, v.entry))     # doctest: +SKIP
+    """
+    code: list[tuple[int, str]] = []
+    labels: dict[str, int] = {}
+    pending: list[str] = []
+    for line in text.splitlines():
+        lm = _SASS_LABEL.match(line.strip())
+        if lm:
+            pending.append(lm.group(1))
+            continue
+        m = _SASS_LINE.match(line)
+        if m and m.group(2).strip(" {}") not in ("", "NOP"):
+            addr = int(m.group(1), 16)
+            for name in pending:
+                labels[name] = addr
+            pending = []
+            code.append((addr, m.group(2).strip(" {}")))
+    spans = sorted({(labels[b.group(1)], addr) for addr, ins in code
+                    if (b := _BRANCH.search(ins)) and labels.get(b.group(1), addr + 1) <= addr},
+                   key=lambda se: se[1] - se[0])
+    loops = []
+    for k, (start, end) in enumerate(spans):
+        inner = [(s, e) for s, e in spans[:k] if start <= s and e <= end]
+        body = [i for a, i in code if start <= a <= end and not any(s <= a <= e for s, e in inner)]
+        ops = [i.split()[1] if i.startswith("@") else i.split()[0] for i in body]
+        parent = next((j for j, (s, e) in enumerate(spans) if j > k and s <= start and end <= e),
+                      None)
+        loops.append(Loop(len(body), sum(o.startswith("FFMA") for o in ops),
+                          sum(o.startswith("LDS") for o in ops),
+                          sum(o.startswith("LDG") for o in ops), parent))
+    return loops
+
+
+def hot_loop(cubin: bytes, kernel: str) -> tuple[Loop, Loop | None]:
+    """The loop of ``kernel`` with the most FFMAs of its own (the k or q loop of a pairwise
+    kernel), and the loop around it (None: none)."""
+    from numptx.jit.sass import sass_text
+    loops = sass_loops(sass_text(cubin, kernel))
+    hot = max(loops, key=lambda lp: (lp.ffma, -lp.instructions))
+    return hot, None if hot.parent is None else loops[hot.parent]
+
+
+#: zoo formulas for the SASS proxy, and the FFMAs one application of each kernel's site takes
+#: (l2: (a - b)^2 + acc, one FFMA forward, one in back; cosine: three forward, two back)
+PROXY = {"l2": (1, 1), "cosine": (3, 2)}
+
+
+def pairwise_sass_table(kernels_of: Callable | None = None, label: str = "tiled") -> None:
+    """Per zoo formula and kernel, the hot loop's SASS instructions per application of the
+    formula (one output element, one k), shared + global loads per FFMA, and registers::
+
+        python benchmarks/bench_grad.py --pairwise-sass
+    """
+    from numptx.torch import zoo
+    if kernels_of is None:
+        from numptx.torch.cuda import kernels as kernels_of
+    print(f"\npairwise kernels ({label}), {ARCH}, f32: the hot loop's SASS instructions per "
+          "output element per k | loads (LDS + LDG) per FFMA | registers")
+    print("| formula | forward | back_a | back_b |")
+    print("|---|---|---|---|")
+    for name, (fwd, bwd) in PROXY.items():
+        f = zoo.ZOO[name].typed("f32")
+        k = kernels_of(f, ARCH)
+        cells = []
+        for what, per in (("forward", fwd), ("back_a", bwd), ("back_b", bwd)):
+            v = getattr(k, what)
+            (ins, ffma, loads), apps = _per_tile(v, per, what, f, label == "tiled")
+            cells.append(f"{ins / apps:.2f} | {loads / ffma:.2f} | {v.resources.registers}")
+        print(f"| {name} | " + " | ".join(cells) + " |")
+
+
+def _per_tile(v, per: int, what: str, f, tiled: bool) -> tuple[tuple[float, float, float], float]:
+    """(instructions, FFMAs, loads) of the hot loop and the applications of the formula they
+    make; a rolled tiled loop (16 applications: one k for a 4 x 4 block) takes its share of the
+    loop around it (the tile loads and barriers), one k-tile (q-tile) per pass of that loop."""
+    from numptx.torch import cuda as C
+    hot, around = hot_loop(v.cubin, v.entry)
+    apps = hot.ffma / per
+    counts = (hot.instructions, hot.ffma, hot.lds + hot.ldg)
+    if tiled and apps == 16 and around is not None:
+        trips = C.BK if what == "forward" else C.back_tile(f.t, f.n_acc)
+        counts = (hot.instructions * trips + around.instructions, hot.ffma * trips + around.ffma,
+                  (hot.lds + hot.ldg) * trips + around.lds + around.ldg)
+        apps *= trips
+    return counts, apps
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -309,6 +431,10 @@ def main(argv: list[str] | None = None) -> int:
                     f"({', '.join(c.key for c in CASES)})")
     ap.add_argument("--gpu", action="store_true", help="also time numptx.torch.pairwise")
     ap.add_argument("--repeats", type=int, default=20, help="timed runs per case (--gpu)")
+    ap.add_argument("--gpu-only", action="store_true",
+                    help="only the pairwise timings on a GPU (no SASS table)")
+    ap.add_argument("--pairwise-sass", action="store_true",
+                    help="only the tiled pairwise kernels' hot loops in SASS (CPU)")
     ap.add_argument("--pairwise-cpu", action="store_true",
                     help="only the pairwise table, on the CPU at a small size (a smoke run)")
     args = ap.parse_args(argv)
@@ -320,6 +446,11 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if args.pairwise_cpu:
         return pairwise_table(3, n=96, d=8, device="cpu")
+    if args.pairwise_sass:
+        pairwise_sass_table()
+        return 0
+    if args.gpu_only:
+        return pairwise_table(args.repeats)
     keys = [k for k in args.only.split(",") if k]
     cases = [c for c in CASES if not keys or c.key in keys]
     t = time.perf_counter()

@@ -114,6 +114,7 @@ def test_the_grid_along_rows_stays_within_cudas_bound():
     from numptx.torch import cuda as C
     from numptx.torch.launch import GRID_Y_MAX, _grid_y
     assert _grid_y(1) == 1 and _grid_y(10 ** 9) == GRID_Y_MAX
-    assert _grid_y(GRID_Y_MAX * C.BLOCK[1]) == GRID_Y_MAX
-    for kind in ("fwd", "bwd"):
-        assert "gridDim.y * blockDim.y" in C.source(kind, "f32", 1, ())
+    assert _grid_y(GRID_Y_MAX * C.TILE) == GRID_Y_MAX          # a block per tile of rows
+    assert _grid_y(GRID_Y_MAX * C.TILE - C.TILE) == GRID_Y_MAX - 1
+    for kind in ("fwd", "bwd"):                 # the row tiles stride (tests/test_torch_tiles.py)
+        assert "+= gridDim.y * TILE" in C.source(kind, "f32", 1, ())

@@ -11,7 +11,7 @@ from typing import Any, Sequence
 
 import torch as _torch
 
-from .cuda import BLOCK, kernels
+from .cuda import BLOCK, TILE, kernels
 from .formulas import Formulas
 
 __all__ = ["forward", "backward", "forward_args", "back_args", "dfinish_args"]
@@ -26,9 +26,9 @@ GRID_Y_MAX = 65535
 
 
 def _grid_y(rows: int) -> int:
-    """Blocks along y for ``rows`` rows: as many as cover them, at most :data:`GRID_Y_MAX`
-    (the kernels loop over the rest)."""
-    return max(1, min(_cdiv(rows, BLOCK[1]), GRID_Y_MAX))
+    """Blocks along y for ``rows`` rows (a tile of :data:`~numptx.torch.cuda.TILE` each): as
+    many as cover them, at most :data:`GRID_Y_MAX` (the kernels loop over the rest)."""
+    return max(1, min(_cdiv(rows, TILE), GRID_Y_MAX))
 
 
 def _arch(device: _torch.device) -> str:
@@ -92,7 +92,7 @@ def forward(f: Formulas, A: _torch.Tensor, B: _torch.Tensor, hyper: Sequence[Any
         hv = _hyper(hyper, A)
         v = kernels(f, _arch(A.device)).forward
         with _gpu(A.device):
-            v[(_cdiv(n, BLOCK[0]), _grid_y(m)), BLOCK, _stream(A.device)](
+            v[(_cdiv(n, TILE), _grid_y(m)), BLOCK, _stream(A.device)](
                 *forward_args(out, S, A, B, hv))
     return S, out
 
@@ -102,7 +102,7 @@ def _back(v: Any, dX: _torch.Tensor, X: _torch.Tensor, Y: _torch.Tensor, S: _tor
     rows, d = X.shape
     if rows and d:
         with _gpu(X.device):
-            v[(_cdiv(d, BLOCK[0]), _grid_y(rows)), BLOCK, _stream(X.device)](
+            v[(_cdiv(d, TILE), _grid_y(rows)), BLOCK, _stream(X.device)](
                 *back_args(dX, X, Y, S, H, hv, s_mine, s_other))
 
 
