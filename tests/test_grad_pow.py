@@ -90,10 +90,10 @@ def test_accurate_power_derivatives_at_the_special_values(n, mode):
     x = np.float32(SPECIAL + [1e30, -1e30, 1e-30, -1e-30, 3.0, -3.0])
     want = _derivative_truth(x, n, np.float32)
     for got in (_emulated(g, x), g(x)):
-        finite = np.isfinite(want) & (want != 0)
-        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
-        np.testing.assert_array_equal(got[~finite & ~np.isnan(want)], want[~finite & ~np.isnan(want)])
-        np.testing.assert_array_equal(np.signbit(got[~np.isnan(want)]), np.signbit(want[~np.isnan(want)]))
+        finite, nan = np.isfinite(want) & (want != 0), np.isnan(want)
+        np.testing.assert_array_equal(np.isnan(got), nan)
+        np.testing.assert_array_equal(got[~finite & ~nan], want[~finite & ~nan])
+        np.testing.assert_array_equal(np.signbit(got[~nan]), np.signbit(want[~nan]))
         np.testing.assert_allclose(got[finite], want[finite], rtol=4e-7)
 
 
@@ -115,3 +115,14 @@ def test_second_derivative_of_a_large_power():
     got = _emulated(g2, x)
     exact = 56 * x.astype(np.longdouble) ** 6
     assert _ulps(got, exact, np.float32).max() <= 8
+
+
+def test_the_scales_of_a_negative_power_are_the_formulas_shape():
+    """The powers of two of x ** -k are marked as the library's constants are, so that
+    numptx.jit.patch never takes them for the user's (a user's 3.0 stays the user's)."""
+    from numptx.jit.patch import library_literals
+    lit = library_literals(_power(-4, "f32", "cuda"))
+    assert lit == {"0f37800000", "0f47800000", "0f1F800000", "0f5F800000"}   # 2^-+16, 2^-+64
+    ns = {"nx": nx}
+    exec("def g(x: nx.f32):\n    return x ** -2 * 3.0\n", ns)   # noqa: S102 - the test's own
+    assert "0f40400000" not in library_literals(nx.ptx_expr(ns["g"]))

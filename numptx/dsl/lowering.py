@@ -295,9 +295,17 @@ def _negative_power(b, t, fm, x, k: int):
     if k == 1 or t not in _RANGE_BITS:
         return arith(b, "div", t, fm, one, _square_and_multiply(b, t, fm, x, k))
     j = _RANGE_BITS[t] // k
+    nodes = getattr(b, "nodes", None)
+    start = 0 if nodes is None else len(nodes)
     big = b.instr(f"setp.ge.{t}", b.instr(f"abs.{t}", x), one)
     scale = b.instr(f"selp.{t}", b.const(2.0 ** -j, t), b.const(2.0 ** j, t), big)
     num = b.instr(f"selp.{t}", b.const(2.0 ** (-j * k), t), b.const(2.0 ** (j * k), t), big)
+    if nodes is not None:       # the scales are the formula's shape, as mathlib's constants are:
+        lib = [n.key for n in nodes[start:] if n.op == "const"]    # numptx.jit.patch keeps them
+        if lib:
+            if getattr(b, "library", None) is None:
+                b.library = set()
+            b.library.update(lib)
     xs = arith(b, "mul", t, fm, x, scale)
     return arith(b, "div", t, fm, num, _square_and_multiply(b, t, fm, xs, k))
 
