@@ -211,12 +211,15 @@ def test_fitness_builds_on_the_farm(cluster):
         assert np.isinf(got[1::2]).all() and (got[0::2] == 0).all()
 
 
-def test_templates_sent_again_after_a_restart(cluster, tmpl, population):
-    """Every worker restarted (their data gone, the scattered template with it): the next
-    build sends the template again."""
+def test_a_lost_template_is_sent_again(cluster, tmpl, population):
+    """The scattered template lost (its workers gone, a restart: Dask cancels the data): the
+    next build sends it again."""
     _, client = cluster
+    farm = F.as_farm(client)
     tmpl.pack_many("f", population[:8], select="cand", per_module=4, executor=client)
-    client.restart()
+    sent = farm.template(tmpl)
+    client.cancel(sent)
     remote = tmpl.pack_many("f", population[:8], select="cand", per_module=4, executor=client)
+    assert farm.template(tmpl) is not sent
     local = tmpl.pack_many("f", population[:8], select="cand", per_module=4, max_workers=1)
     assert [p.cubin for p in remote] == [p.cubin for p in local]

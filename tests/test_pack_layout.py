@@ -226,3 +226,13 @@ def test_layout_packs_go_through_the_cubin_cache(tmp_path, progs):
     assert disk.cubin == cubin and disk.variant.build_info.how == "disk"
     other = t.pack("f", progs[:20], select="cand", layout="kernels", per_kernel=8, build="fast")
     assert other.cubin != cubin and other.variant.build_info.how == "assembled"
+
+
+def test_fast_build_replaces_the_templates_optimization_level(progs):
+    """ptxas refuses -O1..-O3 next to -Ofc=max ("Conflicting options"): the fast build takes
+    the template's other options and -Ofc=max in place of its level."""
+    t = nx.CudaTemplate(FIT, entry="fit", cache=False, link_options=["-O3", "-lineinfo"])
+    fast = t.pack("f", progs[:8], select="cand", build="fast")
+    full = t.pack("f", progs[:8], select="cand")
+    assert fast.cubin == nx.ptx_to_cubin(fast.ptx, t.arch, options=["-lineinfo", "-Ofc=max"])
+    assert fast.cubin != full.cubin

@@ -90,13 +90,14 @@ class WirePack:
 @dataclass(frozen=True)
 class Task:
     """One build: per site ``("t", text)``, ``("w", words)`` or a :class:`WirePack`;
-    ``runs`` the pack's kernels (``layout="kernels"``) or None; ``extra`` link options past
-    the template's; ``ptx`` the whole text where nothing smaller says it."""
+    ``runs`` the pack's kernels (``layout="kernels"``) or None; ``options`` the link options
+    where they are not the template's (``build="fast"``); ``ptx`` the whole text where nothing
+    smaller says it."""
     sites: tuple
     runs: tuple | None = None
     kernels: bool = False
     site: str = ""
-    extra: tuple[str, ...] = ()
+    options: tuple[str, ...] | None = None
     ptx: str | None = None
 
 
@@ -129,7 +130,7 @@ def task_of(t: Any, stubs: Any, v: Any) -> tuple[Any, Task]:
     mapping ``stubs`` (as ``build_many`` got it)."""
     layout = isinstance(t, LayoutTarget)
     tmpl = t.template if layout else t
-    extra = tuple(t.link_options[len(tmpl.link_options):]) if layout else ()
+    options = tuple(t.link_options) if layout else None
     given = stubs or {}
     out = []
     for j, (name, site) in enumerate(tmpl.sites.items()):
@@ -137,14 +138,14 @@ def task_of(t: Any, stubs: Any, v: Any) -> tuple[Any, Task]:
         if isinstance(value, Wireable):
             w = value.wire(site)
             if w is None:
-                return tmpl, Task((), extra=extra, ptx=v.ptx)
+                return tmpl, Task((), options=options, ptx=v.ptx)
             out.append(w)
             continue
         b = words_of(value)
         out.append(("w", b) if b is not None else ("t", str.__str__(v.stubs[j])))
     runs = tuple(v.runs) if layout else None
     return tmpl, Task(tuple(out), runs, layout and t.layout == "kernels",
-                      t.site if layout else "", extra)
+                      t.site if layout else "", options)
 
 
 def texts_task(stubs: Any) -> Task:
@@ -244,7 +245,8 @@ def run_task(spec: TemplateSpec, task: Task) -> tuple[bytes, float]:
     """The unit of work of a farm (on a worker): ``(cubin, seconds)``."""
     start = time.perf_counter()
     ptx = render_task(spec, task)
-    cubin = ptx_to_cubin(ptx, spec.arch, options=spec.link_options + task.extra)
+    options = spec.link_options if task.options is None else task.options
+    cubin = ptx_to_cubin(ptx, spec.arch, options=options)
     return cubin, time.perf_counter() - start
 
 

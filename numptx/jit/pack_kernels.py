@@ -59,7 +59,7 @@ log = logging.getLogger(__name__)
 
 #: candidates per kernel of ``layout="kernels"`` (benchmarks/bench_populations.py --layouts)
 PER_KERNEL = 128
-#: what ``build="fast"`` adds to the template's link options
+#: what ``build="fast"`` assembles with, in place of the template's optimization level
 FAST_LINK_OPTIONS = ("-Ofc=max",)
 Layout = Literal["function", "kernels"]
 BuildMode = Literal["full", "fast"]
@@ -209,6 +209,19 @@ def packed_runs(site: Site, select: str, texts: Sequence[str | None],
     return stubs, taken
 
 
+_OPT_LEVEL = re.compile(r"(?:-Xptxas=)?(?:-O[1-3]|-Ofc=\w+|--Ofast-compile=\w+)\Z")
+
+
+def fast_options(options: Sequence[str]) -> tuple[str, ...]:
+    """The link options of ``build="fast"``: ``options`` with ``-Ofc=max`` in place of their
+    optimization level (ptxas refuses -O1..-O3 next to it: "Conflicting options").
+
+    >>> fast_options(["-O3", "-lineinfo"])
+    ('-lineinfo', '-Ofc=max')
+    """
+    return tuple(o for o in options if not _OPT_LEVEL.match(o)) + FAST_LINK_OPTIONS
+
+
 def spans(n: int, per_kernel: int) -> list[tuple[int, int]]:
     """The candidates ``(start, stop)`` of each kernel of a pack of ``n``.
 
@@ -308,8 +321,8 @@ class LayoutTarget:
         self.template, self.site, self.layout = template, site, layout
         self.per_kernel, self.build = per_kernel, build
         self.arch = template.arch
-        extra = FAST_LINK_OPTIONS if build == "fast" else ()
-        self.link_options = tuple(template.link_options) + extra
+        self.link_options = (fast_options(template.link_options) if build == "fast"
+                             else tuple(template.link_options))
         self.plans = template.plans
 
     @property
