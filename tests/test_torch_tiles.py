@@ -46,10 +46,11 @@ static inline double __longlong_as_double(long long i) {
 #define __shared__ static
 #define __align__(n) __attribute__((aligned(n)))
 #define __launch_bounds__(n)
-template <class K> static void launch_(unsigned gx, unsigned gy, K kernel) {
-    gridDim = {gx, gy, 1}; blockDim = {16, 16, 1};
+template <class K> static void launch_(unsigned gx, unsigned gy, K kernel, unsigned gz = 1) {
+    gridDim = {gx, gy, gz}; blockDim = {16, 16, 1};
+    for (unsigned bz = 0; bz < gz; ++bz)
     for (unsigned by = 0; by < gy; ++by) for (unsigned bx = 0; bx < gx; ++bx) {
-        blockIdx = {bx, by, 1};
+        blockIdx = {bx, by, bz};
         std::barrier<> bar(256); bar_ = &bar;
         std::vector<std::thread> ts;
         for (unsigned t = 0; t < 256; ++t)
@@ -172,29 +173,38 @@ def test_forward_tiles_compute_the_pairwise_reduction(build_dir, t, n_acc, reduc
                                                          ("f32", 3, "b", 2, 1),
                                                          ("f64", 3, "a", 1, 8),
                                                          ("f64", 1, "b", 1, 1)])
-@pytest.mark.parametrize("m,n,d,gy", [(70, 37, 67, 1), (33, 150, 5, 1), (130, 17, 64, 1)])
+@pytest.mark.parametrize("m,n,d,gy,split", [(70, 37, 67, 1, False), (33, 150, 5, 1, True),
+                                            (130, 17, 64, 1, False), (130, 75, 9, 1, True)])
 def test_backward_tiles_sum_the_back_site_over_the_other_rows(build_dir, t, n_acc, side, n_out,
-                                                              unrolled, m, n, d, gy):
+                                                              unrolled, m, n, d, gy, split):
     """dX[w, r, k] = sum_q back_w(a, b, S[:, i, j], H[:, i, j]) for side a (X = A, i = r) and b
-    (X = B, j = r), partial tiles everywhere, against NumPy."""
+    (X = B, j = r), partial tiles everywhere, the other rows in one part or split in parts of
+    32 (a last partial one), against NumPy."""
     dt = np.float32 if t == "f32" else np.float64
     accs = tuple(f"acc{w}" for w in range(n_out))
     src = C.source("bwd", t, n_acc, ("h",), side=side, accs=accs, unrolled=unrolled)
     lib = _compile(SHIM + _host(src, _back_cpp(n_acc, n_out)) +
                    '\nextern "C" void run(T* dX, const T* X, const T* Y, const T* S, const T* H, '
                    "const T* hy, int rows, int others, int d, long long sm, long long so, "
-                   "long long plane, int gx, int gy) { launch_(gx, gy, [&] { pairwise_bwd(dX, X, "
-                   "Y, S, H, hy, rows, others, d, sm, so, plane); }); }\n", build_dir)
+                   "long long plane, int chunk, int gx, int gy, int gz) { launch_(gx, gy, [&] "
+                   "{ pairwise_bwd(dX, X, Y, S, H, hy, rows, others, d, sm, so, plane, chunk); "
+                   "}, gz); }\n", build_dir)
     rng = np.random.default_rng(m + n + d)
     A, B = rng.standard_normal((m, d)).astype(dt), rng.standard_normal((n, d)).astype(dt)
     S, H = (rng.standard_normal((n_acc, m, n)).astype(dt) for _ in range(2))
     h = dt(0.5)
     X, Y, rows, others = (A, B, m, n) if side == "a" else (B, A, n, m)
     s_mine, s_other = (n, 1) if side == "a" else (1, n)
-    dX = np.full((n_out, rows, d), np.nan, dt)
+    # split over the other rows (the grid's z, 32 rows a part) as the launch splits them
+    # where the output tiles are few: plane z of the output holds part z's sums
+    chunk = others if not split else 32
+    gz = -(-others // chunk)
+    parts = np.full((gz, n_out, rows, d), np.nan, dt)
     i, ll = ctypes.c_int, ctypes.c_longlong
-    lib.run(_ptr(dX), _ptr(X), _ptr(Y), _ptr(S), _ptr(H), _ptr(np.array([h], dt)), i(rows),
-            i(others), i(d), ll(s_mine), ll(s_other), ll(m * n), i(-(-d // C.TILE)), i(gy))
+    lib.run(_ptr(parts), _ptr(X), _ptr(Y), _ptr(S), _ptr(H), _ptr(np.array([h], dt)), i(rows),
+            i(others), i(d), ll(s_mine), ll(s_other), ll(m * n), i(chunk), i(-(-d // C.TILE)),
+            i(gy), i(gz))
+    dX = parts.sum(0)
     x = X.astype(np.float64)[:, None, :]                    # (rows, 1, d)
     y = Y.astype(np.float64)[None, :, :]                    # (1, others, d)
     a, b = (x, y) if side == "a" else (y, x)
@@ -244,3 +254,13 @@ def test_gpu_tiled_kernels_match_the_cpu_path_for_the_zoo(dtype):
             outs.append([t.detach().cpu() for t in (out, dA, dB)])
         for what, c, gpu in zip(("out", "dA", "dB"), *outs):
             torch.testing.assert_close(gpu, c, **tol, msg=lambda m: f"{name} {what}: {m}")
+
+
+def test_the_backward_splits_the_other_rows_only_where_the_tiles_are_few():
+    """dA of 2048 x 64 is 32 output tiles: 9 parts over the 2048 rows of B give an H200's 132
+    SMs two blocks each; 1024 tiles need none; a part is at least 4 q-tiles."""
+    torch = pytest.importorskip("torch")                    # noqa: F841 - launch imports it
+    from numptx.torch.launch import splits
+    assert splits(32, 2048, 132, 16) == 9
+    assert splits(1024, 2048, 132, 16) == 1
+    assert splits(1, 40, 132, 16) == 1 and splits(1, 200, 132, 16) == 3

@@ -19,7 +19,9 @@ untiled kernel made 2 global loads per application.
   other operand's rows ``q`` in tiles of :func:`back_tile`: ``Y[q, k]`` and ``S[c]``, ``H[c]``
   at ``(r, q)`` pass through shared memory, ``X[r, k]`` stays in registers. ``S`` and ``H`` are
   read with strides, so one source serves both sides (the site names which element is ``a``;
-  the tile load walks the contiguous index first).
+  the tile load walks the contiguous index first). The grid's z splits the ``q`` range in
+  parts of ``q_chunk`` rows, each writing its partial sums to its own plane of ``dX``
+  (:func:`numptx.torch.launch.splits`: where the output tiles are too few for the GPU).
 - ``pairwise_dfinish``: one thread per ``(i, j)``: ``H[c] = G * dfinish/ds_c`` and the finishing
   formula's hyperparameter terms.
 
@@ -194,13 +196,17 @@ def _bwd(ptx: str, C: range, loads: list[str], hy: list[str], side: str,
 #define BQ {bq}
 extern "C" __global__ void __launch_bounds__(256) pairwise_bwd(
         T* dX, const T* X, const T* Y, const T* S, const T* H, const T* hyper, int rows,
-        int others, int d, long long s_mine, long long s_other, long long plane) {{
+        int others, int d, long long s_mine, long long s_other, long long plane, int q_chunk) {{
     __shared__ __align__(16) T Ys[BQ][TILE + PAD];
     __shared__ __align__(16) T Ss[{n}][BQ][TILE + PAD];
     __shared__ __align__(16) T Hs[{n}][BQ][TILE + PAD];
     const int tx = threadIdx.x, ty = threadIdx.y, tid = ty * 16 + tx;
     const int k0 = blockIdx.x * TILE;
     const size_t out_plane = (size_t)rows * d;
+    // the other rows split over the grid's z (q_chunk each, a multiple of BQ): each split
+    // writes its own partial sums, plane z of dX, which the launch adds up
+    const int q_lo = blockIdx.z * q_chunk, q_hi = min(others, q_lo + q_chunk);
+    dX += (size_t)blockIdx.z * {len(accs)} * out_plane;
     {" ".join(loads)}
     // row tiles stride over the grid's y (at most 65,535 blocks there): any number of rows
     for (int r0 = blockIdx.y * TILE; r0 < rows; r0 += gridDim.y * TILE) {{
@@ -208,22 +214,22 @@ extern "C" __global__ void __launch_bounds__(256) pairwise_bwd(
     {_each("const int r = r0 + ty * 4 + u, k = k0 + tx * 4 + v; "
            "x[u][v] = (r < rows && k < d) ? X[(size_t)r * d + k] : (T)0; " +
            " ".join(f"{acc}[u][v] = 0;" for acc in accs))}
-    for (int q0 = 0; q0 < others; q0 += BQ) {{
+    for (int q0 = q_lo; q0 < q_hi; q0 += BQ) {{
         for (int idx = tid; idx < BQ * TILE; idx += 256) {{
             {{ const int qq = idx / TILE, kk = idx % TILE, q = q0 + qq, k = k0 + kk;
-              Ys[qq][kk] = (q < others && k < d) ? Y[(size_t)q * d + k] : (T)0; }}
+              Ys[qq][kk] = (q < q_hi && k < d) ? Y[(size_t)q * d + k] : (T)0; }}
             {{ {rq} const int r = r0 + rr, q = q0 + qq;
-              const bool ok = r < rows && q < others;
+              const bool ok = r < rows && q < q_hi;
               const size_t at = ok ? (size_t)r * s_mine + (size_t)q * s_other : 0;
               {fill} }}
         }}
         __syncthreads();
-        if (others - q0 >= BQ) {{
+        if (q_hi - q0 >= BQ) {{
 #pragma unroll {unrolled}
             for (int qq = 0; qq < BQ; ++qq) {one_q}
         }} else {{                                           // the last, partial q-tile
 #pragma unroll 1
-            for (int qq = 0; qq < others - q0; ++qq) {one_q}
+            for (int qq = 0; qq < q_hi - q0; ++qq) {one_q}
         }}
         __syncthreads();
     }}

@@ -11,10 +11,10 @@ from typing import Any, Sequence
 
 import torch as _torch
 
-from .cuda import BLOCK, TILE, kernels
+from .cuda import BLOCK, TILE, back_tile, kernels
 from .formulas import Formulas
 
-__all__ = ["forward", "backward", "forward_args", "back_args", "dfinish_args"]
+__all__ = ["forward", "backward", "forward_args", "back_args", "dfinish_args", "splits"]
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -68,10 +68,25 @@ def forward_args(out: _torch.Tensor, S: _torch.Tensor | None, A: _torch.Tensor,
 
 
 def back_args(dX: _torch.Tensor, X: _torch.Tensor, Y: _torch.Tensor, S: _torch.Tensor,
-              H: _torch.Tensor, hv: _torch.Tensor | None, s_mine: int, s_other: int) -> tuple:
-    """``pairwise_bwd``'s arguments (``X``: the rows of ``dX``; ``Y``: the other operand)."""
+              H: _torch.Tensor, hv: _torch.Tensor | None, s_mine: int, s_other: int,
+              q_chunk: int | None = None) -> tuple:
+    """``pairwise_bwd``'s arguments (``X``: the rows of ``dX``; ``Y``: the other operand;
+    ``q_chunk``: the other rows each split of the grid's z sums, all of them by default)."""
     return (dX.data_ptr(), X.data_ptr(), Y.data_ptr(), S.data_ptr(), H.data_ptr(), _ptr(hv),
-            X.shape[0], Y.shape[0], X.shape[1], s_mine, s_other, S.shape[1] * S.shape[2])
+            X.shape[0], Y.shape[0], X.shape[1], s_mine, s_other, S.shape[1] * S.shape[2],
+            Y.shape[0] if q_chunk is None else q_chunk)
+
+
+def splits(blocks: int, others: int, sms: int, bq: int) -> int:
+    """Into how many parts the backward kernel splits the other operand's rows (the grid's
+    z): enough for two blocks per SM where the output tiles alone are fewer (dA of 2048 x 64
+    is 32 tiles), each part at least 4 q-tiles of work.
+
+    >>> splits(32, 2048, 132, 16), splits(1024, 2048, 132, 16), splits(1, 40, 132, 16)
+    (9, 1, 1)
+    """
+    want = _cdiv(2 * sms, blocks)
+    return max(1, min(want, others // (4 * bq)))
 
 
 def dfinish_args(H: _torch.Tensor, DH: _torch.Tensor | None, S: _torch.Tensor,
@@ -97,13 +112,27 @@ def forward(f: Formulas, A: _torch.Tensor, B: _torch.Tensor, hyper: Sequence[Any
     return S, out
 
 
-def _back(v: Any, dX: _torch.Tensor, X: _torch.Tensor, Y: _torch.Tensor, S: _torch.Tensor,
-          H: _torch.Tensor, hv: _torch.Tensor | None, s_mine: int, s_other: int) -> None:
+def _back(v: Any, f: Formulas, dX: _torch.Tensor, X: _torch.Tensor, Y: _torch.Tensor,
+          S: _torch.Tensor, H: _torch.Tensor, hv: _torch.Tensor | None, s_mine: int,
+          s_other: int) -> None:
+    """Run a backward variant into ``dX`` (``W x rows x d``, or ``rows x d``): split over the
+    other rows where the output tiles are too few for the GPU (:func:`splits`), the parts'
+    partial sums added by torch (deterministic, no atomics)."""
     rows, d = X.shape
-    if rows and d:
-        with _gpu(X.device):
-            v[(_cdiv(d, TILE), _grid_y(rows)), BLOCK, _stream(X.device)](
-                *back_args(dX, X, Y, S, H, hv, s_mine, s_other))
+    others = Y.shape[0]
+    if not (rows and d):
+        return
+    grid = (_cdiv(d, TILE), _grid_y(rows))
+    bq = back_tile(f.t, f.n_acc)
+    sms = _torch.cuda.get_device_properties(X.device).multi_processor_count
+    chunk = _cdiv(_cdiv(others, splits(grid[0] * grid[1], others, sms, bq)), bq) * bq
+    z = max(1, _cdiv(others, chunk))
+    out = dX if z == 1 else _torch.empty((z, *dX.shape), dtype=dX.dtype, device=dX.device)
+    with _gpu(X.device):
+        v[(*grid, z), BLOCK, _stream(X.device)](
+            *back_args(out, X, Y, S, H, hv, s_mine, s_other, chunk))
+    if z > 1:
+        _torch.sum(out, dim=0, out=dX)
 
 
 def backward(f: Formulas, A: _torch.Tensor, B: _torch.Tensor, S: _torch.Tensor,
@@ -131,13 +160,13 @@ def backward(f: Formulas, A: _torch.Tensor, B: _torch.Tensor, S: _torch.Tensor,
                 grads[h] = DH[q].sum()
     dA = _torch.zeros_like(A)
     dB = _torch.zeros_like(B)
-    _back(k.back_a, dA, A, B, S, H, hv, n, 1)
-    _back(k.back_b, dB, B, A, S, H, hv, 1, n)
+    _back(k.back_a, f, dA, A, B, S, H, hv, n, 1)
+    _back(k.back_b, f, dB, B, A, S, H, hv, 1, n)
     elem_want = [h for h in f.elem_hyper if h in want]
     if elem_want:
         W = len(f.elem_hyper)
         parts = _torch.zeros((W, m, d), dtype=A.dtype, device=A.device)
-        _back(k.dhyper, parts, A, B, S, H, hv, n, 1)
+        _back(k.dhyper, f, parts, A, B, S, H, hv, n, 1)
         for q, h in enumerate(f.elem_hyper):
             if h in want:
                 grads[h] = grads.get(h, 0) + parts[q].sum()
