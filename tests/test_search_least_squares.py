@@ -185,3 +185,32 @@ def test_resume_keeps_scaling_and_method(tmp_path):
     assert r2._search.cfg["fit_method"] == "lm"
     assert r2._search.evaluator.linear_scaling
     assert r2.best.loss <= r.best.loss
+
+
+def test_weighted_inputs_are_one_gene_and_survive_a_checkpoint(tmp_path):
+    g = Genes(["add", "sin"], 2, weights=True)
+    w = g.input_words("x1")
+    assert [op.kind for op in w] == ["const", "input", "instr"]
+    # a fitted weight (any value) is still one gene; a bare constant before it is its own
+    prog = [c(0.25), c(-3.5), sp.input("x1"), w[2], *g.op_words("add")]
+    assert g.tokens(prog) == [0, 1, 4, 5]
+    assert Genes.from_dict(g.to_dict()) == g and g != Genes(["add", "sin"], 2)
+    # ops without "mul": the checkpoint still takes the weighted inputs' mul
+    X, y = _data(lambda X: np.sin(2 * X[:, 0]) + X[:, 1], d=2)
+    r = search.regress(X, y, ["add", "sin"], population=24, generations=2, seed=0,
+                       device="cpu")
+    assert r._search.genes.weights
+    r.save(tmp_path / "w.ckpt")
+    more = search.resume(tmp_path / "w.ckpt", generations=1)
+    assert more.generations == 3 and more._search.genes.weights
+
+
+def test_resume_of_a_weighted_lm_run_is_exact(tmp_path):
+    X, y = _data(lambda X: 1.5 * X[:, 0] ** 3 - X[:, 0], n=30)
+    kw = dict(population=40, seed=3, device="cpu")
+    full = search.regress(X, y, ["add", "sub", "mul"], generations=4, **kw)
+    part = search.regress(X, y, ["add", "sub", "mul"], generations=2, **kw)
+    part.save(tmp_path / "p.ckpt")
+    more = search.resume(tmp_path / "p.ckpt", generations=2)
+    assert [g[:5] for g in more.history] == [g[:5] for g in full.history]
+    assert more.best.program == full.best.program

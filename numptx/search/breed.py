@@ -91,7 +91,7 @@ class Breeder:
         self.genes, self.crossover, self.mutation = genes, float(crossover), float(mutation)
         self.max_length = check_int("max_length", max_length, 1)
         self.revary = check_int("revary", revary, 0)
-        self.inputs = [(sp.input(n),) for n in genes.names]
+        self.inputs = [tuple(genes.input_words(n)) for n in genes.names]
         self.ops = [tuple(genes.op_words(n)) for n in genes.ops]
         self.zero = sp.const(0.0, genes.dtype)
         self.f64 = genes.dtype == "f64"

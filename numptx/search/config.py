@@ -103,7 +103,7 @@ DEFAULTS = dict(population=1000, generations=100, tournament=None, elitism=None,
                 crossover=0.5, mutation=0.9, max_length=64, init_length=(2, 12), fit_top=None,
                 fit_steps=12, fit_trials=4, target=None, time_limit=None, bins=None,
                 descriptors=("length", "op_mix"), restart=None, revary=1, semantic_dedup=None,
-                linear_scaling=None, fit_method="auto")
+                linear_scaling=None, fit_method="auto", input_weights=None)
 
 #: how the constants of new programs are fitted (``fit_method=``): ``"lm"`` Levenberg–Marquardt
 #: on the CPU interpreter (:mod:`numptx.search.least_squares`), ``"es"`` the (1+λ) evolution
@@ -154,6 +154,9 @@ def check_config(where: str, **given: Any) -> dict:
     if cfg["linear_scaling"] is not None and not isinstance(cfg["linear_scaling"], bool):
         raise SearchError(f"{where}: linear_scaling={shown(cfg['linear_scaling'])}: give True, "
                           f"False or None (on for loss='mse' or 'rmse')")
+    if cfg["input_weights"] is not None and not isinstance(cfg["input_weights"], bool):
+        raise SearchError(f"{where}: input_weights={shown(cfg['input_weights'])}: give True, "
+                          f"False or None (on when fit_method is 'lm')")
     cfg["fit_top"] = (max(2, min(64, pop // 128)) if cfg["fit_top"] is None
                       else check_int("fit_top", cfg["fit_top"], 0, pop,
                                      f"the best new programs of a {pop_name} of {pop:,}"))

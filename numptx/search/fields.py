@@ -119,6 +119,7 @@ class Fields:
         # ... and before linear scaling and Levenberg–Marquardt: without them
         cfg.setdefault("linear_scaling", False)
         cfg.setdefault("fit_method", "es")
+        cfg.setdefault("input_weights", False)
         user = cfg.pop("user_descriptors", None)
         if user is not None:
             if kind != "map_elites" or not isinstance(user, list) or \
@@ -299,7 +300,8 @@ class Programs:
 
     def __init__(self, fields: Fields, genes: Genes, cfg: dict):
         self.f, self.genes = fields, genes
-        words = [genes.op_words(n) for n in genes.ops]
+        # the op genes' words and the input genes' (weighted inputs: const, input, mul)
+        words = [genes.op_words(n) for n in genes.ops] + [genes.input_words(genes.names[0])]
         self.instr = {op.word for w in words for op in w if op.kind in ("instr", "meta")}
         zero = genes.const(0.0)
         self.const_kind, self.const_tag = zero.kind, zero.word & 0xFFFF

@@ -89,6 +89,7 @@ _MACROS: dict[str, tuple[tuple[str, Any], ...]] = {
                 ("i", "add.rn.{t}"), ("i", "rcp.rn.{t}")),
 }
 OP_NAMES: tuple[str, ...] = tuple(_MACROS)
+_CONST_KINDS = (sp.CONST, sp.CONST64)
 
 # names a formula uses for functions and numbers: an input may not shadow them
 RESERVED_NAMES = frozenset({"exp", "exp2", "log", "log2", "sin", "cos", "tanh", "sqrt", "abs",
@@ -159,21 +160,30 @@ class Genes:
 
     ``ops`` are short op names (see the module docstring's table) or full instruction names;
     ``n_inputs`` gives inputs ``x0..x{n-1}``, or ``names=`` names them (Python identifiers);
-    ``constants`` are the constant genes random programs draw from (besides random values)::
+    ``constants`` are the constant genes random programs draw from (besides random values);
+    ``weights=True`` makes each input gene a weighted input, ``const(1.0) x mul`` (Operon's
+    leaves: the weight is a constant the local optimizer fits)::
 
         genes = Genes(["add", "mul", "sin"], names=["t", "v"], constants=(0.5, 3.0))
         sp.compile(prog, genes.inputs, genes.outputs)        # stub with inputs %t, %v; output %y
+        Genes(["add"], 1, weights=True).input_words("x0")   # [const(1.0), input x0, mul]
     """
 
     def __init__(self, ops: Sequence[str], n_inputs: int | None = None, *,
                  names: Sequence[str] | None = None, dtype: str = "f32",
-                 constants: Sequence[float] = (0.5, 1.0, 2.0)):
+                 constants: Sequence[float] = (0.5, 1.0, 2.0), weights: bool = False):
         if not isinstance(dtype, str) or dtype.lower() not in DTYPES:
             raise SearchError(f"dtype={dtype!r}: search programs use one of {', '.join(DTYPES)}")
         self.dtype: str = dtype.lower()
         self.names: tuple[str, ...] = self._check_names(n_inputs, names)
         self.ops: tuple[str, ...] = self._check_ops(ops)
         self.constants: tuple[float, ...] = self._check_constants(constants)
+        if not isinstance(weights, (bool, np.bool_)):
+            raise SearchError(f"weights={shown(weights)}: give True (weighted input genes) or "
+                              f"False")
+        self.weights: bool = bool(weights)
+        # the mul of a weighted input gene (what tokens() matches), None without weights
+        self._weight_mul = self.input_words(self.names[0])[2].raw if self.weights else None
         self.inputs: dict[str, str] = {n: self.dtype for n in self.names}
         self.outputs: dict[str, str] = {"y": self.dtype}
         self._words = {name: self._expand(name) for name in self.ops}
@@ -300,11 +310,19 @@ class Genes:
         # + 0.0: a tiny negative draw rounds to -0.0; a gene is never a negative zero
         return self.round(float(np.round(rng.normal(0.0, 2.0), 2))) + 0.0
 
+    def input_words(self, name: str) -> list[Op]:
+        """The ops of the input gene of ``name``: its push, or with ``weights`` the weighted
+        input ``const(1.0), input, mul``."""
+        if not self.weights:
+            return [sp.input(name)]
+        return [sp.const(1.0, self.dtype), sp.input(name),
+                sp.instr(_BINARY["mul"].format(t=self.dtype))]
+
     def random_gene(self, rng: np.random.Generator) -> list[Op]:
-        """One random gene: an input push (35%), a constant push (15%) or an op's words (50%)."""
+        """One random gene: an input (35%), a constant push (15%) or an op's words (50%)."""
         u = rng.random()
         if u < 0.35:
-            return [sp.input(self.names[int(rng.integers(len(self.names)))])]
+            return self.input_words(self.names[int(rng.integers(len(self.names)))])
         if u < 0.5:
             return [self.const(self.random_constant(rng))]
         return list(self._words[self.ops[int(rng.integers(len(self.ops)))]])
@@ -315,10 +333,19 @@ class Genes:
         Variation cuts only there, so it never splits an ``exp`` into a stray scaling::
 
             genes.tokens([input("x0"), *genes.op_words("exp")])    # [0, 1, 4]
+
+        With ``weights``, a weighted input (a constant of any value, an input, ``mul``) is one
+        gene: the optimizer changes its weight, and variation keeps it whole.
         """
         macros, bounds, i, n = self._macros, [0], 0, len(prog)
+        mul = self._weight_mul
         while i < n:
             step = 1
+            if mul is not None and i + 2 < n and prog[i].word & 0xFF in _CONST_KINDS \
+                    and prog[i + 1].word & 0xFF == sp.INPUT and prog[i + 2].raw == mul:
+                i += 3
+                bounds.append(i)
+                continue
             found = macros.get(prog[i].raw)
             if found:
                 for length, raw in found:
@@ -365,27 +392,29 @@ class Genes:
     # ---- serialization
     def to_dict(self) -> dict:
         """A JSON-able description: ``Genes.from_dict(g.to_dict()) == g``."""
-        return {"ops": list(self.ops), "names": list(self.names), "dtype": self.dtype,
-                "constants": list(self.constants)}
+        d = {"ops": list(self.ops), "names": list(self.names), "dtype": self.dtype,
+             "constants": list(self.constants)}
+        return d | {"weights": True} if self.weights else d
 
     @classmethod
     def from_dict(cls, d: Mapping) -> Genes:
         """Inverse of :meth:`to_dict` (a bad dict raises SearchError naming ``d``)."""
         if not isinstance(d, Mapping) or not {"ops", "names", "dtype"} <= set(d):
             raise SearchError(f"Genes.from_dict(d): d needs keys 'ops', 'names', 'dtype' "
-                              f"(and optionally 'constants'), got {d!r}")
-        extra = set(d) - {"ops", "names", "dtype", "constants"}
+                              f"(and optionally 'constants', 'weights'), got {d!r}")
+        extra = set(d) - {"ops", "names", "dtype", "constants", "weights"}
         if extra:
             raise SearchError(f"Genes.from_dict(d): unknown keys {sorted(extra)}")
         return cls(d["ops"], names=d["names"], dtype=d["dtype"],
-                   constants=d.get("constants", (0.5, 1.0, 2.0)))
+                   constants=d.get("constants", (0.5, 1.0, 2.0)),
+                   weights=d.get("weights", False))
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Genes) and self.to_dict() == other.to_dict()
 
     def __hash__(self) -> int:
-        return hash((self.ops, self.names, self.dtype, self.constants))
+        return hash((self.ops, self.names, self.dtype, self.constants, self.weights))
 
     def __repr__(self) -> str:
         return (f"Genes(ops={list(self.ops)!r}, names={list(self.names)!r}, dtype={self.dtype!r}, "
-                f"constants={self.constants!r})")
+                f"constants={self.constants!r}" + (", weights=True)" if self.weights else ")"))

@@ -58,11 +58,13 @@ class ParameterTapes:
     ``cand``, or has a row without C semantics, is left out); ``theta[i]``: its constants."""
 
     def __init__(self, evaluator: Any, programs: Sequence[Sequence[Any]]):
-        from .operators import constants_of, with_constants
+        from .operators import ConstantSlots, constants_of
         self.ev = evaluator
         self.theta = [np.asarray(constants_of(p), np.float64) for p in programs]
-        marked = [with_constants(p, _MARK + np.arange(len(t))) if len(t) else list(p)
-                  for p, t in zip(programs, self.theta)]
+        #: per program, where its constants are (what writes the fitted values back)
+        self.slots = [ConstantSlots(p) for p in programs]
+        marked = [s.program(_MARK + np.arange(len(t))) if len(t) else list(p)
+                  for s, p, t in zip(self.slots, programs, self.theta)]
         n = len(programs)
         self.ok = np.zeros(n, bool)
         try:
@@ -154,26 +156,52 @@ def _sse(F: np.ndarray, y: np.ndarray, scaling: bool) -> tuple[np.ndarray, np.nd
     return np.where(np.isfinite(sse), sse, np.inf), a, b
 
 
-def _steps(theta, h, F0, Fh, a, b, y, free, lam, scaling):
-    """The damped Gauss–Newton steps of every program (padded to K parameters)."""
+def _steps(theta: np.ndarray, hv: np.ndarray, out: np.ndarray, lay: "_Layout", a: np.ndarray,
+           b: np.ndarray, y: np.ndarray, lam: np.ndarray, scaling: bool) -> np.ndarray:
+    """The next trial point of every program: a damped Gauss–Newton step from ``theta`` (its
+    runs ``out`` in the variant layout, their perturbations ``hv``), one batch per count of
+    free parameters (no padding)."""
+    new = theta.copy()
     with np.errstate(all="ignore"):
-        Jf = (Fh - F0[:, None, :]) / np.where(h == 0, 1.0, h)[:, :, None]   # (P, K, n)
-        Jf = np.where(free[:, :, None] & np.isfinite(Jf), Jf, 0.0)
-        r = a[:, None] + b[:, None] * F0 - y                                # (P, n)
-        J = Jf * b[:, None, None]
-        if scaling:          # a and b join the step (their closed form follows at the trial)
-            J = np.concatenate([J, np.ones_like(F0)[:, None, :], F0[:, None, :]], axis=1)
-        H = J @ J.transpose(0, 2, 1)                                        # (P, K', K')
-        g = (J @ r[:, :, None])[:, :, 0]
-        d = np.diagonal(H, axis1=1, axis2=2)
-        A = H + (lam[:, None, None] * np.eye(H.shape[1])) * (d[:, :, None] + 1e-12)
-        try:
-            delta = -np.linalg.solve(A, g[:, :, None])[:, :, 0]
-        except np.linalg.LinAlgError:
-            delta = -np.stack([np.linalg.lstsq(A_, g_, rcond=None)[0] for A_, g_ in zip(A, g)])
-    K = theta.shape[1]
-    delta = np.where(np.isfinite(delta[:, :K]) & free, delta[:, :K], 0.0)
-    return np.clip(theta + delta, -1e30, 1e30)
+        for rows, idx, cols in lay.groups:
+            F0 = out[lay.base[rows]]                                     # (G, n)
+            Jf = (out[idx] - F0[:, None, :]) / hv[idx][:, :, None]         # (G, k, n)
+            Jf = np.where(np.isfinite(Jf), Jf, 0.0) * b[rows, None, None]
+            r = a[rows, None] + b[rows, None] * F0 - y                     # (G, n)
+            if scaling:      # a and b join the step (their closed form follows at the trial)
+                Jf = np.concatenate([Jf, np.ones_like(F0)[:, None, :], F0[:, None, :]], axis=1)
+            H = np.einsum("gkn,gjn->gkj", Jf, Jf)
+            g = np.einsum("gkn,gn->gk", Jf, r)
+            d = np.diagonal(H, axis1=1, axis2=2)
+            A = H + (lam[rows, None, None] * np.eye(H.shape[1])) * (d[:, :, None] + 1e-12)
+            try:
+                delta = -np.linalg.solve(A, g[:, :, None])[:, :, 0]
+            except np.linalg.LinAlgError:
+                delta = -np.stack([np.linalg.lstsq(A_, g_, rcond=None)[0]
+                                   for A_, g_ in zip(A, g)])
+            k = cols.shape[1]
+            step = np.where(np.isfinite(delta[:, :k]), delta[:, :k], 0.0)
+            new[rows[:, None], cols] = theta[rows[:, None], cols] + step
+    return np.clip(new, -1e30, 1e30)
+
+
+class _Layout:
+    """The variant runs of a fit: program r at its trial point (row ``base[r]``), then once
+    per free parameter ``vj[v]`` perturbed; ``groups``: per count k of free parameters, the
+    programs (G,), their perturbed rows (G, k) and parameter indices (G, k)."""
+
+    def __init__(self, free: np.ndarray):
+        nfree = free.sum(axis=1)
+        self.vprog = np.repeat(np.arange(len(free)), 1 + nfree)
+        self.vj = np.concatenate([np.concatenate([[-1], np.flatnonzero(f)]) for f in free]
+                                 ).astype(np.int64)
+        self.base = np.cumsum(1 + nfree) - (1 + nfree)
+        self.pert = self.vj >= 0
+        self.groups = []
+        for k in np.unique(nfree):
+            rows = np.flatnonzero(nfree == k)
+            idx = self.base[rows][:, None] + 1 + np.arange(k)[None, :]
+            self.groups.append((rows, idx, self.vj[idx]))
 
 
 def fit_least_squares(evaluator: Any, programs: Sequence[Sequence[Any]], *,
@@ -188,7 +216,6 @@ def fit_least_squares(evaluator: Any, programs: Sequence[Sequence[Any]], *,
     (unchanged where nothing better was found, or the program cannot be interpreted), their
     float64 sums of squared residuals (+inf where not fitted), and the variant runs made
     (the evaluations a fit cost)."""
-    from .operators import with_constants
     programs = [list(p) for p in programs]
     pt = ParameterTapes(evaluator, programs)
     n = len(programs)
@@ -205,48 +232,42 @@ def fit_least_squares(evaluator: Any, programs: Sequence[Sequence[Any]], *,
     for r, i in enumerate(todo):
         t = pt.theta[i]
         theta[r, :len(t)], free[r, :len(t)] = t, ~np.isin(t, prot)
-    # variants: program r at its trial point, then once per free parameter j (perturbed)
-    nfree = free.sum(axis=1)
-    vprog = np.repeat(np.arange(P), 1 + nfree)
-    vj = np.concatenate([np.concatenate([[-1], np.flatnonzero(f)]) for f in free]).astype(
-        np.int64)
-    base = np.cumsum(1 + nfree) - (1 + nfree)
-    pert = vj >= 0
-    var = pt.variants(np.asarray(todo)[vprog])
+    lay = _Layout(free)
+    var = pt.variants(np.asarray(todo)[lay.vprog])
     y = evaluator.y.astype(np.float64)
     if scaling is None:
         scaling = bool(evaluator.linear_scaling) or evaluator.loss == "pearson"
     wide = evaluator.dtype == "f64"
     eps = np.finfo(np.float64 if wide else np.float32).eps
     best_sse = np.full(P, np.inf)
-    best_theta, best_F = theta.copy(), np.zeros((P, pt.n_rows))
-    best_Fh, best_h = np.zeros((P, K, pt.n_rows)), np.zeros((P, K))
+    best_theta = theta.copy()
+    best_out, best_hv = np.zeros((len(lay.vprog), pt.n_rows)), np.ones(len(lay.vprog))
     a, b = np.zeros(P), np.ones(P)
     lam = np.full(P, _LAMBDA0)
     trial = theta
+    pert, vprog, vj = lay.pert, lay.vprog, lay.vj
     for _ in range(steps):
         trial = trial if wide else trial.astype(np.float32).astype(np.float64)
         up = trial + np.sqrt(eps) * np.maximum(np.abs(trial), 1e-3)
         up = up if wide else up.astype(np.float32).astype(np.float64)
-        h = np.where(free, up - trial, 0.0)
+        hv = np.ones(len(vprog))
+        hv[pert] = (up - trial)[vprog[pert], vj[pert]]
         th = trial[vprog]
-        th[pert, vj[pert]] += h[vprog[pert], vj[pert]]
+        th[pert, vj[pert]] += hv[pert]
         out = var.run(th)
-        F = out[base]
-        Fh = np.repeat(F[:, None, :], K, axis=1)
-        Fh[vprog[pert], vj[pert]] = out[pert]
-        sse, a_t, b_t = _sse(F, y, scaling)
+        sse, a_t, b_t = _sse(out[lay.base], y, scaling)
         took = sse < best_sse
         best_sse = np.where(took, sse, best_sse)
-        best_theta[took], best_F[took], best_Fh[took], best_h[took] = \
-            trial[took], F[took], Fh[took], h[took]
+        best_theta[took] = trial[took]
+        vt = took[vprog]
+        best_out[vt], best_hv[vt] = out[vt], hv[vt]
         a, b = np.where(took, a_t, a), np.where(took, b_t, b)
         lam = np.where(took, lam / 3.0, lam * 4.0)
-        trial = _steps(best_theta, best_h, best_F, best_Fh, a, b, y, free, lam, scaling)
+        trial = _steps(best_theta, best_hv, best_out, lay, a, b, y, lam, scaling)
     runs = steps * len(vprog)
     for r, i in enumerate(todo):
         if np.isfinite(best_sse[r]) and not np.array_equal(best_theta[r, :len(pt.theta[i])],
                                                            pt.theta[i]):
-            programs[i] = with_constants(programs[i], best_theta[r, :len(pt.theta[i])])
+            programs[i] = pt.slots[i].program(best_theta[r, :len(pt.theta[i])])
         sse_out[i] = best_sse[r]
     return programs, sse_out, runs

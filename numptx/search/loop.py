@@ -47,7 +47,7 @@ from .config import CACHE_MAX, check_config, check_seed
 from .constants import fit_constants
 from .least_squares import fit_least_squares
 from .evaluate import (SCALED_LOSSES, Evaluate, Evaluator, check_data, check_evaluate,
-                       check_executor,
+                       check_executor, resolve_device,
                        check_per_module, check_scores)
 from .genes import LN2, LOG2E, Genes, SearchError, check_int
 from .rescore import Rescore, returned
@@ -554,28 +554,39 @@ def _regression_search(kind: str, X: Any, y: Any, ops: Sequence[str], *, names, 
     # the dtype follows X (y is cast to it), or dtype= when given
     Xc, yc = check_data(X, y, where=kind, dtype=dtype)
     data_dtype = "f64" if Xc.dtype == np.float64 else "f32"
+    cfg = check_config(kind, **options)
+    if not isinstance(pipeline, bool):
+        raise SearchError(f"{kind}: pipeline={pipeline!r}: give True or False")
+    _resolve_fitting(cfg, loss, yc, resolve_device(device), options)
     try:
         genes = Genes(ops, Xc.shape[1], names=names, dtype=data_dtype,
+                      weights=cfg["input_weights"],
                       **({} if constants is None else {"constants": constants}))
     except SearchError as e:
         if dtype is None and data_dtype == "f64" and "no f64 form" in str(e):
             raise SearchError(f"{kind}: {e}; X is float64, so the search runs in f64: pass X "
                               f"as float32 (or dtype='f32') to use that op") from None
         raise
-    cfg = check_config(kind, **options)
-    if not isinstance(pipeline, bool):
-        raise SearchError(f"{kind}: pipeline={pipeline!r}: give True or False")
-    if cfg["linear_scaling"] is None:     # on where it has a closed form and y varies
-        cfg["linear_scaling"] = loss in SCALED_LOSSES and bool(yc.min() != yc.max())
     ev = Evaluator(Xc, yc, loss=loss, names=genes.names, device=device, executor=executor,
                    per_module=per_module, where=kind, pipeline=pipeline, evaluate=evaluate,
                    rows=genes.rows, linear_scaling=cfg["linear_scaling"])
-    if cfg["fit_method"] == "auto":
-        lm = ev.device == "cpu" and loss in (*SCALED_LOSSES, "pearson")
-        cfg["fit_method"] = "lm" if lm else "es"
-        if lm and options.get("fit_top") is None:
-            cfg["fit_top"] = fit_top_lm(cfg["population"])
     return Search(kind, genes, cfg, check_seed(seed), evaluator=ev)
+
+
+def _resolve_fitting(cfg: dict, loss: str, y: np.ndarray, device: str, given: dict) -> None:
+    """Fill in the constant-fitting options left to the search (None / "auto"), in ``cfg``:
+    ``linear_scaling`` on for mse and rmse when y varies; ``fit_method`` "lm" on the CPU for
+    a least-squares loss (mse, rmse, pearson), else "es"; under lm, ``input_weights`` on and
+    ``fit_top`` :func:`fit_top_lm` unless given."""
+    if cfg["linear_scaling"] is None:
+        cfg["linear_scaling"] = loss in SCALED_LOSSES and bool(y.min() != y.max())
+    if cfg["fit_method"] == "auto":
+        lm = device == "cpu" and loss in (*SCALED_LOSSES, "pearson")
+        cfg["fit_method"] = "lm" if lm else "es"
+        if lm and given.get("fit_top") is None:
+            cfg["fit_top"] = fit_top_lm(cfg["population"])
+    if cfg["input_weights"] is None:
+        cfg["input_weights"] = cfg["fit_method"] == "lm"
 
 
 def fit_top_lm(population: int) -> int:
@@ -597,7 +608,7 @@ def regress(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div"), *
             executor: Executor | None = None, per_module: int | None = None,
             pipeline: bool = True, evaluate: Evaluate = "auto",
             semantic_dedup: int | None = None, linear_scaling: bool | None = None,
-            fit_method: str = "auto",
+            fit_method: str = "auto", input_weights: bool | None = None,
             progress: bool | Callable[[Generation], Any] = False) -> Result:
     """Symbolic regression: find a program over the columns of ``X`` (named ``x0..``, or
     ``names``) whose output fits ``y`` under ``loss`` (``mse``, ``mae``, ``rmse``,
@@ -638,7 +649,7 @@ def regress(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div"), *
                            init_length=init_length, fit_top=fit_top, fit_steps=fit_steps,
                            fit_trials=fit_trials, target=target, time_limit=time_limit,
                            restart=restart, revary=revary, linear_scaling=linear_scaling,
-                           fit_method=fit_method)
+                           fit_method=fit_method, input_weights=input_weights)
     return s.run(s.cfg["generations"], progress)
 
 
@@ -729,7 +740,7 @@ def map_elites(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div")
                executor: Executor | None = None, per_module: int | None = None,
                pipeline: bool = True, evaluate: Evaluate = "auto",
                semantic_dedup: int | None = None, linear_scaling: bool | None = None,
-               fit_method: str = "auto",
+               fit_method: str = "auto", input_weights: bool | None = None,
                progress: bool | Callable[[Generation], Any] = False) -> Result:
     """MAP-Elites: an archive keeps the best program of each cell of a behaviour grid; each
     generation makes ``batch`` children of uniformly drawn elites and files each in its cell
@@ -750,6 +761,7 @@ def map_elites(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div")
                            fit_top=fit_top, fit_steps=fit_steps, fit_trials=fit_trials,
                            target=target, time_limit=time_limit, descriptors=descriptors,
                            bins=bins, elitism=0, revary=revary,
-                           linear_scaling=linear_scaling, fit_method=fit_method)
+                           linear_scaling=linear_scaling, fit_method=fit_method,
+                           input_weights=input_weights)
     return s.run(s.cfg["generations"], progress)
 
