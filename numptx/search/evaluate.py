@@ -24,6 +24,11 @@
 - ``"auto"`` (the default): ``"interpret"`` on the CPU; on a GPU :func:`gpu_auto` (the
   interpreter up to ``GPU_INTERPRET_MAX_ROWS`` rows, as :func:`numptx.fitness` decides).
 
+**Linear scaling** (``linear_scaling=True``, for mse and rmse): a program f scores as its best
+a + b·f. The fitness kernel and the interpreter compute pearson's loss L = 1 - r, and
+:meth:`Evaluator.scaled` reads the MSE of the best fit, var(y)·(1 - r²) = var(y)·L·(2 - L)
+(rmse: its root); :meth:`Evaluator.plain` scores programs as they are.
+
 :meth:`Evaluator.constant_batch` is what the local optimizer (:mod:`numptx.search.constants`)
 calls many times for one set of programs. On the CPU (and whenever ``evaluate`` resolves to
 ``"interpret"``) it re-scores the programs with the new constants written in, through

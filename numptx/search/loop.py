@@ -615,9 +615,15 @@ def regress(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div"), *
     ``pearson``). Tournament selection of size ``tournament`` (default 5, or the population
     when it is smaller; at most the population) with ``elitism`` elites (default
     1 % of the population); ``parsimony`` adds that much loss per op in selection;
-    ``crossover``/``mutation`` are the rates. The ``fit_top`` best new programs of each
-    generation (default population // 128, from 2 to 64; 0: off) get their constants fitted
-    (:mod:`numptx.search.constants`: ``fit_steps`` rounds of ``fit_trials`` trials). Stops
+    ``crossover``/``mutation`` are the rates. ``linear_scaling`` (None: on for mse and rmse
+    when y varies) scores a program by its best a + b * program, written into the programs
+    returned (:mod:`numptx.search.scaling`). The ``fit_top`` best new programs of each
+    generation get their constants fitted by ``fit_method``: ``"lm"`` (Levenberg–Marquardt on
+    the CPU interpreter, ``fit_steps`` rounds; :mod:`numptx.search.least_squares`; default
+    ``fit_top`` a quarter of the population), ``"es"`` (:mod:`numptx.search.constants`:
+    ``fit_steps`` rounds of ``fit_trials`` trials; default ``fit_top`` population // 128, from
+    2 to 64) or ``"auto"`` (lm on the CPU for mse, rmse and pearson, else es); 0: off.
+    ``input_weights`` (None: on under lm) makes each input gene ``const(1.0) x mul``. Stops
     after ``generations``, at a loss <= ``target`` or after ``time_limit`` seconds.
     ``restart=k``: after k generations without a 1 % better best, start again from a random
     population (the best found stays the result's; a guard against a population stuck on an
