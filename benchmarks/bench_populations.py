@@ -14,11 +14,15 @@
   build mode (``build="full"`` against ``"fast"``, -Ofc=max), at 256 and 2048 candidates a
   module, with the SASS instructions per candidate each build gives (the run-time side of the
   fast build where no GPU is lent: ``sass_instructions`` of every kernel, over the candidates);
+- ``--counted``: the same comparison as counted work, load-independent: x86 instructions
+  (valgrind's cachegrind, ``I refs``) of one pack build in a child process, less a child that
+  does all but the assembly (interpreter, NVRTC, stubs);
 - ``--farm``: the bytes sent per task to Dask workers and the scaling with 1 and 2 worker
   processes (``numptx.jit.farm``; see that function).
 
     python benchmarks/bench_populations.py [--n 2048] [--separate 64] [--fitness-only]
     python benchmarks/bench_populations.py --layouts [--repeat 3]
+    python benchmarks/bench_populations.py --counted      # valgrind: x86 instructions, ~15 min
     python benchmarks/bench_populations.py --farm
 
 Programs/s per core are measured on one thread (``max_workers=1``): core-seconds per
@@ -28,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import sys
 import time
 
 import numptx as nx
@@ -125,7 +130,22 @@ def main() -> None:
     ap.add_argument("--farm", action="store_true",
                     help="only bytes per task and scaling with Dask worker processes")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--counted", action="store_true",
+                    help="x86 instructions of each layout and build under valgrind")
+    ap.add_argument("--pack-once", nargs=4, metavar=("N", "LAYOUT", "BUILD", "ASSEMBLE"),
+                    help="(for --counted) build one pack and exit")
     args = ap.parse_args()
+    if args.pack_once:
+        n, layout, build, assemble = args.pack_once
+        tmpl = nx.CudaTemplate(FIT, entry="fit", cache=False)
+        p = tmpl.pack("f", [random_program(s) for s in range(int(n))], select="cand",
+                      layout=layout, build=build)
+        p.population.texts(tmpl.sites["f"])
+        if assemble == "yes":
+            p.cubin
+        return None
+    if args.counted:
+        return counted()
     if args.fitness_only:
         return fitness_preparation()
     if args.layouts:
@@ -214,6 +234,34 @@ def layouts(repeats: int = 3, sizes: tuple[int, ...] = (256, 2048)) -> None:
             per = best[layout, build]
             print(f"{n:10d} {layout:>9s} {build:>5s} {per * 1e6:13.1f} {1 / per:16.0f} "
                   f"{base / per:16.2f}x {sass[layout, build]:15.1f}")
+
+
+def counted(cases=((256, "function", "full"), (256, "kernels", "fast"),
+                    (2048, "function", "full"), (2048, "kernels", "full"),
+                    (2048, "function", "fast"), (2048, "kernels", "fast"))) -> None:
+    """x86 instructions a candidate of each pack build (valgrind --tool=cachegrind
+    --cache-sim=no): a child builds one pack, another does the same but the assembly; the
+    difference over the candidates is nvJitLink's counted work a candidate (the render of the
+    module is in it, ~0.2 %)."""
+    import re
+    import subprocess
+    import tempfile
+
+    def refs(*argv: str) -> int:
+        with tempfile.TemporaryDirectory() as d:
+            out = subprocess.run(["valgrind", "--tool=cachegrind", "--cache-sim=no",
+                                  f"--cachegrind-out-file={d}/cg", sys.executable, __file__,
+                                  "--pack-once", *argv], capture_output=True, text=True,
+                                 check=True).stderr
+        return int(re.search(r"I\s+refs:\s+([\d,]+)", out).group(1).replace(",", ""))
+    base = {n: refs(str(n), "function", "full", "no") for n in {c[0] for c in cases}}
+    first = None
+    print(f"{'candidates':>10s} {'layout':>9s} {'build':>5s} {'M instructions/candidate':>25s} "
+          f"{'vs the first':>13s}")
+    for n, layout, build in cases:
+        per = (refs(str(n), layout, build, "yes") - base[n]) / n
+        first = first or per
+        print(f"{n:10d} {layout:>9s} {build:>5s} {per / 1e6:25.2f} {first / per:12.2f}x")
 
 
 def farm(n: int = 2048, per_module: int = 256) -> None:
