@@ -41,6 +41,9 @@ from .._program.interpret import records, refused, run_cpu, subset, tapes
 from .._program.ops import ProgramError
 from ..valuetypes import BY_NAME
 from ..jit.fitness_interpret import data_columns
+from .config import FIT_STEPS_MAX
+from .evaluate import Evaluator
+from .genes import SearchError, check_int, shown
 
 __all__ = ["fit_least_squares", "ParameterTapes", "STEPS"]
 
@@ -49,6 +52,8 @@ _MARK = 4096.0         #: marker constants 4096 + j: exact in f32 and f64 for j 
 _LAMBDA0 = 1e-3
 _CONST = 1             # STACKPTX_TAPE_CONST
 _F32, _F64 = BY_NAME["f32"].id, BY_NAME["f64"].id
+_ROOT_EPS32 = float(np.sqrt(np.finfo(np.float32).eps))
+_ROOT_EPS64 = float(np.sqrt(np.finfo(np.float64).eps))
 
 
 class ParameterTapes:
@@ -138,21 +143,28 @@ class Variants:
         return next(iter(out.values())).astype(np.float64)
 
 
-def _sse(F: np.ndarray, y: np.ndarray, scaling: bool) -> tuple[np.ndarray, np.ndarray,
-                                                                  np.ndarray]:
+def _sse(F: np.ndarray, y: np.ndarray, scaling: bool, positive: bool = False,
+         flat: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(sse, a, b) per row of ``F``: the sum of squared residuals of a + b F - y with a, b
-    the least-squares best under scaling (else 0 and 1); non-finite rows: +inf."""
+    the least-squares best under scaling (else 0 and 1); non-finite rows: +inf.
+    ``positive``: b >= 0 (pearson's loss 1 - r is signed: an anti-correlated f is no better
+    than a constant, whose sse n var(y) does not move with f). ``flat``: a constant f
+    (no variance) is +inf, as the evaluator's pearson (and scaled) losses score it."""
     with np.errstate(all="ignore"):
         if scaling:
             fm = F.mean(axis=1, keepdims=True)
             dF = F - fm
             var = (dF * dF).sum(axis=1)
             b = np.where(var > 0, (dF @ (y - y.mean())) / var, 0.0)
+            b = np.maximum(b, 0.0) if positive else b
+            varies = (var > 0) | (not flat)
             a = y.mean() - b * fm[:, 0]
         else:
             a, b = np.zeros(len(F)), np.ones(len(F))
         r = a[:, None] + b[:, None] * F - y
         sse = (r * r).sum(axis=1)
+        if scaling:
+            sse = np.where(varies, sse, np.inf)
     return np.where(np.isfinite(sse), sse, np.inf), a, b
 
 
@@ -181,8 +193,9 @@ def _steps(theta: np.ndarray, hv: np.ndarray, out: np.ndarray, lay: "_Layout", a
                                    for A_, g_ in zip(A, g)])
             k = cols.shape[1]
             step = np.where(np.isfinite(delta[:, :k]), delta[:, :k], 0.0)
-            new[rows[:, None], cols] = theta[rows[:, None], cols] + step
-    return np.clip(new, -1e30, 1e30)
+            # only the free parameters move (and are clipped): the others stay exact
+            new[rows[:, None], cols] = np.clip(theta[rows[:, None], cols] + step, -1e30, 1e30)
+    return new
 
 
 class _Layout:
@@ -204,6 +217,43 @@ class _Layout:
             self.groups.append((rows, idx, self.vj[idx]))
 
 
+def _check_args(evaluator: Any, programs: Any, steps: Any, protect: Any,
+                scaling: Any) -> tuple[list[list[Any]], np.ndarray]:
+    """The programs (lists) and ``protect`` (float64) of :func:`fit_least_squares`'s
+    arguments; a bad one: a SearchError naming it."""
+    where = "fit_least_squares"
+    if not isinstance(evaluator, Evaluator):
+        raise SearchError(f"{where}: evaluator={shown(evaluator)}: give a "
+                          f"numptx.search.evaluate.Evaluator (its data and loss)")
+    if isinstance(programs, (str, bytes)) or not isinstance(programs, Sequence):
+        raise SearchError(f"{where}: programs={shown(programs)}: give a list of programs "
+                          f"(lists of Stack PTX ops)")
+    check_int("steps", steps, 0, FIT_STEPS_MAX, "rounds of Levenberg-Marquardt")
+    try:
+        prot = np.asarray(protect, np.float64)
+    except (TypeError, ValueError):
+        prot = None
+    if prot is None or prot.ndim != 1:
+        raise SearchError(f"{where}: protect={shown(protect)}: give a sequence of the "
+                          f"constant values that are not fitted")
+    if scaling is not None and not isinstance(scaling, (bool, np.bool_)):
+        raise SearchError(f"{where}: scaling={shown(scaling)}: give True, False or None "
+                          f"(the evaluator's)")
+    return [list(p) for p in programs], prot
+
+
+def _written_back(pt: ParameterTapes, i: int, program: list, values: np.ndarray,
+                  free: np.ndarray) -> list:
+    """Program ``i`` with its free constants set to ``values``; the others (protected,
+    non-finite) are its own ops, exactly."""
+    slots = pt.slots[i]
+    out = slots.program(np.where(free, values, 0.0))
+    for j in np.flatnonzero(~free).tolist():
+        at = slots.at[j][0]
+        out[at] = program[at]
+    return out
+
+
 def fit_least_squares(evaluator: Any, programs: Sequence[Sequence[Any]], *,
                       steps: int = STEPS, protect: Sequence[float] = (),
                       scaling: bool | None = None) -> tuple[list[list[Any]], np.ndarray, int]:
@@ -211,34 +261,40 @@ def fit_least_squares(evaluator: Any, programs: Sequence[Sequence[Any]], *,
     ``evaluator``'s data (an :class:`~numptx.search.evaluate.Evaluator`; the C interpreter
     runs the programs whatever the evaluator's device). ``scaling``: whether the residual is
     a + b·f - y (default: the evaluator's ``linear_scaling``, or its loss is pearson's,
-    which is scale-free). Constants equal to a
-    value in ``protect`` stay as they are. Returns the programs with the constants found
-    (unchanged where nothing better was found, or the program cannot be interpreted), their
-    float64 sums of squared residuals (+inf where not fitted), and the variant runs made
-    (the evaluations a fit cost)."""
-    programs = [list(p) for p in programs]
+    which is scale-free; under pearson b >= 0). Constants equal to a value in ``protect``,
+    and non-finite ones, stay as they are; each constant is stepped and rounded in its own
+    float type (an f32 constant of an f64 search too). Returns the programs with the
+    constants found (unchanged where nothing better was found, or the program cannot be
+    interpreted), their float64 sums of squared residuals (+inf where not fitted), and the
+    variant runs made (the evaluations a fit cost). Bad arguments: a SearchError."""
+    programs, prot = _check_args(evaluator, programs, steps, protect, scaling)
     pt = ParameterTapes(evaluator, programs)
     n = len(programs)
     sse_out = np.full(n, np.inf)
-    prot = np.asarray(protect, np.float64)
-    todo = [i for i in range(n) if pt.ok[i] and len(pt.theta[i])
-            and (~np.isin(pt.theta[i], prot)).any()]
+    frees = [np.isfinite(t) & ~np.isin(t, prot) for t in pt.theta]
+    todo = [i for i in range(n) if pt.ok[i] and frees[i].any()]
     if not todo or steps < 1:
         return programs, sse_out, 0
     K = max(len(pt.theta[i]) for i in todo)
     P = len(todo)
     theta = np.zeros((P, K))
-    free = np.zeros((P, K), bool)
+    free, wide = np.zeros((P, K), bool), np.ones((P, K), bool)
     for r, i in enumerate(todo):
-        t = pt.theta[i]
-        theta[r, :len(t)], free[r, :len(t)] = t, ~np.isin(t, prot)
+        k = len(pt.theta[i])
+        theta[r, :k], free[r, :k] = pt.theta[i], frees[i]
+        wide[r, :k] = [w for _, _, w in pt.slots[i].at]
     lay = _Layout(free)
     var = pt.variants(np.asarray(todo)[lay.vprog])
     y = evaluator.y.astype(np.float64)
     if scaling is None:
         scaling = bool(evaluator.linear_scaling) or evaluator.loss == "pearson"
-    wide = evaluator.dtype == "f64"
-    eps = np.finfo(np.float64 if wide else np.float32).eps
+    positive = evaluator.loss == "pearson"
+    flat = evaluator.kernel_loss == "pearson"      # a constant output: +inf, as scored
+
+    def typed(v: np.ndarray) -> np.ndarray:        # each value in its constant's type
+        return np.where(wide, v, v.astype(np.float32).astype(np.float64))
+
+    root = np.where(wide, _ROOT_EPS64, _ROOT_EPS32)
     best_sse = np.full(P, np.inf)
     best_theta = theta.copy()
     best_out, best_hv = np.zeros((len(lay.vprog), pt.n_rows)), np.ones(len(lay.vprog))
@@ -247,15 +303,15 @@ def fit_least_squares(evaluator: Any, programs: Sequence[Sequence[Any]], *,
     trial = theta
     pert, vprog, vj = lay.pert, lay.vprog, lay.vj
     for _ in range(steps):
-        trial = trial if wide else trial.astype(np.float32).astype(np.float64)
-        up = trial + np.sqrt(eps) * np.maximum(np.abs(trial), 1e-3)
-        up = up if wide else up.astype(np.float32).astype(np.float64)
-        hv = np.ones(len(vprog))
-        hv[pert] = (up - trial)[vprog[pert], vj[pert]]
+        with np.errstate(all="ignore"):           # non-finite fixed constants: not stepped
+            trial = typed(trial)
+            up = typed(trial + root * np.maximum(np.abs(trial), 1e-3))
+            hv = np.ones(len(vprog))
+            hv[pert] = (up - trial)[vprog[pert], vj[pert]]
         th = trial[vprog]
         th[pert, vj[pert]] += hv[pert]
         out = var.run(th)
-        sse, a_t, b_t = _sse(out[lay.base], y, scaling)
+        sse, a_t, b_t = _sse(out[lay.base], y, scaling, positive, flat)
         took = sse < best_sse
         best_sse = np.where(took, sse, best_sse)
         best_theta[took] = trial[took]
@@ -264,10 +320,10 @@ def fit_least_squares(evaluator: Any, programs: Sequence[Sequence[Any]], *,
         a, b = np.where(took, a_t, a), np.where(took, b_t, b)
         lam = np.where(took, lam / 3.0, lam * 4.0)
         trial = _steps(best_theta, best_hv, best_out, lay, a, b, y, lam, scaling)
-    runs = steps * len(vprog)
     for r, i in enumerate(todo):
-        if np.isfinite(best_sse[r]) and not np.array_equal(best_theta[r, :len(pt.theta[i])],
-                                                           pt.theta[i]):
-            programs[i] = pt.slots[i].program(best_theta[r, :len(pt.theta[i])])
+        k = len(pt.theta[i])
+        if np.isfinite(best_sse[r]) and not np.array_equal(best_theta[r, :k], pt.theta[i],
+                                                           equal_nan=True):
+            programs[i] = _written_back(pt, i, programs[i], best_theta[r, :k], free[r, :k])
         sse_out[i] = best_sse[r]
-    return programs, sse_out, runs
+    return programs, sse_out, steps * len(vprog)
