@@ -140,3 +140,52 @@ def test_scaled_fit_never_moves_into_a_constant_output():
     # the fit's sums say what the evaluator says: +inf exactly where it scores +inf
     moved = np.isfinite(sse)
     np.testing.assert_array_equal(np.isfinite(sse[moved]), np.isfinite(after[moved]))
+
+
+def test_written_form_is_the_same_under_mse_and_rmse():
+    # the "within a hair" floor 1e-10 var(y) is in squared units; rmse losses were compared
+    # with it as they are, so a near-exact program got "* 1 - 9e-08" written under rmse
+    # (and the form chosen depended on the units of y)
+    from numptx.search.loop import Candidate
+    from numptx.search.scaling import written
+    g = Genes(["add", "mul"], 1, dtype="f64")
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, (64, 1))
+    y = 2 * X[:, 0] * X[:, 0] + 1 + 1e-6 * rng.standard_normal(64)
+    prog = [x(), x(), i("mul.rn.f64"), c(2.0, "f64"), i("mul.rn.f64"), c(1.0, "f64"),
+            i("add.rn.f64")]
+    got = {}
+    for loss in ("mse", "rmse"):
+        ev = Evaluator(X, y, loss=loss, device="cpu", evaluate="interpret",
+                       linear_scaling=True)
+        w = written(ev, g, [Candidate(prog, 0.0, g)])[0]
+        assert w.loss == ev.plain().score([w.program])[0]
+        got[loss] = w.program
+    assert got["mse"] == got["rmse"] == prog
+
+
+def test_fit_holds_a_bounded_batch_of_outputs(monkeypatch):
+    # every program's 1 + k variant runs over all rows were held at once (and several
+    # float64 copies of them): ~28 bytes x variants x rows, 45 GB for a population of 1000
+    # on a million rows; the evaluator's interpreter holds 2**23 predictions at a time
+    import numptx.search.least_squares as ls
+    g = Genes(["add", "sub", "mul", "sin"], 2, weights=True)
+    rng = np.random.default_rng(2)
+    ev = _ev(lambda X: np.sin(2 * X[:, 0]) + X[:, 1], n=60, d=2, seed=2)
+    progs = [random_program(g, rng, int(rng.integers(3, 12))) for _ in range(40)]
+    whole, sse_whole, runs_whole = _fit(ev, progs, steps=4)
+    held = []
+    run = ls.Variants.run
+
+    def spy(self, thetas):
+        held.append(len(thetas) * self.pt.n_rows)
+        return run(self, thetas)
+
+    monkeypatch.setattr(ls.Variants, "run", spy)
+    monkeypatch.setattr(ls, "CHUNK_VALUES", 16 * 60, raising=False)
+    parts, sse_parts, runs_parts = _fit(ev, progs, steps=4)
+    biggest = max(1 + len(constants_of(p)) for p in progs) * 60
+    assert max(held) <= max(16 * 60, biggest) and len(held) > 4 * 3
+    # batches change nothing: each program's fit is its own
+    assert parts == whole and runs_parts == runs_whole
+    np.testing.assert_array_equal(sse_parts, sse_whole)

@@ -45,13 +45,15 @@ from .config import FIT_STEPS_MAX
 from .evaluate import Evaluator
 from .genes import SearchError, check_int, shown
 
-__all__ = ["fit_least_squares", "ParameterTapes", "STEPS"]
+__all__ = ["fit_least_squares", "ParameterTapes", "STEPS", "CHUNK_VALUES"]
 
 STEPS = 10             #: rounds of Levenberg–Marquardt per fit
 _MARK = 4096.0         #: marker constants 4096 + j: exact in f32 and f64 for j < 2**11
 _LAMBDA0 = 1e-3
 _CONST = 1             # STACKPTX_TAPE_CONST
 _F32, _F64 = BY_NAME["f32"].id, BY_NAME["f64"].id
+#: outputs (variant runs x rows) one batch of a fit holds at once (64 MB of float64)
+CHUNK_VALUES = 1 << 23
 _ROOT_EPS32 = float(np.sqrt(np.finfo(np.float32).eps))
 _ROOT_EPS64 = float(np.sqrt(np.finfo(np.float64).eps))
 
@@ -263,10 +265,12 @@ def fit_least_squares(evaluator: Any, programs: Sequence[Sequence[Any]], *,
     a + b·f - y (default: the evaluator's ``linear_scaling``, or its loss is pearson's,
     which is scale-free; under pearson b >= 0). Constants equal to a value in ``protect``,
     and non-finite ones, stay as they are; each constant is stepped and rounded in its own
-    float type (an f32 constant of an f64 search too). Returns the programs with the
-    constants found (unchanged where nothing better was found, or the program cannot be
-    interpreted), their float64 sums of squared residuals (+inf where not fitted), and the
-    variant runs made (the evaluations a fit cost). Bad arguments: a SearchError."""
+    float type (an f32 constant of an f64 search too). The programs are fitted in batches
+    of at most :data:`CHUNK_VALUES` outputs held at once (memory bounded whatever the
+    rows). Returns the programs with the constants found (unchanged where nothing better was
+    found, or the program cannot be interpreted), their float64 sums of squared residuals
+    (+inf where not fitted), and the variant runs made (the evaluations a fit cost). Bad
+    arguments: a SearchError."""
     programs, prot = _check_args(evaluator, programs, steps, protect, scaling)
     pt = ParameterTapes(evaluator, programs)
     n = len(programs)
@@ -275,55 +279,74 @@ def fit_least_squares(evaluator: Any, programs: Sequence[Sequence[Any]], *,
     todo = [i for i in range(n) if pt.ok[i] and frees[i].any()]
     if not todo or steps < 1:
         return programs, sse_out, 0
-    K = max(len(pt.theta[i]) for i in todo)
-    P = len(todo)
-    theta = np.zeros((P, K))
-    free, wide = np.zeros((P, K), bool), np.ones((P, K), bool)
-    for r, i in enumerate(todo):
-        k = len(pt.theta[i])
-        theta[r, :k], free[r, :k] = pt.theta[i], frees[i]
-        wide[r, :k] = [w for _, _, w in pt.slots[i].at]
-    lay = _Layout(free)
-    var = pt.variants(np.asarray(todo)[lay.vprog])
-    y = evaluator.y.astype(np.float64)
-    if scaling is None:
-        scaling = bool(evaluator.linear_scaling) or evaluator.loss == "pearson"
-    positive = evaluator.loss == "pearson"
-    flat = evaluator.kernel_loss == "pearson"      # a constant output: +inf, as scored
+    fit = _Fit(pt, evaluator, frees, steps,
+               bool(evaluator.linear_scaling) or evaluator.loss == "pearson"
+               if scaling is None else bool(scaling))
+    runs, chunk, held = 0, [], 0
+    for i in todo + [-1]:
+        size = (1 + int(frees[i].sum())) * max(1, pt.n_rows) if i >= 0 else 0
+        if chunk and (i < 0 or held + size > CHUNK_VALUES):
+            runs += fit.run(chunk, programs, sse_out)
+            chunk, held = [], 0
+        chunk.append(i)
+        held += size
+    return programs, sse_out, runs
 
-    def typed(v: np.ndarray) -> np.ndarray:        # each value in its constant's type
-        return np.where(wide, v, v.astype(np.float32).astype(np.float64))
 
-    root = np.where(wide, _ROOT_EPS64, _ROOT_EPS32)
-    best_sse = np.full(P, np.inf)
-    best_theta = theta.copy()
-    best_out, best_hv = np.zeros((len(lay.vprog), pt.n_rows)), np.ones(len(lay.vprog))
-    a, b = np.zeros(P), np.ones(P)
-    lam = np.full(P, _LAMBDA0)
-    trial = theta
-    pert, vprog, vj = lay.pert, lay.vprog, lay.vj
-    for _ in range(steps):
-        with np.errstate(all="ignore"):           # non-finite fixed constants: not stepped
-            trial = typed(trial)
-            up = typed(trial + root * np.maximum(np.abs(trial), 1e-3))
-            hv = np.ones(len(vprog))
-            hv[pert] = (up - trial)[vprog[pert], vj[pert]]
-        th = trial[vprog]
-        th[pert, vj[pert]] += hv[pert]
-        out = var.run(th)
-        sse, a_t, b_t = _sse(out[lay.base], y, scaling, positive, flat)
-        took = sse < best_sse
-        best_sse = np.where(took, sse, best_sse)
-        best_theta[took] = trial[took]
-        vt = took[vprog]
-        best_out[vt], best_hv[vt] = out[vt], hv[vt]
-        a, b = np.where(took, a_t, a), np.where(took, b_t, b)
-        lam = np.where(took, lam / 3.0, lam * 4.0)
-        trial = _steps(best_theta, best_hv, best_out, lay, a, b, y, lam, scaling)
-    for r, i in enumerate(todo):
-        k = len(pt.theta[i])
-        if np.isfinite(best_sse[r]) and not np.array_equal(best_theta[r, :k], pt.theta[i],
-                                                           equal_nan=True):
-            programs[i] = _written_back(pt, i, programs[i], best_theta[r, :k], free[r, :k])
-        sse_out[i] = best_sse[r]
-    return programs, sse_out, steps * len(vprog)
+class _Fit:
+    """The Levenberg–Marquardt rounds of :func:`fit_least_squares` over one batch of
+    programs (``run``: fits them, writes their programs and sums, returns the runs made)."""
+
+    def __init__(self, pt: ParameterTapes, evaluator: Any, frees: list, steps: int,
+                 scaling: bool):
+        self.pt, self.frees, self.steps, self.scaling = pt, frees, steps, scaling
+        self.y = evaluator.y.astype(np.float64)
+        self.positive = evaluator.loss == "pearson"
+        self.flat = evaluator.kernel_loss == "pearson"   # a constant output: +inf, as scored
+
+    def run(self, todo: list[int], programs: list, sse_out: np.ndarray) -> int:
+        pt, y, scaling = self.pt, self.y, self.scaling
+        K, P = max(len(pt.theta[i]) for i in todo), len(todo)
+        theta = np.zeros((P, K))
+        free, wide = np.zeros((P, K), bool), np.ones((P, K), bool)
+        for r, i in enumerate(todo):
+            k = len(pt.theta[i])
+            theta[r, :k], free[r, :k] = pt.theta[i], self.frees[i]
+            wide[r, :k] = [w for _, _, w in pt.slots[i].at]
+        lay = _Layout(free)
+        var = pt.variants(np.asarray(todo)[lay.vprog])
+
+        def typed(v: np.ndarray) -> np.ndarray:        # each value in its constant's type
+            return np.where(wide, v, v.astype(np.float32).astype(np.float64))
+
+        root = np.where(wide, _ROOT_EPS64, _ROOT_EPS32)
+        best_sse, best_theta = np.full(P, np.inf), theta.copy()
+        best_out, best_hv = np.zeros((len(lay.vprog), pt.n_rows)), np.ones(len(lay.vprog))
+        a, b, lam = np.zeros(P), np.ones(P), np.full(P, _LAMBDA0)
+        trial = theta
+        pert, vprog, vj = lay.pert, lay.vprog, lay.vj
+        for _ in range(self.steps):
+            with np.errstate(all="ignore"):           # non-finite fixed constants: not stepped
+                trial = typed(trial)
+                up = typed(trial + root * np.maximum(np.abs(trial), 1e-3))
+                hv = np.ones(len(vprog))
+                hv[pert] = (up - trial)[vprog[pert], vj[pert]]
+            th = trial[vprog]
+            th[pert, vj[pert]] += hv[pert]
+            out = var.run(th)
+            sse, a_t, b_t = _sse(out[lay.base], y, scaling, self.positive, self.flat)
+            took = sse < best_sse
+            best_sse = np.where(took, sse, best_sse)
+            best_theta[took] = trial[took]
+            vt = took[vprog]
+            best_out[vt], best_hv[vt] = out[vt], hv[vt]
+            a, b = np.where(took, a_t, a), np.where(took, b_t, b)
+            lam = np.where(took, lam / 3.0, lam * 4.0)
+            trial = _steps(best_theta, best_hv, best_out, lay, a, b, y, lam, scaling)
+        for r, i in enumerate(todo):
+            k = len(pt.theta[i])
+            if np.isfinite(best_sse[r]) and not np.array_equal(best_theta[r, :k], pt.theta[i],
+                                                               equal_nan=True):
+                programs[i] = _written_back(pt, i, programs[i], best_theta[r, :k], free[r, :k])
+            sse_out[i] = best_sse[r]
+        return self.steps * len(vprog)

@@ -11,7 +11,7 @@ For each returned program, a and b are the least-squares best over the training 
 (float64, then rounded to the program's float type), and of the three forms, f,
 f + a and f·b + a, the simplest whose loss (the program's own, with no scaling: what a user
 deploys) is within a hair of the best is kept: ``_TOL`` of the best loss, or 1e-10 of
-var(y). A program that needs no scaling (an exact formula) is returned as it was found.
+var(y), compared as mean squared errors (under rmse too). A program that needs no scaling (an exact formula) is returned as it was found.
 
 ::
 
@@ -103,8 +103,11 @@ def written(evaluator: Any, genes: Any, cands: Sequence[Any]) -> list:
     floor = 1e-10 * float(y.var())
     out = []
     for c, three, L in zip(cands, forms, losses):
-        best = float(np.min(L))
-        pick = next(j for j in range(3) if L[j] <= best + max(_TOL * best, floor)
-                    or L[j] == best)
+        # compared as mean squared errors (rmse: squared), so that the form kept is the
+        # same for mse and rmse and does not depend on the units of y
+        M = L * L if plain.loss == "rmse" else L
+        best = float(np.min(M))
+        pick = next(j for j in range(3) if M[j] <= best + max(_TOL * best, floor)
+                    or M[j] == best)
         out.append(dataclasses.replace(c, program=three[pick], loss=float(L[pick])))
     return out
