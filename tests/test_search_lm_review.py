@@ -106,6 +106,8 @@ def test_bad_evaluator_and_programs_are_refused():
         fit_least_squares(None, [[x()]])
     with pytest.raises(SearchError, match="programs"):
         fit_least_squares(ev, 5)
+    with pytest.raises(SearchError, match=r"programs\[1\]=7"):
+        fit_least_squares(ev, [[x()], 7])
 
 
 def test_pearson_fit_never_makes_a_program_worse():

@@ -241,7 +241,13 @@ def _check_args(evaluator: Any, programs: Any, steps: Any, protect: Any,
     if scaling is not None and not isinstance(scaling, (bool, np.bool_)):
         raise SearchError(f"{where}: scaling={shown(scaling)}: give True, False or None "
                           f"(the evaluator's)")
-    return [list(p) for p in programs], prot
+    out = []
+    for k, p in enumerate(programs):
+        if isinstance(p, (str, bytes)) or not isinstance(p, Sequence):
+            raise SearchError(f"{where}: programs[{k}]={shown(p)}: a program is a list of "
+                              f"Stack PTX ops")
+        out.append(list(p))
+    return out, prot
 
 
 def _written_back(pt: ParameterTapes, i: int, program: list, values: np.ndarray,
