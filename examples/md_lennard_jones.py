@@ -14,6 +14,7 @@ import math
 import os
 import subprocess
 import sys
+import tempfile
 import time
 
 
@@ -171,5 +172,11 @@ def main(steps: int = 300, out: str = "md_lennard_jones.png") -> dict:
 
 
 if __name__ == "__main__":
-    args = sys.argv[1:]              # [steps [out.png]]: main() passes its own to a fresh run
-    main(int(args[0]) if args else 300, args[1] if len(args) > 1 else "md_lennard_jones.png")
+    # [steps [out.png]]: main() passes its own to a fresh run. Under pytest (runpy in
+    # tests/test_examples.py) argv holds pytest's flags: the defaults, drawn in the temporary
+    # folder, not the caller's working directory
+    is_script = "pytest" not in sys.modules
+    args = sys.argv[1:] if is_script else []
+    default = "md_lennard_jones.png" if is_script else os.path.join(tempfile.gettempdir(),
+                                                                    "md_lennard_jones.png")
+    main(int(args[0]) if args else 300, args[1] if len(args) > 1 else default)
