@@ -11,7 +11,8 @@ For each returned program, a and b are the least-squares best over the training 
 (float64, then rounded to the program's float type), and of the three forms, f,
 f + a and f·b + a, the simplest whose loss (the program's own, with no scaling: what a user
 deploys) is within a hair of the best is kept: ``_TOL`` of the best loss, or 1e-10 of
-var(y), compared as mean squared errors (under rmse too). A program that needs no scaling (an exact formula) is returned as it was found.
+var(y), compared as mean squared errors (under rmse too). A program that needs no scaling
+(an exact formula) is returned as it was found.
 
 ::
 
