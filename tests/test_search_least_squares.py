@@ -159,6 +159,11 @@ def test_options_checked():
         search.regress(X, y, loss="mae", linear_scaling=True, generations=1, population=8)
     with pytest.raises(SearchError, match="fit_method='bfgs'"):
         search.regress(X, y, fit_method="bfgs", generations=1, population=8)
+    with pytest.raises(SearchError, match="fit_method='lm' with loss='mae'"):
+        search.regress(X, y, loss="mae", fit_method="lm", generations=1, population=8)
+    r = search.regress(X, y, linear_scaling=np.True_, generations=1, population=8, seed=0,
+                       device="cpu")
+    assert r._search.cfg["linear_scaling"] is True
     with pytest.raises(SearchError, match="linear scaling"):
         search.regress(X, np.ones_like(y), linear_scaling=True, generations=1, population=8)
 

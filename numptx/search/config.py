@@ -151,12 +151,12 @@ def check_config(where: str, **given: Any) -> dict:
     if cfg["fit_method"] not in FIT_METHODS:
         raise SearchError(f"{where}: fit_method={shown(cfg['fit_method'])}: use one of "
                           f"{', '.join(map(repr, FIT_METHODS))}")
-    if cfg["linear_scaling"] is not None and not isinstance(cfg["linear_scaling"], bool):
-        raise SearchError(f"{where}: linear_scaling={shown(cfg['linear_scaling'])}: give True, "
-                          f"False or None (on for loss='mse' or 'rmse')")
-    if cfg["input_weights"] is not None and not isinstance(cfg["input_weights"], bool):
-        raise SearchError(f"{where}: input_weights={shown(cfg['input_weights'])}: give True, "
-                          f"False or None (on when fit_method is 'lm')")
+    for name, why in (("linear_scaling", "on for loss='mse' or 'rmse'"),
+                      ("input_weights", "on when fit_method is 'lm'")):
+        v = cfg[name]
+        if v is not None and not isinstance(v, (bool, np.bool_)):
+            raise SearchError(f"{where}: {name}={shown(v)}: give True, False or None ({why})")
+        cfg[name] = None if v is None else bool(v)
     cfg["fit_top"] = (max(2, min(64, pop // 128)) if cfg["fit_top"] is None
                       else check_int("fit_top", cfg["fit_top"], 0, pop,
                                      f"the best new programs of a {pop_name} of {pop:,}"))

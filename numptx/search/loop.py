@@ -580,6 +580,9 @@ def _resolve_fitting(cfg: dict, loss: str, y: np.ndarray, device: str, given: di
     ``fit_top`` :func:`fit_top_lm` unless given."""
     if cfg["linear_scaling"] is None:
         cfg["linear_scaling"] = loss in SCALED_LOSSES and bool(y.min() != y.max())
+    if cfg["fit_method"] == "lm" and loss not in (*SCALED_LOSSES, "pearson"):
+        raise SearchError(f"fit_method='lm' with loss={loss!r}: Levenberg–Marquardt minimizes "
+                          f"squared errors (mse, rmse, pearson); use fit_method='es' or 'auto'")
     if cfg["fit_method"] == "auto":
         lm = device == "cpu" and loss in (*SCALED_LOSSES, "pearson")
         cfg["fit_method"] = "lm" if lm else "es"
