@@ -14,7 +14,8 @@ import torch as _torch
 from .cuda import BLOCK, TILE, back_tile, kernels
 from .formulas import Formulas
 
-__all__ = ["forward", "backward", "forward_args", "back_args", "dfinish_args", "splits"]
+__all__ = ["forward", "backward", "forward_args", "back_args", "dfinish_args", "splits",
+           "split_plan"]
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -89,6 +90,17 @@ def splits(blocks: int, others: int, sms: int, bq: int) -> int:
     return max(1, min(want, others // (4 * bq)))
 
 
+def split_plan(blocks: int, others: int, sms: int, bq: int) -> tuple[int, int]:
+    """``(q_chunk, parts)`` of the backward kernel's launch: the other rows each part of the
+    grid's z sums (a multiple of ``bq``) and how many parts (:func:`splits`); ``others`` >= 1.
+
+    >>> split_plan(32, 2048, 132, 16), split_plan(1, 40, 132, 16)
+    ((240, 9), (48, 1))
+    """
+    chunk = _cdiv(_cdiv(others, splits(blocks, others, sms, bq)), bq) * bq
+    return chunk, max(1, _cdiv(others, chunk))
+
+
 def dfinish_args(H: _torch.Tensor, DH: _torch.Tensor | None, S: _torch.Tensor,
                  G: _torch.Tensor, hv: _torch.Tensor | None) -> tuple:
     """``pairwise_dfinish``'s arguments."""
@@ -120,13 +132,11 @@ def _back(v: Any, f: Formulas, dX: _torch.Tensor, X: _torch.Tensor, Y: _torch.Te
     partial sums added by torch (deterministic, no atomics)."""
     rows, d = X.shape
     others = Y.shape[0]
-    if not (rows and d):
+    if not (rows and d and others):     # no other rows: dX stays the caller's zeros
         return
     grid = (_cdiv(d, TILE), _grid_y(rows))
-    bq = back_tile(f.t, f.n_acc)
     sms = _torch.cuda.get_device_properties(X.device).multi_processor_count
-    chunk = _cdiv(_cdiv(others, splits(grid[0] * grid[1], others, sms, bq)), bq) * bq
-    z = max(1, _cdiv(others, chunk))
+    chunk, z = split_plan(grid[0] * grid[1], others, sms, back_tile(f.t, f.n_acc))
     out = dX if z == 1 else _torch.empty((z, *dX.shape), dtype=dX.dtype, device=dX.device)
     with _gpu(X.device):
         v[(*grid, z), BLOCK, _stream(X.device)](
