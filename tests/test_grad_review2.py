@@ -70,3 +70,21 @@ def test_split_plan_covers_every_other_row_once():
                 chunk, z = split_plan(blocks, others, 132, bq)
                 assert chunk % bq == 0 and chunk >= bq
                 assert (z - 1) * chunk < others <= z * chunk, (blocks, others, bq, chunk, z)
+
+
+def test_a_finish_of_another_type_is_refused_at_the_call():
+    # finish=lambda s: 2.0 on float64 tensors returns an f32 constant: the forward pass ran and
+    # the backward pass failed in numptx's own generated formula (TraceError "mixed types need
+    # a cast ... <numptx.torch _lambda__dfinish>"), naming nothing the user wrote; the element
+    # formula's output type was checked, the finishing formula's was not
+    torch = pytest.importorskip("torch")
+    from numptx.torch import PairwiseError, pairwise
+    A = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    B = torch.randn(2, 4, dtype=torch.float64)
+    with pytest.raises(PairwiseError, match=r"finish .* is f32, not the tensors' f64") as e:
+        pairwise(A, B, lambda a, b: a - b, finish=lambda s: 2.0).sum().backward()
+    assert e.value.argument == "finish"
+    # the same finish on float32 tensors is its type: it runs, and its derivative is 0
+    A32 = A.detach().float().requires_grad_()
+    pairwise(A32, B.float(), lambda a, b: a - b, finish=lambda s: 2.0).sum().backward()
+    assert torch.equal(A32.grad, torch.zeros_like(A32))

@@ -244,6 +244,12 @@ def _typed(spec: Pairwise, t: str) -> Formulas:
             raise PairwiseError(f"pairwise: finish {finish.signature()} takes the formula's "
                                 f"{n_acc} reduction(s) first and returns one value",
                                 argument="finish")
+        for k, n in finish.graph.outputs:       # the backward pass multiplies it by G (type t)
+            if n.dtype != t:
+                raise PairwiseError(f"pairwise: finish {finish.signature()} output {k!r} is "
+                                    f"{n.dtype}, not the tensors' {t} (a constant output: "
+                                    f"compute it from the reductions, or cast it)",
+                                    argument="finish")
         finish_hyper = tuple(fp[n_acc:])
     elif n_acc != 1:
         raise PairwiseError(f"pairwise: formula {elem.signature()} returns {n_acc} terms; "
