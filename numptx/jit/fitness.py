@@ -69,7 +69,8 @@ from ..dsl.emulator import emulate
 from ..dsl.expr import PtxExpr, SiteBinding, output_order
 from ..errors import NumptxError
 from .errors import LaunchError
-from .fitness_interpret import GPU_INTERPRET_MAX_ROWS, interpret_losses, is_program
+from .fitness_interpret import (GPU_INTERPRET_MAX_ROWS, PEARSON_FLAT, interpret_losses,
+                                is_program, pearson_flat)
 from .fitness_checks import (FLOATS, Checked, Facts, Float, FitnessError, inspect, population,
                              program_facts, text_facts)
 from .pack import (DEFAULT_PER_MODULE, MAX_CANDIDATES, PER_KERNEL,  # noqa: F401
@@ -80,9 +81,10 @@ from .numba_site import SIMULATOR
 from .template import CudaTemplate
 
 __all__ = ["fitness", "prepare", "Prepared", "FitnessError", "LOSSES", "fitness_template",
-           "gpu_available", "device_arch", "losses_from_sums"]
+           "gpu_available", "device_arch", "losses_from_sums", "PEARSON_FLAT", "pearson_flat"]
 
 log = logging.getLogger(__name__)
+
 
 LOSSES = ("mse", "mae", "rmse", "pearson")
 # site variables of the generated kernel and C++ keywords: no column may take these names
@@ -373,7 +375,9 @@ def _score(pred: np.ndarray, t: np.ndarray, loss: Any) -> float:
             s = float(np.mean(np.abs(p - tt)))
         elif loss == "pearson":
             sp_, st = p.std(), tt.std()
-            r = float(np.mean((p - p.mean()) * (tt - tt.mean())) / (sp_ * st)) if sp_ and st else None
+            flat = pearson_flat(sp_ * sp_, np.mean((p - tt.mean()) ** 2))
+            r = float(np.mean((p - p.mean()) * (tt - tt.mean())) / (sp_ * st)) \
+                if sp_ and st and not flat else None
             # (r not finite: moments that overflowed; max(0.0, 1.0 - nan) would be a perfect 0.0)
             s = math.inf if r is None or not math.isfinite(r) else max(0.0, 1.0 - r)
         else:       # a user loss's SiteBinding: as the kernel's loss site binds it
@@ -639,7 +643,7 @@ def losses_from_sums(sums: np.ndarray, y: np.ndarray, loss: str,
             vq = s1 / n - mq * mq
             # a variance lost in rounding (constant predictions) is no variance; moments
             # that overflow (NaN) are none either (max(0.0, nan) would score a perfect 0.0)
-            r = (math.nan if not vq > 1e-12 * (s1 / n) or var_t <= 0
+            r = (math.nan if pearson_flat(vq, s1 / n) or var_t <= 0
                  else (s2 / n) / math.sqrt(vq * var_t))
             s = max(0.0, 1.0 - r) if math.isfinite(r) else math.inf
         out[k] = s if math.isfinite(s) else math.inf

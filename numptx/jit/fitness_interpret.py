@@ -26,7 +26,8 @@ from .._program.interpret import (InterpretError, Tapes, columns, reads_input, r
 from .._program.ops import ProgramError, marker_dialect
 
 __all__ = ["interpret_losses", "losses_of_predictions", "is_program", "GpuScorer",
-           "register_gpu_scorer", "GPU_INTERPRET_MAX_ROWS", "data_columns"]
+           "register_gpu_scorer", "GPU_INTERPRET_MAX_ROWS", "data_columns", "PEARSON_FLAT",
+           "pearson_flat"]
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +54,22 @@ def _dialect_of(c: Any) -> int:
     return (marker_dialect(word) if word is not None else None) or 0
 
 
+#: a prediction whose variance is at most this share of its mean square about the target's
+#: mean is constant up to rounding: its correlation with the target is undefined, and pearson
+#: scores it +inf. One rule for every reduction (the CPU's, the interpreter's and the GPU
+#: kernel's sums), so the paths agree on it
+PEARSON_FLAT = 1e-12
+
+
+def pearson_flat(var_p: Any, ms_q: Any) -> Any:
+    """Whether predictions of variance ``var_p`` and mean square ``ms_q`` about the target's
+    mean are constant up to rounding (:data:`PEARSON_FLAT`); arrays element-wise::
+
+        pearson_flat(0.0, 4.0)          # True
+    """
+    return ~(np.asarray(var_p) > PEARSON_FLAT * np.asarray(ms_q))
+
+
 def losses_of_predictions(pred: np.ndarray, y: np.ndarray, loss: str) -> np.ndarray:
     """One loss per row of ``pred`` (k, n) against ``y`` (n): ``+inf`` where a prediction is
     not finite. The same arithmetic as ``fitness``'s per-candidate ``_score``, row by row (in
@@ -74,9 +91,10 @@ def losses_of_predictions(pred: np.ndarray, y: np.ndarray, loss: str) -> np.ndar
             sp_, st = p.std(axis=1), tt.std()
             dev = p - p.mean(axis=1, keepdims=True)
             r = np.mean(dev * (tt - tt.mean()), axis=1) / (sp_ * st)
+            flat = pearson_flat(sp_ * sp_, np.mean((p - tt.mean()) ** 2, axis=1))
             # (r not finite: moments that overflowed, no correlation to score)
-            s = np.where((sp_ != 0) & (st != 0) & np.isfinite(r), np.maximum(0.0, 1.0 - r),
-                         np.inf)
+            s = np.where((sp_ != 0) & (st != 0) & ~flat & np.isfinite(r),
+                         np.maximum(0.0, 1.0 - r), np.inf)
         else:
             raise InterpretError(f"loss={loss!r}: the interpreter scores the built-in losses")
         s = np.where(ok & np.isfinite(s), s, np.inf)

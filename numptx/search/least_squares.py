@@ -40,7 +40,7 @@ import numpy as np
 from .._program.interpret import records, refused, run_cpu, subset, tapes
 from .._program.ops import ProgramError
 from ..valuetypes import BY_NAME
-from ..jit.fitness_interpret import data_columns
+from ..jit.fitness_interpret import data_columns, pearson_flat
 from .config import FIT_STEPS_MAX
 from .evaluate import Evaluator
 from .genes import SearchError, check_int, shown
@@ -159,7 +159,9 @@ def _sse(F: np.ndarray, y: np.ndarray, scaling: bool, positive: bool = False,
             var = (dF * dF).sum(axis=1)
             b = np.where(var > 0, (dF @ (y - y.mean())) / var, 0.0)
             b = np.maximum(b, 0.0) if positive else b
-            varies = (var > 0) | (not flat)
+            # a constant f, up to rounding, as the evaluator's reductions judge it
+            varies = ~pearson_flat(var / F.shape[1], ((F - y.mean()) ** 2).mean(axis=1)) \
+                | (not flat)
             a = y.mean() - b * fm[:, 0]
         else:
             a, b = np.zeros(len(F)), np.ones(len(F))
