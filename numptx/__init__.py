@@ -38,6 +38,7 @@ from .jit.kernel import Kernel, KernelVariant, kernel
 from .jit.cache import CubinCache, default_cache
 from .jit.launch import LaunchError
 from .jit.pack import Pack, PackError
+from .jit.pack_kernels import PerKernel
 from .jit.runtime_constants import ConstantsError
 from .jit.fitness import fitness
 from .jit.interpret_gpu import GpuInterpreter as _GpuInterpreter
@@ -63,7 +64,7 @@ __all__ = [
     "grad", "value_and_grad", "jacobian", "GradError",
     "site", "simulator_active", "kernel", "Kernel", "KernelVariant", "CudaTemplate", "Template", "Variant",
     "BuildError", "SiteError", "LaunchError", "CubinCache", "default_cache",
-    "Pack", "PackError", "ConstantsError", "fitness", "StubRuleError",
+    "Pack", "PackError", "PerKernel", "ConstantsError", "fitness", "StubRuleError",
     "Resources", "cubin_resources", "CubinError", "ToolMissingError",
     "autotune", "autotuned", "Autotuned", "Tuned", "AutotuneError", "AutotuneWarning", "Excluded",
     "search",
