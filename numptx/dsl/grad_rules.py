@@ -252,15 +252,17 @@ def constant(p: Proxy) -> float | int | bool | None:
 PLAIN_POWER = (-4, 5)
 
 
-def int_power(x: Proxy, n: int) -> Proxy:
-    """``x ** n`` for an integer ``n`` (``|n| <= 64``), for ``d(x**(n+1))/dx``: pow's own
-    lowering inside :data:`PLAIN_POWER` (shared with the value's squares), else
-    :func:`accurate_power`."""
+def int_power(x: Proxy, n: int, factor: int = 1) -> Any:
+    """``factor * x ** n`` for an integer ``n`` (``|n| <= 64``), for ``d(x**(n+1))/dx`` (``factor
+    = n + 1``), as a tangent factor: pow's own lowering inside :data:`PLAIN_POWER` (shared with
+    the value's squares; ``factor`` stays a Python constant, :class:`Scaled`), else
+    :func:`accurate_power` with ``factor`` applied before the power is scaled back, so that a
+    subnormal ``x ** n`` whose product with ``factor`` is normal loses nothing."""
     if n == 0:
-        return lit(1.0, x)
+        return scaled(factor, lit(1.0, x))
     if PLAIN_POWER[0] <= n <= PLAIN_POWER[1]:
-        return x ** lit(float(n), x)
-    return accurate_power(x, n)
+        return scaled(factor, x ** lit(float(n), x))
+    return accurate_power(x, n, factor)
 
 
 def _dw_mul(a: tuple, b: tuple) -> tuple:
@@ -278,15 +280,30 @@ def _dw_mul(a: tuple, b: tuple) -> tuple:
     return h, low
 
 
-def accurate_power(x: Proxy, n: int) -> Proxy:
-    """``x ** n`` (``n`` a nonzero integer, ``|n| <= 64``) within about 0.5 ulp: repeated squaring
-    of ``|x|`` (of ``1 / |x|`` for ``n < 0``, with the reciprocal's own error as its low word) in
-    double-word arithmetic, each product's rounding error kept by an fma and the words added
-    once at the end; 3 to 4 instructions a product (n = 11: 18 in all). Where a partial power
-    overflows (or ``x`` is 0 or infinite for ``n < 0``) the error words are NaN and the plain
-    power of the high words is the answer (inf, or 0); the sign of ``x`` is restored for odd
-    ``n``."""
+#: per type, the power of two ``2^E`` that :func:`accurate_power` scales ``|x| ** n`` towards
+#: (as numptx/dsl/lowering.py's negative powers: half the exponent range)
+_RANGE_BITS = {"f32": 64, "f64": 512}
+
+
+def accurate_power(x: Proxy, n: int, factor: int = 1) -> Proxy:
+    """``factor * x ** n`` (``n`` a nonzero integer, ``|n| <= 64``; ``factor`` a small integer)
+    within about 1 ulp: repeated squaring of ``|x|`` (of ``1 / |x|`` for ``n < 0``, with the
+    reciprocal's own error as its low word) in double-word arithmetic, each product's rounding
+    error kept by an fma and the words added once at the end; 3 to 4 instructions a product
+    (n = 11: 18 in all). Where ``|x| ** n`` falls below 1 (``|x| < 1`` for ``n > 0``, ``|x| >= 1``
+    for ``n < 0``), ``|x|`` is scaled by ``2^(+-E / |n|)`` first, so every partial power stays
+    normal wherever ``factor * x ** n`` is (a subnormal partial power keeps neither word), and
+    the result is scaled back by the power of two times ``factor``, exact, after the words are
+    added. Where a partial power overflows (or ``x`` is 0 or infinite for ``n < 0``) the error
+    words are NaN and the plain power of the high words is the answer (inf, or 0); the sign of
+    ``x`` is restored for odd ``n``."""
     a = D.abs(x)
+    back = lit(float(factor), x)
+    j = _RANGE_BITS.get(x.dtype.name, 0) // abs(n)
+    if j:
+        shrinks = a < lit(1.0, x) if n > 0 else a >= lit(1.0, x)
+        a = a * D.where(shrinks, lit(2.0 ** (j if n > 0 else -j), x), lit(1.0, x))
+        back = D.where(shrinks, lit(factor * 2.0 ** (-j * abs(n)), x), back)
     if n < 0:
         h = 1.0 / a
         base: tuple = (h, D.fma(-a, h, lit(1.0, x)) * h)    # 1 / a = h + (1 - a h) / a
@@ -305,4 +322,5 @@ def accurate_power(x: Proxy, n: int) -> Proxy:
     else:
         s = hi + lo
         r = D.where(D.isnan(s), hi, s)
-    return D.copysign(r, x) if n & 1 else r
+    r = D.copysign(r, x) if n & 1 else r
+    return r if factor == 1 and not j else r * back

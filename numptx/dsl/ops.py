@@ -184,7 +184,7 @@ def _jvp_pow(xs, y, ts):
         if n == 0:                     # x**0 is 1 everywhere (0, inf, NaN too): flat
             out = None
         elif n is not None:
-            out = tmul(tmul(tx, int_power(x, n - 1), y), n, y)
+            out = tmul(tx, int_power(x, n - 1, n), y)    # n x^(n-1), n inside
         else:                          # b = 0 as above (0 * 0^-1 would be NaN), as JAX
             out = tmul(tx, D.where(b == 0, lit(0.0, x), b * x ** (b - 1)), y)
     if tb is not None:                 # y log x; at x = 0 log(1) (0^b is flat in b there)
