@@ -24,6 +24,26 @@ def _elem_contracted_differently(a, b):
 
 
 @pytest.mark.xfail(strict=True, reason=(
+    "precision='cuda' contracts after tracing, over the whole graph (numptx/dsl/expr.py, "
+    "contract): value_and_grad's derivative gives a*b a second, non-add use, so the value's "
+    "fma moves to the other product and the value differs from f's own stub by an ulp (the "
+    "root of the pairwise max/min test below). A fix differentiates f's contracted graph (its "
+    "fusions fixed before the derivative is traced): numptx/dsl/grad.py and contract.py, "
+    "not this review's files"))
+def test_value_and_grad_value_is_the_formulas_value_bit_for_bit():
+    @nx.ptx_expr(precision="cuda")
+    def f(a: nx.f32, b: nx.f32):
+        return _elem_contracted_differently(a, b)
+    vg = nx.value_and_grad(f, wrt="a")
+    rng = np.random.default_rng(1)
+    a, b = (rng.uniform(-2, 2, 4096).astype(np.float32) for _ in range(2))
+    want = _emulate(f, a=a, b=b)
+    got = nx.emulate(vg.stub(), {"a": a, "b": b}, ["out0"])["out0"]
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), \
+        f"{np.sum(got != want)} of {a.size} values differ"
+
+
+@pytest.mark.xfail(strict=True, reason=(
     "the backward site finds the k of a max/min by recomputing the term (value_and_grad's "
     "value) and comparing it with S bit for bit; in precision='cuda' the contraction pass "
     "decides fma fusion over the whole graph, and the derivative's extra uses of a product "
