@@ -18,19 +18,16 @@ def _emulate(expr: nx.PtxExpr, **inputs) -> np.ndarray:
 def _elem_contracted_differently(a, b):
     # a*b + (a*a)*b: two products feeding one add; NVRTC's rule (numptx/dsl/contract.py) fuses
     # the first (a*b) in the forward step, but in the backward site a*b has another use (the
-    # derivative's 2 (a*b) + b), so the second product is fused there: the value rounds
-    # differently from the forward's reduction
+    # derivative's 2 (a*b) + b), so by the rule over the whole graph the second product was
+    # fused there: the value rounded differently from the forward's reduction
     return a * b + a * a * b
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "precision='cuda' contracts after tracing, over the whole graph (numptx/dsl/expr.py, "
-    "contract): value_and_grad's derivative gives a*b a second, non-add use, so the value's "
-    "fma moves to the other product and the value differs from f's own stub by an ulp (the "
-    "root of the pairwise max/min test below). A fix differentiates f's contracted graph (its "
-    "fusions fixed before the derivative is traced): numptx/dsl/grad.py and contract.py, "
-    "not this review's files"))
 def test_value_and_grad_value_is_the_formulas_value_bit_for_bit():
+    # precision='cuda' contracted over the whole graph: the derivative gave a*b a second,
+    # non-add use, so the value's fma moved to the other product and the value differed from
+    # f's own stub by an ulp. Now numptx/dsl/contract.py plans the value's subgraph first
+    # (nx.value_and_grad marks it: plan_first), with f's fusions
     @nx.ptx_expr(precision="cuda")
     def f(a: nx.f32, b: nx.f32):
         return _elem_contracted_differently(a, b)
@@ -43,14 +40,10 @@ def test_value_and_grad_value_is_the_formulas_value_bit_for_bit():
         f"{np.sum(got != want)} of {a.size} values differ"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the backward site finds the k of a max/min by recomputing the term (value_and_grad's "
-    "value) and comparing it with S bit for bit; in precision='cuda' the contraction pass "
-    "decides fma fusion over the whole graph, and the derivative's extra uses of a product "
-    "change which product is fused, so the recomputed term can differ from the forward's by "
-    "an ulp and the gradient is silently 0. A fix needs the forward's term bits in the "
-    "backward (trace the value apart from the derivative, or keep the argmax k): not small"))
 def test_max_reduction_gradient_survives_cuda_contraction():
+    # the backward site finds the k of a max/min by recomputing the term (value_and_grad's
+    # value) and comparing it with S bit for bit; its term rounded differently from the
+    # forward's (the test above) and the gradient was silently 0
     pytest.importorskip("torch")
     from numptx.torch.formulas import Pairwise
     f = Pairwise(_elem_contracted_differently, "max").typed("f32")
@@ -63,6 +56,41 @@ def test_max_reduction_gradient_survives_cuda_contraction():
     want = b.astype(np.float64) + 2 * a.astype(np.float64) * b
     lost = (da == 0) & (want != 0)
     assert not lost.any(), f"{lost.sum()} of {a.size} gradients dropped"
+
+
+def _polynomials(seed: int, t: str, n: int):
+    """``n`` random sums, differences and products of x, y and 2 in precision "cuda": two
+    variables, so the derivative's terms often coincide with the value's products."""
+    import random
+    r = random.Random(seed)
+
+    def term(depth: int) -> str:
+        if depth <= 0 or r.random() < 0.15:
+            return r.choice(["x", "y", "x", "y", "2.0"])
+        return f"({term(depth - 1)} {r.choice('+-**')} {term(depth - 1)})"
+    for _ in range(n):
+        ns = {"nx": nx}
+        exec(f"def f(x: nx.{t}, y: nx.{t}):\n    return {term(r.randint(2, 4))}\n",
+             ns)                                               # noqa: S102 - generated here
+        yield nx.ptx_expr(ns["f"], precision="cuda")
+
+
+@pytest.mark.parametrize("t", ["f32", "f64"])
+def test_value_and_grad_of_random_polynomials_is_the_formulas_value_bit_for_bit(t):
+    # the value of value_and_grad(f) is f's stub bit for bit (4 of these 300 differed in each
+    # type before), and the derivative part is still contracted by NVRTC's rule
+    u = np.dtype(np.uint32 if t == "f32" else np.uint64)
+    rng = np.random.default_rng(5)
+    p = {k: rng.uniform(-3, 3, 256).astype(t.replace("f", "float")) for k in "xy"}
+
+    def bits(expr, out="out0"):
+        return nx.emulate(expr.stub(), p, [out])[out].view(u)
+    fused = 0
+    for f in _polynomials(len(t), t, 300):
+        vg = nx.value_and_grad(f, wrt=("x", "y"))
+        assert np.array_equal(bits(vg), bits(f, "out")), str(f.graph)
+        fused += str(vg.graph).count("fma.rn") > str(f.graph).count("fma.rn")
+    assert fused >= 100                 # derivatives with fusions of their own
 
 
 def test_backward_launch_with_no_other_rows_leaves_zeros():

@@ -15,14 +15,28 @@ kernel's and ``nx.emulate`` computes what the GPU computes, bit for bit::
     g = contract(graph)          # what precision="cuda" traces to
 
 The NumPy reference evaluation (``expr(x)``) is not contracted: it rounds twice, like NumPy.
+
+**Parts planned first.** ``nx.value_and_grad`` / ``grad`` / ``jacobian`` trace ``f`` and its
+derivatives into one graph; the derivative gives some of ``f``'s products other uses, and by
+the rule over the whole graph their sums would round differently from ``f``'s own. So the
+derivative marks ``f``'s value nodes (:func:`plan_first`) and the fusions are planned part by
+part: first the subgraph of the first marked roots, with uses counted among its nodes only (the
+fusions ``f`` alone gets, bit for bit), then each further part, then the whole graph; a sum is
+decided in the first part that holds it. A product fused in an earlier part that has a use
+other than a sum in a later one stays as its own ``mul.rn`` for the uses not fused::
+
+    plan_first(g, [value_node])   # while tracing; contract(g) then plans its subgraph first
 """
 from __future__ import annotations
+
+import weakref
+from typing import Sequence
 
 import numpy as np
 
 from .graph import Graph, Node
 
-__all__ = ["contract", "CONTRACTED_TYPES"]
+__all__ = ["contract", "plan_first", "CONTRACTED_TYPES"]
 
 CONTRACTED_TYPES = ("f32", "f64")
 _ADD = {f"add.{t}": t for t in CONTRACTED_TYPES}
@@ -30,47 +44,74 @@ _SUB = {f"sub.{t}": t for t in CONTRACTED_TYPES}
 _MUL = {f"mul.{t}": t for t in CONTRACTED_TYPES}
 _RN = {name: name.replace(".", ".rn.", 1) for d in (_ADD, _SUB, _MUL) for name in d}
 
+#: graph -> its parts' roots, in marking order (plan_first); taken by contract
+_FIRST: "weakref.WeakKeyDictionary[Graph, list[tuple[Node, ...]]]" = weakref.WeakKeyDictionary()
 
-def _plan(g: Graph) -> dict[int, int]:
-    """Node index of each add/sub that absorbs a product -> that operand's position."""
-    nodes = g.nodes
-    alive = [False] * len(nodes)
-    for _, n in g.outputs:
-        alive[n.index] = True
+
+def plan_first(g: Graph, roots: Sequence[Node]) -> None:
+    """Have :func:`contract` plan the fusions of the subgraph of ``roots`` (nodes of ``g``)
+    before the rest, as if they were a formula's outputs: what ``nx.value_and_grad`` marks while
+    tracing, so the value rounds as ``f``'s own stub. Parts marked earlier are planned first::
+
+        plan_first(graph, [value.node])
+    """
+    _FIRST.setdefault(g, []).append(tuple(roots))
+
+
+def _subgraph(nodes: list[Node], roots: set[int]) -> tuple[list[bool], dict[int, list[Node]]]:
+    """Which nodes ``roots`` depend on, and each one's users among them."""
+    member = [False] * len(nodes)
+    for i in roots:
+        member[i] = True
     uses: dict[int, list[Node]] = {}
     for n in reversed(nodes):          # creation order is topological: one backward sweep
-        if alive[n.index]:
+        if member[n.index]:
             for a in n.args:
-                alive[a.index] = True
+                member[a.index] = True
                 uses.setdefault(a.index, []).append(n)
-    outputs = {n.index for _, n in g.outputs}
+    return member, uses
 
-    def fusable(m: Node, t: str) -> bool:
-        if m.op != "instr" or _MUL.get(m.target) != t or m.index in outputs:
-            return False
-        return all(_ADD.get(u.target) == t or _SUB.get(u.target) == t for u in uses[m.index])
 
+def _fusable(m: Node, t: str, uses: dict[int, list[Node]], roots: set[int]) -> bool:
+    """A product of type ``t``, not a root, used only by sums and differences of type ``t``."""
+    if m.op != "instr" or _MUL.get(m.target) != t or m.index in roots:
+        return False
+    return all(_ADD.get(u.target) == t or _SUB.get(u.target) == t for u in uses[m.index])
+
+
+def _plan(g: Graph, parts: list[tuple[Node, ...]]) -> dict[int, int]:
+    """Node index of each add/sub that absorbs a product -> that operand's position. Part by
+    part (``parts``, then the outputs): the sums of each part's subgraph not decided before,
+    with uses counted within it and every root so far kept as a value."""
+    nodes = g.nodes
     plan: dict[int, int] = {}
-    for n in nodes:
-        if not alive[n.index] or n.op != "instr":
-            continue
-        t = _ADD.get(n.target) or _SUB.get(n.target)
-        if t is None:
-            continue
-        cands = [i for i, a in enumerate(n.args) if fusable(a, t)]
-        if cands:                           # fewer uses first; min keeps the first on a tie
-            plan[n.index] = min(cands, key=lambda i: len(uses[n.args[i].index]))
+    roots: set[int] = set()
+    decided = [False] * len(nodes)
+    for part in (*parts, tuple(n for _, n in g.outputs)):
+        roots.update(n.index for n in part if n.index < len(nodes) and nodes[n.index] is n)
+        member, uses = _subgraph(nodes, roots)
+        for n in nodes:
+            if not member[n.index] or decided[n.index] or n.op != "instr":
+                continue
+            t = _ADD.get(n.target) or _SUB.get(n.target)
+            if t is None:
+                continue
+            cands = [i for i, a in enumerate(n.args) if _fusable(a, t, uses, roots)]
+            if cands:                       # fewer uses first; min keeps the first on a tie
+                plan[n.index] = min(cands, key=lambda i: len(uses[n.args[i].index]))
+        decided = member
     return plan
 
 
 def contract(g: Graph) -> Graph:
     """``g`` with its contractible sums as ``fma.rn`` and the other contractible rows as ``.rn``,
     rewritten in place (nodes keep their identity; a ``neg`` node is inserted where a
-    difference needs one)."""
+    difference needs one); the parts marked with :func:`plan_first` are planned first."""
     nodes = g.nodes
+    parts = _FIRST.pop(g, [])
     if not any(n.target in _RN for n in nodes if n.op == "instr"):
         return g
-    plan = _plan(g)
+    plan = _plan(g, parts)
     out: list[Node] = []
     for n in nodes:
         if n.op == "instr":

@@ -33,12 +33,14 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from . import types as T
+from .contract import plan_first
 from .expr import PtxExpr, ptx_expr
 from .grad_rules import ONE, real, tmap
 from .ops import bitcast
 from .graph import Frame
 from .promote import Tracer
 from .proxy import Proxy, TraceError, user_frame
+from .trace import GraphTracer
 
 __all__ = ["grad", "value_and_grad", "jacobian", "GradError", "DiffTracer", "Dual"]
 
@@ -295,11 +297,27 @@ def _runner(expr: PtxExpr, spec: _Spec, params: dict, outs: list, form: str, out
             like = Proxy(tr.literal(0.0, t), tr)
             vals.append(primal)
             ders += [real(tk, like) for tk in tangents]
+        _value_first(vals)
         results = (vals if value else []) + ders
         if out_form == "dict":
             return dict(zip(keys, results))
         return results[0] if out_form == "single" else tuple(results)
     return run
+
+
+def _value_first(vals: list[Proxy]) -> None:
+    """In a graph traced in precision "cuda": ``f``'s value nodes (under any derivative
+    tracers) are contracted first, as ``f`` alone (numptx/dsl/contract.py, ``plan_first``), so
+    the value, and every intermediate the derivative reads, rounds as in ``f``'s own stub."""
+    nodes = []
+    for v in vals:
+        while isinstance(v.tracer, DiffTracer):
+            v = v.node.primal
+        if isinstance(v.tracer, GraphTracer) and v.tracer.fastmath == "cuda":
+            nodes.append(v.node)
+            graph = v.tracer.graph
+    if nodes:
+        plan_first(graph, nodes)
 
 
 def _function(name: str, params: dict, defaults: dict, impl: Callable,
