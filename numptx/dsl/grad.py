@@ -18,7 +18,9 @@ applied to the values underneath (so it is lowered as usual) and its derivative 
 numptx/dsl/grad_rules.py), computes the tangent from those values and the result (forward mode,
 one tangent per ``wrt`` parameter, zeros and ones kept symbolic). The tracer underneath is the
 result's own: the graph tracer in the result's math mode (the formula's ``precision``), NumPy for
-the reference evaluation, or another :class:`DiffTracer` (``nx.grad`` of ``nx.grad``).
+the reference evaluation, or another :class:`DiffTracer` (``nx.grad`` of ``nx.grad``). In
+precision "cuda" the value's nodes are marked (:func:`~numptx.dsl.contract.plan_first`) so
+the fma contraction plans them as ``f`` alone: the value is ``f``'s stub's, bit for bit.
 
 Output forms: a formula returning a dict gives a dict (value keys first, then ``d<out>_d<wrt>``);
 otherwise one value where there is one (``grad`` with ``wrt`` a name, of a one-output formula),
