@@ -17,7 +17,8 @@ import subprocess
 import numpy as np
 import pytest
 
-from numptx.torch import cuda as C
+pytest.importorskip("torch", reason="numptx.torch needs PyTorch: pip install numptx[torch]")
+from numptx.torch import cuda as C  # noqa: E402 - after the skip
 
 CXX = shutil.which("g++") or shutil.which("clang++")
 pytestmark = pytest.mark.skipif(CXX is None, reason="needs a host C++ compiler (g++)")
