@@ -8,7 +8,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # the generated tables (stack_ptx_tables.h); their ids are exposed as lib.STACKPTX_T_F32 etc.
 TABLES_H = os.path.join(HERE, "stack_ptx_tables.h")
 HEADERS = ("ptx_inject.h", "stack_ptx.h", "stack_ptx_tables.h", "dag_lower.h", "interp.h",
-           "interp_rows.h", "interp_ops.h")
+           "interp_rows.h", "interp_ops.h", "lm.h")
 
 
 def table_constants() -> str:
@@ -147,6 +147,30 @@ int nxi_run(const uint32_t *tapes, const uint64_t *offsets, uint32_t n_programs,
             const uint8_t *type_size, uint32_t n_types,
             const nxi_column *in, uint32_t n_inputs, const nxi_output *out, uint32_t n_outputs,
             uint64_t n_rows, uint32_t block, void *ws, size_t ws_size, nxi_fail *fail);
+
+/* native/lm.h */
+#define NXLM_MAX_OUTPUTS ...
+typedef struct nxlm_data {
+    const uint16_t *row_op; uint32_t n_rows_table;
+    const uint8_t *op_types; const uint8_t *type_size; uint32_t n_types;
+    const nxi_column *in; uint32_t n_inputs;
+    const uint32_t *out_types; uint32_t n_outputs;
+    const void *unwritten;
+    const double *y; uint64_t n_rows;
+    uint32_t block;
+    uint32_t f32_type, f64_type;
+} nxlm_data;
+typedef struct nxlm_options {
+    uint32_t steps, scaling, positive, flat;
+    double flat_rel, lambda0;
+} nxlm_options;
+size_t nxlm_workspace_size(uint32_t max_slots, uint32_t max_records, uint32_t max_params,
+                           uint32_t max_free, uint32_t n_inputs, uint64_t n_rows, uint32_t block);
+int nxlm_fit(const nxlm_data *d, const nxlm_options *opt, const uint32_t *tapes,
+             const uint64_t *offsets, uint32_t n_programs, const uint32_t *param_off,
+             double *theta, const uint8_t *free_, const uint8_t *wide, const uint32_t *mark_off,
+             const uint32_t *mark_word, const uint32_t *mark_param, double *sse, void *ws,
+             size_t ws_size, nxi_fail *fail);
 """
 
 ffibuilder = FFI()
@@ -154,7 +178,7 @@ ffibuilder.cdef(CDEF + table_constants())
 ffibuilder.set_source(
     "numptx._native",
     '#include "ptx_inject.h"\n#include "stack_ptx.h"\n#include "dag_lower.h"\n'
-    '#include "interp.h"\n',
+    '#include "interp.h"\n#include "lm.h"\n',
     sources=[os.path.relpath(os.path.join(HERE, name))
              for name in ("ptx_inject.c", "stack_ptx.c", "dag_lower.c", "interp.c")],
     include_dirs=[os.path.relpath(HERE)],

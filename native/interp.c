@@ -1,2 +1,4 @@
 #define NXI_IMPLEMENTATION
+#define NXLM_IMPLEMENTATION
 #include "interp.h"
+#include "lm.h"

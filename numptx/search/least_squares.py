@@ -32,15 +32,17 @@ without a derivative (min/max, comparisons, approximations) still has forward di
 """
 from __future__ import annotations
 
+import struct
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from .._program.interpret import records, refused, run_cpu, subset, tapes
+from .._program.lm import FitArrays, FitOptions, fit_tapes, fits_natively
 from .._program.ops import ProgramError
 from ..valuetypes import BY_NAME
-from ..jit.fitness_interpret import data_columns, pearson_flat
+from ..jit.fitness_interpret import PEARSON_FLAT, data_columns, pearson_flat
 from .config import FIT_STEPS_MAX
 from .evaluate import Evaluator
 from .genes import SearchError, check_int, shown
@@ -51,11 +53,22 @@ STEPS = 10             #: rounds of Levenberg–Marquardt per fit
 _MARK = 4096.0         #: marker constants 4096 + j: exact in f32 and f64 for j < 2**11
 _LAMBDA0 = 1e-3
 _CONST = 1             # STACKPTX_TAPE_CONST
-_F32, _F64 = BY_NAME["f32"].id, BY_NAME["f64"].id
+_F32_ID, _F64_ID = BY_NAME["f32"].id, BY_NAME["f64"].id
 #: outputs (variant runs x rows) one batch of a fit holds at once (64 MB of float64)
 CHUNK_VALUES = 1 << 23
 _ROOT_EPS32 = float(np.sqrt(np.finfo(np.float32).eps))
 _ROOT_EPS64 = float(np.sqrt(np.finfo(np.float64).eps))
+
+
+_F32, _U32, _F64, _U64 = (struct.Struct(f) for f in ("<f", "<I", "<d", "<Q"))
+
+
+def _values(slots: Any) -> np.ndarray:
+    """The float64 values of a program's constants (``operators.constants_of``'s, from the
+    ops its ``ConstantSlots`` found: the program is not read twice)."""
+    return np.array([_F64.unpack(_U64.pack(slots.ops[i].extra))[0] if wide else
+                     _F32.unpack(_U32.pack(word >> 32 & 0xFFFFFFFF))[0]
+                     for i, word, wide in slots.at], np.float64)
 
 
 class ParameterTapes:
@@ -65,11 +78,11 @@ class ParameterTapes:
     ``cand``, or has a row without C semantics, is left out); ``theta[i]``: its constants."""
 
     def __init__(self, evaluator: Any, programs: Sequence[Sequence[Any]]):
-        from .operators import ConstantSlots, constants_of
+        from .operators import ConstantSlots
         self.ev = evaluator
-        self.theta = [np.asarray(constants_of(p), np.float64) for p in programs]
         #: per program, where its constants are (what writes the fitted values back)
         self.slots = [ConstantSlots(p) for p in programs]
+        self.theta = [_values(s) for s in self.slots]
         marked = [s.program(_MARK + np.arange(len(t))) if len(t) else list(p)
                   for s, p, t in zip(self.slots, programs, self.theta)]
         n = len(programs)
@@ -94,9 +107,9 @@ class ParameterTapes:
         """Per record that holds a marker: its word, program, parameter and width."""
         w = self.tp.words
         kind, typ = w[at] & 0xFF, (w[at] >> 8) & 0xFF
-        const = at[(kind == _CONST) & ((typ == _F32) | (typ == _F64))]
-        owner = prog[(kind == _CONST) & ((typ == _F32) | (typ == _F64))]
-        wide = ((w[const] >> 8) & 0xFF) == _F64
+        const = at[(kind == _CONST) & ((typ == _F32_ID) | (typ == _F64_ID))]
+        owner = prog[(kind == _CONST) & ((typ == _F32_ID) | (typ == _F64_ID))]
+        wide = ((w[const] >> 8) & 0xFF) == _F64_ID
         lo, hi = w[const + 2].astype(np.uint64), w[const + 3].astype(np.uint64)
         val = np.where(wide, (lo | (hi << np.uint64(32))).view(np.float64),
                        lo.astype(np.uint32).view(np.float32).astype(np.float64))
@@ -279,6 +292,20 @@ def fit_least_squares(evaluator: Any, programs: Sequence[Sequence[Any]], *,
     found, or the program cannot be interpreted), their float64 sums of squared residuals
     (+inf where not fitted), and the variant runs made (the evaluations a fit cost). Bad
     arguments: a SearchError."""
+    return _fit(evaluator, programs, steps, protect, scaling, native=True)
+
+
+def _fit_numpy(evaluator: Any, programs: Sequence[Sequence[Any]], *, steps: int = STEPS,
+               protect: Sequence[float] = (), scaling: bool | None = None
+               ) -> tuple[list[list[Any]], np.ndarray, int]:
+    """:func:`fit_least_squares` by the NumPy rounds (:class:`_Fit`): the reference the C fit
+    is tested and measured against (tests/test_search_lm_native.py, benchmarks/bench_fit.py),
+    and the path of tapes the C fit does not take (an output neither f32 nor f64)."""
+    return _fit(evaluator, programs, steps, protect, scaling, native=False)
+
+
+def _fit(evaluator: Any, programs: Any, steps: Any, protect: Any, scaling: Any,
+         native: bool) -> tuple[list[list[Any]], np.ndarray, int]:
     programs, prot = _check_args(evaluator, programs, steps, protect, scaling)
     pt = ParameterTapes(evaluator, programs)
     n = len(programs)
@@ -287,9 +314,12 @@ def fit_least_squares(evaluator: Any, programs: Sequence[Sequence[Any]], *,
     todo = [i for i in range(n) if pt.ok[i] and frees[i].any()]
     if not todo or steps < 1:
         return programs, sse_out, 0
-    fit = _Fit(pt, evaluator, frees, steps,
-               bool(evaluator.linear_scaling) or evaluator.loss == "pearson"
-               if scaling is None else bool(scaling))
+    scaled = (bool(evaluator.linear_scaling) or evaluator.loss == "pearson"
+              if scaling is None else bool(scaling))
+    if native and fits_natively(pt.tp, pt.n_rows):
+        return programs, sse_out, _fit_native(pt, evaluator, frees, steps, scaled, todo,
+                                               programs, sse_out)
+    fit = _Fit(pt, evaluator, frees, steps, scaled)
     runs, chunk, held = 0, [], 0
     for i in todo + [-1]:
         size = (1 + int(frees[i].sum())) * max(1, pt.n_rows) if i >= 0 else 0
@@ -299,6 +329,43 @@ def fit_least_squares(evaluator: Any, programs: Sequence[Sequence[Any]], *,
         chunk.append(i)
         held += size
     return programs, sse_out, runs
+
+
+def _fit_native(pt: ParameterTapes, evaluator: Any, frees: list, steps: int, scaling: bool,
+                todo: list[int], programs: list, sse_out: np.ndarray) -> int:
+    """Every round of the fit of ``todo`` in C (native/lm.h, through numptx._program.lm):
+    writes the programs and sums as :meth:`_Fit.run` does; returns the runs made."""
+    ks = np.asarray(todo, np.int64)
+    counts = np.array([len(pt.theta[i]) for i in todo], np.int64)
+    param_off = np.concatenate([[0], np.cumsum(counts)]).astype(np.uint32)
+    by_prog = np.argsort(pt.slot_prog, kind="stable")
+    sp_sorted = pt.slot_prog[by_prog]
+    first = np.searchsorted(sp_sorted, ks, "left")
+    per = np.searchsorted(sp_sorted, ks, "right") - first
+    idx = by_prog[np.repeat(first, per) + (np.arange(per.sum()) - np.repeat(
+        np.cumsum(per) - per, per))] if per.sum() else np.zeros(0, np.int64)
+    arrays = FitArrays(
+        param_off=param_off,
+        theta=np.concatenate([pt.theta[i] for i in todo]).astype(np.float64),
+        free=np.concatenate([frees[i] for i in todo]).astype(np.uint8),
+        wide=np.concatenate([[w for _, _, w in pt.slots[i].at] for i in todo]).astype(np.uint8),
+        mark_off=np.concatenate([[0], np.cumsum(per)]).astype(np.uint32),
+        mark_word=pt.slot_word[idx].astype(np.uint32),
+        mark_param=pt.slot_param[idx].astype(np.uint32))
+    opt = FitOptions(steps=steps, scaling=scaling, positive=evaluator.loss == "pearson",
+                     flat=evaluator.kernel_loss == "pearson", flat_rel=PEARSON_FLAT,
+                     lambda0=_LAMBDA0)
+    sse = fit_tapes(subset(pt.tp, ks), pt.order, pt.n_rows, evaluator.y, arrays, opt)
+    before = np.concatenate([pt.theta[i] for i in todo])
+    same = (arrays.theta == before) | (np.isnan(arrays.theta) & np.isnan(before))
+    moved = np.add.reduceat(~same, param_off[:-1].astype(np.int64)) > 0
+    for r, i in enumerate(todo):
+        if moved[r] and np.isfinite(sse[r]):
+            best = arrays.theta[param_off[r]:param_off[r + 1]]
+            programs[i] = _written_back(pt, i, programs[i], best, frees[i])
+        sse_out[i] = sse[r]
+    runs = steps * int(len(todo) + arrays.free.sum())
+    return runs
 
 
 class _Fit:

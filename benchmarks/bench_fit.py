@@ -1,0 +1,71 @@
+"""Levenberg–Marquardt constant fitting (``numptx.search.least_squares``): the C fit
+(``native/lm.h``, every round in one call per thread) against the NumPy rounds it replaced
+(``_fit_numpy``, kept as the reference), side by side in one process, alternating.
+
+    python benchmarks/bench_fit.py                        # 20 and 200 rows, 125 programs, 12 rounds
+    python benchmarks/bench_fit.py --rows 20 200 2000 --programs 125 --steps 12 --repeat 5
+
+The programs are random programs of the search's breeder (Nguyen's function set ``add sub mul
+div exp log sin cos``, one input, weights on) fitted to Nguyen-4 (x + x^2 + ... + x^6 on
+[-1, 1]), f32, mse under linear scaling (the search's CPU default). The time is CPU time
+(``time.process_time``: all threads summed) per fit call, the median of ``--repeat`` calls of
+each path. Pin the process (``taskset -c 1``) for one core's figures.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+
+from numptx.search.evaluate import Evaluator
+from numptx.search.genes import Genes
+from numptx.search.least_squares import _fit_numpy, fit_least_squares
+from numptx.search.operators import random_program
+
+OPS = ("add", "sub", "mul", "div", "exp", "log", "sin", "cos")
+
+
+def case(rows: int, programs: int, seed: int = 0) -> tuple[Evaluator, list]:
+    """The evaluator (Nguyen-4 on ``rows`` rows) and ``programs`` random programs."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1, 1, (rows, 1)).astype(np.float32)
+    y = sum(X[:, 0].astype(np.float64) ** k for k in range(1, 7)).astype(np.float32)
+    ev = Evaluator(X, y, loss="mse", device="cpu", evaluate="interpret", linear_scaling=True)
+    g = Genes(OPS, 1, weights=True)
+    return ev, [random_program(g, rng, (6, 14)) for _ in range(programs)]
+
+
+def cpu_time(fn, *args, **kw) -> float:
+    t = time.process_time()
+    fn(*args, **kw)
+    return time.process_time() - t
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rows", type=int, nargs="+", default=[20, 200])
+    ap.add_argument("--programs", type=int, default=125)
+    ap.add_argument("--steps", type=int, default=12)
+    ap.add_argument("--repeat", type=int, default=5)
+    a = ap.parse_args()
+    print(f"{'rows':>6} {'ops/prog':>8} {'numpy ms':>9} {'C ms':>8} {'ratio':>6}  same losses")
+    for rows in a.rows:
+        ev, progs = case(rows, a.programs)
+        ref = _fit_numpy(ev, progs, steps=a.steps)
+        got = fit_least_squares(ev, progs, steps=a.steps)
+        fin = np.isfinite(ref[1])
+        same = (fin == np.isfinite(got[1])).all() and got[2] == ref[2] and np.allclose(
+            got[1][fin], ref[1][fin], rtol=1e-6)
+        t_np, t_c = [], []
+        for _ in range(a.repeat):
+            t_np.append(cpu_time(_fit_numpy, ev, progs, steps=a.steps))
+            t_c.append(cpu_time(fit_least_squares, ev, progs, steps=a.steps))
+        m_np, m_c = statistics.median(t_np), statistics.median(t_c)
+        print(f"{rows:>6} {np.mean([len(p) for p in progs]):>8.1f} {1e3 * m_np:>9.1f} "
+              f"{1e3 * m_c:>8.1f} {m_np / m_c:>6.1f}  {same}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,175 @@
+"""Levenberg–Marquardt fits of tapes' float constants in C (``native/lm.h``): every round of a
+fit in one call per thread, the GIL released, the 1 + k runs of a program (its trial point and
+its k perturbations) as lanes of one loaded tape. What ``numptx.search.least_squares`` calls::
+
+    sse = fit_tapes(tp, order, n_rows, y, FitArrays(param_off, theta, free, wide, mark_off,
+                    mark_word, mark_param), FitOptions(steps=12, scaling=True))
+    # theta (float64, flat) now holds each program's best point; sse[p]: its loss (+inf: none)
+
+Parameter j of program p is ``theta[param_off[p] + j]``; the records holding it are the CONST
+records at words ``mark_word[mark_off[p]:mark_off[p + 1]]`` of p's tape (offsets within the
+tape) whose parameter is ``mark_param[...]``. The semantics, round by round, are lm.h's header.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import valuetypes as VT
+from .._cores import usable_cores
+from .._native import ffi, lib
+from .interpret import Column, InterpretError, _failure, _the_ops
+from .tapes import Tapes, executor
+
+__all__ = ["FitArrays", "FitOptions", "fit_tapes", "fits_natively"]
+
+_BLOCK = 256                 # rows x lanes per interpreter block
+_PARALLEL_WORK = 1 << 16     # record-rows per round below which one thread fits the batch
+
+
+@dataclass(frozen=True)
+class FitArrays:
+    """The parameters and marks of a batch (flat arrays, per-program offsets; ``theta`` is
+    written in place)."""
+
+    param_off: np.ndarray   # uint32 (programs + 1)
+    theta: np.ndarray       # float64
+    free: np.ndarray        # uint8: 1 where the parameter moves
+    wide: np.ndarray        # uint8: 1 for an f64 constant
+    mark_off: np.ndarray    # uint32 (programs + 1)
+    mark_word: np.ndarray   # uint32: a CONST record's first word, within its tape
+    mark_param: np.ndarray  # uint32
+
+
+@dataclass(frozen=True)
+class FitOptions:
+    """The fit's rounds and loss (lm.h's header)."""
+
+    steps: int
+    scaling: bool
+    positive: bool = False
+    flat: bool = False
+    flat_rel: float = 1e-12
+    lambda0: float = 1e-3
+
+
+def fits_natively(tp: Tapes, n_rows: int) -> bool:
+    """Whether :func:`fit_tapes` takes these tapes (a float first output, rows, few outputs)."""
+    outs = list(tp.outputs.values())
+    return (n_rows >= 1 and 1 <= len(outs) <= lib.NXLM_MAX_OUTPUTS
+            and outs[0] in ("f32", "f64") and all(t in VT.BY_NAME for t in outs))
+
+
+def _unwritten(tp: Tapes, cols: list[Column], n_rows: int) -> np.ndarray | None:
+    """Output 0's column where a tape leaves it unwritten: the input of its name and type (the
+    stub's register keeps it, as run_cpu says), else None (it reads 0)."""
+    name, t = next(iter(tp.outputs.items()))
+    for i, n in enumerate(tp.inputs):
+        if n.split("\x00")[0] == name and cols[i].type == t:
+            d = cols[i].data
+            return np.ascontiguousarray(np.broadcast_to(d, (n_rows,)) if cols[i].scalar else d)
+    return None
+
+
+def fit_tapes(tp: Tapes, cols: list[Column], n_rows: int, y: np.ndarray, arrays: FitArrays,
+              opt: FitOptions, *, threads: int | None = None) -> np.ndarray:
+    """Fit every program of ``tp`` (columns in the tapes' input order); returns the best
+    loss per program and leaves the best points in ``arrays.theta``. A tape the C core
+    refuses: an InterpretError naming the program."""
+    if not fits_natively(tp, n_rows):
+        raise InterpretError("fit_tapes: the tapes' first output must be f32 or f64, with rows")
+    n = len(tp)
+    sse = np.full(n, np.inf)
+    if n == 0:
+        return sse
+    ops = _the_ops()
+    keep = []
+    col_c = ffi.new("nxi_column[]", max(1, len(cols)))
+    for i, c in enumerate(cols):
+        col_c[i].data = ffi.cast("void *", c.data.ctypes.data)
+        col_c[i].type, col_c[i].scalar = VT.BY_NAME[c.type].id, 1 if c.scalar else 0
+    out_types = np.array([VT.BY_NAME[t].id for t in tp.outputs.values()], np.uint32)
+    y64 = np.ascontiguousarray(y, np.float64)
+    unw = _unwritten(tp, cols, n_rows)
+    d = ffi.new("nxlm_data *")
+    d.row_op = ffi.cast("uint16_t *", ops.row_op.ctypes.data)
+    d.n_rows_table = len(ops.row_op)
+    d.op_types = ffi.cast("uint8_t *", ops.op_types.ctypes.data)
+    d.type_size = ffi.cast("uint8_t *", ops.type_size.ctypes.data)
+    d.n_types = len(ops.type_size)
+    setattr(d, "in", col_c)              # (a C field named like a Python keyword)
+    keep += [col_c, out_types, y64, unw]
+    d.n_inputs = len(cols)
+    d.out_types = ffi.cast("uint32_t *", out_types.ctypes.data)
+    d.n_outputs = len(out_types)
+    d.unwritten = ffi.NULL if unw is None else ffi.cast("void *", unw.ctypes.data)
+    d.y = ffi.cast("double *", y64.ctypes.data)
+    d.n_rows, d.block = n_rows, _BLOCK
+    d.f32_type, d.f64_type = VT.BY_NAME["f32"].id, VT.BY_NAME["f64"].id
+    o = ffi.new("nxlm_options *", (opt.steps, bool(opt.scaling), bool(opt.positive),
+                                   bool(opt.flat), opt.flat_rel, opt.lambda0))
+    job = _Job(tp, d, o, arrays, sse, keep)
+    spans = _spans(tp, arrays, n_rows, threads or usable_cores())
+    if len(spans) == 1:
+        failed = [job(*spans[0])]
+    else:
+        failed = list(executor().map(lambda s: job(*s), spans))
+    failed = [f for f in failed if f is not None]
+    if failed:
+        raise min(failed, key=lambda e: -1 if e.program is None else e.program)
+    return sse
+
+
+def _spans(tp: Tapes, arrays: FitArrays, n_rows: int, cores: int) -> list[tuple[int, int]]:
+    """Programs [p0, p1) per C call: one span on one core or little work, else about
+    4 per core, of equal records x lanes."""
+    n = len(tp)
+    recs = tp.words[tp.offsets[:-1].astype(np.int64) + 1].astype(np.float64)
+    po = arrays.param_off.astype(np.int64)
+    cum = np.concatenate([[0], np.cumsum(arrays.free.astype(np.int64))])
+    lanes = 1 + cum[po[1:]] - cum[po[:-1]]
+    work = recs * lanes
+    if cores == 1 or float(work.sum()) * n_rows < _PARALLEL_WORK:
+        return [(0, n)]
+    k = min(n, 4 * cores)
+    cuts = np.searchsorted(np.cumsum(work), np.linspace(0, float(work.sum()), k + 1)[1:-1])
+    bounds = sorted({0, n, *[int(c) + 1 for c in cuts if 0 < int(c) + 1 < n]})
+    return list(zip(bounds, bounds[1:]))
+
+
+class _Job:
+    """One C call over programs [p0, p1): its own workspace, the shared arrays."""
+
+    def __init__(self, tp, d, o, a: FitArrays, sse, keep):
+        self.tp, self.d, self.o, self.a, self.sse, self.keep = tp, d, o, a, sse, keep
+        heads = tp.offsets[:-1].astype(np.int64)
+        self.slots, self.recs = tp.words[heads], tp.words[heads + 1]
+        po = a.param_off.astype(np.int64)
+        cum = np.concatenate([[0], np.cumsum(a.free.astype(np.int64))])
+        self.K, self.nf = po[1:] - po[:-1], cum[po[1:]] - cum[po[:-1]]
+        self.c = {name: ffi.cast(ct, arr.ctypes.data) for name, ct, arr in (
+            ("words", "uint32_t *", tp.words), ("offsets", "uint64_t *", tp.offsets),
+            ("param_off", "uint32_t *", a.param_off), ("theta", "double *", a.theta),
+            ("free", "uint8_t *", a.free), ("wide", "uint8_t *", a.wide),
+            ("mark_off", "uint32_t *", a.mark_off), ("mark_word", "uint32_t *", a.mark_word),
+            ("mark_param", "uint32_t *", a.mark_param), ("sse", "double *", sse))}
+
+    def __call__(self, p0: int, p1: int) -> InterpretError | None:
+        c, d = self.c, self.d
+        need = lib.nxlm_workspace_size(int(self.slots[p0:p1].max()), int(self.recs[p0:p1].max()),
+                                       int(self.K[p0:p1].max()), int(self.nf[p0:p1].max()),
+                                       d.n_inputs, d.n_rows, d.block)
+        if need == 0:
+            return InterpretError(f"fit_tapes: programs {p0}..{p1 - 1}: too large a fit "
+                                  f"(parameters, records or rows) for the C core", program=p0)
+        ws = np.empty(need, np.uint8)
+        fail = ffi.new("nxi_fail *")
+        st = lib.nxlm_fit(d, self.o, c["words"], c["offsets"] + p0, p1 - p0, c["param_off"] + p0,
+                          c["theta"], c["free"], c["wide"], c["mark_off"] + p0, c["mark_word"],
+                          c["mark_param"], c["sse"] + p0, ffi.cast("void *", ws.ctypes.data),
+                          len(ws), fail)
+        if st == lib.NXI_OK:
+            return None
+        p = None if fail.program == 0xFFFFFFFF else p0 + fail.program
+        return _failure(st, p, fail.row, _the_ops())

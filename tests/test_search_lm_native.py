@@ -1,0 +1,112 @@
+"""Levenberg–Marquardt in C (native/lm.h through numptx._program.lm): the fit of
+``numptx.search.least_squares.fit_least_squares`` runs every round in one C call per thread,
+with the same semantics as the NumPy rounds it replaced (``_fit_numpy``, kept as the
+reference): the same runs, the same programs fitted, the same accepted losses up to the
+rounding of sums taken in another order."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from numptx import stack_ptx as sp
+from numptx._program import lm as native_lm
+from numptx._program.interpret import InterpretError, tapes
+from numptx.jit.fitness_interpret import data_columns
+from numptx.search import least_squares as ls
+from numptx.search.evaluate import Evaluator
+from numptx.search.genes import Genes
+from numptx.search.operators import random_program
+
+
+def _case(dtype, rows, loss="mse", scaling=False, seed=3, n=40):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1, 1, (rows, 2)).astype(dtype)
+    y = (np.sin(2 * X[:, 0]) * 1.5 + X[:, 1] * 0.7 - 0.2).astype(dtype)
+    ev = Evaluator(X, y, loss=loss, device="cpu", evaluate="interpret", linear_scaling=scaling)
+    ops = ["add", "sub", "mul", "div"] + (["sin"] if dtype == np.float32 else [])
+    g = Genes(ops, 2, weights=True, dtype="f32" if dtype == np.float32 else "f64")
+    return ev, [random_program(g, rng, int(rng.integers(3, 14))) for _ in range(n)]
+
+
+@pytest.mark.parametrize("rows", [20, 300])       # lanes side by side; lanes where they differ
+@pytest.mark.parametrize("loss,scaling", [("mse", False), ("mse", True), ("pearson", False)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_c_fit_is_the_numpy_rounds(dtype, loss, scaling, rows):
+    ev, progs = _case(dtype, rows, loss, scaling)
+    got_p, got, got_runs = ls.fit_least_squares(ev, progs, steps=8)
+    ref_p, ref, ref_runs = ls._fit_numpy(ev, progs, steps=8)
+    assert got_runs == ref_runs > 0
+    fin = np.isfinite(ref)
+    np.testing.assert_array_equal(np.isfinite(got), fin)
+    assert fin.sum() > len(progs) // 2
+    rel = np.abs(got[fin] - ref[fin]) / np.maximum(np.abs(ref[fin]), 1e-300)
+    assert np.median(rel) < 1e-12
+    if dtype == np.float32:     # each trial rounded to f32: the same points, the same programs
+        assert rel.max() < 1e-6
+        assert sum(a != b for a, b in zip(got_p, ref_p)) <= len(progs) // 20
+    else:                       # f64 steps differ in their last bits, fits may drift apart
+        assert rel.max() < 1e-3
+
+
+def test_the_fit_runs_no_numpy_round(monkeypatch):
+    # before: every round was a Variants.run (tapes rewritten, one C call) and NumPy steps
+    ev, progs = _case(np.float32, 20)
+
+    def refuse(*a, **k):
+        raise AssertionError("a NumPy round ran")
+
+    monkeypatch.setattr(ls.Variants, "run", refuse)
+    monkeypatch.setattr(ls, "_steps", refuse)
+    _, sse, runs = ls.fit_least_squares(ev, progs, steps=5)
+    assert runs > 0 and np.isfinite(sse).sum() > len(progs) // 2
+
+
+def test_threads_change_nothing(monkeypatch):
+    ev, progs = _case(np.float32, 50, "mse", True, seed=5, n=60)
+    monkeypatch.setattr(native_lm, "usable_cores", lambda: 1)
+    one = ls.fit_least_squares(ev, progs, steps=6)
+    monkeypatch.setattr(native_lm, "usable_cores", lambda: 4)
+    monkeypatch.setattr(native_lm, "_PARALLEL_WORK", 0)
+    spans = []
+    real = native_lm._spans
+    monkeypatch.setattr(native_lm, "_spans", lambda *a: spans.append(real(*a)) or spans[-1])
+    many = ls.fit_least_squares(ev, progs, steps=6)
+    assert len(spans[0]) > 1                                  # split over threads
+    assert one[0] == many[0] and one[2] == many[2]
+    np.testing.assert_array_equal(one[1], many[1])
+
+
+def _line_tapes():
+    x = np.linspace(-1, 1, 30).astype(np.float32)
+    progs = [[sp.const(1.0, "f32"), sp.input("x"), sp.instr("mul.rn.f32"), sp.const(0.0, "f32"),
+              sp.instr("add.rn.f32")]] * 2
+    tp = tapes(progs, {"x": "f32"}, {"y": "f32"})
+    order, n = data_columns(tp, x[:, None], ("x",))
+    return tp, order, n, (2 * x + 3).astype(np.float64)
+
+
+def _arrays(tp, words):
+    head = 4 + len(tp.outputs)
+    return native_lm.FitArrays(
+        param_off=np.array([0, 2, 4], np.uint32), theta=np.array([1.0, 0.0, 1.0, 0.0]),
+        free=np.ones(4, np.uint8), wide=np.zeros(4, np.uint8),
+        mark_off=np.array([0, 2, 4], np.uint32),
+        mark_word=np.array([head + 8 * w for w in words], np.uint32),
+        mark_param=np.array([0, 1, 0, 1], np.uint32))
+
+
+def test_fit_tapes_fits_and_a_bad_mark_is_an_error_naming_the_program():
+    tp, order, n, y = _line_tapes()
+    prog0 = tp.tape(0)
+    head = 4 + len(tp.outputs)
+    kinds = [int(prog0[head + 8 * r]) & 0xFF for r in range((len(prog0) - head) // 8)]
+    consts = [r for r, k in enumerate(kinds) if k == 1]
+    inp = kinds.index(0)
+    a = _arrays(tp, consts + consts)
+    sse = native_lm.fit_tapes(tp, order, n, y, a, native_lm.FitOptions(steps=15, scaling=False))
+    assert (sse < 1e-8).all()
+    np.testing.assert_allclose(a.theta, [2, 3, 2, 3], atol=1e-4)
+    bad = _arrays(tp, consts + [inp, consts[1]])          # program 1 marks its input
+    with pytest.raises(InterpretError) as e:
+        native_lm.fit_tapes(tp, order, n, y, bad, native_lm.FitOptions(steps=3, scaling=False))
+    assert e.value.program == 1 and "program 1" in str(e.value)
