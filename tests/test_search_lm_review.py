@@ -175,6 +175,7 @@ def test_fit_holds_a_bounded_batch_of_outputs(monkeypatch):
     rng = np.random.default_rng(2)
     ev = _ev(lambda X: np.sin(2 * X[:, 0]) + X[:, 1], n=60, d=2, seed=2)
     progs = [random_program(g, rng, int(rng.integers(3, 12))) for _ in range(40)]
+    _fit = ls._fit_numpy     # the NumPy reference batches (the C fit holds one program a thread)
     whole, sse_whole, runs_whole = _fit(ev, progs, steps=4)
     held = []
     run = ls.Variants.run

@@ -47,10 +47,13 @@ static nxlm_data data(void)
     return d;
 }
 
+static uint32_t g_block = BLOCK;
+
 static int fit(const uint32_t *t, uint64_t len, const nxlm_options *o, double *theta,
                const uint8_t *fr, double *sse, size_t ws_size, const uint32_t *mw)
 {
     nxlm_data d = data();
+    d.block = g_block;
     uint64_t off[2] = {0, len};
     uint32_t po[2] = {0, 2}, mo[2] = {0, 2};
     uint8_t wide[2] = {0, 0};
@@ -81,7 +84,7 @@ int main(void)
     row_op[0] = (uint16_t)mul; row_op[1] = (uint16_t)add;
     type_size[T_F32] = 4; type_size[T_F64] = 8;
     for (i = 0; i < N; i++) { xs[i] = (float)i * 0.25f - 2.0f; ys[i] = 2.0 * xs[i] + 3.0; }
-    CHECK(nxlm_workspace_size(5, 5, 2, 2, 1, N, BLOCK) <= sizeof ws);
+    CHECK(nxlm_workspace_size(5, 5, 2, 2, 1, N, 3 * N) <= sizeof ws);
 
     g_test = "fits a line";       /* from c0 = 1, c1 = 0 to 2 and 3 */
     theta[0] = 1.0; theta[1] = 0.0;
@@ -89,6 +92,23 @@ int main(void)
     CHECK(fabs(theta[0] - 2.0) < 1e-4 && fabs(theta[1] - 3.0) < 1e-4);
     CHECK(sse < 1e-6);
     CHECK(theta[0] == (double)(float)theta[0]);          /* f32 parameters stay f32 values */
+
+    g_test = "lanes side by side = lanes where they differ";  /* 23 rows: blocks of 46, 69 */
+    {
+        double th2[2], sse2;
+        uint32_t blocks[2] = {2 * N, 3 * N}, b;
+        o.steps = 6;
+        theta[0] = 1.0; theta[1] = 0.0;
+        CHECK(fit(TAPE, TAPE_LEN, &o, theta, both, &sse, sizeof ws, MARK_WORD) == NXI_OK);
+        for (b = 0; b < 2; b++) {
+            g_block = blocks[b];
+            th2[0] = 1.0; th2[1] = 0.0;
+            CHECK(fit(TAPE, TAPE_LEN, &o, th2, both, &sse2, sizeof ws, MARK_WORD) == NXI_OK);
+            CHECK(th2[0] == theta[0] && th2[1] == theta[1] && sse2 == sse);
+        }
+        g_block = BLOCK;
+        o.steps = 20;
+    }
 
     g_test = "a fixed parameter stays";
     theta[0] = 1.0; theta[1] = 0.5;

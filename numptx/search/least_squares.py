@@ -14,10 +14,19 @@ How it runs, for a batch of programs at once:
 2. every round, each program's tape is run 1 + k times (k its parameters): at the trial point
    θ' and at θ' + h_j e_j for each j, the forward differences giving the Jacobian (the step
    h_j ~ sqrt(eps) |θ_j| of the program's float type, taken as the difference the float type
-   can represent). All the runs of all the programs are one call of the C interpreter: only
-   the slots' words change between rounds, never a program;
+   can represent);
 3. a trial that lowers the loss is taken (and the damping λ shrinks ×1/3); else λ grows ×4
    and the step is solved again from the last point. ``steps`` rounds in all.
+
+Every round of a batch runs in C (``native/lm.h`` through :mod:`numptx._program.lm`): one
+call per thread for the whole fit, the GIL released. A program's tape is loaded once; its
+1 + k runs are lanes of it (the marked slots filled per lane): side by side in one block when
+the rows are few, else the trial point in full and each perturbed lane only through the
+instructions its parameter reaches (the others' values are the trial's, bit for bit). A solve
+that fails (a zero pivot) is a zero step: the trial repeats the best point, is not taken, and
+λ grows. ``_fit_numpy`` keeps the NumPy rounds (:class:`_Fit`) as the reference the C fit is
+tested and measured against (``benchmarks/bench_fit.py``), and for tapes the C fit does not
+take (an output neither f32 nor f64).
 
 The losses are computed in float64 from the interpreter's outputs, which are bit for bit
 those of the compiled stub; the search then scores the fitted programs with its evaluator,
@@ -286,9 +295,10 @@ def fit_least_squares(evaluator: Any, programs: Sequence[Sequence[Any]], *,
     a + b·f - y (default: the evaluator's ``linear_scaling``, or its loss is pearson's,
     which is scale-free; under pearson b >= 0). Constants equal to a value in ``protect``,
     and non-finite ones, stay as they are; each constant is stepped and rounded in its own
-    float type (an f32 constant of an f64 search too). The programs are fitted in batches
-    of at most :data:`CHUNK_VALUES` outputs held at once (memory bounded whatever the
-    rows). Returns the programs with the constants found (unchanged where nothing better was
+    float type (an f32 constant of an f64 search too). Memory is bounded whatever the batch:
+    each thread of the C fit holds one program's runs at a time (about (3 k + 5) x rows
+    float64 for k free constants, plus the interpreter's blocks); the NumPy reference holds
+    at most :data:`CHUNK_VALUES` outputs at once. Returns the programs with the constants found (unchanged where nothing better was
     found, or the program cannot be interpreted), their float64 sums of squared residuals
     (+inf where not fitted), and the variant runs made (the evaluations a fit cost). Bad
     arguments: a SearchError."""
