@@ -110,3 +110,57 @@ def test_fit_tapes_fits_and_a_bad_mark_is_an_error_naming_the_program():
     with pytest.raises(InterpretError) as e:
         native_lm.fit_tapes(tp, order, n, y, bad, native_lm.FitOptions(steps=3, scaling=False))
     assert e.value.program == 1 and "program 1" in str(e.value)
+
+
+def test_an_unwritten_output_keeps_its_input_as_run_cpu_does():
+    # mm-ptx: an output a program leaves unwritten keeps the register's value, here the input
+    # of the same name; the fit's f is then that column, as the interpreter's run gives it
+    from numptx._program.interpret import columns, run_cpu
+    tp = tapes([[], [sp.input("x"), sp.const(1.5, "f32"), sp.instr("mul.rn.f32")]],
+               {"x": "f32", "y": "f32"}, {"y": "f32"}, dialect="mm-ptx")
+    x = np.linspace(-1, 1, 30).astype(np.float32)
+    cols, n = columns({"x": x, "y": (x * x).astype(np.float32)})
+    order = [{c.name: c for c in cols}[m.split("\x00")[0]] for m in tp.inputs]
+    f = run_cpu(tp, order, n)["y"].astype(np.float64)
+    target = np.cos(x).astype(np.float64)
+    head = 4 + len(tp.outputs)
+    t1 = tp.tape(1)
+    const = [r for r in range((len(t1) - head) // 8) if int(t1[head + 8 * r]) & 0xFF == 1]
+    a = native_lm.FitArrays(
+        param_off=np.array([0, 1, 2], np.uint32), theta=np.array([7.0, 1.5]),
+        free=np.ones(2, np.uint8), wide=np.zeros(2, np.uint8),
+        mark_off=np.array([0, 0, 1], np.uint32),           # program 0: a parameter, no slot
+        mark_word=np.array([head + 8 * const[0]], np.uint32), mark_param=np.zeros(1, np.uint32))
+    sse = native_lm.fit_tapes(tp, order, n, target, a, native_lm.FitOptions(steps=1,
+                                                                             scaling=False))
+    np.testing.assert_allclose(sse, ((f - target) ** 2).sum(axis=1), rtol=1e-12)
+    assert a.theta[0] == 7.0                                  # nothing moved it
+
+
+@pytest.mark.parametrize("field,value,match", [
+    ("theta", np.zeros(3), "arrays.theta has 3 entries"),
+    ("param_off", np.array([0, 2, 1], np.uint32), "rising offsets"),
+    ("mark_word", np.zeros(4, np.int64), "arrays.mark_word: give a contiguous 1-D uint32"),
+    ("mark_off", np.array([0, 2, 9], np.uint32), "arrays.mark_word has 4 entries"),
+])
+def test_fit_tapes_refuses_arrays_the_c_core_would_read_past(field, value, match):
+    import dataclasses
+    tp, order, n, y = _line_tapes()
+    head = 4 + len(tp.outputs)
+    prog0 = tp.tape(0)
+    consts = [r for r in range((len(prog0) - head) // 8) if int(prog0[head + 8 * r]) & 0xFF == 1]
+    a = dataclasses.replace(_arrays(tp, consts + consts), **{field: value})
+    with pytest.raises(InterpretError, match=match):
+        native_lm.fit_tapes(tp, order, n, y, a, native_lm.FitOptions(steps=2, scaling=False))
+
+
+def test_fit_tapes_refuses_a_target_or_column_of_other_rows():
+    tp, order, n, y = _line_tapes()
+    head = 4 + len(tp.outputs)
+    prog0 = tp.tape(0)
+    consts = [r for r in range((len(prog0) - head) // 8) if int(prog0[head + 8 * r]) & 0xFF == 1]
+    opt = native_lm.FitOptions(steps=2, scaling=False)
+    with pytest.raises(InterpretError, match="one target per row"):
+        native_lm.fit_tapes(tp, order, n, y[:-1], _arrays(tp, consts + consts), opt)
+    with pytest.raises(InterpretError, match="one column of 29 rows"):
+        native_lm.fit_tapes(tp, order, n - 1, y[:-1], _arrays(tp, consts + consts), opt)

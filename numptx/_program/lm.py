@@ -80,6 +80,16 @@ def fit_tapes(tp: Tapes, cols: list[Column], n_rows: int, y: np.ndarray, arrays:
     if not fits_natively(tp, n_rows):
         raise InterpretError("fit_tapes: the tapes' first output must be f32 or f64, with rows")
     n = len(tp)
+    _check(arrays, n)
+    y = np.asarray(y)
+    if y.shape != (n_rows,):
+        raise InterpretError(f"fit_tapes: y of shape {y.shape}: give one target per row "
+                             f"({n_rows})")
+    short = [c.name for c in cols if not c.scalar and c.data.shape != (n_rows,)]
+    if len(cols) != len(tp.inputs) or short:
+        raise InterpretError(f"fit_tapes: cols: one column of {n_rows} rows per input of the "
+                             f"tapes ({list(tp.inputs)})" + (f"; {short[0]!r} is not" if short
+                                                              else ""))
     sse = np.full(n, np.inf)
     if n == 0:
         return sse
@@ -119,6 +129,31 @@ def fit_tapes(tp: Tapes, cols: list[Column], n_rows: int, y: np.ndarray, arrays:
     if failed:
         raise min(failed, key=lambda e: -1 if e.program is None else e.program)
     return sse
+
+
+_DTYPES = {"param_off": np.uint32, "theta": np.float64, "free": np.uint8, "wide": np.uint8,
+           "mark_off": np.uint32, "mark_word": np.uint32, "mark_param": np.uint32}
+
+
+def _check(a: FitArrays, n: int) -> None:
+    """Every array of ``a`` of its dtype, 1-D and contiguous, the offsets rising from 0 to the
+    lengths (the C core cannot see lengths): else an InterpretError naming the field."""
+    for name, dt in _DTYPES.items():
+        v = getattr(a, name)
+        if not isinstance(v, np.ndarray) or v.dtype != dt or v.ndim != 1 or \
+                not v.flags.c_contiguous or (name == "theta" and not v.flags.writeable):
+            raise InterpretError(f"fit_tapes: arrays.{name}: give a contiguous 1-D "
+                                 f"{np.dtype(dt).name} array")
+    for off, ends in (("param_off", ("theta", "free", "wide")),
+                      ("mark_off", ("mark_word", "mark_param"))):
+        o = getattr(a, off).astype(np.int64)
+        if len(o) != n + 1 or o[0] != 0 or (np.diff(o) < 0).any():
+            raise InterpretError(f"fit_tapes: arrays.{off}: {n + 1} rising offsets from 0 "
+                                 f"(one more than the {n} programs)")
+        for e in ends:
+            if len(getattr(a, e)) != o[-1]:
+                raise InterpretError(f"fit_tapes: arrays.{e} has {len(getattr(a, e))} "
+                                     f"entries, arrays.{off} ends at {o[-1]}")
 
 
 def _spans(tp: Tapes, arrays: FitArrays, n_rows: int, cores: int) -> list[tuple[int, int]]:
