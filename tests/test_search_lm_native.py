@@ -74,6 +74,15 @@ def test_threads_change_nothing(monkeypatch):
     assert len(spans[0]) > 1                                  # split over threads
     assert one[0] == many[0] and one[2] == many[2]
     np.testing.assert_array_equal(one[1], many[1])
+    # a workspace budget of one thread's: one thread runs every span, the same fit
+    monkeypatch.setattr(native_lm, "WORKSPACE_BUDGET", 1)
+    workers = []
+    real_spread = native_lm._spread
+    monkeypatch.setattr(native_lm, "_spread",
+                        lambda job, sp_, w: workers.append(w) or real_spread(job, sp_, w))
+    budget = ls.fit_least_squares(ev, progs, steps=6)
+    assert workers == [1] and budget[0] == one[0]
+    np.testing.assert_array_equal(budget[1], one[1])
 
 
 def _line_tapes():

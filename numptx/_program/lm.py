@@ -12,6 +12,7 @@ tape) whose parameter is ``mark_param[...]``. The semantics, round by round, are
 """
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,10 +23,12 @@ from .._native import ffi, lib
 from .interpret import Column, InterpretError, _failure, _the_ops
 from .tapes import Tapes, executor
 
-__all__ = ["FitArrays", "FitOptions", "fit_tapes", "fits_natively"]
+__all__ = ["FitArrays", "FitOptions", "fit_tapes", "fits_natively", "WORKSPACE_BUDGET"]
 
 _BLOCK = 256                 # rows x lanes per interpreter block
 _PARALLEL_WORK = 1 << 16     # record-rows per round below which one thread fits the batch
+#: bytes of workspace the threads of one fit hold at once, at most (one thread at least runs)
+WORKSPACE_BUDGET = 1 << 30
 
 
 @dataclass(frozen=True)
@@ -120,11 +123,13 @@ def fit_tapes(tp: Tapes, cols: list[Column], n_rows: int, y: np.ndarray, arrays:
     o = ffi.new("nxlm_options *", (opt.steps, bool(opt.scaling), bool(opt.positive),
                                    bool(opt.flat), opt.flat_rel, opt.lambda0))
     job = _Job(tp, d, o, arrays, sse, keep)
-    spans = _spans(tp, arrays, n_rows, threads or usable_cores())
+    cores = threads or usable_cores()
+    spans = _spans(tp, arrays, n_rows, cores)
     if len(spans) == 1:
         failed = [job(*spans[0])]
-    else:
-        failed = list(executor().map(lambda s: job(*s), spans))
+    else:        # as many threads as cores, fewer when their workspaces would pass the budget
+        workers = max(1, min(cores, len(spans), WORKSPACE_BUDGET // max(1, job.need(0, n))))
+        failed = _spread(job, spans, workers)
     failed = [f for f in failed if f is not None]
     if failed:
         raise min(failed, key=lambda e: -1 if e.program is None else e.program)
@@ -173,6 +178,25 @@ def _spans(tp: Tapes, arrays: FitArrays, n_rows: int, cores: int) -> list[tuple[
     return list(zip(bounds, bounds[1:]))
 
 
+def _spread(job: "_Job", spans: list, workers: int) -> list:
+    """``job(*span)`` for every span, by ``workers`` threads of the pool, each taking the
+    next span when done."""
+    results: list = [None] * len(spans)
+    todo = iter(range(len(spans)))
+    lock = threading.Lock()
+
+    def work(_):
+        while True:
+            with lock:
+                i = next(todo, None)
+            if i is None:
+                return
+            results[i] = job(*spans[i])
+
+    list(executor().map(work, range(workers)))
+    return results
+
+
 class _Job:
     """One C call over programs [p0, p1): its own workspace, the shared arrays."""
 
@@ -190,11 +214,15 @@ class _Job:
             ("mark_off", "uint32_t *", a.mark_off), ("mark_word", "uint32_t *", a.mark_word),
             ("mark_param", "uint32_t *", a.mark_param), ("sse", "double *", sse))}
 
+    def need(self, p0: int, p1: int) -> int:
+        """Bytes of workspace programs [p0, p1) take (0: too large for the C core)."""
+        return lib.nxlm_workspace_size(int(self.slots[p0:p1].max()), int(self.recs[p0:p1].max()),
+                                       int(self.K[p0:p1].max()), int(self.nf[p0:p1].max()),
+                                       self.d.n_inputs, self.d.n_rows, self.d.block)
+
     def __call__(self, p0: int, p1: int) -> InterpretError | None:
         c, d = self.c, self.d
-        need = lib.nxlm_workspace_size(int(self.slots[p0:p1].max()), int(self.recs[p0:p1].max()),
-                                       int(self.K[p0:p1].max()), int(self.nf[p0:p1].max()),
-                                       d.n_inputs, d.n_rows, d.block)
+        need = self.need(p0, p1)
         if need == 0:
             return InterpretError(f"fit_tapes: programs {p0}..{p1 - 1}: too large a fit "
                                   f"(parameters, records or rows) for the C core", program=p0)
