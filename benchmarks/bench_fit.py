@@ -2,7 +2,7 @@
 (``native/lm.h``, every round in one call per thread) against the NumPy rounds it replaced
 (``_fit_numpy``, kept as the reference), side by side in one process, alternating.
 
-    python benchmarks/bench_fit.py                        # 20 and 200 rows, 125 programs, 12 rounds
+    python benchmarks/bench_fit.py          # 20 and 200 rows, 125 programs, 12 rounds
     python benchmarks/bench_fit.py --rows 20 200 2000 --programs 125 --steps 12 --repeat 5
 
 The programs are random programs of the search's breeder (Nguyen's function set ``add sub mul

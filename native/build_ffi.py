@@ -163,6 +163,7 @@ typedef struct nxlm_data {
 typedef struct nxlm_options {
     uint32_t steps, scaling, positive, flat;
     double flat_rel, lambda0;
+    double root_eps32, root_eps64;
 } nxlm_options;
 size_t nxlm_workspace_size(uint32_t max_slots, uint32_t max_records, uint32_t max_params,
                            uint32_t max_free, uint32_t n_inputs, uint64_t n_rows, uint32_t block);

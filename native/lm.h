@@ -62,6 +62,7 @@ typedef struct nxlm_data {
 typedef struct nxlm_options {
     uint32_t steps, scaling, positive, flat;
     double flat_rel, lambda0;
+    double root_eps32, root_eps64;   /* the steps' sqrt(eps) of f32 and f64 constants */
 } nxlm_options;
 
 size_t nxlm_workspace_size(uint32_t max_slots, uint32_t max_records, uint32_t max_params,
@@ -121,7 +122,8 @@ static size_t nxlm__carve(nxlm__ws *w, char *base, size_t interp, uint32_t max_p
                           uint32_t max_marks, uint32_t max_slots)
 {
     uint64_t L = (uint64_t)max_free + 1u, m = (uint64_t)max_free + 2u, at = 0;
-#define NXLM__TAKE(ptr, type, count) ptr = (type *)nxlm__take(base, &at, (uint64_t)(count) * sizeof(type))
+#define NXLM__TAKE(ptr, type, count) \
+    ptr = (type *)nxlm__take(base, &at, (uint64_t)(count) * sizeof(type))
     if (base) { w->interp = base; w->interp_size = interp; }
     at = interp;
     NXLM__TAKE(w->cols, nxi_column, n_inputs ? n_inputs : 1u);
@@ -201,7 +203,9 @@ static int nxlm__solve(double *A, double *x, uint32_t m)
             if (fabs(A[i * m + k]) > fabs(A[p * m + k])) p = i;
         if (p != k) {
             double t;
-            for (j = 0; j < m; j++) { t = A[k * m + j]; A[k * m + j] = A[p * m + j]; A[p * m + j] = t; }
+            for (j = 0; j < m; j++) {
+                t = A[k * m + j]; A[k * m + j] = A[p * m + j]; A[p * m + j] = t;
+            }
             t = x[k]; x[k] = x[p]; x[p] = t;
         }
         piv = A[k * m + k];
@@ -252,7 +256,8 @@ static void nxlm__step(nxlm__ws *w, const nxlm_options *o, const double *y, uint
         }
     }
     if (o->scaling) {
-        for (i = 0; i < n; i++) { w->J[(uint64_t)nf * n + i] = 1.0; w->J[(uint64_t)(nf + 1) * n + i] = F0[i]; }
+        double *ones = w->J + (uint64_t)nf * n, *fs = ones + n;
+        for (i = 0; i < n; i++) { ones[i] = 1.0; fs[i] = F0[i]; }
     }
     for (i = 0; i < n; i++) w->r[i] = a + b * F0[i] - y[i];
     for (k = 0; k < m; k++) {
@@ -374,10 +379,10 @@ static void nxlm__lanes(nxi__ctx *x, nxlm__ws *w, const nxlm_data *d, const uint
             uint32_t gl = L - l0 < G ? L - l0 : G;
             for (k = 0; k < n_marks; k++) {
                 uint32_t s = w->mslot[k], p = mark_param[k];
+                int wide = x->type[s] == d->f64_type;
                 for (g = 0; g < gl; g++) {
                     uint32_t lane = l0 + g;
-                    nxlm__fill(x->blocks + s * stride + (size_t)g * nr * (x->type[s] == d->f64_type ? 8u : 4u),
-                               x->type[s] == d->f64_type,
+                    nxlm__fill(x->blocks + s * stride + (size_t)g * nr * (wide ? 8u : 4u), wide,
                                lane && w->lane_j[lane] == p ? w->lane_v[lane] : w->trial[p], nr);
                 }
             }
@@ -388,7 +393,8 @@ static void nxlm__lanes(nxi__ctx *x, nxlm__ws *w, const nxlm_data *d, const uint
         }
         if (G == 1)
             for (l0 = 1; l0 < L; l0++)
-                nxlm__dirty_lane(x, w, d, t, l0, n_marks, mark_param, w->F + (uint64_t)l0 * n + row0, nr);
+                nxlm__dirty_lane(x, w, d, t, l0, n_marks, mark_param,
+                                 w->F + (uint64_t)l0 * n + row0, nr);
     }
     if (t[4] == NXI__NONE && d->unwritten)                /* the register keeps its input */
         for (l0 = 0; l0 < L; l0++)
@@ -396,7 +402,7 @@ static void nxlm__lanes(nxi__ctx *x, nxlm__ws *w, const nxlm_data *d, const uint
 }
 
 /* Finds each mark's slot (after the tape is loaded); NXI_ERR_TAPE/ARGUMENT on a bad mark. */
-static int nxlm__marks(nxi__ctx *x, nxlm__ws *w, const nxlm_data *d, const uint32_t *t,
+static int nxlm__marks(nxlm__ws *w, const nxlm_data *d, const uint32_t *t,
                        uint64_t len, uint32_t n_marks, const uint32_t *mark_word,
                        const uint32_t *mark_param, uint32_t K, nxi_fail *fail)
 {
@@ -411,7 +417,6 @@ static int nxlm__marks(nxi__ctx *x, nxlm__ws *w, const nxlm_data *d, const uint3
         if ((t[at] & 0xFFu) != 1u || (type != d->f32_type && type != d->f64_type))
             return NXI_ERR_TAPE;
         w->mslot[k] = t[at + 1];
-        (void)x;
     }
     fail->record = NXI__NONE;
     return NXI_OK;
@@ -426,7 +431,7 @@ static void nxlm__one(nxi__ctx *x, nxlm__ws *w, const nxlm_data *d, const nxlm_o
     uint64_t n = d->n_rows;
     uint32_t nf = 0, L, k, s;
     double best_sse = HUGE_VAL, a = 0.0, b = 1.0, lam = o->lambda0;
-    const double r32 = 3.4526698300124393e-04, r64 = 1.4901161193847656e-08;  /* sqrt(eps) */
+    const double r32 = o->root_eps32, r64 = o->root_eps64;
     for (k = 0; k < K; k++) {
         w->trial[k] = w->best[k] = theta[k];
         if (free_[k]) w->lane_j[1 + nf++] = k;
@@ -441,7 +446,8 @@ static void nxlm__one(nxi__ctx *x, nxlm__ws *w, const nxlm_data *d, const nxlm_o
         w->hv[0] = 1.0;
         for (k = 1; k < L; k++) {
             uint32_t j = w->lane_j[k];
-            double tj = w->trial[j], up = tj + (wide[j] ? r64 : r32) * (fabs(tj) > 1e-3 ? fabs(tj) : 1e-3);
+            double tj = w->trial[j];
+            double up = tj + (wide[j] ? r64 : r32) * (fabs(tj) > 1e-3 ? fabs(tj) : 1e-3);
             if (!wide[j]) up = nxlm__f32(up);
             w->hv[k] = up - tj;
             w->lane_v[k] = tj + w->hv[k];
@@ -460,6 +466,72 @@ static void nxlm__one(nxi__ctx *x, nxlm__ws *w, const nxlm_data *d, const nxlm_o
     *sse_out = best_sse;
 }
 
+/* The data's arguments (outs: the outputs' types, as the load checks them). */
+static int nxlm__check(const nxlm_data *d, nxi_output *outs)
+{
+    uint32_t i, ot;
+    if (!d->type_size || !d->op_types || (!d->row_op && d->n_rows_table) || !d->out_types
+        || !d->n_outputs || d->n_outputs > NXLM_MAX_OUTPUTS || !d->y || (!d->in && d->n_inputs)
+        || !d->block || d->block > NXI_MAX_BLOCK || !d->n_rows || d->n_rows > NXLM__ROWS_MAX
+        || d->f32_type >= d->n_types || d->f64_type >= d->n_types)
+        return NXI_ERR_ARGUMENT;
+    for (i = 0; i < d->n_inputs; i++)
+        if (d->in[i].type >= d->n_types || !d->type_size[d->in[i].type] || !d->in[i].data)
+            return NXI_ERR_ARGUMENT;
+    for (i = 0; i < d->n_outputs; i++) {
+        if (d->out_types[i] >= d->n_types || !d->type_size[d->out_types[i]])
+            return NXI_ERR_ARGUMENT;
+        outs[i].data = NULL; outs[i].type = d->out_types[i];
+    }
+    ot = d->out_types[0];
+    if (ot != d->f32_type && ot != d->f64_type) return NXI_ERR_TYPE;
+    return d->type_size[ot] == (ot == d->f64_type ? 8u : 4u) ? NXI_OK : NXI_ERR_ARGUMENT;
+}
+
+/* The batch's largest tape, parameter count and free count (lim[0..4)); checks the offsets. */
+static int nxlm__scan(const uint32_t *tapes, const uint64_t *offsets, uint32_t n_programs,
+                      const uint32_t *param_off, const uint8_t *free_, const uint32_t *mark_off,
+                      const uint32_t *mark_word, const uint32_t *mark_param, uint32_t *lim,
+                      nxi_fail *fail)
+{
+    uint32_t p, k;
+    lim[0] = lim[1] = lim[2] = lim[3] = 0;
+    for (p = 0; p < n_programs; p++) {
+        uint32_t K, nf = 0, nm;
+        fail->program = p;
+        if (offsets[p + 1] < offsets[p] || offsets[p + 1] - offsets[p] < 4) return NXI_ERR_TAPE;
+        if (param_off[p + 1] < param_off[p] || mark_off[p + 1] < mark_off[p])
+            return NXI_ERR_ARGUMENT;
+        K = param_off[p + 1] - param_off[p];
+        nm = mark_off[p + 1] - mark_off[p];
+        if (K > NXLM__MAX_PARAMS || (nm && (!mark_word || !mark_param))
+            || nm > tapes[offsets[p] + 1])                   /* a mark per record at most */
+            return NXI_ERR_ARGUMENT;
+        for (k = 0; k < K; k++) nf += free_[param_off[p] + k] ? 1u : 0u;
+        if (tapes[offsets[p]] > lim[0]) lim[0] = tapes[offsets[p]];
+        if (tapes[offsets[p] + 1] > lim[1]) lim[1] = tapes[offsets[p] + 1];
+        if (K > lim[2]) lim[2] = K;
+        if (nf > lim[3]) lim[3] = nf;
+    }
+    fail->program = NXI__NONE;
+    return NXI_OK;
+}
+
+/* The interpreter's context over the workspace's first part (as nxi_run carves it). */
+static void nxlm__bind(nxi__ctx *x, nxlm__ws *w, const nxlm_data *d, char *base)
+{
+    uint32_t i;
+    for (i = 0; i < d->n_inputs; i++) w->cols[i] = d->in[i];
+    x->row_op = d->row_op; x->n_rows_table = d->n_rows_table; x->op_types = d->op_types;
+    x->type_size = d->type_size; x->n_types = d->n_types; x->in = w->cols;
+    x->n_inputs = d->n_inputs; x->block = d->block;
+    x->blocks = base;
+    x->ptr = (const char **)(void *)(base + (size_t)x->max_slots * d->block * 8u);
+    x->ins = (nxi__ins *)(void *)(x->ptr + x->max_slots);
+    x->col = (uint32_t *)(void *)(x->ins + x->max_records);
+    x->type = (uint8_t *)(void *)(x->col + x->max_slots);
+}
+
 int nxlm_fit(const nxlm_data *d, const nxlm_options *opt, const uint32_t *tapes,
              const uint64_t *offsets, uint32_t n_programs, const uint32_t *param_off,
              double *theta, const uint8_t *free_, const uint8_t *wide, const uint32_t *mark_off,
@@ -470,75 +542,39 @@ int nxlm_fit(const nxlm_data *d, const nxlm_options *opt, const uint32_t *tapes,
     nxlm__ws w;
     nxi_fail local;
     nxi_output outs[NXLM_MAX_OUTPUTS];
-    uint32_t p, i, max_params = 0, max_free = 0, ot;
-    uint64_t n;
+    uint32_t p, lim[4];
+    uint64_t i, n;
     double ym = 0.0;
     char *base;
-    size_t need, interp;
+    size_t need;
+    int st;
     if (!fail) fail = &local;
     fail->program = fail->record = fail->row = NXI__NONE; fail->pad = 0;
-    if (!d || !opt || !offsets || !param_off || !mark_off || !ws || !d->type_size || !d->op_types
-        || (!d->row_op && d->n_rows_table) || !d->out_types || !d->n_outputs || !d->y
-        || (!d->in && d->n_inputs) || !d->block || d->block > NXI_MAX_BLOCK || !d->n_rows
-        || d->n_rows > NXLM__ROWS_MAX || d->f32_type >= d->n_types || d->f64_type >= d->n_types)
+    if (!d || !opt || !offsets || !param_off || !mark_off || !ws
+        || (n_programs && (!tapes || !theta || !free_ || !wide || !sse)))
         return NXI_ERR_ARGUMENT;
-    if (n_programs && (!tapes || !theta || !free_ || !wide || !sse))
-        return NXI_ERR_ARGUMENT;
+    if ((st = nxlm__check(d, outs)) != NXI_OK) return st;
+    st = nxlm__scan(tapes, offsets, n_programs, param_off, free_, mark_off, mark_word, mark_param,
+                    lim, fail);
+    if (st != NXI_OK) return st;
     n = d->n_rows;
-    for (i = 0; i < d->n_inputs; i++)
-        if (d->in[i].type >= d->n_types || !d->type_size[d->in[i].type] || !d->in[i].data)
-            return NXI_ERR_ARGUMENT;
-    for (i = 0; i < d->n_outputs; i++)
-        if (d->out_types[i] >= d->n_types || !d->type_size[d->out_types[i]]) return NXI_ERR_ARGUMENT;
-    ot = d->out_types[0];
-    if (ot != d->f32_type && ot != d->f64_type) return NXI_ERR_TYPE;
-    if (d->type_size[ot] != (ot == d->f64_type ? 8u : 4u) || d->n_outputs > NXLM_MAX_OUTPUTS)
-        return NXI_ERR_ARGUMENT;
-    for (i = 0; i < d->n_outputs; i++) { outs[i].data = NULL; outs[i].type = d->out_types[i]; }
-    x.max_slots = x.max_records = 0;
-    for (p = 0; p < n_programs; p++) {
-        uint32_t K, nf = 0, k;
-        fail->program = p;
-        if (offsets[p + 1] < offsets[p] || offsets[p + 1] - offsets[p] < 4) return NXI_ERR_TAPE;
-        if (param_off[p + 1] < param_off[p] || mark_off[p + 1] < mark_off[p]) return NXI_ERR_ARGUMENT;
-        K = param_off[p + 1] - param_off[p];
-        if (K > NXLM__MAX_PARAMS) return NXI_ERR_ARGUMENT;
-        if (mark_off[p + 1] - mark_off[p] && (!mark_word || !mark_param)) return NXI_ERR_ARGUMENT;
-        if (mark_off[p + 1] - mark_off[p] > tapes[offsets[p] + 1]) return NXI_ERR_ARGUMENT;
-        for (k = 0; k < K; k++) nf += free_[param_off[p] + k] ? 1u : 0u;
-        if (K > max_params) max_params = K;
-        if (nf > max_free) max_free = nf;
-        if (tapes[offsets[p]] > x.max_slots) x.max_slots = tapes[offsets[p]];
-        if (tapes[offsets[p] + 1] > x.max_records) x.max_records = tapes[offsets[p] + 1];
-    }
-    fail->program = NXI__NONE;
-    need = nxlm_workspace_size(x.max_slots, x.max_records, max_params, max_free, d->n_inputs, n,
-                               d->block);
+    need = nxlm_workspace_size(lim[0], lim[1], lim[2], lim[3], d->n_inputs, n, d->block);
     if (!need || ws_size < need) return NXI_ERR_WORKSPACE;
     base = (char *)ws + ((64u - (unsigned)((uintptr_t)ws & 63u)) & 63u);
-    interp = (nxi_workspace_size(x.max_slots, x.max_records, d->block) + 63u) & ~(size_t)63u;
-    (void)nxlm__carve(&w, base, interp, max_params, max_free, d->n_inputs, n, d->block,
-                      x.max_records, x.max_slots);
-    for (i = 0; i < d->n_inputs; i++) w.cols[i] = d->in[i];
-    x.row_op = d->row_op; x.n_rows_table = d->n_rows_table; x.op_types = d->op_types;
-    x.type_size = d->type_size; x.n_types = d->n_types; x.in = w.cols; x.n_inputs = d->n_inputs;
-    x.block = d->block;
-    x.blocks = base;
-    x.ptr = (const char **)(void *)(base + (size_t)x.max_slots * d->block * 8u);
-    x.ins = (nxi__ins *)(void *)(x.ptr + x.max_slots);
-    x.col = (uint32_t *)(void *)(x.ins + x.max_records);
-    x.type = (uint8_t *)(void *)(x.col + x.max_slots);
+    (void)nxlm__carve(&w, base, (nxi_workspace_size(lim[0], lim[1], d->block) + 63u) & ~(size_t)63u,
+                      lim[2], lim[3], d->n_inputs, n, d->block, lim[1], lim[0]);
+    x.max_slots = lim[0]; x.max_records = lim[1];
+    nxlm__bind(&x, &w, d, base);
     for (i = 0; i < n; i++) ym += d->y[i];
     ym /= (double)n;
     for (p = 0; p < n_programs; p++) {
         const uint32_t *t = tapes + offsets[p];
         uint64_t len = offsets[p + 1] - offsets[p];
         uint32_t K = param_off[p + 1] - param_off[p], nm = mark_off[p + 1] - mark_off[p];
-        int st;
         fail->program = p;
         st = nxi__load(&x, t, len, d->n_outputs, outs, fail);
         if (st != NXI_OK) return st;
-        st = nxlm__marks(&x, &w, d, t, len, nm, mark_word + mark_off[p], mark_param + mark_off[p],
+        st = nxlm__marks(&w, d, t, len, nm, mark_word + mark_off[p], mark_param + mark_off[p],
                          K, fail);
         if (st != NXI_OK) return st;
         nxlm__deps(&x, &w, t, nm, mark_param + mark_off[p]);

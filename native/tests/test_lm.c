@@ -71,7 +71,8 @@ static uint32_t rnd(void)
 int main(void)
 {
     uint32_t mul = op_of("mul.rn.f32"), add = op_of("add.rn.f32"), i, j, t[TAPE_LEN], mw[2];
-    nxlm_options o = {20, 0, 0, 0, 1e-12, 1e-3};
+    nxlm_options o = {20, 0, 0, 0, 1e-12, 1e-3, 3.4526697709225118e-04,
+                      1.4901161193847656e-08};
     uint8_t both[2] = {1, 1}, first[2] = {1, 0};
     double theta[2], sse;
     static const uint32_t vals[] = {0, 1, 2, 3, 4, 5, 7, 8, 0xFF, 0xFFFF, 0x7FFFFFFFu, ~0u};

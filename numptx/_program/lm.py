@@ -55,6 +55,8 @@ class FitOptions:
     flat: bool = False
     flat_rel: float = 1e-12
     lambda0: float = 1e-3
+    root_eps32: float = float(np.sqrt(np.finfo(np.float32).eps))
+    root_eps64: float = float(np.sqrt(np.finfo(np.float64).eps))
 
 
 def fits_natively(tp: Tapes, n_rows: int) -> bool:
@@ -121,7 +123,8 @@ def fit_tapes(tp: Tapes, cols: list[Column], n_rows: int, y: np.ndarray, arrays:
     d.n_rows, d.block = n_rows, _BLOCK
     d.f32_type, d.f64_type = VT.BY_NAME["f32"].id, VT.BY_NAME["f64"].id
     o = ffi.new("nxlm_options *", (opt.steps, bool(opt.scaling), bool(opt.positive),
-                                   bool(opt.flat), opt.flat_rel, opt.lambda0))
+                                   bool(opt.flat), opt.flat_rel, opt.lambda0,
+                                   opt.root_eps32, opt.root_eps64))
     job = _Job(tp, d, o, arrays, sse, keep)
     cores = threads or usable_cores()
     spans = _spans(tp, arrays, n_rows, cores)

@@ -297,11 +297,12 @@ def fit_least_squares(evaluator: Any, programs: Sequence[Sequence[Any]], *,
     and non-finite ones, stay as they are; each constant is stepped and rounded in its own
     float type (an f32 constant of an f64 search too). Memory is bounded whatever the batch:
     each thread of the C fit holds one program's runs at a time (about (3 k + 5) x rows
-    float64 for k free constants, plus the interpreter's blocks); the NumPy reference holds
-    at most :data:`CHUNK_VALUES` outputs at once. Returns the programs with the constants found (unchanged where nothing better was
-    found, or the program cannot be interpreted), their float64 sums of squared residuals
-    (+inf where not fitted), and the variant runs made (the evaluations a fit cost). Bad
-    arguments: a SearchError."""
+    float64 for k free constants, plus the interpreter's blocks), and fewer threads run when
+    their workspaces would pass ``numptx._program.lm.WORKSPACE_BUDGET``; the NumPy
+    reference holds at most :data:`CHUNK_VALUES` outputs at once. Returns the programs with
+    the constants found (unchanged where nothing better was found, or the program cannot be
+    interpreted), their float64 sums of squared residuals (+inf where not fitted), and the
+    variant runs made (the evaluations a fit cost). Bad arguments: a SearchError."""
     return _fit(evaluator, programs, steps, protect, scaling, native=True)
 
 
@@ -364,7 +365,7 @@ def _fit_native(pt: ParameterTapes, evaluator: Any, frees: list, steps: int, sca
         mark_param=pt.slot_param[idx].astype(np.uint32))
     opt = FitOptions(steps=steps, scaling=scaling, positive=evaluator.loss == "pearson",
                      flat=evaluator.kernel_loss == "pearson", flat_rel=PEARSON_FLAT,
-                     lambda0=_LAMBDA0)
+                     lambda0=_LAMBDA0, root_eps32=_ROOT_EPS32, root_eps64=_ROOT_EPS64)
     sse = fit_tapes(subset(pt.tp, ks), pt.order, pt.n_rows, evaluator.y, arrays, opt)
     before = np.concatenate([pt.theta[i] for i in todo])
     same = (arrays.theta == before) | (np.isnan(arrays.theta) & np.isnan(before))
