@@ -18,7 +18,6 @@ released. Rows without a C expression (f16, packed, vector rows, special registe
 """
 from __future__ import annotations
 
-import os
 import re
 import threading
 from collections.abc import Iterable, Mapping, Sequence
@@ -27,6 +26,7 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 
+from .._cores import usable_cores
 from .. import valuetypes as VT
 from .._native import ffi, lib
 from ..instructions import TABLE
@@ -354,7 +354,7 @@ def run_cpu(tp: Tapes, cols: list[Column], n_rows: int, *, threads: int | None =
     heads = tp.offsets[:-1].astype(np.int64)
     slots, recs = tp.words[heads], tp.words[heads + 1]
     work = float(recs.sum()) * n_rows
-    cores = threads or os.cpu_count() or 1
+    cores = threads or usable_cores()
     k = 1 if cores == 1 or work < _PARALLEL_WORK else min(n, 4 * cores)
     cuts = np.searchsorted(np.cumsum(recs, dtype=np.float64),
                            np.linspace(0, float(recs.sum()), k + 1)[1:-1]).tolist()

@@ -14,7 +14,6 @@ stub's order. The interpreters (:mod:`numptx._program.interpret` on the CPU,
 """
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -23,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from .._cores import usable_cores
 from .._native import ffi, lib
 from ..instructions import TYPES
 from .compile import _io_for, _limits_c, _routines, _unknown_input, batch_words
@@ -122,7 +122,7 @@ def tapes(programs: Iterable[Sequence[Any] | np.ndarray], inputs: Mapping[str, s
     np.cumsum(lens, out=offsets[1:])
     rts, rkeep = _routines(routines, io)
     span = _Span(io, lim, io.workspace_size(lim_key, lim), allw, offsets, rts)
-    cores = os.cpu_count() or 1
+    cores = usable_cores()
     k = 1 if cores == 1 or n < _PARALLEL_TAPES else min(4 * cores, n // 512)
     cuts = [n * j // k for j in range(k + 1)]
     spans = list(zip(cuts, cuts[1:]))
@@ -214,7 +214,7 @@ def executor() -> ThreadPoolExecutor:
     global _pool
     with _pool_lock:
         if _pool is None:
-            _pool = ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="numptx-interp")
+            _pool = ThreadPoolExecutor(usable_cores(), thread_name_prefix="numptx-interp")
         return _pool
 
 

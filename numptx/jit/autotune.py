@@ -49,6 +49,7 @@ from typing import Any
 
 import numpy as np
 
+from .._cores import usable_cores
 from ..errors import NumptxError
 from . import numba_site
 from .arch import normalize_arch
@@ -274,7 +275,7 @@ def _measure_static(variants: Mapping[int, Variant], cost: str,
                     max_workers: int | None) -> dict[int, float | BaseException]:
     """Static costs, nvdisasm runs in parallel threads (subprocesses release the GIL)."""
     out: dict[int, float | BaseException] = {}
-    workers = max(1, min(len(variants), max_workers or min(32, os.cpu_count() or 1)))
+    workers = max(1, min(len(variants), max_workers or min(32, usable_cores())))
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="numptx-autotune") as pool:
         futs = {i: pool.submit(_static_cost, v, cost) for i, v in variants.items()}
         for i, f in futs.items():

@@ -16,7 +16,6 @@ offers), so this module does not import the templates that call it.
 from __future__ import annotations
 
 import operator
-import os
 import sys
 import threading
 import time
@@ -24,6 +23,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, ThreadPoolExecutor, wait
 from typing import Any, Protocol
 
+from .._cores import usable_cores
 from ..errors import NumptxError
 from .errors import BuildError, summary
 from .farm import as_farm
@@ -113,7 +113,7 @@ def build_many(t: BuildTarget, batch: Iterable[Mapping[str, Any]], *,
     farm = as_farm(executor)            # a Dask client: stub sources in, cubins out
     own = executor is None and jobs > 1
     pool = executor if executor is not None else (
-        ThreadPoolExecutor(max_workers=max_workers or min(32, os.cpu_count() or 1),
+        ThreadPoolExecutor(max_workers=max_workers or min(32, usable_cores()),
                            thread_name_prefix="numptx-build") if own else _Inline())
     futures: dict = {}           # future -> (variant, its index) or (shape group, trial 0 | 1)
     sent: dict = {}              # a variant's future -> (when it was sent, why not patched)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import sys
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -81,7 +81,8 @@ BOUNDS: dict[str, tuple[Any, Any, str]] = {
 
 __all__ = ["CACHE_MAX", "DEFAULTS", "BOUNDS", "POPULATION_MAX", "GENERATIONS_MAX", "LENGTH_MAX",
            "REVARY_MAX", "FIT_STEPS_MAX", "FIT_BATCH_MAX", "BINS_MAX", "PROBE_MAX", "check_config",
-           "check_float", "check_seed", "check_generations", "SEED_MAX", "FIT_METHODS"]
+           "check_float", "check_seed", "check_generations", "SEED_MAX", "FIT_METHODS",
+           "SURVIVORS", "Survivors"]
 
 
 def check_float(name: str, v: Any, low: float, high: float = math.inf) -> float:
@@ -103,13 +104,21 @@ DEFAULTS = dict(population=1000, generations=100, tournament=None, elitism=None,
                 crossover=0.5, mutation=0.9, max_length=64, init_length=(2, 12), fit_top=None,
                 fit_steps=12, fit_trials=4, target=None, time_limit=None, bins=None,
                 descriptors=("length", "op_mix"), restart=None, revary=1, semantic_dedup=None,
-                linear_scaling=None, fit_method="auto", input_weights=None)
+                linear_scaling=None, fit_method="auto", input_weights=None, survivors=None)
 
 #: how the constants of new programs are fitted (``fit_method=``): ``"lm"`` Levenberg–Marquardt
 #: on the CPU interpreter (:mod:`numptx.search.least_squares`), ``"es"`` the (1+λ) evolution
 #: strategy (:mod:`numptx.search.constants`), ``"auto"`` lm where it runs (a CPU interpreter
 #: and a least-squares loss), else es
 FIT_METHODS = ("auto", "lm", "es")
+
+#: who forms the next population (``survivors=``): ``"plus"`` the best ``population`` distinct
+#: programs of the parents and their children (a (mu + lambda) step, Operon's keep-best
+#: reinsertion; ``elitism`` is implied); ``"children"`` the ``elitism`` best parents and the
+#: children (generational). None: "plus" for regress; "children" for evolve, whose fitness
+#: (a user's kernels, often timed) may be noisy: a lucky score would survive for ever.
+SURVIVORS = ("plus", "children")
+Survivors = Literal["plus", "children"]
 
 
 def check_generations(v: Any, done: int = 0) -> int:
@@ -151,6 +160,11 @@ def check_config(where: str, **given: Any) -> dict:
     if cfg["fit_method"] not in FIT_METHODS:
         raise SearchError(f"{where}: fit_method={shown(cfg['fit_method'])}: use one of "
                           f"{', '.join(map(repr, FIT_METHODS))}")
+    if cfg["survivors"] is None:
+        cfg["survivors"] = "plus" if where == "regress" else "children"
+    if cfg["survivors"] not in SURVIVORS:
+        raise SearchError(f"{where}: survivors={shown(cfg['survivors'])}: use one of "
+                          f"{', '.join(map(repr, SURVIVORS))}")
     for name, why in (("linear_scaling", "on for loss='mse' or 'rmse'"),
                       ("input_weights", "on when fit_method is 'lm'")):
         v = cfg[name]

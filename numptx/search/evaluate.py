@@ -42,7 +42,6 @@ import copy
 import logging
 import math
 import numbers
-import os
 from collections.abc import Iterable, Iterator, Sequence, Set
 from concurrent.futures import Executor, ThreadPoolExecutor
 from decimal import Decimal
@@ -50,6 +49,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from .._cores import usable_cores
 from .. import stack_ptx as sp
 from ..jit import fitness as F
 from ..jit.fitness_interpret import GPU_INTERPRET_MAX_ROWS, interpret_losses
@@ -475,7 +475,7 @@ class Evaluator:
         the modules of one batch build in parallel), 16 to 256 a module."""
         if self.per_module is not None:
             return self.per_module
-        cores = os.cpu_count() or 1
+        cores = usable_cores()
         return int(min(DEFAULT_PER_MODULE, max(16, -(-n // (2 * cores)))))
 
     def predict(self, program: Any, X: Any | None = None) -> np.ndarray:

@@ -120,6 +120,8 @@ class Fields:
         cfg.setdefault("linear_scaling", False)
         cfg.setdefault("fit_method", "es")
         cfg.setdefault("input_weights", False)
+        # ... and before (mu + lambda) survivors: generational
+        cfg.setdefault("survivors", "children")
         user = cfg.pop("user_descriptors", None)
         if user is not None:
             if kind != "map_elites" or not isinstance(user, list) or \

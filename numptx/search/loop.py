@@ -27,7 +27,6 @@ from __future__ import annotations
 import itertools
 import logging
 import math
-import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -36,13 +35,14 @@ from typing import Any
 
 import numpy as np
 
+from .._cores import usable_cores
 from .. import stack_ptx as sp
 from . import checkpoint as ck
 from . import elites
 from . import operators as O
 from . import semantic
 from .breed import Breeder
-from .config import CACHE_MAX, check_config, check_seed
+from .config import CACHE_MAX, Survivors, check_config, check_seed
 from .constants import fit_constants
 from .least_squares import fit_least_squares
 from .evaluate import (SCALED_LOSSES, Evaluate, Evaluator, check_data, check_evaluate,
@@ -103,7 +103,7 @@ class Search:
             return self.evaluator.score(programs)
         u = self.user
         stubs = sp.compile_many(programs, site=u["site_obj"])
-        cores = os.cpu_count() or 1
+        cores = usable_cores()
         per = u["per_module"] or int(min(256, max(16, -(-len(stubs) // (2 * cores)))))
         packs = u["template"].pack_many(u["site"], stubs, select=u["select"], per_module=per,
                                         executor=u["executor"])
@@ -342,19 +342,7 @@ class Search:
                 self.fit_constants_of(cands)
                 self.population = cands
             else:
-                t0 = time.perf_counter()
-                pop = self.population
-                fit = self.penalized(pop)
-                n_el = min(cfg["elitism"], len(pop))
-                elite = np.argsort(fit, kind="stable")[:n_el]
-                n_child = cfg["population"] - n_el
-                idx = self.rng.integers(0, len(pop), size=(2 * n_child, cfg["tournament"]))
-                win = idx[np.arange(2 * n_child), np.argmin(fit[idx], axis=1)].tolist()
-                parents = [pop[i].program for i in win]     # (Python ints: numpy's are slow)
-                self.timings["select"] += time.perf_counter() - t0
-                kids = self.scored_children(parents[:n_child], parents[n_child:])
-                self.fit_constants_of(kids)
-                self.population = [pop[i] for i in elite] + kids
+                self.population = self.next_population(self.population)
             pool = self.population
         self._note_best(pool)
         losses = np.array([c.loss for c in pool])
@@ -365,6 +353,43 @@ class Search:
         self.history.append(g)
         self.seconds += g.seconds
         return g
+
+    def next_population(self, pop: list[Candidate]) -> list[Candidate]:
+        """Tournament-selected parents, their children (scored, the best fitted), and the
+        survivors (``survivors``: the best distinct programs of both, or the elites and
+        the children)."""
+        cfg = self.cfg
+        t0 = time.perf_counter()
+        fit = self.penalized(pop)
+        plus = cfg["survivors"] == "plus"
+        n_el = 0 if plus else min(cfg["elitism"], len(pop))
+        elite = np.argsort(fit, kind="stable")[:n_el]
+        n_child = cfg["population"] - n_el
+        idx = self.rng.integers(0, len(pop), size=(2 * n_child, cfg["tournament"]))
+        win = idx[np.arange(2 * n_child), np.argmin(fit[idx], axis=1)].tolist()
+        parents = [pop[i].program for i in win]     # (Python ints: numpy's are slow)
+        self.timings["select"] += time.perf_counter() - t0
+        kids = self.scored_children(parents[:n_child], parents[n_child:])
+        self.fit_constants_of(kids)
+        if not plus:
+            return [pop[i] for i in elite] + kids
+        t0 = time.perf_counter()
+        both = pop + kids
+        names = list(self.genes.names)
+        keep: list[Candidate] = []
+        seen: set[bytes] = set()
+        for i in np.argsort(self.penalized(both), kind="stable").tolist():
+            # copies of a program would crowd out the variety; programs that differ but
+            # compute the same stay (neutral variants: one per (loss, length) solved fewer
+            # runs, benchmarks/README.md)
+            exact = sp.encode(both[i].program, names).tobytes()       # ~7 us a program
+            if exact not in seen:
+                seen.add(exact)
+                keep.append(both[i])
+                if len(keep) == cfg["population"]:
+                    break
+        self.timings["select"] += time.perf_counter() - t0
+        return keep
 
     def _note_best(self, pool: Sequence[Candidate]) -> None:
         old = math.inf if self.best is None else self.best.loss
@@ -506,12 +531,16 @@ def regress(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div"), *
             pipeline: bool = True, evaluate: Evaluate = "auto",
             semantic_dedup: int | None = None, linear_scaling: bool | None = None,
             fit_method: str = "auto", input_weights: bool | None = None,
+            survivors: Survivors = "plus",
             progress: bool | Callable[[Generation], Any] = False) -> Result:
     """Symbolic regression: find a program over the columns of ``X`` (named ``x0..``, or
     ``names``) whose output fits ``y`` under ``loss`` (``mse``, ``mae``, ``rmse``,
     ``pearson``). Tournament selection of size ``tournament`` (default 5, or the population
     when it is smaller; at most the population) with ``elitism`` elites (default
-    1 % of the population); ``parsimony`` adds that much loss per op in selection;
+    1 % of the population; elites only under ``survivors="children"``); ``parsimony`` adds
+    that much loss per op in selection; ``survivors``: ``"plus"`` (the next population is
+    the best ``population`` distinct programs of the parents and the children, Operon's
+    keep-best) or ``"children"`` (the elites and the children);
     ``crossover``/``mutation`` are the rates. ``linear_scaling`` (None: on for mse and rmse
     when y varies) scores a program by its best a + b * program, written into the programs
     returned (:mod:`numptx.search.scaling`). The ``fit_top`` best new programs of each
@@ -552,7 +581,8 @@ def regress(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div"), *
                            init_length=init_length, fit_top=fit_top, fit_steps=fit_steps,
                            fit_trials=fit_trials, target=target, time_limit=time_limit,
                            restart=restart, revary=revary, linear_scaling=linear_scaling,
-                           fit_method=fit_method, input_weights=input_weights)
+                           fit_method=fit_method, input_weights=input_weights,
+                           survivors=survivors)
     return s.run(s.cfg["generations"], progress)
 
 

@@ -25,12 +25,12 @@ so the jobs assemble while the calling thread makes, deduplicates and compiles t
 """
 from __future__ import annotations
 
-import os
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import Any
 
+from .._cores import usable_cores
 from ..jit.errors import BuildError
 from ..jit.pack import MAX_CANDIDATES, Pack, PackError, pack
 
@@ -84,7 +84,7 @@ class PackPipeline:
         self.per_module, self.constants, self.stubs = per_module, constants, stubs
         self._own = executor is None
         self._pool: Any = executor if executor is not None else ThreadPoolExecutor(
-            max_workers=max_workers or min(32, os.cpu_count() or 1),
+            max_workers=max_workers or min(32, usable_cores()),
             thread_name_prefix="numptx-pipeline")
         self._buffer: list = []          # stubs not yet in a module
         self._sent = 0                   # candidates sent in modules (the next offset)
