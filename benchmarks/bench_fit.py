@@ -9,7 +9,9 @@ The programs are random programs of the search's breeder (Nguyen's function set 
 div exp log sin cos``, one input, weights on) fitted to Nguyen-4 (x + x^2 + ... + x^6 on
 [-1, 1]), f32, mse under linear scaling (the search's CPU default). The time is CPU time
 (``time.process_time``: all threads summed) per fit call, the median of ``--repeat`` calls of
-each path. Pin the process (``taskset -c 1``) for one core's figures.
+each path. Pin the process (``taskset -c 1``) for one core's figures. The last column counts
+the programs whose best losses agree within a relative 1e-6 (sums in another order can tip an
+accept/reject on an ill-conditioned fit, which then drifts: a program or so in a hundred).
 """
 from __future__ import annotations
 
@@ -50,14 +52,17 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--repeat", type=int, default=5)
     a = ap.parse_args()
-    print(f"{'rows':>6} {'ops/prog':>8} {'numpy ms':>9} {'C ms':>8} {'ratio':>6}  same losses")
+    print(f"{'rows':>6} {'ops/prog':>8} {'numpy ms':>9} {'C ms':>8} {'ratio':>6}  "
+          f"losses within 1e-6 (both +inf included)")
     for rows in a.rows:
         ev, progs = case(rows, a.programs)
         ref = _fit_numpy(ev, progs, steps=a.steps)
         got = fit_least_squares(ev, progs, steps=a.steps)
         fin = np.isfinite(ref[1])
-        same = (fin == np.isfinite(got[1])).all() and got[2] == ref[2] and np.allclose(
-            got[1][fin], ref[1][fin], rtol=1e-6)
+        both = fin & np.isfinite(got[1])
+        close = np.isclose(got[1][both], ref[1][both], rtol=1e-6, atol=0).sum()
+        same = f"{close + (~fin & ~np.isfinite(got[1])).sum()}/{len(progs)}" + \
+            ("" if got[2] == ref[2] else " (runs differ)")
         t_np, t_c = [], []
         for _ in range(a.repeat):
             t_np.append(cpu_time(_fit_numpy, ev, progs, steps=a.steps))
