@@ -173,3 +173,79 @@ def test_fit_tapes_refuses_a_target_or_column_of_other_rows():
         native_lm.fit_tapes(tp, order, n, y[:-1], _arrays(tp, consts + consts), opt)
     with pytest.raises(InterpretError, match="one column of 29 rows"):
         native_lm.fit_tapes(tp, order, n - 1, y[:-1], _arrays(tp, consts + consts), opt)
+
+
+# ---- review: the wrapper's arguments (each failed before its fix) ------------------------------
+def _line_arrays():
+    tp, order, n, y = _line_tapes()
+    head = 4 + len(tp.outputs)
+    prog0 = tp.tape(0)
+    consts = [r for r in range((len(prog0) - head) // 8) if int(prog0[head + 8 * r]) & 0xFF == 1]
+    return tp, order, n, y, _arrays(tp, consts + consts)
+
+
+@pytest.mark.parametrize("how,match", [
+    ("reversed", "cols\\[0\\] \\('x'\\).*contiguous"),     # before: read before the array's start
+    ("strided", "cols\\[0\\] \\('x'\\).*contiguous"),      # before: every other row, silently
+    ("float64", "cols\\[0\\] \\('x'\\).*float32"),         # before: f64 bits read as f32 rows
+    ("list", "cols\\[0\\] \\('x'\\).*contiguous"),         # before: AttributeError
+    ("scalar float16", "cols\\[0\\] \\('x'\\).*float32"),  # before: 4 bytes read of 2
+    ("not a Column", "cols\\[0\\]: "),
+])
+def test_fit_tapes_refuses_a_column_the_c_core_would_misread(how, match):
+    from numptx._program.interpret import Column
+    tp, order, n, y, a = _line_arrays()
+    c = order[0]
+    bad = {"reversed": lambda: Column(c.name, c.type, c.data[::-1], False),
+           "strided": lambda: Column(c.name, c.type, np.repeat(c.data, 2)[::2], False),
+           "float64": lambda: Column(c.name, c.type, c.data.astype(np.float64), False),
+           "list": lambda: Column(c.name, c.type, list(c.data), False),
+           "scalar float16": lambda: Column(c.name, c.type, np.ones(1, np.float16), True),
+           "not a Column": lambda: c.data}[how]()
+    before = a.theta.copy()
+    with pytest.raises(InterpretError, match=match):
+        native_lm.fit_tapes(tp, [bad], n, y, a, native_lm.FitOptions(steps=2, scaling=False))
+    np.testing.assert_array_equal(a.theta, before)
+
+
+@pytest.mark.parametrize("kw,match", [
+    ({"threads": -1}, "threads=-1"), ({"threads": 2.5}, "threads=2.5"),
+    ({"threads": True}, "threads=True"),
+    ({"opt": {"steps": -1}}, "opt.steps=-1"), ({"opt": {"steps": 2 ** 33}}, "opt.steps="),
+    ({"opt": {"steps": 1.5}}, "opt.steps=1.5"),
+    ({"opt": {"lambda0": float("nan")}}, "opt.lambda0=nan"),  # before: a NaN-damped fit, silently
+    ({"opt": {"lambda0": "a"}}, "opt.lambda0='a'"),
+    ({"opt": {"flat_rel": -1.0}}, "opt.flat_rel=-1.0"),
+    ({"opt": {"root_eps32": 0.0}}, "opt.root_eps32=0.0"),
+    ({"opt": {"scaling": "yes"}}, "opt.scaling='yes'"),
+    ({"y": ["a"] * 30}, "y: "), ({"opt": None}, "opt: "), ({"arrays": None}, "arrays: "),
+    ({"tp": None}, "tp: "), ({"cols": None}, "cols: "),
+])
+def test_fit_tapes_names_a_bad_argument(kw, match):
+    import dataclasses
+    tp, order, n, y, a = _line_arrays()
+    opt = native_lm.FitOptions(steps=2, scaling=False)
+    if isinstance(kw.get("opt"), dict):
+        kw = {"opt": dataclasses.replace(opt, **kw["opt"])}
+    args = {"tp": tp, "cols": order, "n_rows": n, "y": y, "arrays": a, "opt": opt} | kw
+    threads = args.pop("threads", None)
+    with pytest.raises(InterpretError, match=match):
+        native_lm.fit_tapes(*args.values(), threads=threads)
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_a_refused_program_leaves_every_parameter_as_it_was(threads, monkeypatch):
+    # program 1 marks its input record: the error names it, and program 0's parameters, which
+    # the C core had fitted before reaching program 1, are as given (before: fitted, then the
+    # error: a half-done batch)
+    tp, order, n, y, a = _line_arrays()
+    monkeypatch.setattr(native_lm, "_PARALLEL_WORK", 0)
+    head = 4 + len(tp.outputs)
+    kinds = [int(tp.tape(1)[head + 8 * r]) & 0xFF for r in range((len(tp.tape(1)) - head) // 8)]
+    a.mark_word[2] = head + 8 * kinds.index(0)
+    before = a.theta.copy()
+    with pytest.raises(InterpretError) as e:
+        native_lm.fit_tapes(tp, order, n, y, a, native_lm.FitOptions(steps=4, scaling=False),
+                            threads=threads)
+    assert e.value.program == 1
+    np.testing.assert_array_equal(a.theta, before)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -82,19 +83,8 @@ def fit_tapes(tp: Tapes, cols: list[Column], n_rows: int, y: np.ndarray, arrays:
     """Fit every program of ``tp`` (columns in the tapes' input order); returns the best
     loss per program and leaves the best points in ``arrays.theta``. A tape the C core
     refuses: an InterpretError naming the program."""
-    if not fits_natively(tp, n_rows):
-        raise InterpretError("fit_tapes: the tapes' first output must be f32 or f64, with rows")
+    y64 = _check_call(tp, cols, n_rows, y, arrays, opt, threads)
     n = len(tp)
-    _check(arrays, n)
-    y = np.asarray(y)
-    if y.shape != (n_rows,):
-        raise InterpretError(f"fit_tapes: y of shape {y.shape}: give one target per row "
-                             f"({n_rows})")
-    short = [c.name for c in cols if not c.scalar and c.data.shape != (n_rows,)]
-    if len(cols) != len(tp.inputs) or short:
-        raise InterpretError(f"fit_tapes: cols: one column of {n_rows} rows per input of the "
-                             f"tapes ({list(tp.inputs)})" + (f"; {short[0]!r} is not" if short
-                                                              else ""))
     sse = np.full(n, np.inf)
     if n == 0:
         return sse
@@ -105,7 +95,6 @@ def fit_tapes(tp: Tapes, cols: list[Column], n_rows: int, y: np.ndarray, arrays:
         col_c[i].data = ffi.cast("void *", c.data.ctypes.data)
         col_c[i].type, col_c[i].scalar = VT.BY_NAME[c.type].id, 1 if c.scalar else 0
     out_types = np.array([VT.BY_NAME[t].id for t in tp.outputs.values()], np.uint32)
-    y64 = np.ascontiguousarray(y, np.float64)
     unw = _unwritten(tp, cols, n_rows)
     d = ffi.new("nxlm_data *")
     d.row_op = ffi.cast("uint16_t *", ops.row_op.ctypes.data)
@@ -128,15 +117,96 @@ def fit_tapes(tp: Tapes, cols: list[Column], n_rows: int, y: np.ndarray, arrays:
     job = _Job(tp, d, o, arrays, sse, keep)
     cores = threads or usable_cores()
     spans = _spans(tp, arrays, n_rows, cores)
+    given = arrays.theta.copy()
     if len(spans) == 1:
         failed = [job(*spans[0])]
     else:        # as many threads as cores, fewer when their workspaces would pass the budget
         workers = max(1, min(cores, len(spans), WORKSPACE_BUDGET // max(1, job.need(0, n))))
         failed = _spread(job, spans, workers)
     failed = [f for f in failed if f is not None]
-    if failed:
+    if failed:            # nothing half-done: the programs fitted before the refusal are undone
+        arrays.theta[:] = given
         raise min(failed, key=lambda e: -1 if e.program is None else e.program)
     return sse
+
+
+_UINT32_MAX = (1 << 32) - 1
+
+
+def _check_call(tp: Tapes, cols: list[Column], n_rows: int, y: np.ndarray, arrays: FitArrays,
+                opt: FitOptions, threads: int | None) -> np.ndarray:
+    """:func:`fit_tapes`'s arguments checked (the C core trusts lengths, dtypes and layouts);
+    returns ``y`` as contiguous float64. A bad one: an InterpretError naming it."""
+    where = "fit_tapes"
+    if not isinstance(tp, Tapes):
+        raise InterpretError(f"{where}: tp: a {type(tp).__name__}; give the batch's Tapes")
+    if isinstance(n_rows, bool) or not isinstance(n_rows, (int, np.integer)) or \
+            not fits_natively(tp, int(n_rows)):
+        raise InterpretError(f"{where}: the tapes' first output must be f32 or f64, with rows "
+                             f"(n_rows={n_rows!r})")
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
+                                or threads < 1):
+        raise InterpretError(f"{where}: threads={threads!r}: give a positive int (or None: "
+                             f"every core)")
+    if not isinstance(arrays, FitArrays):
+        raise InterpretError(f"{where}: arrays: a {type(arrays).__name__}; give a FitArrays")
+    _check_options(opt)
+    _check(arrays, len(tp))
+    try:
+        y64 = np.ascontiguousarray(y, np.float64)
+    except (TypeError, ValueError) as e:
+        raise InterpretError(f"{where}: y: give one float target per row ({e})") from None
+    if y64.shape != (n_rows,):
+        raise InterpretError(f"{where}: y of shape {y64.shape}: give one target per row "
+                             f"({n_rows})")
+    _check_columns(tp, cols, int(n_rows))
+    return y64
+
+
+def _check_options(opt: FitOptions) -> None:
+    """Every field of ``opt`` of its kind and range (lm.h reads them as uint32 and double)."""
+    if not isinstance(opt, FitOptions):
+        raise InterpretError(f"fit_tapes: opt: a {type(opt).__name__}; give a FitOptions")
+    s = opt.steps
+    if isinstance(s, bool) or not isinstance(s, (int, np.integer)) or not 0 <= s <= _UINT32_MAX:
+        raise InterpretError(f"fit_tapes: opt.steps={s!r}: give an int of rounds, 0 to "
+                             f"{_UINT32_MAX:,}")
+    for name in ("scaling", "positive", "flat"):
+        if not isinstance(getattr(opt, name), (bool, np.bool_)):
+            raise InterpretError(f"fit_tapes: opt.{name}={getattr(opt, name)!r}: give True or "
+                                 f"False")
+    for name, low, strict in (("flat_rel", 0.0, False), ("lambda0", 0.0, False),
+                              ("root_eps32", 0.0, True), ("root_eps64", 0.0, True)):
+        v = getattr(opt, name)
+        ok = isinstance(v, (int, float, np.floating, np.integer)) and not isinstance(v, bool) \
+            and np.isfinite(v) and (v > low if strict else v >= low)
+        if not ok:
+            raise InterpretError(f"fit_tapes: opt.{name}={v!r}: give a finite float "
+                                 f"{'>' if strict else '>='} {low}")
+
+
+def _check_columns(tp: Tapes, cols: Any, n_rows: int) -> None:
+    """One Column per input of ``tp``, each array of its type's dtype, contiguous and aligned
+    (the C core reads n_rows typed elements from its first byte), n_rows long or one value."""
+    if not isinstance(cols, (list, tuple)) or len(cols) != len(tp.inputs):
+        raise InterpretError(f"fit_tapes: cols: one column of {n_rows} rows per input of the "
+                             f"tapes ({list(tp.inputs)})")
+    for i, c in enumerate(cols):
+        if not isinstance(c, Column) or c.type not in VT.BY_NAME:
+            raise InterpretError(f"fit_tapes: cols[{i}]: a {type(c).__name__}; give a Column "
+                                 f"of a value type (numptx._program.interpret.columns)")
+        dt, d = VT.BY_NAME[c.type].np, c.data
+        where = f"fit_tapes: cols[{i}] ({c.name!r})"
+        if not isinstance(d, np.ndarray) or not (d.flags.c_contiguous and d.flags.aligned):
+            raise InterpretError(f"{where}: give a contiguous, aligned NumPy array "
+                                 f"(np.ascontiguousarray), not a {type(d).__name__}"
+                                 + ("" if not isinstance(d, np.ndarray) else " view"))
+        if d.dtype != dt:
+            raise InterpretError(f"{where}: a {d.dtype} array for a {c.type} input: give "
+                                 f"{dt.name}")
+        if d.shape != ((1,) if c.scalar else (n_rows,)):
+            raise InterpretError(f"{where}: one column of {n_rows} rows per input of the "
+                                 f"tapes ({list(tp.inputs)}); {c.name!r} is not")
 
 
 _DTYPES = {"param_off": np.uint32, "theta": np.float64, "free": np.uint8, "wide": np.uint8,
