@@ -13,7 +13,8 @@
      A program's parameters theta[0..K) are its marked float constants: each CONST record of its
      tape listed in marks (word offset of the record in the tape, parameter index) holds
      parameter j, written in the record's own type (f32 or f64). free[j]: whether j moves;
-     wide[j]: j is an f64 constant (its values are rounded to f32 when not).
+     wide[j]: j is an f64 constant (its values are rounded to f32 when not; each record marked
+     with j is a CONST of that type, else NXI_ERR_ARGUMENT).
      Each of `steps` rounds: the trial point is typed (each value rounded to its own type); the
      forward-difference step of free j is h_j = typed(t_j + sqrt(eps) max(|t_j|, 1e-3)) - t_j;
      the program runs at the trial point and once per free parameter perturbed, as lanes of ONE
@@ -38,7 +39,8 @@
        mark_word/mark_param[mark_off[p] .. mark_off[p + 1]). sse[p]: the best loss (+inf when no
        trial was finite). Returns NXI_OK, or an NXI_ERR_* with fail filled (program, record,
        row); programs before fail.program are complete. Nothing is read or written out of
-       bounds whatever the tapes and marks hold. */
+       bounds whatever the tapes and marks hold (data's type sizes must be at most 8 bytes, 4
+       for f32, 8 for f64, or 0: else NXI_ERR_ARGUMENT). */
 #ifndef NXLM_H
 #define NXLM_H
 #include <stddef.h>
@@ -193,11 +195,11 @@ static double nxlm__sse(const nxlm_options *o, const double *F, const double *y,
 
 /* Solves A x = rhs (m x m, overwritten) by LU with partial pivoting; 0 when a pivot is zero or
    not finite (non-finite entries of a solution are zeroed by the caller, as NumPy's path does). */
-static int nxlm__solve(double *A, double *x, uint32_t m)
+static int nxlm__solve(double *A, double *x, size_t m)
 {
-    uint32_t i, j, k;
+    size_t i, j, k;
     for (k = 0; k < m; k++) {
-        uint32_t p = k;
+        size_t p = k;
         double piv;
         for (i = k + 1; i < m; i++)
             if (fabs(A[i * m + k]) > fabs(A[p * m + k])) p = i;
@@ -243,7 +245,7 @@ static double nxlm__dot(const double *a, const double *b, uint64_t n)
 static void nxlm__step(nxlm__ws *w, const nxlm_options *o, const double *y, uint64_t n,
                        uint32_t K, uint32_t nf, double a, double b, double lam)
 {
-    uint32_t m = nf + (o->scaling ? 2u : 0u), k, j;
+    size_t m = nf + (o->scaling ? 2u : 0u), k, j;      /* (m * m passes 2^32 at 2^16 + 2) */
     const double *F0 = w->bestF;
     uint64_t i;
     for (k = 0; k < K; k++) w->trial[k] = w->best[k];
@@ -404,7 +406,8 @@ static void nxlm__lanes(nxi__ctx *x, nxlm__ws *w, const nxlm_data *d, const uint
 /* Finds each mark's slot (after the tape is loaded); NXI_ERR_TAPE/ARGUMENT on a bad mark. */
 static int nxlm__marks(nxlm__ws *w, const nxlm_data *d, const uint32_t *t,
                        uint64_t len, uint32_t n_marks, const uint32_t *mark_word,
-                       const uint32_t *mark_param, uint32_t K, nxi_fail *fail)
+                       const uint32_t *mark_param, uint32_t K, const uint8_t *wide,
+                       nxi_fail *fail)
 {
     uint32_t k, head = 4u + d->n_outputs;
     for (k = 0; k < n_marks; k++) {
@@ -416,6 +419,8 @@ static int nxlm__marks(nxlm__ws *w, const nxlm_data *d, const uint32_t *t,
         type = (t[at] >> 8) & 0xFFu;
         if ((t[at] & 0xFFu) != 1u || (type != d->f32_type && type != d->f64_type))
             return NXI_ERR_TAPE;
+        if (!wide[mark_param[k]] != (type != d->f64_type))   /* rounded as its record holds it */
+            return NXI_ERR_ARGUMENT;
         w->mslot[k] = t[at + 1];
     }
     fail->record = NXI__NONE;
@@ -475,6 +480,10 @@ static int nxlm__check(const nxlm_data *d, nxi_output *outs)
         || !d->block || d->block > NXI_MAX_BLOCK || !d->n_rows || d->n_rows > NXLM__ROWS_MAX
         || d->f32_type >= d->n_types || d->f64_type >= d->n_types)
         return NXI_ERR_ARGUMENT;
+    for (i = 0; i < d->n_types; i++)         /* a slot holds 8 bytes per element at most */
+        if (d->type_size[i] > 8u) return NXI_ERR_ARGUMENT;
+    if ((d->type_size[d->f32_type] | 4u) != 4u || (d->type_size[d->f64_type] | 8u) != 8u)
+        return NXI_ERR_ARGUMENT;                   /* the marks write floats and doubles */
     for (i = 0; i < d->n_inputs; i++)
         if (d->in[i].type >= d->n_types || !d->type_size[d->in[i].type] || !d->in[i].data)
             return NXI_ERR_ARGUMENT;
@@ -575,7 +584,7 @@ int nxlm_fit(const nxlm_data *d, const nxlm_options *opt, const uint32_t *tapes,
         st = nxi__load(&x, t, len, d->n_outputs, outs, fail);
         if (st != NXI_OK) return st;
         st = nxlm__marks(&w, d, t, len, nm, mark_word + mark_off[p], mark_param + mark_off[p],
-                         K, fail);
+                         K, wide + param_off[p], fail);
         if (st != NXI_OK) return st;
         nxlm__deps(&x, &w, t, nm, mark_param + mark_off[p]);
         nxlm__one(&x, &w, d, opt, t, theta + param_off[p], free_ + param_off[p],

@@ -249,3 +249,14 @@ def test_a_refused_program_leaves_every_parameter_as_it_was(threads, monkeypatch
                             threads=threads)
     assert e.value.program == 1
     np.testing.assert_array_equal(a.theta, before)
+
+
+def test_a_mark_of_another_width_than_its_parameter_is_refused():
+    # parameter 1 of program 0 says f64 (wide) while its record holds an f32: before, the fit
+    # stepped it by f64 steps the f32 record rounded away (a zero Jacobian column, silently)
+    tp, order, n, y, a = _line_arrays()
+    a.wide[1] = 1
+    before = a.theta.copy()
+    with pytest.raises(InterpretError, match="program 0: the mark at record 3 .*arrays.wide"):
+        native_lm.fit_tapes(tp, order, n, y, a, native_lm.FitOptions(steps=3, scaling=False))
+    np.testing.assert_array_equal(a.theta, before)

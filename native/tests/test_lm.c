@@ -1,6 +1,8 @@
 /* Levenberg–Marquardt in C (lm.h): fits the constants of a tape, refuses bad workspaces, marks and
-   arguments with an error code, and survives every corruption of a tape's words without reading
-   or writing out of bounds (this program runs under ASan + UBSan). */
+   arguments with an error code, and survives every corruption of a tape's words, and random
+   batches of marks, parameters and blocks, without reading or writing out of bounds (this program
+   runs under ASan + UBSan; the fuzz loops hand nxlm_fit a heap workspace of exactly the size
+   nxlm_workspace_size gives, so that an overrun inside it is seen). */
 #include <math.h>
 #include <stdint.h>
 #include "check.h"
@@ -66,6 +68,104 @@ static uint32_t rnd(void)
     static uint64_t s = 88172645463325252ull;
     s ^= s << 13; s ^= s >> 7; s ^= s << 17;
     return (uint32_t)s;
+}
+
+/* nxlm_fit over a heap workspace of exactly the size the batch needs (as nxlm_fit's scan finds
+   its largest tape, parameter and free counts); a batch too large for any gets 64 bytes */
+static int fit_exact(nxlm_data *d, const nxlm_options *o, const uint32_t *t, const uint64_t *off,
+                     uint32_t n, const uint32_t *po, double *theta, const uint8_t *fr,
+                     const uint8_t *wide, const uint32_t *mo, const uint32_t *mw,
+                     const uint32_t *mp, double *sse, nxi_fail *f)
+{
+    uint32_t p, k, lim[4] = {0, 0, 0, 0};
+    size_t need;
+    void *w;
+    int st;
+    for (p = 0; p < n; p++) {
+        uint32_t nf = 0;
+        for (k = po[p]; k < po[p + 1]; k++) nf += fr[k] ? 1u : 0u;
+        if (off[p + 1] - off[p] >= 4) {
+            if (t[off[p]] > lim[0]) lim[0] = t[off[p]];
+            if (t[off[p] + 1] > lim[1]) lim[1] = t[off[p] + 1];
+        }
+        if (po[p + 1] - po[p] > lim[2]) lim[2] = po[p + 1] - po[p];
+        if (nf > lim[3]) lim[3] = nf;
+    }
+    need = nxlm_workspace_size(lim[0], lim[1], lim[2], lim[3], d->n_inputs, d->n_rows, d->block);
+    if (!need) need = 64;
+    w = malloc(need);
+    if (!w) { printf("out of memory\n"); exit(2); }
+    st = nxlm_fit(d, o, t, off, n, po, theta, fr, wide, mo, mw, mp, sse, w, need, f);
+    free(w);
+    return st;
+}
+
+/* One random batch of P copies of TAPE (some words corrupted), random parameters, free flags,
+   widths and marks (mostly at the CONST records, some anywhere), a random block and loss. */
+static int random_batch(nxlm_options *o)
+{
+    enum { P = 3 };
+    static const uint32_t vals[] = {0, 1, 2, 3, 4, 5, 7, 8, 0xFF, 0xFFFF, 0x7FFFFFFFu, ~0u};
+    uint32_t t[P * TAPE_LEN], po[P + 1], mo[P + 1], mw[P * 4], mp[P * 4], p, k;
+    uint64_t off[P + 1];
+    uint8_t fr[P * 4], wd[P * 4];
+    double th[P * 4], sse[P];
+    nxlm_data d = data();
+    nxi_fail f;
+    off[0] = 0; po[0] = 0; mo[0] = 0;
+    for (p = 0; p < P; p++) {
+        uint32_t K = rnd() % 5, nm = rnd() % 4, c = rnd() % 4 == 0 ? 1 + rnd() % 2 : 0;
+        memcpy(t + off[p], TAPE, sizeof TAPE);
+        for (k = 0; k < c; k++)
+            t[off[p] + rnd() % TAPE_LEN] = rnd() & 1 ? vals[rnd() % 12] : rnd();
+        off[p + 1] = off[p] + TAPE_LEN;
+        for (k = 0; k < K; k++) {
+            th[po[p] + k] = (double)(rnd() % 7) - 3.0;
+            fr[po[p] + k] = (uint8_t)(rnd() & 1);
+            wd[po[p] + k] = (uint8_t)(rnd() % 8 == 0);
+        }
+        po[p + 1] = po[p] + K;
+        for (k = 0; k < nm; k++) {
+            uint32_t r = rnd() % 8;
+            mw[mo[p] + k] = r < 6 ? MARK_WORD[rnd() & 1] : r < 7 ? 5 + 8 * (rnd() % 6) : rnd() % 64;
+            mp[mo[p] + k] = rnd() % 10 == 0 || !K ? rnd() % (K + 2) : rnd() % K;
+        }
+        mo[p + 1] = mo[p] + nm;
+    }
+    d.block = 1 + rnd() % 80;         /* below N: lanes where they differ; above: side by side */
+    o->scaling = rnd() & 1; o->positive = rnd() & 1; o->flat = rnd() & 1; o->steps = 1 + rnd() % 3;
+    return fit_exact(&d, o, t, off, P, po, th, fr, wd, mo, mw, mp, sse, &f);
+}
+
+/* The review's refusals: a type wider than a slot's 8 bytes per element (the load filled a
+   block of it past the slot), a mark whose record's type is not its parameter's width. */
+static void refusals_of_the_review(const nxlm_options *o)
+{
+    enum { LEN = TAPE_LEN + 8 };
+    uint32_t t[LEN], po[2] = {0, 2}, mo[2] = {0, 2};
+    uint64_t off[2] = {0, LEN};
+    uint8_t both[2] = {1, 1}, wide[2] = {0, 0};
+    double theta[2] = {1.0, 0.0}, sse;
+    nxlm_data d = data();
+    nxi_fail f;
+    g_test = "a type of 16 bytes";          /* an unused CONST of type 9, whose size says 16 */
+    memcpy(t, TAPE, sizeof TAPE);
+    t[0] = 6; t[1] = 6;
+    t[TAPE_LEN] = 1u | 9u << 8 | 1u << 24; t[TAPE_LEN + 1] = 5; t[TAPE_LEN + 2] = 7;
+    t[TAPE_LEN + 3] = 0; t[TAPE_LEN + 4] = t[TAPE_LEN + 5] = t[TAPE_LEN + 6] = t[TAPE_LEN + 7] = ~0u;
+    type_size[9] = 16;
+    CHECK(fit_exact(&d, o, t, off, 1, po, theta, both, wide, mo, MARK_WORD, MARK_PARAM, &sse,
+                    &f) == NXI_ERR_ARGUMENT);
+    type_size[9] = 0;
+    CHECK(fit_exact(&d, o, t, off, 1, po, theta, both, wide, mo, MARK_WORD, MARK_PARAM, &sse,
+                    &f) == NXI_ERR_ROW);                      /* a type without storage */
+    g_test = "a mark of another width than its parameter";
+    wide[1] = 1;                             /* parameter 1 says f64; its record is f32 */
+    theta[0] = 1.0; theta[1] = 0.0;
+    off[1] = TAPE_LEN;
+    CHECK(fit_exact(&d, o, TAPE, off, 1, po, theta, both, wide, mo, MARK_WORD, MARK_PARAM,
+                    &sse, &f) == NXI_ERR_ARGUMENT && f.program == 0 && f.record == 3);
+    CHECK(theta[0] == 1.0 && theta[1] == 0.0);
 }
 
 int main(void)
@@ -164,8 +264,27 @@ int main(void)
             memcpy(t, TAPE, sizeof t);
             t[i] = j < sizeof vals / sizeof vals[0] ? vals[j] : rnd();
             theta[0] = 1.0; theta[1] = 0.0;
-            st = fit(t, TAPE_LEN, &o, theta, both, &sse, sizeof ws, MARK_WORD);
+            {
+                nxlm_data d = data();
+                uint64_t off[2] = {0, TAPE_LEN};
+                uint32_t po[2] = {0, 2}, mo[2] = {0, 2};
+                uint8_t wide[2] = {0, 0};
+                nxi_fail f;
+                st = fit_exact(&d, &o, t, off, 1, po, theta, both, wide, mo, MARK_WORD,
+                               MARK_PARAM, &sse, &f);
+            }
             CHECK(st >= NXI_OK && st <= NXI_ERR_TYPE);
         }
+    refusals_of_the_review(&o);
+    g_test = "random batches";
+    {
+        int seen_ok = 0;
+        for (i = 0; i < 4000; i++) {
+            st = random_batch(&o);
+            CHECK(st >= NXI_OK && st <= NXI_ERR_TYPE);
+            seen_ok += st == NXI_OK;
+        }
+        CHECK(seen_ok > 200);                 /* the fuzz reaches the fit, not only refusals */
+    }
     return check_report();
 }

@@ -308,4 +308,9 @@ class _Job:
         if st == lib.NXI_OK:
             return None
         p = None if fail.program == 0xFFFFFFFF else p0 + fail.program
+        if st == lib.NXI_ERR_ARGUMENT and p is not None and fail.record != 0xFFFFFFFF:
+            return InterpretError(f"fit_tapes: program {p}: the mark at record {fail.record} "
+                                  f"holds a constant of another width than its parameter's "
+                                  f"(arrays.wide: 1 for an f64 CONST record, 0 for f32)",
+                                  program=p)
         return _failure(st, p, fail.row, _the_ops())
