@@ -260,3 +260,95 @@ def test_a_mark_of_another_width_than_its_parameter_is_refused():
     with pytest.raises(InterpretError, match="program 0: the mark at record 3 .*arrays.wide"):
         native_lm.fit_tapes(tp, order, n, y, a, native_lm.FitOptions(steps=3, scaling=False))
     np.testing.assert_array_equal(a.theta, before)
+
+
+_F32_ONLY = ("sin", "cos", "tanh", "exp", "exp2", "pow2", "log", "log2", "sigmoid")
+
+
+def _random_fit_case(dtype, seed, n_prog=60, rows=300):
+    """Random programs over every row the interpreter runs for ``dtype`` (meta ops, routines,
+    setp/selp with predicates, cvt across widths, int rows), every f32/f64 CONST record a
+    parameter (non-finite ones fixed), as FitArrays."""
+    import interp_programs as IP
+    from numptx._program.interpret import columns, records, refused
+    from numptx._program.tapes import subset
+    from numptx.search.genes import OP_NAMES
+    rng = np.random.default_rng(seed)
+    other = "f64" if dtype == "f32" else "f32"
+    g = Genes([o for o in OP_NAMES if dtype == "f32" or o not in _F32_ONLY], 2, weights=True,
+              dtype=dtype)
+    progs = []
+    for k in range(n_prog):
+        if k % 2:                       # any row, meta ops, routines
+            p = IP.random_program(rng, dtype, ["x0", "x1"], IP.rows_for(dtype),
+                                  int(rng.integers(3, 16)))
+        else:                           # the search's genes (weights: constants that matter)
+            p = random_program(g, rng, int(rng.integers(3, 14))) + [
+                sp.input("x0"), sp.const(float(rng.normal()), dtype),
+                sp.instr(f"setp.{rng.choice(['lt', 'ge', 'ne'])}.{dtype}"),
+                sp.instr(f"selp.{dtype}")]
+        if rng.random() < 0.5:          # an f32 constant in an f64 program, and vice versa
+            p += [sp.const(float(rng.normal()), other),
+                  sp.instr("cvt.f64.f32" if dtype == "f64" else "cvt.rn.f32.f64"),
+                  sp.instr(f"add.rn.{dtype}")]
+        if rng.random() < 0.3:          # an int row between
+            p += [sp.const(3, "s32"), sp.input("x1"), sp.instr(f"cvt.rzi.s32.{dtype}"),
+                  sp.instr("add.s32"), sp.instr(f"cvt.rn.{dtype}.s32"), sp.instr(f"mul.rn.{dtype}")]
+        progs.append(p)
+    tp = tapes(progs, {"x0": dtype, "x1": dtype}, {"y": dtype}, routines=[IP.routine(dtype)])
+    bad = refused(tp)
+    tp = subset(tp, np.array([i for i in range(len(progs)) if i not in bad]))
+    dt = np.float32 if dtype == "f32" else np.float64
+    data = {k: rng.uniform(0.2, 2, rows).astype(dt) for k in ("x0", "x1")}
+    cols, n = columns(data)
+    order = [{c.name: c for c in cols}[m.split("\x00")[0]] for m in tp.inputs]
+    y = np.sin(data["x0"].astype(float)) * 2 + data["x1"] * 0.5
+    prog, at = records(tp)
+    w = tp.words
+    from numptx import valuetypes as VT
+    f32, f64 = VT.BY_NAME["f32"].id, VT.BY_NAME["f64"].id
+    typ = (w[at] >> 8) & 0xFF
+    is_c = ((w[at] & 0xFF) == 1) & ((typ == f32) | (typ == f64))
+    po, th, fr, wd, mo, mw, mp = [0], [], [], [], [0], [], []
+    for p in range(len(tp)):
+        for j, a in enumerate(at[is_c & (prog == p)]):
+            wide = ((w[a] >> 8) & 0xFF) == f64
+            bits = np.array([int(w[a + 2]) | int(w[a + 3]) << 32], np.uint64)
+            v = bits.view(np.float64)[0] if wide else \
+                float(bits.astype(np.uint32).view(np.float32)[0])
+            th.append(v)
+            fr.append(np.isfinite(v) and rng.random() < 0.85)
+            wd.append(wide)
+            mw.append(a - int(tp.offsets[p]))
+            mp.append(j)
+        po.append(len(th))
+        mo.append(len(mw))
+
+    def arrays():
+        return native_lm.FitArrays(
+            np.array(po, np.uint32), np.array(th, np.float64), np.array(fr, np.uint8),
+            np.array(wd, np.uint8), np.array(mo, np.uint32), np.array(mw, np.uint32),
+            np.array(mp, np.uint32))
+    return tp, order, n, y, arrays
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+def test_lanes_where_they_differ_are_whole_runs_bit_for_bit(dtype, monkeypatch):
+    # 300 rows: blocks of 256 run lane 0 whole and each perturbed lane only where its
+    # parameter reaches; blocks of 4096 run every lane whole, side by side. The fits agree
+    # bit for bit, for every row kind the programs use.
+    import sys
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
+    tp, order, n, y, arrays = _random_fit_case(dtype, 11)
+    for opt in (native_lm.FitOptions(steps=4, scaling=False),
+                native_lm.FitOptions(steps=4, scaling=True, positive=True, flat=True)):
+        got = []
+        for block in (256, 4096):
+            monkeypatch.setattr(native_lm, "_BLOCK", block)
+            a = arrays()
+            sse = native_lm.fit_tapes(tp, order, n, y, a, opt, threads=1)
+            got.append((a.theta.view(np.uint64), sse.view(np.uint64)))
+        np.testing.assert_array_equal(got[0][0], got[1][0])
+        np.testing.assert_array_equal(got[0][1], got[1][1])
+    moved = (got[0][0] != arrays().theta.view(np.uint64)).sum()
+    assert np.isfinite(sse).sum() > len(tp) // 2 and moved > 10
