@@ -177,6 +177,11 @@ def test_defaults_resolve_by_loss_and_device():
     r = search.regress(X, y, generations=1, population=16, seed=0, device="cpu",
                        fit_method="es", linear_scaling=False)
     assert r._search.cfg["fit_method"] == "es" and r._search.cfg["fit_top"] == 2
+    # under lm every child is fitted (as Operon fits every child), unless fit_top says
+    r = search.regress(X, y, generations=1, population=16, seed=0, device="cpu")
+    assert r._search.cfg["fit_method"] == "lm" and r._search.cfg["fit_top"] == 16
+    r = search.regress(X, y, generations=1, population=16, seed=0, device="cpu", fit_top=3)
+    assert r._search.cfg["fit_top"] == 3
 
 
 def test_resume_keeps_scaling_and_method(tmp_path):
@@ -219,3 +224,13 @@ def test_resume_of_a_weighted_lm_run_is_exact(tmp_path):
     more = search.resume(tmp_path / "p.ckpt", generations=2)
     assert [g[:5] for g in more.history] == [g[:5] for g in full.history]
     assert more.best.program == full.best.program
+
+
+def test_a_large_lm_population_passes_the_trials_bound_that_es_keeps():
+    """Under lm fit_top defaults to every child and takes no trials: a checkpoint of a
+    population over 250,000 (fit_top x 4 trials > 1,000,000) must still resume."""
+    from numptx.search.config import check_config
+    cfg = check_config("regress", population=300_000, fit_top=300_000, fit_method="lm")
+    assert cfg["fit_top"] == 300_000 and cfg["fit_trials"] == 4
+    with pytest.raises(SearchError, match="fit_trials"):
+        check_config("regress", population=300_000, fit_top=300_000, fit_method="es")

@@ -293,3 +293,17 @@ def test_variation_keeps_multi_op_genes_whole():
                          max_length=200)
         assert whole(child), child
         pop[int(rng.integers(len(pop)))] = child
+
+
+def test_has_constants_agrees_with_constants_of():
+    from numptx.search.operators import constants_of, has_constants, random_program
+    g = Genes(["add", "mul", "exp"], 2, weights=True)
+    rng = np.random.default_rng(5)
+    progs = [random_program(g, rng, (1, 8)) for _ in range(200)]
+    assert any(has_constants(p) for p in progs)
+    progs += [[sp.input("x0")], [], [sp.input("x0"), sp.const(2.0, "f32"), sp.instr("mul.rn.f32")]]
+    for p in progs:
+        assert has_constants(p) == (len(constants_of(p)) > 0)
+    assert not has_constants([sp.input("x0")])
+    with pytest.raises(SearchError):
+        has_constants("add")

@@ -176,8 +176,11 @@ def check_config(where: str, **given: Any) -> dict:
                                      f"the best new programs of a {pop_name} of {pop:,}"))
     cfg["fit_steps"] = check_int("fit_steps", cfg["fit_steps"], 1, FIT_STEPS_MAX,
                                  BOUNDS["fit_steps"][2])
+    # the evolution strategy scores fit_top x fit_trials programs at once; Levenberg–Marquardt
+    # takes no trials (its fit_top is every child: a checkpoint of a large population resumes)
     cfg["fit_trials"] = check_int("fit_trials", cfg["fit_trials"], 1,
-                                  FIT_BATCH_MAX // max(1, cfg["fit_top"]),
+                                  FIT_BATCH_MAX // (1 if cfg["fit_method"] == "lm"
+                                                    else max(1, cfg["fit_top"])),
                                   f"fit_top x fit_trials programs are scored at once, at most "
                                   f"{FIT_BATCH_MAX:,}")
     if cfg["target"] is not None:

@@ -201,15 +201,16 @@ class Search:
                        key=lambda i: cands[i].loss)
         picked: list[tuple[int, bytes]] = []
         same: dict[bytes, list[int]] = {}       # copies of one program take its fit
+        names = list(self.genes.names)
         for i in order:
-            exact = sp.encode(cands[i].program, list(self.genes.names)).tobytes()
+            exact = sp.encode(cands[i].program, names).tobytes()
             cands[i].fitted = True
             if exact in same:
                 same[exact].append(i)
                 continue
             same[exact] = [i]
             # fitting is a function of the program: a fit made before is reused (below)
-            if exact not in self.fits and len(O.constants_of(cands[i].program)):
+            if exact not in self.fits and O.has_constants(cands[i].program):
                 picked.append((i, exact))
             if len(picked) >= top:
                 break
@@ -375,14 +376,14 @@ class Search:
             return [pop[i] for i in elite] + kids
         t0 = time.perf_counter()
         both = pop + kids
-        names = list(self.genes.names)
         keep: list[Candidate] = []
-        seen: set[bytes] = set()
+        seen: set[tuple] = set()
         for i in np.argsort(self.penalized(both), kind="stable").tolist():
             # copies of a program would crowd out the variety; programs that differ but
             # compute the same stay (neutral variants: one per (loss, length) solved fewer
-            # runs, benchmarks/README.md)
-            exact = sp.encode(both[i].program, names).tobytes()       # ~7 us a program
+            # runs, benchmarks/README.md). The key: each op's words, or an input's name
+            # (~4 us a program; sp.encode ~12)
+            exact = tuple(op.raw or op.name for op in both[i].program)
             if exact not in seen:
                 seen.add(exact)
                 keep.append(both[i])
@@ -512,10 +513,10 @@ def _resolve_fitting(cfg: dict, loss: str, y: np.ndarray, device: str, given: di
 
 
 def fit_top_lm(population: int) -> int:
-    """The default ``fit_top`` under Levenberg–Marquardt: a quarter of the population (each
-    fit is ~10 rounds of 1 + k interpreter runs of a program: benchmarks/README.md, "Search
-    against Operon")."""
-    return max(2, population // 4)
+    """The default ``fit_top`` under Levenberg–Marquardt: every child, as Operon fits every
+    child (the C fit made that affordable; fitting all solved more runs in the same time
+    than the best quarter: benchmarks/README.md, "Search against Operon")."""
+    return population
 
 
 def regress(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div"), *,
@@ -546,7 +547,7 @@ def regress(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div"), *
     returned (:mod:`numptx.search.scaling`). The ``fit_top`` best new programs of each
     generation get their constants fitted by ``fit_method``: ``"lm"`` (Levenberg–Marquardt on
     the CPU interpreter, ``fit_steps`` rounds; :mod:`numptx.search.least_squares`; default
-    ``fit_top`` a quarter of the population), ``"es"`` (:mod:`numptx.search.constants`:
+    ``fit_top`` every child), ``"es"`` (:mod:`numptx.search.constants`:
     ``fit_steps`` rounds of ``fit_trials`` trials; default ``fit_top`` population // 128, from
     2 to 64) or ``"auto"`` (lm on the CPU for mse, rmse and pearson, else es); 0: off.
     ``input_weights`` (None: on under lm) makes each input gene ``const(1.0) x mul``. Stops

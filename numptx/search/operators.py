@@ -35,7 +35,7 @@ from ..stack_ptx import Op
 from .genes import Genes, SearchError
 
 __all__ = ["ConstantSlots", "random_program", "point_mutation", "insertion", "deletion", "perturb_constants",
-           "crossover", "mutate", "constants_of", "with_constants", "MUTATIONS"]
+           "crossover", "mutate", "constants_of", "has_constants", "with_constants", "MUTATIONS"]
 
 _F_TYPES = {5: "f32", 6: "f64"}      # type ids of the float stacks a search program uses
 
@@ -139,12 +139,14 @@ def deletion(prog: Sequence[Op], genes: Genes, rng: np.random.Generator, *,
 
 
 def _const_value(op: Op) -> tuple[float, str] | None:
-    """(value, dtype) of a float constant op, else None."""
-    kind, tid = op.word & 0xFF, op.word >> 8 & 0xFF
-    if kind == CONST and tid == 5:
-        return float(np.uint32(op.word >> 32).view(np.float32)), "f32"
-    if kind == CONST64 and tid == 6 and op.extra is not None:
-        return float(np.uint64(op.extra).view(np.float64)), "f64"
+    """(value, dtype) of a float constant op, else None (struct, not NumPy scalars: the
+    local optimizer reads every op of every child)."""
+    w = op.word
+    kind = w & 0xFF
+    if kind == CONST and w >> 8 & 0xFF == 5:
+        return _F32.unpack(_U32.pack(w >> 32 & 0xFFFF_FFFF))[0], "f32"
+    if kind == CONST64 and w >> 8 & 0xFF == 6 and op.extra is not None:
+        return _F64.unpack(_U64.pack(op.extra & 0xFFFF_FFFF_FFFF_FFFF))[0], "f64"
     return None
 
 
@@ -226,6 +228,12 @@ def constants_of(prog: Sequence[Op]) -> np.ndarray:
     return np.array([v[0] for op in prog if (v := _const_value(op)) is not None], np.float64)
 
 
+def has_constants(prog: Sequence[Op]) -> bool:
+    """Whether the program has a float (f32/f64) constant op: ``len(constants_of(prog)) > 0``,
+    read only up to the first."""
+    return any(_const_value(op) is not None for op in _check_prog(prog))
+
+
 def _round(value: float, dtype: str) -> float:
     with np.errstate(over="ignore"):
         return float(np.float32(value)) if dtype == "f32" else float(value)
@@ -256,7 +264,10 @@ class ConstantSlots:
     def count(self) -> int:
         return len(self.at)
 
-    def program(self, values: Sequence[float]) -> list[Op]:
+    def program(self, values: Sequence[float], *, text: bool = True) -> list[Op]:
+        """The program with these constant values. ``text=False``: the new constant ops
+        carry no ``repr`` text (``Op(0x...)``), for programs only compiled, never shown (the
+        local optimizer's marked programs): a third cheaper."""
         if len(values) != len(self.at):
             raise SearchError(f"values: the program has {len(self.at)} constants, got "
                               f"{len(values)} values")
@@ -268,7 +279,7 @@ class ConstantSlots:
                     if not math.isfinite(v):
                         raise OverflowError
                     out[i] = Op(word & 0xFF, word & ~0xFF, extra=_U64.unpack(_F64.pack(v))[0],
-                                text=f"const({v!r}, 'f64')")
+                                text=f"const({v!r}, 'f64')" if text else "")
                     continue
                 bits = _U32.unpack(_F32.pack(v))[0]
             except OverflowError:
@@ -276,9 +287,9 @@ class ConstantSlots:
             if bits is None or bits & 0x7F80_0000 == 0x7F80_0000:
                 raise SearchError(f"values[{n}]={v!r}: not a finite "
                                   f"{'f64' if wide else 'f32'} constant")
-            r = _F32.unpack(_U32.pack(bits))[0]
             out[i] = Op(word & 0xFF, word & 0xFFFF_FFFF & ~0xFF | bits << 32,
-                        text=f"const({r!r}, 'f32')")
+                        text=f"const({_F32.unpack(_U32.pack(bits))[0]!r}, 'f32')" if text
+                        else "")
         return out
 
 
