@@ -24,6 +24,17 @@
 - ``"auto"`` (the default): ``"interpret"`` on the CPU; on a GPU :func:`gpu_auto` (the
   interpreter up to ``GPU_INTERPRET_MAX_ROWS`` rows, as :func:`numptx.fitness` decides).
 
+**Build modes and layouts** (the compiled path's GPU modules, :mod:`numptx.jit.pack_kernels`):
+``build="fast"`` assembles the modules that score a generation with ``-Ofc=max`` (a screening
+build, ~1.8x less ptxas time, about twice the machine code); ``"full"`` at the template's
+-O3; ``"auto"`` (the default) is ``"fast"`` on a GPU and ``"full"`` on the CPU, where the
+compiled path emulates the stubs and builds nothing for them (:func:`resolve_build`). What
+a run returns is re-scored by the full build (:mod:`numptx.search.rescore`). A module of more
+than ``PER_KERNEL`` (128) candidates is built as kernels of 128 (``layout="kernels"``,
+:func:`layout_for`); ``cand`` then reads a candidate's index in its kernel, on the CPU too.
+:meth:`Evaluator.packs` builds the modules the GPU path launches (on any machine: nvJitLink
+needs no GPU).
+
 **Linear scaling** (``linear_scaling=True``, for mse and rmse): a program f scores as its best
 a + b·f. The fitness kernel and the interpreter compute pearson's loss L = 1 - r, and
 :meth:`Evaluator.scaled` reads the MSE of the best fit, var(y)·(1 - r²) = var(y)·L·(2 - L)
@@ -53,7 +64,8 @@ from .._cores import usable_cores
 from .. import stack_ptx as sp
 from ..jit import fitness as F
 from ..jit.fitness_interpret import GPU_INTERPRET_MAX_ROWS, interpret_losses
-from ..jit.pack import DEFAULT_PER_MODULE, MAX_CANDIDATES
+from ..jit.pack import DEFAULT_PER_MODULE, MAX_CANDIDATES, PER_KERNEL, Pack, PerKernel
+from ..jit.pack_kernels import BuildMode, Layout
 from .._program.interpret import reads_input, tapes
 from .._program.ops import ProgramError
 from .config import POPULATION_MAX
@@ -62,7 +74,8 @@ from .pipeline import PackPipeline
 
 __all__ = ["Evaluator", "check_data", "check_executor", "check_per_module", "check_scores",
            "PER_MODULE_MAX", "resolve_device", "LOSSES", "EVALUATE", "Evaluate",
-           "check_evaluate", "resolve_evaluate", "gpu_auto", "check_scaling", "SCALED_LOSSES"]
+           "check_evaluate", "resolve_evaluate", "gpu_auto", "check_scaling", "SCALED_LOSSES",
+           "Build", "BUILDS", "check_build", "resolve_build", "layout_for"]
 
 log = logging.getLogger(__name__)
 
@@ -260,6 +273,43 @@ def resolve_evaluate(evaluate: str, device: str, n_rows: int) -> Literal["interp
     return "interpret" if evaluate == "interpret" else "compile"
 
 
+#: how the compiled path's GPU modules are assembled: the values of ``build=``
+Build = Literal["auto", "full", "fast"]
+BUILDS: tuple[str, ...] = ("auto", "full", "fast")
+
+
+def check_build(build: Any, where: str) -> str:
+    """``build`` when it is one of :data:`BUILDS`; else a :class:`SearchError` naming it::
+
+        check_build("fast", "regress")              # 'fast'
+    """
+    if not (isinstance(build, str) and build in BUILDS):
+        raise SearchError(f"{where}: build={shown(build)}: use 'auto' (the fast build on a GPU), "
+                          f"'fast' (-Ofc=max: a screening build, the returned programs "
+                          f"re-scored by the full one) or 'full' (the template's -O3)")
+    return build
+
+
+def resolve_build(build: str, device: str) -> BuildMode:
+    """``build`` (checked) on the resolved ``device``: ``"auto"`` is ``"fast"`` on a GPU
+    (modules are assembled every generation: screening is where the time goes) and
+    ``"full"`` on the CPU (the compiled path emulates the search's stubs: no build)."""
+    if build == "auto":
+        return "fast" if device == "gpu" else "full"
+    return "fast" if build == "fast" else "full"
+
+
+def layout_for(per_module: int) -> Layout:
+    """The layout of a module of ``per_module`` candidates: ``"kernels"`` (entry functions of
+    ``PER_KERNEL`` candidates) above ``PER_KERNEL``, where one jump-table function costs
+    ptxas more per candidate (benchmarks/README.md, "Compile farm"); else one function.
+
+    >>> layout_for(256), layout_for(128)
+    ('kernels', 'function')
+    """
+    return "kernels" if per_module > PER_KERNEL else "function"
+
+
 def resolve_device(device: str) -> str:
     """``device`` (``auto``, ``cpu``, ``gpu``) resolved to ``cpu`` or ``gpu``; a bad name, or
     ``gpu`` without one, is a :class:`SearchError`."""
@@ -280,15 +330,17 @@ class Evaluator:
     scoring and ``mode`` the resolved one (``"interpret"`` or ``"compile"``, see the module
     documentation). ``pipeline``: on the GPU, :meth:`score_chunks` assembles modules while
     the next chunk is made (see the module documentation; False: it scores all the programs
-    in one batch at the end).
+    in one batch at the end). ``build`` the requested build mode of the compiled path's
+    modules and ``scoring_build`` the resolved one (:func:`resolve_build`).
     """
 
     def __init__(self, X: Any, y: Any, *, loss: str = "mse", names: Sequence[str] | None = None,
                  device: str = "auto", executor: Executor | None = None,
                  per_module: int | None = None, where: str = "regress", pipeline: bool = True,
                  evaluate: Evaluate = "auto", rows: Sequence[str] | None = None,
-                 linear_scaling: bool = False):
+                 linear_scaling: bool = False, build: Build = "auto"):
         self.evaluate = check_evaluate(evaluate, where)
+        self.build = check_build(build, where)
         #: the table rows the programs use (the genes'): one GPU interpreter kernel for a search
         self.rows = tuple(rows) if rows is not None else None
         self.X, self.y = check_data(X, y, where=where)
@@ -318,6 +370,8 @@ class Evaluator:
         self.loss, self.executor, self.per_module = loss, executor, per_module
         self.device = resolve_device(device)
         self.mode = resolve_evaluate(self.evaluate, self.device, self.X.shape[0])
+        #: the build the compiled path scores with: "fast" (re-scored at "full" when returned)
+        self.scoring_build: BuildMode = resolve_build(self.build, self.device)
         self.dtype = "f64" if self.X.dtype == np.float64 else "f32"
         arch = F.device_arch() if self.device == "gpu" else "sm_90"
         try:     # the generated kernel checks the names (C++ keywords, its own variables)
@@ -344,7 +398,7 @@ class Evaluator:
                                     device=self.device, executor=self.executor,
                                     per_module=self.per_module, where=self._where,
                                     pipeline=self.pipeline, evaluate=self.evaluate,
-                                    rows=self.rows)
+                                    rows=self.rows, build=self.build)
         return self._plain
 
     def scaled(self, losses: np.ndarray) -> np.ndarray:
@@ -397,27 +451,52 @@ class Evaluator:
             return True
         return bool(reads_input(tp, list(tp.inputs).index("cand")).any())
 
-    def score_compiled(self, programs: Sequence[Any]) -> np.ndarray:
+    def score_compiled(self, programs: Sequence[Any], *,
+                       build: BuildMode | None = None) -> np.ndarray:
         """:meth:`score` through the compiled path (stubs: emulated on the CPU, packed on a
-        GPU), whatever :attr:`mode` is; ``evaluated`` is not counted here. What a user
-        deploys is this path's build: :mod:`numptx.search.rescore` re-scores a run's results
-        with it."""
-        return self.scaled(self._compiled_kernel_losses(programs))
+        GPU), whatever :attr:`mode` is; ``evaluated`` is not counted here. ``build``: the
+        modules' build mode (default :attr:`scoring_build`). What a user deploys is this
+        path's full build: :mod:`numptx.search.rescore` re-scores a run's results with it."""
+        return self.scaled(self._compiled_kernel_losses(programs, build))
 
-    def _compiled_kernel_losses(self, programs: Sequence[Any]) -> np.ndarray:
+    def _compiled_kernel_losses(self, programs: Sequence[Any],
+                                build: BuildMode | None = None) -> np.ndarray:
         if not len(programs):
             return np.empty(0)
+        build = self.scoring_build if build is None else build
+        if self.device == "gpu":
+            return self._launch(self.packs(programs, build=build), len(programs), scaled=False)
         stubs = self.stubs(programs)
-        if self.device == "cpu" and self.executor is not None and len(stubs) > _CPU_CHUNK:
-            # the emulator is the cost on a CPU: chunks of stubs (picklable text) to the workers
-            futs = [self.executor.submit(F.fitness, stubs[i:i + _CPU_CHUNK], self.X, self.y,
+        per = self.module_size(len(stubs))
+        layout = layout_for(per)
+        if self.executor is not None and len(stubs) > _CPU_CHUNK:
+            # the emulator is the cost on a CPU: whole modules of stubs (picklable text) to
+            # the workers, so each candidate's cand is its index in its GPU module (kernel)
+            step = per * max(1, _CPU_CHUNK // per)
+            futs = [self.executor.submit(F.fitness, stubs[i:i + step], self.X, self.y,
                                          self.kernel_loss, names=self.names, device="cpu",
-                                         evaluate="compile")
-                    for i in range(0, len(stubs), _CPU_CHUNK)]
+                                         per_module=per, evaluate="compile", layout=layout,
+                                         build=build)
+                    for i in range(0, len(stubs), step)]
             return np.concatenate([f.result() for f in futs])
         return F.fitness(stubs, self.X, self.y, self.kernel_loss, names=self.names,
-                         device=self.device, executor=self.executor,
-                         per_module=self.module_size(len(stubs)), evaluate="compile")
+                         device="cpu", executor=self.executor, per_module=per,
+                         evaluate="compile", layout=layout, build=build)
+
+    def packs(self, programs: Sequence[Any], *, build: BuildMode | None = None) -> list[Pack]:
+        """The GPU modules of ``programs`` (their global indices in order), built: what the
+        compiled path launches on a GPU. ``module_size`` candidates a module, in
+        :func:`layout_for`'s layout; ``build`` (default :attr:`scoring_build`). nvJitLink
+        needs no GPU, so this runs anywhere::
+
+            ev = Evaluator(X, y, device="cpu", build="fast")
+            ev.packs(programs)[0].key        # a -Ofc=max module's cache key
+        """
+        stubs = self.stubs(programs)
+        per = self.module_size(len(stubs))
+        return self._packing_template().pack_many(
+            "f", stubs, select="cand", per_module=per, executor=self.executor,
+            layout=layout_for(per), build=self.scoring_build if build is None else build)
 
     @property
     def pipelined(self) -> bool:
@@ -445,7 +524,8 @@ class Evaluator:
         launches = _Launches(self)
         with PackPipeline(self._packing_template(), "f", select="cand", per_module=per,
                           executor=self.executor, taper_at=taper,
-                          taper_size=max(16, per // 4)) as pipe:
+                          taper_size=max(16, per // 4), layout=layout_for(per),
+                          build=self.scoring_build) as pipe:
             for chunk in chunks:
                 if len(chunk):
                     pipe.add(self.stubs(chunk))
@@ -507,9 +587,10 @@ class Evaluator:
                                 float(self.y.astype(np.float64).var()))
         return self._gpu_arrays
 
-    def _launch(self, packs: list, total: int, block: int = 256) -> np.ndarray:
+    def _launch(self, packs: list, total: int, block: int = 256, *,
+                scaled: bool = True) -> np.ndarray:
         """Launch each pack of the fitness kernel once; the losses of its ``total`` candidates
-        (the same reduction as :func:`numptx.fitness`)."""
+        (the same reduction as :func:`numptx.fitness`; ``scaled=False``: the kernel's)."""
         from numba import cuda
         dX, dy, c, _ = self._device_data()
         n = self.X.shape[0]
@@ -517,9 +598,13 @@ class Evaluator:
         for p in packs:
             if p.empty:
                 continue
-            p[((n + block - 1) // block, len(p)), block](acc[p.offset:p.offset + len(p)], dX, dy,
-                                                        n, c)
-        return self.losses_of(acc.copy_to_host(), {i for p in packs for i in p.errors})
+            at = p.offset        # a PerKernel value per kernel of layout="kernels"
+            p[PerKernel(lambda k: (((n + block - 1) // block, len(k)), block))](
+                PerKernel(lambda k, at=at: acc[at + k.start:at + k.stop]), dX, dy, n, c)
+        bad = {i for p in packs for i in p.errors}
+        if not scaled:
+            return F.losses_from_sums(acc.copy_to_host(), self.y, self.kernel_loss, bad)
+        return self.losses_of(acc.copy_to_host(), bad)
 
     def losses_of(self, sums: np.ndarray, bad: Iterable[int]) -> np.ndarray:
         """The losses from the fitness kernel's sums (``sums[k]``: candidate k's s0, s1, s2
@@ -545,7 +630,8 @@ class _Launches:
         dX, dy, c, _ = self.ev._device_data()
         n, b = self.ev.X.shape[0], self.block
         acc = cuda.to_device(np.zeros((len(p), 4)))
-        p[((n + b - 1) // b, len(p)), b](acc, dX, dy, n, c)
+        p[PerKernel(lambda k: (((n + b - 1) // b, len(k)), b))](
+            PerKernel(lambda k: acc[k.start:k.stop]), dX, dy, n, c)
         self.parts.append((p, acc))
 
     def losses(self, total: int) -> np.ndarray:

@@ -45,7 +45,7 @@ from .breed import Breeder
 from .config import CACHE_MAX, Survivors, check_config, check_seed
 from .constants import fit_constants
 from .least_squares import fit_least_squares
-from .evaluate import (SCALED_LOSSES, Evaluate, Evaluator, check_data, check_evaluate,
+from .evaluate import (SCALED_LOSSES, Build, Evaluate, Evaluator, check_data, check_evaluate,
                        check_executor, resolve_device,
                        check_per_module, check_scores)
 from .genes import LN2, LOG2E, Genes, SearchError, check_int
@@ -469,7 +469,7 @@ def _report(progress: Any, g: Generation, s: Search) -> None:
 
 def _regression_search(kind: str, X: Any, y: Any, ops: Sequence[str], *, names, dtype, constants,
                        loss, device, executor, per_module, seed, pipeline=True,
-                       evaluate="auto", **options) -> Search:
+                       evaluate="auto", build="auto", **options) -> Search:
     check_evaluate(evaluate, kind)
     # the dtype follows X (y is cast to it), or dtype= when given
     Xc, yc = check_data(X, y, where=kind, dtype=dtype)
@@ -489,7 +489,7 @@ def _regression_search(kind: str, X: Any, y: Any, ops: Sequence[str], *, names, 
         raise
     ev = Evaluator(Xc, yc, loss=loss, names=genes.names, device=device, executor=executor,
                    per_module=per_module, where=kind, pipeline=pipeline, evaluate=evaluate,
-                   rows=genes.rows, linear_scaling=cfg["linear_scaling"])
+                   rows=genes.rows, linear_scaling=cfg["linear_scaling"], build=build)
     return Search(kind, genes, cfg, check_seed(seed), evaluator=ev)
 
 
@@ -532,7 +532,7 @@ def regress(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div"), *
             pipeline: bool = True, evaluate: Evaluate = "auto",
             semantic_dedup: int | None = None, linear_scaling: bool | None = None,
             fit_method: str = "auto", input_weights: bool | None = None,
-            survivors: Survivors = "plus",
+            survivors: Survivors = "plus", build: Build = "auto",
             progress: bool | Callable[[Generation], Any] = False) -> Result:
     """Symbolic regression: find a program over the columns of ``X`` (named ``x0..``, or
     ``names``) whose output fits ``y`` under ``loss`` (``mse``, ``mae``, ``rmse``,
@@ -567,8 +567,11 @@ def regress(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div"), *
     CPU; on a GPU the interpreter up to ``GPU_INTERPRET_MAX_ROWS`` rows, the compiled path
     above); when the interpreter scored the run, or semantic dedup ran on fewer probe rows
     than the data has, ``result.best`` is re-scored by the compiled path
-    (``result.rescored``). ``semantic_dedup=k``: a new child
-    whose outputs on k probe rows (drawn with the seed) equal a scored program's takes its
+    (``result.rescored``). ``build``: how the compiled path's GPU modules are assembled,
+    ``"fast"`` (-Ofc=max, a screening build: the returned programs re-scored by the full
+    build, ``result.rescored``), ``"full"`` (-O3) or ``"auto"`` (fast on a GPU; on the CPU
+    full: the emulator builds nothing; :mod:`numptx.search.evaluate`).
+    ``semantic_dedup=k``: a new child whose outputs on k probe rows (drawn with the seed) equal a scored program's takes its
     loss (0: off; None: 32 where the probe is cheaper than the scoring, see
     :mod:`numptx.search.semantic`). ``progress``: True prints a line per
     generation to stderr; a callable gets each :class:`Generation`."""
@@ -583,7 +586,7 @@ def regress(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div"), *
                            fit_trials=fit_trials, target=target, time_limit=time_limit,
                            restart=restart, revary=revary, linear_scaling=linear_scaling,
                            fit_method=fit_method, input_weights=input_weights,
-                           survivors=survivors)
+                           survivors=survivors, build=build)
     return s.run(s.cfg["generations"], progress)
 
 
@@ -675,6 +678,7 @@ def map_elites(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div")
                pipeline: bool = True, evaluate: Evaluate = "auto",
                semantic_dedup: int | None = None, linear_scaling: bool | None = None,
                fit_method: str = "auto", input_weights: bool | None = None,
+               build: Build = "auto",
                progress: bool | Callable[[Generation], Any] = False) -> Result:
     """MAP-Elites: an archive keeps the best program of each cell of a behaviour grid; each
     generation makes ``batch`` children of uniformly drawn elites and files each in its cell
@@ -696,6 +700,6 @@ def map_elites(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div")
                            target=target, time_limit=time_limit, descriptors=descriptors,
                            bins=bins, elitism=0, revary=revary,
                            linear_scaling=linear_scaling, fit_method=fit_method,
-                           input_weights=input_weights)
+                           input_weights=input_weights, build=build)
     return s.run(s.cfg["generations"], progress)
 

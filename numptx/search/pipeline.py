@@ -33,15 +33,17 @@ from typing import Any
 from .._cores import usable_cores
 from ..jit.errors import BuildError
 from ..jit.pack import MAX_CANDIDATES, Pack, PackError, pack
+from ..jit.pack_kernels import PER_KERNEL, BuildMode, Layout, layout_target
 
 __all__ = ["PackPipeline", "pack_chunks"]
 
 
 def _build(target: Any, site: str, stubs: list, select: str, offset: int, constants: str,
-           other: Mapping[str, Any] | None) -> Pack:
+           other: Mapping[str, Any] | None, layout: Layout = "function",
+           build: BuildMode = "full") -> Pack:
     """One module: packed and assembled (the job a pipeline sends to its threads)."""
     p = pack(target, site, stubs, select=select, offset=offset, constants=constants,
-             stubs=other)
+             stubs=other, layout=layout, build=build)
     if not p.empty:
         try:
             p.cubin                # noqa: B018 - assemble here, in the worker thread
@@ -58,7 +60,9 @@ class PackPipeline:
     ``executor``: the thread pool the modules build on (the jobs share the template and hand
     back :class:`~numptx.jit.pack.Pack` objects, so it must run them in this process); None:
     one of its own with ``max_workers`` threads (default: the cores, at most 32), shut down by
-    :meth:`close`. ``constants`` and ``stubs`` (other sites' stubs) are :func:`pack`'s.
+    :meth:`close`. ``constants``, ``stubs`` (other sites' stubs), ``layout`` and ``build``
+    (:mod:`numptx.jit.pack_kernels`) are :func:`pack`'s; a bad one is refused here, before
+    any module is sent.
 
     ``taper_at``: once that many candidates are in modules, the rest (and the last, short
     one) go in modules of ``taper_size``: the modules still assembling when the caller runs
@@ -70,7 +74,10 @@ class PackPipeline:
     def __init__(self, target: Any, site: str, *, select: str, per_module: int = 256,
                  executor: Executor | None = None, max_workers: int | None = None,
                  constants: str = "inline", stubs: Mapping[str, Any] | None = None,
-                 taper_at: int | None = None, taper_size: int = 32):
+                 taper_at: int | None = None, taper_size: int = 32,
+                 layout: Layout = "function", build: BuildMode = "full"):
+        layout_target(target, site, layout, PER_KERNEL, build, constants)   # refused here
+        self.layout, self.build = layout, build
         for name, v in (("per_module", per_module), ("taper_size", taper_size)):
             if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_CANDIDATES:
                 raise PackError(f"{name}={v!r}: an int from 1 to {MAX_CANDIDATES}")
@@ -116,7 +123,7 @@ class PackPipeline:
 
     def _send(self, stubs: list) -> None:
         fut = self._pool.submit(_build, self.target, self.site, stubs, self.select, self._sent,
-                                self.constants, self.stubs)
+                                self.constants, self.stubs, self.layout, self.build)
         self._futures.append(fut)
         self._sent += len(stubs)
 
@@ -159,12 +166,15 @@ class PackPipeline:
 def pack_chunks(target: Any, site: str, chunks: Iterable[Sequence[Any]], *, select: str,
                 per_module: int = 256, executor: Executor | None = None,
                 max_workers: int | None = None, constants: str = "inline",
-                stubs: Mapping[str, Any] | None = None) -> list[Pack]:
+                stubs: Mapping[str, Any] | None = None, layout: Layout = "function",
+                build: BuildMode = "full") -> list[Pack]:
     """All the packs of ``chunks`` (an iterable of stub lists, consumed while earlier modules
-    assemble), in order: what ``pack_many(target, site, <the chunks joined>, ...)`` gives;
+    assemble), in order: what ``pack_many(target, site, <the chunks joined>, ...)`` gives
+    (with the same ``layout`` and ``build``);
     ``[]`` when the chunks hold no stub."""
     with PackPipeline(target, site, select=select, per_module=per_module, executor=executor,
-                      max_workers=max_workers, constants=constants, stubs=stubs) as pipe:
+                      max_workers=max_workers, constants=constants, stubs=stubs,
+                      layout=layout, build=build) as pipe:
         out: list[Pack] = []
         for chunk in chunks:
             pipe.add(chunk)

@@ -16,6 +16,12 @@ order: there a difference past ``|compiled - interpreted| <= RTOL_GPU * max(|com
 (:class:`numptx.errors.NumptxWarning`). +inf equals only +inf. ``result.rescored`` holds both
 losses to judge by.
 
+A run scored by the screening build (``build="fast"``, ``-Ofc=max``; on a GPU the default,
+:func:`numptx.search.evaluate.resolve_build`) returns what the full build (the template's -O3)
+makes of its programs: ``result.best`` and the elites are rebuilt and re-scored at
+``build="full"``, and a difference is counted and warned about as above (on the CPU the
+compiled path emulates, so both builds give the same losses).
+
 Semantic dedup on a probe of fewer rows than the data (:mod:`numptx.search.semantic`) gives a
 program the loss of another whose outputs agree on the probe rows only: the run's loss of a
 returned program may then not be its own, whichever path scored the run. Such a run is
@@ -58,7 +64,9 @@ class Rescore:
     the interpreter's, or semantic dedup's on a partial probe) and as the compiled path does
     (``compiled``); ``differing`` counts those past the tolerance (``rtol``, ``atol``:
     :func:`tolerance`), ``max_difference`` is the largest ``|compiled - interpreted|`` (inf
-    when one is finite and the other not)."""
+    when one is finite and the other not). ``build``: the build mode of the compiled
+    losses (``"full"``: the template's options); ``scored_by``: the build the run scored
+    with (``"fast"``, or ``"full"``; an interpreted run's compiled fallbacks used it)."""
     what: tuple[str, ...]
     interpreted: tuple[float, ...]
     compiled: tuple[float, ...]
@@ -66,6 +74,8 @@ class Rescore:
     max_difference: float
     rtol: float = 0.0
     atol: float = 0.0
+    build: str = "full"
+    scored_by: str = "full"
 
 
 def _differ(a: float, b: float, rtol: float, atol: float) -> tuple[bool, float]:
@@ -80,11 +90,14 @@ def _differ(a: float, b: float, rtol: float, atol: float) -> tuple[bool, float]:
 def rescore(evaluator: Any, what: Sequence[str], programs: Sequence[Any],
             interpreted: Sequence[float], *, stacklevel: int = 4,
             probe: tuple[int, int] | None = None) -> Rescore:
-    """The compiled path's losses of ``programs`` (``evaluator.score_compiled``; not counted
-    in ``evaluated``) against their ``interpreted`` losses (the run's); a warning when some
-    differ. ``probe``: (probe rows, data rows) when semantic dedup ran on a partial probe,
-    which the warning then names as a cause."""
-    got = evaluator.score_compiled(list(programs)) if len(programs) else np.empty(0)
+    """The compiled path's losses of ``programs`` at the full build
+    (``evaluator.score_compiled(build="full")``; not counted in ``evaluated``) against their
+    ``interpreted`` losses (the run's); a warning when some differ. ``probe``: (probe rows,
+    data rows) when semantic dedup ran on a partial probe, which the warning then names as a
+    cause."""
+    got = evaluator.score_compiled(list(programs), build="full") if len(programs) else \
+        np.empty(0)
+    fast = evaluator.scoring_build == "fast"
     comp = tuple(float(v) for v in got)
     interp = tuple(float(v) for v in interpreted)
     rtol, atol = tolerance(evaluator.device)
@@ -97,7 +110,8 @@ def rescore(evaluator: Any, what: Sequence[str], programs: Sequence[Any],
             first = i if first is None else first
     if first is not None:
         by, was = (("the interpreter", "interpreted") if evaluator.mode == "interpret" else
-                   ("the run", "the run's loss"))
+                   ("the run's screening build (build='fast', -Ofc=max)" if fast else "the run",
+                    "the run's loss"))
         if probe is not None:
             by = (f"{by} (semantic dedup gives a program the loss of one whose outputs equal "
                   f"its own on the {probe[0]} probe row(s) only, of {probe[1]}: raise "
@@ -107,15 +121,17 @@ def rescore(evaluator: Any, what: Sequence[str], programs: Sequence[Any],
                       f"{was} {interp[first]!r}, compiled {comp[first]!r}; largest "
                       f"difference {worst:.3g}; tolerance on the {evaluator.device}: "
                       f"rtol={rtol:g}, atol={atol:g}). The result carries the compiled "
-                      f"losses; result.rescored holds both", NumptxWarning,
+                      f"losses (the full build); result.rescored holds both", NumptxWarning,
                       stacklevel=stacklevel)
-    return Rescore(tuple(what), interp, comp, n_diff, worst, rtol, atol)
+    return Rescore(tuple(what), interp, comp, n_diff, worst, rtol, atol, "full",
+                   evaluator.scoring_build)
 
 
 def returned(search: Any, *, stacklevel: int = 6) -> tuple[Any, dict, Rescore | None]:
     """(best, archive, rescore) of a search (:class:`numptx.search.loop.Search`): when the
-    interpreter scored it, or semantic dedup ran on fewer probe rows than the data has,
-    ``best`` and the archive's elites as copies that carry the compiled path's losses, and
+    interpreter or the screening build (``build="fast"``) scored it, or semantic dedup ran on
+    fewer probe rows than the data has, ``best`` and the archive's elites as copies that
+    carry the compiled path's losses at the full build, and
     their :class:`Rescore`; else themselves and None. Under linear scaling the scaling is then
     written into their programs (:func:`numptx.search.scaling.written`), and they carry those
     programs' own losses (the Rescore holds the run's scaled losses, re-scored before). The
@@ -128,7 +144,7 @@ def returned(search: Any, *, stacklevel: int = 6) -> tuple[Any, dict, Rescore | 
     if ev is None or best is None:
         return best, dict(search.archive), None
     r = None
-    if ev.mode == "interpret" or probe is not None:
+    if ev.mode == "interpret" or probe is not None or ev.scoring_build == "fast":
         r = rescore(ev, ["best"] + [f"archive[{c}]" for c in cells], [c.program for c in cands],
                     [c.loss for c in cands], stacklevel=stacklevel, probe=probe)
         cands = [dataclasses.replace(c, program=list(c.program), loss=v)

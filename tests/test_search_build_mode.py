@@ -1,0 +1,212 @@
+"""The search's build modes and layouts (issue 28, items 3 and 4, the search's side): the
+compiled path's GPU modules built at ``build="fast"`` (-Ofc=max) for scoring, in
+``layout="kernels"`` above 128 candidates a module, and what a run returns re-scored by the
+full build. Modules are built with the real NVRTC and nvJitLink (no GPU needed); the GPU
+tests (marked ``gpu``) launch them."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import numptx as nx
+from numptx import search
+from numptx import stack_ptx as sp
+from numptx.jit.pack_kernels import FAST_LINK_OPTIONS, PER_KERNEL
+from numptx.jit.sass import sass_instructions
+from numptx.search import operators as O
+from numptx.search.evaluate import Evaluator, check_build, layout_for, resolve_build
+from numptx.search.genes import Genes, SearchError
+from numptx.search.pipeline import PackPipeline, pack_chunks
+
+
+def _data(n: int = 48):
+    rng = np.random.default_rng(3)
+    X = rng.uniform(0.5, 2.0, (n, 2)).astype(np.float32)
+    return X, (X[:, 0] * 2 + X[:, 1]).astype(np.float32)
+
+
+def _programs(n: int, seed: int = 5) -> list:
+    g, rng = Genes(["add", "sub", "mul", "div"], 2), np.random.default_rng(seed)
+    return [O.random_program(g, rng, (2, 10)) for _ in range(n)]
+
+
+def _cand_program() -> list:
+    """p = x0 + float(cand): its loss tells which cand the candidate read."""
+    return [sp.input("cand"), sp.instr("cvt.rn.f32.u32"), sp.input("x0"), sp.instr("add.rn.f32")]
+
+
+# ---- the option ---------------------------------------------------------------------------
+@pytest.mark.parametrize("bad", ["O3", "slow", None, 1, True])
+def test_a_bad_build_is_refused_naming_it(bad):
+    X, y = _data()
+    with pytest.raises(SearchError, match=r"regress: build=.*'auto'.*'fast'.*'full'"):
+        search.regress(X, y, ["add"], population=4, generations=1, device="cpu", build=bad)
+    with pytest.raises(SearchError, match="map_elites: build="):
+        search.map_elites(X, y, ["add"], batch=4, generations=1, device="cpu", build=bad)
+    with pytest.raises(SearchError, match="build="):
+        check_build(bad, "x")
+
+
+def test_auto_is_fast_on_a_gpu_and_full_on_the_cpu():
+    assert resolve_build("auto", "gpu") == "fast"
+    assert resolve_build("auto", "cpu") == "full"
+    assert [resolve_build(b, d) for b in ("fast", "full") for d in ("cpu", "gpu")] == \
+        ["fast", "fast", "full", "full"]
+    X, y = _data()
+    assert Evaluator(X, y, device="cpu").scoring_build == "full"
+    assert Evaluator(X, y, device="cpu", build="fast").scoring_build == "fast"
+
+
+def test_modules_above_128_candidates_are_kernels_of_128():
+    assert PER_KERNEL == 128
+    assert layout_for(128) == "function" and layout_for(129) == "kernels"
+    assert layout_for(16) == "function" and layout_for(256) == "kernels"
+
+
+# ---- the modules the GPU path launches, built here -----------------------------------------
+def test_the_fast_build_assembles_the_scoring_modules_with_ofc_max():
+    X, y = _data()
+    progs = _programs(40)
+    ev = Evaluator(X, y, device="cpu", build="fast", per_module=40)
+    fast = ev.packs(progs)
+    full = ev.packs(progs, build="full")
+    assert len(fast) == len(full) == 1
+    f, o = fast[0], full[0]
+    assert f.kernels == o.kernels and len(f.kernels) == 1         # 40: one function
+    assert f.key != o.key and f.cubin != o.cubin
+    # exactly what nvJitLink makes of the module's text at -Ofc=max
+    assert f.cubin == nx.ptx_to_cubin(f.ptx, ev.template.arch, options=list(FAST_LINK_OPTIONS))
+    assert len(sass_instructions(f.cubin, f.entry)) > len(sass_instructions(o.cubin, o.entry))
+
+
+def test_the_scoring_modules_above_128_are_kernels_of_128():
+    X, y = _data()
+    progs = _programs(300)
+    ev = Evaluator(X, y, device="cpu", build="fast", per_module=200)
+    packs = ev.packs(progs)
+    assert [(p.offset, len(p)) for p in packs] == [(0, 200), (200, 100)]
+    assert [(k.start, k.stop) for k in packs[0].kernels] == [(0, 128), (128, 200)]
+    assert [(k.start, k.stop) for k in packs[1].kernels] == [(0, 100)]
+    assert packs[0].kernels[1].entry.endswith("__nx_k1")
+    assert all(not p.errors for p in packs)
+    # kernel 1 of the first module runs candidates 128..199 at -Ofc=max: more SASS than the
+    # full build of the same kernel
+    full = ev.packs(progs, build="full")
+    e = packs[0].kernels[1].entry
+    assert len(sass_instructions(packs[0].cubin, e)) > len(sass_instructions(full[0].cubin, e))
+
+
+def test_the_pipeline_builds_in_the_layout_and_build_it_is_given():
+    X, y = _data()
+    ev = Evaluator(X, y, device="cpu", build="fast", per_module=150)
+    stubs = ev.stubs(_programs(300))
+    t = ev._packing_template()
+    chunks = [stubs[:70], stubs[70:220], stubs[220:]]
+    got = pack_chunks(t, "f", chunks, select="cand", per_module=150, max_workers=1,
+                      layout="kernels", build="fast")
+    one = t.pack_many("f", stubs, select="cand", per_module=150, layout="kernels",
+                      build="fast", max_workers=1)
+    assert [p.key for p in got] == [p.key for p in one]
+    assert [p.cubin for p in got] == [p.cubin for p in one]
+    assert [len(p.kernels) for p in got] == [2, 2]
+    plain = pack_chunks(t, "f", chunks, select="cand", per_module=150, max_workers=1)
+    assert plain[0].cubin != got[0].cubin and len(plain[0].kernels) == 1
+
+
+@pytest.mark.parametrize("kw, msg", [({"build": "O3"}, "build='O3'"),
+                                     ({"layout": "many"}, "layout='many'")])
+def test_a_pipeline_refuses_a_bad_layout_or_build_before_any_module(kw, msg):
+    X, y = _data()
+    ev = Evaluator(X, y, device="cpu")
+    with pytest.raises(nx.NumptxError, match=msg):
+        PackPipeline(ev._packing_template(), "f", select="cand", **kw)
+
+
+def test_cand_reads_the_index_in_its_kernel_on_the_cpu_as_on_the_gpu():
+    """Above 128 candidates a module the search's modules are kernels of 128: the emulator
+    gives cand the value the kernels layout gives it (the index in the candidate's kernel),
+    with or without an executor spreading the emulation."""
+    X, y = _data()
+    progs = _programs(170) + [_cand_program()] + _programs(129, seed=6)   # cand program: 170
+
+    def mse_at(cand: int) -> float:
+        pred = (X[:, 0] + np.float32(cand)).astype(np.float64)
+        return float(np.mean((pred - y) ** 2))
+    ev = Evaluator(X, y, device="cpu", evaluate="compile", per_module=200)
+    assert ev.score(progs)[170] == pytest.approx(mse_at(170 % 128), rel=1e-6)    # kernel 1: 42
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(2) as pool:
+        spread = Evaluator(X, y, device="cpu", evaluate="compile", per_module=200,
+                           executor=pool)
+        np.testing.assert_array_equal(spread.score(progs), ev.score(progs))
+    # at 100 a module: one function a module, cand is the index in the module (70)
+    small = Evaluator(X, y, device="cpu", evaluate="compile", per_module=100).score(progs)
+    assert small[170] == pytest.approx(mse_at(70), rel=1e-6)
+
+
+def test_cand_in_modules_of_the_executors_chunks():
+    """The emulation spread over an executor cuts the batch at module boundaries: a
+    candidate's cand is its index in its GPU module, not in a chunk of 128."""
+    X, y = _data()
+    progs = _programs(100) + [_cand_program()] + _programs(199, seed=7)    # cand program: 100
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(2) as pool:
+        ev = Evaluator(X, y, device="cpu", evaluate="compile", per_module=50, executor=pool)
+        got = ev.score(progs)[100]
+    pred = (X[:, 0] + np.float32(100 % 50)).astype(np.float64)          # module 2, index 0
+    assert got == pytest.approx(float(np.mean((pred - y) ** 2)), rel=1e-6)
+
+
+# ---- what a run returns: re-scored by the full build ----------------------------------------
+def test_a_fast_run_returns_programs_re_scored_by_the_full_build():
+    X, y = _data()
+    opts = dict(population=32, generations=2, seed=1, device="cpu", evaluate="compile",
+                fit_top=0, semantic_dedup=0)      # no probe: only the build re-scores
+    r = search.regress(X, y, ["add", "mul"], build="fast", **opts)
+    rs = r.rescored
+    assert rs is not None and rs.what == ("best",)
+    assert (rs.build, rs.scored_by) == ("full", "fast")
+    assert rs.differing == 0 and rs.compiled == rs.interpreted    # the CPU emulates both
+    # a full run keeps today's result: nothing to re-score
+    full = search.regress(X, y, ["add", "mul"], build="full", **opts)
+    assert full.rescored is None
+    assert [c.loss for c in full.population] == [c.loss for c in r.population]
+    assert r.best.loss == full.best.loss
+
+
+def test_map_elites_elites_are_re_scored_by_the_full_build():
+    X, y = _data()
+    r = search.map_elites(X, y, ["add", "mul"], batch=24, generations=2, seed=2,
+                          device="cpu", evaluate="compile", build="fast", fit_top=0,
+                          semantic_dedup=0)
+    rs = r.rescored
+    assert rs is not None and rs.scored_by == "fast" and rs.build == "full"
+    assert rs.what == ("best",) + tuple(f"archive[{c}]" for c in r.archive)
+    assert rs.differing == 0
+
+
+def test_an_interpreted_run_is_re_scored_by_the_full_build():
+    X, y = _data()
+    r = search.regress(X, y, ["add", "mul"], population=16, generations=1, seed=0,
+                       device="cpu", evaluate="interpret", build="fast", fit_top=0)
+    assert r.rescored is not None and r.rescored.build == "full"
+
+
+# ---- GPU -------------------------------------------------------------------------------------
+@pytest.mark.gpu
+def test_fast_and_full_builds_score_alike_on_the_gpu():
+    # 32 samples: one warp a candidate, so the sums are exact to compare
+    X, y = _data(n=32)
+    progs = _programs(300) + [_cand_program()]
+    fast = Evaluator(X, y, device="gpu", evaluate="compile", per_module=200)
+    assert fast.scoring_build == "fast"
+    full = Evaluator(X, y, device="gpu", evaluate="compile", per_module=200, build="full")
+    cpu = Evaluator(X, y, device="cpu", evaluate="compile", per_module=200)
+    np.testing.assert_allclose(fast.score(progs), full.score(progs), rtol=1e-6)
+    np.testing.assert_allclose(full.score(progs), cpu.score(progs), rtol=1e-5)
+    chunks = [progs[:90], progs[90:]]
+    np.testing.assert_array_equal(fast.score_chunks(iter(chunks), len(progs)),
+                                  fast.score(progs))
+    r = search.regress(X, y, ["add", "mul"], population=256, generations=2, seed=0,
+                       device="gpu", evaluate="compile", fit_top=0)
+    assert r.rescored is not None and r.rescored.scored_by == "fast"
