@@ -22,7 +22,7 @@
        program p's tape is tapes[offsets[p] .. offsets[p + 1]); row_op[r] is the op of table
        row r (NXI_NO_OP: none); op_types[4 k .. 4 k + 4) the value types op k writes and reads
        (result, operands 0..2; 0xFF past its operands: its row's types, checked against every
-       record, so no tape makes an op read a slot as another type); type_size[t] the bytes of one element of value type t (0: the
+       record, so no tape makes an op read a slot as another type); type_size[t] the bytes of one element of value type t (at most 8; 0: the
        interpreter has no storage for t). in[i] is input i's column: n_rows elements of its
        type, or one when scalar. out[k] receives output k: n_programs * n_rows elements of its
        type, program p's row j at element p * n_rows + j (an output the tape does not write
@@ -223,6 +223,8 @@ int nxi_run(const uint32_t *tapes, const uint64_t *offsets, uint32_t n_programs,
     if (!offsets || (!tapes && n_programs) || (!row_op && n_rows_table) || !type_size || !op_types ||
         (!in && n_inputs) || (!out && n_outputs) || !ws || !block || block > NXI_MAX_BLOCK)
         return NXI_ERR_ARGUMENT;
+    for (i = 0; i < n_types; i++)        /* a slot holds 8 bytes an element: no larger type */
+        if (type_size[i] > 8u) return NXI_ERR_ARGUMENT;
     for (i = 0; i < n_inputs; i++)
         if (in[i].type >= n_types || !type_size[in[i].type] || (!in[i].data && (n_rows || in[i].scalar)))
             return NXI_ERR_ARGUMENT;

@@ -593,8 +593,8 @@ def _out_of_bounds(rng: random.Random, option: str, pop: int) -> object:
             "semantic_dedup": C.PROBE_MAX}.get(option)
     if option == "init_length":
         return (1, C.LENGTH_MAX + rng.choice([1, 10 ** rng.randrange(1, 12)]))
-    if option == "fit_trials":
-        return C.FIT_BATCH_MAX // 2 + rng.choice([1, 10 ** rng.randrange(1, 12)])
+    if option == "fit_trials":       # past the bound of any fit_top (lm takes no trials: 1M)
+        return C.FIT_BATCH_MAX + rng.choice([1, 10 ** rng.randrange(1, 12)])
     if option in ("crossover", "mutation"):
         return rng.choice([1.0 + 1e-9, 2.0, 1e300, math.inf, math.nan])
     if option == "parsimony":

@@ -75,6 +75,9 @@ int main(void)
     memcpy(t, TAPE, sizeof t); t[4] = 9;                      /* output slot past the tape */
     CHECK(run(t, TAPE_LEN) == NXI_ERR_TAPE);
     CHECK(run(TAPE, TAPE_LEN - 1) == NXI_ERR_TAPE);
+    type_size[T_F32] = 16;             /* a type past a slot's 8 bytes an element: refused */
+    CHECK(run(TAPE, TAPE_LEN) == NXI_ERR_ARGUMENT);
+    type_size[T_F32] = 4;
 
     g_test = "corruptions";   /* every word x boundary values: an error or a run, no fault */
     for (i = 0; i < TAPE_LEN; i++)
