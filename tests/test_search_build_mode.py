@@ -13,7 +13,9 @@ from numptx import search
 from numptx import stack_ptx as sp
 from numptx.jit.pack_kernels import FAST_LINK_OPTIONS, PER_KERNEL
 from numptx.jit.sass import sass_instructions
+from numptx.search import checkpoint as ck
 from numptx.search import operators as O
+from numptx.search.checkpoint import CheckpointError
 from numptx.search.evaluate import Evaluator, check_build, layout_for, resolve_build
 from numptx.search.genes import Genes, SearchError
 from numptx.search.pipeline import PackPipeline, pack_chunks
@@ -190,6 +192,31 @@ def test_an_interpreted_run_is_re_scored_by_the_full_build():
     r = search.regress(X, y, ["add", "mul"], population=16, generations=1, seed=0,
                        device="cpu", evaluate="interpret", build="fast", fit_top=0)
     assert r.rescored is not None and r.rescored.build == "full"
+
+
+# ---- checkpoints ---------------------------------------------------------------------------
+def test_a_checkpoint_keeps_the_build_and_an_old_one_resumes_at_the_full_build(tmp_path):
+    X, y = _data()
+    kw = dict(population=16, seed=1, device="cpu", evaluate="compile", fit_top=0,
+              semantic_dedup=0)
+    r = search.regress(X, y, ["add", "mul"], generations=1, build="fast", **kw)
+    r.save(tmp_path / "r.nxck")
+    state = ck.read(tmp_path / "r.nxck")
+    assert state["data"]["build"] == "fast"
+    got = search.resume(tmp_path / "r.nxck", generations=1, device="cpu")
+    assert got.rescored is not None and got.rescored.scored_by == "fast"
+    # written before the option: resumed as it was scored, at the full build (no re-score)
+    old = dict(state, data={k: v for k, v in state["data"].items() if k != "build"})
+    ck.write(tmp_path / "old.nxck", old)
+    got = search.resume(tmp_path / "old.nxck", generations=1, device="cpu")
+    assert got.rescored is None
+    got.save(tmp_path / "again.nxck")
+    assert ck.read(tmp_path / "again.nxck")["data"]["build"] == "full"
+    for bad in ("O3", 3, None):
+        state["data"]["build"] = bad
+        ck.write(tmp_path / "bad.nxck", state)
+        with pytest.raises(CheckpointError, match=r"field data.build: "):
+            search.resume(tmp_path / "bad.nxck", generations=1, device="cpu")
 
 
 # ---- GPU -------------------------------------------------------------------------------------

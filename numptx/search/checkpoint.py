@@ -395,7 +395,7 @@ def state_of(search: Any) -> dict:
     if search.evaluator is not None:
         ev = search.evaluator
         state["data"] = {"X": encode_array(ev.X), "y": encode_array(ev.y), "loss": ev.loss,
-                         "names": list(ev.names), "evaluate": ev.evaluate}
+                         "names": list(ev.names), "evaluate": ev.evaluate, "build": ev.build}
     else:
         u = search.user
         state["evolve"] = {"site": u["site"], "select": u["select"],

@@ -24,7 +24,7 @@ import numpy as np
 from .. import stack_ptx as sp
 from .checkpoint import FITS_SAVED, CheckpointError, brief, decode_array, decode_program
 from .config import CACHE_MAX, DEFAULTS, GENERATIONS_MAX, check_config, check_seed
-from .evaluate import EVALUATE, PER_MODULE_MAX
+from .evaluate import BUILDS, EVALUATE, PER_MODULE_MAX
 from .genes import Genes, SearchError
 
 __all__ = ["Fields", "KINDS"]
@@ -35,6 +35,8 @@ _COMMON = ("kind", "seed", "genes", "config", "rng", "population", "archive", "b
 _OPTIONAL = ("cache", "fits", "semantic")    # older checkpoints have none of them
 #: what a checkpoint without ``data.evaluate`` (written before it existed) was scored with
 EVALUATE_BEFORE = "compile"
+#: what a checkpoint without ``data.build`` (written before it existed) was assembled with
+BUILD_BEFORE = "full"
 _U128 = 1 << 128
 _COUNT_MAX = 1 << 62                   # programs scored or made: any real run stays below
 
@@ -230,12 +232,16 @@ class Fields:
     def data(self, genes: Genes) -> dict:
         d = self.st["data"]
         need = {"X", "y", "loss", "names"}
-        if not isinstance(d, dict) or not need <= set(d) <= need | {"evaluate"}:
-            self.fail("data", f"{brief(d)} is not {{'X', 'y', 'loss', 'names', 'evaluate'}}")
+        if not isinstance(d, dict) or not need <= set(d) <= need | {"evaluate", "build"}:
+            self.fail("data", f"{brief(d)} is not {{'X', 'y', 'loss', 'names', 'evaluate', "
+                              f"'build'}}")
         evaluate = d.get("evaluate", EVALUATE_BEFORE)
         if evaluate not in EVALUATE:
             self.fail("data.evaluate", f"{brief(evaluate)} is not one of "
                                        f"{', '.join(EVALUATE)}")
+        build = d.get("build", BUILD_BEFORE)
+        if not isinstance(build, str) or build not in BUILDS:
+            self.fail("data.build", f"{brief(build)} is not one of {', '.join(BUILDS)}")
         want = "<f8" if genes.dtype == "f64" else "<f4"
         try:
             X, y = decode_array(d["X"], "data.X"), decode_array(d["y"], "data.y")
@@ -250,7 +256,7 @@ class Fields:
             self.fail("data.names", f"{brief(d['names'])}: the genes' inputs are "
                                     f"{list(genes.names)}")
         return {"X": X, "y": y, "loss": self.str_("data.loss", d["loss"]),
-                "names": genes.names, "evaluate": evaluate}
+                "names": genes.names, "evaluate": evaluate, "build": build}
 
     def _keyed(self, field: str, m: dict) -> tuple[bytes, np.ndarray]:
         """A table's key bytes (base64 text) and losses (an encoded array), decoded; a fault

@@ -571,9 +571,9 @@ def regress(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div"), *
     ``"fast"`` (-Ofc=max, a screening build: the returned programs re-scored by the full
     build, ``result.rescored``), ``"full"`` (-O3) or ``"auto"`` (fast on a GPU; on the CPU
     full: the emulator builds nothing; :mod:`numptx.search.evaluate`).
-    ``semantic_dedup=k``: a new child whose outputs on k probe rows (drawn with the seed) equal a scored program's takes its
-    loss (0: off; None: 32 where the probe is cheaper than the scoring, see
-    :mod:`numptx.search.semantic`). ``progress``: True prints a line per
+    ``semantic_dedup=k``: a new child whose outputs on k probe rows (drawn with the seed)
+    equal a scored program's takes its loss (0: off; None: 32 where the probe is cheaper
+    than the scoring, see :mod:`numptx.search.semantic`). ``progress``: True prints a line per
     generation to stderr; a callable gets each :class:`Generation`."""
     s = _regression_search("regress", X, y, ops, names=names, dtype=dtype, constants=constants,
                            loss=loss, device=device, executor=executor, per_module=per_module,

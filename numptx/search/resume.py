@@ -111,7 +111,7 @@ def restore(path: str | os.PathLike, *, device: str = "auto", executor: Any = No
             ev = Evaluator(d["X"], d["y"], loss=d["loss"], names=d["names"], device=device,
                            executor=executor, per_module=per_module, where="resume",
                            evaluate=d["evaluate"] if evaluate is None else evaluate,
-                           linear_scaling=bool(cfg["linear_scaling"]))
+                           linear_scaling=bool(cfg["linear_scaling"]), build=d["build"])
             search = Search(kind, genes, cfg, seed, evaluator=ev)
     except SearchError as e:       # the data's faults (the arguments are checked above)
         if spath in str(e):
