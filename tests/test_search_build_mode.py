@@ -194,6 +194,91 @@ def test_an_interpreted_run_is_re_scored_by_the_full_build():
     assert r.rescored is not None and r.rescored.build == "full"
 
 
+# ---- evolve: the user's fitness scores fast packs; the best re-scored at the full build ----
+_EVOLVE_SRC = r'''
+extern "C" __global__ void fit(float* out, const float* X, int n) {
+    unsigned cand = blockIdx.y;
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        float t = X[i], p;
+        PTX_INJECT("f", PTX_IN(U32, cand), PTX_IN(F32, t), PTX_OUT(F32, p));
+        out[(size_t)cand * n + i] = p;
+    }
+}'''
+
+
+def _evolve_fitness(tmpl, seen: list):
+    """A CPU-side fitness: each pack's options recorded, each stub run by the emulator."""
+    site = tmpl.sites["f"]
+    t = np.linspace(-1, 1, 16, dtype=np.float32)
+    target = t * t - t
+
+    def fitness(packs):
+        scores = []
+        for p in packs:
+            assert p.cubin[:4] == b"\x7fELF"                  # built for real
+            seen.append((len(p), p.variant.target.link_options
+                         if hasattr(p.variant, "target") else tuple(tmpl.link_options)))
+            for stub in p.candidates:
+                out = nx.emulate(stub, {site["t"].reg: t, site["cand"].reg: np.uint32(0)},
+                                 [site["p"].reg])[site["p"].reg]
+                scores.append(float(np.mean((out - target) ** 2)))
+        return scores
+    return fitness
+
+
+def test_evolve_fast_packs_for_fitness_and_the_best_scored_again_at_the_full_build(tmp_path):
+    tmpl = nx.CudaTemplate(_EVOLVE_SRC, entry="fit")
+    seen: list = []
+    kw = dict(ops=["add", "mul", "sub"], population=16, generations=2, seed=0)
+    r = search.evolve(tmpl, "f", _evolve_fitness(tmpl, seen), build="fast", **kw)
+    *run, last = seen
+    assert run and all(opts == FAST_LINK_OPTIONS for _, opts in run)
+    assert last == (1, tuple(tmpl.link_options))          # the best alone, at the full build
+    rs = r.rescored
+    assert rs is not None and rs.what == ("best",) and (rs.scored_by, rs.build) == ("fast", "full")
+    assert rs.differing == 0 and r.best.loss == rs.compiled[0]
+    # auto: the full build throughout, no second scoring
+    seen.clear()
+    auto = search.evolve(tmpl, "f", _evolve_fitness(tmpl, seen), **kw)
+    assert auto.rescored is None and all(o == tuple(tmpl.link_options) for _, o in seen)
+    assert auto.best.loss == r.best.loss
+    # a checkpoint keeps it; one written before the option resumes at the full build
+    r.save(tmp_path / "e.nxck")
+    state = ck.read(tmp_path / "e.nxck")
+    assert state["evolve"]["build"] == "fast"
+    got = search.resume(tmp_path / "e.nxck", generations=1, template=tmpl,
+                        fitness=_evolve_fitness(tmpl, []))
+    assert got.rescored is not None
+    old = dict(state, evolve={k: v for k, v in state["evolve"].items() if k != "build"})
+    ck.write(tmp_path / "old.nxck", old)
+    got = search.resume(tmp_path / "old.nxck", generations=1, template=tmpl,
+                        fitness=_evolve_fitness(tmpl, []))
+    assert got.rescored is None
+    state["evolve"]["build"] = "O3"
+    ck.write(tmp_path / "bad.nxck", state)
+    with pytest.raises(CheckpointError, match="field evolve.build: "):
+        search.resume(tmp_path / "bad.nxck", generations=1, template=tmpl,
+                      fitness=_evolve_fitness(tmpl, []))
+
+
+def test_evolve_refuses_a_bad_build_and_a_fast_build_of_a_numba_kernel():
+    tmpl = nx.CudaTemplate(_EVOLVE_SRC, entry="fit")
+    with pytest.raises(SearchError, match=r"evolve: build='O3'"):
+        search.evolve(tmpl, "f", lambda packs: [], build="O3", population=4, generations=1)
+    cuda = pytest.importorskip("numba").cuda
+
+    @nx.kernel
+    def k(out, X, ncand):
+        i = cuda.grid(1)
+        if i < X.shape[0]:
+            for c in range(ncand):
+                out[c, i] = nx.site("f", cand=np.uint32(c), x=X[i], out={"y": nx.f32})
+    t = k.template(np.zeros((2, 4), np.float32), np.zeros(4, np.float32), 2)
+    with pytest.raises(SearchError, match=r"evolve: build='fast': .*numba.*build='full'"):
+        search.evolve(t, "f", lambda packs: [], build="fast", population=4, generations=1)
+
+
 # ---- checkpoints ---------------------------------------------------------------------------
 def test_a_checkpoint_keeps_the_build_and_an_old_one_resumes_at_the_full_build(tmp_path):
     X, y = _data()

@@ -399,5 +399,5 @@ def state_of(search: Any) -> dict:
     else:
         u = search.user
         state["evolve"] = {"site": u["site"], "select": u["select"],
-                           "per_module": u["per_module"]}
+                           "per_module": u["per_module"], "build": u.get("build", "full")}
     return state

@@ -293,13 +293,18 @@ class Fields:
 
     def evolve(self) -> dict:
         e = self.st["evolve"]
-        if not isinstance(e, dict) or set(e) != {"site", "select", "per_module"}:
-            self.fail("evolve", f"{brief(e)} is not {{'site', 'select', 'per_module'}}")
+        need = {"site", "select", "per_module"}
+        if not isinstance(e, dict) or not need <= set(e) <= need | {"build"}:
+            self.fail("evolve", f"{brief(e)} is not {{'site', 'select', 'per_module', "
+                                f"'build'}}")
+        build = e.get("build", BUILD_BEFORE)
+        if build not in ("full", "fast"):
+            self.fail("evolve.build", f"{brief(build)} is not 'full' or 'fast'")
         pm = e["per_module"]
         return {"site": self.str_("evolve.site", e["site"]),
                 "select": self.str_("evolve.select", e["select"]),
                 "per_module": None if pm is None else
-                self.int_("evolve.per_module", pm, 1, PER_MODULE_MAX)}
+                self.int_("evolve.per_module", pm, 1, PER_MODULE_MAX), "build": build}
 
 
 class Programs:

@@ -49,7 +49,7 @@ from .evaluate import (SCALED_LOSSES, Build, Evaluate, Evaluator, check_data, ch
                        check_executor, resolve_device,
                        check_per_module, check_scores)
 from .genes import LN2, LOG2E, Genes, SearchError, check_int
-from .rescore import Rescore, returned
+from .rescore import Rescore, returned, user_build
 from .results import Candidate, Generation, Result
 from .scaling import written
 
@@ -106,7 +106,8 @@ class Search:
         cores = usable_cores()
         per = u["per_module"] or int(min(256, max(16, -(-len(stubs) // (2 * cores)))))
         packs = u["template"].pack_many(u["site"], stubs, select=u["select"], per_module=per,
-                                        executor=u["executor"])
+                                        executor=u["executor"],
+                                        **({"build": "fast"} if u.get("build") == "fast" else {}))
         return check_scores(u["fitness"](packs), len(programs), "evolve")
 
     def candidate(self, program: list, loss: float) -> Candidate:
@@ -624,7 +625,7 @@ def evolve(template: Any, site: Any, fitness: Callable[[list], Sequence[float]],
            mutation: float = 0.9, max_length: int = 64, init_length: tuple = (2, 12),
            target: float | None = None, time_limit: float | None = None,
            restart: int | None = None, revary: int = 1, executor: Executor | None = None,
-           per_module: int | None = None, evaluate: Evaluate = "auto",
+           per_module: int | None = None, evaluate: Evaluate = "auto", build: Build = "auto",
            progress: bool | Callable[[Generation], Any] = False) -> Result:
     """Evolve programs for ``site`` of any ``template`` (``nx.CudaTemplate`` or a numba kernel).
 
@@ -644,6 +645,9 @@ def evolve(template: Any, site: Any, fitness: Callable[[list], Sequence[float]],
 
     ``evaluate``: ``"auto"`` or ``"compile"`` (the same: ``fitness`` scores built packs;
     ``"interpret"`` is a SearchError, there is no data to interpret the programs on).
+    ``build``: ``"auto"``/``"full"`` (the template's options: your fitness measures what it
+    gets) or ``"fast"`` (packs at -Ofc=max; the best is packed again at the full build and
+    scored by ``fitness`` once more, ``result.rescored``; CUDA C++ and PTX templates).
     The other options (selection, rates, ``restart``, ``revary``) are :func:`regress`'s."""
     if check_evaluate(evaluate, "evolve") == "interpret":
         raise SearchError("evolve: evaluate='interpret': evolve's fitness scores built packs "
@@ -660,7 +664,8 @@ def evolve(template: Any, site: Any, fitness: Callable[[list], Sequence[float]],
                        time_limit=time_limit, restart=restart, revary=revary)
     user = {"template": template, "site": name, "site_obj": s, "select": select,
             "fitness": fitness, "per_module": check_per_module(per_module, "evolve"),
-            "executor": check_executor(executor, "evolve")}
+            "executor": check_executor(executor, "evolve"),
+            "build": user_build(template, name, build)}
     search = Search("evolve", genes, cfg, check_seed(seed), user=user)
     return search.run(cfg["generations"], progress)
 

@@ -22,6 +22,11 @@ makes of its programs: ``result.best`` and the elites are rebuilt and re-scored 
 ``build="full"``, and a difference is counted and warned about as above (on the CPU the
 compiled path emulates, so both builds give the same losses).
 
+``search.evolve(..., build="fast")`` builds its packs at -Ofc=max for ``fitness``; the returned
+best is then packed alone at the full build and scored by ``fitness`` again, with the GPU's
+tolerance (``"auto"``, evolve's default, is the full build: your fitness measures what it is
+given, its speed too).
+
 Semantic dedup on a probe of fewer rows than the data (:mod:`numptx.search.semantic`) gives a
 program the loss of another whose outputs agree on the probe rows only: the run's loss of a
 returned program may then not be its own, whichever path scored the run. Such a run is
@@ -39,10 +44,15 @@ from typing import Any
 
 import numpy as np
 
+from .. import stack_ptx as sp
 from ..errors import NumptxWarning
+from ..jit.pack import PER_KERNEL, PackError
+from ..jit.pack_kernels import BuildMode, layout_target
+from .evaluate import check_build, check_scores
+from .genes import SearchError
 from .scaling import written
 
-__all__ = ["Rescore", "rescore", "returned", "tolerance", "RTOL_GPU", "ATOL_GPU"]
+__all__ = ["Rescore", "rescore", "returned", "tolerance", "RTOL_GPU", "ATOL_GPU", "user_build"]
 
 #: relative tolerance on a GPU: two float64 sums of n terms in different orders differ by at
 #: most ~n * 2**-53 relative (2e-12 at 20,000 rows); 1e-9 leaves room for 1e6 rows, well
@@ -127,6 +137,38 @@ def rescore(evaluator: Any, what: Sequence[str], programs: Sequence[Any],
                    evaluator.scoring_build)
 
 
+def user_build(template: Any, site: str, build: Any, where: str = "evolve") -> BuildMode:
+    """evolve's build mode: ``"fast"`` for ``"fast"`` (refused, naming the argument, for a
+    template that has no fast build: a numba kernel); the template's own (``"full"``) for
+    ``"auto"`` and ``"full"``::
+
+        user_build(tmpl, "f", "auto")              # 'full'
+    """
+    if check_build(build, where) != "fast":
+        return "full"
+    try:
+        layout_target(template, site, "function", PER_KERNEL, "fast", "inline")
+    except PackError as e:
+        raise SearchError(f"{where}: build='fast': {e}; use build='full'") from None
+    return "fast"
+
+
+class _UserPacks:
+    """evolve's ``fitness`` as :func:`rescore` scores with: the programs packed alone at a
+    build mode and scored by the user's fitness (a GPU's tolerance: the user's kernel)."""
+    device, mode, scoring_build = "gpu", "compile", "fast"
+
+    def __init__(self, user: dict):
+        self.user = user
+
+    def score_compiled(self, programs: list, *, build: BuildMode) -> np.ndarray:
+        u = self.user
+        stubs = sp.compile_many(programs, site=u["site_obj"])
+        packs = u["template"].pack_many(u["site"], stubs, select=u["select"], per_module=1,
+                                        executor=u["executor"], build=build)
+        return check_scores(u["fitness"](packs), len(programs), "evolve")
+
+
 def returned(search: Any, *, stacklevel: int = 6) -> tuple[Any, dict, Rescore | None]:
     """(best, archive, rescore) of a search (:class:`numptx.search.loop.Search`): when the
     interpreter or the screening build (``build="fast"``) scored it, or semantic dedup ran on
@@ -141,6 +183,11 @@ def returned(search: Any, *, stacklevel: int = 6) -> tuple[Any, dict, Rescore | 
     cands = [best] + [search.archive[c] for c in cells]
     probe = None if ev is None or sem is None or len(sem.rows) >= ev.X.shape[0] else \
         (len(sem.rows), ev.X.shape[0])
+    if ev is None and best is not None and search.user.get("build") == "fast":
+        r = rescore(_UserPacks(search.user), ["best"], [best.program], [best.loss],
+                    stacklevel=stacklevel)
+        return dataclasses.replace(best, program=list(best.program), loss=r.compiled[0]), \
+            dict(search.archive), r
     if ev is None or best is None:
         return best, dict(search.archive), None
     r = None

@@ -20,6 +20,7 @@ from .evaluate import (Evaluate, Evaluator, check_evaluate, check_executor, chec
 from .fields import Fields
 from .genes import SearchError
 from .loop import Candidate, Generation, Result, Search, site_genes
+from .rescore import user_build
 
 __all__ = ["resume", "restore"]
 
@@ -145,7 +146,8 @@ def _evolve_search(f: Fields, genes: Any, cfg: dict, seed: int, template: Any, f
         raise SearchError(f"resume: template site {name!r} does not match checkpoint "
                           f"{f.spath!r} (inputs {genes2.names} vs {genes.names})")
     user = {"template": template, "site": name, "site_obj": s, "select": e["select"],
-            "fitness": fitness, "per_module": e["per_module"], "executor": executor}
+            "fitness": fitness, "per_module": e["per_module"], "executor": executor,
+            "build": user_build(template, name, e["build"], "resume")}
     return Search("evolve", genes, cfg, seed, user=user)
 
 
