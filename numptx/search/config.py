@@ -82,7 +82,33 @@ BOUNDS: dict[str, tuple[Any, Any, str]] = {
 __all__ = ["CACHE_MAX", "DEFAULTS", "BOUNDS", "POPULATION_MAX", "GENERATIONS_MAX", "LENGTH_MAX",
            "REVARY_MAX", "FIT_STEPS_MAX", "FIT_BATCH_MAX", "BINS_MAX", "PROBE_MAX", "check_config",
            "check_float", "check_seed", "check_generations", "SEED_MAX", "FIT_METHODS",
-           "SURVIVORS", "Survivors"]
+           "SURVIVORS", "Survivors", "Build", "BUILDS", "check_build", "resolve_build"]
+
+
+#: how the compiled path's GPU modules are assembled: the values of ``build=``
+Build = Literal["auto", "full", "fast"]
+BUILDS: tuple[str, ...] = ("auto", "full", "fast")
+
+
+def check_build(build: Any, where: str) -> str:
+    """``build`` when it is one of :data:`BUILDS`; else a :class:`SearchError` naming it::
+
+        check_build("fast", "regress")              # 'fast'
+    """
+    if not (isinstance(build, str) and build in BUILDS):
+        raise SearchError(f"{where}: build={shown(build)}: use 'auto' (the fast build on a GPU), "
+                          f"'fast' (-Ofc=max: a screening build, the returned programs "
+                          f"re-scored by the full one) or 'full' (the template's -O3)")
+    return build
+
+
+def resolve_build(build: str, device: str) -> Literal["full", "fast"]:
+    """``build`` (checked) on the resolved ``device``: ``"auto"`` is ``"fast"`` on a GPU
+    (modules are assembled every generation: screening is where the time goes) and
+    ``"full"`` on the CPU (the compiled path emulates the search's stubs: no build)."""
+    if build == "auto":
+        return "fast" if device == "gpu" else "full"
+    return "fast" if build == "fast" else "full"
 
 
 def check_float(name: str, v: Any, low: float, high: float = math.inf) -> float:

@@ -68,7 +68,7 @@ from ..jit.pack import DEFAULT_PER_MODULE, MAX_CANDIDATES, PER_KERNEL, Pack, Per
 from ..jit.pack_kernels import BuildMode, Layout
 from .._program.interpret import reads_input, tapes
 from .._program.ops import ProgramError
-from .config import POPULATION_MAX
+from .config import BUILDS, POPULATION_MAX, Build, check_build, resolve_build
 from .genes import SearchError, shown
 from .pipeline import PackPipeline
 
@@ -271,32 +271,6 @@ def resolve_evaluate(evaluate: str, device: str, n_rows: int) -> Literal["interp
     if evaluate == "auto":
         return "interpret" if device == "cpu" else gpu_auto(n_rows)
     return "interpret" if evaluate == "interpret" else "compile"
-
-
-#: how the compiled path's GPU modules are assembled: the values of ``build=``
-Build = Literal["auto", "full", "fast"]
-BUILDS: tuple[str, ...] = ("auto", "full", "fast")
-
-
-def check_build(build: Any, where: str) -> str:
-    """``build`` when it is one of :data:`BUILDS`; else a :class:`SearchError` naming it::
-
-        check_build("fast", "regress")              # 'fast'
-    """
-    if not (isinstance(build, str) and build in BUILDS):
-        raise SearchError(f"{where}: build={shown(build)}: use 'auto' (the fast build on a GPU), "
-                          f"'fast' (-Ofc=max: a screening build, the returned programs "
-                          f"re-scored by the full one) or 'full' (the template's -O3)")
-    return build
-
-
-def resolve_build(build: str, device: str) -> BuildMode:
-    """``build`` (checked) on the resolved ``device``: ``"auto"`` is ``"fast"`` on a GPU
-    (modules are assembled every generation: screening is where the time goes) and
-    ``"full"`` on the CPU (the compiled path emulates the search's stubs: no build)."""
-    if build == "auto":
-        return "fast" if device == "gpu" else "full"
-    return "fast" if build == "fast" else "full"
 
 
 def layout_for(per_module: int) -> Layout:

@@ -48,7 +48,8 @@ from .. import stack_ptx as sp
 from ..errors import NumptxWarning
 from ..jit.pack import PER_KERNEL, PackError
 from ..jit.pack_kernels import BuildMode, layout_target
-from .evaluate import check_build, check_scores
+from .config import check_build
+from .evaluate import check_scores
 from .genes import SearchError
 from .scaling import written
 
