@@ -92,7 +92,7 @@ class ParameterTapes:
         #: per program, where its constants are (what writes the fitted values back)
         self.slots = [ConstantSlots(p) for p in programs]
         self.theta = [_values(s) for s in self.slots]
-        marked = [s.program(_MARK + np.arange(len(t))) if len(t) else list(p)
+        marked = [s.program(_MARK + np.arange(len(t)), text=False) if len(t) else list(p)
                   for s, p, t in zip(self.slots, programs, self.theta)]
         n = len(programs)
         self.ok = np.zeros(n, bool)
