@@ -19,11 +19,18 @@
   does all but the assembly (interpreter, NVRTC, stubs);
 - ``--farm``: the bytes sent per task to Dask workers and the scaling with 1 and 2 worker
   processes (``numptx.jit.farm``; see that function).
+- ``--search``: the search's own GPU modules (``Evaluator.packs``: the fitness kernel, 256
+  candidates a module as kernels of 128) of a population an evolved ``search.regress`` run
+  holds and of random initial programs of three op sets, at ``build="full"`` and
+  ``"fast"``: CPU time per candidate (one thread) and SASS instructions per candidate, the
+  kernel cost of the screening build where no GPU is lent (what ``build="auto"`` is set
+  by: ``numptx.search.config.AUTO_BUILD``).
 
     python benchmarks/bench_populations.py [--n 2048] [--separate 64] [--fitness-only]
     python benchmarks/bench_populations.py --layouts [--repeat 3]
     python benchmarks/bench_populations.py --counted      # valgrind: x86 instructions, ~15 min
     python benchmarks/bench_populations.py --farm
+    python benchmarks/bench_populations.py --search [--repeat 3]
 
 Programs/s per core are measured on one thread (``max_workers=1``): core-seconds per
 candidate is what the target is about, and this 2-core machine is shared.
@@ -31,8 +38,10 @@ candidate is what the target is about, and this 2-core machine is shared.
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import sys
+import tempfile
 import time
 
 import numptx as nx
@@ -129,6 +138,8 @@ def main() -> None:
                     help="only programs/s per core by pack layout and build mode")
     ap.add_argument("--farm", action="store_true",
                     help="only bytes per task and scaling with Dask worker processes")
+    ap.add_argument("--search", action="store_true",
+                    help="only the search's modules: full against fast build (time, SASS)")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--counted", action="store_true",
                     help="x86 instructions of each layout and build under valgrind")
@@ -152,6 +163,8 @@ def main() -> None:
         return layouts(args.repeat)
     if args.farm:
         return farm()
+    if args.search:
+        return search_modules(args.repeat)
 
     tmpl = nx.CudaTemplate(FIT, entry="fit", cache=False)
     site = tmpl.sites["f"]
@@ -234,6 +247,55 @@ def layouts(repeats: int = 3, sizes: tuple[int, ...] = (256, 2048)) -> None:
             per = best[layout, build]
             print(f"{n:10d} {layout:>9s} {build:>5s} {per * 1e6:13.1f} {1 / per:16.0f} "
                   f"{base / per:16.2f}x {sass[layout, build]:15.1f}")
+
+
+def search_modules(repeats: int = 3, n: int = 512, per_module: int = 256) -> None:
+    """The search's GPU modules (:meth:`numptx.search.evaluate.Evaluator.packs`, one thread)
+    of ``n`` programs at each build: CPU time per candidate (best of ``repeats``, the builds
+    interleaved) and SASS instructions per candidate (every kernel's, over the candidates).
+    The populations: what a 5-generation ``regress`` run on the CPU holds at the end, and
+    random initial programs (``init_length=(2, 12)``) of three op sets."""
+    import numpy as np
+    from concurrent.futures import ThreadPoolExecutor
+    from numptx import search
+    from numptx.jit.sass import sass_instructions
+    from numptx.search import operators as O
+    from numptx.search.evaluate import Evaluator
+    from numptx.search.genes import Genes
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-2, 2, (1024, 2)).astype(np.float32)
+    y = (X[:, 0] ** 2 + np.sin(X[:, 1]) * X[:, 0]).astype(np.float32)
+    ops = ("add", "sub", "mul", "div", "sin", "exp")
+    run = search.regress(X, y, ops, population=n, generations=5, seed=0, device="cpu")
+    pops = {"evolved, " + " ".join(ops): [c.program for c in run.population][:n]}
+    for some in (("add", "sub", "mul"), ("add", "sub", "mul", "div"),
+                 ("add", "sub", "mul", "sin", "exp")):
+        genes = Genes(some, 2)
+        pops["random, " + " ".join(some)] = [O.random_program(genes, rng, (2, 12))
+                                             for _ in range(n)]
+    print(f"{'population':44s} {'build':>5s} {'us/candidate':>13s} {'programs/s/core':>16s} "
+          f"{'SASS/candidate':>15s}")
+    with ThreadPoolExecutor(1) as one:        # one thread: core time per candidate
+        for name, progs in pops.items():
+            ev = Evaluator(X, y, device="cpu", executor=one, per_module=per_module)
+            row = {}
+            for _ in range(repeats):
+                for build in ("full", "fast"):
+                    # a new, empty cubin cache: every repeat assembles
+                    os.environ["NUMPTX_CACHE_DIR"] = tempfile.mkdtemp(prefix="nx-bench-")
+                    t = time.process_time()
+                    packs = ev.packs(progs, build=build)
+                    for p in packs:
+                        p.cubin                            # noqa: B018 - assembled
+                    per = (time.process_time() - t) / len(progs)
+                    sass = sum(len(sass_instructions(p.cubin, k.entry))
+                               for p in packs for k in p.kernels) / len(progs)
+                    row[build] = (min(per, row.get(build, (per,))[0]), sass)
+            for build in ("full", "fast"):
+                per, sass = row[build]
+                print(f"{name:44s} {build:>5s} {per * 1e6:13.1f} {1 / per:16.0f} {sass:15.1f}")
+            print(f"{'':44s} fast/full: {row['full'][0] / row['fast'][0]:.2f}x less time, "
+                  f"{row['fast'][1] / row['full'][1]:.2f}x the SASS")
 
 
 def counted(cases=((256, "function", "full"), (256, "kernels", "fast"),

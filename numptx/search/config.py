@@ -82,7 +82,8 @@ BOUNDS: dict[str, tuple[Any, Any, str]] = {
 __all__ = ["CACHE_MAX", "DEFAULTS", "BOUNDS", "POPULATION_MAX", "GENERATIONS_MAX", "LENGTH_MAX",
            "REVARY_MAX", "FIT_STEPS_MAX", "FIT_BATCH_MAX", "BINS_MAX", "PROBE_MAX", "check_config",
            "check_float", "check_seed", "check_generations", "SEED_MAX", "FIT_METHODS",
-           "SURVIVORS", "Survivors", "Build", "BUILDS", "check_build", "resolve_build"]
+           "SURVIVORS", "Survivors", "Build", "BUILDS", "AUTO_BUILD", "check_build",
+           "resolve_build"]
 
 
 #: how the compiled path's GPU modules are assembled: the values of ``build=``
@@ -96,18 +97,28 @@ def check_build(build: Any, where: str) -> str:
         check_build("fast", "regress")              # 'fast'
     """
     if not (isinstance(build, str) and build in BUILDS):
-        raise SearchError(f"{where}: build={shown(build)}: use 'auto' (the fast build on a GPU), "
-                          f"'fast' (-Ofc=max: a screening build, the returned programs "
-                          f"re-scored by the full one) or 'full' (the template's -O3)")
+        raise SearchError(f"{where}: build={shown(build)}: use 'auto' (measured per device: "
+                          f"full today), 'fast' (-Ofc=max: a screening build, the returned "
+                          f"programs re-scored by the full one) or 'full' (the template's -O3)")
     return build
 
 
+#: what ``build="auto"`` is on each device. Full on both: on the search's own modules (its
+#: fitness kernel, 256 candidates a module as kernels of 128, programs of 2-12 ops) -Ofc=max
+#: assembled 0.85-1.22x as fast as -O3 (slower without ``div``, whose subroutine it speeds)
+#: and gave 3-4x the SASS a candidate (benchmarks/README.md "Compile farm", ``--search``);
+#: the compiled path runs on a GPU above GPU_INTERPRET_MAX_ROWS rows, where kernel time
+#: counts. Measure again (``bench_populations.py --search``) before making it "fast".
+AUTO_BUILD: dict[str, Literal["full", "fast"]] = {"cpu": "full", "gpu": "full"}
+
+
 def resolve_build(build: str, device: str) -> Literal["full", "fast"]:
-    """``build`` (checked) on the resolved ``device``: ``"auto"`` is ``"fast"`` on a GPU
-    (modules are assembled every generation: screening is where the time goes) and
-    ``"full"`` on the CPU (the compiled path emulates the search's stubs: no build)."""
+    """``build`` (checked) on the resolved ``device`` (``"cpu"``/``"gpu"``): ``"auto"`` is
+    :data:`AUTO_BUILD`'s entry (``"full"`` today, measured); ``"fast"`` and ``"full"`` as
+    given. On the CPU the compiled path emulates the search's stubs (nothing is assembled),
+    so the mode changes no loss there."""
     if build == "auto":
-        return "fast" if device == "gpu" else "full"
+        return AUTO_BUILD[device]
     return "fast" if build == "fast" else "full"
 
 

@@ -570,8 +570,8 @@ def regress(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div"), *
     than the data has, ``result.best`` is re-scored by the compiled path
     (``result.rescored``). ``build``: how the compiled path's GPU modules are assembled,
     ``"fast"`` (-Ofc=max, a screening build: the returned programs re-scored by the full
-    build, ``result.rescored``), ``"full"`` (-O3) or ``"auto"`` (fast on a GPU; on the CPU
-    full: the emulator builds nothing; :mod:`numptx.search.evaluate`).
+    build, ``result.rescored``), ``"full"`` (-O3) or ``"auto"`` (what measured best on the
+    device, ``config.AUTO_BUILD``: full today; :mod:`numptx.search.evaluate`).
     ``semantic_dedup=k``: a new child whose outputs on k probe rows (drawn with the seed)
     equal a scored program's takes its loss (0: off; None: 32 where the probe is cheaper
     than the scoring, see :mod:`numptx.search.semantic`). ``progress``: True prints a line per
