@@ -105,8 +105,8 @@ def check_build(build: Any, where: str) -> str:
 
 #: what ``build="auto"`` is on each device. Full on both: on the search's own modules (its
 #: fitness kernel, 256 candidates a module as kernels of 128, programs of 2-12 ops) -Ofc=max
-#: assembled 0.85-1.22x as fast as -O3 (slower without ``div``, whose subroutine it speeds)
-#: and gave 3-4x the SASS a candidate (benchmarks/README.md "Compile farm", ``--search``);
+#: assembled 0.85-1.30x as fast as -O3 (slower in some runs, 6-30 % faster in others)
+#: and gave 3-7x the SASS a candidate (benchmarks/README.md "Compile farm", ``--search``);
 #: the compiled path runs on a GPU above GPU_INTERPRET_MAX_ROWS rows, where kernel time
 #: counts. Measure again (``bench_populations.py --search``) before making it "fast".
 AUTO_BUILD: dict[str, Literal["full", "fast"]] = {"cpu": "full", "gpu": "full"}

@@ -29,10 +29,11 @@
 build; what a run returns is then re-scored by the full build, :mod:`numptx.search.rescore`);
 ``"full"`` at the template's -O3; ``"auto"`` (the default) is what
 :data:`~numptx.search.config.AUTO_BUILD` measured best on the device: ``"full"`` on both
-today (on the search's own modules -Ofc=max saved little or no assembly time and gave 3-4x
-the SASS). On the CPU the compiled path emulates the stubs and assembles nothing for them. A module of more
-than ``PER_KERNEL`` (128) candidates is built as kernels of 128 (``layout="kernels"``,
-:func:`layout_for`); ``cand`` then reads a candidate's index in its kernel, on the CPU too.
+today (on the search's own modules -Ofc=max saved little or no assembly time and gave 3-7x
+the SASS). On the CPU the compiled path emulates the stubs and assembles nothing for them.
+A module of more than ``PER_KERNEL`` (128) candidates is built as kernels of 128
+(``layout="kernels"``, :func:`layout_for`); ``cand`` then reads a candidate's index in its
+kernel, on the CPU too.
 :meth:`Evaluator.packs` builds the modules the GPU path launches (on any machine: nvJitLink
 needs no GPU).
 

@@ -17,8 +17,8 @@ order: there a difference past ``|compiled - interpreted| <= RTOL_GPU * max(|com
 losses to judge by.
 
 A run scored by the screening build (``build="fast"``, ``-Ofc=max``; or ``"auto"`` where
-:data:`numptx.search.config.AUTO_BUILD` makes it fast) returns what the full build (the template's -O3)
-makes of its programs: ``result.best`` and the elites are rebuilt and re-scored at
+:data:`numptx.search.config.AUTO_BUILD` makes it fast) returns what the full build (the
+template's -O3) makes of its programs: ``result.best`` and the elites are rebuilt and re-scored at
 ``build="full"``, and a difference is counted and warned about as above (on the CPU the
 compiled path emulates, so both builds give the same losses).
 
