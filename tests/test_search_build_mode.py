@@ -324,3 +324,18 @@ def test_fast_and_full_builds_score_alike_on_the_gpu():
     r = search.regress(X, y, ["add", "mul"], population=256, generations=2, seed=0,
                        device="gpu", evaluate="compile", fit_top=0, build="fast")
     assert r.rescored is not None and r.rescored.scored_by == "fast"
+
+
+def test_evolve_of_a_kernel_itself_is_a_search_error_naming_its_template():
+    cuda = pytest.importorskip("numba").cuda
+
+    @nx.kernel
+    def k(out, X, ncand):
+        i = cuda.grid(1)
+        if i < X.shape[0]:
+            for c in range(ncand):
+                out[c, i] = nx.site("f", cand=np.uint32(c), x=X[i], out={"y": nx.f32})
+    with pytest.raises(SearchError, match=r"nx.kernel.*k.template\(\*args\)"):
+        search.evolve(k, "f", lambda packs: [], population=4, generations=1)
+    with pytest.raises(SearchError, match=r"has no sites"):
+        search.evolve(object(), "f", lambda packs: [], population=4, generations=1)

@@ -52,6 +52,7 @@ from .genes import LN2, LOG2E, Genes, SearchError, check_int
 from .rescore import Rescore, returned, user_build
 from .results import Candidate, Generation, Result
 from .scaling import written
+from .sites import site_genes
 
 __all__ = ["regress", "map_elites", "evolve", "Result", "Candidate", "Generation", "check_int"]
 
@@ -589,32 +590,6 @@ def regress(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div"), *
                            fit_method=fit_method, input_weights=input_weights,
                            survivors=survivors, build=build)
     return s.run(s.cfg["generations"], progress)
-
-
-def site_genes(template: Any, site: Any, select: str, ops: Sequence[str],
-                constants: Sequence[float] | None) -> tuple[str, Any, Genes]:
-    sites = getattr(template, "sites", None)
-    if sites is None:
-        raise SearchError(f"evolve: template={template!r} has no sites (give an nx.CudaTemplate "
-                          f"or a kernel with injection sites)")
-    name = site if isinstance(site, str) else getattr(site, "name", None)
-    if not isinstance(name, str) or name not in sites:
-        raise SearchError(f"evolve: site={site!r}: the template's sites are "
-                          f"{', '.join(sites) or 'none'}")
-    s = sites[name]
-    ins = [v for v in s.inputs if v.name != select]
-    if select not in [v.name for v in s.inputs]:
-        raise SearchError(f"evolve: select={select!r}: site {name!r} has no such input (it picks "
-                          f"the candidate in a packed module; give PTX_IN(U32, {select}))")
-    types = {v.dtype for v in ins}
-    if not ins or len(types) != 1 or not types <= {"f32", "f64"}:
-        raise SearchError(f"evolve: site {name!r}: programs need at least one input and inputs "
-                          f"of one float type (f32 or f64), got "
-                          f"{', '.join(f'{v.name}: {v.dtype}' for v in ins) or 'none'}")
-    genes = Genes(ops, names=[v.name for v in ins], dtype=types.pop(),
-                  **({} if constants is None else {"constants": constants}))
-    genes.check_site(s, "evolve")          # one output, of the inputs' type
-    return name, s, genes
 
 
 def evolve(template: Any, site: Any, fitness: Callable[[list], Sequence[float]], *,

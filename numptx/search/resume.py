@@ -19,7 +19,8 @@ from .evaluate import (Evaluate, Evaluator, check_evaluate, check_executor, chec
                        resolve_device)
 from .fields import Fields
 from .genes import SearchError
-from .loop import Candidate, Generation, Result, Search, site_genes
+from .loop import Candidate, Generation, Result, Search
+from .sites import site_genes
 from .rescore import user_build
 
 __all__ = ["resume", "restore"]
