@@ -339,3 +339,44 @@ def test_evolve_of_a_kernel_itself_is_a_search_error_naming_its_template():
         search.evolve(k, "f", lambda packs: [], population=4, generations=1)
     with pytest.raises(SearchError, match=r"has no sites"):
         search.evolve(object(), "f", lambda packs: [], population=4, generations=1)
+
+
+# ---- review (issue 28): what a fast run returns ----------------------------------------------
+def test_evolve_names_the_full_rebuild_when_fitness_returns_the_wrong_count_there():
+    """A fitness that scores the run's packs but returns the wrong count for the best packed
+    alone at the full build: the SearchError says it was that re-scoring (the run's calls all
+    returned the right count), and how to avoid it."""
+    tmpl = nx.CudaTemplate(_EVOLVE_SRC, entry="fit")
+    inner = _evolve_fitness(tmpl, [])
+
+    def fitness(packs):
+        got = inner(packs)
+        return got + [0.0] if [len(p) for p in packs] == [1] else got
+    with pytest.raises(SearchError, match=r"evolve: the best re-scored alone at the full build "
+                                          r"\(build='fast'\): fitness= returned 2 scores for 1 "
+                                          r"candidate.*build='full'"):
+        search.evolve(tmpl, "f", fitness, build="fast", ops=["add", "mul"], population=16,
+                      generations=1, seed=0)
+
+
+def test_a_fast_run_under_linear_scaling_returns_the_full_builds_losses(monkeypatch):
+    """Under linear scaling the returned programs carry the scaling written in; their losses
+    are the full build's too (were the screening build's: the written forms were scored by
+    the plain evaluator at the run's build)."""
+    import importlib
+    E = importlib.import_module("numptx.search.evaluate")
+    X, y = _data()
+    seen: list = []
+    real = E.Evaluator._compiled_kernel_losses
+
+    def spy(self, programs, build=None):
+        seen.append((self.linear_scaling, self.scoring_build if build is None else build))
+        return real(self, programs, build)
+    monkeypatch.setattr(E.Evaluator, "_compiled_kernel_losses", spy)
+    opts = dict(population=16, generations=1, seed=1, device="cpu", evaluate="compile",
+                fit_top=0, semantic_dedup=0, linear_scaling=True)
+    r = search.regress(X, y, ["add", "mul"], build="fast", **opts)
+    assert r.rescored is not None and r.rescored.scored_by == "fast"
+    assert (False, "full") in seen             # the written best, scored as plain, at full
+    full = search.regress(X, y, ["add", "mul"], build="full", **opts)
+    assert r.best.program == full.best.program and r.best.loss == full.best.loss

@@ -167,7 +167,13 @@ class _UserPacks:
         stubs = sp.compile_many(programs, site=u["site_obj"])
         packs = u["template"].pack_many(u["site"], stubs, select=u["select"], per_module=1,
                                         executor=u["executor"], build=build)
-        return check_scores(u["fitness"](packs), len(programs), "evolve")
+        try:
+            return check_scores(u["fitness"](packs), len(programs), "evolve")
+        except SearchError as e:        # the run's calls were right: say which call was not
+            raise SearchError(f"evolve: the best re-scored alone at the full build "
+                              f"(build='fast'): {str(e).removeprefix('evolve: ')} (a pack of "
+                              f"{len(programs)}; use build='full' to score the run's packs "
+                              f"only)") from None
 
 
 def returned(search: Any, *, stacklevel: int = 6) -> tuple[Any, dict, Rescore | None]:
@@ -177,8 +183,9 @@ def returned(search: Any, *, stacklevel: int = 6) -> tuple[Any, dict, Rescore | 
     carry the compiled path's losses at the full build, and
     their :class:`Rescore`; else themselves and None. Under linear scaling the scaling is then
     written into their programs (:func:`numptx.search.scaling.written`), and they carry those
-    programs' own losses (the Rescore holds the run's scaled losses, re-scored before). The
-    search keeps its own programs and losses."""
+    programs' own losses (re-scored, the compiled path's at the full build; the Rescore holds
+    the run's scaled losses, re-scored before). The search keeps its own programs and
+    losses."""
     ev, best, sem = search.evaluator, search.best, search.semantic
     cells = list(search.archive)
     cands = [best] + [search.archive[c] for c in cells]
@@ -201,4 +208,7 @@ def returned(search: Any, *, stacklevel: int = 6) -> tuple[Any, dict, Rescore | 
         # the scaling written into the programs, which carry their own (plain) losses from
         # here on; ``r`` holds the run's scaled losses, re-scored before the writing
         cands = written(ev, search.genes, cands)
+        if r is not None:          # written scored them as the run did: the full build's
+            got = ev.plain().score_compiled([c.program for c in cands], build="full")
+            cands = [dataclasses.replace(c, loss=float(v)) for c, v in zip(cands, got)]
     return cands[0], dict(zip(cells, cands[1:])), r
