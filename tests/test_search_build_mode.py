@@ -380,3 +380,48 @@ def test_a_fast_run_under_linear_scaling_returns_the_full_builds_losses(monkeypa
     assert (False, "full") in seen             # the written best, scored as plain, at full
     full = search.regress(X, y, ["add", "mul"], build="full", **opts)
     assert r.best.program == full.best.program and r.best.loss == full.best.loss
+
+
+def test_resume_takes_build_and_a_fast_evolve_checkpoint_with_a_numba_kernel_says_so(tmp_path):
+    """A fast evolve checkpoint resumed with a numba kernel (no fast build): a SearchError
+    naming the checkpoint and ``build='full'``, which resume takes (was a CheckpointError
+    blaming the file, advising an argument resume did not have); ``build=`` overrides the
+    checkpoint's for regress runs too, and a bad one is refused naming it."""
+    cuda = pytest.importorskip("numba").cuda
+    tmpl = nx.CudaTemplate(_EVOLVE_SRC, entry="fit")
+    kw = dict(ops=["add", "mul"], population=16, generations=1, seed=0)
+    search.evolve(tmpl, "f", _evolve_fitness(tmpl, []), build="fast", **kw).save(
+        tmp_path / "e.nxck")
+
+    @nx.kernel
+    def k(out, X, ncand):
+        i = cuda.grid(1)
+        if i < X.shape[0]:
+            for c in range(ncand):
+                out[c, i] = nx.site("f", cand=np.uint32(c), t=X[i], out={"p": nx.f32})
+    t = k.template(np.zeros((2, 4), np.float32), np.zeros(4, np.float32), 2)
+
+    def fit(packs):
+        return [0.0] * sum(len(p) for p in packs)
+    with pytest.raises(SearchError, match=r"resume: build='fast': .*numba.*e\.nxck' is a "
+                                          r"build='fast' run: pass build='full'"):
+        search.resume(tmp_path / "e.nxck", generations=1, template=t, fitness=fit)
+    with pytest.raises(SearchError, match=r"resume: build='fast': .*pass build='full'"):
+        search.resume(tmp_path / "e.nxck", generations=1, template=t, fitness=fit,
+                      build="fast")
+    got = search.resume(tmp_path / "e.nxck", generations=1, template=t, fitness=fit,
+                        build="full")
+    assert got.rescored is None and got.generations == 2
+    got = search.resume(tmp_path / "e.nxck", generations=1, template=tmpl,
+                        fitness=_evolve_fitness(tmpl, []), build="full")
+    assert got.rescored is None
+    got.save(tmp_path / "full.nxck")
+    assert ck.read(tmp_path / "full.nxck")["evolve"]["build"] == "full"
+    X, y = _data()
+    search.regress(X, y, ["add", "mul"], population=16, generations=1, seed=1, device="cpu",
+                   evaluate="compile", fit_top=0, semantic_dedup=0).save(tmp_path / "r.nxck")
+    got = search.resume(tmp_path / "r.nxck", generations=1, device="cpu", build="fast")
+    assert got.rescored is not None and got.rescored.scored_by == "fast"
+    for bad in ("O3", 1):
+        with pytest.raises(SearchError, match=r"resume: build="):
+            search.resume(tmp_path / "r.nxck", generations=1, device="cpu", build=bad)

@@ -138,10 +138,11 @@ def rescore(evaluator: Any, what: Sequence[str], programs: Sequence[Any],
                    evaluator.scoring_build)
 
 
-def user_build(template: Any, site: str, build: Any, where: str = "evolve") -> BuildMode:
+def user_build(template: Any, site: str, build: Any, where: str = "evolve",
+               fix: str = "use build='full'") -> BuildMode:
     """evolve's build mode: ``"fast"`` for ``"fast"`` (refused, naming the argument, for a
-    template that has no fast build: a numba kernel); the template's own (``"full"``) for
-    ``"auto"`` and ``"full"``::
+    template that has no fast build: a numba kernel; ``fix`` says what to do instead); the
+    template's own (``"full"``) for ``"auto"`` and ``"full"``::
 
         user_build(tmpl, "f", "auto")              # 'full'
     """
@@ -150,7 +151,7 @@ def user_build(template: Any, site: str, build: Any, where: str = "evolve") -> B
     try:
         layout_target(template, site, "function", PER_KERNEL, "fast", "inline")
     except PackError as e:
-        raise SearchError(f"{where}: build='fast': {e}; use build='full'") from None
+        raise SearchError(f"{where}: build='fast': {e}; {fix}") from None
     return "fast"
 
 

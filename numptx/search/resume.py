@@ -14,7 +14,7 @@ from concurrent.futures import Executor
 from typing import Any
 
 from .checkpoint import CheckpointError, path_of, read
-from .config import check_generations
+from .config import Build, check_build, check_generations
 from .evaluate import (Evaluate, Evaluator, check_evaluate, check_executor, check_per_module,
                        resolve_device)
 from .fields import Fields
@@ -31,7 +31,7 @@ def resume(path: Any, *, generations: int | None = None, device: str = "auto",
            progress: bool | Callable[[Generation], Any] = False,
            template: Any = None, fitness: Callable | None = None,
            descriptors: Sequence[Any] | None = None, max_bytes: int | None = None,
-           evaluate: Evaluate | None = None) -> Result:
+           evaluate: Evaluate | None = None, build: Build | None = None) -> Result:
     """Continue the search saved at ``path`` (:meth:`Result.save`) for ``generations`` more
     (default: what is left of the original ``generations``). Runs of ``regress`` and
     ``map_elites`` carry their data; an ``evolve`` run needs ``template`` and ``fitness`` again,
@@ -40,10 +40,16 @@ def resume(path: Any, *, generations: int | None = None, device: str = "auto",
     the field at fault; ``max_bytes`` raises the size a body may inflate to (default
     ``checkpoint.MAX_BODY``, for a checkpoint you wrote with that much data). ``evaluate``:
     how programs are scored (see :func:`~numptx.search.regress`); None: as the run was (its
-    checkpoint's ``evaluate``; ``"compile"`` for a checkpoint written before it existed)."""
+    checkpoint's ``evaluate``; ``"compile"`` for a checkpoint written before it existed).
+    ``build``: the compiled path's build mode (``"auto"``, ``"full"``, ``"fast"``; see
+    :func:`~numptx.search.regress` and :func:`~numptx.search.evolve`); None: as the run was
+    (its checkpoint's; ``"full"`` for one written before it existed)::
+
+        search.resume("evolve.nxck", template=tmpl, fitness=fit, build="full")
+    """
     search = restore(path, device=device, executor=executor, per_module=per_module,
                      template=template, fitness=fitness, descriptors=descriptors,
-                     max_bytes=max_bytes, evaluate=evaluate)
+                     max_bytes=max_bytes, evaluate=evaluate, build=build)
     done = len(search.history)
     more = (max(0, search.cfg["generations"] - done) if generations is None
             else check_generations(generations, done))
@@ -52,11 +58,13 @@ def resume(path: Any, *, generations: int | None = None, device: str = "auto",
 
 
 def _check_arguments(device: Any, executor: Any, per_module: Any, template: Any,
-                     fitness: Any, descriptors: Any, evaluate: Any) -> str:
+                     fitness: Any, descriptors: Any, evaluate: Any, build: Any = None) -> str:
     """resume's own arguments, checked before the file is read (as evolve checks them); the
     device resolved."""
     if evaluate is not None:
         check_evaluate(evaluate, "resume")
+    if build is not None:
+        check_build(build, "resume")
     device = resolve_device(device)
     check_executor(executor, "resume")
     if template is not None and getattr(template, "sites", None) is None:
@@ -76,13 +84,13 @@ def _check_arguments(device: Any, executor: Any, per_module: Any, template: Any,
 def restore(path: str | os.PathLike, *, device: str = "auto", executor: Any = None,
             per_module: int | None = None, template: Any = None, fitness: Any = None,
             descriptors: Any = None, max_bytes: int | None = None,
-            evaluate: Evaluate | None = None) -> Search:
+            evaluate: Evaluate | None = None, build: Build | None = None) -> Search:
     """The search (``loop.Search``) saved at ``path``, ready to run on. Every field is checked
     (:class:`numptx.search.fields.Fields`) before anything is built; every fault is a
     :class:`CheckpointError` naming the field (or a :class:`SearchError` for a bad or missing
     argument)."""
     device = _check_arguments(device, executor, per_module, template, fitness, descriptors,
-                              evaluate)
+                              evaluate, build)
     spath = path_of(path, "resume")
     f = Fields(read(spath, max_bytes=max_bytes), spath)
     kind = f.keys()
@@ -107,13 +115,14 @@ def restore(path: str | os.PathLike, *, device: str = "auto", executor: Any = No
             if evaluate == "interpret":
                 raise SearchError("resume: evaluate='interpret': an evolve() run's fitness "
                                   "scores built packs; use 'auto' or 'compile'")
-            search = _evolve_search(f, genes, cfg, seed, template, fitness, executor)
+            search = _evolve_search(f, genes, cfg, seed, template, fitness, executor, build)
         else:
             d = f.data(genes)
             ev = Evaluator(d["X"], d["y"], loss=d["loss"], names=d["names"], device=device,
                            executor=executor, per_module=per_module, where="resume",
                            evaluate=d["evaluate"] if evaluate is None else evaluate,
-                           linear_scaling=bool(cfg["linear_scaling"]), build=d["build"])
+                           linear_scaling=bool(cfg["linear_scaling"]),
+                           build=d["build"] if build is None else build)
             search = Search(kind, genes, cfg, seed, evaluator=ev)
     except SearchError as e:       # the data's faults (the arguments are checked above)
         if spath in str(e):
@@ -137,7 +146,7 @@ def restore(path: str | os.PathLike, *, device: str = "auto", executor: Any = No
 
 
 def _evolve_search(f: Fields, genes: Any, cfg: dict, seed: int, template: Any, fitness: Any,
-                   executor: Any) -> Search:
+                   executor: Any, build: Any = None) -> Search:
     if template is None or fitness is None:
         raise SearchError(f"resume: checkpoint {f.spath!r} is an evolve() run: pass "
                           f"template= and fitness= again")
@@ -146,9 +155,14 @@ def _evolve_search(f: Fields, genes: Any, cfg: dict, seed: int, template: Any, f
     if genes2 != genes:
         raise SearchError(f"resume: template site {name!r} does not match checkpoint "
                           f"{f.spath!r} (inputs {genes2.names} vs {genes.names})")
+    # a template with no fast build (a numba kernel): the argument's fault, not the file's
+    fix = (f"pass build='full' to resume {f.spath!r}" if build is not None else
+           f"checkpoint {f.spath!r} is a build='fast' run: pass build='full' to resume it at "
+           f"the template's options")
     user = {"template": template, "site": name, "site_obj": s, "select": e["select"],
             "fitness": fitness, "per_module": e["per_module"], "executor": executor,
-            "build": user_build(template, name, e["build"], "resume")}
+            "build": user_build(template, name, e["build"] if build is None else build,
+                                "resume", fix)}
     return Search("evolve", genes, cfg, seed, user=user)
 
 
