@@ -425,3 +425,42 @@ def test_resume_takes_build_and_a_fast_evolve_checkpoint_with_a_numba_kernel_say
     for bad in ("O3", 1):
         with pytest.raises(SearchError, match=r"resume: build="):
             search.resume(tmp_path / "r.nxck", generations=1, device="cpu", build=bad)
+
+
+@pytest.mark.parametrize("per", [1, 2, 127, 128, 129, 200, 256, 257])
+def test_cand_on_the_cpu_is_the_selector_the_gpu_module_gives_at_every_size(per):
+    """For every module size around the kernel size (1 .. 2 * 128 + 1) and a batch of two
+    modules and a tapered last one: the cand the emulator gives each candidate (read from its
+    loss) is the selector its GPU module runs it at (``kernel_of``), and in the module's real
+    PTX each kernel's jump table holds exactly its span's candidates, in order (what the
+    launch's PerKernel slices ``acc[offset + start:offset + stop]`` assume)."""
+    import re
+    from concurrent.futures import ThreadPoolExecutor
+    from numptx.jit.pack import pack
+    from numptx.jit.pack_kernels import MARK
+    X, y = _data()
+    n = max(2 * per + 1, 2 * PER_KERNEL + 1)
+    progs = [_cand_program()] * n
+    mse = {float(np.mean(((X[:, 0] + np.float32(c)).astype(np.float64) - y) ** 2)): c
+           for c in range(min(per, PER_KERNEL))}
+    ev = Evaluator(X, y, device="cpu", evaluate="compile", per_module=per)
+    cpu = [mse[v] for v in ev.score(progs)]
+    with ThreadPoolExecutor(2) as pool:
+        spread = Evaluator(X, y, device="cpu", evaluate="compile", per_module=per,
+                           executor=pool)
+        assert [mse[v] for v in spread.score(progs)] == cpu
+    stubs, gpu = ev.stubs(progs), []
+    for i in range(0, n, per):
+        p = pack(ev._packing_template(), "f", stubs[i:i + per], select="cand", offset=i,
+                 layout=layout_for(per))
+        gpu += [p.kernel_of(i + j)[1] for j in range(len(p))]
+        ks = p.kernels
+        assert [(k.start, k.stop) for k in ks] == \
+            [(a, min(len(p), a + PER_KERNEL)) for a in range(0, len(p), PER_KERNEL)] \
+            if len(p) > PER_KERNEL and per > PER_KERNEL else len(ks) == 1
+        bodies = re.split(r"\.entry\s+", p.ptx)[1:]
+        assert [b.split("(")[0].strip() for b in bodies] == [k.entry for k in ks]
+        for k, body in zip(ks, bodies):
+            marks = [int(m) for m in re.findall(re.escape(MARK) + r"(\d+)", body)]
+            assert marks == list(range(k.start, k.stop))
+    assert cpu == gpu
