@@ -209,7 +209,8 @@ def returned(search: Any, *, stacklevel: int = 6) -> tuple[Any, dict, Rescore | 
         # the scaling written into the programs, which carry their own (plain) losses from
         # here on; ``r`` holds the run's scaled losses, re-scored before the writing
         cands = written(ev, search.genes, cands)
-        if r is not None:          # written scored them as the run did: the full build's
+        if ev.mode == "interpret" or ev.scoring_build == "fast":
+            # written scored them as the run did (the interpreter, the screening build)
             got = ev.plain().score_compiled([c.program for c in cands], build="full")
             cands = [dataclasses.replace(c, loss=float(v)) for c, v in zip(cands, got)]
     return cands[0], dict(zip(cells, cands[1:])), r
