@@ -307,3 +307,20 @@ def test_has_constants_agrees_with_constants_of():
     assert not has_constants([sp.input("x0")])
     with pytest.raises(SearchError):
         has_constants("add")
+
+
+def test_marked_programs_equal_program_of_the_markers_and_share_ops():
+    from numptx.search.operators import ConstantSlots, random_program
+    rng = np.random.default_rng(11)
+    for dtype in ("f32", "f64"):
+        g = Genes(["add", "mul", "sin"] if dtype == "f32" else ["add", "mul"], 2,
+                  dtype=dtype, weights=True)
+        progs = [random_program(g, rng, (1, 10)) for _ in range(100)]
+        progs.append([sp.const(1.5, "f32"), sp.const(2.5, "f64"), sp.input("x0")])
+        for p in progs:
+            s = ConstantSlots(p)
+            want = s.program(4096.0 + np.arange(s.count), text=False)
+            assert sp.encode(s.marked(4096.0), ["x0", "x1"]).tobytes() == \
+                sp.encode(want, ["x0", "x1"]).tobytes()
+        a, b = ConstantSlots(progs[-1]).marked(4096.0), ConstantSlots(progs[-1]).marked(4096.0)
+        assert a[0] is b[0] and a[1] is b[1]             # the marker ops are shared

@@ -92,7 +92,7 @@ class ParameterTapes:
         #: per program, where its constants are (what writes the fitted values back)
         self.slots = [ConstantSlots(p) for p in programs]
         self.theta = [_values(s) for s in self.slots]
-        marked = [s.program(_MARK + np.arange(len(t)), text=False) if len(t) else list(p)
+        marked = [s.marked(_MARK) if len(t) else list(p)
                   for s, p, t in zip(self.slots, programs, self.theta)]
         n = len(programs)
         self.ok = np.zeros(n, bool)
@@ -321,7 +321,10 @@ def _fit(evaluator: Any, programs: Any, steps: Any, protect: Any, scaling: Any,
     pt = ParameterTapes(evaluator, programs)
     n = len(programs)
     sse_out = np.full(n, np.inf)
-    frees = [np.isfinite(t) & ~np.isin(t, prot) for t in pt.theta]
+    # one isin over every program's constants (a call a program cost more than the fit's C)
+    every = np.concatenate(pt.theta) if pt.theta else np.zeros(0)
+    free_all = np.isfinite(every) & ~np.isin(every, prot)
+    frees = np.split(free_all, np.cumsum([len(t) for t in pt.theta])[:-1]) if n else []
     todo = [i for i in range(n) if pt.ok[i] and frees[i].any()]
     if not todo or steps < 1:
         return programs, sse_out, 0

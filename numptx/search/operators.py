@@ -242,6 +242,10 @@ def _round(value: float, dtype: str) -> float:
 _F32, _U32, _F64, _U64 = (struct.Struct(f) for f in ("<f", "<I", "<d", "<Q"))
 
 
+#: marker constant ops by (word, value, wide): ConstantSlots.marked
+_MARKED: dict[tuple, Op] = {}
+
+
 class ConstantSlots:
     """Where a program's float constants are (in :func:`constants_of`'s order), to set them
     many times: ``ConstantSlots(prog).program(values)`` equals ``with_constants(prog,
@@ -257,8 +261,25 @@ class ConstantSlots:
 
     def __init__(self, prog: Sequence[Op]):
         self.ops = _check_prog(prog)
-        self.at = [(i, op.word, v[1] == "f64") for i, op in enumerate(self.ops)
-                   if (v := _const_value(op)) is not None]
+        self.at = [(i, w, k == CONST64) for i, op in enumerate(self.ops)
+                   if ((k := (w := op.word) & 0xFF) == CONST and w >> 8 & 0xFF == 5)
+                   or (k == CONST64 and w >> 8 & 0xFF == 6 and op.extra is not None)]
+
+    def marked(self, base: float) -> list[Op]:
+        """``program(base + arange(count), text=False)``: constant j set to ``base + j``
+        (exact in both float types for the local optimizer's markers), its ops shared from a
+        cache: the optimizer marks every child of every generation."""
+        out = self.ops.copy()
+        for j, (i, word, wide) in enumerate(self.at):
+            key = (word if wide else word & 0xFFFF_FFFF, base + j, wide)
+            op = _MARKED.get(key)
+            if op is None:
+                if len(_MARKED) > 1 << 16:
+                    _MARKED.clear()
+                op = _MARKED[key] = ConstantSlots([self.ops[i]]).program([base + j],
+                                                                          text=False)[0]
+            out[i] = op
+        return out
 
     @property
     def count(self) -> int:
