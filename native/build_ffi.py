@@ -170,8 +170,8 @@ size_t nxlm_workspace_size(uint32_t max_slots, uint32_t max_records, uint32_t ma
 int nxlm_fit(const nxlm_data *d, const nxlm_options *opt, const uint32_t *tapes,
              const uint64_t *offsets, uint32_t n_programs, const uint32_t *param_off,
              double *theta, const uint8_t *free_, const uint8_t *wide, const uint32_t *mark_off,
-             const uint32_t *mark_word, const uint32_t *mark_param, double *sse, void *ws,
-             size_t ws_size, nxi_fail *fail);
+             const uint32_t *mark_word, const uint32_t *mark_param, double *sse, uint64_t *runs,
+             void *ws, size_t ws_size, nxi_fail *fail);
 """
 
 ffibuilder = FFI()

@@ -17,8 +17,10 @@
      with j is a CONST of that type, else NXI_ERR_ARGUMENT).
      Each of `steps` rounds: the trial point is typed (each value rounded to its own type); the
      forward-difference step of free j is h_j = typed(t_j + sqrt(eps) max(|t_j|, 1e-3)) - t_j;
-     the program runs at the trial point and once per free parameter perturbed, as lanes of ONE
-     loaded tape (the parameters' constant slots filled per lane, the input rows tiled); the loss
+     the program runs at the trial point, and, when the trial is taken and another round
+     follows, once per free parameter perturbed (the Jacobian at the new best point: a rejected
+     trial's is never read), as lanes of ONE loaded tape (the parameters' constant slots filled
+     per lane, the input rows tiled); the loss
      is the float64 sum of squares of a + b f - y (a, b: the closed-form best when `scaling`,
      b >= 0 when `positive`, a flat f +inf when `flat` by var_f <= flat_rel * ms(f - mean y); else
      a = 0, b = 1). A loss below the best is taken (lambda /= 3), else lambda *= 4; then the
@@ -33,11 +35,13 @@
      nxlm_workspace_size(max_slots, max_records, max_params, max_free, n_inputs, n_rows, block)
        bytes of workspace nxlm_fit needs (0 when too large).
      nxlm_fit(data, opt, tapes, offsets, n_programs, param_off, theta, free, wide, mark_off,
-              mark_word, mark_param, sse, ws, ws_size, &fail)
+              mark_word, mark_param, sse, runs, ws, ws_size, &fail)
        program p: tape tapes[offsets[p] .. offsets[p + 1]), parameters theta[param_off[p] ..
        param_off[p + 1]) (overwritten by the best point found), free and wide alike, marks
        mark_word/mark_param[mark_off[p] .. mark_off[p + 1]). sse[p]: the best loss (+inf when no
-       trial was finite). Returns NXI_OK, or an NXI_ERR_* with fail filled (program, record,
+       trial was finite). runs[p] (runs may be NULL): the program's runs over the rows made (a
+       round runs the trial; its k perturbed lanes run only when the trial is taken and a step
+       follows, since a rejected trial's Jacobian is never read). Returns NXI_OK, or an NXI_ERR_* with fail filled (program, record,
        row); programs before fail.program are complete. Nothing is read or written out of
        bounds whatever the tapes and marks hold (data's type sizes must be at most 8 bytes, 4
        for f32, 8 for f64, or 0: else NXI_ERR_ARGUMENT). */
@@ -72,8 +76,8 @@ size_t nxlm_workspace_size(uint32_t max_slots, uint32_t max_records, uint32_t ma
 int nxlm_fit(const nxlm_data *d, const nxlm_options *opt, const uint32_t *tapes,
              const uint64_t *offsets, uint32_t n_programs, const uint32_t *param_off,
              double *theta, const uint8_t *free_, const uint8_t *wide, const uint32_t *mark_off,
-             const uint32_t *mark_word, const uint32_t *mark_param, double *sse, void *ws,
-             size_t ws_size, nxi_fail *fail);
+             const uint32_t *mark_word, const uint32_t *mark_param, double *sse, uint64_t *runs,
+             void *ws, size_t ws_size, nxi_fail *fail);
 #endif
 
 #ifdef NXLM_IMPLEMENTATION
@@ -364,7 +368,7 @@ static void nxlm__dirty_lane(nxi__ctx *x, nxlm__ws *w, const nxlm_data *d, const
    block (one dispatch per instruction for G lanes); else lane 0 whole, and each perturbed lane
    only where its parameter reaches. */
 static void nxlm__lanes(nxi__ctx *x, nxlm__ws *w, const nxlm_data *d, const uint32_t *t,
-                        uint32_t L, uint32_t n_marks, const uint32_t *mark_param)
+                        uint32_t lo, uint32_t L, uint32_t n_marks, const uint32_t *mark_param)
 {
     uint64_t n = d->n_rows, row0;
     uint32_t block = d->block, R = n < block ? (uint32_t)n : block, G = block / R, l0, g, k;
@@ -372,12 +376,14 @@ static void nxlm__lanes(nxi__ctx *x, nxlm__ws *w, const nxlm_data *d, const uint
     size_t stride = (size_t)block * 8u;
     nxi_output o;
     o.data = w->scratch; o.type = d->out_types[0];
-    if (G > L) G = L;
+    if (G > L - lo) G = L - lo;
     if (G < 2) G = 1;
     for (row0 = 0; row0 < n; row0 += R) {
         uint32_t nr = (uint32_t)(n - row0 < R ? n - row0 : R);
         nxlm__tile(w, d, row0, nr, G);
-        for (l0 = 0; l0 < (G == 1 ? 1u : L); l0 += G) {
+        /* G == 1: lane 0 runs whole (the perturbed lanes read its values), written to F again
+           when lo > 0 (the same bits: the same trial) */
+        for (l0 = G == 1 ? 0u : lo; l0 < (G == 1 ? 1u : L); l0 += G) {
             uint32_t gl = L - l0 < G ? L - l0 : G;
             for (k = 0; k < n_marks; k++) {
                 uint32_t s = w->mslot[k], p = mark_param[k];
@@ -394,12 +400,12 @@ static void nxlm__lanes(nxi__ctx *x, nxlm__ws *w, const nxlm_data *d, const uint
                            osz, nr);
         }
         if (G == 1)
-            for (l0 = 1; l0 < L; l0++)
+            for (l0 = lo > 1 ? lo : 1; l0 < L; l0++)
                 nxlm__dirty_lane(x, w, d, t, l0, n_marks, mark_param,
                                  w->F + (uint64_t)l0 * n + row0, nr);
     }
     if (t[4] == NXI__NONE && d->unwritten)                /* the register keeps its input */
-        for (l0 = 0; l0 < L; l0++)
+        for (l0 = lo; l0 < L; l0++)
             nxlm__to_f(w->F + (uint64_t)l0 * n, (const char *)d->unwritten, osz, n);
 }
 
@@ -431,11 +437,12 @@ static int nxlm__marks(nxlm__ws *w, const nxlm_data *d, const uint32_t *t,
 static void nxlm__one(nxi__ctx *x, nxlm__ws *w, const nxlm_data *d, const nxlm_options *o,
                       const uint32_t *t, double *theta, const uint8_t *free_, const uint8_t *wide,
                       uint32_t K, uint32_t n_marks, const uint32_t *mark_param, double ym,
-                      double *sse_out)
+                      double *sse_out, uint64_t *runs_out)
 {
     uint64_t n = d->n_rows;
     uint32_t nf = 0, L, k, s;
     double best_sse = HUGE_VAL, a = 0.0, b = 1.0, lam = o->lambda0;
+    uint64_t runs = 0;
     const double r32 = o->root_eps32, r64 = o->root_eps64;
     for (k = 0; k < K; k++) {
         w->trial[k] = w->best[k] = theta[k];
@@ -457,18 +464,26 @@ static void nxlm__one(nxi__ctx *x, nxlm__ws *w, const nxlm_data *d, const nxlm_o
             w->hv[k] = up - tj;
             w->lane_v[k] = tj + w->hv[k];
         }
-        nxlm__lanes(x, w, d, t, L, n_marks, mark_param);
+        /* the trial's value first: its perturbed lanes (the Jacobian) only when it is taken,
+           and not in the last round (no step follows): a rejected trial's are never read */
+        nxlm__lanes(x, w, d, t, 0, 1, n_marks, mark_param);
+        runs++;
         sse = nxlm__sse(o, w->F, d->y, n, ym, &at, &bt);
         if (sse < best_sse) {
+            if (s + 1 < o->steps && L > 1) {
+                nxlm__lanes(x, w, d, t, 1, L, n_marks, mark_param);
+                runs += L - 1;
+            }
             best_sse = sse; a = at; b = bt; lam /= 3.0;
             for (k = 0; k < K; k++) w->best[k] = w->trial[k];
             for (k = 0; k < L; k++) w->besthv[k] = w->hv[k];
             tmp = w->bestF; w->bestF = w->F; w->F = tmp;
         } else lam *= 4.0;
-        nxlm__step(w, o, d->y, n, K, nf, a, b, lam);
+        if (s + 1 < o->steps) nxlm__step(w, o, d->y, n, K, nf, a, b, lam);
     }
     for (k = 0; k < K; k++) theta[k] = w->best[k];
     *sse_out = best_sse;
+    if (runs_out) *runs_out = runs;
 }
 
 /* The data's arguments (outs: the outputs' types, as the load checks them). */
@@ -544,8 +559,8 @@ static void nxlm__bind(nxi__ctx *x, nxlm__ws *w, const nxlm_data *d, char *base)
 int nxlm_fit(const nxlm_data *d, const nxlm_options *opt, const uint32_t *tapes,
              const uint64_t *offsets, uint32_t n_programs, const uint32_t *param_off,
              double *theta, const uint8_t *free_, const uint8_t *wide, const uint32_t *mark_off,
-             const uint32_t *mark_word, const uint32_t *mark_param, double *sse, void *ws,
-             size_t ws_size, nxi_fail *fail)
+             const uint32_t *mark_word, const uint32_t *mark_param, double *sse, uint64_t *runs,
+             void *ws, size_t ws_size, nxi_fail *fail)
 {
     nxi__ctx x;
     nxlm__ws w;
@@ -588,7 +603,8 @@ int nxlm_fit(const nxlm_data *d, const nxlm_options *opt, const uint32_t *tapes,
         if (st != NXI_OK) return st;
         nxlm__deps(&x, &w, t, nm, mark_param + mark_off[p]);
         nxlm__one(&x, &w, d, opt, t, theta + param_off[p], free_ + param_off[p],
-                  wide + param_off[p], K, nm, mark_param + mark_off[p], ym, sse + p);
+                  wide + param_off[p], K, nm, mark_param + mark_off[p], ym, sse + p,
+                  runs ? runs + p : NULL);
     }
     fail->program = fail->record = fail->row = NXI__NONE;
     return NXI_OK;

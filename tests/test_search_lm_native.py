@@ -35,7 +35,8 @@ def test_the_c_fit_is_the_numpy_rounds(dtype, loss, scaling, rows):
     ev, progs = _case(dtype, rows, loss, scaling)
     got_p, got, got_runs = ls.fit_least_squares(ev, progs, steps=8)
     ref_p, ref, ref_runs = ls._fit_numpy(ev, progs, steps=8)
-    assert got_runs == ref_runs > 0
+    # the same rounds; C runs a trial's Jacobian only when the trial is taken and a step follows
+    assert 0 < got_runs < ref_runs
     fin = np.isfinite(ref)
     np.testing.assert_array_equal(np.isfinite(got), fin)
     assert fin.sum() > len(progs) // 2
@@ -46,6 +47,26 @@ def test_the_c_fit_is_the_numpy_rounds(dtype, loss, scaling, rows):
         assert sum(a != b for a, b in zip(got_p, ref_p)) <= len(progs) // 20
     else:                       # f64 steps differ in their last bits, fits may drift apart
         assert rel.max() < 1e-3
+
+
+def test_a_fit_runs_the_jacobian_only_after_a_taken_trial():
+    # before: every round ran its k perturbed lanes, taken or not (steps x (1 + k) runs)
+    from numptx.search.operators import constants_of
+    ev, progs = _case(np.float32, 20, n=30)
+    seen = 0
+    for p in progs:
+        k = int(np.isfinite(constants_of(p)).sum())
+        if not k:
+            continue
+        _, sse, one = ls.fit_least_squares(ev, [p], steps=1)
+        _, _, two = ls.fit_least_squares(ev, [p], steps=2)
+        if not np.isfinite(sse[0]):
+            continue
+        # round 0's trial is taken (the best is +inf): its Jacobian runs, as a step follows;
+        # the last round runs its trial alone
+        assert (one, two) == (1, 2 + k)
+        seen += 1
+    assert seen >= 10
 
 
 def test_the_fit_runs_no_numpy_round(monkeypatch):

@@ -60,7 +60,7 @@ static int fit(const uint32_t *t, uint64_t len, const nxlm_options *o, double *t
     uint32_t po[2] = {0, 2}, mo[2] = {0, 2};
     uint8_t wide[2] = {0, 0};
     nxi_fail f;
-    return nxlm_fit(&d, o, t, off, 1, po, theta, fr, wide, mo, mw, MARK_PARAM, sse, ws, ws_size, &f);
+    return nxlm_fit(&d, o, t, off, 1, po, theta, fr, wide, mo, mw, MARK_PARAM, sse, NULL, ws, ws_size, &f);
 }
 
 static uint32_t rnd(void)
@@ -95,7 +95,7 @@ static int fit_exact(nxlm_data *d, const nxlm_options *o, const uint32_t *t, con
     if (!need) need = 64;
     w = malloc(need);
     if (!w) { printf("out of memory\n"); exit(2); }
-    st = nxlm_fit(d, o, t, off, n, po, theta, fr, wide, mo, mw, mp, sse, w, need, f);
+    st = nxlm_fit(d, o, t, off, n, po, theta, fr, wide, mo, mw, mp, sse, NULL, w, need, f);
     free(w);
     return st;
 }
@@ -245,17 +245,17 @@ int main(void)
         uint8_t wide[2] = {0, 0};
         nxi_fail f;
         CHECK(nxlm_fit(&d, &o, TAPE, off, 1, po, theta, both, wide, mo, MARK_WORD, bad_param,
-                       &sse, ws, sizeof ws, &f) == NXI_ERR_ARGUMENT);
+                       &sse, NULL, ws, sizeof ws, &f) == NXI_ERR_ARGUMENT);
         d.n_rows = 0;
         CHECK(nxlm_fit(&d, &o, TAPE, off, 1, po, theta, both, wide, mo, MARK_WORD, MARK_PARAM,
-                       &sse, ws, sizeof ws, &f) == NXI_ERR_ARGUMENT);
+                       &sse, NULL, ws, sizeof ws, &f) == NXI_ERR_ARGUMENT);
         d = data(); out_type = 9; type_size[9] = 4;            /* f is not a float */
         CHECK(nxlm_fit(&d, &o, TAPE, off, 1, po, theta, both, wide, mo, MARK_WORD, MARK_PARAM,
-                       &sse, ws, sizeof ws, &f) == NXI_ERR_TYPE);
+                       &sse, NULL, ws, sizeof ws, &f) == NXI_ERR_TYPE);
         out_type = T_F32; type_size[9] = 0;
         memcpy(t, TAPE, sizeof t); t[5 + 16 + 2] = 5;           /* the mul -> a row past the table */
         CHECK(nxlm_fit(&d, &o, t, off, 1, po, theta, both, wide, mo, MARK_WORD, MARK_PARAM,
-                       &sse, ws, sizeof ws, &f) == NXI_ERR_TAPE && f.program == 0);
+                       &sse, NULL, ws, sizeof ws, &f) == NXI_ERR_TAPE && f.program == 0);
     }
 
     g_test = "corruptions";   /* every word x boundary values: an error or a fit, no fault */

@@ -79,12 +79,20 @@ def _unwritten(tp: Tapes, cols: list[Column], n_rows: int) -> np.ndarray | None:
 
 
 def fit_tapes(tp: Tapes, cols: list[Column], n_rows: int, y: np.ndarray, arrays: FitArrays,
-              opt: FitOptions, *, threads: int | None = None) -> np.ndarray:
+              opt: FitOptions, *, threads: int | None = None,
+              runs: np.ndarray | None = None) -> np.ndarray:
     """Fit every program of ``tp`` (columns in the tapes' input order); returns the best
-    loss per program and leaves the best points in ``arrays.theta``. A tape the C core
-    refuses: an InterpretError naming the program."""
+    loss per program and leaves the best points in ``arrays.theta``. ``runs`` (a writable
+    uint64 array, one per program): set to the runs over the rows each fit made (a round runs
+    its trial point; the k perturbed lanes, its Jacobian, only when the trial is taken and
+    another round follows). A tape the C core refuses: an InterpretError naming the program."""
     y64 = _check_call(tp, cols, n_rows, y, arrays, opt, threads)
     n = len(tp)
+    if runs is not None and not (isinstance(runs, np.ndarray) and runs.dtype == np.uint64
+                                 and runs.shape == (n,) and runs.flags.c_contiguous
+                                 and runs.flags.writeable):
+        raise InterpretError(f"fit_tapes: runs: give a writable contiguous uint64 array of "
+                             f"{n} (one per program), or None")
     sse = np.full(n, np.inf)
     if n == 0:
         return sse
@@ -114,7 +122,7 @@ def fit_tapes(tp: Tapes, cols: list[Column], n_rows: int, y: np.ndarray, arrays:
     o = ffi.new("nxlm_options *", (opt.steps, bool(opt.scaling), bool(opt.positive),
                                    bool(opt.flat), opt.flat_rel, opt.lambda0,
                                    opt.root_eps32, opt.root_eps64))
-    job = _Job(tp, d, o, arrays, sse, keep)
+    job = _Job(tp, d, o, arrays, sse, keep, runs)
     cores = threads or usable_cores()
     spans = _spans(tp, arrays, n_rows, cores)
     given = arrays.theta.copy()
@@ -273,8 +281,9 @@ def _spread(job: "_Job", spans: list, workers: int) -> list:
 class _Job:
     """One C call over programs [p0, p1): its own workspace, the shared arrays."""
 
-    def __init__(self, tp, d, o, a: FitArrays, sse, keep):
+    def __init__(self, tp, d, o, a: FitArrays, sse, keep, runs=None):
         self.tp, self.d, self.o, self.a, self.sse, self.keep = tp, d, o, a, sse, keep
+        self.runs = ffi.NULL if runs is None else ffi.cast("uint64_t *", runs.ctypes.data)
         heads = tp.offsets[:-1].astype(np.int64)
         self.slots, self.recs = tp.words[heads], tp.words[heads + 1]
         po = a.param_off.astype(np.int64)
@@ -303,7 +312,9 @@ class _Job:
         fail = ffi.new("nxi_fail *")
         st = lib.nxlm_fit(d, self.o, c["words"], c["offsets"] + p0, p1 - p0, c["param_off"] + p0,
                           c["theta"], c["free"], c["wide"], c["mark_off"] + p0, c["mark_word"],
-                          c["mark_param"], c["sse"] + p0, ffi.cast("void *", ws.ctypes.data),
+                          c["mark_param"], c["sse"] + p0,
+                          self.runs if self.runs == ffi.NULL else self.runs + p0,
+                          ffi.cast("void *", ws.ctypes.data),
                           len(ws), fail)
         if st == lib.NXI_OK:
             return None

@@ -22,7 +22,11 @@ Every round of a batch runs in C (``native/lm.h`` through :mod:`numptx._program.
 call per thread for the whole fit, the GIL released. A program's tape is loaded once; its
 1 + k runs are lanes of it (the marked slots filled per lane): side by side in one block when
 the rows are few, else the trial point in full and each perturbed lane only through the
-instructions its parameter reaches (the others' values are the trial's, bit for bit). A solve
+instructions its parameter reaches (the others' values are the trial's, bit for bit). The k
+perturbed lanes run only when the trial is taken and another round follows: a rejected
+trial's Jacobian is never read, so skipping it changes no result (a fit costs 0.76-0.79 of
+running them every round, ``benchmarks/README.md``; the runs a fit reports are those it
+made, which the NumPy reference, running every lane, exceeds). A solve
 that fails (a zero pivot) is a zero step: the trial repeats the best point, is not taken, and
 λ grows. ``_fit_numpy`` keeps the NumPy rounds (:class:`_Fit`) as the reference the C fit is
 tested and measured against (``benchmarks/bench_fit.py``), and for tapes the C fit does not
@@ -369,7 +373,8 @@ def _fit_native(pt: ParameterTapes, evaluator: Any, frees: list, steps: int, sca
     opt = FitOptions(steps=steps, scaling=scaling, positive=evaluator.loss == "pearson",
                      flat=evaluator.kernel_loss == "pearson", flat_rel=PEARSON_FLAT,
                      lambda0=_LAMBDA0, root_eps32=_ROOT_EPS32, root_eps64=_ROOT_EPS64)
-    sse = fit_tapes(subset(pt.tp, ks), pt.order, pt.n_rows, evaluator.y, arrays, opt)
+    made = np.zeros(len(todo), np.uint64)
+    sse = fit_tapes(subset(pt.tp, ks), pt.order, pt.n_rows, evaluator.y, arrays, opt, runs=made)
     before = np.concatenate([pt.theta[i] for i in todo])
     same = (arrays.theta == before) | (np.isnan(arrays.theta) & np.isnan(before))
     moved = np.add.reduceat(~same, param_off[:-1].astype(np.int64)) > 0
@@ -378,8 +383,7 @@ def _fit_native(pt: ParameterTapes, evaluator: Any, frees: list, steps: int, sca
             best = arrays.theta[param_off[r]:param_off[r + 1]]
             programs[i] = _written_back(pt, i, programs[i], best, frees[i])
         sse_out[i] = sse[r]
-    runs = steps * int(len(todo) + arrays.free.sum())
-    return runs
+    return int(made.sum())
 
 
 class _Fit:
