@@ -501,13 +501,13 @@ static int nxi__apply(uint32_t op, uint32_t n, void *d, const void *a, const voi
     case 27: {   /* sin.approx.f32 */
         float *D_ = (float *)d;
         const float *A_ = (const float *)a;
-        for (i = 0; i < n; i++) { const float a = A_[i]; D_[i] = (float)((float)sin((double)a)); }
+        for (i = 0; i < n; i++) { const float a = A_[i]; D_[i] = (float)(nx_sin32(a)); }
         return 0;
     }
     case 28: {   /* cos.approx.f32 */
         float *D_ = (float *)d;
         const float *A_ = (const float *)a;
-        for (i = 0; i < n; i++) { const float a = A_[i]; D_[i] = (float)((float)cos((double)a)); }
+        for (i = 0; i < n; i++) { const float a = A_[i]; D_[i] = (float)(nx_cos32(a)); }
         return 0;
     }
     case 29: {   /* ex2.approx.f32 */
@@ -610,13 +610,13 @@ static int nxi__apply(uint32_t op, uint32_t n, void *d, const void *a, const voi
     case 44: {   /* sin.approx.ftz.f32 */
         float *D_ = (float *)d;
         const float *A_ = (const float *)a;
-        for (i = 0; i < n; i++) { const float a = A_[i]; D_[i] = (float)(nx_ftz32((float)sin((double)nx_ftz32(a)))); }
+        for (i = 0; i < n; i++) { const float a = A_[i]; D_[i] = (float)(nx_ftz32(nx_sin32(nx_ftz32(a)))); }
         return 0;
     }
     case 45: {   /* cos.approx.ftz.f32 */
         float *D_ = (float *)d;
         const float *A_ = (const float *)a;
-        for (i = 0; i < n; i++) { const float a = A_[i]; D_[i] = (float)(nx_ftz32((float)cos((double)nx_ftz32(a)))); }
+        for (i = 0; i < n; i++) { const float a = A_[i]; D_[i] = (float)(nx_ftz32(nx_cos32(nx_ftz32(a)))); }
         return 0;
     }
     case 46: {   /* ex2.approx.ftz.f32 */

@@ -173,9 +173,11 @@ for _z in (False, True):
             ("ex2", np.exp2, ("ulp", 2), "2^a"),
             ("lg2", np.log2, ("abs_or_rel", 2.0 ** -22, 2.0 ** -22),
              "log2(a); abs error in (0.5, 2), rel error elsewhere")):
+        # libm's function has NumPy's name; sin/cos: interp_ops.h's exact fast forms of it
+        _libm = f"(float){_fn.__name__}((double)a)"
         _row(f"{_op}.approx{_zs}.f32", ("f32",), ("f32",), _w(_via64(_fn)), acc=_acc,
-             flags=APPROX | _zf, doc=f"{_d}{_zd}",       # libm's function has NumPy's name
-             c=_c(f"(float){_fn.__name__}((double)a)"))
+             flags=APPROX | _zf, doc=f"{_d}{_zd}",
+             c=_c(f"nx_{_op}32(a)" if _op in ("sin", "cos") else _libm))
     _row(f"abs{_zs}.f32", ("f32",), ("f32",), _w(np.abs), flags=_zf, doc=f"|a|{_zd}",
          c=_c("fabsf(a)"))
     _row(f"neg{_zs}.f32", ("f32",), ("f32",), _w(np.negative), flags=_zf, doc=f"-a{_zd}",
