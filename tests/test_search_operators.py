@@ -319,8 +319,26 @@ def test_marked_programs_equal_program_of_the_markers_and_share_ops():
         progs.append([sp.const(1.5, "f32"), sp.const(2.5, "f64"), sp.input("x0")])
         for p in progs:
             s = ConstantSlots(p)
-            want = s.program(4096.0 + np.arange(s.count), text=False)
+            want = s.program(4096.0 + np.arange(s.count))
             assert sp.encode(s.marked(4096.0), ["x0", "x1"]).tobytes() == \
                 sp.encode(want, ["x0", "x1"]).tobytes()
         a, b = ConstantSlots(progs[-1]).marked(4096.0), ConstantSlots(progs[-1]).marked(4096.0)
         assert a[0] is b[0] and a[1] is b[1]             # the marker ops are shared
+
+
+def test_written_sets_bits_and_keeps_none_and_shows_the_constant():
+    # before: ConstantSlots had no bit-pattern write-back (the fit wrote values one struct
+    # call at a time) and an op made without its text showed as Op(0x...)
+    from numptx.search.operators import ConstantSlots, constants_of
+    prog = [sp.const(1.5, "f32"), sp.input("x0"), sp.instr("mul.rn.f32"),
+            sp.const(2.5, "f64"), sp.const(-3.0, "f32")]
+    s = ConstantSlots(prog)
+    half = int(np.float32(0.5).view(np.uint32))
+    out = s.written([half, int(np.float64(0.25).view(np.uint64)), None])
+    assert list(constants_of(out)) == [0.5, 0.25, -3.0]
+    assert out[4] is prog[4] and out[1] is prog[1]
+    assert out == s.program([0.5, 0.25, -3.0])
+    assert repr(out[0]) == "const(0.5, 'f32')" and repr(out[3]) == "const(0.25, 'f64')"
+    assert sp.encode(out, ["x0"]).tobytes() == sp.encode(
+        [sp.const(0.5, "f32"), sp.input("x0"), sp.instr("mul.rn.f32"), sp.const(0.25, "f64"),
+         sp.const(-3.0, "f32")], ["x0"]).tobytes()

@@ -112,7 +112,24 @@ class Op:
         return hash((self.word, self.extra, self.name))
 
     def __repr__(self) -> str:
-        return self.text or f"Op(0x{self.word:016x})"
+        return self.text or _shown(self)
+
+
+_F32_ID, _F64_ID = TYPE_ID["f32"], TYPE_ID["f64"]
+_F32S, _U32S, _F64S = struct.Struct("<f"), struct.Struct("<I"), struct.Struct("<d")
+
+
+def _shown(op: Op) -> str:
+    """The repr of an op made without its text: an f32 or f64 constant shows the
+    ``const(...)`` call that makes it (ops the search writes in bulk carry no text: formatting
+    a float costs more than the op), anything else its word."""
+    kind, t = op.word & 0xFF, op.word >> 8 & 0xFF
+    if kind == CONST and t == _F32_ID:
+        v = _F32S.unpack(_U32S.pack(op.word >> 32 & 0xFFFF_FFFF))[0]
+        return f"const({v!r}, 'f32')"
+    if kind == CONST64 and t == _F64_ID and op.extra is not None:
+        return f"const({_F64S.unpack(U64.pack(op.extra))[0]!r}, 'f64')"
+    return f"Op(0x{op.word:016x})"
 
 
 def input(ref: str | int, *, tag: int | None = None) -> Op:

@@ -278,16 +278,23 @@ def _check_args(evaluator: Any, programs: Any, steps: Any, protect: Any,
     return out, prot
 
 
-def _written_back(pt: ParameterTapes, i: int, program: list, values: np.ndarray,
-                  free: np.ndarray) -> list:
+def _payloads(theta: np.ndarray, wide: np.ndarray, keep: np.ndarray) -> list:
+    """Each value's bits in its constant's type (an f32's 32, an f64's 64; one conversion for
+    a batch), or None where the constant stays as it is (``keep``, or not finite in its
+    type): what :meth:`ConstantSlots.written` takes."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        f32 = theta.astype(np.float32)
+    bits = np.where(wide, theta.view(np.uint64), f32.view(np.uint32).astype(np.uint64))
+    ok = ~keep & np.where(wide, np.isfinite(theta), np.isfinite(f32))
+    return [b if o else None for b, o in zip(bits.tolist(), ok.tolist())]
+
+
+def _written_back(pt: ParameterTapes, i: int, values: np.ndarray, free: np.ndarray) -> list:
     """Program ``i`` with its free constants set to ``values``; the others (protected,
     non-finite) are its own ops, exactly."""
     slots = pt.slots[i]
-    out = slots.program(np.where(free, values, 0.0))
-    for j in np.flatnonzero(~free).tolist():
-        at = slots.at[j][0]
-        out[at] = program[at]
-    return out
+    wide = np.array([w for _, _, w in slots.at], bool)
+    return slots.written(_payloads(np.asarray(values, np.float64), wide, ~np.asarray(free)))
 
 
 def fit_least_squares(evaluator: Any, programs: Sequence[Sequence[Any]], *,
@@ -378,10 +385,11 @@ def _fit_native(pt: ParameterTapes, evaluator: Any, frees: list, steps: int, sca
     before = np.concatenate([pt.theta[i] for i in todo])
     same = (arrays.theta == before) | (np.isnan(arrays.theta) & np.isnan(before))
     moved = np.add.reduceat(~same, param_off[:-1].astype(np.int64)) > 0
-    for r, i in enumerate(todo):
-        if moved[r] and np.isfinite(sse[r]):
-            best = arrays.theta[param_off[r]:param_off[r + 1]]
-            programs[i] = _written_back(pt, i, programs[i], best, frees[i])
+    bits = _payloads(arrays.theta, arrays.wide.astype(bool), ~arrays.free.astype(bool))
+    at = param_off.tolist()
+    for r, (i, m, e) in enumerate(zip(todo, moved.tolist(), np.isfinite(sse).tolist())):
+        if m and e:
+            programs[i] = pt.slots[i].written(bits[at[r]:at[r + 1]])
         sse_out[i] = sse[r]
     return int(made.sum())
 
@@ -440,6 +448,6 @@ class _Fit:
             k = len(pt.theta[i])
             if np.isfinite(best_sse[r]) and not np.array_equal(best_theta[r, :k], pt.theta[i],
                                                                equal_nan=True):
-                programs[i] = _written_back(pt, i, programs[i], best_theta[r, :k], free[r, :k])
+                programs[i] = _written_back(pt, i, best_theta[r, :k], free[r, :k])
             sse_out[i] = best_sse[r]
         return self.steps * len(vprog)

@@ -251,11 +251,14 @@ class ConstantSlots:
     many times: ``ConstantSlots(prog).program(values)`` equals ``with_constants(prog,
     values)`` (each value rounded to its constant's type) without re-checking the program, for
     the local optimizer, which sets thousands of trial vectors. ``values`` must be finite in
-    the constants' types (the optimizer clips its trials to +-1e30); else a SearchError::
+    the constants' types (the optimizer clips its trials to +-1e30); else a SearchError.
+    ``written(bits)`` sets them from their bit patterns, unchecked, for a batch converted at
+    once::
 
         slots = ConstantSlots(prog)
         slots.count                          # how many constants
         slots.program(np.array([0.5, 2.0]))  # == with_constants(prog, [0.5, 2.0])
+        slots.written([0x3F000000, None])    # constant 0 set to 0.5 (f32), constant 1 kept
     """
     __slots__ = ("ops", "at")
 
@@ -266,9 +269,9 @@ class ConstantSlots:
                    or (k == CONST64 and w >> 8 & 0xFF == 6 and op.extra is not None)]
 
     def marked(self, base: float) -> list[Op]:
-        """``program(base + arange(count), text=False)``: constant j set to ``base + j``
-        (exact in both float types for the local optimizer's markers), its ops shared from a
-        cache: the optimizer marks every child of every generation."""
+        """``program(base + arange(count))``: constant j set to ``base + j`` (exact in both
+        float types for the local optimizer's markers), its ops shared from a cache: the
+        optimizer marks every child of every generation."""
         out = self.ops.copy()
         for j, (i, word, wide) in enumerate(self.at):
             key = (word if wide else word & 0xFFFF_FFFF, base + j, wide)
@@ -276,8 +279,7 @@ class ConstantSlots:
             if op is None:
                 if len(_MARKED) > 1 << 16:
                     _MARKED.clear()
-                op = _MARKED[key] = ConstantSlots([self.ops[i]]).program([base + j],
-                                                                          text=False)[0]
+                op = _MARKED[key] = ConstantSlots([self.ops[i]]).program([base + j])[0]
             out[i] = op
         return out
 
@@ -285,22 +287,20 @@ class ConstantSlots:
     def count(self) -> int:
         return len(self.at)
 
-    def program(self, values: Sequence[float], *, text: bool = True) -> list[Op]:
-        """The program with these constant values. ``text=False``: the new constant ops
-        carry no ``repr`` text (``Op(0x...)``), for programs only compiled, never shown (the
-        local optimizer's marked programs): a third cheaper."""
+    def program(self, values: Sequence[float]) -> list[Op]:
+        """The program with these constant values (the new ops' repr is the ``const(...)``
+        call, derived when shown: the local optimizer writes thousands a generation)."""
         if len(values) != len(self.at):
             raise SearchError(f"values: the program has {len(self.at)} constants, got "
                               f"{len(values)} values")
-        out = self.ops.copy()
-        for n, ((i, word, wide), v) in enumerate(zip(self.at, values)):
+        payloads: list[int | None] = []
+        for n, ((_, _, wide), v) in enumerate(zip(self.at, values)):
             v = float(v)
             try:
                 if wide:
                     if not math.isfinite(v):
                         raise OverflowError
-                    out[i] = Op(word & 0xFF, word & ~0xFF, extra=_U64.unpack(_F64.pack(v))[0],
-                                text=f"const({v!r}, 'f64')" if text else "")
+                    payloads.append(_U64.unpack(_F64.pack(v))[0])
                     continue
                 bits = _U32.unpack(_F32.pack(v))[0]
             except OverflowError:
@@ -308,9 +308,19 @@ class ConstantSlots:
             if bits is None or bits & 0x7F80_0000 == 0x7F80_0000:
                 raise SearchError(f"values[{n}]={v!r}: not a finite "
                                   f"{'f64' if wide else 'f32'} constant")
-            out[i] = Op(word & 0xFF, word & 0xFFFF_FFFF & ~0xFF | bits << 32,
-                        text=f"const({_F32.unpack(_U32.pack(bits))[0]!r}, 'f32')" if text
-                        else "")
+            payloads.append(bits)
+        return self.written(payloads)
+
+    def written(self, payloads: Sequence[int | None]) -> list[Op]:
+        """The program with constant j's bits set to ``payloads[j]`` (an f32's 32 bits, an
+        f64's 64; None keeps the constant as it is), unchecked: the caller has the finite
+        values in their types (the local optimizer's write-back, a batch's bits at once)."""
+        out = self.ops.copy()
+        for (i, word, wide), bits in zip(self.at, payloads):
+            if bits is None:
+                continue
+            out[i] = (Op(word & 0xFF, word & ~0xFF, extra=bits) if wide else
+                      Op(word & 0xFF, word & 0xFFFF_FFFF & ~0xFF | bits << 32))
         return out
 
 
