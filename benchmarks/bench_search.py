@@ -39,6 +39,7 @@ the 2-core CPU.
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import time
@@ -452,6 +453,13 @@ def main() -> None:
     ap.add_argument("--pin", type=int, default=1,
                     help="with --compare: CPUs the process is pinned to, so that both engines "
                          "run on one core (default 1; 0: not pinned)")
+    ap.add_argument("--engines", nargs="+", default=["numptx", "Operon"],
+                    choices=["numptx", "Operon"], help="with --compare: the engines to run")
+    ap.add_argument("--numptx-args", default=None, metavar="JSON",
+                    help="with --compare: more search.regress arguments for a probe, e.g. "
+                         "'{\"fit_steps\": 16}' (the table is then not the issue's protocol)")
+    ap.add_argument("--operon-population", type=int, default=None,
+                    help="with --compare: Operon's population (default: --population)")
     ap.add_argument("--json", default=None, help="with --compare: write every run here")
     ap.add_argument("--replay", default=None, metavar="JSON",
                     help="with --compare: print the tables of runs saved by --json, run nothing")
@@ -469,7 +477,10 @@ def main() -> None:
         sr_compare.compare(sr_compare.pick(args.problems), args.seeds or list(range(5)),
                            ops=args.ops, population=args.population or 500,
                            time_cap=args.time_cap, evaluate=args.evaluate,
-                           operon_local=args.operon_local, cpus=args.pin, json_path=args.json)
+                           operon_local=args.operon_local, cpus=args.pin, json_path=args.json,
+                           engines=args.engines,
+                           numptx_args=json.loads(args.numptx_args) if args.numptx_args else None,
+                           operon_population=args.operon_population)
     elif args.nguyen:
         args.problems = args.problems or list(range(1, 8))
         args.seeds = args.seeds if args.seeds is not None else list(range(10))

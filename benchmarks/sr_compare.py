@@ -24,10 +24,16 @@ two engines' runners and the tables live here; ``bench_search.py`` parses the fl
   over the training rows, local-search steps included; ``CallCount``, the candidates, is kept
   in the JSON beside it).
 
+- **Probes** (not the protocol): ``--engines numptx`` runs one engine; ``--numptx-args``
+  passes more ``regress`` arguments; ``--operon-population`` gives Operon another population.
+  The summary's mean log10(1 - test R²) separates short probes that the solved count cannot.
+
 ::
 
     python benchmarks/bench_search.py --compare --seeds 0 1 --time-cap 10
     python benchmarks/bench_search.py --compare --problems Nguyen-1 Keijzer-11 --seeds 0
+    python benchmarks/bench_search.py --compare --engines numptx --time-cap 15 \
+        --problems Keijzer Feynman-I.18.4 --numptx-args '{"population": 250}'
 """
 from __future__ import annotations
 
@@ -178,14 +184,15 @@ def numptx_mode(requested: str) -> str:
 
 
 def run_numptx(name: str, seed: int, *, ops: Sequence[str], population: int,
-               time_cap: float, evaluate: str) -> Run:
+               time_cap: float, evaluate: str, extra: dict | None = None) -> Run:
     """numptx's ``search.regress`` on the CPU (f32 data) until the training 1 - R² <= STOP or
-    ``time_cap`` seconds."""
+    ``time_cap`` seconds; ``extra``: more ``regress`` arguments (a probe's, ``--numptx-args``)."""
     from numptx import search
     Xtr, ytr, Xte, yte = data(PROBLEMS[name], seed)
     X32, y32 = Xtr.astype(np.float32), ytr.astype(np.float32)
     mode = numptx_mode(evaluate)
     kw = {"evaluate": evaluate} if mode == evaluate else {}
+    kw.update(extra or {})
     target = STOP * float(np.var(y32.astype(np.float64)))
     t0 = time.perf_counter()
     r = search.regress(X32, y32, list(ops), population=population, generations=10 ** 6,
@@ -359,16 +366,21 @@ def table(runs: list[Run], engines: Sequence[str], problems: Sequence[str], seed
 
 def summary(runs: list[Run], engines: Sequence[str]) -> str:
     """Lines under the table: each engine's evaluations/s (median of runs, and all its
-    evaluations over all its seconds), Operon's candidates/s (``CallCount``), and where
-    numptx's time went (its ``Result.timings``, summed over the runs)."""
+    evaluations over all its seconds), Operon's candidates/s (``CallCount``), where numptx's
+    time went (its ``Result.timings``, summed over the runs), and the mean of
+    log10(1 - test R²) over the runs (1e-12 at least; a finer measure than the solved count
+    for short probes)."""
     out = []
     for e in engines:
         rs = [r for r in runs if r.engine == e]
         sec = sum(r.seconds for r in rs)
         if not rs or sec <= 0:
             continue
+        err = [math.log10(max(1e-12, 1.0 - r.test_r2)) if math.isfinite(r.test_r2) else 12.0
+               for r in rs]
         line = (f"- {e}: evaluations/s median {_med([r.evals_per_s for r in rs], ',.0f')}, "
-                f"pooled {sum(r.evaluations for r in rs) / sec:,.0f} ({sec:.0f} s of runs)")
+                f"pooled {sum(r.evaluations for r in rs) / sec:,.0f} ({sec:.0f} s of runs); "
+                f"mean log10(1 - test R²) {sum(err) / len(err):.2f}")
         if e == "Operon":
             line += (f"; candidates (CallCount)/s median "
                      f"{_med([r.candidates / r.seconds for r in rs if r.seconds > 0], ',.0f')}"
@@ -399,13 +411,20 @@ def replay(path: str) -> None:
 
 def compare(problems: Sequence[str], seeds: Sequence[int], *, ops: Sequence[str],
             population: int, time_cap: float, evaluate: str, operon_local: int,
-            cpus: int, json_path: str | None) -> list[Run]:
+            cpus: int, json_path: str | None, engines: Sequence[str] = ("numptx", "Operon"),
+            numptx_args: dict | None = None, operon_population: int | None = None
+            ) -> list[Run]:
     """Each (problem, seed) run by numptx and by Operon, one after the other, the order
-    alternating from run to run; a line per run on stderr, the tables on stdout."""
-    missing = operon_missing()
+    alternating from run to run; a line per run on stderr, the tables on stdout. Probes:
+    ``engines`` (one alone), ``numptx_args`` (more ``regress`` arguments, e.g. another
+    population), ``operon_population`` (Operon's, default ``population``)."""
+    missing = operon_missing() if "Operon" in engines else None
     if missing:
         print(f"\n> {missing}\n", flush=True)
-    engines = ["numptx"] + ([] if missing else ["Operon"])
+    engines = [e for e in ("numptx", "Operon") if e in engines and not (e == "Operon" and missing)]
+    if numptx_args:
+        print(f"numptx probe arguments: {numptx_args}", flush=True)
+    op_pop = operon_population or population
     pinned = pin(cpus)
     print(f"\n### numptx against Operon: {len(problems)} problems x seeds {list(seeds)}, "
           f"{time_cap:g} s a run, population {population}, ops {' '.join(ops)}\n")
@@ -414,8 +433,9 @@ def compare(problems: Sequence[str], seeds: Sequence[int], *, ops: Sequence[str]
           f"load average at start {os.getloadavg()[0]:.2f}; solved: test R² > {SOLVED_R2}; "
           f"stop: training 1 - R² <= {STOP:g}\n", flush=True)
     # warm-up (imports, the interpreter's tables, first allocations), not recorded
-    run_numptx("Nguyen-1", 99, ops=ops, population=64, time_cap=1.0, evaluate=evaluate)
-    if not missing:
+    if "numptx" in engines:
+        run_numptx("Nguyen-1", 99, ops=ops, population=64, time_cap=1.0, evaluate=evaluate)
+    if "Operon" in engines:
         run_operon("Nguyen-1", 99, ops=ops, population=64, time_cap=1.0)
     runs: list[Run] = []
     turn = 0
@@ -426,9 +446,9 @@ def compare(problems: Sequence[str], seeds: Sequence[int], *, ops: Sequence[str]
             for e in order:
                 if e == "numptx":
                     r = run_numptx(p, seed, ops=ops, population=population, time_cap=time_cap,
-                                   evaluate=evaluate)
+                                   evaluate=evaluate, extra=numptx_args)
                 else:
-                    r = run_operon(p, seed, ops=ops, population=population, time_cap=time_cap,
+                    r = run_operon(p, seed, ops=ops, population=op_pop, time_cap=time_cap,
                                    local_iterations=operon_local)
                 runs.append(r)
                 print(f"  {p} seed {seed} {e}: {'solved' if r.solved else 'unsolved'} "
