@@ -191,13 +191,12 @@ def run_numptx(name: str, seed: int, *, ops: Sequence[str], population: int,
     Xtr, ytr, Xte, yte = data(PROBLEMS[name], seed)
     X32, y32 = Xtr.astype(np.float32), ytr.astype(np.float32)
     mode = numptx_mode(evaluate)
-    kw = {"evaluate": evaluate} if mode == evaluate else {}
-    kw.update(extra or {})
-    target = STOP * float(np.var(y32.astype(np.float64)))
+    kw = dict(population=population, generations=10 ** 6, seed=seed,
+              target=STOP * float(np.var(y32.astype(np.float64))), time_limit=time_cap,
+              device="cpu", restart=20, **({"evaluate": evaluate} if mode == evaluate else {}))
+    kw.update(extra or {})                     # a probe's arguments replace the protocol's
     t0 = time.perf_counter()
-    r = search.regress(X32, y32, list(ops), population=population, generations=10 ** 6,
-                       seed=seed, target=target, time_limit=time_cap, device="cpu",
-                       restart=20, **kw)
+    r = search.regress(X32, y32, list(ops), **kw)
     dt = time.perf_counter() - t0
     score = r2(yte, r.best.predict(Xte)) if r.best is not None else -math.inf
     return Run("numptx", name, seed, score > SOLVED_R2, score, dt, r.evaluated, r.evaluated,
