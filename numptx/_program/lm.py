@@ -85,7 +85,8 @@ def fit_tapes(tp: Tapes, cols: list[Column], n_rows: int, y: np.ndarray, arrays:
     loss per program and leaves the best points in ``arrays.theta``. ``runs`` (a writable
     uint64 array, one per program): set to the runs over the rows each fit made (a round runs
     its trial point; the k perturbed lanes, its Jacobian, only when the trial is taken and
-    another round follows). A tape the C core refuses: an InterpretError naming the program."""
+    another round follows). A tape the C core refuses: an InterpretError naming the program,
+    ``arrays.theta`` and ``runs`` left as given."""
     y64 = _check_call(tp, cols, n_rows, y, arrays, opt, threads)
     n = len(tp)
     if runs is not None and not (isinstance(runs, np.ndarray) and runs.dtype == np.uint64
@@ -126,6 +127,7 @@ def fit_tapes(tp: Tapes, cols: list[Column], n_rows: int, y: np.ndarray, arrays:
     cores = threads or usable_cores()
     spans = _spans(tp, arrays, n_rows, cores)
     given = arrays.theta.copy()
+    given_runs = None if runs is None else runs.copy()
     if len(spans) == 1:
         failed = [job(*spans[0])]
     else:        # as many threads as cores, fewer when their workspaces would pass the budget
@@ -134,6 +136,8 @@ def fit_tapes(tp: Tapes, cols: list[Column], n_rows: int, y: np.ndarray, arrays:
     failed = [f for f in failed if f is not None]
     if failed:            # nothing half-done: the programs fitted before the refusal are undone
         arrays.theta[:] = given
+        if given_runs is not None:
+            runs[:] = given_runs
         raise min(failed, key=lambda e: -1 if e.program is None else e.program)
     return sse
 
