@@ -425,8 +425,11 @@ def compare(problems: Sequence[str], seeds: Sequence[int], *, ops: Sequence[str]
         print(f"numptx probe arguments: {numptx_args}", flush=True)
     op_pop = operon_population or population
     pinned = pin(cpus)
-    print(f"\n### numptx against Operon: {len(problems)} problems x seeds {list(seeds)}, "
-          f"{time_cap:g} s a run, population {population}, ops {' '.join(ops)}\n")
+    # the populations the engines run with (a probe's own replaces the protocol's)
+    pops = {"numptx": (numptx_args or {}).get("population", population), "Operon": op_pop}
+    print(f"\n### {' against '.join(engines) or 'no engine'}: {len(problems)} problems x seeds "
+          f"{list(seeds)}, {time_cap:g} s a run, population "
+          f"{', '.join(f'{e} {pops[e]}' for e in engines)}, ops {' '.join(ops)}\n")
     print(f"numptx: search.regress, device cpu, evaluate: {numptx_mode(evaluate)}; Operon: "
           f"{'-' if missing else f'1 thread, {operon_local} local (LM) iterations'}; {pinned}; "
           f"load average at start {os.getloadavg()[0]:.2f}; solved: test R² > {SOLVED_R2}; "
