@@ -402,6 +402,19 @@ def _options(ptxs: list, arch: str, n: int) -> None:
               f"({100 * (best[o] / best[()] - 1):+.0f} %) | {sass} |")
 
 
+def _json_object(text: str) -> dict:
+    """--numptx-args: a JSON object of more ``search.regress`` arguments, else a usage error."""
+    try:
+        v = json.loads(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"not JSON ({e}); give an object, e.g. "
+                                         f"'{{\"fit_steps\": 16}}'") from None
+    if not isinstance(v, dict):
+        raise argparse.ArgumentTypeError(f"a JSON {type(v).__name__}; give an object of "
+                                         f"regress arguments, e.g. '{{\"fit_steps\": 16}}'")
+    return v
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--gpu", action="store_true", help="evaluate on the GPU")
@@ -455,7 +468,7 @@ def main() -> None:
                          "run on one core (default 1; 0: not pinned)")
     ap.add_argument("--engines", nargs="+", default=["numptx", "Operon"],
                     choices=["numptx", "Operon"], help="with --compare: the engines to run")
-    ap.add_argument("--numptx-args", default=None, metavar="JSON",
+    ap.add_argument("--numptx-args", default=None, metavar="JSON", type=_json_object,
                     help="with --compare: more search.regress arguments for a probe, e.g. "
                          "'{\"fit_steps\": 16}' (the table is then not the issue's protocol)")
     ap.add_argument("--operon-population", type=int, default=None,
@@ -479,7 +492,7 @@ def main() -> None:
                            time_cap=args.time_cap, evaluate=args.evaluate,
                            operon_local=args.operon_local, cpus=args.pin, json_path=args.json,
                            engines=args.engines,
-                           numptx_args=json.loads(args.numptx_args) if args.numptx_args else None,
+                           numptx_args=args.numptx_args,
                            operon_population=args.operon_population)
     elif args.nguyen:
         args.problems = args.problems or list(range(1, 8))
