@@ -402,6 +402,17 @@ def _options(ptxs: list, arch: str, n: int) -> None:
               f"({100 * (best[o] / best[()] - 1):+.0f} %) | {sass} |")
 
 
+def _positive(text: str) -> int:
+    """argparse type: a positive int."""
+    try:
+        v = int(text)
+    except ValueError:
+        v = 0
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a positive int")
+    return v
+
+
 def _json_object(text: str) -> dict:
     """--numptx-args: a JSON object of more ``search.regress`` arguments, else a usage error."""
     try:
@@ -471,7 +482,7 @@ def main() -> None:
     ap.add_argument("--numptx-args", default=None, metavar="JSON", type=_json_object,
                     help="with --compare: more search.regress arguments for a probe, e.g. "
                          "'{\"fit_steps\": 16}' (the table is then not the issue's protocol)")
-    ap.add_argument("--operon-population", type=int, default=None,
+    ap.add_argument("--operon-population", type=_positive, default=None,
                     help="with --compare: Operon's population (default: --population)")
     ap.add_argument("--json", default=None, help="with --compare: write every run here")
     ap.add_argument("--replay", default=None, metavar="JSON",

@@ -199,6 +199,8 @@ def run_numptx(name: str, seed: int, *, ops: Sequence[str], population: int,
     r = search.regress(X32, y32, list(ops), **kw)
     dt = time.perf_counter() - t0
     score = r2(yte, r.best.predict(Xte)) if r.best is not None else -math.inf
+    if extra:                                  # a probe's JSON says what it changed
+        mode = f"{mode}, probe {json.dumps(extra, sort_keys=True)}"
     return Run("numptx", name, seed, score > SOLVED_R2, score, dt, r.evaluated, r.evaluated,
                r.generations, mode, r.best.formula if r.best is not None else "",
                {k: round(v, 3) for k, v in r.timings.items()})

@@ -31,3 +31,15 @@ def test_numptx_args_a_json_object_reaches_the_comparison(monkeypatch):
                                       '{"fit_steps": 16}'])
     bench_search.main()
     assert ran[0]["numptx_args"] == {"fit_steps": 16}
+
+
+def test_operon_population_must_be_positive():
+    # before: --operon-population 0 fell back to --population, -5 was taken
+    import subprocess
+    import sys
+    from pathlib import Path
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_search.py"
+    for bad in ("0", "-5", "x"):
+        r = subprocess.run([sys.executable, str(script), "--compare", "--operon-population", bad],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 2 and "--operon-population" in r.stderr
