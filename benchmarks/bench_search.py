@@ -152,12 +152,12 @@ def _old_children(g, cfg, rng, pa, pb) -> list:
     coins = rng.random((len(pa), 2))
     out = []
     for a, b, (c0, c1) in zip(pa, pb, coins):
-        if c0 < cfg["crossover"]:
-            child = O.crossover(a, b, rng, max_length=cfg["max_length"], genes=g)
-            if c1 < cfg["mutation"]:
-                child = O.mutate(child, g, rng, max_length=cfg["max_length"])
+        if c0 < cfg.crossover:
+            child = O.crossover(a, b, rng, max_length=cfg.max_length, genes=g)
+            if c1 < cfg.mutation:
+                child = O.mutate(child, g, rng, max_length=cfg.max_length)
         else:
-            child = O.mutate(a, g, rng, max_length=cfg["max_length"])
+            child = O.mutate(a, g, rng, max_length=cfg.max_length)
         out.append(child)
     return out
 
@@ -285,9 +285,9 @@ def stages(args) -> None:
     per = args.per_module or int(min(256, max(16, -(-n // (2 * args.cores)))))
     # the loop's selection: tournaments on the loss (no parsimony), elites aside
     pop, cfg = s.population, s.cfg
-    n_child = n - cfg["elitism"]
+    n_child = n - cfg.elitism
     fit = np.array([c.loss for c in pop])
-    idx = np.random.default_rng(3).integers(0, len(pop), size=(2 * n_child, cfg["tournament"]))
+    idx = np.random.default_rng(3).integers(0, len(pop), size=(2 * n_child, cfg.tournament))
     win = idx[np.arange(2 * n_child), np.argmin(fit[idx], axis=1)].tolist()
     pa, pb = [pop[i].program for i in win[:n_child]], [pop[i].program for i in win[n_child:]]
     variants = ["old", "revary=0", "revary=1", "revary=2", "revary=4"]

@@ -134,7 +134,7 @@ def test_revary_is_an_option_of_the_api():
     y = X[:, 0] ** 2
     r = search.regress(X, y, ["add", "mul"], population=40, generations=2, seed=0,
                        device="cpu", revary=0)
-    assert r._search.cfg["revary"] == 0 and r._search.breeder.revaried == 0
+    assert r._search.cfg.revary == 0 and r._search.breeder.revaried == 0
     for bad in (-1, 1.5, True):
         with pytest.raises(SearchError, match="revary="):
             search.regress(X, y, ["add"], population=4, generations=1, device="cpu",

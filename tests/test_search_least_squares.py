@@ -143,7 +143,7 @@ def test_regress_fits_constants_and_returns_a_deployable_program():
                            generations=30, seed=1, device="cpu", target=1e-10)
     assert r.stopped == "target"
     assert r.best.loss < 1e-10 * 10
-    assert r._search.cfg["fit_method"] == "lm" and r._search.cfg["linear_scaling"] is True
+    assert r._search.cfg.fit_method == "lm" and r._search.cfg.linear_scaling is True
     np.testing.assert_allclose(r.best.predict(X), y, atol=1e-4)
     assert r.rescored is not None and r.rescored.differing == 0
     assert r.best.loss == Evaluator(X, y, device="cpu", evaluate="compile").score(
@@ -165,7 +165,7 @@ def test_options_checked():
         search.regress(X, y, loss="mae", fit_method="lm", generations=1, population=8)
     r = search.regress(X, y, linear_scaling=np.True_, generations=1, population=8, seed=0,
                        device="cpu")
-    assert r._search.cfg["linear_scaling"] is True
+    assert r._search.cfg.linear_scaling is True
     with pytest.raises(SearchError, match="linear scaling"):
         search.regress(X, np.ones_like(y), linear_scaling=True, generations=1, population=8)
 
@@ -173,17 +173,17 @@ def test_options_checked():
 def test_defaults_resolve_by_loss_and_device():
     X, y = _data(lambda X: X[:, 0] * 2)
     r = search.regress(X, y, generations=1, population=16, seed=0, device="cpu", loss="mae")
-    assert r._search.cfg["fit_method"] == "es" and r._search.cfg["linear_scaling"] is False
+    assert r._search.cfg.fit_method == "es" and r._search.cfg.linear_scaling is False
     r = search.regress(X, np.ones_like(y), generations=1, population=16, seed=0, device="cpu")
-    assert r._search.cfg["linear_scaling"] is False       # a constant y: nothing to scale
+    assert r._search.cfg.linear_scaling is False       # a constant y: nothing to scale
     r = search.regress(X, y, generations=1, population=16, seed=0, device="cpu",
                        fit_method="es", linear_scaling=False)
-    assert r._search.cfg["fit_method"] == "es" and r._search.cfg["fit_top"] == 2
+    assert r._search.cfg.fit_method == "es" and r._search.cfg.fit_top == 2
     # under lm every child is fitted (as Operon fits every child), unless fit_top says
     r = search.regress(X, y, generations=1, population=16, seed=0, device="cpu")
-    assert r._search.cfg["fit_method"] == "lm" and r._search.cfg["fit_top"] == 16
+    assert r._search.cfg.fit_method == "lm" and r._search.cfg.fit_top == 16
     r = search.regress(X, y, generations=1, population=16, seed=0, device="cpu", fit_top=3)
-    assert r._search.cfg["fit_top"] == 3
+    assert r._search.cfg.fit_top == 3
 
 
 def test_resume_keeps_scaling_and_method(tmp_path):
@@ -193,8 +193,8 @@ def test_resume_keeps_scaling_and_method(tmp_path):
     path = tmp_path / "run.ckpt"
     r.save(path)
     r2 = search.resume(path, generations=1)
-    assert r2._search.cfg["linear_scaling"] is True
-    assert r2._search.cfg["fit_method"] == "lm"
+    assert r2._search.cfg.linear_scaling is True
+    assert r2._search.cfg.fit_method == "lm"
     assert r2._search.evaluator.linear_scaling
     assert r2.best.loss <= r.best.loss
 
@@ -233,6 +233,6 @@ def test_a_large_lm_population_passes_the_trials_bound_that_es_keeps():
     population over 250,000 (fit_top x 4 trials > 1,000,000) must still resume."""
     from numptx.search.config import check_config
     cfg = check_config("regress", population=300_000, fit_top=300_000, fit_method="lm")
-    assert cfg["fit_top"] == 300_000 and cfg["fit_trials"] == 4
+    assert cfg.fit_top == 300_000 and cfg.fit_trials == 4
     with pytest.raises(SearchError, match="fit_trials"):
         check_config("regress", population=300_000, fit_top=300_000, fit_method="es")

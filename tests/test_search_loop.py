@@ -157,7 +157,7 @@ def test_dedup_scores_each_distinct_program_once():
         made = r._search.children_made
         # a generation makes population - elites children (plus: no elites, the parents
         # compete with their children)
-        assert r._search.cfg["elitism"] == 1
+        assert r._search.cfg.elitism == 1
         assert made == 50 * 5 - 4 * elites
         assert r.evaluated == len(r._search.cache) < made / 5
 

@@ -31,9 +31,9 @@ def _pop_losses(r):
 
 def test_plus_is_regress_default_and_children_is_evolves():
     from numptx.search.config import check_config
-    assert check_config("regress")["survivors"] == "plus"
-    assert check_config("evolve")["survivors"] == "children"
-    assert _run(generations=1)._search.cfg["survivors"] == "plus"
+    assert check_config("regress").survivors == "plus"
+    assert check_config("evolve").survivors == "children"
+    assert _run(generations=1)._search.cfg.survivors == "plus"
 
 
 def test_plus_never_loses_the_best_and_keeps_each_program_once():
@@ -79,7 +79,7 @@ def test_a_plus_run_resumes_exactly(tmp_path):
     path = tmp_path / "run.nxck"
     half.save(path)
     more = search.resume(path, generations=3, device="cpu")
-    assert more._search.cfg["survivors"] == "plus"
+    assert more._search.cfg.survivors == "plus"
     assert _pop_losses(more) == _pop_losses(whole)
     assert more.best.program == whole.best.program
 
@@ -92,4 +92,4 @@ def test_a_checkpoint_saved_before_survivors_resumes_generational(tmp_path):
     del state["config"]["survivors"]               # as a run saved before the option
     ck.write(path, state)
     more = search.resume(path, generations=1, device="cpu")
-    assert more._search.cfg["survivors"] == "children"
+    assert more._search.cfg.survivors == "children"

@@ -4,8 +4,9 @@ their defaults, bounds and checks, shared by the loop and by :func:`numptx.searc
 allocated)::
 
     from numptx.search.config import check_config
-    cfg = check_config("regress", population=500, revary=1)     # every option, checked
-    cfg["elitism"], cfg["fit_top"]                               # defaults filled in: 5, 3
+    opts = check_config("regress", population=500, revary=1)    # a SearchOptions, checked
+    opts.elitism, opts.fit_top                                   # defaults filled in: 5, 3
+    opts.replace(revary=2)                                       # a new SearchOptions, checked
     check_config("regress", tournament=5_000_000_000)            # SearchError: <= population
 
 Every option has an upper bound from what it means (:data:`BOUNDS`): ``tournament``,
@@ -16,8 +17,10 @@ the Stack PTX compiler runs (``sp.Limits().max_steps``). A value past its bound 
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -79,7 +82,7 @@ BOUNDS: dict[str, tuple[Any, Any, str]] = {
     "semantic_dedup": (0, PROBE_MAX, "rows of the probe that finds programs of equal outputs"),
 }
 
-__all__ = ["CACHE_MAX", "DEFAULTS", "BOUNDS", "POPULATION_MAX", "GENERATIONS_MAX", "LENGTH_MAX",
+__all__ = ["SearchOptions", "Kind", "KINDS", "FitMethod", "CACHE_MAX", "DEFAULTS", "BOUNDS", "POPULATION_MAX", "GENERATIONS_MAX", "LENGTH_MAX",
            "REVARY_MAX", "FIT_STEPS_MAX", "FIT_BATCH_MAX", "BINS_MAX", "PROBE_MAX", "check_config",
            "check_float", "check_seed", "check_generations", "SEED_MAX", "FIT_METHODS",
            "SURVIVORS", "Survivors", "Build", "BUILDS", "AUTO_BUILD", "check_build",
@@ -148,6 +151,11 @@ DEFAULTS = dict(population=1000, generations=100, tournament=None, elitism=None,
 #: strategy (:mod:`numptx.search.constants`), ``"auto"`` lm where it runs (a CPU interpreter
 #: and a least-squares loss), else es
 FIT_METHODS = ("auto", "lm", "es")
+FitMethod = Literal["auto", "lm", "es"]
+
+#: the searches: what a checkpoint records and :func:`check_config`'s ``where``
+KINDS = ("regress", "map_elites", "evolve")
+Kind = Literal["regress", "map_elites", "evolve"]
 
 #: who forms the next population (``survivors=``): ``"plus"`` the best ``population`` distinct
 #: programs of the parents and their children (a (mu + lambda) step, Operon's keep-best
@@ -158,6 +166,58 @@ SURVIVORS = ("plus", "children")
 Survivors = Literal["plus", "children"]
 
 
+@dataclass(frozen=True)
+class SearchOptions:
+    """The checked options of one run (:func:`check_config` makes them; the search functions'
+    docstrings say what each means). Frozen: :meth:`replace` gives a new, checked set::
+
+        opts = check_config("regress", population=200)
+        opts.population, opts.tournament          # 200, 5
+        opts.replace(generations=50).generations  # 50
+    """
+    kind: Kind
+    population: int
+    generations: int
+    tournament: int
+    elitism: int
+    parsimony: float
+    crossover: float
+    mutation: float
+    max_length: int
+    init_length: tuple[int, int]
+    fit_top: int
+    fit_steps: int
+    fit_trials: int
+    target: float | None
+    time_limit: float | None
+    bins: int | None
+    descriptors: tuple
+    restart: int | None
+    revary: int
+    semantic_dedup: int | None
+    linear_scaling: bool | None
+    fit_method: FitMethod
+    input_weights: bool | None
+    survivors: Survivors
+
+    def replace(self, **changes: Any) -> "SearchOptions":
+        """These options with ``changes``, checked again (an unknown or bad one is a
+        :class:`SearchError`, as :func:`check_config` gives)."""
+        given = self.to_dict() | changes
+        return check_config(self.kind, **given)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every option by name (``kind`` left out), e.g. for a checkpoint."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+                if f.name != "kind"}
+
+
+def _unknown(where: str, unknown: set) -> SearchError:
+    valid = ", ".join(sorted(DEFAULTS))
+    return SearchError(f"{where}: unknown option(s) {', '.join(map(repr, sorted(unknown)))}; "
+                       f"the options are: {valid}")
+
+
 def check_generations(v: Any, done: int = 0) -> int:
     """``v`` generations (more, after ``done``) within :data:`GENERATIONS_MAX` in all."""
     check_int("generations", v, 0)
@@ -166,14 +226,18 @@ def check_generations(v: Any, done: int = 0) -> int:
                      + (f"; {done:,} are done" if done else ""))
 
 
-def check_config(where: str, **given: Any) -> dict:
+def check_config(where: Kind, **given: Any) -> SearchOptions:
     """Every option (``given`` over :data:`DEFAULTS`) checked against its bounds
-    (:data:`BOUNDS`), derived defaults filled in; a bad or unknown one is a
-    :class:`SearchError` naming it (``where``: the API function)."""
+    (:data:`BOUNDS`), derived defaults filled in, as a :class:`SearchOptions`; a bad or
+    unknown one is a :class:`SearchError` naming it (``where``: the search, one of
+    :data:`KINDS`; an unknown option's message lists the valid ones)."""
+    if where not in KINDS:
+        raise SearchError(f"check_config: where={shown(where)}: use one of "
+                          f"{', '.join(map(repr, KINDS))}")
     cfg = dict(DEFAULTS)
     unknown = set(given) - set(cfg)
     if unknown:
-        raise SearchError(f"{where}: unknown option(s) {sorted(unknown)}")
+        raise _unknown(where, unknown)
     cfg.update({k: v for k, v in given.items()})
     # map_elites takes the population size as batch=
     pop_name = "batch" if where == "map_elites" else "population"
@@ -239,7 +303,7 @@ def check_config(where: str, **given: Any) -> dict:
         raise SearchError(f"descriptors={cfg['descriptors']!r}: give a sequence of descriptor "
                           f"names or Descriptor tuples")
     cfg["descriptors"] = tuple(cfg["descriptors"])
-    return cfg
+    return SearchOptions(kind=where, **cfg)
 
 
 def _init_length(il: Any) -> tuple[int, int]:

@@ -13,14 +13,18 @@ from __future__ import annotations
 import math
 import sys
 import time
-from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
 from ..instructions import TABLE
-from .config import BINS_MAX, check_float
+from .config import BINS_MAX, SearchOptions, check_float
 from .genes import Genes, SearchError, check_int
+
+if TYPE_CHECKING:      # the loop imports this module: the types only, for the checker
+    from .loop import Search
+    from .results import Candidate
 
 __all__ = ["Descriptor", "DESCRIPTORS", "descriptors", "cell", "step"]
 
@@ -60,9 +64,9 @@ DESCRIPTORS = {"length": Descriptor("length", _length, 0, 64, 8),
 
 
 
-def descriptors(cfg: dict) -> list[Descriptor]:
+def descriptors(cfg: SearchOptions) -> list[Descriptor]:
     out = []
-    for d in cfg["descriptors"]:
+    for d in cfg.descriptors:
         if isinstance(d, str):
             if d not in DESCRIPTORS:
                 raise SearchError(f"map_elites: descriptors: unknown {d!r}; built in: "
@@ -70,7 +74,7 @@ def descriptors(cfg: dict) -> list[Descriptor]:
                                   f"high, bins)")
             d = DESCRIPTORS[d]
             if d.name == "length":
-                d = d._replace(high=cfg["max_length"])
+                d = d._replace(high=cfg.max_length)
         elif isinstance(d, tuple) and len(d) == 5 and callable(d[1]):
             d = Descriptor(*d)
             check_int(f"map_elites: descriptor {d.name!r} bins", d.bins, 1, BINS_MAX,
@@ -85,8 +89,8 @@ def descriptors(cfg: dict) -> list[Descriptor]:
         else:
             raise SearchError(f"map_elites: descriptors: {d!r} is neither a built-in name nor "
                               f"a Descriptor(name, fn, low, high, bins)")
-        if cfg.get("bins") is not None:
-            d = d._replace(bins=check_int("bins", cfg["bins"], 1, BINS_MAX, "cells per axis"))
+        if cfg.bins is not None:
+            d = d._replace(bins=check_int("bins", cfg.bins, 1, BINS_MAX, "cells per axis"))
         out.append(d)
     if not out:
         raise SearchError("map_elites: descriptors= is empty")
@@ -127,7 +131,7 @@ def _bin(d: Descriptor, got: Any) -> int:
     return int(min(d.bins - 1, max(0, math.floor(frac * d.bins))))
 
 
-def step(s: Any) -> list:
+def step(s: Search) -> list[Candidate]:
     """One MAP-Elites generation of the search ``s`` (:class:`numptx.search.loop.Search`):
     ``batch`` children of uniformly drawn elites (the first generation, or while the archive
     is empty: random programs), scored, fitted and filed. Returns the generation's candidates
@@ -139,7 +143,7 @@ def step(s: Any) -> list:
     else:
         t0 = time.perf_counter()
         elites = list(s.archive.values())
-        idx = s.rng.integers(0, len(elites), size=(cfg["population"], 2))
+        idx = s.rng.integers(0, len(elites), size=(cfg.population, 2))
         s.timings["select"] += time.perf_counter() - t0
         cands = s.scored_children([elites[i].program for i in idx[:, 0].tolist()],
                                   [elites[i].program for i in idx[:, 1].tolist()])

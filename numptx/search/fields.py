@@ -23,13 +23,13 @@ import numpy as np
 
 from .. import stack_ptx as sp
 from .checkpoint import FITS_SAVED, CheckpointError, brief, decode_array, decode_program
-from .config import CACHE_MAX, DEFAULTS, GENERATIONS_MAX, check_config, check_seed
+from .config import (CACHE_MAX, DEFAULTS, GENERATIONS_MAX, KINDS, Kind, SearchOptions,
+                     check_config, check_seed)
 from .evaluate import BUILDS, EVALUATE, PER_MODULE_MAX
 from .genes import Genes, SearchError
 
 __all__ = ["Fields", "KINDS"]
 
-KINDS = ("regress", "map_elites", "evolve")
 _COMMON = ("kind", "seed", "genes", "config", "rng", "population", "archive", "best", "history",
            "evaluated", "children_made", "seconds", "improved_at", "restarts")
 _OPTIONAL = ("cache", "fits", "semantic")    # older checkpoints have none of them
@@ -107,7 +107,7 @@ class Fields:
             self.fail("seed", "null; a run's seed is an int")
         return seed
 
-    def config(self, kind: str, descriptors: Any) -> dict:
+    def config(self, kind: Kind, descriptors: Any) -> SearchOptions:
         """The run's options through the API's checks (bounds included)."""
         c = self.st["config"]
         if not isinstance(c, dict):
@@ -173,8 +173,8 @@ class Fields:
         self.int_("rng.uinteger", r["uinteger"], 0, (1 << 32) - 1)
         return r
 
-    def history(self, cfg: dict) -> list[tuple]:
-        rows = self.list_("history", self.st["history"], min(cfg["generations"],
+    def history(self, cfg: SearchOptions) -> list[tuple]:
+        rows = self.list_("history", self.st["history"], min(cfg.generations,
                                                              GENERATIONS_MAX))
         out = []
         for i, g in enumerate(rows):
@@ -197,7 +197,7 @@ class Fields:
                 "restarts": self.int_("restarts", st["restarts"], 0, generations)}
 
     # ---- programs --------------------------------------------------------------------------
-    def programs(self, genes: Genes, cfg: dict) -> Programs:
+    def programs(self, genes: Genes, cfg: SearchOptions) -> Programs:
         return Programs(self, genes, cfg)
 
     def cache(self) -> dict[bytes, float]:
@@ -311,7 +311,7 @@ class Programs:
     """Decodes a checkpoint's programs and checks each: made of the genes' pieces, no longer
     than the run makes them (``max_length``; a first program: ``init_length`` genes)."""
 
-    def __init__(self, fields: Fields, genes: Genes, cfg: dict):
+    def __init__(self, fields: Fields, genes: Genes, cfg: SearchOptions):
         self.f, self.genes = fields, genes
         # the op genes' words and the input genes' (weighted inputs: const, input, mul)
         words = [genes.op_words(n) for n in genes.ops] + [genes.input_words(genes.names[0])]
@@ -319,7 +319,7 @@ class Programs:
         zero = genes.const(0.0)
         self.const_kind, self.const_tag = zero.kind, zero.word & 0xFFFF
         self.names = set(genes.names)
-        self.max_ops = max(cfg["max_length"], cfg["init_length"][1] * max(map(len, words)))
+        self.max_ops = max(cfg.max_length, cfg.init_length[1] * max(map(len, words)))
 
     def one(self, field: str, text: Any) -> list:
         f = self.f

@@ -35,24 +35,24 @@ from typing import Any
 
 import numpy as np
 
-from .._cores import usable_cores
 from .. import stack_ptx as sp
 from . import checkpoint as ck
 from . import elites
 from . import operators as O
 from . import semantic
 from .breed import Breeder
-from .config import CACHE_MAX, Survivors, check_config, check_seed
+from .config import CACHE_MAX, Kind, SearchOptions, Survivors, check_config, check_seed
 from .constants import fit_constants
 from .least_squares import fit_least_squares
 from .evaluate import (SCALED_LOSSES, Build, Evaluate, Evaluator, check_data, check_evaluate,
-                       check_executor, resolve_device,
-                       check_per_module, check_scores)
+                       check_executor, resolve_device, check_per_module)
 from .genes import LN2, LOG2E, Genes, SearchError, check_int
 from .rescore import Rescore, returned, user_build
 from .results import Candidate, Generation, Result
 from .scaling import written
+from .scorers import Scorer, UserFitness
 from .sites import site_genes
+from .strategies import Strategy, strategy_for
 
 __all__ = ["regress", "map_elites", "evolve", "Result", "Candidate", "Generation", "check_int"]
 
@@ -70,16 +70,18 @@ def _formula_mod():
 class Search:
     """The state one run carries from generation to generation (and into a checkpoint)."""
 
-    def __init__(self, kind: str, genes: Genes, cfg: dict, seed: int | None, *,
-                 evaluator: Evaluator | None = None, user: dict | None = None):
+    def __init__(self, kind: Kind, genes: Genes, cfg: SearchOptions, seed: int | None, *,
+                 evaluator: Evaluator | None = None, user: UserFitness | None = None):
         self.kind, self.genes, self.cfg = kind, genes, cfg
         self.seed = int(np.random.SeedSequence().entropy % (1 << 63)) if seed is None else seed
         self.rng = np.random.default_rng(self.seed)
-        self.breeder = Breeder(genes, crossover=cfg["crossover"], mutation=cfg["mutation"],
-                               max_length=cfg["max_length"], revary=cfg["revary"])
+        self.breeder = Breeder(genes, crossover=cfg.crossover, mutation=cfg.mutation,
+                               max_length=cfg.max_length, revary=cfg.revary)
         self.evaluator, self.user = evaluator, user
+        #: what one generation does (a population, or MAP-Elites' archive)
+        self.strategy: Strategy = strategy_for(kind)
         probe = 0 if evaluator is None else semantic.resolve(
-            cfg["semantic_dedup"], evaluator.mode, evaluator.device, evaluator.X.shape[0])
+            cfg.semantic_dedup, evaluator.mode, evaluator.device, evaluator.X.shape[0])
         self.semantic = semantic.Semantic(evaluator, probe, self.seed) if probe else None
         self.population: list[Candidate] = []
         self.archive: dict[tuple, Candidate] = {}
@@ -91,7 +93,7 @@ class Search:
         self.evaluated = self.children_made = 0
         self.seconds = 0.0
         self.timings = {"generate": 0.0, "dedup": 0.0, "evaluate": 0.0, "fit": 0.0, "select": 0.0}
-        self.descriptors = elites.descriptors(cfg) if kind == "map_elites" else []
+        self.descriptors = elites.descriptors(cfg) if self.strategy.keeps_archive else []
         self.stopped = "generations"
         self.improved_at = 0          # the generation the best last improved by 1 % or more
         self.restarts = 0
@@ -99,17 +101,16 @@ class Search:
         self._macro_constants = [genes.round(v) for v in (LOG2E, -LOG2E, LN2)]
 
     # -- scoring --------------------------------------------------------------------------
+    @property
+    def scorer(self) -> Scorer:
+        """What scores the programs: the data's :class:`Evaluator`, or evolve's
+        :class:`UserFitness`."""
+        scorer = self.evaluator if self.evaluator is not None else self.user
+        assert scorer is not None, "a Search has an evaluator or a user fitness"
+        return scorer
+
     def _score(self, programs: list) -> np.ndarray:
-        if self.evaluator is not None:
-            return self.evaluator.score(programs)
-        u = self.user
-        stubs = sp.compile_many(programs, site=u["site_obj"])
-        cores = usable_cores()
-        per = u["per_module"] or int(min(256, max(16, -(-len(stubs) // (2 * cores)))))
-        packs = u["template"].pack_many(u["site"], stubs, select=u["select"], per_module=per,
-                                        executor=u["executor"],
-                                        **({"build": "fast"} if u.get("build") == "fast" else {}))
-        return check_scores(u["fitness"](packs), len(programs), "evolve")
+        return self.scorer.score(programs)
 
     def candidate(self, program: list, loss: float) -> Candidate:
         """A :class:`Candidate` of this search's genes."""
@@ -195,7 +196,7 @@ class Search:
 
     def fit_constants_of(self, cands: list[Candidate]) -> None:
         """Fit the constants of the best ``fit_top`` unfitted candidates (in place)."""
-        top = self.cfg["fit_top"]
+        top = self.cfg.fit_top
         if self.evaluator is None or not top:
             return
         t0 = time.perf_counter()
@@ -238,12 +239,12 @@ class Search:
     def _fit(self, programs: list, losses: list, keys: list) -> tuple[list, np.ndarray, int]:
         """(programs, losses, evaluations) of one constant fit by ``fit_method``."""
         cfg = self.cfg
-        if cfg["fit_method"] != "lm":
+        if cfg.fit_method != "lm":
             progs, got = fit_constants(self.evaluator, programs, losses, keys, seed=self.seed,
-                                       steps=cfg["fit_steps"], trials=cfg["fit_trials"],
+                                       steps=cfg.fit_steps, trials=cfg.fit_trials,
                                        protect=self._macro_constants)
-            return progs, got, len(programs) * cfg["fit_trials"] * cfg["fit_steps"]
-        progs, _, runs = fit_least_squares(self.evaluator, programs, steps=cfg["fit_steps"],
+            return progs, got, len(programs) * cfg.fit_trials * cfg.fit_steps
+        progs, _, runs = fit_least_squares(self.evaluator, programs, steps=cfg.fit_steps,
                                            protect=self._macro_constants)
         moved = [k for k, (p, q) in enumerate(zip(progs, programs)) if p is not q and p != q]
         got = np.asarray(losses, np.float64).copy()
@@ -302,17 +303,17 @@ class Search:
 
     def penalized(self, cands: Sequence[Candidate]) -> np.ndarray:
         loss = np.array([c.loss for c in cands])
-        if self.cfg["parsimony"]:       # a large (finite) parsimony gives +inf, not a warning
+        if self.cfg.parsimony:       # a large (finite) parsimony gives +inf, not a warning
             with np.errstate(over="ignore"):
-                loss = loss + self.cfg["parsimony"] * np.array([len(c.program) for c in cands])
+                loss = loss + self.cfg.parsimony * np.array([len(c.program) for c in cands])
         return loss
 
     def init_population(self) -> list[Candidate]:
-        n = self.cfg["population"]
+        n = self.cfg.population
         size = self._chunk_size(n)
 
         def chunks():          # made as the pipeline asks: the same draws in the same order
-            made = self.breeder.random_programs(self.rng, n, tuple(self.cfg["init_length"]))
+            made = self.breeder.random_programs(self.rng, n, tuple(self.cfg.init_length))
             for start in range(0, n, size):
                 t0 = time.perf_counter()
                 out = list(itertools.islice(made, size))
@@ -326,32 +327,12 @@ class Search:
     def step(self) -> Generation:
         t_start = time.perf_counter()
         self._gen_evaluated = 0
-        cfg = self.cfg
-        if self.kind == "map_elites":
-            made = elites.step(self)
-            # an archive holds finite losses only: while it is empty (no finite loss yet) the
-            # generation's candidates stand in, so best and median read +inf
-            pool = list(self.archive.values()) or made
-        else:
-            stall = cfg["restart"]
-            if stall and self.population and len(self.history) - self.improved_at >= stall:
-                # stagnation: a fresh population (the best so far stays in result.best)
-                self.population, self.improved_at = [], len(self.history)
-                self.restarts += 1
-                log.info("numptx.search: no progress in %d generations: restart %d", stall,
-                         self.restarts)
-            if not self.population:
-                cands = self.init_population()
-                self.fit_constants_of(cands)
-                self.population = cands
-            else:
-                self.population = self.next_population(self.population)
-            pool = self.population
+        pool = self.strategy.step(self)
         self._note_best(pool)
         losses = np.array([c.loss for c in pool])
         g = Generation(len(self.history), float(self.best.loss), float(np.median(losses)),
                        self._gen_evaluated, float(np.mean([len(c.program) for c in pool])),
-                       len(self.archive) if self.kind == "map_elites" else len(pool),
+                       len(self.archive) if self.strategy.keeps_archive else len(pool),
                        time.perf_counter() - t_start)
         self.history.append(g)
         self.seconds += g.seconds
@@ -364,11 +345,11 @@ class Search:
         cfg = self.cfg
         t0 = time.perf_counter()
         fit = self.penalized(pop)
-        plus = cfg["survivors"] == "plus"
-        n_el = 0 if plus else min(cfg["elitism"], len(pop))
+        plus = cfg.survivors == "plus"
+        n_el = 0 if plus else min(cfg.elitism, len(pop))
         elite = np.argsort(fit, kind="stable")[:n_el]
-        n_child = cfg["population"] - n_el
-        idx = self.rng.integers(0, len(pop), size=(2 * n_child, cfg["tournament"]))
+        n_child = cfg.population - n_el
+        idx = self.rng.integers(0, len(pop), size=(2 * n_child, cfg.tournament))
         win = idx[np.arange(2 * n_child), np.argmin(fit[idx], axis=1)].tolist()
         parents = [pop[i].program for i in win]     # (Python ints: numpy's are slow)
         self.timings["select"] += time.perf_counter() - t0
@@ -389,7 +370,7 @@ class Search:
             if exact not in seen:
                 seen.add(exact)
                 keep.append(both[i])
-                if len(keep) == cfg["population"]:
+                if len(keep) == cfg.population:
                     break
         self.timings["select"] += time.perf_counter() - t0
         return keep
@@ -407,7 +388,7 @@ class Search:
     # -- running --------------------------------------------------------------------------
     def run(self, generations: int, progress: Any) -> Result:
         t0 = time.perf_counter()
-        target, limit = self.cfg["target"], self.cfg["time_limit"]
+        target, limit = self.cfg.target, self.cfg.time_limit
         self.stopped = "generations"
         for _ in range(generations):
             if target is not None and self.best is not None and self.best.loss <= target:
@@ -426,14 +407,15 @@ class Search:
     def result(self) -> Result:
         best, archive, rescored = self.rescored()
         ev = self.evaluator
-        pop = list(archive.values()) if self.kind == "map_elites" else \
+        keeps = self.strategy.keeps_archive
+        pop = list(archive.values()) if keeps else \
             written(ev, self.genes, self.population) if ev is not None else \
             list(self.population)
         return Result(best=best, population=pop, history=list(self.history),
                       genes=self.genes, generations=len(self.history), stopped=self.stopped,
                       evaluated=self.evaluated, seconds=self.seconds,
                       device=ev.device if ev else "template", timings=dict(self.timings),
-                      archive=archive if self.kind == "map_elites" else None,
+                      archive=archive if keeps else None,
                       seed=self.seed, evaluate=ev.mode if ev else "compile",
                       rescored=rescored,
                       semantic_duplicates=self.semantic.hits if self.semantic else 0,
@@ -479,10 +461,10 @@ def _regression_search(kind: str, X: Any, y: Any, ops: Sequence[str], *, names, 
     cfg = check_config(kind, **options)
     if not isinstance(pipeline, bool):
         raise SearchError(f"{kind}: pipeline={pipeline!r}: give True or False")
-    _resolve_fitting(cfg, loss, yc, resolve_device(device), options)
+    cfg = _resolve_fitting(cfg, loss, yc, resolve_device(device), options)
     try:
         genes = Genes(ops, Xc.shape[1], names=names, dtype=data_dtype,
-                      weights=cfg["input_weights"],
+                      weights=cfg.input_weights,
                       **({} if constants is None else {"constants": constants}))
     except SearchError as e:
         if dtype is None and data_dtype == "f64" and "no f64 form" in str(e):
@@ -491,27 +473,31 @@ def _regression_search(kind: str, X: Any, y: Any, ops: Sequence[str], *, names, 
         raise
     ev = Evaluator(Xc, yc, loss=loss, names=genes.names, device=device, executor=executor,
                    per_module=per_module, where=kind, pipeline=pipeline, evaluate=evaluate,
-                   rows=genes.rows, linear_scaling=cfg["linear_scaling"], build=build)
+                   rows=genes.rows, linear_scaling=cfg.linear_scaling, build=build)
     return Search(kind, genes, cfg, check_seed(seed), evaluator=ev)
 
 
-def _resolve_fitting(cfg: dict, loss: str, y: np.ndarray, device: str, given: dict) -> None:
-    """Fill in the constant-fitting options left to the search (None / "auto"), in ``cfg``:
+def _resolve_fitting(cfg: SearchOptions, loss: str, y: np.ndarray, device: str,
+                     given: dict) -> SearchOptions:
+    """The options with the constant fitting left to the search (None / "auto") filled in:
     ``linear_scaling`` on for mse and rmse when y varies; ``fit_method`` "lm" on the CPU for
     a least-squares loss (mse, rmse, pearson), else "es"; under lm, ``input_weights`` on and
     ``fit_top`` :func:`fit_top_lm` unless given."""
-    if cfg["linear_scaling"] is None:
-        cfg["linear_scaling"] = loss in SCALED_LOSSES and bool(y.min() != y.max())
-    if cfg["fit_method"] == "lm" and loss not in (*SCALED_LOSSES, "pearson"):
+    change: dict[str, Any] = {}
+    if cfg.linear_scaling is None:
+        change["linear_scaling"] = loss in SCALED_LOSSES and bool(y.min() != y.max())
+    if cfg.fit_method == "lm" and loss not in (*SCALED_LOSSES, "pearson"):
         raise SearchError(f"fit_method='lm' with loss={loss!r}: Levenberg–Marquardt minimizes "
                           f"squared errors (mse, rmse, pearson); use fit_method='es' or 'auto'")
-    if cfg["fit_method"] == "auto":
+    method = cfg.fit_method
+    if method == "auto":
         lm = device == "cpu" and loss in (*SCALED_LOSSES, "pearson")
-        cfg["fit_method"] = "lm" if lm else "es"
+        method = change["fit_method"] = "lm" if lm else "es"
         if lm and given.get("fit_top") is None:
-            cfg["fit_top"] = fit_top_lm(cfg["population"])
-    if cfg["input_weights"] is None:
-        cfg["input_weights"] = cfg["fit_method"] == "lm"
+            change["fit_top"] = fit_top_lm(cfg.population)
+    if cfg.input_weights is None:
+        change["input_weights"] = method == "lm"
+    return cfg.replace(**change) if change else cfg
 
 
 def fit_top_lm(population: int) -> int:
@@ -589,7 +575,7 @@ def regress(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div"), *
                            restart=restart, revary=revary, linear_scaling=linear_scaling,
                            fit_method=fit_method, input_weights=input_weights,
                            survivors=survivors, build=build)
-    return s.run(s.cfg["generations"], progress)
+    return s.run(s.cfg.generations, progress)
 
 
 def evolve(template: Any, site: Any, fitness: Callable[[list], Sequence[float]], *,
@@ -637,12 +623,12 @@ def evolve(template: Any, site: Any, fitness: Callable[[list], Sequence[float]],
                        crossover=crossover, mutation=mutation, max_length=max_length,
                        init_length=init_length, fit_top=0, target=target,
                        time_limit=time_limit, restart=restart, revary=revary)
-    user = {"template": template, "site": name, "site_obj": s, "select": select,
-            "fitness": fitness, "per_module": check_per_module(per_module, "evolve"),
-            "executor": check_executor(executor, "evolve"),
-            "build": user_build(template, name, build)}
+    user = UserFitness(template=template, site=name, site_obj=s, select=select,
+                       fitness=fitness, per_module=check_per_module(per_module, "evolve"),
+                       executor=check_executor(executor, "evolve"),
+                       build=user_build(template, name, build))
     search = Search("evolve", genes, cfg, check_seed(seed), user=user)
-    return search.run(cfg["generations"], progress)
+    return search.run(cfg.generations, progress)
 
 
 def map_elites(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div"), *,
@@ -681,5 +667,5 @@ def map_elites(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div")
                            bins=bins, elitism=0, revary=revary,
                            linear_scaling=linear_scaling, fit_method=fit_method,
                            input_weights=input_weights, build=build)
-    return s.run(s.cfg["generations"], progress)
+    return s.run(s.cfg.generations, progress)
 

@@ -44,12 +44,10 @@ from typing import Any
 
 import numpy as np
 
-from .. import stack_ptx as sp
 from ..errors import NumptxWarning
 from ..jit.pack import PER_KERNEL, PackError
 from ..jit.pack_kernels import BuildMode, layout_target
 from .config import check_build
-from .evaluate import check_scores
 from .genes import SearchError
 from .scaling import written
 
@@ -156,25 +154,15 @@ def user_build(template: Any, site: str, build: Any, where: str = "evolve",
 
 
 class _UserPacks:
-    """evolve's ``fitness`` as :func:`rescore` scores with: the programs packed alone at a
-    build mode and scored by the user's fitness (a GPU's tolerance: the user's kernel)."""
+    """evolve's scorer as :func:`rescore` scores with: the programs packed alone at a build
+    mode and scored by the user's fitness (a GPU's tolerance: the user's kernel)."""
     device, mode, scoring_build = "gpu", "compile", "fast"
 
-    def __init__(self, user: dict):
-        self.user = user
+    def __init__(self, user: Any):
+        self.user = user              # a numptx.search.scorers.UserFitness
 
     def score_compiled(self, programs: list, *, build: BuildMode) -> np.ndarray:
-        u = self.user
-        stubs = sp.compile_many(programs, site=u["site_obj"])
-        packs = u["template"].pack_many(u["site"], stubs, select=u["select"], per_module=1,
-                                        executor=u["executor"], build=build)
-        try:
-            return check_scores(u["fitness"](packs), len(programs), "evolve")
-        except SearchError as e:        # the run's calls were right: say which call was not
-            raise SearchError(f"evolve: the best re-scored alone at the full build "
-                              f"(build='fast'): {str(e).removeprefix('evolve: ')} (a pack of "
-                              f"{len(programs)}; use build='full' to score the run's packs "
-                              f"only)") from None
+        return self.user.score_alone(programs, build)
 
 
 def returned(search: Any, *, stacklevel: int = 6) -> tuple[Any, dict, Rescore | None]:
@@ -192,7 +180,7 @@ def returned(search: Any, *, stacklevel: int = 6) -> tuple[Any, dict, Rescore | 
     cands = [best] + [search.archive[c] for c in cells]
     probe = None if ev is None or sem is None or len(sem.rows) >= ev.X.shape[0] else \
         (len(sem.rows), ev.X.shape[0])
-    if ev is None and best is not None and search.user.get("build") == "fast":
+    if ev is None and best is not None and search.user.build == "fast":
         r = rescore(_UserPacks(search.user), ["best"], [best.program], [best.loss],
                     stacklevel=stacklevel)
         return dataclasses.replace(best, program=list(best.program), loss=r.compiled[0]), \

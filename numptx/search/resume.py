@@ -14,7 +14,7 @@ from concurrent.futures import Executor
 from typing import Any
 
 from .checkpoint import CheckpointError, path_of, read
-from .config import Build, check_build, check_generations
+from .config import Build, SearchOptions, check_build, check_generations
 from .evaluate import (Evaluate, Evaluator, check_evaluate, check_executor, check_per_module,
                        resolve_device)
 from .fields import Fields
@@ -22,6 +22,7 @@ from .genes import SearchError
 from .loop import Candidate, Generation, Result, Search
 from .sites import site_genes
 from .rescore import user_build
+from .scorers import UserFitness
 
 __all__ = ["resume", "restore"]
 
@@ -51,9 +52,9 @@ def resume(path: Any, *, generations: int | None = None, device: str = "auto",
                      template=template, fitness=fitness, descriptors=descriptors,
                      max_bytes=max_bytes, evaluate=evaluate, build=build)
     done = len(search.history)
-    more = (max(0, search.cfg["generations"] - done) if generations is None
+    more = (max(0, search.cfg.generations - done) if generations is None
             else check_generations(generations, done))
-    search.cfg["generations"] = done + more
+    search.cfg = search.cfg.replace(generations=done + more)
     return search.run(more, progress)
 
 
@@ -100,11 +101,11 @@ def restore(path: str | os.PathLike, *, device: str = "auto", executor: Any = No
     history = f.history(cfg)
     counters = f.counters(len(history))
     progs = f.programs(genes, cfg)
-    rows = f.list_("population", f.st["population"], cfg["population"])
+    rows = f.list_("population", f.st["population"], cfg.population)
     population = [progs.row(f"population[{i}]", r) for i, r in enumerate(rows)]
-    if kind != "map_elites" and history and len(population) != cfg["population"]:
+    if kind != "map_elites" and history and len(population) != cfg.population:
         f.fail("population", f"holds {len(population)} candidates; the run's population is "
-                             f"{cfg['population']}")
+                             f"{cfg.population}")
     archive = _archive_rows(f, progs, kind)
     best = None if f.st["best"] is None else progs.row("best", f.st["best"])
     if history and best is None:
@@ -121,7 +122,7 @@ def restore(path: str | os.PathLike, *, device: str = "auto", executor: Any = No
             ev = Evaluator(d["X"], d["y"], loss=d["loss"], names=d["names"], device=device,
                            executor=executor, per_module=per_module, where="resume",
                            evaluate=d["evaluate"] if evaluate is None else evaluate,
-                           linear_scaling=bool(cfg["linear_scaling"]),
+                           linear_scaling=bool(cfg.linear_scaling),
                            build=d["build"] if build is None else build)
             search = Search(kind, genes, cfg, seed, evaluator=ev)
     except SearchError as e:       # the data's faults (the arguments are checked above)
@@ -145,7 +146,7 @@ def restore(path: str | os.PathLike, *, device: str = "auto", executor: Any = No
     return search
 
 
-def _evolve_search(f: Fields, genes: Any, cfg: dict, seed: int, template: Any, fitness: Any,
+def _evolve_search(f: Fields, genes: Any, cfg: SearchOptions, seed: int, template: Any, fitness: Any,
                    executor: Any, build: Any = None) -> Search:
     if template is None or fitness is None:
         raise SearchError(f"resume: checkpoint {f.spath!r} is an evolve() run: pass "
@@ -159,10 +160,10 @@ def _evolve_search(f: Fields, genes: Any, cfg: dict, seed: int, template: Any, f
     fix = (f"pass build='full' to resume {f.spath!r}" if build is not None else
            f"checkpoint {f.spath!r} is a build='fast' run: pass build='full' to resume it at "
            f"the template's options")
-    user = {"template": template, "site": name, "site_obj": s, "select": e["select"],
-            "fitness": fitness, "per_module": e["per_module"], "executor": executor,
-            "build": user_build(template, name, e["build"] if build is None else build,
-                                "resume", fix)}
+    user = UserFitness(template=template, site=name, site_obj=s, select=e["select"],
+                       fitness=fitness, per_module=e["per_module"], executor=executor,
+                       build=user_build(template, name, e["build"] if build is None else build,
+                                        "resume", fix))
     return Search("evolve", genes, cfg, seed, user=user)
 
 
