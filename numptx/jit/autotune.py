@@ -11,29 +11,35 @@
 
     best = nx.autotune(tmpl, cands, cost="sass")     # no GPU: static SASS instruction count
     best = nx.autotune(tmpl, cands, cost="registers")
+    best = nx.autotune(tmpl, cands, cost="registers", bench=my_bench)   # your own measurement
 
     @nx.autotuned(candidates=[{"f": f1}, {"f": f2}])  # the decorator form, on @nx.kernel
     @nx.kernel
     def apply(out, a, b): ...
     apply[grid, block](out, a, b)     # tunes once per argument types, shapes, grid and block
 
-The candidates are built in one parallel :func:`~numptx.jit.build.build_many` batch; times are
-CUDA events (seconds, best of ``repeats`` after ``warmup``), a spin kernel queued before each
-start event keeping the host's launch cost out of the interval; ``check=`` runs each candidate
-once and excludes those that differ from the reference (every call: checks are not cached). A
-candidate that fails to build or launch is excluded too (``failed``). Every array argument is
-copied before the first launch and restored after the last (and before each checked
-candidate), so the caller's arrays come back as they were, even for in-place kernels.
-Measured costs are cached on disk, one JSON file per candidate (:class:`TuneCache`), keyed by
-the cost, the kernel (entry), the device (name, compute capability, driver), the variant's cubin
-key (template digest, architecture, link options, stub texts, numptx and nvJitLink versions),
-nvdisasm's version for ``cost="sass"``, the argument
+A call is a staged job (:class:`AutotuneJob`): candidates (each injected; one whose stubs do
+not fit is excluded) -> ranking cache look-up -> builds (one parallel
+:func:`~numptx.jit.build.build_many` batch) -> checks -> measuring (the :class:`Benchmark`,
+``bench=``) -> caching and ranking. Its settings are one frozen, checked
+:class:`AutotuneOptions`. The default benchmark (:func:`default_bench`) times with CUDA events
+(seconds, best of ``repeats`` after ``warmup``), a spin kernel queued before each start event
+keeping the host's launch cost out of the interval, or reads a static cost from each cubin.
+``check=`` runs each candidate once and excludes those that differ from the reference (every
+call: checks are not cached). A candidate that fails to build or launch is excluded too
+(``failed``). Every array argument is copied before the first launch and restored after the
+last (and before each checked candidate), so the caller's arrays come back as they were, even
+for in-place kernels. Measured costs are cached on disk, one JSON file per candidate
+(:class:`TuneCache`), keyed by the cost, the kernel (entry), the device (name, compute
+capability, driver), the variant's cubin key (template digest, architecture, link options, stub
+texts, numptx and nvJitLink versions), nvdisasm's version for ``cost="sass"``, the argument
 types, shapes and integer values, grid and block: a changed candidate list measures only new
-candidates. Without a GPU, ``cost="time"`` raises :class:`~numptx.jit.errors.LaunchError`;
-``cost="sass"`` (needs ``numptx[tools]``) and ``cost="registers"`` rank on the CPU, keyed
-without device, grid or arguments. Excluded candidates are listed in one
-:class:`AutotuneWarning` per call. Under numba-cuda's simulator an ``@nx.kernel`` kernel ranks
-by its sites' static costs (:mod:`numptx.jit.autotune_sim`). The guide: docs/autotune.md.
+candidates (costs from a ``bench=`` of your own are not cached). Without a GPU,
+``cost="time"`` raises :class:`~numptx.jit.errors.LaunchError`; ``cost="sass"`` (needs
+``numptx[tools]``) and ``cost="registers"`` rank on the CPU, keyed without device, grid or
+arguments. Excluded candidates are listed in one :class:`AutotuneWarning` per call. Under
+numba-cuda's simulator an ``@nx.kernel`` kernel ranks by its sites' static costs
+(:mod:`numptx.jit.autotune_sim`). The guide: docs/autotune.md.
 """
 from __future__ import annotations
 
@@ -54,18 +60,22 @@ from ..errors import NumptxError
 from . import numba_site
 from .arch import normalize_arch
 from .build import build_many
-from .cache import default_cache_dir
 from .errors import LaunchError, ToolMissingError, summary
 from .kernel import Kernel, NumbaTemplate
 from .template import CudaTemplate, Template, Variant
-from .autotune_args import compare, device_args, host_array, is_array, references, Snapshot
+from .autotune_args import compare, device_args, host_array, references, Snapshot
+from .autotune_options import (AutotuneOptions, Benchmark, BenchRun, Cost, Missing,
+                               arg_signature, check_candidates, check_dims, check_outputs,
+                               check_settings)
 from .autotune_sim import autotune_simulated
 from .autotune_types import (COSTS, AutotuneError, AutotuneWarning, Excluded, Stage, Tuned,
                              warn_excluded)
 from .tune_cache import TuneCache, entry_key
 
 __all__ = ["autotune", "Tuned", "TuneCache", "AutotuneError", "AutotuneWarning", "Excluded",
-           "COSTS"]
+           "COSTS", "AutotuneOptions", "AutotuneJob", "Benchmark", "BenchRun", "default_bench",
+           "Cost", "Missing", "arg_signature", "check_candidates", "check_dims",
+           "check_settings"]
 
 log = logging.getLogger(__name__)
 
@@ -76,132 +86,6 @@ SPIN_SRC = r'''extern "C" __global__ void spin(long long cycles) {
     long long t0 = clock64();
     while (clock64() - t0 < cycles) { }
 }'''
-
-
-def _tune_cache(cache: Any, cache_dir: Any) -> tuple[TuneCache | None, bool]:
-    """(the cache or None, whether to read it) for ``cache=`` and ``cache_dir=``."""
-    if not (isinstance(cache, bool) or isinstance(cache, str) and cache == "refresh"):
-        raise AutotuneError(f"autotune(cache={cache!r}): use True, False or 'refresh'")
-    if cache is False:
-        return None, False
-    if cache_dir is not None:
-        if not isinstance(cache_dir, (str, os.PathLike)):
-            raise AutotuneError(f"autotune(cache_dir=) is a folder path, not "
-                                f"{type(cache_dir).__name__}")
-        return TuneCache(cache_dir), cache is True
-    if os.environ.get("NUMPTX_CACHE", "1").strip().lower() in ("0", "off", "no", "false"):
-        return None, False                    # the user keeps numptx off the disk
-    return TuneCache(default_cache_dir()), cache is True
-
-
-# input checks
-def check_candidates(candidates: Any) -> list[Mapping[str, Any]]:
-    if isinstance(candidates, Mapping):
-        raise AutotuneError("autotune(candidates=) is a list of stub mappings, one per "
-                            "candidate ([{'f': f1}, {'f': f2}]), not one mapping")
-    if isinstance(candidates, (str, bytes)) or not isinstance(candidates, Iterable):
-        raise AutotuneError(f"autotune(candidates=) is a list of stub mappings, not "
-                            f"{type(candidates).__name__}")
-    cands = list(candidates)
-    if not cands:
-        raise AutotuneError("autotune(candidates=[]): give at least one candidate")
-    for i, c in enumerate(cands):
-        if not isinstance(c, Mapping):
-            raise AutotuneError(f"candidate {i}: a mapping of site name to stub ({{'f': stub}}), "
-                                f"not {type(c).__name__}")
-        bad = [k for k in c if not isinstance(k, str)]
-        if bad:
-            raise AutotuneError(f"candidate {i}: site names are strings, not {bad[0]!r}")
-    return cands
-
-
-def _count(value: Any, what: str, least: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (numbers.Integral, np.integer)) \
-            or value < least:
-        raise AutotuneError(f"autotune({what}={value!r}): an int >= {least}")
-    return int(value)
-
-
-def _tolerance(value: Any, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value >= 0:
-        raise AutotuneError(f"autotune({what}={value!r}): a real number >= 0")
-    return float(value)
-
-
-def check_dims(d: Any, what: str) -> tuple[int, int, int]:
-    t = tuple(d) if isinstance(d, (tuple, list)) else (d,)
-    if not 1 <= len(t) <= 3 or not all(isinstance(x, (numbers.Integral, np.integer))
-                                       and not isinstance(x, bool) and x >= 1 for x in t):
-        raise AutotuneError(f"autotune({what}={d!r}): a positive int or a tuple of 1 to 3 of them")
-    return tuple(int(x) for x in t) + (1,) * (3 - len(t))
-
-
-def check_settings(cost: Any, check: Any, output: Any, rtol: Any, atol: Any, repeats: Any,
-              warmup: Any, cache: Any, cache_dir: Any, executor: Any, max_workers: Any,
-              missing: Any) -> tuple[int, int, float, float, TuneCache | None, bool]:
-    """:func:`autotune`'s options checked, each error naming its option (also at decoration
-    time, by :class:`Autotuned`): (repeats, warmup, rtol, atol, the cache, whether to read)."""
-    if not isinstance(cost, str) or cost not in COSTS:
-        raise AutotuneError(f"autotune(cost={cost!r}): use one of {', '.join(map(repr, COSTS))}")
-    if not isinstance(missing, str) or missing not in ("error", "empty"):
-        raise AutotuneError(f"autotune(missing={missing!r}): use 'error' or 'empty'")
-    repeats, warmup = _count(repeats, "repeats", 1), _count(warmup, "warmup", 0)
-    rtol, atol = _tolerance(rtol, "rtol"), _tolerance(atol, "atol")
-    # a Python scalar is a reference as np.float32(1) is: broadcast to the output's shape
-    if not (check is None or callable(check) or isinstance(check, (list, tuple, numbers.Number))
-            or hasattr(check, "__array__")):
-        raise AutotuneError(f"autotune(check=): an array, a number, a callable or None, not "
-                            f"{type(check).__name__}")
-    for j in output if isinstance(output, (tuple, list)) else (output,):
-        if isinstance(j, bool) or not isinstance(j, (numbers.Integral, np.integer)):
-            raise AutotuneError(f"autotune(output={output!r}): argument indices (ints), not "
-                                f"{j!r}")
-    if executor is not None and not isinstance(executor, Executor):
-        raise AutotuneError(f"autotune(executor=): a concurrent.futures.Executor or None, not "
-                            f"{type(executor).__name__}")
-    if max_workers is not None:
-        _count(max_workers, "max_workers", 1)
-    return (repeats, warmup, rtol, atol) + _tune_cache(cache, cache_dir)
-
-
-def _outputs(output: Any, args: tuple) -> tuple[int, ...]:
-    outs = output if isinstance(output, (tuple, list)) else (output,)
-    if not outs:
-        raise AutotuneError("autotune(output=()): name at least one output argument")
-    for j in outs:
-        if isinstance(j, bool) or not isinstance(j, (numbers.Integral, np.integer)) \
-                or not -len(args) <= j < len(args):
-            raise AutotuneError(f"autotune(output={output!r}): {j!r} is no index into the "
-                                f"{len(args)} argument(s)")
-        if not is_array(args[j]):
-            raise AutotuneError(f"autotune(output={output!r}): argument {int(j)} is a "
-                                f"{type(args[j]).__name__}, not an array the kernel writes")
-    return tuple(int(j) % len(args) for j in outs)
-
-
-def arg_signature(args: Sequence[Any]) -> list[str]:
-    """What the ranking cache keys on for each argument: an array's dtype, shape and strides;
-    an integer's type and value (sizes change timings); other values' types.
-
-    >>> arg_signature((np.zeros((2, 3), np.float32), 7, 0.5))
-    ['array <f4 (2, 3) (12, 4)', 'int 7', 'float']
-    """
-    out = []
-    for a in args:
-        cai = getattr(a, "__cuda_array_interface__", None)
-        if isinstance(cai, Mapping):
-            out.append(f"array {cai.get('typestr')} {tuple(cai.get('shape', ()))} "
-                       f"{tuple(cai['strides']) if cai.get('strides') else None}")
-        elif isinstance(a, np.ndarray):
-            out.append(f"array {a.dtype.str} {a.shape} {a.strides}")
-        elif isinstance(a, (bool, np.bool_)) or a is None:
-            out.append(repr(a))
-        elif isinstance(a, (numbers.Integral, np.integer)):
-            out.append(f"{type(a).__name__} {int(a)}")
-        else:
-            out.append(type(a).__name__)
-    return out
-
 
 # the device
 def gpu_available() -> bool:
@@ -222,8 +106,8 @@ def _device() -> dict[str, str]:
     name = dev.name.decode() if isinstance(dev.name, bytes) else str(dev.name)
     cc = dev.compute_capability
     try:
-        from numba.cuda.cudadrv import driver
-        version = ".".join(map(str, driver.driver.get_version()))
+        from .numba_compat import driver_version
+        version = ".".join(map(str, driver_version()))
     except Exception:   # noqa: BLE001 - an older numba-cuda: the runtime's view of it
         version = "unknown"
     return {"device": name, "cc": f"{cc[0]}.{cc[1]}", "driver": version}
@@ -377,8 +261,7 @@ def _template_of(target: Any, args: tuple | None, cc: tuple[int, int] | None) ->
     device), a template as given (for the device's architecture when launching)."""
     if isinstance(target, Kernel):
         if cc is None:
-            if not args and getattr(target, "_declared", None) is None \
-                    and getattr(target, "_last", None) is None:
+            if not args and not _has_signature(target):
                 raise AutotuneError(f"autotune(args=): kernel {target.__name__!r} has no "
                                     f"signature yet: pass args= (example arguments; host "
                                     f"NumPy arrays will do) or declare one with "
@@ -396,6 +279,15 @@ def _template_of(target: Any, args: tuple | None, cc: tuple[int, int] | None) ->
             raise AutotuneError(f"autotune(args=): {len(args)} value(s), but kernel "
                                 f"{target.entry!r} takes {len(params)} ({names})")
     return target if cc is None else _on_device(target, cc)
+
+
+def _has_signature(kernel: Kernel) -> bool:
+    """Whether ``kernel`` has a declared or a compiled signature (``argtypes()`` needs one)."""
+    try:
+        kernel.argtypes()
+    except NumptxError:
+        return False
+    return True
 
 
 def _need_gpu(cost: str, template: Any) -> None:
@@ -420,30 +312,269 @@ def _need_gpu(cost: str, template: Any) -> None:
                       + (fix or "pass check=None to rank by a static cost without one"))
 
 
-def _simulated(kernel: Kernel, cands: list, args: tuple | None, config: tuple, check: Any,
-               output: Any, rtol: float, atol: float, cost: str, missing: str) -> Tuned:
+def _simulated(kernel: Kernel, cands: list, args: tuple | None, config: tuple,
+               o: AutotuneOptions) -> Tuned:
     """:func:`autotune_simulated` once its own inputs are checked."""
     if args is None:
         raise AutotuneError(f"autotune(args=): under numba-cuda's simulator the sites of kernel "
                             f"{kernel.__name__!r} are read by running it once: pass args= "
                             f"(example arguments)")
+    if o.bench is not None:
+        raise AutotuneError(f"autotune(bench=): under numba-cuda's simulator kernel "
+                            f"{kernel.__name__!r} is ranked by each site assembled alone, with "
+                            f"no whole-kernel cubin for a benchmark to measure: leave bench= "
+                            f"out, or run without NUMBA_ENABLE_CUDASIM=1")
     outs = None
-    if check is not None:
+    if o.check is not None:
         if None in config:
             raise AutotuneError("autotune: grid= and block= are needed to run the candidates "
                                 "in the simulator for check=")
-        outs = _outputs(output, args)
-    return autotune_simulated(kernel, cands, args=args, config=config, check=check, outs=outs,
-                              rtol=rtol, atol=atol, cost=cost, missing=missing)
+        outs = check_outputs(o.output, args)
+    return autotune_simulated(kernel, cands, args=args, config=config, check=o.check, outs=outs,
+                              rtol=o.rtol, atol=o.atol, cost=o.cost, missing=o.missing)
+
+
+# measuring
+def default_bench(run: BenchRun) -> dict[int, float | BaseException]:
+    """The :class:`Benchmark` autotune uses unless given one: for ``cost="time"`` the
+    best-of-``repeats`` seconds of each candidate's launch (CUDA events, interleaved rounds, a
+    spin kernel before each); for ``"sass"`` and ``"registers"`` the static cost read from each
+    cubin (nvdisasm runs in parallel threads)."""
+    if run.cost == "time":
+        return _time(run.variants, run.args, run.config, run.repeats, run.warmup, run.arch)
+    return _measure_static(run.variants, run.cost, run.max_workers)
+
+
+def _bench_costs(got: Any, todo: Mapping[int, Variant]) -> dict[int, float | BaseException]:
+    """A benchmark's answer checked: a cost (a real number >= 0) or an exception for every
+    candidate it was given, and nothing else; an AutotuneError saying what is wrong."""
+    if not isinstance(got, Mapping):
+        raise AutotuneError(f"autotune(bench=): the benchmark returned a "
+                            f"{type(got).__name__}, not a mapping of candidate index to cost")
+    lost, extra = sorted(set(todo) - set(got)), sorted(set(got) - set(todo), key=repr)
+    if lost or extra:
+        raise AutotuneError("autotune(bench=): the benchmark returned "
+                            + (f"no cost for candidate(s) {', '.join(map(str, lost))}"
+                               if lost else "")
+                            + ("; " if lost and extra else "")
+                            + (f"costs for {', '.join(map(repr, extra))}, which it was not "
+                               f"given" if extra else "")
+                            + f" (it was given {', '.join(map(str, sorted(todo)))})")
+    out: dict[int, float | BaseException] = {}
+    for i in todo:
+        value = got[i]
+        if isinstance(value, BaseException):
+            out[i] = value
+        elif isinstance(value, bool) or not isinstance(value, numbers.Real) \
+                or not value >= 0:
+            raise AutotuneError(f"autotune(bench=): candidate {i}: {value!r} is not a cost: "
+                                f"return a real number >= 0 (lower is better), or the "
+                                f"exception the candidate failed with")
+        else:
+            out[i] = float(value)
+    return out
+
+
+class AutotuneJob:
+    """One :func:`autotune` call, in stages (:meth:`run` runs them in order):
+    :meth:`target` (what is launched and where), :meth:`inject` (one variant per candidate),
+    :meth:`look_up` (the ranking cache), :meth:`build`, :meth:`measure` (checks, then the
+    benchmark), :meth:`record` (costs kept, and cached) and :meth:`rank`. A candidate that
+    fails a stage is excluded there (:meth:`exclude`) and goes no further.
+
+    >>> job = AutotuneJob(tmpl, [{"f": f1}, {"f": f2}], None, (None, None),
+    ...                   AutotuneOptions(cost="registers"))              # doctest: +SKIP
+    >>> job.run().ranking                                                 # doctest: +SKIP
+    (1, 0)
+    """
+
+    def __init__(self, template: Template | Kernel, cands: Sequence[Mapping[str, Any]],
+                 args: tuple | None, config: tuple, options: AutotuneOptions):
+        self.template, self.cands, self.args, self.config = template, cands, args, config
+        self.opts = options
+        self.launching = options.cost == "time" or options.check is not None
+        n = len(cands)
+        self.failed: dict[int, str] = {}
+        self.stage: dict[int, Stage] = {}
+        self.variants: dict[int, Variant] = {}
+        self.keys: list[str | None] = [None] * n
+        self.costs = [math.inf] * n
+        self.from_cache = [False] * n
+        self.device: dict[str, str] | None = None
+        self.outs: tuple[int, ...] | None = None
+        self.context: dict[str, Any] = {}
+        self.t: Any = None                    # the template the candidates are built by
+
+    def run(self) -> Tuned:
+        """All stages: the :class:`Tuned` of the best candidate."""
+        self.target()
+        self.inject()
+        self.look_up()
+        self.build()
+        got = self.measure()
+        self.record(got)
+        return self.rank(got)
+
+    def exclude(self, i: int, stage: Stage, why: str) -> None:
+        """Candidate ``i`` failed at ``stage``: out of the running, with why."""
+        self.failed[i], self.stage[i] = why, stage
+
+    @property
+    def alive(self) -> dict[int, Variant]:
+        """The candidates not excluded yet, by index."""
+        return {i: v for i, v in self.variants.items() if i not in self.failed}
+
+    def target(self) -> None:
+        """What is needed to launch (a GPU, args, grid, block) when launching, then the
+        template the candidates are built by (for the device's architecture)."""
+        o, args = self.opts, self.args
+        if self.launching:
+            if o.check is not None and args is not None:
+                check_outputs(o.output, args)   # a wrong value is wrong with or without a device
+            _need_gpu(o.cost, self.template)    # then: without a device, no argument helps
+            if args is None or None in self.config:
+                raise AutotuneError("autotune: args=, grid= and block= are needed to launch the "
+                                    "candidates (cost='time' or check=)")
+            if o.check is not None:
+                self.outs = check_outputs(o.output, args)
+            self.device = _device()
+        cc = tuple(int(x) for x in self.device["cc"].split(".")) if self.device else None
+        self.t = _template_of(self.template, args, cc)
+
+    def inject(self) -> None:
+        """One variant per candidate; a candidate whose stubs do not fit is excluded."""
+        for i, c in enumerate(self.cands):
+            try:
+                self.variants[i] = self.t.inject(c, missing=self.opts.missing)
+            except Exception as e:   # noqa: BLE001 - any stub object may raise; named by index
+                self.exclude(i, "stubs", _failure(i, e))
+
+    def look_up(self) -> None:
+        """Each candidate's ranking-cache key, and its cost where the cache has it. A
+        ``bench=`` of the caller's own is keyed nowhere (its costs are not cached)."""
+        o, t = self.opts, self.t
+        if o.bench is not None:
+            return
+        # the entry: two kernels of one module share cubins (variant keys), not costs
+        self.context = {"cost": o.cost, "entry": t.entry}
+        if o.cost == "sass":
+            self.context["nvdisasm"] = _nvdisasm_version()
+        if o.cost == "time":
+            self.context.update(self.device, args=arg_signature(self.args),
+                                grid=self.config[0], block=self.config[1])
+        for i, v in self.variants.items():
+            self.keys[i] = entry_key(o.cost, self.context, v.key)
+            if o.read:
+                hit = o.store.get(self.keys[i])
+                if hit is not None:
+                    self.costs[i], self.from_cache[i] = hit, True
+
+    def build(self) -> None:
+        """Build in parallel what is measured or checked (cubins in the cubin cache come from
+        it); a candidate that fails to build is excluded."""
+        o = self.opts
+        need = sorted(self.variants) if o.check is not None else \
+            [i for i in self.variants if not self.from_cache[i]]
+        if not need:
+            return
+        built = build_many(_Prepared(self.t, self.variants), need, executor=o.executor,
+                           errors="return", missing=o.missing, max_workers=o.max_workers)
+        for i, b in zip(need, built):
+            if isinstance(b, BaseException):
+                self.exclude(i, "build", _failure(i, b))
+
+    def measure(self) -> dict[int, float | BaseException]:
+        """Check each candidate (``check=``), then measure those without a cached cost: the
+        benchmark's answer. Launches run on the caller's arrays, restored whatever happens."""
+        o = self.opts
+        if not self.launching:
+            return self._bench(None)
+        if o.check is None and all(self.from_cache[i] for i in self.alive):
+            return {}                         # nothing to launch: every cost is cached
+        dargs = device_args(self.args)
+        refs = references(o.check, dargs, self.outs) if o.check is not None else []
+        snapshot = Snapshot(dargs)
+        try:
+            if o.check is not None:
+                for i, (where, why) in _check(self.alive, dargs, snapshot, self.outs, refs,
+                                              self.config, o.rtol, o.atol).items():
+                    self.exclude(i, where, why)
+            if o.cost == "time":
+                return self._bench(dargs)
+        finally:
+            snapshot.restore()
+        return self._bench(None)
+
+    def _bench(self, dargs: tuple | None) -> dict[int, float | BaseException]:
+        """The benchmark's costs of the candidates alive and not from the cache."""
+        o = self.opts
+        todo = {i: v for i, v in self.alive.items() if not self.from_cache[i]}
+        if not todo:
+            return {}
+        run = BenchRun(todo, o.cost, dargs, self.config, o.repeats, o.warmup, self.t.arch,
+                       o.max_workers)
+        if o.bench is None:
+            return _bench_costs(default_bench(run), todo)
+        try:
+            got = o.bench(run)
+        except NumptxError:
+            raise
+        except Exception as e:   # noqa: BLE001 - the caller's code: named, kept as the cause
+            raise AutotuneError(f"autotune(bench=): the benchmark raised "
+                                f"{type(e).__name__}: {e}") from e
+        return _bench_costs(got, todo)
+
+    def record(self, got: Mapping[int, float | BaseException]) -> None:
+        """Keep each measured cost (and cache it); a candidate that failed to run is
+        excluded (at ``"launch"`` for ``cost="time"``, ``"measure"`` otherwise)."""
+        o, t = self.opts, self.t
+        for i, value in got.items():
+            if isinstance(value, BaseException):
+                self.exclude(i, "launch" if o.cost == "time" else "measure", _failure(i, value))
+                continue
+            self.costs[i] = value
+            if o.store is not None:
+                o.store.put(self.keys[i], value, {**self.context, "entry": t.entry,
+                                                  "arch": t.arch, "template": t.digest[:16],
+                                                  "candidate": i})
+
+    def rank(self, got: Mapping[int, float | BaseException]) -> Tuned:
+        """The ranking (cost, then index) of the candidates left, and the winner; an
+        AutotuneError when none is left, one AutotuneWarning listing those excluded."""
+        t, n, failed, costs, o = self.t, len(self.cands), self.failed, self.costs, self.opts
+        for i in failed:
+            costs[i], self.from_cache[i] = math.inf, False
+            log.warning("numptx: autotune %s: %s: excluded", t.name, failed[i])
+        ranking = tuple(sorted((i for i in range(n) if i not in failed),
+                               key=lambda i: (costs[i], i)))
+        if not ranking:
+            lines = "\n".join(f"  {failed[i]}" for i in sorted(failed)[:10])
+            raise AutotuneError(f"autotune {t.name}: no candidate left: all {n} failed:\n{lines}",
+                                failed=failed)
+        excluded = tuple(Excluded(i, self.stage[i], failed[i]) for i in sorted(failed))
+        warn_excluded(t.name, excluded, n)
+        best = ranking[0]
+        winner: Any = self.variants[best]
+        if isinstance(self.template, Kernel):     # launches pick the template of their own args
+            winner = self.template.inject(self.cands[best], missing=o.missing)
+            winner.adopt(self.variants[best])
+        measured = tuple(sorted(i for i in got if i not in failed))
+        log.info("numptx: autotune %s (%s): %d candidate(s), %d measured, %d from the cache, "
+                 "%d failed; best %d (%g %s)", t.name, o.cost, n, len(measured),
+                 sum(self.from_cache), len(failed), best, costs[best], COSTS[o.cost])
+        return Tuned(variant=winner, index=best, candidate=self.cands[best], costs=tuple(costs),
+                     ranking=ranking, failed=dict(sorted(failed.items())),
+                     from_cache=tuple(self.from_cache), measured=measured, cost=o.cost,
+                     keys=tuple(self.keys), excluded=excluded)
 
 
 def autotune(template: Template | Kernel, candidates: Iterable[Mapping[str, Any]], *,
              args: Sequence[Any] | None = None, grid: Any = None, block: Any = None,
              check: Any = None, output: int | Sequence[int] = 0, rtol: float = 1e-5,
-             atol: float = 1e-8, repeats: int = 10, warmup: int = 2, cost: str = "time",
+             atol: float = 1e-8, repeats: int = 10, warmup: int = 2, cost: Cost = "time",
              cache: bool | str = True, cache_dir: str | os.PathLike | None = None,
              executor: Executor | None = None, max_workers: int | None = None,
-             missing: str = "error") -> Tuned:
+             missing: Missing = "error", bench: Benchmark | None = None) -> Tuned:
     """The best of ``candidates`` (stub mappings, as ``template.inject`` takes them) for a
     launch of ``template`` (a :class:`~numptx.jit.template.Template`, ``nx.CudaTemplate`` or
     ``@nx.kernel`` kernel) with ``args`` on ``grid`` x ``block``.
@@ -461,7 +592,10 @@ def autotune(template: Template | Kernel, candidates: Iterable[Mapping[str, Any]
     the ranking cache under ``cache_dir``, default numptx's cache folder), ``"refresh"``
     (measure again, write), False. ``executor``/``max_workers`` go to
     :func:`~numptx.jit.build.build_many`; ``missing="empty"`` leaves sites without a stub
-    no-ops.
+    no-ops. ``bench``: a :class:`Benchmark` measuring the built candidates in place of
+    :func:`default_bench` (a deterministic one in tests, a profiler's metric); its costs are
+    not cached. The options are checked as :class:`AutotuneOptions`; the stages are
+    :class:`AutotuneJob`'s.
 
     >>> best = autotune(tmpl, [{"f": f1}, {"f": f2}], args=(out, a, b, n), grid=blocks,
     ...                 block=256, check=lambda out, a, b, n: a + b)     # doctest: +SKIP
@@ -472,9 +606,10 @@ def autotune(template: Template | Kernel, candidates: Iterable[Mapping[str, Any]
         raise AutotuneError(f"autotune(template=): a CudaTemplate, Template or @nx.kernel "
                             f"kernel, not {type(template).__name__}")
     cands = check_candidates(candidates)
-    repeats, warmup, rtol, atol, store, read = check_settings(
-        cost, check, output, rtol, atol, repeats, warmup, cache, cache_dir, executor,
-        max_workers, missing)
+    options = AutotuneOptions(cost=cost, check=check, output=output, rtol=rtol, atol=atol,
+                              repeats=repeats, warmup=warmup, cache=cache, cache_dir=cache_dir,
+                              executor=executor, max_workers=max_workers, missing=missing,
+                              bench=bench)
     if args is not None:
         if isinstance(args, (str, bytes, Mapping)) or not isinstance(args, (tuple, list)):
             raise AutotuneError(f"autotune(args=) is a tuple of the kernel's arguments, not "
@@ -483,110 +618,6 @@ def autotune(template: Template | Kernel, candidates: Iterable[Mapping[str, Any]
     # checked for every cost: a static ranking must not accept what a launch would refuse
     config = (None if grid is None else check_dims(grid, "grid"),
               None if block is None else check_dims(block, "block"))
-    launching = cost == "time" or check is not None
     if numba_site.SIMULATOR and isinstance(template, Kernel) and cost != "time":
-        return _simulated(template, cands, args, config, check, output, rtol, atol, cost,
-                          missing)
-    outs = None
-    if launching:
-        if check is not None and args is not None:
-            _outputs(output, args)      # a wrong value is wrong with or without a device
-        _need_gpu(cost, template)       # then: without a device, no missing argument helps
-        if args is None or grid is None or block is None:
-            raise AutotuneError("autotune: args=, grid= and block= are needed to launch the "
-                                "candidates (cost='time' or check=)")
-        if check is not None:
-            outs = _outputs(output, args)
-    device = _device() if launching else None
-    cc = tuple(int(x) for x in device["cc"].split(".")) if device else None
-    t = _template_of(template, args, cc)
-
-    # one variant per candidate; a candidate whose stubs do not fit is excluded, with its index
-    n = len(cands)
-    failed: dict[int, str] = {}
-    stage: dict[int, Stage] = {}
-    variants: dict[int, Variant] = {}
-    for i, c in enumerate(cands):
-        try:
-            variants[i] = t.inject(c, missing=missing)
-        except Exception as e:   # noqa: BLE001 - any stub object may raise; named by index
-            failed[i], stage[i] = _failure(i, e), "stubs"
-
-    # the entry: two kernels of one module share cubins (variant keys), not costs
-    context: dict[str, Any] = {"cost": cost, "entry": t.entry}
-    if cost == "sass":
-        context["nvdisasm"] = _nvdisasm_version()
-    if cost == "time":
-        context.update(device, args=arg_signature(args), grid=config[0], block=config[1])
-    keys: list[str | None] = [None] * n
-    costs = [math.inf] * n
-    from_cache = [False] * n
-    for i, v in variants.items():
-        keys[i] = entry_key(cost, context, v.key)
-        if read:
-            hit = store.get(keys[i])
-            if hit is not None:
-                costs[i], from_cache[i] = hit, True
-    todo = [i for i in variants if not from_cache[i]]
-
-    # build in parallel what is measured or checked (cubins in the cubin cache come from it)
-    need = sorted(variants) if check is not None else todo
-    if need:
-        built = build_many(_Prepared(t, variants), need, executor=executor, errors="return",
-                           missing=missing, max_workers=max_workers)
-        for i, b in zip(need, built):
-            if isinstance(b, BaseException):
-                failed[i], stage[i] = _failure(i, b), "build"
-    alive = {i: v for i, v in variants.items() if i not in failed}
-
-    got: Mapping[int, float | BaseException] = {}
-    if launching and (check is not None or any(not from_cache[i] for i in alive)):
-        dargs = device_args(args)            # nothing to launch when every cost is cached
-        refs = references(check, dargs, outs) if check is not None else []
-        # candidates run on the caller's arrays: restored after, whatever happens
-        snapshot = Snapshot(dargs)
-        try:
-            if check is not None:
-                for i, (where, why) in _check(alive, dargs, snapshot, outs, refs, config, rtol,
-                                              atol).items():
-                    failed[i], stage[i] = why, where
-                alive = {i: v for i, v in alive.items() if i not in failed}
-            if cost == "time":
-                got = _time({i: v for i, v in alive.items() if not from_cache[i]}, dargs,
-                            config, repeats, warmup, t.arch)
-        finally:
-            snapshot.restore()
-    if cost != "time":
-        got = _measure_static({i: v for i, v in alive.items() if not from_cache[i]}, cost,
-                              max_workers)
-    for i, value in got.items():
-        if isinstance(value, BaseException):
-            failed[i], stage[i] = _failure(i, value), "launch" if cost == "time" else "measure"
-            continue
-        costs[i] = value
-        if store is not None:
-            store.put(keys[i], value, {**context, "entry": t.entry, "arch": t.arch,
-                                       "template": t.digest[:16], "candidate": i})
-    for i in failed:
-        costs[i], from_cache[i] = math.inf, False
-        log.warning("numptx: autotune %s: %s: excluded", t.name, failed[i])
-    ranking = tuple(sorted((i for i in range(n) if i not in failed), key=lambda i: (costs[i], i)))
-    if not ranking:
-        lines = "\n".join(f"  {failed[i]}" for i in sorted(failed)[:10])
-        raise AutotuneError(f"autotune {t.name}: no candidate left: all {n} failed:\n{lines}",
-                            failed=failed)
-    excluded = tuple(Excluded(i, stage[i], failed[i]) for i in sorted(failed))
-    warn_excluded(t.name, excluded, n)
-    best = ranking[0]
-    winner: Any = variants[best]
-    if isinstance(template, Kernel):          # launches pick the template of their own args
-        winner = template.inject(cands[best], missing=missing)
-        winner.adopt(variants[best])
-    measured = tuple(sorted(i for i in got if i not in failed))
-    log.info("numptx: autotune %s (%s): %d candidate(s), %d measured, %d from the cache, "
-             "%d failed; best %d (%g %s)", t.name, cost, n, len(measured), sum(from_cache),
-             len(failed), best, costs[best], COSTS[cost])
-    return Tuned(variant=winner, index=best, candidate=cands[best], costs=tuple(costs),
-                 ranking=ranking, failed=dict(sorted(failed.items())),
-                 from_cache=tuple(from_cache), measured=measured, cost=cost, keys=tuple(keys),
-                 excluded=excluded)
+        return _simulated(template, cands, args, config, options)
+    return AutotuneJob(template, cands, args, config, options).run()

@@ -66,88 +66,131 @@ def build_many(t: BuildTarget, batch: Iterable[Mapping[str, Any]], *,
                progress: bool | Callable[[int, int], Any] = False, errors: str = "raise",
                missing: str = "error", max_workers: int | None = None) -> list:
     """:meth:`Template.build_many <numptx.jit.template.Template.build_many>` of template ``t``."""
+    _check_options(errors, max_workers, executor)
+    batch = _as_batch(batch)
+    job = _BatchBuild(t, batch, _progress(progress, len(batch)))
+    job.look_up(missing)
+    job.run(executor, max_workers)
+    return job.outcome(errors)
+
+
+def _check_options(errors: str, max_workers: int | None, executor: Executor | None) -> None:
+    """build_many's options, refused with a NumptxError naming the option and the fix."""
     if errors not in ("raise", "return"):
         raise NumptxError(f"build_many(errors={errors!r}): use 'raise' or 'return'")
     if max_workers is not None:
-        given = max_workers
         try:
-            max_workers = -1 if isinstance(given, bool) else operator.index(given)
+            n = -1 if isinstance(max_workers, bool) else operator.index(max_workers)
         except TypeError:
-            max_workers = -1
-        if max_workers < 1:
-            raise NumptxError(f"build_many(max_workers={given!r}): a positive int or None")
+            n = -1
+        if n < 1:
+            raise NumptxError(f"build_many(max_workers={max_workers!r}): a positive int or None")
     if executor is not None and not callable(getattr(executor, "submit", None)):
         raise NumptxError(f"build_many(executor=): a concurrent.futures.Executor, not "
                           f"{type(executor).__name__}")
+
+
+def _as_batch(batch: Iterable[Mapping[str, Any]]) -> list:
+    """build_many's batch as a list of stub mappings (one mapping alone is refused)."""
     if isinstance(batch, Mapping):
         raise NumptxError("build_many takes a list of stub mappings (one per variant), not one "
                           "mapping: build_many([{...}, {...}])")
     try:
-        batch = list(batch)
+        return list(batch)
     except TypeError:
         raise NumptxError(f"build_many takes a list of stub mappings, not "
                           f"{type(batch).__name__}") from None
-    total = len(batch)
-    results: list = [None] * total
-    failed: dict[int, BaseException] = {}
-    report = _progress(progress, total)
-    done = 0
-    pending: list[tuple[int, BuildVariant]] = []
-    for i, stubs in enumerate(batch):
-        try:
-            v = t.inject(stubs, missing=missing)
-            cached = v.lookup() is not None
-        except Exception as e:   # noqa: BLE001 - reported with the index
-            failed[i] = _numptx_error(e)
-            done += 1
-            report(done)
-            continue
-        results[i] = v
-        if cached:
-            done += 1
-            report(done)
-        else:
-            pending.append((i, v))
-    plain, groups = _sort_by_shape(t, pending)
-    jobs = len(plain) + 2 * sum(1 for g in groups.values() if g.proof is not None)
-    farm = as_farm(executor)            # a Dask client: stub sources in, cubins out
-    own = executor is None and jobs > 1
-    pool = executor if executor is not None else (
-        ThreadPoolExecutor(max_workers=max_workers or min(32, usable_cores()),
-                           thread_name_prefix="numptx-build") if own else _Inline())
-    futures: dict = {}           # future -> (variant, its index) or (shape group, trial 0 | 1)
-    sent: dict = {}              # a variant's future -> (when it was sent, why not patched)
-    cache = t.cache
 
-    def finish(i: int, err: BaseException | None = None) -> None:
-        nonlocal done
+
+class _BatchBuild:
+    """One build_many call, in stages: :meth:`look_up` (inject each item, skip the cached),
+    :meth:`run` (assemble, prove and patch on an executor), :meth:`outcome` (the variants, or a
+    BuildError). Jobs in flight are in ``futures``: a future -> (variant, its index) or (shape
+    group, trial 0 | 1)."""
+
+    def __init__(self, t: BuildTarget, batch: list, report: Callable[[int | None], None]):
+        self.t, self.batch, self.report = t, batch, report
+        self.results: list = [None] * len(batch)
+        self.failed: dict[int, BaseException] = {}
+        self.done = 0
+        self.pending: list[tuple[int, BuildVariant]] = []
+        self.futures: dict = {}
+        self.sent: dict = {}      # a variant's future -> (when it was sent, why not patched)
+        self.farm: Any = None
+        self.pool: Any = None
+
+    def finish(self, i: int, err: BaseException | None = None) -> None:
+        """Variant ``i`` is over (built, or failed with ``err``): count it."""
         if err is not None:
-            failed[i] = _numptx_error(err)
-        done += 1
-        report(done)
+            self.failed[i] = _numptx_error(err)
+        self.done += 1
+        self.report(self.done)
 
-    def assemble(i: int, v: BuildVariant, why: str) -> None:
+    def look_up(self, missing: str) -> None:
+        """Inject each batch item; cached variants are done, the others ``pending``."""
+        for i, stubs in enumerate(self.batch):
+            try:
+                v = self.t.inject(stubs, missing=missing)
+                cached = v.lookup() is not None
+            except Exception as e:   # noqa: BLE001 - reported with the index
+                self.finish(i, e)
+                continue
+            self.results[i] = v
+            if cached:
+                self.finish(i)
+            else:
+                self.pending.append((i, v))
+
+    def run(self, executor: Executor | None, max_workers: int | None) -> None:
+        """Build the pending variants on ``executor`` (a thread pool of its own by default)."""
+        plain, groups = _sort_by_shape(self.t, self.pending)
+        jobs = len(plain) + 2 * sum(1 for g in groups.values() if g.proof is not None)
+        self.farm = as_farm(executor)       # a Dask client: stub sources in, cubins out
+        own = executor is None and jobs > 1
+        self.pool = executor if executor is not None else (
+            ThreadPoolExecutor(max_workers=max_workers or min(32, usable_cores()),
+                               thread_name_prefix="numptx-build") if own else _Inline())
+        try:
+            for i, v, why in plain:
+                self.assemble(i, v, why)
+            for group in groups.values():
+                if group.proof is not None:
+                    self.prove(group)
+                else:                             # proven before: patch now
+                    self.settle(group)
+            while self.futures:
+                finished, _ = wait(list(self.futures), return_when=FIRST_COMPLETED)
+                for fut in finished:
+                    self.collect(fut)
+        finally:
+            if own:
+                self.pool.shutdown(wait=True)
+            self.report(None)
+
+    def assemble(self, i: int, v: BuildVariant, why: str) -> None:
+        """Send variant ``i`` to nvJitLink as written (``why``: why it is not patched)."""
+        t = self.t
         try:
             try:
-                fut = (farm.submit(t, batch[i], v) if farm is not None
-                       else pool.submit(_link, v.ptx, t.arch, t.link_options))
-                futures[fut] = (v, i)
-                sent[fut] = (time.perf_counter(), why)
+                fut = (self.farm.submit(t, self.batch[i], v) if self.farm is not None
+                       else self.pool.submit(_link, v.ptx, t.arch, t.link_options))
+                self.futures[fut] = (v, i)
+                self.sent[fut] = (time.perf_counter(), why)
             except Exception as e:   # noqa: BLE001 - a refused job fails its variant only
                 raise _numptx_error(e, "the executor did not take the job") from e
         except Exception as e:   # noqa: BLE001 - reported with the index
-            finish(i, e)
+            self.finish(i, e)
 
-    def prove(group: _Group) -> None:
+    def prove(self, group: _Group) -> None:
         """Send the next pair of trial assemblies of a shape's proof, or settle the shape."""
-        proof = group.proof
+        t, proof = self.t, group.proof
         trials = proof.trials()
         group.left = len(trials)
         for k, stubs in enumerate(trials):
             try:
-                fut = (farm.submit_texts(t, stubs) if farm is not None
-                       else pool.submit(_link, t.render(stubs), t.arch, t.link_options))
-                futures[fut] = (group, k)
+                fut = (self.farm.submit_texts(t, stubs) if self.farm is not None
+                       else self.pool.submit(_link, t.render(stubs), t.arch, t.link_options))
+                self.futures[fut] = (group, k)
                 if group.started is None:
                     group.started = time.perf_counter()
             except Exception as e:   # noqa: BLE001 - its variants then say what is wrong
@@ -155,23 +198,24 @@ def build_many(t: BuildTarget, batch: Iterable[Mapping[str, Any]], *,
                 group.left -= 1
         if group.left == 0:
             if trials:
-                prove(group)             # failed to send: the proof is over
+                self.prove(group)        # failed to send: the proof is over
             else:
-                settle(group)
+                self.settle(group)
 
-    def settle(group: _Group) -> None:
+    def settle(self, group: _Group) -> None:
         """A shape's plan is known (or its proof is over): patch its variants, or assemble
         them."""
+        t = self.t
         plan, why = group.plan, ""
         proved = group.proof is not None
         if proved:
             plan = group.proof.plan
             why = group.proof.why or "its proof failed"
             if not group.proof.transient:     # a refused job or a dead worker proves nothing
-                t.plans.keep(group.shape.key, plan, cache, why, t.name)
+                t.plans.keep(group.shape.key, plan, t.cache, why, t.name)
         for n, (i, v, values) in enumerate(group.members):
             if plan is None:
-                assemble(i, v, f"its shape is not patchable: {why}")
+                self.assemble(i, v, f"its shape is not patchable: {why}")
             else:
                 start = time.perf_counter()
                 cubin = plan.apply(values)
@@ -179,50 +223,43 @@ def build_many(t: BuildTarget, batch: Iterable[Mapping[str, Any]], *,
                 first = proved and n == 0 and group.started is not None
                 v.store(cubin, BuildInfo("proof" if first else "patched",
                                          now - (group.started if first else start)))
-                finish(i)
+                self.finish(i)
 
-    try:
-        for i, v, why in plain:
-            assemble(i, v, why)
-        for group in groups.values():
-            if group.proof is not None:
-                prove(group)
-            else:                                 # proven before: patch now
-                settle(group)
-        while futures:
-            finished, _ = wait(list(futures), return_when=FIRST_COMPLETED)
-            for fut in finished:
-                job, k = futures.pop(fut)
-                if isinstance(job, _Group):
-                    try:
-                        job.proof.record(k, fut.result())
-                    except Exception as e:   # noqa: BLE001 - its variants then say what is wrong
-                        job.proof.fail(e)
-                    job.left -= 1
-                    if job.left == 0:
-                        prove(job)
-                    continue
-                when, why = sent.pop(fut)
-                info = BuildInfo("assembled", time.perf_counter() - when, why or None)
-                try:
-                    job.store(fut.result(), info)
-                except Exception as e:   # noqa: BLE001
-                    _retry_plain(job, e, failed, k, info)
-                finish(k)
-    finally:
-        if own:
-            pool.shutdown(wait=True)
-        report(None)
-    for i in failed:
-        results[i] = failed[i] if errors == "return" else None
-    if failed and errors == "raise":
-        lines = [f"  variant {i}: {type(e).__name__}: {summary(e)}"
-                 for i, e in sorted(failed.items())[:10]]
-        more = f"\n  ... and {len(failed) - 10} more" if len(failed) > 10 else ""
-        raise BuildError(f"{len(failed)} of {total} variant(s) failed to build "
-                         f"({t.name}, {t.arch}):\n" + "\n".join(lines) + more,
-                         errors=failed, variants=results)
-    return results
+    def collect(self, fut: Future) -> None:
+        """A finished job: a proof's trial (record it; the pair done, go on) or a variant's
+        cubin (store it, or recover the plain rendering)."""
+        job, k = self.futures.pop(fut)
+        if isinstance(job, _Group):
+            try:
+                job.proof.record(k, fut.result())
+            except Exception as e:   # noqa: BLE001 - its variants then say what is wrong
+                job.proof.fail(e)
+            job.left -= 1
+            if job.left == 0:
+                self.prove(job)
+            return
+        when, why = self.sent.pop(fut)
+        info = BuildInfo("assembled", time.perf_counter() - when, why or None)
+        try:
+            job.store(fut.result(), info)
+        except Exception as e:   # noqa: BLE001
+            _retry_plain(job, e, self.failed, k, info)
+        self.finish(k)
+
+    def outcome(self, errors: str) -> list:
+        """The variants in batch order; failures as their errors (``errors="return"``), or
+        a BuildError listing them (``"raise"``)."""
+        results, failed, t = self.results, self.failed, self.t
+        for i in failed:
+            results[i] = failed[i] if errors == "return" else None
+        if failed and errors == "raise":
+            lines = [f"  variant {i}: {type(e).__name__}: {summary(e)}"
+                     for i, e in sorted(failed.items())[:10]]
+            more = f"\n  ... and {len(failed) - 10} more" if len(failed) > 10 else ""
+            raise BuildError(f"{len(failed)} of {len(results)} variant(s) failed to build "
+                             f"({t.name}, {t.arch}):\n" + "\n".join(lines) + more,
+                             errors=failed, variants=results)
+        return results
 
 
 def _sort_by_shape(t: BuildTarget, pending: list[tuple[int, BuildVariant]]):
