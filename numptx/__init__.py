@@ -10,69 +10,193 @@ at named sites and assembling each variant with nvJitLink::
     x, y, z = site["x"], site["y"], site["z"]
     cubin = nx.ptx_to_cubin(inj.render({"combine": f"add.f32 %{z.reg}, %{x.reg}, %{y.reg};"}),
                             arch="sm_90")           # once per variant (nvJitLink)
+
+``import numptx`` loads only the errors: every other name (``nx.ptx_expr``, ``nx.f32``,
+``nx.Template``, ``nx.search``, the ``nx.*`` DSL functions, any submodule) is imported at its
+first use (PEP 562), from the module that defines it (:data:`_LAZY`), so ``from numptx import
+stack_ptx`` pays for the stack programs only. ``benchmarks/bench_import.py`` measures it.
 """
 from __future__ import annotations
 
 import builtins as _builtins
+import importlib as _importlib
+import importlib.util as _importlib_util
 import logging
-
-from .annotate import process_cuda
-from .dtypes import SiteType, get_dtype, register_type
-from .errors import (AnnotationError, CompileError, LinkError, NumptxError, NumptxWarning,
-                     PtxParseError, RenderError, StubNulWarning, ToolchainError, TypeRegistryError)
-from .dsl.emulator import EmulationError, emulate
-from ._program.interpret import InterpretError
-from .dsl import PRECISIONS, BindError, PrecisionError, PtxExpr, TraceError, ptx_expr
-from .dsl import GradError, grad, jacobian, value_and_grad
-from .dsl import functions as _functions
-from .dsl.functions import *  # noqa: F403 - every nx.* DSL function (nx.sqrt, nx.where, ...)
-from .dsl.types import TYPE_NAMES as _TYPE_NAMES
-from .dsl.types import DType, bf16, f16, f32, f64, pred, s32, s64, u32, u64
-from .inject import PtxInject, Site, Variable
-from .instructions import TABLE, Instr, add_instruction
-from .jit.nvjitlink import ptx_to_cubin
-from .jit.nvrtc import cuda_to_ptx, include_dir
-from .jit.numba_site import SiteError, simulator_active, site
-from .jit.template import BuildError, CudaTemplate, Template, Variant
-from .jit.kernel import Kernel, KernelVariant, kernel
-from .jit.cache import CubinCache, default_cache
-from .jit.launch import LaunchError
-from .jit.pack import Pack, PackError
-from .jit.pack_kernels import PerKernel
-from .jit.runtime_constants import ConstantsError
-from .jit.fitness import fitness
-from .jit.interpret_gpu import GpuInterpreter as _GpuInterpreter
-from ._program.interpret import register_device as _register_device
-from .jit.errors import CubinError, ToolMissingError
-from .jit.resources import Resources, cubin_resources
-from .jit.stub_checks import StubRuleError
-from .jit.autotune import AutotuneError, AutotuneWarning, Excluded, Tuned, autotune
-from .jit.autotune_decorator import Autotuned, autotuned
-from . import search
+import pkgutil as _pkgutil
+import typing as _typing
 
 from ._version import __version__
+from .errors import (AnnotationError, CompileError, LinkError, NumptxError, NumptxWarning,
+                     PtxParseError, RenderError, StubNulWarning, ToolchainError, TypeRegistryError)
 
-__all__ = [
-    "PtxInject", "Site", "Variable", "cuda_to_ptx", "ptx_to_cubin", "process_cuda", "include_dir",
-    "register_type", "get_dtype", "SiteType", "DType",
-    "NumptxError", "PtxParseError", "RenderError", "AnnotationError", "CompileError", "LinkError",
-    "ToolchainError", "TypeRegistryError", "EmulationError", "InterpretError", "NumptxWarning",
-    "StubNulWarning",
-    "__version__",
-    "emulate", "TABLE", "Instr", "add_instruction",
-    "ptx_expr", "PtxExpr", "TraceError", "BindError", "PrecisionError", "PRECISIONS", *_TYPE_NAMES,
-    "grad", "value_and_grad", "jacobian", "GradError",
-    "site", "simulator_active", "kernel", "Kernel", "KernelVariant", "CudaTemplate", "Template", "Variant",
-    "BuildError", "SiteError", "LaunchError", "CubinCache", "default_cache",
-    "Pack", "PackError", "PerKernel", "ConstantsError", "fitness", "StubRuleError",
-    "Resources", "cubin_resources", "CubinError", "ToolMissingError",
-    "autotune", "autotuned", "Autotuned", "Tuned", "AutotuneError", "AutotuneWarning", "Excluded",
-    "search",
-]
-# the DSL functions (one list: numptx/dsl/functions.py); nx.abs, nx.pow and nx.round exist, but
-# ``from numptx import *`` leaves the builtins of those names alone
-__all__ += [_n for _n in _functions.__all__ if not hasattr(_builtins, _n)]
+#: public name -> the module that defines it, imported at the name's first use. One table, read
+#: by ``__getattr__``, ``__dir__`` and the tests (tests/test_import_lazy.py checks it against the
+#: ``TYPE_CHECKING`` imports below, which type checkers and tests/test_jit_layout.py read).
+_LAZY: dict[str, str] = {
+    "process_cuda": "numptx.annotate",
+    "SiteType": "numptx.dtypes", "get_dtype": "numptx.dtypes", "register_type": "numptx.dtypes",
+    "EmulationError": "numptx.dsl.ptx_parse", "emulate": "numptx.dsl.emulator",
+    "InterpretError": "numptx._program.tapes",
+    "PRECISIONS": "numptx.dsl.expr", "BindError": "numptx.dsl.expr", "PtxExpr": "numptx.dsl.expr",
+    "ptx_expr": "numptx.dsl.expr",
+    "PrecisionError": "numptx.dsl.proxy", "TraceError": "numptx.dsl.proxy",
+    "GradError": "numptx.dsl.grad", "grad": "numptx.dsl.grad", "jacobian": "numptx.dsl.grad",
+    "value_and_grad": "numptx.dsl.grad",
+    "DType": "numptx.dsl.types", "f16": "numptx.dsl.types", "bf16": "numptx.dsl.types",
+    "f32": "numptx.dsl.types", "f64": "numptx.dsl.types", "s32": "numptx.dsl.types",
+    "u32": "numptx.dsl.types", "s64": "numptx.dsl.types", "u64": "numptx.dsl.types",
+    "pred": "numptx.dsl.types",
+    "PtxInject": "numptx.inject", "Site": "numptx.inject", "Variable": "numptx.inject",
+    "TABLE": "numptx.instructions", "add_instruction": "numptx.instructions",
+    "Instr": "numptx.instruction_model",
+    "ptx_to_cubin": "numptx.jit.nvjitlink",
+    "cuda_to_ptx": "numptx.jit.nvrtc", "include_dir": "numptx.jit.nvrtc",
+    "SiteError": "numptx.jit.numba_site", "simulator_active": "numptx.jit.numba_site",
+    "site": "numptx.jit.numba_site",
+    "CudaTemplate": "numptx.jit.template", "Template": "numptx.jit.template",
+    "Variant": "numptx.jit.template",
+    "Kernel": "numptx.jit.kernel", "KernelVariant": "numptx.jit.kernel", "kernel": "numptx.jit.kernel",
+    "CubinCache": "numptx.jit.cache", "default_cache": "numptx.jit.cache",
+    "BuildError": "numptx.jit.errors", "LaunchError": "numptx.jit.errors",
+    "CubinError": "numptx.jit.errors", "ToolMissingError": "numptx.jit.errors",
+    "Pack": "numptx.jit.pack",
+    "PackError": "numptx.jit.pack_kernels", "PerKernel": "numptx.jit.pack_kernels",
+    "ConstantsError": "numptx.jit.runtime_constants",
+    "fitness": "numptx.jit.fitness",
+    "Resources": "numptx.jit.resources", "cubin_resources": "numptx.jit.resources",
+    "StubRuleError": "numptx.jit.stub_checks",
+    "autotune": "numptx.jit.autotune",
+    "AutotuneError": "numptx.jit.autotune_types", "AutotuneWarning": "numptx.jit.autotune_types",
+    "Excluded": "numptx.jit.autotune_types", "Tuned": "numptx.jit.autotune_types",
+    "Autotuned": "numptx.jit.autotune_decorator", "autotuned": "numptx.jit.autotune_decorator",
+}
+#: the ``nx.*`` DSL functions (nx.sqrt, nx.where, ...) come from this module's ``__all__``
+_DSL_FUNCTIONS = "numptx.dsl.functions"
+#: every submodule is an attribute at its first use (``nx.jit``, ``nx.stack_ptx``), except these,
+#: which need an optional extra (``import numptx.torch`` says which)
+_EXTRAS = frozenset({"torch"})
+
+if _typing.TYPE_CHECKING:       # what the table resolves to, for type checkers and the layout test
+    from . import search
+    from .annotate import process_cuda
+    from .dtypes import SiteType, get_dtype, register_type
+    from .dsl.ptx_parse import EmulationError
+    from .dsl.emulator import emulate
+    from ._program.tapes import InterpretError
+    from .dsl.expr import PRECISIONS, BindError, PtxExpr, ptx_expr
+    from .dsl.proxy import PrecisionError, TraceError
+    from .dsl.grad import GradError, grad, jacobian, value_and_grad
+    from .dsl.functions import *  # noqa: F403
+    from .dsl.types import DType, bf16, f16, f32, f64, pred, s32, s64, u32, u64
+    from .inject import PtxInject, Site, Variable
+    from .instructions import TABLE, add_instruction
+    from .instruction_model import Instr
+    from .jit.nvjitlink import ptx_to_cubin
+    from .jit.nvrtc import cuda_to_ptx, include_dir
+    from .jit.numba_site import SiteError, simulator_active, site
+    from .jit.template import CudaTemplate, Template, Variant
+    from .jit.kernel import Kernel, KernelVariant, kernel
+    from .jit.cache import CubinCache, default_cache
+    from .jit.errors import BuildError, CubinError, LaunchError, ToolMissingError
+    from .jit.pack import Pack
+    from .jit.pack_kernels import PackError, PerKernel
+    from .jit.runtime_constants import ConstantsError
+    from .jit.fitness import fitness
+    from .jit.resources import Resources, cubin_resources
+    from .jit.stub_checks import StubRuleError
+    from .jit.autotune import autotune
+    from .jit.autotune_types import AutotuneError, AutotuneWarning, Excluded, Tuned
+    from .jit.autotune_decorator import Autotuned, autotuned
+
+_ERRORS = ["NumptxError", "PtxParseError", "RenderError", "AnnotationError", "CompileError",
+           "LinkError", "ToolchainError", "TypeRegistryError", "NumptxWarning", "StubNulWarning"]
+
+
+def _all() -> list[str]:
+    """``__all__``: the table's names, the errors, ``search`` and the DSL functions but those
+    that shadow a builtin (``from numptx import *`` leaves abs, pow and round alone)."""
+    functions = _importlib.import_module(_DSL_FUNCTIONS)
+    return [*_LAZY, *_ERRORS, "__version__", "search",
+            *(n for n in functions.__all__ if not hasattr(_builtins, n))]
+
+
+def __getattr__(name: str) -> _typing.Any:
+    """A public name at its first use: imported from its module, then kept as an attribute."""
+    if name in _LAZY:
+        value = getattr(_importlib.import_module(_LAZY[name]), name)
+    elif name == "__all__":
+        value = _all()
+    elif name.startswith("__"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    elif name not in _EXTRAS and _importlib_util.find_spec(f"{__name__}.{name}") is not None:
+        return _importlib.import_module(f"{__name__}.{name}")   # sets the attribute itself
+    else:
+        functions = _importlib.import_module(_DSL_FUNCTIONS)
+        if name not in functions.__all__:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(functions, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    functions = _importlib.import_module(_DSL_FUNCTIONS)
+    modules = {m.name for m in _pkgutil.iter_modules(__path__)
+               if not m.name.startswith("_") and m.name not in _EXTRAS}
+    return sorted({*globals(), *_LAZY, *modules, *functions.__all__})
+
+
+class _GpuOnDemand:
+    """``sp.interpret(device="gpu")``'s backend (``numptx._program.interpret``'s
+    ``DeviceInterpreter``), registered once the interpreter is imported: it imports numptx.jit's
+    :class:`~numptx.jit.interpret_gpu.GpuInterpreter` at its first use."""
+
+    def __init__(self) -> None:
+        self._real: _typing.Any = None
+
+    def _backend(self) -> _typing.Any:
+        if self._real is None:
+            from .jit.interpret_gpu import GpuInterpreter
+            self._real = GpuInterpreter()
+        return self._real
+
+    def available(self) -> bool:
+        return self._backend().available()
+
+    def run(self, tp: _typing.Any, columns: list, n_rows: int) -> dict:
+        return self._backend().run(tp, columns, n_rows)
+
+
+def _gpu_losses(*args: _typing.Any, **kwargs: _typing.Any) -> _typing.Any:
+    """The GPU fitness scorer (numptx.jit.interpret_gpu's, which registers itself at its
+    import), registered on demand for search and ``nx.fitness`` scoring with ``device="gpu"``."""
+    from .jit.interpret_gpu import fitness_losses
+    return fitness_losses(*args, **kwargs)
+
+
+def _register_device() -> None:
+    from ._program.interpret import register_device
+    register_device("gpu", _GpuOnDemand())
+
+
+def _register_scorer() -> None:
+    from .jit.fitness_interpret import register_gpu_scorer
+    register_gpu_scorer(_gpu_losses)     # interpret_gpu's own replaces it at its import
+
+
+def _register_site() -> None:
+    from .jit.numba_site import register
+    register()                           # nx.site's numba IR rewrite (a no-op in the simulator)
+
+
+def _hooks() -> None:
+    """Registrations that ran at ``import numptx`` when it imported everything now run when
+    the module they register with is imported (numptx.jit.after_import)."""
+    from .jit.after_import import when_imported
+    when_imported("numptx._program.interpret", _register_device)
+    when_imported("numptx.jit.fitness_interpret", _register_scorer)
+    when_imported("numba.cuda", _register_site)
+
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
-_register_device("gpu", _GpuInterpreter())     # sp.interpret(device="gpu"); the fitness scorer
-                                               # registers at numptx.jit.interpret_gpu's import
+_hooks()

@@ -28,7 +28,7 @@ from numba import cuda
 from numba.cuda import types as nbt
 from numptx.jit.after_import import _Finder
 assert nx.jit.numba_site._registered
-assert not any(isinstance(f, _Finder) for f in sys.meta_path)          # the hook is gone
+assert not any("numba.cuda" in f.hooks for f in sys.meta_path if isinstance(f, _Finder))  # gone
 assert type(cuda.__spec__.loader).__name__ != "_Loader" and cuda.__loader__ is cuda.__spec__.loader
 
 def apply(out, a, b):                      # a plain function, compiled by numba-cuda directly
@@ -86,7 +86,7 @@ import numpy as np
 from numba import cuda
 from numptx.jit.after_import import _Finder
 assert nx.jit.numba_site.SIMULATOR and not nx.jit.numba_site._registered
-assert not any(isinstance(f, _Finder) for f in sys.meta_path)
+assert not any("numba.cuda" in f.hooks for f in sys.meta_path if isinstance(f, _Finder))
 nx.jit.numba_site.register()
 assert not nx.jit.numba_site._registered
 
