@@ -467,30 +467,47 @@ def check_macro_annotations(src: str, source_name: str = "<source>") -> None:
     """
     if "PTX_" not in src:
         return
-    nocomments = _blank_comments(src)
-    blank = _PREPROC.sub(_spaces, nocomments)  # also drop #define lines (and the header itself)
-    newlines = [m.start() for m in re.finditer("\n", src)]
-    directives = [(_line_of(src, m.start()), int(m.group(1)))
-                  for m in _LINE_DIRECTIVE.finditer(nocomments)]
+    checker = _MacroChecker(src, source_name)
+    for m in _MACRO_OPERAND.finditer(checker.blank):
+        checker.operand(m)
+    for m in _MACRO_SITE.finditer(checker.blank):
+        checker.site(m)
 
-    def line_at(pos: int) -> int:
-        phys = bisect.bisect_left(newlines, pos) + 1
-        k = bisect.bisect_left(directives, (phys, -1)) - 1
+
+class _MacroChecker:
+    """:func:`check_macro_annotations` of one source: ``blank`` is the source with comments,
+    literals and preprocessor lines blanked (offsets kept), so matches in it point into
+    ``src``; errors give the line as ``#line`` directives number it."""
+
+    def __init__(self, src: str, source_name: str):
+        self.src, self.source_name = src, source_name
+        nocomments = _blank_comments(src)
+        # also drop #define lines (and the header itself)
+        self.blank = _PREPROC.sub(_spaces, nocomments)
+        self.newlines = [m.start() for m in re.finditer("\n", src)]
+        self.directives = [(_line_of(src, m.start()), int(m.group(1)))
+                           for m in _LINE_DIRECTIVE.finditer(nocomments)]
+
+    def line_at(self, pos: int) -> int:
+        """The line number of offset ``pos``, as the ``#line`` directives before it say."""
+        phys = bisect.bisect_left(self.newlines, pos) + 1
+        k = bisect.bisect_left(self.directives, (phys, -1)) - 1
         if k < 0:
             return phys
-        dline, num = directives[k]
+        dline, num = self.directives[k]
         return num + (phys - dline - 1)
 
-    def fail(msg: str, pos: int) -> AnnotationError:
-        return _err(msg, line_at(pos), source_name)
+    def fail(self, msg: str, pos: int) -> AnnotationError:
+        return _err(msg, self.line_at(pos), self.source_name)
 
-    def operand(m: re.Match) -> tuple[str, int, str | None] | None:
+    def operand(self, m: re.Match) -> tuple[str, int, str | None]:
         """Check one PTX_IN/MOD/OUT(...); return (macro, position, variable name)."""
+        src, fail = self.src, self.fail
         macro = f"PTX_{m.group(1)}"
-        close = _close_paren(blank, m.end() - 1)
+        close = _close_paren(self.blank, m.end() - 1)
         if close is None:
             raise fail(f"{macro}( without its closing parenthesis", m.start())
-        args = [src[a:b].strip() for a, b in _split_args(blank, m.end(), close)]
+        args = [src[a:b].strip() for a, b in _split_args(self.blank, m.end(), close)]
         tname = args[0]
         if not re.fullmatch(r"[A-Za-z_]\w*", tname):
             raise fail(f"{macro}: expected a type name as first argument, got {tname!r}", m.start())
@@ -512,15 +529,14 @@ def check_macro_annotations(src: str, source_name: str = "<source>") -> None:
             raise fail(f"{macro}({tname}, {args[1]}, ): empty expression", m.start())
         return macro, m.start(), args[1]
 
-    for m in _MACRO_OPERAND.finditer(blank):
-        operand(m)
-
-    for m in _MACRO_SITE.finditer(blank):
+    def site(self, m: re.Match) -> None:
+        """Check one PTX_INJECT(...): its name, its operand count, its variable names."""
+        blank, fail = self.blank, self.fail
         close = _close_paren(blank, m.end() - 1)
         if close is None:
             raise fail("PTX_INJECT( without its closing parenthesis", m.start())
         spans = _split_args(blank, m.end(), close)
-        site_src = src[spans[0][0]:spans[0][1]].strip()
+        site_src = self.src[spans[0][0]:spans[0][1]].strip()
         if not site_src:
             raise fail("PTX_INJECT without a site name (expected PTX_INJECT(\"name\", ...))",
                        m.start())
@@ -539,7 +555,7 @@ def check_macro_annotations(src: str, source_name: str = "<source>") -> None:
             om = _MACRO_OPERAND.match(blank, a + len(seg) - len(seg.lstrip()))
             if om is None:
                 continue  # something else (a user macro): leave it to the compiler
-            _, pos, vname = operand(om)
+            _, pos, vname = self.operand(om)
             if vname in seen:
                 raise fail(f"PTX_INJECT({site_src}): duplicate variable name {vname!r}", pos)
             seen.add(vname)
