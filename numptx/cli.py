@@ -15,6 +15,7 @@ import sys
 
 from ._shadow import shadow_message, shadowing_folder
 from ._version import __version__
+from .files import atomic_write
 
 
 class _InputError(Exception):
@@ -50,11 +51,8 @@ def _cmd_process(args) -> int:
         dest = os.path.join(args.output, os.path.basename(path))
         if os.path.abspath(dest) == os.path.abspath(path):
             raise SystemExit(f"numptx process: refusing to overwrite the input {path}; choose another -o")
-        tmp = dest + ".tmp"
-        try:
-            with open(tmp, "w", encoding="utf-8") as f:
-                f.write(result)
-            os.replace(tmp, dest)
+        try:                        # a unique temporary file: two runs never share one
+            atomic_write(dest, result.encode("utf-8"))
         except OSError as e:
             raise _InputError(f"cannot write {dest}: {e.strerror or e}") from None
         print(f"{path} -> {dest}")

@@ -64,9 +64,12 @@ def test_build_info_says_how_each_cubin_came_to_be(tmp_path):
     again.cubin
     assert again.build_info.how == "memory"
     fresh = nx.CudaTemplate(SPINE_SRC, arch="sm_90", cache=nx.CubinCache(str(tmp_path / "c")))
-    v = fresh.inject(combine=make(3.5))
+    v = fresh.inject(combine=make(2.5))                   # the proof: written to disk
     v.cubin
     assert v.build_info.how == "disk"
+    v = fresh.inject(combine=make(3.5))                   # patched: kept in memory only,
+    v.cubin                                               # patched again from the plan
+    assert v.build_info.how == "patched"
     off = nx.CudaTemplate(SPINE_SRC, arch="sm_90", cache=False, patch_constants=False)
     v = off.inject(combine=make(1.5))
     v.cubin

@@ -2,6 +2,7 @@
 ptxas makes, without running it again. Checked against real nvJitLink assemblies, byte for byte."""
 from __future__ import annotations
 
+import os
 import random
 import struct
 import sys
@@ -332,14 +333,26 @@ def test_build_many_with_a_lone_new_shape_assembles_it_as_written(monkeypatch):
     assert count.calls in (3, 5)               # seen before: one proof for all three
 
 
-def test_patched_variants_go_through_the_cache(tmp_path):
+def test_patched_variants_stay_in_memory_and_are_patched_again_from_the_plan(tmp_path,
+                                                                              monkeypatch):
+    """The assembled variant and the proof go to the disk cache, a patched one stays in memory
+    (patching it again from the plan on disk is cheaper than writing it): another process
+    patches it again, to the same bytes, without assembling."""
     cache = nx.CubinCache(str(tmp_path / "c"))
     tmpl = nx.CudaTemplate(SPINE_SRC, arch="sm_90", cache=cache)
-    vs = [tmpl.inject(combine=f"mul.rn.f32 %v_z, %v_x, {f32(c)};") for c in (1.5, 2.5, 3.5)]
+    make = lambda c: f"mul.rn.f32 %v_z, %v_x, {f32(c)};"                 # noqa: E731
+    vs = [tmpl.inject(combine=make(c)) for c in (1.5, 2.5, 3.5, 4.5)]
     cubins = [v.cubin for v in vs]
+    assert [v.build_info.how for v in vs] == ["assembled", "proof", "patched", "patched"]
+    assert all(cache.in_memory(v.key) for v in vs)
+    on_disk = [os.path.exists(cache.path(v.key)) for v in vs]
+    assert on_disk == [True, True, False, False]
     fresh = nx.CudaTemplate(SPINE_SRC, arch="sm_90", cache=nx.CubinCache(str(tmp_path / "c")))
-    assert [fresh.inject(combine=f"mul.rn.f32 %v_z, %v_x, {f32(c)};").lookup()
-            for c in (1.5, 2.5, 3.5)] == cubins
+    again = [fresh.inject(combine=make(c)) for c in (1.5, 2.5, 3.5, 4.5)]
+    assert [v.lookup() for v in again[:2]] == cubins[:2]
+    count = Counting(monkeypatch)
+    assert [v.cubin for v in again[2:]] == cubins[2:]
+    assert count.calls == 0 and [v.build_info.how for v in again[2:]] == ["patched"] * 2
 
 
 def test_plans_round_trip_through_bytes_and_refuse_garbage():

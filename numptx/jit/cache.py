@@ -10,8 +10,15 @@ On disk (``NUMPTX_CACHE_DIR``, default ``$XDG_CACHE_HOME/numptx`` or ``~/.cache/
 the raw cubin followed by a 40-byte footer (``NXCUBIN3`` and the blake2b-256 digest of the key and
 the cubin, so an entry copied or renamed to another key's file is caught), so ``cuobjdump`` still
 reads the file. Writes go to a unique temporary file in the same folder,
-are fsynced and moved into place with ``os.replace``: readers see a whole entry or none (atomic
-for readers, not crash-durable for the folder). A read whose footer or digest does not match, or
+are fsynced and moved into place with ``os.replace`` (:func:`numptx.files.atomic_write`): readers
+see a whole entry or none (atomic for readers, not crash-durable for the folder).
+
+The disk entries are capped (``NUMPTX_CACHE_MAX``, default 2 GiB, ``0``/``none`` for no cap; or
+``max_bytes=``): after a write takes them past the cap, a background thread removes the least
+recently used (oldest modification time; every disk hit refreshes it) down to 90% of it. Several
+processes may write and evict at once: an entry removed by another process is a miss, never an
+error. Constant-patched variants stay in memory (``put(disk=False)``): their shape's plan is on
+disk, and patching it again is cheaper than writing the file. A read whose footer or digest does not match, or
 whose body is not an ELF file, is a miss (the entry is removed and rebuilt), never an error. Only
 regular files of at most 1 GiB are read, without blocking: anything else at an entry's path (a
 FIFO, a device, a folder) is a miss with a warning, left in place. Misses are explained at DEBUG level on
@@ -30,22 +37,22 @@ file under the folder is the user's and is left alone. Keys are lowercase hex (w
 """
 from __future__ import annotations
 
-import errno
-import hashlib
 import logging
 import operator
 import os
 import re
-import secrets
 import stat
-import sys
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from typing import NamedTuple
 
+from .. import config
 from .._version import __version__
 from ..errors import NumptxError
+from ..files import checksum, digest
+from .cache_folder import Folder, NOFOLLOW, OutsideError, numptx_files, open_folder, write_entry
 from .nvjitlink import nvjitlink_version
 
 __all__ = ["CubinCache", "CacheInfo", "default_cache", "default_cache_dir", "variant_key",
@@ -64,15 +71,9 @@ _FOOTER = len(_MAGIC) + 32
 _MAX_ENTRY = 1 << 30
 # never block opening an entry (a FIFO), never hand its descriptor to a child process
 # nor follow a symlink standing at an entry's path (out of the cache folder)
-_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | \
-    getattr(os, "O_BINARY", 0) | _NOFOLLOW
+    getattr(os, "O_BINARY", 0) | NOFOLLOW
 _KEY = re.compile(r"[0-9a-f]{2,128}")
-
-
-class OutsideError(OSError):
-    """A path under a cache folder that would lead out of it (a symlink, or a name that resolves
-    elsewhere): never followed."""
 
 
 def check_key(key: str, what: str = "cache") -> str:
@@ -84,200 +85,20 @@ def check_key(key: str, what: str = "cache") -> str:
     return key
 
 
-# Every name under the cache folder is looked up relative to an open descriptor of the folder
-# that holds it (``dir_fd``), opened without following a symlink: a folder swapped for a link
-# by another process after it was checked still leads nowhere else. Where ``dir_fd`` is not
-# supported (Windows), paths are joined and checked instead (``_AT`` False).
-_AT = bool(_NOFOLLOW) and os.scandir in os.supports_fd and all(
-    f in os.supports_dir_fd for f in (os.open, os.stat, os.unlink, os.rename, os.mkdir))
-_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
-
-
-class Folder:
-    """A folder under a cache root, held open: names inside it are opened, listed, renamed and
-    removed relative to it (see :func:`open_folder`). Close it (``with``) when done."""
-
-    def __init__(self, path: str, fd: int | None):
-        self.path, self.fd = path, fd
-
-    def __enter__(self) -> Folder:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
-
-    def _at(self, name: str) -> str:
-        return name if self.fd is not None else os.path.join(self.path, name)
-
-    def join(self, name: str) -> str:
-        """The path of ``name`` in this folder (for messages)."""
-        return os.path.join(self.path, name)
-
-    def lstat(self, name: str) -> os.stat_result:
-        return os.stat(self._at(name), dir_fd=self.fd, follow_symlinks=False)
-
-    def open(self, name: str, flags: int, mode: int = 0o600) -> int:
-        """``os.open`` of ``name`` here, never through a symlink at ``name``
-        (:class:`OutsideError` for one)."""
-        path = self._at(name)
-        if not _NOFOLLOW and os.path.islink(path):      # no O_NOFOLLOW (Windows): look first
-            raise OutsideError(f"{self.join(name)} is a symlink: not followed")
-        try:
-            return os.open(path, flags | _NOFOLLOW, mode, dir_fd=self.fd)
-        except OSError:
-            try:
-                link = stat.S_ISLNK(self.lstat(name).st_mode)
-            except OSError:
-                link = False
-            if link:                                     # ELOOP (Linux) or EMLINK (BSD)
-                raise OutsideError(f"{self.join(name)} is a symlink: not followed") from None
-            raise
-
-    def unlink(self, name: str) -> None:
-        """Remove ``name`` here (a symlink: the link itself)."""
-        os.unlink(self._at(name), dir_fd=self.fd)
-
-    def replace(self, src: str, dst: str) -> None:
-        os.replace(self._at(src), self._at(dst), src_dir_fd=self.fd, dst_dir_fd=self.fd)
-
-    def entries(self) -> list[os.DirEntry]:
-        """What the folder holds (``DirEntry.is_*`` with ``follow_symlinks=False`` only)."""
-        with os.scandir(self.fd if self.fd is not None else self.path) as it:
-            return list(it)
-
-    def sub(self, name: str, *, create: bool = False) -> Folder | None:
-        """The folder ``name`` in this one, opened (made when ``create``); None when missing
-        and not ``create``; :class:`OutsideError` when it is a symlink or no folder."""
-        path = self._at(name)
-        try:
-            st = self.lstat(name)
-        except FileNotFoundError:
-            if not create:
-                return None
-            try:
-                os.mkdir(path, dir_fd=self.fd)
-            except FileExistsError:          # another writer made it (or something else)
-                pass
-            st = self.lstat(name)
-        if not stat.S_ISDIR(st.st_mode):
-            what = "a symlink" if stat.S_ISLNK(st.st_mode) else "not a folder"
-            raise OutsideError(f"{self.join(name)} is {what}: not followed (nothing outside "
-                               f"the cache folder is read or written)")
-        if self.fd is None:
-            return Folder(self.join(name), None)
-        try:
-            fd = os.open(path, _DIR_FLAGS | _NOFOLLOW, dir_fd=self.fd)
-        except OSError as e:         # swapped for a link since the lstat: ELOOP, or ENOTDIR
-            if e.errno in (errno.ELOOP, errno.ENOTDIR, getattr(errno, "EMLINK", None)):
-                raise OutsideError(f"{self.join(name)} changed while opened ({e}): not "
-                                   f"followed") from None
-            raise
-        return Folder(self.join(name), fd)
-
-
-def open_folder(root: str, parts: Sequence[str], *, create: bool) -> Folder | None:
-    """``root/parts[0]/parts[1]...`` held open, each part a real folder (not a symlink) opened
-    relative to the one before (made when ``create``; ``root`` may itself be a symlink, the
-    user's choice). None when a part is missing and not ``create``; :class:`OutsideError` when
-    a part is a symlink or anything but a folder.
-
-    >>> with open_folder("/tmp/c", ["cubin-v3", "ab"], create=True) as f:   # doctest: +SKIP
-    ...     f.path
-    '/tmp/c/cubin-v3/ab'
-    """
-    if create:
-        try:
-            os.makedirs(root, exist_ok=True)
-        except FileExistsError:      # a file, a device: say so, not "File exists"
-            raise NotADirectoryError(errno.ENOTDIR, "the cache folder is not a folder (point "
-                                     "NUMPTX_CACHE_DIR or cache_dir= at a folder)", root) from None
-    try:
-        folder = Folder(root, os.open(root, _DIR_FLAGS) if _AT else None)
-    except FileNotFoundError:
-        if create:                    # removed since it was made: a failed write, not None
-            raise
-        return None
-    for part in parts:
-        with folder:
-            sub = folder.sub(part, create=create)
-        if sub is None:
-            return None
-        folder = sub
-    if not _AT:
-        real_root, real = os.path.realpath(root), os.path.realpath(folder.path)
-        if os.path.commonpath([real_root, real]) != real_root:
-            raise OutsideError(f"{folder.path} resolves to {real}, outside the cache folder "
-                               f"{real_root}")
-    return folder
-
-
-def write_entry(folder: Folder, name: str, prefix: str, data: Iterable[bytes]) -> None:
-    """Write ``name`` in ``folder`` atomically: a new temporary file ``<prefix><random>.tmp``
-    there, fsynced, then renamed over ``name`` (a symlink at ``name`` is replaced, not
-    followed). The temporary file is removed if anything fails."""
-    for _ in range(100):
-        tmp = f"{prefix}{secrets.token_hex(6)}.tmp"
-        try:
-            fd = folder.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
-                             | getattr(os, "O_BINARY", 0))
-            break
-        except FileExistsError:
-            continue
-    else:
-        raise FileExistsError(f"no free temporary file name in {folder.path}")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            for chunk in data:
-                f.write(chunk)
-            f.flush()
-            os.fsync(f.fileno())
-        folder.replace(tmp, name)
-    except BaseException:
-        try:
-            folder.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
 def default_cache_dir() -> str:
-    """``NUMPTX_CACHE_DIR`` if set, else the platform's user cache folder + ``numptx``."""
-    env = os.environ.get("NUMPTX_CACHE_DIR")
-    if env:
-        return os.path.abspath(os.path.expanduser(env))
-    if sys.platform == "win32":
-        base = os.environ.get("LOCALAPPDATA") or os.path.expanduser("~\\AppData\\Local")
-        return os.path.join(base, "numptx", "Cache")
-    if sys.platform == "darwin":
-        return os.path.expanduser("~/Library/Caches/numptx")
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
-    return os.path.join(base, "numptx")
-
-
-def _digest(*parts: bytes | str) -> str:
-    h = hashlib.blake2b(digest_size=32)
-    for p in parts:
-        b = p.encode("utf-8", "surrogateescape") if isinstance(p, str) else p
-        h.update(len(b).to_bytes(8, "little"))
-        h.update(b)
-    return h.hexdigest()
+    """``NUMPTX_CACHE_DIR`` if set, else the platform's user cache folder + ``numptx``
+    (:func:`numptx.config.cache_dir`)."""
+    return config.cache_dir()
 
 
 def entry_digest(key: str, cubin: bytes) -> bytes:
     """The checksum in an entry's footer: blake2b-256 of the key, then the cubin."""
-    h = hashlib.blake2b(key.encode("ascii", "replace"), digest_size=32)
-    h.update(cubin)
-    return h.digest()
+    return checksum(key.encode("ascii", "replace"), cubin)
 
 
 def template_digest(ptx: str, producer: str = "") -> str:
     """Digest of a template: its PTX text and a description of the compiler that made it."""
-    return _digest(b"template", producer, ptx)
+    return digest(b"template", producer, ptx)
 
 
 def _toolchain() -> tuple[str, str]:
@@ -303,7 +124,7 @@ def variant_key(template: str, stubs: Sequence[str], arch: str,
     operand registers (the same machine code, but the key keeps the two renderings apart)."""
     numptx_v, nvj_v = _toolchain()
     opts = normalize_options(options)
-    return _digest(f"numptx-cubin schema {SCHEMA}", numptx_v, nvj_v, arch, "\0".join(opts),
+    return digest(f"numptx-cubin schema {SCHEMA}", numptx_v, nvj_v, arch, "\0".join(opts),
                    "bind" if bind else "frame", template, str(len(stubs)), *stubs)
 
 
@@ -319,10 +140,17 @@ class CacheInfo(NamedTuple):
 
 class CubinCache:
     """Cubins by key: an in-memory LRU of ``memory_entries`` cubins, then files under
-    ``directory`` (``None``: memory only). Thread-safe; several processes may share a folder."""
+    ``directory`` (``None``: memory only). Thread-safe; several processes may share a folder.
+
+    ``max_bytes`` caps the disk entries (:meth:`evict`, run after writes): ``"env"`` (the
+    default) reads ``NUMPTX_CACHE_MAX`` at each write (2 GiB when unset), an int is bytes, a
+    string a size such as ``"500M"``, and ``0`` or None mean no cap.
+
+    >>> cache = CubinCache("/tmp/cubins", max_bytes="64M")          # doctest: +SKIP
+    """
 
     def __init__(self, directory: str | None = None, *, memory_entries: int = 512,
-                 disk: bool | None = None):
+                 disk: bool | None = None, max_bytes: int | str | None = "env"):
         if directory is not None and not isinstance(directory, (str, os.PathLike)):
             raise NumptxError(f"CubinCache(directory=) is a folder path, not {type(directory).__name__}")
         try:
@@ -331,12 +159,19 @@ class CubinCache:
             raise NumptxError(f"CubinCache(memory_entries=) is an int, not "
                               f"{type(memory_entries).__name__}") from None
         if disk is None:
-            disk = os.environ.get("NUMPTX_CACHE", "1").strip().lower() not in ("0", "off", "no", "false")
+            disk = config.cache_enabled()
         self.directory = (os.path.abspath(directory) if directory else default_cache_dir()) if disk else None
         self.memory_entries = memory_entries
+        self.max_bytes = _check_max(max_bytes)
         self._mem: OrderedDict[str, bytes] = OrderedDict()
         self._lock = threading.Lock()
+        self._evicting = threading.Lock()
         self.hits = self.misses = 0
+        #: bytes on disk as last counted plus this process's writes since, and those writes
+        self._disk_bytes: int | None = None
+        self._written = 0
+        self._evictor: threading.Thread | None = None
+        self._pid = os.getpid()
 
     def __repr__(self) -> str:
         return f"<CubinCache {self.directory or 'memory only'}>"
@@ -431,6 +266,8 @@ class CubinCache:
             log.warning("numptx: cubin cache entry %s for key %s is %s: treated as a miss",
                         path, key[:16], what)
             return None
+        if st.st_nlink == 1:       # its last use, for the LRU eviction (never through a
+            _touch(fd)              # hard link: the other name may be outside the cache)
         parts, left = [], st.st_size
         while left > 0:
             chunk = os.read(fd, left)
@@ -449,14 +286,16 @@ class CubinCache:
             self._mem.popitem(last=False)
 
     # -- stores -----------------------------------------------------------------------------------
-    def put(self, key: str, cubin: bytes) -> None:
-        """Store ``cubin`` under ``key`` (memory, then an atomic file write; a failing disk
-        write is logged and ignored)."""
+    def put(self, key: str, cubin: bytes, *, disk: bool = True) -> None:
+        """Store ``cubin`` under ``key``: in memory, then (unless ``disk`` is false) an atomic
+        file write, after which the disk is kept under the cap (:meth:`evict`). A failing disk
+        write is logged and ignored. ``disk=False`` is for what is cheaper to make again than
+        to write (a constant-patched variant: its plan is on disk)."""
         cubin = bytes(cubin)
         path = self.path(key)          # the key checked before anything is kept
         with self._lock:
             self._remember(key, cubin)
-        if path is None:
+        if path is None or not disk:
             return
         try:
             with open_folder(self.directory, [_SUBDIR, key[:2]], create=True) as folder:
@@ -464,6 +303,8 @@ class CubinCache:
                             (cubin, _MAGIC + entry_digest(key, cubin)))
         except OSError as e:
             log.warning("numptx: could not write the cubin cache entry %s: %s", path, e)
+            return
+        self._wrote(len(cubin) + _FOOTER)
 
     # -- maintenance ----------------------------------------------------------------------------
     def _files(self, every_schema: bool = False) -> Iterator[tuple[Folder, str, str]]:
@@ -509,78 +350,179 @@ class CubinCache:
             n += kind == "entry"
         return n
 
+    # -- the size cap ---------------------------------------------------------------------------
+    def cap(self) -> int | None:
+        """The most bytes of disk entries kept now (None: no cap): ``max_bytes``, or
+        ``NUMPTX_CACHE_MAX`` when it is ``"env"`` (a :class:`~numptx.config.ConfigError` for a
+        value that is no size)."""
+        return config.cache_max() if self.max_bytes == "env" else self.max_bytes
+
+    def _wrote(self, n: int) -> None:
+        """After a write of ``n`` bytes: evict when the count says the cap is passed, or when
+        this process wrote an eighth of the cap since it last counted (other processes write
+        too), or had not counted yet. The count and eviction run on a background thread (a
+        full cache holds some 10^5 entries), one at a time; :meth:`settle` waits for it."""
+        cap = self.cap()
+        if cap is None:
+            return
+        with self._lock:
+            self._after_fork()
+            if self._disk_bytes is not None:
+                self._disk_bytes += n
+                self._written += n
+            due = (self._disk_bytes is None or self._disk_bytes > cap
+                   or self._written > cap // _RESCAN)
+            if not due or (self._evictor is not None and self._evictor.is_alive()):
+                return
+            self._evictor = threading.Thread(target=self._evict_quietly, args=(cap,),
+                                             name="numptx-cubin-cache-evict", daemon=True)
+            self._evictor.start()
+
+    def _after_fork(self) -> None:
+        """In a forked child, forget the parent's eviction thread and its lock (held there
+        perhaps, by a thread that is not here)."""
+        if self._pid != os.getpid():
+            self._pid, self._evictor, self._evicting = os.getpid(), None, threading.Lock()
+
+    def _evict_quietly(self, cap: int) -> None:
+        try:
+            self.evict(cap)
+        except Exception as e:   # noqa: BLE001 - a background thread: say it, never raise
+            log.warning("numptx: cubin cache eviction in %s failed: %s", self.directory, e)
+
+    def settle(self, timeout: float | None = None) -> None:
+        """Wait for a background eviction started by a write to finish (a script that wants
+        the cap applied before it exits; tests)."""
+        t = self._evictor
+        if t is not None and self._pid == os.getpid():
+            t.join(timeout)
+
+    def evict(self, max_bytes: int | str | None = "cap") -> int:
+        """Keep the disk entries within ``max_bytes`` (default :meth:`cap`): when they hold
+        more, remove the least recently used (oldest modification time; a disk hit refreshes
+        it) until they hold at most 90% of it. Every format's entries count; temporary files
+        of writers killed over an hour ago go too. Another process removing or rewriting an
+        entry meanwhile is no error (an entry rewritten or read since it was counted stays).
+        Returns the number of entries removed.
+
+        >>> CubinCache("/tmp/cubins").evict("100M")              # doctest: +SKIP
+        12
+        """
+        given = self.max_bytes if max_bytes == "cap" else _check_max(max_bytes)
+        cap = config.cache_max() if given == "env" else given
+        if self.directory is None:
+            return 0
+        with self._lock:
+            self._after_fork()
+            evicting = self._evicting
+        with evicting:                    # one eviction at a time in this process
+            return self._evict(cap)
+
+    def _evict(self, cap: int | None) -> int:
+        """:meth:`evict` with the cap decided and the eviction lock held."""
+        entries, total = self._census()
+        removed = 0
+        if cap is not None and total > cap:
+            entries.sort()
+            goal = int(cap * _LOW_WATER)
+            for mtime, size, ino, parts, name in entries:
+                if total <= goal:
+                    break
+                if _remove_if_unchanged(self.directory, parts, name, ino, mtime):
+                    removed += 1
+                    total -= size
+                else:                 # used, rewritten or removed meanwhile
+                    total -= size if _gone(self.directory, parts, name) else 0
+            if removed:
+                log.info("numptx: cubin cache over %d bytes: removed %d least recently "
+                         "used entries", cap, removed)
+        with self._lock:
+            self._disk_bytes, self._written = total, 0
+        return removed
+
+    def _census(self) -> tuple[list[tuple[int, int, int, tuple[str, ...], str]], int]:
+        """Every format's entries as ``(mtime_ns, size, inode, folder parts, name)`` and their
+        total size; stale temporary files are removed on the way."""
+        out, total, now = [], 0, time.time()
+        for folder, name, kind in self._files(every_schema=True):
+            try:
+                st = folder.lstat(name)
+                if kind == "temp" and now - st.st_mtime > STALE_TMP_S:
+                    folder.unlink(name)
+            except OSError:               # removed by another process meanwhile
+                continue
+            if kind == "entry":
+                parts = tuple(os.path.relpath(folder.path, self.directory).split(os.sep))
+                out.append((st.st_mtime_ns, st.st_size, st.st_ino, parts, name))
+                total += st.st_size
+        return out, total
+
 
 #: the folders numptx writes entries in (every format's), its shard folders, its file names
 _TOPS = re.compile(r"cubin-v[0-9]{1,6}")
-_SHARD = re.compile(r"[0-9a-f]{2}")
 _ENTRY_NAME = re.compile(r"[0-9a-f]{2,128}\.cubin")
-_TEMP_NAME = re.compile(r"\.[0-9a-f]{1,16}\.[A-Za-z0-9_]{1,64}\.tmp")
+#: eviction leaves the disk entries at this share of the cap; a process counts them again
+#: after writing 1/_RESCAN of the cap; temporary files older than STALE_TMP_S are a killed
+#: writer's
+_LOW_WATER = 0.9
+_RESCAN = 8
+STALE_TMP_S = 3600
 
 
-def numptx_files(root: str, tops: re.Pattern, entry: re.Pattern,
-                 temp: re.Pattern = _TEMP_NAME) -> Iterator[tuple[Folder, str, str]]:
-    """``(folder, name, kind)`` of the files numptx writes under ``root``: in folders named
-    like ``tops``, in their two-hex-digit shard folders, files named like ``entry`` whose name
-    starts with the shard's (``"entry"``) or like ``temp`` (``"temp"``), and symlinks standing
-    at any of those names (``"link"``, never followed or entered). Anything else is not
-    numptx's and is not listed. Each ``folder`` is held open (names are relative to it) until
-    the next item is asked for, so a folder swapped for a link meanwhile leads nowhere."""
+def _check_max(max_bytes: int | str | None) -> int | str | None:
+    """``max_bytes=`` as bytes (None: no cap) or ``"env"``; NumptxError otherwise."""
+    if max_bytes is None or max_bytes == "env":
+        return max_bytes
+    if isinstance(max_bytes, str):
+        try:
+            return config.parse_size(max_bytes, "CubinCache(max_bytes=)")
+        except config.ConfigError as e:
+            raise NumptxError(str(e)) from None
+    if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 0:
+        raise NumptxError(f"CubinCache(max_bytes={max_bytes!r}): give bytes (an int >= 0), a "
+                          f"size such as '500M' or '2G', 0 or None for no cap, or 'env' "
+                          f"(NUMPTX_CACHE_MAX)")
+    return max_bytes or None
+
+
+def _touch(fd: int) -> None:
+    """Mark the open entry as used now (its modification time: what eviction orders by)."""
+    if os.utime in os.supports_fd:
+        try:
+            os.utime(fd)
+        except OSError:               # a read-only cache folder: no LRU order, no error
+            pass
+
+
+def _remove_if_unchanged(root: str, parts: tuple[str, ...], name: str, ino: int,
+                         mtime_ns: int) -> bool:
+    """Remove the entry ``name`` if it is still the file counted (same inode, not used
+    since); False when it is not, or is gone."""
     try:
-        root_folder = open_folder(root, [], create=False)
+        folder = open_folder(root, list(parts), create=False)
+        if folder is None:
+            return False
+        with folder:
+            st = folder.lstat(name)
+            if st.st_ino != ino or st.st_mtime_ns != mtime_ns or not stat.S_ISREG(st.st_mode):
+                return False
+            folder.unlink(name)
+            return True
+    except OSError:                       # gone meanwhile, or not ours to follow
+        return False
+
+
+def _gone(root: str, parts: tuple[str, ...], name: str) -> bool:
+    """Whether the entry ``name`` no longer exists (another process removed it)."""
+    try:
+        folder = open_folder(root, list(parts), create=False)
+        if folder is None:
+            return True
+        with folder:
+            folder.lstat(name)
+        return False
     except OSError:
-        return
-    if root_folder is None:
-        return
-    with root_folder:
-        try:
-            tops_found = [e for e in root_folder.entries() if tops.fullmatch(e.name)]
-        except OSError:
-            return
-        for top in tops_found:
-            if top.is_symlink():
-                yield root_folder, top.name, "link"
-                continue
-            yield from _shards(root_folder, top.name, entry, temp)
-
-
-def _shards(parent: Folder, name: str, entry: re.Pattern,
-            temp: re.Pattern) -> Iterator[tuple[Folder, str, str]]:
-    """:func:`numptx_files` in the folder ``name`` of ``parent`` and its shard folders."""
-    try:
-        top = parent.sub(name)
-    except OSError:                  # no folder (a user's file), or swapped for a link
-        return
-    if top is None:
-        return
-    with top:
-        try:
-            shards = [e for e in top.entries() if _SHARD.fullmatch(e.name)]
-        except OSError:
-            return
-        for shard in shards:
-            if shard.is_symlink():
-                yield top, shard.name, "link"
-                continue
-            try:
-                folder = top.sub(shard.name)
-            except OSError:
-                continue
-            if folder is None:
-                continue
-            with folder:
-                try:
-                    files = folder.entries()
-                except OSError:
-                    continue
-                for e in files:
-                    ours = (entry.fullmatch(e.name) and e.name.startswith(shard.name)
-                            and "entry") or (temp.fullmatch(e.name) and "temp")
-                    if not ours:
-                        continue
-                    if e.is_symlink():
-                        yield folder, e.name, "link"
-                    elif e.is_file(follow_symlinks=False):
-                        yield folder, e.name, ours
+        return True
 
 
 _default: CubinCache | None = None
@@ -602,8 +544,7 @@ def default_cache() -> CubinCache:
     """The process-wide cache (rebuilt when ``NUMPTX_CACHE_DIR`` or ``NUMPTX_CACHE`` change)."""
     global _default
     with _default_lock:
-        want = default_cache_dir() if os.environ.get("NUMPTX_CACHE", "1").strip().lower() not in (
-            "0", "off", "no", "false") else None
+        want = default_cache_dir() if config.cache_enabled() else None
         if _default is None or _default.directory != want:
             _default = CubinCache(want, disk=want is not None)
         return _default

@@ -26,7 +26,6 @@ retry elsewhere (Dask reschedules them); each result is taken once.
 """
 from __future__ import annotations
 
-import hashlib
 import logging
 import re
 import sys
@@ -41,6 +40,7 @@ import numpy as np
 
 from .._version import __version__
 from ..errors import NumptxError
+from ..files import digest
 from ..inject import PtxInject, Site
 from .nvjitlink import nvjitlink_version, ptx_to_cubin
 from .pack_kernels import LayoutTarget, dispatch_text, merge_kernels, packed_runs
@@ -112,8 +112,8 @@ def template_spec(t: Any) -> TemplateSpec:
     """The :class:`TemplateSpec` of template ``t``."""
     nvj = ".".join(map(str, nvjitlink_version()))
     opts = tuple(t.link_options)
-    key = hashlib.blake2b("\0".join([t.digest, t.entry, t.arch, *opts, str(t.bind), str(t.strict),
-                                     __version__, nvj]).encode(), digest_size=16).hexdigest()
+    key = digest(t.digest, t.entry, t.arch, str(len(opts)), *opts, str(t.bind), str(t.strict),
+                 __version__, nvj, size=16)
     return TemplateSpec(key, t.ptx, t.entry, tuple(t.sites), t.arch, opts, bool(t.bind), bool(t.strict),
                         __version__, nvj)
 

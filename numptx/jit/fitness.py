@@ -65,6 +65,7 @@ import numpy as np
 
 from .. import site_layout
 from .._program import Stub
+from ..data import check_xy, finite, to_float
 from ..dsl.emulator import emulate
 from ..dsl.expr import PtxExpr, SiteBinding, output_order
 from ..errors import NumptxError
@@ -163,20 +164,7 @@ def fitness_template(d: int, names: tuple[str, ...] | None = None, dtype: str = 
 # ---- the data --------------------------------------------------------------------------------
 def _check(X: Any, y: Any, loss: Any, names: Sequence[str] | None):
     """X (n, d) and y (n,) as arrays (not yet converted), the column names."""
-    try:
-        X, y = np.asarray(X), np.asarray(y)
-    except Exception as e:   # noqa: BLE001 - ragged lists and the like
-        raise FitnessError(f"fitness: X and y must be numeric arrays ({e})") from None
-    for what, a in (("X", X), ("y", y)):
-        if a.dtype.kind not in "biuf":
-            raise FitnessError(f"fitness: {what} holds {a.dtype} values; it takes real numbers")
-    if X.ndim == 1:
-        X = X[:, None]
-    if X.ndim != 2 or X.shape[0] == 0 or X.shape[1] == 0:
-        raise FitnessError(f"fitness: X is an (n samples, d columns) array, got shape {X.shape}")
-    if y.shape != (X.shape[0],):
-        raise FitnessError(f"fitness: y has shape {y.shape}; it needs one target per sample "
-                           f"({X.shape[0]},)")
+    X, y = check_xy(X, y, where="fitness", error=FitnessError)
     if not (isinstance(loss, str) and loss in LOSSES) and not isinstance(loss, PtxExpr):
         raise FitnessError(f"fitness: loss={loss!r}: use one of {', '.join(LOSSES)} or an "
                            f"@nx.ptx_expr loss(p, t)")
@@ -215,25 +203,11 @@ def _loss_facts(loss: Any) -> Facts:
 
 def _convert(what: str, a: np.ndarray, dtype: str) -> np.ndarray:
     """``a`` as C-contiguous ``dtype``; NaN, infinity and values past its range are refused
-    (every candidate would score +inf on them)."""
-    def first(bad: np.ndarray) -> str:
-        return f"the first at index {tuple(int(i) for i in np.argwhere(bad)[0])}"
-    if a.dtype.kind == "f":
-        bad = ~np.isfinite(a)
-        if bad.any():
-            raise FitnessError(f"fitness: {what} holds {int(bad.sum())} non-finite value(s) "
-                               f"(NaN or inf; {first(bad)}): every candidate would score +inf; "
-                               f"drop or impute them first")
-    with np.errstate(over="ignore", invalid="ignore"):
-        out = np.ascontiguousarray(a, _NP[dtype])
-    over = ~np.isfinite(out)
-    if over.any():
-        big = float(np.max(np.abs(a[over].astype(np.float64))))
-        raise FitnessError(f"fitness: {what} holds {int(over.sum())} value(s) past the {dtype} "
-                           f"range ({first(over)}, largest |value| {big:.3g}): the kernel runs "
-                           f"in {dtype}; rescale the data, or score f64 candidates "
-                           f"(dtype='f64')")
-    return out
+    (every candidate would score +inf on them): :mod:`numptx.data`'s checks."""
+    finite(what, a, where="fitness", error=FitnessError, why="every candidate would score +inf")
+    return to_float(what, a, _NP[dtype], where="fitness", error=FitnessError,
+                    hint=f"the kernel runs in {dtype}; rescale the data, or score f64 "
+                         f"candidates (dtype='f64')")
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,6 @@ patched cubin is the code ptxas makes for generic values of the constants; for s
 """
 from __future__ import annotations
 
-import hashlib
 import random
 import re
 import struct
@@ -43,6 +42,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._text import split_top
+from ..files import digest
 
 __all__ = ["Plan", "LibraryText", "library_literals", "split_constants", "join_constants",
            "kinds_of", "shape_text", "patchable", "signs", "words", "nan_halves", "halves_text",
@@ -481,7 +481,7 @@ class Plan:
 
 def plan_key(shape_key: str) -> str:
     """The cache key a shape's plan is kept under (never a variant's key)."""
-    return hashlib.blake2b(b"numptx-plan\0" + shape_key.encode(), digest_size=32).hexdigest()
+    return digest("numptx-plan", shape_key)
 
 
 def _offsets(data: bytes, pattern: bytes) -> tuple[int, ...]:

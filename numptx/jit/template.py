@@ -408,13 +408,15 @@ class Variant(CubinInspection):
 
     def store(self, cubin: bytes, info: BuildInfo | None = None) -> None:
         """Take ``cubin`` as this variant's (built elsewhere: ``build_many``'s jobs or a
-        constant-patch plan) and put it in the cubin cache; ``info`` says how it was made."""
+        constant-patch plan) and put it in the cubin cache; ``info`` says how it was made. A
+        patched cubin stays in memory: patching it again from its shape's plan (on disk) is
+        cheaper than writing it."""
         self._cubin = cubin
         if info is not None:
             self._info = info
         cache = self.template.cache
         if cache is not None:
-            cache.put(self.key, cubin)
+            cache.put(self.key, cubin, disk=info is None or info.how != "patched")
 
     def recover(self, e: BaseException) -> bytes:
         """Assembly of the bound PTX failed with ``e``: store and return the cubin of the plain

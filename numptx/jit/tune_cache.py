@@ -18,7 +18,6 @@ miss with a warning, never an exception.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import math
@@ -29,7 +28,9 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from .cache import Folder, check_key, open_folder, write_entry
+from ..files import digest
+from .cache import check_key
+from .cache_folder import Folder, open_folder, write_entry
 
 __all__ = ["TuneCache", "SCHEMA", "entry_key"]
 
@@ -190,10 +191,5 @@ def _sweep(folder: Folder) -> None:
 def entry_key(cost: str, context: Mapping[str, Any], variant_key: str) -> str:
     """The key of one candidate's cost: what it is ranked by, what it was measured for, and
     its variant's cubin key."""
-    h = hashlib.blake2b(digest_size=32)
-    for part in (f"numptx-autotune schema {SCHEMA}", cost,
-                 json.dumps(context, sort_keys=True, default=str), variant_key):
-        b = part.encode("utf-8", "surrogateescape")
-        h.update(len(b).to_bytes(8, "little"))
-        h.update(b)
-    return h.hexdigest()
+    return digest(f"numptx-autotune schema {SCHEMA}", cost,
+                  json.dumps(context, sort_keys=True, default=str), variant_key)

@@ -63,6 +63,7 @@ from typing import Any, Literal
 import numpy as np
 
 from .._cores import usable_cores
+from ..data import check_xy, finite, to_float
 from .. import stack_ptx as sp
 from ..jit import fitness as F
 from ..jit.fitness_interpret import GPU_INTERPRET_MAX_ROWS, interpret_losses
@@ -155,44 +156,14 @@ def check_per_module(per_module: Any, where: str) -> int | None:
     return int(per_module)
 
 
-def _cast(what: str, a: np.ndarray, dt: type, where: str) -> np.ndarray:
-    """``a`` as C-contiguous ``dt``; values that do not fit ``dt`` raise SearchError."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        out = np.ascontiguousarray(a, dt)
-    if out.dtype != a.dtype and a.dtype.kind == "f":
-        over = np.isfinite(a) & ~np.isfinite(out)
-        if over.any():
-            big = float(np.max(np.abs(a[over])))
-            name = "f32" if dt == np.float32 else "f64"
-            raise SearchError(f"{where}: {what} holds {int(over.sum())} value(s) that overflow "
-                              f"{name} (largest |value| {big:.3g}; the {name} maximum is "
-                              f"{float(np.finfo(dt).max):.3g}): rescale the data or use "
-                              f"float64 X")
-    return out
-
-
 def check_data(X: Any, y: Any, *, where: str = "regress",
                dtype: str | None = None) -> tuple[np.ndarray, np.ndarray]:
     """``X`` as a C-contiguous (n, d) float array and ``y`` as (n,) of the same dtype: the
     search's dtype, which follows ``X`` (float64 only when ``X`` is float64, else float32; ``y``
     is cast to it) or ``dtype`` (``"f32"``/``"f64"``) when given. A :class:`SearchError` names
     the argument at fault (shape, non-numeric or non-finite values, values that overflow the
-    dtype)."""
-    try:
-        X, y = np.asarray(X), np.asarray(y)
-    except Exception as e:   # noqa: BLE001 - ragged lists and the like
-        raise SearchError(f"{where}: X and y must be numeric arrays ({e})") from None
-    for what, a in (("X", X), ("y", y)):
-        if a.dtype.kind not in "biuf":
-            raise SearchError(f"{where}: {what} holds {a.dtype} values; it takes real numbers")
-    if X.ndim == 1:
-        X = X[:, None]
-    if X.ndim != 2 or X.shape[0] == 0 or X.shape[1] == 0:
-        raise SearchError(f"{where}: X must be an (n samples, d inputs) array with n, d >= 1; "
-                          f"got shape {X.shape}")
-    if y.shape != (X.shape[0],):
-        raise SearchError(f"{where}: y has shape {y.shape}; X has {X.shape[0]} samples, so y "
-                          f"must have shape ({X.shape[0]},)")
+    dtype); the checks are :mod:`numptx.data`'s, shared with :func:`numptx.fitness`."""
+    X, y = check_xy(X, y, where=where, error=SearchError)
     if dtype is None:
         dt = np.float64 if X.dtype == np.float64 else np.float32
     elif isinstance(dtype, str) and dtype.lower() in ("f32", "f64"):
@@ -201,21 +172,10 @@ def check_data(X: Any, y: Any, *, where: str = "regress",
         raise SearchError(f"{where}: dtype={dtype!r}: search programs use 'f32' or 'f64' (or "
                           f"None: the dtype of X)")
     for what, a in (("X", X), ("y", y)):       # before the cast: a NaN is not an overflow
-        bad = ~np.isfinite(a) if a.dtype.kind == "f" else np.zeros(a.shape, bool)
-        if bad.any():
-            at = np.argwhere(bad)[0]
-            raise SearchError(f"{where}: {what} holds {int(bad.sum())} non-finite value(s) "
-                              f"(NaN or inf; the first at index {tuple(int(i) for i in at)}); "
-                              f"drop or impute them first")
-    X, y = _cast("X", X, dt, where), _cast("y", y, dt, where)
-    for what, a in (("X", X), ("y", y)):      # integers past the f32 range
-        bad = ~np.isfinite(a)
-        if bad.any():
-            at = np.argwhere(bad)[0]
-            raise SearchError(f"{where}: {what} holds {int(bad.sum())} non-finite value(s) "
-                              f"(NaN or inf; the first at index {tuple(int(i) for i in at)}); "
-                              f"drop or impute them first")
-    return X, y
+        finite(what, a, where=where, error=SearchError)
+    hint = "rescale the data" + (" or use float64 X" if dt == np.float32 else "")
+    return (to_float("X", X, dt, where=where, error=SearchError, hint=hint),
+            to_float("y", y, dt, where=where, error=SearchError, hint=hint))
 
 
 #: how an Evaluator scores programs: the values of ``evaluate=``
