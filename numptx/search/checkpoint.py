@@ -31,12 +31,10 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import hashlib
 import json
 import os
 import stat
 import struct
-import tempfile
 import time
 import warnings
 import zlib
@@ -47,6 +45,7 @@ import numpy as np
 from .. import stack_ptx as sp
 from .config import CACHE_MAX
 from ..errors import NumptxWarning
+from ..files import atomic_write, checksum
 from .genes import SearchError, shown
 
 __all__ = ["CheckpointError", "write", "read", "VERSION", "MAX_BODY", "MAX_BYTES_MAX",
@@ -181,30 +180,13 @@ def write(path: str | os.PathLike, state: dict) -> None:
                       f"resume it with max_bytes={len(text)}", NumptxWarning, stacklevel=3)
     body = zlib.compress(text, 6)
     head = _HEAD.pack(MAGIC, VERSION, 0, len(body))
-    digest = hashlib.blake2b(head + body, digest_size=_DIGEST).digest()
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=_TMP_PREFIX, suffix=_TMP_SUFFIX, dir=folder)
+    digest = checksum(head, body, size=_DIGEST)
+    try:            # a unique temporary file, fsynced, renamed, then the folder fsynced
+        atomic_write(path, head + body + digest, prefix=_TMP_PREFIX, suffix=_TMP_SUFFIX,
+                     fsync_folder=True)
     except OSError as e:
-        raise CheckpointError(f"checkpoint {path!r}: cannot write in {folder!r} "
+        raise CheckpointError(f"checkpoint {path!r}: cannot write it in {folder!r} "
                               f"({e.strerror or e})", path=path) from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(head + body + digest)
-            f.flush()
-            if hasattr(os, "fchmod"):          # mkstemp makes 0600: give a new file's usual mode
-                os.fchmod(f.fileno(), 0o666 & ~_umask())
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException as e:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        if isinstance(e, OSError):
-            raise CheckpointError(f"checkpoint {path!r}: cannot write it ({e.strerror or e})",
-                                  path=path) from None
-        raise
-    _fsync_folder(folder)
     _sweep(folder)
 
 
@@ -223,26 +205,6 @@ def _sweep(folder: str) -> None:
                 st = os.lstat(path)
                 if stat.S_ISREG(st.st_mode) and now - st.st_mtime > STALE_TMP_S:
                     os.remove(path)
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)      # the only portable way to read it: set and restore at once
-    os.umask(mask)
-    return mask
-
-
-def _fsync_folder(folder: str) -> None:
-    """Flush the folder entry of the rename to disk (POSIX; skipped where not supported)."""
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def read(path: str | os.PathLike, *, kind: str | None = None,
@@ -292,7 +254,7 @@ def read(path: str | os.PathLike, *, kind: str | None = None,
         raise CheckpointError(f"checkpoint {spath!r}: {len(data)} bytes, the header announces "
                               f"{_HEAD.size + n + _DIGEST} (truncated or appended to)", path=spath)
     body, digest = data[_HEAD.size:_HEAD.size + n], data[_HEAD.size + n:]
-    if hashlib.blake2b(data[:_HEAD.size + n], digest_size=_DIGEST).digest() != digest:
+    if checksum(data[:_HEAD.size + n], size=_DIGEST) != digest:
         raise CheckpointError(f"checkpoint {spath!r}: checksum mismatch (the file is corrupted)",
                               path=spath)
     state = _decode_body(body, limit, spath)
