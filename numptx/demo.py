@@ -22,6 +22,7 @@ import time
 import warnings
 from collections.abc import Callable
 
+from . import config
 from ._shadow import empty_cwd, shadow_message, shadowing_folder
 from .jit import patch as _patch
 
@@ -222,7 +223,7 @@ def _simulate_main() -> int:
     # the @ptx_expr variants run as their NumPy reference at the site; the PTX text that
     # numptx injects into the numba template (registers %v_x, %v_y, %v_z) runs in the emulator
     stubs = {f"expr c={c}": (c, expr.bind(c=c)) for c in FORMULA_CONSTANTS}
-    ptx_stubs = json.loads(os.environ.get("NUMPTX_DEMO_PTX_STUBS", "{}"))
+    ptx_stubs = config.demo_ptx_stubs()
     stubs.update({f"PTX stub c={c}": (float(c), text) for c, text in ptx_stubs.items()})
     t_run, _ = _run_and_check(apply, stubs)
     print(json.dumps({"run": t_run}))
