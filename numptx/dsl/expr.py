@@ -21,7 +21,6 @@ per math mode (``precision``) and the lowered program per backend and output ord
 """
 from __future__ import annotations
 
-import typing
 import weakref
 from collections.abc import Mapping as _Mapping
 from typing import Any, Callable, Mapping, NamedTuple, Sequence
@@ -36,6 +35,7 @@ from .graph import Graph, canonical
 from .lower import PASS, Lowered, to_ast, to_stack
 from .modes import MODES
 from .proxy import PrecisionError
+from .signature import analyse, def_frame
 from .trace import (EagerTracer, EagerValue, FramedGraphTracer, GraphTracer, Proxy, TraceError,
                     Tracer)
 
@@ -118,124 +118,9 @@ def ptx_expr(fn: Callable | None = None, *, precision: str | None = None,
     return PtxExpr(fn, precision=mode, backend=backend)
 
 
-_PYTHON_TYPES = {"float": float, "int": int, "bool": bool}
-
-
-def _parse(a: Any, glb: dict | None) -> T.DType | None:
-    """The DType of a parameter or return annotation. The Python types mean what NumPy makes of
-    them (``float`` f64, ``int`` s64, ``bool`` pred) whether the annotation is the type itself or
-    the string ``"float"`` that ``from __future__ import annotations`` leaves (which would
-    otherwise read as the CUDA C alias ``float`` = f32)."""
-    if isinstance(a, str):
-        name = a.strip()
-        if len(name) >= 2 and name[0] == name[-1] and name[0] in "'\"":
-            name = name[1:-1].strip()           # x: "float" under postponed annotations
-        if name in _PYTHON_TYPES:
-            a = (glb or {}).get(name, _PYTHON_TYPES[name])     # a module may rebind the name
-    return T.parse_annotation(a, glb)
-
-
-# function -> (check, analysis): see _analyse. Keyed by the function (weakly), not its code:
+# function -> (check, analysis): see signature.analyse. Keyed by the function (weakly), not its code:
 # closures of one ``def`` differ in their defaults and in what string annotations resolve to.
 _SIGNATURES = weakref.WeakKeyDictionary()
-
-
-def _analyse(fn, code, defaults: tuple, ann: dict) -> tuple:
-    """(defaults by name, parameter types, positional count, return annotation) of a formula:
-    what a fresh ``PtxExpr`` of ``fn`` needs, cached per function while its code, defaults
-    and annotations stay the same."""
-    names = code.co_varnames[:code.co_argcount]
-    defaults = dict(zip(names[len(names) - len(defaults):], defaults))
-    # a parameter whose default is not a number (a function, a flag object...) is a plain
-    # Python argument: not traced, not an input; the formula sees its default
-    names = tuple(n for n in names if n not in defaults
-                  or isinstance(defaults[n], (bool, int, float, np.generic)))
-    if code.co_flags & 0x0C:                  # *args / **kwargs
-        raise TraceError("ptx_expr formulas take named parameters (no *args/**kwargs)",
-                         frame=_def_frame(fn), fix="list the parameters: def f(x, y)")
-    # keyword-only parameters are never passed: one without a default could not be called
-    kwonly = code.co_varnames[code.co_argcount:code.co_argcount + code.co_kwonlyargcount]
-    kwdefaults = getattr(fn, "__kwdefaults__", None) or {}
-    missing = [n for n in kwonly if n not in kwdefaults]
-    if missing:
-        raise TraceError(f"keyword-only parameter {missing[0]!r} has no default: ptx_expr "
-                         f"passes the inputs by position", frame=_def_frame(fn),
-                         fix="make it an ordinary parameter (def f(x, y)) or give it a default")
-    glb = getattr(fn, "__globals__", None)
-    types: dict[str, T.DType] = {}
-    for n in names:
-        a = ann.get(n)
-        t = T.f32 if a is None else _parse(a, glb)
-        if t is None:
-            raise TraceError(f"parameter {n!r}: annotation {a!r} is not a numptx type",
-                             frame=_def_frame(fn),
-                             fix="annotate with nx.f16, nx.bf16, nx.f32, nx.f64, nx.s32, "
-                                 "nx.u32, nx.s64, nx.u64 (or leave it out for f32)")
-        types[n] = t
-    ret = ann.get("return")
-    # the last item: bindings of this signature's expressions to sites, (id(site), outputs)
-    # -> (site, rename, order), shared by every fresh expression of the function
-    return (defaults, types, sum(1 for n in names if n not in defaults), ret,
-            _return_types(ret, glb, fn), {})
-
-
-# return annotations that say only "several outputs": no type to check
-
-
-def _return_types(r: Any, glb: dict | None, fn: Any = None) -> list | None:
-    """The DTypes a return annotation declares (None: no annotation, or one that names no
-    numptx type, such as ``dict[str, nx.f32]``, ``typing.Any`` or ``float``). A string that
-    names nothing, or a ``tuple[...]`` mixing numptx types with unknown names, is an error."""
-    if r is None:
-        return None
-    shown = r
-    if isinstance(r, str):
-        t = _parse(r, glb)
-        if t is not None:
-            return [t]
-        try:
-            r = eval(r, glb or {})   # noqa: S307 - user annotation
-        except Exception:
-            r = _BAD
-        if isinstance(r, str):       # a quoted string under `from __future__ import annotations`
-            shown = r
-            t = _parse(r, glb)
-            if t is not None:
-                return [t]
-            r = _BAD
-    t = T.as_dtype(r) if not isinstance(r, (tuple, list, str)) and r is not _BAD else None
-    if t is not None:
-        return [t]
-    origin = typing.get_origin(r)
-    if origin is tuple or isinstance(r, (tuple, list)):
-        args = tuple(typing.get_args(r) if origin is tuple else r)
-        if not args:                                        # bare typing.Tuple
-            return None
-        open_ = len(args) == 2 and args[1] is Ellipsis      # tuple[nx.f32, ...]: any count
-        elems = [a.__forward_arg__ if isinstance(a, typing.ForwardRef) else a   # Tuple["nx.f32"]
-                 for a in (args[:1] if open_ else args)]
-        ts = [_parse(a, glb) for a in elems]
-        if all(t is not None for t in ts):
-            return None if open_ else ts
-        if not any(t is not None or isinstance(a, str) for a, t in zip(elems, ts)):
-            return None           # tuple[float, float]: no numptx type named, ignored as ever
-        shown = f"{shown!r} (element {elems[ts.index(None)]!r})"
-    elif r is not _BAD:
-        return None               # typing constructs and Python types are not numptx's to check
-    else:
-        shown = repr(shown)
-    raise TraceError(f"return annotation {shown} is not a numptx type",
-                     frame=_def_frame(fn) if fn is not None else None,
-                     fix="annotate with nx.f32, nx.s32, ... (a tuple[...] of them for several "
-                         "outputs) or leave it out")
-
-
-_BAD = object()          # a string annotation that does not evaluate
-
-
-def _def_frame(fn) -> tuple:
-    code = fn.__code__
-    return (code, code.co_firstlineno)
 
 
 class PtxExpr:
@@ -267,7 +152,7 @@ class PtxExpr:
         if hit is None or hit[0][0] is not code or hit[0][1] is not defaults or \
                 len(hit[0][2]) != len(ann) or any(
                     ka != kb or va is not vb for (ka, va), (kb, vb) in zip(hit[0][2], ann.items())):
-            hit = ((code, defaults, tuple(ann.items())), *_analyse(fn, code, defaults, ann))
+            hit = ((code, defaults, tuple(ann.items())), *analyse(fn, code, defaults, ann))
             try:
                 _SIGNATURES[fn] = hit
             except TypeError:
@@ -279,7 +164,7 @@ class PtxExpr:
         for k, v in (bound or {}).items():
             if k not in types:
                 raise TraceError(f"bind: {self.__name__} has no parameter {k!r} (it has "
-                                 f"{', '.join(types)})", frame=_def_frame(fn))
+                                 f"{', '.join(types)})", frame=def_frame(fn))
             self.bound[k] = v
         self.params = {k: t for k, t in types.items() if k not in self.bound} if self.bound \
             else dict(types)
@@ -334,7 +219,7 @@ class PtxExpr:
             ret = self._call(args)
         except RecursionError:
             raise self._too_deep() from None
-        g.frame = _def_frame(self.fn)
+        g.frame = def_frame(self.fn)
         form, outs = self._outputs(ret, tr)
         g.output_form = form
         g.outputs = [(k, v) for k, v in outs]
@@ -342,7 +227,7 @@ class PtxExpr:
 
     def _too_deep(self) -> TraceError:
         return TraceError(f"tracing {self.__name__} exceeded Python's recursion limit",
-                          frame=_def_frame(self.fn),
+                          frame=def_frame(self.fn),
                           fix="a formula cannot call itself: the recursion never ends while "
                               "tracing (loop over range(n) with a Python constant n instead)")
 
@@ -361,14 +246,14 @@ class PtxExpr:
         v = self.bound[name]
         if isinstance(v, Proxy) or not isinstance(v, (bool, int, float, np.generic)):
             raise TraceError(f"bind({name}=...): a bound value is a Python or NumPy number, "
-                             f"not {type(v).__name__}", frame=_def_frame(self.fn))
+                             f"not {type(v).__name__}", frame=def_frame(self.fn))
         if isinstance(v, np.generic):
             v = v.item()
         return canonical(v, t.name)
 
     def _outputs(self, ret: Any, tr: Tracer) -> tuple[str, list]:
         """Normalize the returned value(s) to (form, [(name, node)])."""
-        frame = _def_frame(self.fn)
+        frame = def_frame(self.fn)
         if isinstance(ret, dict):
             form, items = "dict", list(ret.items())
             for k, _ in items:
@@ -632,7 +517,7 @@ class PtxExpr:
 
         def fail(why: str) -> BindError:
             return BindError(f"cannot bind {self.signature()} to site {site.signature}: {why}",
-                             frame=_def_frame(self.fn))
+                             frame=def_frame(self.fn))
         missing = [p for p in params if p not in in_names]
         if not missing:
             mapping = {p: p for p in params}
