@@ -130,7 +130,7 @@ def _tune_cache(cache: Any, cache_dir: Any) -> tuple[TuneCache | None, bool]:
     return TuneCache(default_cache_dir()), cache is True
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)       # check= may be an array: compared by identity
 class AutotuneOptions:
     """:func:`autotune`'s settings (its keyword arguments but ``args``, ``grid`` and
     ``block``), checked when made: a bad one is an AutotuneError naming it. ``repeats``,
