@@ -94,10 +94,7 @@ def run(arch: str = "sm_90", out=print) -> dict[str, float]:
         timings[f"assemble '{name}'"] = t_link
 
     out("\nStage timings (best of repeats; this machine, no GPU needed):")
-    out(f"    {'stage':<28}{'time':>12}")
-    out(f"    {'-' * 28}{'-' * 12}")
-    for stage, seconds in timings.items():
-        out(f"    {stage:<28}{_fmt(seconds):>12}")
+    _print_table(timings, out)
     per_variant = sum(v for k, v in timings.items() if k.startswith(("inject", "assemble"))) / len(DEMO_STUBS)
     out(f"\nA new variant costs {_fmt(per_variant).strip()} (inject + assemble) instead of a full "
         f"compile ({_fmt(t_nvrtc).strip()} of NVRTC alone).")
@@ -171,11 +168,9 @@ def _quiet_small_grids():
     NumbaPerformanceWarning about low occupancy says nothing about numptx, so the demo (and
     only the demo) silences it around its launches."""
     with warnings.catch_warnings():
-        try:
-            from numba.core.errors import NumbaPerformanceWarning
-            warnings.simplefilter("ignore", NumbaPerformanceWarning)
-        except ImportError:                     # no numba: nothing to silence
-            pass
+        from .jit.numba_compat import performance_warnings
+        for category in performance_warnings():     # none without numba: nothing to silence
+            warnings.simplefilter("ignore", category)
         yield
 
 
@@ -231,9 +226,9 @@ def _simulate_main() -> int:
 
 
 def run_formula(arch: str = "sm_90", out=print) -> dict[str, float]:
-    """Part 2 of the demo; returns its stage timings in seconds."""
-    import numptx as nx
-    from . import demo as _self
+    """Part 2 of the demo; returns its stage timings in seconds. Its stages: trace the
+    formula, compile the two templates once, build the variants, run and check them (on the
+    GPU, or under the simulator in a subprocess), print the timings."""
     from .jit.numba_site import SIMULATOR
 
     out("\n" + "=" * 78)
@@ -241,6 +236,35 @@ def run_formula(arch: str = "sm_90", out=print) -> dict[str, float]:
         out("Part 2 skipped: NUMBA_ENABLE_CUDASIM=1 is set, and numba templates need the real "
             "numba-cuda (no GPU needed); run `numptx demo` without it")
         return {}
+    expr, timings = _trace_formula(out)
+    ctmpl, apply, ntmpl = _compile_templates(arch, out, timings)
+    out("Variants (stub -> inject -> cubin, no cache). The first of a formula is assembled; the\n"
+        "second proves its shape (two trial assemblies); later constants are patched in:")
+    _build_variants("CUDA", ctmpl, expr, out, timings)
+    ptx_stubs = _build_variants("numba", ntmpl, expr, out, timings)
+    gpu = _gpu_name()
+    if gpu is not None:
+        t_run = _run_on_gpu(gpu, apply, ctmpl, expr, out, timings)
+    else:
+        t_run = _run_in_simulator(ptx_stubs, out)
+    timings["run, CPU simulator" if gpu is None else "run, GPU (numba template)"] = t_run
+    out("\nStage timings, part 2 (best of the variants; "
+        f"{'GPU' if gpu is not None else 'CPU only, run = simulator'}):")
+    _print_table(timings, out)
+    return timings
+
+
+def _print_table(timings: dict[str, float], out) -> None:
+    """The stage-timings table (one row per stage)."""
+    out(f"    {'stage':<28}{'time':>12}")
+    out(f"    {'-' * 28}{'-' * 12}")
+    for stage, seconds in timings.items():
+        out(f"    {stage:<28}{_fmt(seconds):>12}")
+
+
+def _trace_formula(out) -> tuple:
+    """Part 2's first stage: show the formula and trace it; (the traced ``@nx.ptx_expr``,
+    the timings so far)."""
     out("Part 2: a formula in Python (@nx.ptx_expr) -> variants of a CUDA and a numba template\n")
     out("    @nx.ptx_expr")
     out("    def blend(x: nx.f32, y: nx.f32, c: nx.f32) -> nx.f32:")
@@ -254,15 +278,19 @@ def run_formula(arch: str = "sm_90", out=print) -> dict[str, float]:
     expr, t_trace = _timed(trace, repeat=5)
     out("Traced graph (print(blend.graph)):")
     out("\n".join("    " + line for line in str(expr.graph).splitlines()) + "\n")
+    return expr, {"trace formula": t_trace}
 
-    timings: dict[str, float] = {"trace formula": t_trace}
 
-    # the CUDA C++ template (the demo kernel, compiled once by NVRTC; no cache: real builds)
+def _compile_templates(arch: str, out, timings: dict[str, float]) -> tuple:
+    """The CUDA C++ template (the demo kernel, compiled once by NVRTC; no cache: real builds)
+    and the numba template (compiled once by the real numba-cuda): (CUDA template, the
+    ``@nx.kernel``, its template)."""
+    import numpy as np
+
+    import numptx as nx
     t = time.perf_counter()
     ctmpl = nx.CudaTemplate(DEMO_SRC, entry="combine_kernel", arch=arch, cache=False)
     t_ctmpl = time.perf_counter() - t
-    # the numba template, compiled once by numba-cuda (real numba here, not the simulator)
-    import numpy as np
     apply = _numba_kernel()
     x = np.zeros(4, np.float32)
     t = time.perf_counter()
@@ -272,86 +300,92 @@ def run_formula(arch: str = "sm_90", out=print) -> dict[str, float]:
         f"{apply.__name__!r} (numba-cuda {_fmt(t_ntmpl).strip()}) — each compiled once\n")
     timings["CUDA template (once)"] = t_ctmpl
     timings["numba template (once)"] = t_ntmpl
+    return ctmpl, apply, ntmpl
 
-    ptx_stubs = {}
-    out("Variants (stub -> inject -> cubin, no cache). The first of a formula is assembled; the\n"
-        "second proves its shape (two trial assemblies); later constants are patched in:")
-    for label, tmpl in (("CUDA", ctmpl), ("numba", ntmpl)):
-        site = tmpl.sites["combine"]
-        t_stub = t_inj = float("inf")
-        how = {}
-        for c in FORMULA_CONSTANTS:
-            bound = expr.bind(c=c)
-            stub, dt = _timed(lambda: bound.stub(site))
-            t_stub = min(t_stub, dt)
-            text = getattr(stub, "text", stub)
-            variant = tmpl.inject(combine=text)
-            _, dt = _timed(lambda: variant.ptx)
-            t_inj = min(t_inj, dt)
-            shape = tmpl.shape(variant.stubs)
-            state = (lambda: tmpl.plans.get(shape.key) if shape else None)
-            before = state()
-            cubin, dt = _timed(lambda: variant.cubin)
-            patched = isinstance(state(), _patch.Plan)
-            kind = ("patched" if patched and isinstance(before, _patch.Plan) else
-                    "proof + patched" if patched else "assembled")
-            how.setdefault(kind, dt)
-            if label == "numba":
-                ptx_stubs[str(c)] = str(text)
-            out(f"    {label:<6} c={c:<4} {len(str(text).splitlines()):>3}-line stub -> cubin "
-                f"{len(cubin)} bytes, {kind:<15} {_fmt(dt).strip():>9}, kernel "
-                f"{tmpl.entry[:24]}{'...' if len(tmpl.entry) > 24 else ''}")
-        timings[f"stub ({label})"] = t_stub
-        timings[f"inject ({label})"] = t_inj
-        for kind, dt in how.items():
-            timings[f"{'assemble' if kind == 'assembled' else kind} ({label})"] = dt
 
-    # run the numba variants: on the GPU here, or under the simulator in a subprocess
-    gpu = False
+def _build_variants(label: str, tmpl, expr, out, timings: dict[str, float]) -> dict[str, str]:
+    """One variant of ``tmpl`` per constant: stub, inject, cubin (assembled, proven or
+    patched), each timed; returns ``{constant: stub text}`` (what the simulator step runs)."""
+    site = tmpl.sites["combine"]
+    t_stub = t_inj = float("inf")
+    how: dict[str, float] = {}
+    texts = {}
+    for c in FORMULA_CONSTANTS:
+        bound = expr.bind(c=c)
+        stub, dt = _timed(lambda: bound.stub(site))
+        t_stub = min(t_stub, dt)
+        text = getattr(stub, "text", stub)
+        variant = tmpl.inject(combine=text)
+        _, dt = _timed(lambda: variant.ptx)
+        t_inj = min(t_inj, dt)
+        shape = tmpl.shape(variant.stubs)
+        state = (lambda: tmpl.plans.get(shape.key) if shape else None)
+        before = state()
+        cubin, dt = _timed(lambda: variant.cubin)
+        patched = isinstance(state(), _patch.Plan)
+        kind = ("patched" if patched and isinstance(before, _patch.Plan) else
+                "proof + patched" if patched else "assembled")
+        how.setdefault(kind, dt)
+        texts[str(c)] = str(text)
+        out(f"    {label:<6} c={c:<4} {len(str(text).splitlines()):>3}-line stub -> cubin "
+            f"{len(cubin)} bytes, {kind:<15} {_fmt(dt).strip():>9}, kernel "
+            f"{tmpl.entry[:24]}{'...' if len(tmpl.entry) > 24 else ''}")
+    timings[f"stub ({label})"] = t_stub
+    timings[f"inject ({label})"] = t_inj
+    for kind, dt in how.items():
+        timings[f"{'assemble' if kind == 'assembled' else kind} ({label})"] = dt
+    return texts
+
+
+def _gpu_name() -> str | None:
+    """The current GPU's name, or None when there is none (no driver: the simulator)."""
     try:
         from numba import cuda
         gpu = bool(cuda.is_available())
     except Exception:   # noqa: BLE001 - no driver: the simulator
-        gpu = False
-    if gpu:
-        name = cuda.get_current_device().name
-        name = name.decode() if isinstance(name, bytes) else name
-        out(f"\nRun: on the GPU ({name}), numba and CUDA template variants, checked against "
-            f"NumPy:")
-        t_run, _ = _run_and_check(apply, {f"numba expr c={c}": (c, expr.bind(c=c))
-                                          for c in FORMULA_CONSTANTS}, out=out)
-        t_cuda, _ = _run_and_check(ctmpl, {f"CUDA expr c={c}": (c, expr.bind(c=c))
-                                           for c in FORMULA_CONSTANTS}, out=out)
-        timings["run, GPU (CUDA template)"] = t_cuda
-    else:
-        out("\nRun: no GPU here -> CPU, numba-cuda's simulator (subprocess with "
-            "NUMBA_ENABLE_CUDASIM=1), checked against NumPy:")
-        env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1",
-                   NUMPTX_DEMO_PTX_STUBS=json.dumps(ptx_stubs))
-        t = time.perf_counter()
-        # run where 'numptx' is the real package, not a clone in the user's folder
-        with empty_cwd() as cwd:
-            res = subprocess.run([sys.executable, "-m", _self.__name__, "--simulate"], env=env,
-                                 cwd=cwd, capture_output=True, text=True, timeout=300)
-        t_sub = time.perf_counter() - t
-        lines = res.stdout.rstrip().splitlines()
-        for line in lines[:-1]:
-            out(line)
-        if res.returncode != 0 or not lines:
-            out(res.stdout + res.stderr)
-            raise SystemExit("numptx demo: the simulator run failed")
-        t_run = json.loads(lines[-1])["run"]
-        out(f"    (expr variants run their NumPy reference at the site; PTX stubs run in numptx's "
-            f"PTX emulator; subprocess {t_sub:.1f} s in all)")
-    timings["run, CPU simulator" if not gpu else "run, GPU (numba template)"] = t_run
+        return None
+    if not gpu:
+        return None
+    name = cuda.get_current_device().name
+    return name.decode() if isinstance(name, bytes) else name
 
-    out("\nStage timings, part 2 (best of the variants; "
-        f"{'GPU' if gpu else 'CPU only, run = simulator'}):")
-    out(f"    {'stage':<28}{'time':>12}")
-    out(f"    {'-' * 28}{'-' * 12}")
-    for stage, seconds in timings.items():
-        out(f"    {stage:<28}{_fmt(seconds):>12}")
-    return timings
+
+def _run_on_gpu(gpu: str, apply, ctmpl, expr, out, timings: dict[str, float]) -> float:
+    """Run the numba and the CUDA template's variants on the GPU, checked against NumPy;
+    the numba template's best run time."""
+    out(f"\nRun: on the GPU ({gpu}), numba and CUDA template variants, checked against "
+        f"NumPy:")
+    t_run, _ = _run_and_check(apply, {f"numba expr c={c}": (c, expr.bind(c=c))
+                                      for c in FORMULA_CONSTANTS}, out=out)
+    t_cuda, _ = _run_and_check(ctmpl, {f"CUDA expr c={c}": (c, expr.bind(c=c))
+                                       for c in FORMULA_CONSTANTS}, out=out)
+    timings["run, GPU (CUDA template)"] = t_cuda
+    return t_run
+
+
+def _run_in_simulator(ptx_stubs: dict[str, str], out) -> float:
+    """Run the numba template's variants under numba-cuda's simulator, in a subprocess
+    (``python -m numptx.demo --simulate``); its best run time."""
+    from . import demo as _self
+    out("\nRun: no GPU here -> CPU, numba-cuda's simulator (subprocess with "
+        "NUMBA_ENABLE_CUDASIM=1), checked against NumPy:")
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", NUMPTX_DEMO_PTX_STUBS=json.dumps(ptx_stubs))
+    t = time.perf_counter()
+    # run where 'numptx' is the real package, not a clone in the user's folder
+    with empty_cwd() as cwd:
+        res = subprocess.run([sys.executable, "-m", _self.__name__, "--simulate"], env=env,
+                             cwd=cwd, capture_output=True, text=True, timeout=300)
+    t_sub = time.perf_counter() - t
+    lines = res.stdout.rstrip().splitlines()
+    for line in lines[:-1]:
+        out(line)
+    if res.returncode != 0 or not lines:
+        out(res.stdout + res.stderr)
+        raise SystemExit("numptx demo: the simulator run failed")
+    t_run = json.loads(lines[-1])["run"]
+    out(f"    (expr variants run their NumPy reference at the site; PTX stubs run in numptx's "
+        f"PTX emulator; subprocess {t_sub:.1f} s in all)")
+    return t_run
 
 
 if __name__ == "__main__":
