@@ -56,8 +56,8 @@ def _simulator_array(a: Any) -> bool:
     from .numba_site import SIMULATOR
     if not SIMULATOR:
         return False
-    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
-    return isinstance(a, FakeCUDAArray)
+    from .numba_compat import simulator_array_type
+    return isinstance(a, simulator_array_type())
 
 
 def host_array(a: Any) -> np.ndarray:

@@ -199,8 +199,8 @@ def _host_array(where: str, a: Any) -> np.ndarray:
 def _is_arg_hint(a: Any) -> bool:
     if not type(a).__module__.startswith("numba"):
         return False
-    from numba.cuda.args import ArgHint
-    return isinstance(a, ArgHint)
+    from .numba_compat import arg_hint_type
+    return isinstance(a, arg_hint_type())
 
 
 def _dlpack_device(a: Any) -> int | None:
@@ -565,13 +565,11 @@ class CudaLaunch:
         t = self.variant.template
         _require_gpu(t)
         from cuda.core import LaunchConfig, launch
-        from numba.cuda.args import wrap_arg
-        from numba.cuda.core import config
-        from numba.cuda.cudadrv import devices
-        from numba.cuda.cudadrv.driver import _to_core_stream
+        from .numba_compat import core_stream_converter, current_context, numba_config, wrap_arg
+        config, _to_core_stream = numba_config(), core_stream_converter()
 
         params = t.params                     # parsed before any device work
-        ctx = devices.get_context()
+        ctx = current_context()
         try:
             stream = _to_core_stream(self.stream)
         except TypeError as e:
@@ -640,9 +638,9 @@ def _for_device(variant, cc: tuple[int, int]):
 def loaded_entry(variant) -> tuple[tuple, tuple]:
     """``(key, (function, context, module))`` of ``variant`` loaded on the current device
     (built and loaded first if need be)."""
-    from numba.cuda.cudadrv import devices
+    from .numba_compat import current_context
     _require_gpu(variant.template)
-    return _load(variant, devices.get_context())
+    return _load(variant, current_context())
 
 
 def _load(variant, ctx) -> tuple[tuple, tuple]:

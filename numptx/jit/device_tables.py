@@ -35,7 +35,7 @@ def write_table(variant: Any, args: tuple, token: int, version: int,
         held = _HELD.get(key)
     if held is not None and held[0] is entry and held[1:] == (token, version):
         return
-    from numba.cuda.cudadrv import driver
+    from .numba_compat import host_to_device
     data = table()
     try:
         ptr, size = module.get_global_symbol(name)
@@ -46,6 +46,6 @@ def write_table(variant: Any, args: tuple, token: int, version: int,
         raise LaunchError(f"the pack's constant table {name!r} holds {size} bytes, the table "
                           f"has {len(data)}")
     ctx.synchronize()                       # a kernel in flight may still read the old table
-    driver.host_to_device(ptr, data, len(data))
+    host_to_device(ptr, data, len(data))
     with _held_lock:
         _HELD[key] = (entry, token, version)

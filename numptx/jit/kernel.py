@@ -144,9 +144,9 @@ class Kernel:
     # -- signatures -------------------------------------------------------------------------------
     @staticmethod
     def _parse_signature(signature) -> tuple:
-        from numba.cuda.core import sigutils
+        from .numba_compat import normalize_signature
         try:
-            args, ret = sigutils.normalize_signature(signature)
+            args, ret = normalize_signature(signature)
         except Exception as e:   # noqa: BLE001 - numba raises NameError, TypeError, SyntaxError...
             raise NumptxError(f"bad kernel signature {signature!r}: {type(e).__name__}: {e} (write "
                               f"it like 'void(float32[:], float32[:])')") from None

@@ -46,6 +46,10 @@ from ..errors import NumptxError
 from ..instructions import NP_DTYPE
 from . import numba_site, residency, sim_waves
 from .errors import LaunchError
+from .numba_compat import (code_library, core_stream_converter, current_context,
+                           declared_numba_type, dispatcher_class, has_numba_type_property,
+                           needs_more_linking, set_code_library, simulator_thread_dims,
+                           typeof_impl)
 from .numba_site import SIMULATOR, SiteError, SiteSpec
 from .._program.interpret import RowRunner
 from .pack import Population, check_selector, with_index
@@ -206,11 +210,10 @@ def _special_registers(thread: Any) -> dict | None:
     """The PTX special registers of a simulator thread (``%tid.x`` ... ``%nctaid.z``,
     ``%laneid``, ``%warpid``), or None outside numba's simulator threads."""
     t, bi = getattr(thread, "threadIdx", None), getattr(thread, "blockIdx", None)
-    m = getattr(thread, "_manager", None)
-    if t is None or bi is None or m is None:
+    dims = simulator_thread_dims(thread)
+    if t is None or bi is None or dims is None:
         return None
-    b = tuple(getattr(m, "_block_dim", ())) + (1, 1, 1)
-    g = tuple(getattr(m, "_grid_dim", ())) + (1, 1, 1)
+    b, g = dims[0] + (1, 1, 1), dims[1] + (1, 1, 1)
     regs = {"tid": (t.x, t.y, t.z), "ctaid": (bi.x, bi.y, bi.z), "ntid": b[:3], "nctaid": g[:3]}
     out = {f"%{r}.{a}": int(v[i]) for r, v in regs.items() for i, a in enumerate("xyz")}
     linear = t.x + b[0] * (t.y + b[1] * t.z)
@@ -575,12 +578,10 @@ def _resolve_gpu(kv, args: tuple):
         available = False
     if not available:
         raise LaunchError(_HOW_TO_SIMULATE)
-    from numba.cuda.cudadrv import devices
-
     k = kv.kernel
     disp = k.dispatcher
     argtypes = tuple(disp.typeof_pyval(a) for a in args)
-    ctx = devices.get_context()
+    ctx = current_context()
     cc = ctx.device.compute_capability
     tkey = (id(k), argtypes, cc)
     with _templates_lock:
@@ -588,8 +589,7 @@ def _resolve_gpu(kv, args: tuple):
     if entry is None:
         with numba_site.site_errors(k.__name__):
             nk = disp.compile(argtypes)
-        lib = nk._codelibrary
-        if getattr(lib, "_linking_files", None) or getattr(lib, "needs_cudadevrt", False):
+        if needs_more_linking(code_library(nk)):
             raise LaunchError(f"kernel {k.__name__!r} needs numba to link more code (NRT, "
                               f"cooperative groups or link= files), which numptx variants do not "
                               f"support yet")
@@ -612,7 +612,7 @@ def _resolve_gpu(kv, args: tuple):
         # a shallow copy (numba kernels pickle through __reduce__, so copy.copy would rebuild)
         launchable = object.__new__(type(nk))
         launchable.__dict__.update(nk.__dict__)
-        launchable._codelibrary = _LoadedLibrary(cufunc, nk._codelibrary)
+        set_code_library(launchable, _LoadedLibrary(cufunc, code_library(nk)))
         launchable.bind()
         hit = keep_loaded(fkey, (launchable, ctx, module))
     return disp, argtypes, fkey, hit
@@ -629,7 +629,7 @@ class _GpuPlan:
     __slots__ = ("hctx", "disp", "typers", "entries", "dims", "stream0", "to_stream")
 
     def __init__(self, hctx: int, disp):
-        from numba.cuda.cudadrv.driver import _to_core_stream
+        _to_core_stream = core_stream_converter()
         self.hctx, self.disp = hctx, disp
         self.typers: dict = {}
         self.entries: dict = {}         # ids of the numba types -> (types, key, entry)
@@ -698,12 +698,11 @@ def _typers(disp, args) -> tuple:
     is fixed by the Python type (bool, float, complex, None, NumPy number scalars), by the
     range of an int, or read from a ``_numba_type_`` property (numba's device arrays) before
     anything else; other values are typed by numba as they are."""
-    from numba.cuda.dispatcher import CUDADispatcher
-    from numba.cuda.typing.typeof import typeof_impl
     generic = disp.typeof_pyval
-    if type(disp).typeof_pyval is not CUDADispatcher.typeof_pyval:
+    if type(disp).typeof_pyval is not dispatcher_class().typeof_pyval:
         return (generic,) * len(args)
-    fallback = typeof_impl.dispatch(object)
+    typeof = typeof_impl()
+    fallback = typeof.dispatch(object)
     out = []
     for a in args:
         t = type(a)
@@ -711,8 +710,7 @@ def _typers(disp, args) -> tuple:
             out.append(_int_typer(generic))
         elif t in _FIXED_TYPES:
             out.append(functools.partial(_fixed, generic(a)))
-        elif isinstance(getattr(t, "_numba_type_", None), property) \
-                and typeof_impl.dispatch(t) is fallback:
+        elif has_numba_type_property(t) and typeof.dispatch(t) is fallback:
             out.append(functools.partial(_numba_type, generic))
         else:
             out.append(generic)
@@ -741,5 +739,5 @@ def _int_typer(generic):
 
 
 def _numba_type(generic, value):
-    ty = getattr(value, "_numba_type_", None)     # what numba's typeof reads first
+    ty = declared_numba_type(value)     # what numba's typeof reads first
     return ty if ty is not None else generic(value)

@@ -629,9 +629,8 @@ def _intrinsic_for(spec: SiteSpec):
 
 
 def _register_rewrite() -> None:
-    from numba.cuda.core import ir
-    from numba.cuda.core.errors import UnsupportedError
-    from numba.cuda.core.rewrites import Rewrite, register_rewrite
+    from .numba_compat import ir_definitions, rewrite_api
+    ir, UnsupportedError, Rewrite, register_rewrite = rewrite_api()
 
     _PURE = (ir.Global, ir.FreeVar, ir.Const)
 
@@ -784,9 +783,9 @@ def _register_rewrite() -> None:
                               call.loc)
                 g = ir.Global(f"numptx_site_{spec.name}", _intrinsic_for(spec), call.loc)
                 new.append(ir.Assign(g, fvar, call.loc))
-                func_ir._definitions[fvar.name] = [g]
+                ir_definitions(func_ir)[fvar.name] = [g]
                 expr = ir.Expr.call(fvar, args, (), call.loc)
-                defs = func_ir._definitions.get(st.target.name)
+                defs = ir_definitions(func_ir).get(st.target.name)
                 if defs is not None:
                     defs[:] = [expr if x is call else x for x in defs]
                 new.append(ir.Assign(expr, st.target, st.loc))
@@ -848,7 +847,7 @@ def _register_rewrite() -> None:
                             body.body.remove(st)
                             candidates.discard(st.target.name)
                             candidates.update(v.name for v in read(st.value))
-                            defs = self.func_ir._definitions.get(st.target.name)
+                            defs = ir_definitions(self.func_ir).get(st.target.name)
                             if defs and st.value in defs:
                                 defs.remove(st.value)
                             changed = True

@@ -44,6 +44,8 @@ from typing import Any
 
 import numpy as np
 
+from .numba_compat import block_manager_parts
+
 __all__ = ["WAVE_THREADS", "CannotStart", "simulator_classes", "running", "evaluate",
            "own_work"]
 
@@ -69,7 +71,8 @@ def _caller_level() -> int:
     the first frame outside numptx and numba (the user's launch)."""
     import os
 
-    from numba.cuda.simulator import kernel as simk
+    from .numba_compat import simulator_kernel_module
+    simk = simulator_kernel_module()
     skip = tuple(os.path.dirname(f) + os.sep for f in (__file__, simk.__file__))
     skip += (os.path.dirname(skip[0][:-1]) + os.sep,)       # numptx itself
     level, f = 2, sys._getframe(2)
@@ -402,7 +405,8 @@ def current_launch():
 def _shared_of_block(base, dynshared: int):
     """``FakeCUDAModule.shared`` per block: each block its own shared arrays (numba's simulator
     keeps one set per launch; its blocks run one after another)."""
-    from numba.cuda.simulator.kernelapi import FakeCUDAShared
+    from .numba_compat import fake_cuda_shared_type
+    FakeCUDAShared = fake_cuda_shared_type()
 
     def shared(module):
         m = getattr(threading.current_thread(), "numptx_manager", None)
@@ -420,10 +424,11 @@ def simulator_classes():
     in waves whose threads take turns (see the module documentation). None where numba's
     simulator is not built this way (each thread then evaluates its sites alone)."""
     try:
-        from numba.cuda.simulator import kernel as simk
+        from .numba_compat import fake_cuda_shared_type, simulator_kernel_module
+        simk = simulator_kernel_module()
         base_thread, base_manager = simk.BlockThread, simk.BlockManager
         base_manager.__init__, base_thread.syncthreads, simk.FakeCUDAModule.shared  # noqa: B018
-        from numba.cuda.simulator.kernelapi import FakeCUDAShared  # noqa: F401
+        fake_cuda_shared_type()
     except (ImportError, AttributeError):
         return None
     return simk, _manager_class(base_manager, _thread_class(base_thread))
@@ -488,11 +493,12 @@ def _manager_class(base_manager, SiteThread):
 
         def run(self, grid_point, *args):
             grid = _run
-            dims = tuple(self._grid_dim)
+            _, grid_dim, block_dim, _ = block_manager_parts(self)
+            dims = tuple(grid_dim)
             first = int(np.ravel_multi_index(tuple(grid_point), dims))
             if first < grid.done_until:         # run in an earlier wave
                 return
-            per_block = max(int(np.prod(self._block_dim)), 1)
+            per_block = max(int(np.prod(block_dim)), 1)
             count = min(max(1, grid.wave_threads // per_block), int(np.prod(dims)) - first)
             try:
                 freed = self._wave(first, count, args).run()
@@ -510,17 +516,17 @@ def _manager_class(base_manager, SiteThread):
         def _wave(self, first: int, count: int, args) -> _Wave:
             """The wave of the blocks ``first`` .. ``first + count - 1`` (numba's C order), this
             manager's block first, each block with a manager of its own."""
-            dims = tuple(self._grid_dim)
-            managers = [self] + [SiteBlockManager(self._f, self._grid_dim, self._block_dim,
-                                                  self._debug) for _ in range(count - 1)]
+            f, grid_dim, block_dim, debug = parts = block_manager_parts(self)
+            dims = tuple(grid_dim)
+            managers = [self] + [SiteBlockManager(*parts) for _ in range(count - 1)]
 
             def target():
-                self._f(*args)
-            blocks, per_block = [], max(int(np.prod(self._block_dim)), 1)
+                f(*args)
+            blocks, per_block = [], max(int(np.prod(block_dim)), 1)
             for b, m in enumerate(managers):
                 point = tuple(int(i) for i in np.unravel_index(first + b, dims))
-                threads = [SiteThread(target, m, point, p, self._debug)
-                           for p in np.ndindex(*self._block_dim)]
+                threads = [SiteThread(target, m, point, p, debug)
+                           for p in np.ndindex(*block_dim)]
                 # in linear thread id order (x fastest: warps and lanes), not ndindex's
                 threads.sort(key=lambda t: t.thread_id)
                 for t in threads:
