@@ -12,6 +12,7 @@ from numptx.search.config import DEFAULTS, KINDS, SearchOptions, check_config
 from numptx.search.evaluate import Evaluator
 from numptx.search.genes import SearchError
 from numptx.search.scorers import Scorer, UserFitness
+from numptx.search.state import SearchState
 from numptx.search.strategies import Evolutionary, MapElites, strategy_for
 
 
@@ -73,6 +74,7 @@ def test_a_search_scores_through_its_scorer():
     r = search.regress(X, y, ["add", "mul"], population=16, generations=1, seed=2,
                        device="cpu")
     s = r._search
+    assert isinstance(s, SearchState)          # what strategies and MAP-Elites are typed against
     assert s.scorer is s.evaluator
     progs = [c.program for c in r.population[:4]]
     np.testing.assert_array_equal(s._score(progs), s.evaluator.score(progs))

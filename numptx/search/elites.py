@@ -14,17 +14,15 @@ import math
 import sys
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from ..instructions import TABLE
 from .config import BINS_MAX, SearchOptions, check_float
 from .genes import Genes, SearchError, check_int
-
-if TYPE_CHECKING:      # the loop imports this module: the types only, for the checker
-    from .loop import Search
-    from .results import Candidate
+from .results import Candidate
+from .state import SearchState
 
 __all__ = ["Descriptor", "DESCRIPTORS", "descriptors", "cell", "step"]
 
@@ -97,7 +95,7 @@ def descriptors(cfg: SearchOptions) -> list[Descriptor]:
     return out
 
 
-def cell(s: Any, prog: list) -> tuple:
+def cell(s: SearchState, prog: list) -> tuple:
     """The archive cell of ``prog`` (one bin index per descriptor of the search ``s``)."""
     out = []
     for d in s.descriptors:
@@ -131,7 +129,7 @@ def _bin(d: Descriptor, got: Any) -> int:
     return int(min(d.bins - 1, max(0, math.floor(frac * d.bins))))
 
 
-def step(s: Search) -> list[Candidate]:
+def step(s: SearchState) -> list[Candidate]:
     """One MAP-Elites generation of the search ``s`` (:class:`numptx.search.loop.Search`):
     ``batch`` children of uniformly drawn elites (the first generation, or while the archive
     is empty: random programs), scored, fitted and filed. Returns the generation's candidates

@@ -19,14 +19,12 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from . import elites
 from .config import Kind
-
-if TYPE_CHECKING:       # the loop imports this module: the type only, for the checker
-    from .loop import Search
-    from .results import Candidate
+from .results import Candidate
+from .state import SearchState
 
 __all__ = ["Strategy", "Evolutionary", "MapElites", "strategy_for"]
 
@@ -38,7 +36,7 @@ class Strategy(Protocol):
     #: the run keeps ``search.archive`` (cells to elites) and returns it as ``result.archive``
     keeps_archive: bool
 
-    def step(self, s: Search) -> list[Candidate]:
+    def step(self, s: SearchState) -> list[Candidate]:
         """Make one generation of ``s``; the candidates its best and median are read from."""
         ...
 
@@ -50,7 +48,7 @@ class Evolutionary:
     far stays in ``result.best``)."""
     keeps_archive: bool = False
 
-    def step(self, s: Search) -> list[Candidate]:
+    def step(self, s: SearchState) -> list[Candidate]:
         stall = s.cfg.restart
         if stall and s.population and len(s.history) - s.improved_at >= stall:
             s.population, s.improved_at = [], len(s.history)
@@ -73,7 +71,7 @@ class MapElites:
     generation's candidates stand in, so best and median read +inf."""
     keeps_archive: bool = True
 
-    def step(self, s: Search) -> list[Candidate]:
+    def step(self, s: SearchState) -> list[Candidate]:
         made = elites.step(s)
         return list(s.archive.values()) or made
 
