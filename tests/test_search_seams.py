@@ -78,3 +78,19 @@ def test_a_search_scores_through_its_scorer():
     assert s.scorer is s.evaluator
     progs = [c.program for c in r.population[:4]]
     np.testing.assert_array_equal(s._score(progs), s.evaluator.score(progs))
+
+
+def test_the_option_literals_match_the_checked_values():
+    from typing import get_args
+
+    from numptx.jit.fitness import LOSSES
+    from numptx.search.config import FIT_METHODS, SURVIVORS, Device, FitMethod, Kind, Loss, \
+        Survivors
+    from numptx.search.evaluate import EVALUATE, Evaluate
+    assert get_args(Loss) == tuple(LOSSES)
+    assert get_args(FitMethod) == FIT_METHODS and get_args(Survivors) == SURVIVORS
+    assert get_args(Kind) == KINDS and get_args(Evaluate) == tuple(EVALUATE)
+    assert get_args(Device) == ("auto", "cpu", "gpu")
+    X, y = _data(16)
+    with pytest.raises(SearchError, match="device"):
+        search.regress(X, y, ["add"], population=4, generations=1, device="tpu")

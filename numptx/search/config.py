@@ -82,7 +82,7 @@ BOUNDS: dict[str, tuple[Any, Any, str]] = {
     "semantic_dedup": (0, PROBE_MAX, "rows of the probe that finds programs of equal outputs"),
 }
 
-__all__ = ["SearchOptions", "Kind", "KINDS", "FitMethod", "CACHE_MAX", "DEFAULTS", "BOUNDS", "POPULATION_MAX", "GENERATIONS_MAX", "LENGTH_MAX",
+__all__ = ["SearchOptions", "Kind", "KINDS", "FitMethod", "Loss", "Device", "CACHE_MAX", "DEFAULTS", "BOUNDS", "POPULATION_MAX", "GENERATIONS_MAX", "LENGTH_MAX",
            "REVARY_MAX", "FIT_STEPS_MAX", "FIT_BATCH_MAX", "BINS_MAX", "PROBE_MAX", "check_config",
            "check_float", "check_seed", "check_generations", "SEED_MAX", "FIT_METHODS",
            "SURVIVORS", "Survivors", "Build", "BUILDS", "AUTO_BUILD", "check_build",
@@ -152,6 +152,12 @@ DEFAULTS = dict(population=1000, generations=100, tournament=None, elitism=None,
 #: and a least-squares loss), else es
 FIT_METHODS = ("auto", "lm", "es")
 FitMethod = Literal["auto", "lm", "es"]
+
+#: the losses a data search takes (``loss=``; the fitness kernel's ``numptx.jit.fitness.LOSSES``,
+#: which tests/test_search_seams.py holds equal to these)
+Loss = Literal["mse", "mae", "rmse", "pearson"]
+#: where a data search runs (``device=``)
+Device = Literal["auto", "cpu", "gpu"]
 
 #: the searches: what a checkpoint records and :func:`check_config`'s ``where``
 KINDS = ("regress", "map_elites", "evolve")

@@ -41,7 +41,8 @@ from . import elites
 from . import operators as O
 from . import semantic
 from .breed import Breeder
-from .config import CACHE_MAX, Kind, SearchOptions, Survivors, check_config, check_seed
+from .config import (CACHE_MAX, Device, FitMethod, Kind, Loss, SearchOptions, Survivors,
+                     check_config, check_seed)
 from .constants import fit_constants
 from .least_squares import fit_least_squares
 from .evaluate import (SCALED_LOSSES, Build, Evaluate, Evaluator, check_data, check_evaluate,
@@ -509,17 +510,17 @@ def fit_top_lm(population: int) -> int:
 
 def regress(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div"), *,
             population: int = 1000, generations: int = 100, seed: int | None = None,
-            loss: str = "mse", names: Sequence[str] | None = None, dtype: str | None = None,
+            loss: Loss = "mse", names: Sequence[str] | None = None, dtype: str | None = None,
             constants: Sequence[float] | None = None, tournament: int | None = None,
             elitism: int | None = None, parsimony: float = 0.0, crossover: float = 0.5,
             mutation: float = 0.9, max_length: int = 64, init_length: tuple = (2, 12),
             fit_top: int | None = None, fit_steps: int = 12, fit_trials: int = 4,
             target: float | None = None, time_limit: float | None = None,
-            restart: int | None = None, revary: int = 1, device: str = "auto",
+            restart: int | None = None, revary: int = 1, device: Device = "auto",
             executor: Executor | None = None, per_module: int | None = None,
             pipeline: bool = True, evaluate: Evaluate = "auto",
             semantic_dedup: int | None = None, linear_scaling: bool | None = None,
-            fit_method: str = "auto", input_weights: bool | None = None,
+            fit_method: FitMethod = "auto", input_weights: bool | None = None,
             survivors: Survivors = "plus", build: Build = "auto",
             progress: bool | Callable[[Generation], Any] = False) -> Result:
     """Symbolic regression: find a program over the columns of ``X`` (named ``x0..``, or
@@ -634,16 +635,16 @@ def evolve(template: Any, site: Any, fitness: Callable[[list], Sequence[float]],
 def map_elites(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div"), *,
                descriptors: Sequence[Any] = ("length", "op_mix"), bins: int | None = None,
                batch: int = 500, generations: int = 100, seed: int | None = None,
-               loss: str = "mse", names: Sequence[str] | None = None, dtype: str | None = None,
+               loss: Loss = "mse", names: Sequence[str] | None = None, dtype: str | None = None,
                constants: Sequence[float] | None = None, parsimony: float = 0.0,
                crossover: float = 0.3, mutation: float = 0.9, max_length: int = 64,
                init_length: tuple = (2, 12), fit_top: int | None = None, fit_steps: int = 12,
                fit_trials: int = 4, target: float | None = None,
-               time_limit: float | None = None, revary: int = 1, device: str = "auto",
+               time_limit: float | None = None, revary: int = 1, device: Device = "auto",
                executor: Executor | None = None, per_module: int | None = None,
                pipeline: bool = True, evaluate: Evaluate = "auto",
                semantic_dedup: int | None = None, linear_scaling: bool | None = None,
-               fit_method: str = "auto", input_weights: bool | None = None,
+               fit_method: FitMethod = "auto", input_weights: bool | None = None,
                build: Build = "auto",
                progress: bool | Callable[[Generation], Any] = False) -> Result:
     """MAP-Elites: an archive keeps the best program of each cell of a behaviour grid; each
