@@ -131,8 +131,8 @@ def __getattr__(name: str) -> _typing.Any:
     elif name not in _EXTRAS and _importlib_util.find_spec(f"{__name__}.{name}") is not None:
         return _importlib.import_module(f"{__name__}.{name}")   # sets the attribute itself
     else:
-        functions = _importlib.import_module(_DSL_FUNCTIONS)
-        if name not in functions.__all__:
+        functions = None if name.startswith("_") else _importlib.import_module(_DSL_FUNCTIONS)
+        if functions is None or name not in functions.__all__:
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
         value = getattr(functions, name)
     globals()[name] = value
