@@ -8,8 +8,9 @@ launched as it is), assembled with nvJitLink through the cubin cache, loaded in 
 context and launched with numba's launcher. Kernels that need numba to link more code
 (NRT, cooperative groups, ``link=[...]`` files) are refused. What a launch resolved (the
 loaded kernel per numba signature, the dimensions) is kept per variant and context and reused
-by later launches whose arguments have the same numba types (``_launch_planned``); anything
-else takes the full path (``residency.LAUNCH_PLANS = False`` turns plans off).
+by later launches whose arguments have the same numba types (``_launch_planned``; the plan
+and its argument typers: :mod:`numptx.jit.launch_plan`); anything else takes the full path
+(``residency.LAUNCH_PLANS = False`` turns plans off).
 
 Under the simulator (``NUMBA_ENABLE_CUDASIM=1``) the Python function runs on the CPU and each
 ``nx.site`` evaluates its stub: PTX text, Stack PTX programs and ``@nx.ptx_expr`` formulas (their
@@ -46,10 +47,10 @@ from ..errors import NumptxError
 from ..instructions import NP_DTYPE
 from . import numba_site, residency, sim_waves
 from .errors import LaunchError
-from .numba_compat import (code_library, core_stream_converter, current_context,
-                           declared_numba_type, dispatcher_class, has_numba_type_property,
-                           needs_more_linking, set_code_library, simulator_thread_dims,
-                           typeof_impl)
+from .launch_plan import GpuPlan as _GpuPlan, LoadedLibrary as _LoadedLibrary
+from .launch_plan import typers as _typers
+from .numba_compat import (code_library, current_context, needs_more_linking,
+                           set_code_library, simulator_thread_dims)
 from .numba_site import SIMULATOR, SiteError, SiteSpec
 from .._program.interpret import RowRunner
 from .pack import Population, check_selector, with_index
@@ -535,19 +536,6 @@ _HOW_TO_SIMULATE = ("no CUDA GPU is available to launch this variant; run the ke
                     "nx.site evaluates the injected stubs")
 
 
-class _LoadedLibrary:
-    """Stands in for a numba code library in a copy of its kernel: hands out our function."""
-
-    def __init__(self, cufunc, original):
-        self._cufunc, self._original = cufunc, original
-
-    def get_cufunc(self):
-        return self._cufunc
-
-    def __getattr__(self, name):
-        return getattr(self._original, name)
-
-
 _templates_lock = threading.Lock()
 _gpu_templates: dict = {}     # (kernel id, argtypes, cc) -> (numba _Kernel, NumbaTemplate)
 
@@ -621,26 +609,9 @@ def _resolve_gpu(kv, args: tuple):
 # ---------------------------------------------------------------------------------------------
 # launch plans: what _launch_gpu resolved, per KernelVariant and context
 # ---------------------------------------------------------------------------------------------
-class _GpuPlan:
-    """What :func:`_launch_gpu` resolved for one KernelVariant in the context ``hctx``: per
-    tuple of Python argument types, fns giving each argument's numba type (:func:`_typers`);
-    per numba signature, the residency key and entry of the loaded kernel (valid while
-    :func:`loaded` returns that entry); per plain (grid, block), numba's normalized dims."""
-    __slots__ = ("hctx", "disp", "typers", "entries", "dims", "stream0", "to_stream")
-
-    def __init__(self, hctx: int, disp):
-        _to_core_stream = core_stream_converter()
-        self.hctx, self.disp = hctx, disp
-        self.typers: dict = {}
-        self.entries: dict = {}         # ids of the numba types -> (types, key, entry)
-        self.dims: dict = {}
-        self.stream0, self.to_stream = _to_core_stream(0), _to_core_stream
-
-
 #: KernelVariant -> its plan (weakly held: a plan goes with its variant)
 _gpu_plans: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _MAX_PLAN_ITEMS = 64            # per dict of a plan (cleared beyond)
-_2_31, _2_63 = 1 << 31, 1 << 63
 
 
 def _put(d: dict, key, value) -> None:
@@ -691,53 +662,3 @@ def _launch_planned(kv, config, args) -> bool:
         return False
     got[2][0].launch(args, dims[0], dims[1], core_stream, shared)
     return True
-
-
-def _typers(disp, args) -> tuple:
-    """Per argument, fn(value) -> ``disp.typeof_pyval(value)``, cheaper where numba's typeof
-    is fixed by the Python type (bool, float, complex, None, NumPy number scalars), by the
-    range of an int, or read from a ``_numba_type_`` property (numba's device arrays) before
-    anything else; other values are typed by numba as they are."""
-    generic = disp.typeof_pyval
-    if type(disp).typeof_pyval is not dispatcher_class().typeof_pyval:
-        return (generic,) * len(args)
-    typeof = typeof_impl()
-    fallback = typeof.dispatch(object)
-    out = []
-    for a in args:
-        t = type(a)
-        if t is int:
-            out.append(_int_typer(generic))
-        elif t in _FIXED_TYPES:
-            out.append(functools.partial(_fixed, generic(a)))
-        elif has_numba_type_property(t) and typeof.dispatch(t) is fallback:
-            out.append(functools.partial(_numba_type, generic))
-        else:
-            out.append(generic)
-    return tuple(out)
-
-
-_FIXED_TYPES = frozenset({bool, float, complex, type(None)}) | frozenset(
-    t for t in set(np.sctypeDict.values())
-    if issubclass(t, (np.number, np.bool_)) and not issubclass(t, np.timedelta64))   # units vary
-
-
-def _fixed(ty, value):
-    return ty
-
-
-def _int_typer(generic):
-    small, big = generic(0), generic(1 << 40)
-
-    def int_type(v):            # numba: under 32 bits intp, under 64 int64, else its own rule
-        if -_2_31 < v < _2_31:
-            return small
-        if -_2_63 < v < _2_63:
-            return big
-        return generic(v)
-    return int_type
-
-
-def _numba_type(generic, value):
-    ty = declared_numba_type(value)     # what numba's typeof reads first
-    return ty if ty is not None else generic(value)
