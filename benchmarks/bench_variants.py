@@ -21,7 +21,9 @@ formula of the same size would be; the *new constants* rows show the patched pat
 (c) numptx into the precompiled tiled GEMM template (512 instances of the 'mac' site) vs NVRTC +
     nvJitLink of the same CUDA source with the formula inlined as C++;   target >= 4x faster
     (numptx binds stubs to the operand registers by default; a row with bind=False shows what
-    the copy frames cost ptxas); for a new formula, and for new constants of a known one
+    the copy frames cost ptxas); for a new formula, and for new constants of a known one (the
+    patched row twice: with ``cache=False``, and with the default disk cache, where patched
+    variants stay in memory and only the shape's first variant, proof and plan are written)
 (d) 64 variants of the GEMM template with ``build_many``, 1 vs 2 threads; target >= 1.7x
 (e) a cached variant: memory hit, and disk hit through a fresh CubinCache on the same folder;
                                                                           target <= 1 ms
@@ -224,6 +226,16 @@ def main(argv=None) -> int:
     r, txt = ratio(c_nv, c_patch)
     checks.append(("(c) NVRTC+nvJitLink / numptx, new constants (best / median)",
                    txt, ">= 4x", r >= 4))
+    # the same with the default cache on disk: a patched variant stays in memory (its shape's
+    # plan is on disk), so the disk cache adds a look-up, not a write
+    on_disk = nx.CudaTemplate(gemm_template(), entry="gemm", arch=ARCH,
+                              cache=CubinCache(os.path.join(_TMP, "c"), disk=True))
+    on_disk.inject(mac=mac.bind(c=fresh_c())).cubin
+    on_disk.inject(mac=mac.bind(c=fresh_c())).cubin
+    c_disk = stats(lambda: on_disk.inject(mac=mac.bind(c=fresh_c())).cubin, max(rep, 50))
+    n_files = sum(len(f) for _, _, f in os.walk(os.path.join(_TMP, "c")))
+    rows.append(("(c) numptx, new constants (patched), GEMM, default disk cache", *c_disk,
+                 f"{n_files} files on disk: the assembled variant, the proof and the plan"))
 
     # ---- (d) 64 variants with build_many, 1 and 2 threads -----------------------------------------
     def batch():
