@@ -37,6 +37,8 @@ class Node:
 
     Nodes are immutable, so a tree can share subtrees but never contain itself."""
     __slots__ = ("op", "children")
+    op: Op
+    children: tuple[Node, ...]
 
     def __init__(self, op: Op, children: Sequence[Node] = ()):
         if not isinstance(op, Op):

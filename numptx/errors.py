@@ -107,8 +107,10 @@ def warn_from_caller(message: str, category: type[Warning]) -> None:
     import os
     import sys
     import warnings
+    from types import FrameType
     pkg = os.path.dirname(os.path.abspath(__file__)) + os.sep
-    level, frame = 2, sys._getframe(1)
+    level = 2
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(pkg):
         frame, level = frame.f_back, level + 1
     warnings.warn(message, category, stacklevel=level)

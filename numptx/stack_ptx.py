@@ -278,10 +278,10 @@ def dumps(prog: Sequence[Op], *, dialect: str | None = None) -> bytes:
             raise SerializationError(f"dumps: op {i} runs instruction row {r}, outside the table "
                                      f"({len(TABLE)} rows)")
     # the stack types the words name, and those of the rows they run
-    users = {t for t in typed_ids(words) if t >= len(VT.ROWS)}
-    users |= {VT.NAMES.index(t) for r in {r for _, r in rows}
+    found = {t for t in typed_ids(words) if t >= len(VT.ROWS)}
+    found |= {VT.NAMES.index(t) for r in {r for _, r in rows}
               for t in TABLE[r].operand_types + TABLE[r].result_types if VT.BY_NAME[t].user}
-    users = sorted(users)
+    users = sorted(found)
     version = _VERSION_TYPES if users else _VERSION_DIALECT if d else _VERSION
     # the hash of the rows the program can index (up to its highest INSTR): a table that
     # differs only after them, or gained rows, still runs the program as saved

@@ -162,12 +162,12 @@ def retype(row: str | Instr, types: dict[str, str], *, name: str, doc: str = "")
             raise InstructionError(f"retype({src.name!r}): the row has no {a} operand or result")
     # each slot's registers must be ones ptxas lets the row's PTX take (the slot's PTX type:
     # cvt.u32.u8 reads a u8, mov.b32 {...} takes any 16-bit parts)
-    for k, (spec, (want, wider)) in enumerate(zip(src.results + src.operands,
+    for k, (slot, (want, wider)) in enumerate(zip(src.results + src.operands,
                                                   ptx_slot_types(src))):
-        b = types.get(parse_type_spec(spec)[0])
-        if b is not None and not VT.ptx_compatible(want, REG_TYPE[b], wider=wider):
+        held = types.get(parse_type_spec(slot)[0])
+        if held is not None and not VT.ptx_compatible(want, REG_TYPE[held], wider=wider):
             raise InstructionError(f"retype({src.name!r}): its slot ${k} takes .{want} values and "
-                                   f"{b} lives in .{REG_TYPE[b]} registers, which ptxas does "
+                                   f"{held} lives in .{REG_TYPE[held]} registers, which ptxas does "
                                    f"not let it take (a bit type of the same size, or signed "
                                    f"for unsigned, would)")
 

@@ -167,7 +167,7 @@ class TypeNames(Sequence):
     def __eq__(self, other) -> bool:
         return isinstance(other, (TypeNames, tuple, list)) and tuple(self) == tuple(other)
 
-    __hash__ = None          # it grows
+    __hash__ = None          # type: ignore[assignment]  # it grows
 
     def __repr__(self) -> str:
         return repr(tuple(self._names))
