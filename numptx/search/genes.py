@@ -15,7 +15,8 @@ a no-op, an empty output reads 0), any concatenation of genes compiles::
     stub = sp.compile(prog, genes.inputs, genes.outputs)   # y = exp(x0) + x1
 
 Op names (short names; ``-`` means the dtype has no form and asking for it raises SearchError).
-Macros use their argument once, so they work on a stack; ``dup`` copies the top.
+Macros use their argument once, so they work on a stack; ``dup`` copies the top (as a gene of
+its own, ``dup`` lets one subexpression feed two ops: ``E dup mul`` is E², the program a DAG).
 
 =========  ==================  =====================================  ===================
 name       computes            f32 words                              f64 words
@@ -28,6 +29,7 @@ fma        a * b + c           fma.rn.f32                             fma.rn.f64
 neg        -a                  neg.f32                                neg.f64
 abs        abs(a)              abs.f32                                abs.f64
 sq         a ** 2              dup, mul.rn.f32                        dup, mul.rn.f64
+dup        a, a                dup (the stack's top, twice)           dup
 inv        1 / a               rcp.rn.f32                             rcp.rn.f64
 sqrt       sqrt(a)             sqrt.rn.f32                            sqrt.rn.f64
 max, min   fmax(a,b), fmin     max.f32, min.f32                       max.f64, min.f64
@@ -75,6 +77,7 @@ _MACROS: dict[str, tuple[tuple[str, Any], ...]] = {
     "neg": (("i", "neg.{t}"),),
     "abs": (("i", "abs.{t}"),),
     "sq": (("dup", None), ("i", "mul.rn.{t}")),
+    "dup": (("dup", None),),
     "inv": (("i", "rcp.rn.{t}"),),
     "sqrt": (("i", "sqrt.rn.{t}"),),
     "exp": (("c", LOG2E), ("i", "mul.rn.{t}"), ("i", "ex2.approx.{t}")),
