@@ -29,6 +29,7 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 
+from .. import config
 from .autotune_args import is_array
 from .autotune_types import COSTS, AutotuneError
 from .cache import default_cache_dir
@@ -125,7 +126,7 @@ def _tune_cache(cache: Any, cache_dir: Any) -> tuple[TuneCache | None, bool]:
             raise AutotuneError(f"autotune(cache_dir=) is a folder path, not "
                                 f"{type(cache_dir).__name__}")
         return TuneCache(cache_dir), cache is True
-    if os.environ.get("NUMPTX_CACHE", "1").strip().lower() in ("0", "off", "no", "false"):
+    if not config.cache_enabled():
         return None, False                    # the user keeps numptx off the disk
     return TuneCache(default_cache_dir()), cache is True
 
