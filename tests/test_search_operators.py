@@ -14,9 +14,9 @@ from numptx.search import operators as O
 from numptx.search.formula import evaluate, formula_of_stub
 from numptx.search.genes import LOG2E, OP_NAMES, Genes, SearchError
 
-ALL_F32 = ["add", "sub", "mul", "div", "neg", "abs", "sq", "dup", "inv", "sqrt", "max", "min", "fma",
-           "exp", "exp2", "log", "log2", "sin", "cos", "tanh", "sigmoid"]
-ALL_F64 = ["add", "sub", "mul", "div", "neg", "abs", "sq", "dup", "inv", "sqrt", "max", "min", "fma"]
+ALL_F64 = ["add", "sub", "mul", "div", "neg", "abs", "sq", "dup", "inv", "sqrt", "max", "min",
+           "fma"]
+ALL_F32 = ALL_F64 + ["exp", "exp2", "log", "log2", "sin", "cos", "tanh", "sigmoid"]
 
 
 # ---- genes ---------------------------------------------------------------------------------------

@@ -146,8 +146,8 @@ def restore(path: str | os.PathLike, *, device: str = "auto", executor: Any = No
     return search
 
 
-def _evolve_search(f: Fields, genes: Any, cfg: SearchOptions, seed: int, template: Any, fitness: Any,
-                   executor: Any, build: Any = None) -> Search:
+def _evolve_search(f: Fields, genes: Any, cfg: SearchOptions, seed: int, template: Any,
+                   fitness: Any, executor: Any, build: Any = None) -> Search:
     if template is None or fitness is None:
         raise SearchError(f"resume: checkpoint {f.spath!r} is an evolve() run: pass "
                           f"template= and fitness= again")
