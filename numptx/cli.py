@@ -100,6 +100,10 @@ def _cmd_cache(args) -> int:
     print(f"directory: {info.directory}")
     print(f"entries:   {info.entries}")
     print(f"size:      {info.bytes} bytes ({info.bytes / 2**20:.1f} MiB)")
+    cap = cache.cap()
+    print(f"cap:       " + ("none (NUMPTX_CACHE_MAX=none)" if cap is None else
+                            f"{cap} bytes ({cap / 2**20:.1f} MiB; NUMPTX_CACHE_MAX): the least "
+                            f"recently used entries go past it"))
     return 0
 
 
@@ -133,7 +137,8 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(fn=_cmd_sites)
     p = command("cache", "show (info) or empty (clear) the cubin cache",
                 "Show where the cubin cache lives and how much it holds (info), or empty it\n"
-                "(clear). The folder is NUMPTX_CACHE_DIR, else the XDG cache folder.")
+                "(clear). The folder is NUMPTX_CACHE_DIR, else the XDG cache folder; its size\n"
+                "is capped by NUMPTX_CACHE_MAX (default 2G; docs/config.md).")
     p.add_argument("action", choices=("info", "clear"), help="info or clear")
     p.set_defaults(fn=_cmd_cache)
     args = parser.parse_args(argv)

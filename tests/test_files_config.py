@@ -169,6 +169,18 @@ def test_process_that_cannot_write_leaves_no_temporary_file(tmp_path, capsys):
     assert sorted(os.listdir(out)) == ["a.cu"]
 
 
+def test_cache_info_shows_the_cap_and_a_bad_one_names_the_variable(tmp_path, monkeypatch,
+                                                                    capsys):
+    monkeypatch.setenv("NUMPTX_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("NUMPTX_CACHE", raising=False)
+    monkeypatch.setenv("NUMPTX_CACHE_MAX", "500M")
+    assert main(["cache", "info"]) == 0
+    assert "cap:       524288000 bytes (500.0 MiB; NUMPTX_CACHE_MAX)" in capsys.readouterr().out
+    monkeypatch.setenv("NUMPTX_CACHE_MAX", "lots")
+    assert main(["cache", "info"]) == 1
+    assert "numptx cache: error: NUMPTX_CACHE_MAX='lots': it takes" in capsys.readouterr().err
+
+
 # ---- numptx.config ---------------------------------------------------------------------------
 def test_every_numptx_variable_read_is_in_the_table():
     """Every NUMPTX_* name in the package's Python code is a knob of numptx.config, and only
