@@ -319,10 +319,10 @@ def programs_from(state_programs: list, spath: str) -> list:
 # ---- a search's state <-> a file (numptx.search.loop calls these) --------------------------
 def state_of(search: Any) -> dict:
     """The JSON-able state of a running search (``loop._Search``)."""
-    cfg = {k: (list(v) if isinstance(v, tuple) else v) for k, v in search.cfg.items()
+    cfg = {k: (list(v) if isinstance(v, tuple) else v) for k, v in search.cfg.to_dict().items()
            if k != "descriptors"}
     if search.kind == "map_elites":       # a user descriptor's function is not saved
-        given = search.cfg["descriptors"]
+        given = search.cfg.descriptors
         cfg["descriptors"] = [d if isinstance(d, str) else d[0] for d in given]
         user = [d[0] for d in given if not isinstance(d, str)]
         if user:
@@ -360,6 +360,6 @@ def state_of(search: Any) -> dict:
                          "names": list(ev.names), "evaluate": ev.evaluate, "build": ev.build}
     else:
         u = search.user
-        state["evolve"] = {"site": u["site"], "select": u["select"],
-                           "per_module": u["per_module"], "build": u.get("build", "full")}
+        state["evolve"] = {"site": u.site, "select": u.select, "per_module": u.per_module,
+                           "build": u.build}
     return state
