@@ -209,3 +209,15 @@ except AutotuneError as e:
     assert "bench=" in str(e) and "simulator" in str(e), e
     print("REFUSED")
 ''', simulator=True, marker="REFUSED")
+
+
+def test_the_decorator_takes_a_benchmark(tmpl):
+    # nx.autotuned passes bench= through to autotune (it was refused as an unknown option)
+    bench = Recorder({ADD: 2.0, chain(8): 1.0})
+    k = nx.autotuned(tmpl, candidates=[{"combine": ADD}, {"combine": chain(8)}],
+                     cost="registers", cache=False, bench=bench)
+    tuned = k.tune(np.zeros(4, np.float32), np.ones(4, np.float32), np.ones(4, np.float32),
+                   np.int32(4), grid=1, block=4)
+    assert tuned.index == 1 and tuned.costs == (2.0, 1.0) and len(bench.runs) == 1
+    with pytest.raises(AutotuneError, match="bench"):
+        nx.autotuned(tmpl, candidates=[{"combine": ADD}], bench=3)

@@ -37,7 +37,7 @@ __all__ = ["Autotuned", "autotuned"]
 DEFAULTS: dict[str, Any] = {"check": None, "output": 0, "rtol": 1e-5, "atol": 1e-8,
                             "repeats": 10, "warmup": 2, "cost": "time", "cache": True,
                             "cache_dir": None, "executor": None, "max_workers": None,
-                            "missing": "error"}
+                            "missing": "error", "bench": None}
 
 
 def _check_options(options: Mapping[str, Any]) -> None:
