@@ -101,7 +101,7 @@ def _cmd_cache(args) -> int:
     print(f"entries:   {info.entries}")
     print(f"size:      {info.bytes} bytes ({info.bytes / 2**20:.1f} MiB)")
     cap = cache.cap()
-    print(f"cap:       " + ("none (NUMPTX_CACHE_MAX=none)" if cap is None else
+    print("cap:       " + ("none (NUMPTX_CACHE_MAX=none)" if cap is None else
                             f"{cap} bytes ({cap / 2**20:.1f} MiB; NUMPTX_CACHE_MAX): the least "
                             f"recently used entries go past it"))
     return 0

@@ -355,7 +355,8 @@ class CubinCache:
         """The most bytes of disk entries kept now (None: no cap): ``max_bytes``, or
         ``NUMPTX_CACHE_MAX`` when it is ``"env"`` (a :class:`~numptx.config.ConfigError` for a
         value that is no size)."""
-        return config.cache_max() if self.max_bytes == "env" else self.max_bytes
+        m = self.max_bytes
+        return config.cache_max() if isinstance(m, str) else m
 
     def _wrote(self, n: int) -> None:
         """After a write of ``n`` bytes: evict when the count says the cap is passed, or when
@@ -408,18 +409,19 @@ class CubinCache:
         >>> CubinCache("/tmp/cubins").evict("100M")              # doctest: +SKIP
         12
         """
-        given = self.max_bytes if max_bytes == "cap" else _check_max(max_bytes)
-        cap = config.cache_max() if given == "env" else given
         if self.directory is None:
             return 0
+        given = self.max_bytes if max_bytes == "cap" else _check_max(max_bytes)
+        cap = config.cache_max() if isinstance(given, str) else given
         with self._lock:
             self._after_fork()
             evicting = self._evicting
         with evicting:                    # one eviction at a time in this process
-            return self._evict(cap)
+            return self._evict(self.directory, cap)
 
-    def _evict(self, cap: int | None) -> int:
-        """:meth:`evict` with the cap decided and the eviction lock held."""
+    def _evict(self, root: str, cap: int | None) -> int:
+        """:meth:`evict` of the folder ``root`` with the cap decided and the eviction lock
+        held."""
         entries, total = self._census()
         removed = 0
         if cap is not None and total > cap:
@@ -428,11 +430,11 @@ class CubinCache:
             for mtime, size, ino, parts, name in entries:
                 if total <= goal:
                     break
-                if _remove_if_unchanged(self.directory, parts, name, ino, mtime):
+                if _remove_if_unchanged(root, parts, name, ino, mtime):
                     removed += 1
                     total -= size
                 else:                 # used, rewritten or removed meanwhile
-                    total -= size if _gone(self.directory, parts, name) else 0
+                    total -= size if _gone(root, parts, name) else 0
             if removed:
                 log.info("numptx: cubin cache over %d bytes: removed %d least recently "
                          "used entries", cap, removed)
