@@ -15,6 +15,8 @@ import sys
 
 import pytest
 
+from numptx.jit import numba_compat
+
 ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "numptx")
 
 #: import edges allowed to close a cycle: none; add one only with a reason
@@ -28,6 +30,8 @@ EXTERNAL_PRIVATES = {
     "_codelibrary",                                 # numba's _Kernel: where a loaded cubin goes
     "_definitions",                                 # numba's FunctionIR: kept in step by rewrites
 }
+#: numba-cuda's, read in numptx.jit.numba_compat alone (tests/test_numba_compat.py checks)
+EXTERNAL_PRIVATES |= set(numba_compat.ATTRIBUTES) | set(numba_compat.SIMULATOR_ATTRIBUTES)
 #: cffi handles: their attributes are the C core's symbols
 EXTERNAL_BASES = {"ffi", "lib", "_native"}
 #: (module, private name) read across modules: none; add one only with a reason
