@@ -175,11 +175,15 @@ Survivors = Literal["plus", "children"]
 @dataclass(frozen=True)
 class SearchOptions:
     """The checked options of one run (:func:`check_config` makes them; the search functions'
-    docstrings say what each means). Frozen: :meth:`replace` gives a new, checked set::
+    docstrings say what each means). Frozen: :meth:`replace` gives a new, checked set, with
+    the options the check derived from others (``tournament``, ``elitism``, ``fit_top``,
+    ``survivors`` left None) derived again; built directly (``SearchOptions(...)``,
+    ``dataclasses.replace``) the options are checked as :func:`check_config` checks them::
 
         opts = check_config("regress", population=200)
         opts.population, opts.tournament          # 200, 5
         opts.replace(generations=50).generations  # 50
+        opts.replace(population=4).tournament     # 4: derived again
     """
     kind: Kind
     population: int
@@ -205,17 +209,40 @@ class SearchOptions:
     fit_method: FitMethod
     input_weights: bool | None
     survivors: Survivors
+    #: the options check_config derived (given as None): :meth:`replace` derives them again
+    derived: frozenset[str] = dataclasses.field(default=frozenset(), init=False, repr=False,
+                                                compare=False)
 
-    def replace(self, **changes: Any) -> "SearchOptions":
+    def __post_init__(self) -> None:
+        # built directly (not by check_config, which builds through _checked): check it
+        ok = check_config(self.kind, **self.to_dict())
+        for f in dataclasses.fields(self):
+            object.__setattr__(self, f.name, getattr(ok, f.name))
+
+    @classmethod
+    def _checked(cls, kind: Kind, cfg: dict[str, Any], derived: frozenset[str]) -> SearchOptions:
+        """Options check_config checked (no second check)."""
+        opts = object.__new__(cls)
+        for name, v in {"kind": kind, **cfg, "derived": derived}.items():
+            object.__setattr__(opts, name, v)
+        return opts
+
+    def replace(self, **changes: Any) -> SearchOptions:
         """These options with ``changes``, checked again (an unknown or bad one is a
-        :class:`SearchError`, as :func:`check_config` gives)."""
-        given = self.to_dict() | changes
-        return check_config(self.kind, **given)
+        :class:`SearchError`, as :func:`check_config` gives); an option the check derived
+        (:attr:`derived`) and ``changes`` leaves alone is derived again: ``replace`` gives
+        what :func:`check_config` gives for the options given to it and ``changes``."""
+        given = {k: v for k, v in self.to_dict().items() if k not in self.derived}
+        return check_config(self.kind, **(given | changes))
 
     def to_dict(self) -> dict[str, Any]:
         """Every option by name (``kind`` left out), e.g. for a checkpoint."""
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
-                if f.name != "kind"}
+                if f.init and f.name != "kind"}
+
+
+#: the options check_config derives from the others when they are None
+_DERIVED = ("tournament", "elitism", "fit_top", "survivors")
 
 
 def _unknown(where: str, unknown: set) -> SearchError:
@@ -309,7 +336,8 @@ def check_config(where: Kind, **given: Any) -> SearchOptions:
         raise SearchError(f"descriptors={cfg['descriptors']!r}: give a sequence of descriptor "
                           f"names or Descriptor tuples")
     cfg["descriptors"] = tuple(cfg["descriptors"])
-    return SearchOptions(kind=where, **cfg)
+    derived = frozenset(k for k in _DERIVED if given.get(k) is None)
+    return SearchOptions._checked(where, cfg, derived)
 
 
 def _init_length(il: Any) -> tuple[int, int]:
