@@ -140,6 +140,40 @@ def test_an_entry_removed_by_another_process_is_a_miss(tmp_path, cubins, monkeyp
     assert not os.path.exists(cache.path(key))
 
 
+def test_the_size_estimate_reads_a_sample_and_is_exact_when_small(tmp_path, monkeypatch):
+    """The background thread's first look is an estimate from shards taken at random: exact
+    when it sees every entry, close for a big cache while reading a fraction of it."""
+    rng = random.Random(7)
+    cache = CubinCache(str(tmp_path), max_bytes=None)
+    sizes = {}
+    for i in range(3000):
+        key = f"{rng.getrandbits(256):064x}"
+        path = cache.path(key)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        n = rng.randrange(500, 1500)
+        with open(path, "wb") as f:
+            f.write(bytes(n))
+        sizes[key] = n
+    total = sum(sizes.values())
+    assert cache.estimate_bytes(enough=10**6) == total              # every shard read: exact
+    random.seed(3)
+    est = [cache.estimate_bytes(enough=200) for _ in range(5)]
+    assert all(abs(e - total) < 0.25 * total for e in est), (est, total)
+    assert cache.evict(None) == 0 and cache.info().bytes == total
+    # a write far below the cap: the background look reads a sample, not all 3000 entries
+    writer = CubinCache(str(tmp_path), max_bytes="1G")
+    real, calls = os.stat, []
+
+    def counting(*a, **kw):
+        calls.append(a[0])
+        return real(*a, **kw)
+    monkeypatch.setattr(os, "stat", counting)
+    writer.put("ab" * 32, b"\x7fELF" + bytes(100))
+    writer.settle()
+    monkeypatch.undo()
+    assert 0 < len(calls) < 1000
+
+
 def _worker(folder: str, pairs: list[tuple[str, bytes]], cap: int, seed: int, q) -> None:
     """Write, read and evict in the shared folder; report what went wrong (nothing)."""
     try:

@@ -40,6 +40,7 @@ from __future__ import annotations
 import logging
 import operator
 import os
+import random
 import re
 import stat
 import threading
@@ -359,10 +360,11 @@ class CubinCache:
         return config.cache_max() if isinstance(m, str) else m
 
     def _wrote(self, n: int) -> None:
-        """After a write of ``n`` bytes: evict when the count says the cap is passed, or when
-        this process wrote an eighth of the cap since it last counted (other processes write
-        too), or had not counted yet. The count and eviction run on a background thread (a
-        full cache holds some 10^5 entries), one at a time; :meth:`settle` waits for it."""
+        """After a write of ``n`` bytes: look at the disk when the count says the cap is
+        passed, or when this process wrote an eighth of the cap since it last looked (other
+        processes write too), or had not looked yet. The look runs on a background thread,
+        one at a time (:meth:`settle` waits for it): a sampled estimate, then, near the cap
+        only, the full count and eviction (a full cache holds some 10^5 entries)."""
         cap = self.cap()
         if cap is None:
             return
@@ -386,10 +388,44 @@ class CubinCache:
             self._pid, self._evictor, self._evicting = os.getpid(), None, threading.Lock()
 
     def _evict_quietly(self, cap: int) -> None:
+        """The background thread: a sampled estimate first (a few hundred files, however big
+        the cache); the full count and eviction only when it is near the cap."""
         try:
+            est = self.estimate_bytes()
+            if est <= cap * _NEAR:
+                with self._lock:
+                    self._disk_bytes, self._written = est, 0
+                return
             self.evict(cap)
         except Exception as e:   # noqa: BLE001 - a background thread: say it, never raise
             log.warning("numptx: cubin cache eviction in %s failed: %s", self.directory, e)
+
+    def estimate_bytes(self, enough: int = 64) -> int:
+        """The disk entries' total size (every format's), estimated from shard folders taken
+        at random until ``enough`` entries are seen: exact for a small cache, a few percent
+        off for a big one (keys are uniform, so the shards hold alike) at the cost of a few
+        hundred ``lstat`` calls, not one per entry."""
+        if self.directory is None:
+            return 0
+        shards = _shard_folders(self.directory)
+        random.shuffle(shards)
+        seen = size = scanned = 0
+        for parts in shards:
+            if seen >= enough:
+                break
+            try:
+                folder = open_folder(self.directory, list(parts), create=False)
+                if folder is None:
+                    continue
+                with folder:
+                    for e in folder.entries():
+                        if _ENTRY_NAME.fullmatch(e.name) and e.is_file(follow_symlinks=False):
+                            size += folder.lstat(e.name).st_size
+                            seen += 1
+            except OSError:               # removed or swapped meanwhile: not counted
+                continue
+            scanned += 1
+        return size * len(shards) // scanned if scanned else 0
 
     def settle(self, timeout: float | None = None) -> None:
         """Wait for a background eviction started by a write to finish (a script that wants
@@ -463,12 +499,40 @@ class CubinCache:
 #: the folders numptx writes entries in (every format's), its shard folders, its file names
 _TOPS = re.compile(r"cubin-v[0-9]{1,6}")
 _ENTRY_NAME = re.compile(r"[0-9a-f]{2,128}\.cubin")
+_SHARD_NAME = re.compile(r"[0-9a-f]{2}")
 #: eviction leaves the disk entries at this share of the cap; a process counts them again
 #: after writing 1/_RESCAN of the cap; temporary files older than STALE_TMP_S are a killed
 #: writer's
 _LOW_WATER = 0.9
 _RESCAN = 8
 STALE_TMP_S = 3600
+
+
+#: the background thread counts every entry (and evicts) only when the estimate is past this
+#: share of the cap
+_NEAR = 0.8
+
+
+def _shard_folders(root: str) -> list[tuple[str, str]]:
+    """``(cubin-v<N>, <ab>)`` of every shard folder under ``root`` (real folders only)."""
+    out: list[tuple[str, str]] = []
+    try:
+        base = open_folder(root, [], create=False)
+        if base is None:
+            return out
+        with base:
+            tops = [e.name for e in base.entries()
+                    if _TOPS.fullmatch(e.name) and e.is_dir(follow_symlinks=False)]
+        for top in tops:
+            folder = open_folder(root, [top], create=False)
+            if folder is None:
+                continue
+            with folder:
+                out += [(top, e.name) for e in folder.entries()
+                        if _SHARD_NAME.fullmatch(e.name) and e.is_dir(follow_symlinks=False)]
+    except OSError:
+        pass
+    return out
 
 
 def _check_max(max_bytes: int | str | None) -> int | str | None:
