@@ -355,6 +355,17 @@ def test_patched_variants_stay_in_memory_and_are_patched_again_from_the_plan(tmp
     assert count.calls == 0 and [v.build_info.how for v in again[2:]] == ["patched"] * 2
 
 
+def test_build_many_keeps_patched_variants_off_the_disk(tmp_path):
+    cache = nx.CubinCache(str(tmp_path / "c"))
+    tmpl = nx.CudaTemplate(SPINE_SRC, arch="sm_90", cache=cache)
+    tmpl.inject(combine=f"mul.rn.f32 %v_z, %v_x, {f32(0.5)};").cubin      # the shape seen
+    vs = tmpl.build_many([{"combine": f"mul.rn.f32 %v_z, %v_x, {f32(c)};"}
+                          for c in (1.5, 2.5, 3.5, 4.5, 5.5)])
+    hows = [v.build_info.how for v in vs]
+    assert hows.count("patched") >= 3
+    assert [os.path.exists(cache.path(v.key)) for v in vs] == [h != "patched" for h in hows]
+
+
 def test_plans_round_trip_through_bytes_and_refuse_garbage():
     plan = Plan(b"\x7fELF" + bytes(60), [((4, 20), ()), ((), (40,)), ((), ())])
     back = Plan.from_bytes(plan.to_bytes())
