@@ -128,8 +128,8 @@ def parse_size(text: str, variable: str = "NUMPTX_CACHE_MAX") -> int | None:
     m = _SIZE.fullmatch(t)
     if not m:
         raise ConfigError(variable, str(text), f"it takes {_SIZE_FORMS}")
-    n = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
-    return n or None
+    value = float(m.group(1)) * _UNITS[m.group(2).lower()]
+    return None if value == 0 else max(1, int(value))     # 0: no cap; 0.1 is a byte
 
 
 def cache_max() -> int | None:

@@ -234,7 +234,8 @@ def test_a_bad_numptx_cache_names_the_variable_and_the_forms(monkeypatch):
 @pytest.mark.parametrize("value, want", [("", 2 << 30), ("4096", 4096), ("500M", 500 << 20),
                                          ("2G", 2 << 30), ("2gib", 2 << 30), ("1.5GB", 3 << 29),
                                          ("64k", 64 << 10), ("0", None), ("none", None),
-                                         ("NONE", None), ("1T", 1 << 40)])
+                                         ("NONE", None), ("1T", 1 << 40),
+                                         ("0.0", None), ("0.1", 1)])
 def test_numptx_cache_max_forms(monkeypatch, value, want):
     monkeypatch.setenv("NUMPTX_CACHE_MAX", value)
     assert config.cache_max() == want
