@@ -28,17 +28,20 @@ import textwrap
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-#: case -> (statement, target in seconds or None)
+#: case -> (statement, target in seconds or None); "[numpy loaded]": NumPy is imported before
+#: the clock starts (numptx's own share)
 CASES = {
     "import numpy (the floor)": ("import numpy", None),
     "import numptx": ("import numptx", 0.3),
     "from numptx import stack_ptx": ("from numptx import stack_ptx", 0.15),
+    "  the same, [numpy loaded]": ("from numptx import stack_ptx", None),
     "nx.ptx_expr (the DSL)": ("import numptx as nx; nx.ptx_expr", None),
     "nx.Template (the compile side)": ("import numptx as nx; nx.Template", None),
 }
 
 PROBE = textwrap.dedent("""
     import json, sys, time
+    {setup}
     before = set(sys.modules)
     t0 = time.perf_counter()
     {stmt}
@@ -58,10 +61,14 @@ def child_env(tree: str, pycache: str) -> dict[str, str]:
             "PYTHONPYCACHEPREFIX": pycache}
 
 
-def run_once(stmt: str, tree: str, pycache: str) -> dict:
-    """One fresh interpreter importing from ``tree`` (a folder holding ``numptx/``)."""
-    r = subprocess.run([sys.executable, "-c", PROBE.format(stmt=stmt)], capture_output=True,
-                       text=True, env=child_env(tree, pycache), cwd=tree, timeout=300)
+def run_once(case: str, tree: str, pycache: str) -> dict:
+    """One fresh interpreter running ``case`` with numptx from ``tree`` (a folder holding
+    ``numptx/``)."""
+    stmt = CASES[case][0]
+    setup = "import numpy" if "[numpy loaded]" in case else ""
+    r = subprocess.run([sys.executable, "-c", PROBE.format(setup=setup, stmt=stmt)],
+                       capture_output=True, text=True, env=child_env(tree, pycache), cwd=tree,
+                       timeout=300)
     if r.returncode:
         raise SystemExit(f"bench_import: {stmt!r} failed in {tree}:\n{r.stderr}")
     return json.loads(r.stdout.strip().splitlines()[-1])
@@ -70,12 +77,12 @@ def run_once(stmt: str, tree: str, pycache: str) -> dict:
 def measure(trees: dict[str, str], runs: int, pycache: str) -> dict[tuple[str, str], list[dict]]:
     """(case, tree label) -> ``runs`` results; the trees alternate run by run."""
     out: dict[tuple[str, str], list[dict]] = {}
-    for case, (stmt, _) in CASES.items():
+    for case in CASES:
         for tree in trees.values():
-            run_once(stmt, tree, pycache)                         # warm-up: bytecode caches
+            run_once(case, tree, pycache)                         # warm-up: bytecode caches
         for _ in range(runs):
             for label, tree in trees.items():
-                out.setdefault((case, label), []).append(run_once(stmt, tree, pycache))
+                out.setdefault((case, label), []).append(run_once(case, tree, pycache))
     return out
 
 
@@ -123,6 +130,8 @@ def main(argv: list[str] | None = None) -> int:
         report(got, trees, args.runs, load, load_after)
         if args.profile:
             for case, (stmt, _) in CASES.items():
+                if "[numpy loaded]" in case:
+                    continue
                 print(f"\n{case} (now), cumulative -X importtime:")
                 print("\n".join(profile(stmt, ROOT, args.top, pycache)))
     return 0
