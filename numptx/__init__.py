@@ -22,7 +22,6 @@ import builtins as _builtins
 import importlib as _importlib
 import importlib.util as _importlib_util
 import logging
-import pkgutil as _pkgutil
 import typing as _typing
 
 from ._version import __version__
@@ -140,8 +139,9 @@ def __getattr__(name: str) -> _typing.Any:
 
 
 def __dir__() -> list[str]:
+    import pkgutil
     functions = _importlib.import_module(_DSL_FUNCTIONS)
-    modules = {m.name for m in _pkgutil.iter_modules(__path__)
+    modules = {m.name for m in pkgutil.iter_modules(__path__)
                if not m.name.startswith("_") and m.name not in _EXTRAS}
     return sorted({*globals(), *_LAZY, *modules, *functions.__all__})
 
