@@ -11,10 +11,13 @@ at named sites and assembling each variant with nvJitLink::
     cubin = nx.ptx_to_cubin(inj.render({"combine": f"add.f32 %{z.reg}, %{x.reg}, %{y.reg};"}),
                             arch="sm_90")           # once per variant (nvJitLink)
 
-``import numptx`` loads only the errors: every other name (``nx.ptx_expr``, ``nx.f32``,
-``nx.Template``, ``nx.search``, the ``nx.*`` DSL functions, any submodule) is imported at its
-first use (PEP 562), from the module that defines it (:data:`_LAZY`), so ``from numptx import
-stack_ptx`` pays for the stack programs only. ``benchmarks/bench_import.py`` measures it.
+``import numptx`` loads only the errors and the post-import hooks (numptx.jit.after_import):
+every other name (``nx.ptx_expr``, ``nx.f32``, ``nx.Template``, ``nx.search``, the ``nx.*`` DSL
+functions, any submodule) is imported at its first use (PEP 562), from the module that defines
+it (:data:`_LAZY`), so ``from numptx import stack_ptx`` pays for the stack programs only. What
+the eager import registered (``nx.site``'s numba rewrite, the GPU interpreter and GPU fitness
+scorer) registers when the module it registers with is imported. ``benchmarks/bench_import.py``
+measures the cost.
 """
 from __future__ import annotations
 
