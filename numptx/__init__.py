@@ -71,6 +71,7 @@ _LAZY: dict[str, str] = {
     "AutotuneError": "numptx.jit.autotune_types", "AutotuneWarning": "numptx.jit.autotune_types",
     "Excluded": "numptx.jit.autotune_types", "Tuned": "numptx.jit.autotune_types",
     "Autotuned": "numptx.jit.autotune_decorator", "autotuned": "numptx.jit.autotune_decorator",
+    "ConfigError": "numptx.config",
 }
 #: the ``nx.*`` DSL functions (nx.sqrt, nx.where, ...) come from this module's ``__all__``
 _DSL_FUNCTIONS = "numptx.dsl.functions"
@@ -109,6 +110,7 @@ if _typing.TYPE_CHECKING:       # what the table resolves to, for type checkers 
     from .jit.autotune import autotune
     from .jit.autotune_types import AutotuneError, AutotuneWarning, Excluded, Tuned
     from .jit.autotune_decorator import Autotuned, autotuned
+    from .config import ConfigError
 
 _ERRORS = ["NumptxError", "PtxParseError", "RenderError", "AnnotationError", "CompileError",
            "LinkError", "ToolchainError", "TypeRegistryError", "NumptxWarning", "StubNulWarning"]

@@ -306,3 +306,9 @@ def test_check_data_keeps_its_conversions():
     assert X.dtype == y.dtype == np.float32 and X.shape == (3, 1) and X.flags.c_contiguous
     X, y = check_data(np.ones((3, 2)), [1, 2, 3])
     assert X.dtype == y.dtype == np.float64
+
+
+def test_config_error_is_public():
+    import numptx as nx
+    assert nx.ConfigError is ConfigError and issubclass(nx.ConfigError, nx.NumptxError)
+    assert "ConfigError" in nx.__all__
