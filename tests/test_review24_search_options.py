@@ -78,3 +78,54 @@ def test_the_dataclass_constructor_and_dataclasses_replace_are_checked():
     assert SearchOptions(**(fields | {"population": 3, "tournament": None,
                                       "elitism": None, "fit_top": None})) == \
         check_config("regress", population=3)
+
+
+def _xy():
+    X = np.random.default_rng(1).uniform(-1, 1, (32, 1)).astype(np.float32)
+    return X, (3 * X[:, 0] + 1).astype(np.float32)
+
+
+def test_fit_trials_is_bounded_by_the_fit_method_the_run_resolves():
+    """fit_method='auto' is checked as what it resolves to: on the CPU with a least-squares
+    loss that is lm, which takes no trials, so fit_top x fit_trials past 1,000,000 runs there
+    (as it does with fit_method='lm'); where it resolves to es the bound holds."""
+    X, y = _xy()
+    kw = dict(population=64, generations=1, seed=0, device="cpu", fit_top=64,
+              fit_trials=20_000)
+    lm = search.regress(X, y, ["add", "mul"], fit_method="lm", **kw)
+    auto = search.regress(X, y, ["add", "mul"], **kw)            # resolves to lm: the same
+    assert auto._search.cfg.fit_method == "lm"
+    assert auto._search.cfg == lm._search.cfg and auto.best.loss == lm.best.loss
+    # resolved to es (mae is no least-squares loss): fit_top x fit_trials is bounded
+    with pytest.raises(SearchError, match=r"fit_trials=20000: give an int in \[1, 15,625\]"):
+        search.regress(X, y, ["add", "mul"], loss="mae", **kw)
+    with pytest.raises(SearchError, match=r"fit_trials=20000: give an int in \[1, 15,625\]"):
+        search.regress(X, y, ["add", "mul"], fit_method="es", **kw)
+    with pytest.raises(SearchError, match=r"fit_trials=20000: give an int in \[1, 15,625\]"):
+        search.map_elites(X, y, ["add", "mul"], batch=64, generations=1, seed=0, loss="mae",
+                          device="cpu", fit_top=64, fit_trials=20_000)
+
+
+def test_a_data_checkpoint_with_fit_method_auto_is_refused(tmp_path):
+    """A data run saves the fit method it resolved; 'auto' in its checkpoint (a hand-edited
+    file) is a CheckpointError naming it, since 'auto' is checked with lm's fit_trials bound
+    (the run checks the resolved method again): a forged file must not slip past the es bound."""
+    from numptx.search import checkpoint as ck
+    from numptx.search.checkpoint import CheckpointError
+    from numptx.search.fields import Fields
+    X, y = _xy()
+    r = search.regress(X, y, ["add", "mul"], population=16, generations=1, seed=0,
+                       device="cpu", fit_method="es")
+    r.save(tmp_path / "r.nxck")
+    state = ck.read(tmp_path / "r.nxck")
+    assert state["config"]["fit_method"] == "es"
+    state["config"] |= {"fit_method": "auto", "fit_top": 16, "fit_trials": 500_000}
+    ck.write(tmp_path / "auto.nxck", state)
+    # the fields' check alone (resumed unchecked, es would score 8,000,000 trial programs)
+    with pytest.raises(CheckpointError, match="field config: fit_method='auto'"):
+        Fields(ck.read(tmp_path / "auto.nxck"), "auto.nxck").config("regress", None)
+    with pytest.raises(CheckpointError, match="field config: fit_method='auto'"):
+        state["config"]["fit_trials"] = 4
+        ck.write(tmp_path / "auto4.nxck", state)
+        search.resume(tmp_path / "auto4.nxck", generations=1, device="cpu")
+    assert search.resume(tmp_path / "r.nxck", generations=1, device="cpu").generations == 2

@@ -311,9 +311,11 @@ def check_config(where: Kind, **given: Any) -> SearchOptions:
     cfg["fit_steps"] = check_int("fit_steps", cfg["fit_steps"], 1, FIT_STEPS_MAX,
                                  BOUNDS["fit_steps"][2])
     # the evolution strategy scores fit_top x fit_trials programs at once; Levenberg–Marquardt
-    # takes no trials (its fit_top is every child: a checkpoint of a large population resumes)
+    # takes no trials (its fit_top is every child: a checkpoint of a large population resumes).
+    # "auto" is checked again as the method the data search resolves it to (loop's
+    # _resolve_fitting replaces it; a data run's checkpoint holds the resolved one)
     cfg["fit_trials"] = check_int("fit_trials", cfg["fit_trials"], 1,
-                                  FIT_BATCH_MAX // (1 if cfg["fit_method"] == "lm"
+                                  FIT_BATCH_MAX // (1 if cfg["fit_method"] in ("lm", "auto")
                                                     else max(1, cfg["fit_top"])),
                                   f"fit_top x fit_trials programs are scored at once, at most "
                                   f"{FIT_BATCH_MAX:,}")

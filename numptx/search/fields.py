@@ -124,6 +124,11 @@ class Fields:
         cfg.setdefault("input_weights", False)
         # ... and before (mu + lambda) survivors: generational
         cfg.setdefault("survivors", "children")
+        # a data run saves the method it resolved "auto" to (check_config bounds fit_trials
+        # by the resolved one: "auto" alone would leave fit_top x fit_trials unbounded)
+        if kind != "evolve" and cfg["fit_method"] == "auto":
+            self.fail("config", "fit_method='auto': a data run's checkpoint holds the method "
+                                "its run resolved ('lm' or 'es')")
         user = cfg.pop("user_descriptors", None)
         if user is not None:
             if kind != "map_elites" or not isinstance(user, list) or \
