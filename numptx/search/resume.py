@@ -14,7 +14,7 @@ from concurrent.futures import Executor
 from typing import Any
 
 from .checkpoint import CheckpointError, path_of, read
-from .config import Build, SearchOptions, check_build, check_generations
+from .config import Build, Device, SearchOptions, check_build, check_generations
 from .evaluate import (Evaluate, Evaluator, check_evaluate, check_executor, check_per_module,
                        resolve_device)
 from .fields import Fields
@@ -27,7 +27,7 @@ from .scorers import UserFitness
 __all__ = ["resume", "restore"]
 
 
-def resume(path: Any, *, generations: int | None = None, device: str = "auto",
+def resume(path: Any, *, generations: int | None = None, device: Device = "auto",
            executor: Executor | None = None, per_module: int | None = None,
            progress: bool | Callable[[Generation], Any] = False,
            template: Any = None, fitness: Callable | None = None,
