@@ -23,7 +23,8 @@ import functools
 import importlib
 from typing import Any, NamedTuple
 
-__all__ = ["CHECKED", "ENTRIES", "SIMULATOR_ENTRIES", "ATTRIBUTES", "resolve", "missing",
+__all__ = ["CHECKED", "ENTRIES", "SIMULATOR_ENTRIES", "ATTRIBUTES", "SIMULATOR_ATTRIBUTES",
+           "RewriteAPI", "resolve", "missing",
            "current_context", "core_stream_converter", "host_to_device", "driver_version",
            "wrap_arg", "arg_hint_type", "numba_config", "normalize_signature",
            "dispatcher_class", "typeof_impl", "rewrite_api", "ir_definitions",
@@ -32,7 +33,8 @@ __all__ = ["CHECKED", "ENTRIES", "SIMULATOR_ENTRIES", "ATTRIBUTES", "resolve", "
            "simulator_kernel_module", "fake_cuda_shared_type", "simulator_thread_dims",
            "block_manager_parts"]
 
-#: numba-cuda versions these entries were checked against (the tests pass with each)
+#: numba-cuda versions these entries were checked against (the tests pass with each). 0.30.0,
+#: 0.30.2 and 0.30.3 do not import next to numba 0.68 (what pip installs with them).
 CHECKED = ("0.30.4",)
 
 #: entry name -> (module, attribute): the numba-cuda internals numptx reads, with a GPU or not
