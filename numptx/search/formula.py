@@ -433,11 +433,23 @@ def _log(a):
     return np.log2(a.astype(np.float64)).astype(a.dtype) * a.dtype.type(LN2)
 
 
+def _row(name: str, swap: bool = False):
+    """The instruction table's ``name.f32``/``.f64`` row on the arguments (``swap``: in PTX's
+    operand order, the reverse of the formula's): PTX's signed zeros (max(+0, -0) is +0, min
+    -0, in either order; NumPy's fmax/fmin give either), NaN rules (two NaNs: the canonical
+    NaN) and copysign's NaN sign (+; NumPy's copysign reads the NaN's sign bit)."""
+    def f(a, b):
+        row = TABLE[f"{name}.{'f32' if a.dtype == np.float32 else 'f64'}"]
+        return np.asarray(row.apply(*((b, a) if swap else (a, b))), a.dtype)
+    return f
+
+
 _EVAL_FUNCS = {
     "exp": _exp, "exp2": _via_f64(np.exp2), "log": _log,
     "log2": _via_f64(np.log2), "sin": _via_f64(np.sin), "cos": _via_f64(np.cos),
-    "tanh": _via_f64(np.tanh), "sqrt": np.sqrt, "abs": np.abs, "fmax": np.fmax, "fmin": np.fmin,
-    "fma": _fma, "copysign": np.copysign, "rint": np.rint, "trunc": np.trunc,
+    "tanh": _via_f64(np.tanh), "sqrt": np.sqrt, "abs": np.abs, "fmax": _row("max"),
+    "fmin": _row("min"), "fma": _fma, "copysign": _row("copysign", swap=True),
+    "rint": np.rint, "trunc": np.trunc,
     "floor": np.floor, "ceil": np.ceil, "sat": _sat,
 }
 _ARITY = {"fmax": 2, "fmin": 2, "copysign": 2, "fma": 3}
