@@ -82,7 +82,8 @@ BOUNDS: dict[str, tuple[Any, Any, str]] = {
     "semantic_dedup": (0, PROBE_MAX, "rows of the probe that finds programs of equal outputs"),
 }
 
-__all__ = ["SearchOptions", "Kind", "KINDS", "FitMethod", "Loss", "Device", "CACHE_MAX", "DEFAULTS", "BOUNDS", "POPULATION_MAX", "GENERATIONS_MAX", "LENGTH_MAX",
+__all__ = ["SearchOptions", "Kind", "KINDS", "FitMethod", "Loss", "Device", "CACHE_MAX",
+           "DEFAULTS", "BOUNDS", "POPULATION_MAX", "GENERATIONS_MAX", "LENGTH_MAX",
            "REVARY_MAX", "FIT_STEPS_MAX", "FIT_BATCH_MAX", "BINS_MAX", "PROBE_MAX", "check_config",
            "check_float", "check_seed", "check_generations", "SEED_MAX", "FIT_METHODS",
            "SURVIVORS", "Survivors", "Build", "BUILDS", "AUTO_BUILD", "check_build",
