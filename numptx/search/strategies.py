@@ -33,8 +33,12 @@ log = logging.getLogger(__name__)
 
 class Strategy(Protocol):
     """One generation of a search, and whether the run keeps an archive of cells."""
-    #: the run keeps ``search.archive`` (cells to elites) and returns it as ``result.archive``
-    keeps_archive: bool
+
+    @property
+    def keeps_archive(self) -> bool:
+        """The run keeps ``search.archive`` (cells to elites) and returns it as
+        ``result.archive`` (read-only: a frozen strategy satisfies it)."""
+        ...
 
     def step(self, s: SearchState) -> list[Candidate]:
         """Make one generation of ``s``; the candidates its best and median are read from."""
