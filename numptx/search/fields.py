@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import math
+import typing
 from typing import Any, NoReturn
 
 import numpy as np
@@ -78,7 +79,7 @@ class Fields:
         return v
 
     # ---- the layout ------------------------------------------------------------------------
-    def keys(self) -> str:
+    def keys(self) -> Kind:
         """The kind, after checking that the state has exactly the kind's fields."""
         st = self.st
         kind = st.get("kind")
@@ -90,7 +91,7 @@ class Fields:
             self.fail(sorted(missing)[0], "missing")
         if extra:
             self.fail(sorted(extra)[0], f"unknown for a {kind} checkpoint")
-        return kind
+        return typing.cast(Kind, kind)
 
     def genes(self) -> Genes:
         try:

@@ -29,6 +29,7 @@ import logging
 import math
 import sys
 import time
+import typing
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Executor
 from typing import Any
@@ -74,7 +75,8 @@ class Search:
     def __init__(self, kind: Kind, genes: Genes, cfg: SearchOptions, seed: int | None, *,
                  evaluator: Evaluator | None = None, user: UserFitness | None = None):
         self.kind, self.genes, self.cfg = kind, genes, cfg
-        self.seed = int(np.random.SeedSequence().entropy % (1 << 63)) if seed is None else seed
+        entropy = typing.cast(int, np.random.SeedSequence().entropy)    # an int when drawn
+        self.seed = entropy % (1 << 63) if seed is None else seed
         self.rng = np.random.default_rng(self.seed)
         self.breeder = Breeder(genes, crossover=cfg.crossover, mutation=cfg.mutation,
                                max_length=cfg.max_length, revary=cfg.revary)
@@ -131,7 +133,8 @@ class Search:
         ev = self.evaluator
         return max(1, ev.module_size(total) if ev is not None else total)
 
-    def evaluate_chunks(self, chunks: Iterable[list], total: int) -> tuple[list, np.ndarray]:
+    def evaluate_chunks(self, chunks: Iterable[list | tuple[list, list]],
+                        total: int) -> tuple[list, np.ndarray]:
         """The programs of ``chunks`` (consumed here; on the GPU each chunk's new programs are
         compiled and sent to assembly before the next chunk is made) and their losses: cached
         by canonical key, a key first met in this call (in any chunk) scored once, in order of
@@ -250,7 +253,7 @@ class Search:
         moved = [k for k, (p, q) in enumerate(zip(progs, programs)) if p is not q and p != q]
         got = np.asarray(losses, np.float64).copy()
         if moved:      # the evaluator's own losses: a fit is kept only where it scores better
-            new = self.evaluator.score([progs[k] for k in moved])
+            new = self.scorer.score([progs[k] for k in moved])
             for k, v in zip(moved, new.tolist()):
                 if v < got[k]:
                     got[k] = v
@@ -331,6 +334,7 @@ class Search:
         pool = self.strategy.step(self)
         self._note_best(pool)
         losses = np.array([c.loss for c in pool])
+        assert self.best is not None, "a generation has candidates"
         g = Generation(len(self.history), float(self.best.loss), float(np.median(losses)),
                        self._gen_evaluated, float(np.mean([len(c.program) for c in pool])),
                        len(self.archive) if self.strategy.keeps_archive else len(pool),
@@ -383,7 +387,7 @@ class Search:
             if b is None or c.loss < b.loss or (c.loss == b.loss and
                                                  len(c.program) < len(b.program)):
                 self.best = Candidate(list(c.program), c.loss, self.genes, c.fitted)
-        if _improved(self.best.loss, old):
+        if self.best is not None and _improved(self.best.loss, old):
             self.improved_at = len(self.history)
 
     # -- running --------------------------------------------------------------------------
@@ -452,8 +456,8 @@ def _report(progress: Any, g: Generation, s: Search) -> None:
           file=sys.stderr, flush=True)
 
 
-def _regression_search(kind: str, X: Any, y: Any, ops: Sequence[str], *, names, dtype, constants,
-                       loss, device, executor, per_module, seed, pipeline=True,
+def _regression_search(kind: Kind, X: Any, y: Any, ops: Sequence[str], *, names, dtype,
+                       constants, loss, device, executor, per_module, seed, pipeline=True,
                        evaluate="auto", build="auto", **options) -> Search:
     check_evaluate(evaluate, kind)
     # the dtype follows X (y is cast to it), or dtype= when given
@@ -465,7 +469,7 @@ def _regression_search(kind: str, X: Any, y: Any, ops: Sequence[str], *, names, 
     cfg = _resolve_fitting(cfg, loss, yc, resolve_device(device), options)
     try:
         genes = Genes(ops, Xc.shape[1], names=names, dtype=data_dtype,
-                      weights=cfg.input_weights,
+                      weights=bool(cfg.input_weights),       # resolved: a bool
                       **({} if constants is None else {"constants": constants}))
     except SearchError as e:
         if dtype is None and data_dtype == "f64" and "no f64 form" in str(e):
@@ -474,7 +478,7 @@ def _regression_search(kind: str, X: Any, y: Any, ops: Sequence[str], *, names, 
         raise
     ev = Evaluator(Xc, yc, loss=loss, names=genes.names, device=device, executor=executor,
                    per_module=per_module, where=kind, pipeline=pipeline, evaluate=evaluate,
-                   rows=genes.rows, linear_scaling=cfg.linear_scaling, build=build)
+                   rows=genes.rows, linear_scaling=bool(cfg.linear_scaling), build=build)
     return Search(kind, genes, cfg, check_seed(seed), evaluator=ev)
 
 
