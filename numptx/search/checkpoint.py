@@ -338,6 +338,8 @@ def state_of(search: Any) -> dict:
              "history": [list(g) for g in search.history], "evaluated": search.evaluated,
              "children_made": search.children_made, "seconds": search.seconds,
              "improved_at": search.improved_at, "restarts": search.restarts}
+    if search.island_sizes is not None:
+        state["islands"] = list(search.island_sizes)
     # the score cache (whole) and the fit memo (the most recent entries): dedup and re-variation
     # after a resume see what the uninterrupted run sees, so the children and ``evaluated`` match
     # (past CACHE_SAVED keys the next evaluation clears the cache: saved empty, it is the same)

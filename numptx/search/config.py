@@ -80,6 +80,8 @@ BOUNDS: dict[str, tuple[Any, Any, str]] = {
     "restart": (1, GENERATIONS_MAX, "generations without progress"),
     "revary": (0, REVARY_MAX, "re-variations of a duplicate child"),
     "semantic_dedup": (0, PROBE_MAX, "rows of the probe that finds programs of equal outputs"),
+    "islands": (1, "population // 2", "subpopulations of at least 2 programs each"),
+    "migration": (0, GENERATIONS_MAX, "generations between migrations (0: none)"),
 }
 
 __all__ = ["SearchOptions", "Kind", "KINDS", "FitMethod", "Loss", "Device", "CACHE_MAX",
@@ -145,7 +147,8 @@ DEFAULTS = dict(population=1000, generations=100, tournament=None, elitism=None,
                 crossover=0.5, mutation=0.9, max_length=64, init_length=(2, 12), fit_top=None,
                 fit_steps=12, fit_trials=4, target=None, time_limit=None, bins=None,
                 descriptors=("length", "op_mix"), restart=None, revary=1, semantic_dedup=None,
-                linear_scaling=None, fit_method="auto", input_weights=None, survivors=None)
+                linear_scaling=None, fit_method="auto", input_weights=None, survivors=None,
+                islands=1, migration=10)
 
 #: how the constants of new programs are fitted (``fit_method=``): ``"lm"`` Levenberg–Marquardt
 #: on the CPU interpreter (:mod:`numptx.search.least_squares`), ``"es"`` the (1+λ) evolution
@@ -210,6 +213,8 @@ class SearchOptions:
     fit_method: FitMethod
     input_weights: bool | None
     survivors: Survivors
+    islands: int
+    migration: int
     #: the options check_config derived (given as None): :meth:`replace` derives them again
     derived: frozenset[str] = dataclasses.field(default=frozenset(), init=False, repr=False,
                                                 compare=False)
@@ -331,6 +336,15 @@ def check_config(where: Kind, **given: Any) -> SearchOptions:
     if cfg["semantic_dedup"] is not None:       # None: the search decides (semantic.resolve)
         cfg["semantic_dedup"] = check_int("semantic_dedup", cfg["semantic_dedup"], 0,
                                           PROBE_MAX, BOUNDS["semantic_dedup"][2])
+    cfg["islands"] = check_int("islands", cfg["islands"], 1, max(1, pop // 2),
+                               f"subpopulations of at least 2 of the {pop_name} of {pop:,}")
+    if cfg["islands"] > 1 and (where == "map_elites" or cfg["survivors"] != "plus"):
+        raise SearchError(f"{where}: islands={cfg['islands']}: islands keep the best of their "
+                          f"parents and children (survivors='plus', regress's default)"
+                          + ("; MAP-Elites' archive is one" if where == "map_elites" else
+                             f", not survivors={cfg['survivors']!r}"))
+    cfg["migration"] = check_int("migration", cfg["migration"], 0, GENERATIONS_MAX,
+                                 BOUNDS["migration"][2])
     if cfg["bins"] is not None:
         cfg["bins"] = check_int("bins", cfg["bins"], 1, BINS_MAX, BOUNDS["bins"][2])
     if isinstance(cfg["descriptors"], str):

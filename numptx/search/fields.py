@@ -33,7 +33,8 @@ __all__ = ["Fields", "KINDS"]
 
 _COMMON = ("kind", "seed", "genes", "config", "rng", "population", "archive", "best", "history",
            "evaluated", "children_made", "seconds", "improved_at", "restarts")
-_OPTIONAL = ("cache", "fits", "semantic")    # older checkpoints have none of them
+_OPTIONAL = ("cache", "fits", "semantic",     # older checkpoints have none of them
+             "islands")                         # a run of one island has none
 #: what a checkpoint without ``data.evaluate`` (written before it existed) was scored with
 EVALUATE_BEFORE = "compile"
 #: what a checkpoint without ``data.build`` (written before it existed) was assembled with
@@ -277,6 +278,20 @@ class Fields:
         except SearchError as e:
             self.fail(field, str(e))
         return raw, losses
+
+    def islands(self, cfg: SearchOptions, population: int) -> list[int] | None:
+        """The island sizes of a run of ``cfg.islands`` > 1 (None: split evenly, as the run
+        does after a restart); each at least 1, summing to the population's size."""
+        v = self.st.get("islands")
+        if v is None:
+            return None
+        if cfg.islands < 2:
+            self.fail("islands", f"{brief(v)} for a run of one island")
+        if not (isinstance(v, list) and len(v) == cfg.islands
+                and all(type(n) is int and n >= 1 for n in v) and sum(v) == population):
+            self.fail("islands", f"{brief(v)} is not {cfg.islands} island sizes (ints >= 1) "
+                                 f"summing to the population's {population}")
+        return v
 
     def semantic(self) -> tuple[dict[bytes, float], int]:
         """Semantic dedup's table (output hash -> loss) and its count of duplicates found;

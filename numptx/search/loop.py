@@ -50,7 +50,7 @@ from .evaluate import (SCALED_LOSSES, Build, Evaluate, Evaluator, check_data, ch
                        check_executor, resolve_device, check_per_module)
 from .genes import LN2, LOG2E, Genes, SearchError, check_int
 from .rescore import Rescore, returned, user_build
-from .results import Candidate, Generation, Result
+from .results import Candidate, Generation, Result, program_key
 from .scaling import written
 from .scorers import Scorer, UserFitness
 from .sites import site_genes
@@ -82,7 +82,9 @@ class Search:
                                max_length=cfg.max_length, revary=cfg.revary)
         self.evaluator, self.user = evaluator, user
         #: what one generation does (a population, or MAP-Elites' archive)
-        self.strategy: Strategy = strategy_for(kind)
+        self.strategy: Strategy = strategy_for(kind, cfg.islands)
+        #: islands (``cfg.islands`` > 1): the sizes of the population's runs, island by island
+        self.island_sizes: list[int] | None = None
         probe = 0 if evaluator is None else semantic.resolve(
             cfg.semantic_dedup, evaluator.mode, evaluator.device, evaluator.X.shape[0])
         self.semantic = semantic.Semantic(evaluator, probe, self.seed) if probe else None
@@ -362,8 +364,30 @@ class Search:
         self.fit_constants_of(kids)
         if not plus:
             return [pop[i] for i in elite] + kids
+        return self.keep_best(pop + kids, cfg.population)
+
+    def island_parents(self, pop: list[Candidate], sizes: Sequence[int],
+                       share: Sequence[int]) -> tuple[list, list]:
+        """Tournament-selected parent pairs island by island: ``share[i]`` pairs drawn from
+        the ``sizes[i]`` programs of island i (a contiguous run of ``pop``)."""
         t0 = time.perf_counter()
-        both = pop + kids
+        fit = self.penalized(pop)
+        a: list = []
+        b: list = []
+        lo = 0
+        for m, n in zip(sizes, share):
+            idx = self.rng.integers(lo, lo + m, size=(2 * n, self.cfg.tournament))
+            win = idx[np.arange(2 * n), np.argmin(fit[idx], axis=1)].tolist()
+            a += [pop[i].program for i in win[:n]]
+            b += [pop[i].program for i in win[n:]]
+            lo += m
+        self.timings["select"] += time.perf_counter() - t0
+        return a, b
+
+    def keep_best(self, both: list[Candidate], n: int) -> list[Candidate]:
+        """The best ``n`` distinct programs of ``both`` by penalized loss (ties: in order):
+        ``survivors="plus"``'s step, Operon's keep-best."""
+        t0 = time.perf_counter()
         keep: list[Candidate] = []
         seen: set[tuple] = set()
         for i in np.argsort(self.penalized(both), kind="stable").tolist():
@@ -371,11 +395,11 @@ class Search:
             # compute the same stay (neutral variants: one per (loss, length) solved fewer
             # runs, benchmarks/README.md). The key: each op's words, or an input's name
             # (~4 us a program; sp.encode ~12)
-            exact = tuple(op.raw or op.name for op in both[i].program)
+            exact = program_key(both[i].program)
             if exact not in seen:
                 seen.add(exact)
                 keep.append(both[i])
-                if len(keep) == cfg.population:
+                if len(keep) == n:
                     break
         self.timings["select"] += time.perf_counter() - t0
         return keep
@@ -525,7 +549,8 @@ def regress(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div"), *
             pipeline: bool = True, evaluate: Evaluate = "auto",
             semantic_dedup: int | None = None, linear_scaling: bool | None = None,
             fit_method: FitMethod = "auto", input_weights: bool | None = None,
-            survivors: Survivors = "plus", build: Build = "auto",
+            survivors: Survivors = "plus", islands: int = 1, migration: int = 10,
+            build: Build = "auto",
             progress: bool | Callable[[Generation], Any] = False) -> Result:
     """Symbolic regression: find a program over the columns of ``X`` (named ``x0..``, or
     ``names``) whose output fits ``y`` under ``loss`` (``mse``, ``mae``, ``rmse``,
@@ -535,8 +560,11 @@ def regress(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div"), *
     that much loss per op in selection; ``survivors``: ``"plus"`` (the next population is
     the best ``population`` distinct programs of the parents and the children, Operon's
     keep-best) or ``"children"`` (the elites and the children);
-    ``crossover``/``mutation`` are the rates. ``linear_scaling`` (None: on for mse and rmse
-    when y varies) scores a program by its best a + b * program, written into the programs
+    ``crossover``/``mutation`` are the rates. ``islands=k`` splits the population into k
+    subpopulations (each selects and keeps its best on its own; every ``migration``
+    generations each sends copies of its 2 best programs to the next, replacing its worst;
+    :class:`numptx.search.strategies.Islands`; needs ``survivors="plus"``).
+    ``linear_scaling`` (None: on for mse and rmse when y varies) scores a program by its best a + b * program, written into the programs
     returned (:mod:`numptx.search.scaling`). The ``fit_top`` best new programs of each
     generation get their constants fitted by ``fit_method``: ``"lm"`` (Levenberg–Marquardt on
     the CPU interpreter, ``fit_steps`` rounds; :mod:`numptx.search.least_squares`; default
@@ -579,7 +607,8 @@ def regress(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div"), *
                            fit_trials=fit_trials, target=target, time_limit=time_limit,
                            restart=restart, revary=revary, linear_scaling=linear_scaling,
                            fit_method=fit_method, input_weights=input_weights,
-                           survivors=survivors, build=build)
+                           survivors=survivors, islands=islands, migration=migration,
+                           build=build)
     return s.run(s.cfg.generations, progress)
 
 

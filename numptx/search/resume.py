@@ -134,6 +134,7 @@ def restore(path: str | os.PathLike, *, device: str = "auto", executor: Any = No
     except Exception as e:  # noqa: BLE001 - any fault of a (checked) state names the field
         f.fail("rng", f"not a PCG64 state ({type(e).__name__}: {e})")
     search.population = [Candidate(p, v, genes, fit) for p, v, fit in population]
+    search.island_sizes = f.islands(cfg, len(population))
     search.archive = _archive(f, search, archive)
     search.best = None if best is None else Candidate(best[0], best[1], genes, best[2])
     search.history = [Generation(*g) for g in history]

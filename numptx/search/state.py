@@ -37,6 +37,7 @@ class SearchState(Protocol):
     timings: dict[str, float]
     improved_at: int
     restarts: int
+    island_sizes: list[int] | None
 
     def init_population(self) -> list[Candidate]:
         """A scored random population."""
@@ -44,6 +45,15 @@ class SearchState(Protocol):
 
     def next_population(self, pop: list[Candidate]) -> list[Candidate]:
         """The population after one generation of selection, children and survivors."""
+        ...
+
+    def island_parents(self, pop: list[Candidate], sizes: Sequence[int],
+                       share: Sequence[int]) -> tuple[list, list]:
+        """Tournament-selected parent pairs drawn island by island."""
+        ...
+
+    def keep_best(self, both: list[Candidate], n: int) -> list[Candidate]:
+        """The best ``n`` distinct programs of ``both``."""
         ...
 
     def scored_children(self, parents_a: list, parents_b: list) -> list[Candidate]:
