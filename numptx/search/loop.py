@@ -566,7 +566,8 @@ def regress(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div"), *
     :class:`numptx.search.strategies.Islands`; needs ``survivors="plus"``).
     ``linear_scaling`` (None: on for mse and rmse when y varies) scores a program by its best
     a + b * program, written into the programs returned (:mod:`numptx.search.scaling`). The
-    ``fit_top`` best new programs of each generation get their constants fitted by ``fit_method``: ``"lm"`` (Levenberg–Marquardt on
+    ``fit_top`` best new programs of each generation get their constants fitted by
+    ``fit_method``: ``"lm"`` (Levenberg–Marquardt on
     the CPU interpreter, ``fit_steps`` rounds; :mod:`numptx.search.least_squares`; default
     ``fit_top`` every child), ``"es"`` (:mod:`numptx.search.constants`:
     ``fit_steps`` rounds of ``fit_trials`` trials; default ``fit_top`` population // 128, from
