@@ -75,7 +75,7 @@ def test_the_dataclass_constructor_and_dataclasses_replace_are_checked():
     made = SearchOptions(**(fields | {"population": np.int64(200), "init_length": [2, 12]}))
     assert made == opts and type(made.population) is int and made.init_length == (2, 12)
     # None for a derived option: derived, as check_config derives it
-    assert SearchOptions(**(fields | {"population": 3, "tournament": None,
+    assert SearchOptions(**(fields | {"population": 3, "tournament": None, "islands": None,
                                       "elitism": None, "fit_top": None})) == \
         check_config("regress", population=3)
 

@@ -590,7 +590,8 @@ def _out_of_bounds(rng: random.Random, option: str, pop: int) -> object:
             "tournament": pop, "elitism": pop - 1, "max_length": C.LENGTH_MAX,
             "fit_top": pop, "fit_steps": C.FIT_STEPS_MAX, "restart": C.GENERATIONS_MAX,
             "revary": C.REVARY_MAX, "bins": C.BINS_MAX,
-            "semantic_dedup": C.PROBE_MAX}.get(option)
+            "semantic_dedup": C.PROBE_MAX, "islands": pop // 2,
+            "migration": C.GENERATIONS_MAX}.get(option)
     if option == "init_length":
         return (1, C.LENGTH_MAX + rng.choice([1, 10 ** rng.randrange(1, 12)]))
     if option == "fit_trials":       # past the bound of any fit_top (lm takes no trials: 1M)

@@ -142,13 +142,19 @@ def check_float(name: str, v: Any, low: float, high: float = math.inf) -> float:
     return f
 
 
+#: regress's default islands (``islands=None``): as many islands of at least ISLAND_SIZE
+#: programs as the population holds, up to ISLANDS_MAX_DEFAULT (4 islands of 125 solved 67 of
+#: the 85 runs of benchmarks/README.md's comparison with Operon, against 63 for one population)
+ISLAND_SIZE = 100
+ISLANDS_MAX_DEFAULT = 4
+
 #: every option of a run and its default (None: derived from the others in check_config)
 DEFAULTS = dict(population=1000, generations=100, tournament=None, elitism=None, parsimony=0.0,
                 crossover=0.5, mutation=0.9, max_length=64, init_length=(2, 12), fit_top=None,
                 fit_steps=12, fit_trials=4, target=None, time_limit=None, bins=None,
                 descriptors=("length", "op_mix"), restart=None, revary=1, semantic_dedup=None,
                 linear_scaling=None, fit_method="auto", input_weights=None, survivors=None,
-                islands=1, migration=10)
+                islands=None, migration=10)
 
 #: how the constants of new programs are fitted (``fit_method=``): ``"lm"`` Levenberg–Marquardt
 #: on the CPU interpreter (:mod:`numptx.search.least_squares`), ``"es"`` the (1+λ) evolution
@@ -248,7 +254,7 @@ class SearchOptions:
 
 
 #: the options check_config derives from the others when they are None
-_DERIVED = ("tournament", "elitism", "fit_top", "survivors")
+_DERIVED = ("tournament", "elitism", "fit_top", "survivors", "islands")
 
 
 def _unknown(where: str, unknown: set) -> SearchError:
@@ -336,6 +342,9 @@ def check_config(where: Kind, **given: Any) -> SearchOptions:
     if cfg["semantic_dedup"] is not None:       # None: the search decides (semantic.resolve)
         cfg["semantic_dedup"] = check_int("semantic_dedup", cfg["semantic_dedup"], 0,
                                           PROBE_MAX, BOUNDS["semantic_dedup"][2])
+    if cfg["islands"] is None:      # regress's: islands of ISLAND_SIZE programs or more, up to 4
+        cfg["islands"] = (max(1, min(ISLANDS_MAX_DEFAULT, pop // ISLAND_SIZE))
+                          if where == "regress" and cfg["survivors"] == "plus" else 1)
     cfg["islands"] = check_int("islands", cfg["islands"], 1, max(1, pop // 2),
                                f"subpopulations of at least 2 of the {pop_name} of {pop:,}")
     if cfg["islands"] > 1 and (where == "map_elites" or cfg["survivors"] != "plus"):

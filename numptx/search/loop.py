@@ -549,7 +549,7 @@ def regress(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div"), *
             pipeline: bool = True, evaluate: Evaluate = "auto",
             semantic_dedup: int | None = None, linear_scaling: bool | None = None,
             fit_method: FitMethod = "auto", input_weights: bool | None = None,
-            survivors: Survivors = "plus", islands: int = 1, migration: int = 10,
+            survivors: Survivors = "plus", islands: int | None = None, migration: int = 10,
             build: Build = "auto",
             progress: bool | Callable[[Generation], Any] = False) -> Result:
     """Symbolic regression: find a program over the columns of ``X`` (named ``x0..``, or
@@ -563,7 +563,8 @@ def regress(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div"), *
     ``crossover``/``mutation`` are the rates. ``islands=k`` splits the population into k
     subpopulations (each selects and keeps its best on its own; every ``migration``
     generations each sends copies of its 2 best programs to the next, replacing its worst;
-    :class:`numptx.search.strategies.Islands`; needs ``survivors="plus"``).
+    :class:`numptx.search.strategies.Islands`; needs ``survivors="plus"``; None: one island
+    per 100 programs, at most 4, e.g. 4 for a population of 500; 1 under ``"children"``).
     ``linear_scaling`` (None: on for mse and rmse when y varies) scores a program by its best
     a + b * program, written into the programs returned (:mod:`numptx.search.scaling`). The
     ``fit_top`` best new programs of each generation get their constants fitted by
