@@ -163,3 +163,15 @@ def test_map_elites_has_no_islands():
     with pytest.raises(SearchError, match="islands=2.*MAP-Elites"):
         check_config("map_elites", population=16, islands=2, elitism=0)
     assert json.loads(json.dumps(check_config("regress", islands=3).to_dict()))["islands"] == 3
+
+
+@pytest.mark.parametrize("population, survivors, islands", [
+    (500, "plus", 4), (1000, "plus", 4), (250, "plus", 2), (199, "plus", 1), (48, "plus", 1),
+    (500, "children", 1)])
+def test_the_default_is_one_island_per_100_programs_up_to_4(population, survivors, islands):
+    from numptx.search.config import check_config
+    opts = check_config("regress", population=population, survivors=survivors)
+    assert opts.islands == islands
+    assert check_config("evolve", population=population).islands == 1
+    # derived again when the population changes
+    assert opts.replace(population=120).islands == 1
