@@ -7,7 +7,10 @@ import warnings
 import numpy as np
 
 from numptx import search
+from numptx import stack_ptx as sp
 from numptx.search import checkpoint as ck
+from numptx.search.results import Candidate, program_key
+from numptx.search.strategies import _migrate
 
 OPS = ["add", "sub", "mul", "div", "sin"]
 
@@ -46,3 +49,36 @@ def test_a_checkpoint_from_before_islands_resumes_on_one_population(tmp_path):
     assert more._search.cfg.islands == 1
     assert [_words(c.program) for c in more.population] == \
         [_words(c.program) for c in full.population]
+
+
+def _cand(value: float, loss: float, length: int = 1, genes=None) -> Candidate:
+    return Candidate([sp.const(value, "f32")] * length, loss, genes)   # type: ignore[arg-type]
+
+
+def test_migration_ranks_by_the_penalized_loss_selection_uses():
+    # parsimony 1: island b's best is b1 (5 + 1 op = 6); by raw loss it is b's worst, and a
+    # migration by raw loss evicted it for a's long program of loss 0 (0 + 10 ops = 10)
+    s = _run(generations=1, islands=2, parsimony=1.0)._search
+    g = s.genes
+    a = [_cand(1.0, 0.0, 10, g), _cand(2.0, 1.0, 1, g), _cand(3.0, 2.0, 1, g)]
+    b = [_cand(11.0, 5.0, 1, g), _cand(12.0, 3.0, 10, g), _cand(13.0, 4.0, 10, g),
+         _cand(14.0, 4.5, 10, g)]
+    want = {program_key(c.program) for c in (b[0], b[1], a[1], a[2])}
+    isles = [list(a), list(b)]
+    _migrate(isles, s.penalized)
+    got = {program_key(c.program) for c in isles[1]}
+    assert program_key(b[0].program) in got                 # b's best stays
+    # a's two best by penalized loss (2 and 3) came, in place of b's two worst (14.5, 14)
+    assert got == want
+    # and the run's own step migrates by it: a run with parsimony keeps its island sizes
+    r = _run(generations=4, islands=2, migration=1, parsimony=0.05)
+    assert sum(r._search.island_sizes) == len(r.population)
+
+
+def test_a_migration_never_grows_an_island():
+    # an island left with one program (dedup kept fewer) takes one migrant, not two: its size
+    # stays, and so does the population's (a checkpoint of a larger one is refused on resume)
+    isles = [[_cand(1.0, 1.0), _cand(2.0, 2.0)], [_cand(9.0, 9.0)]]
+    _migrate(isles)
+    assert [len(i) for i in isles] == [2, 1]
+    assert isles[1][0].loss == 1.0

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Protocol
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 from . import elites
 from .config import Kind
@@ -112,21 +113,28 @@ class Islands:
             lo, off = lo + m, off + n
         every = s.cfg.migration
         if every and len(s.history) % every == every - 1:
-            _migrate(isles)
+            _migrate(isles, s.penalized)
         s.island_sizes = [len(isle) for isle in isles]
         s.population = [c for isle in isles for c in isle]
         return s.population
 
 
-def _migrate(isles: list[list[Candidate]]) -> None:
+def _migrate(isles: list[list[Candidate]],
+             rank: Callable[[Sequence[Candidate]], Any] | None = None) -> None:
     """Copies of each island's best programs replace the worst of the next island (those it
-    does not hold already), in place."""
-    best = [sorted(isle, key=lambda c: c.loss)[:MIGRANTS] for isle in isles]
+    does not hold already), in place; best and worst by ``rank`` (the search's ``penalized``:
+    the order selection and survivors use; None: the raw loss)."""
+    def ordered(isle: list[Candidate]) -> list[Candidate]:
+        r = [c.loss for c in isle] if rank is None else list(rank(isle))
+        return [isle[i] for i in sorted(range(len(isle)), key=r.__getitem__)]
+
+    best = [ordered(isle)[:MIGRANTS] for isle in isles]
     for i, sent in enumerate(best):
         dst = isles[(i + 1) % len(isles)]
-        dst.sort(key=lambda c: c.loss)
+        dst[:] = ordered(dst)
         held = {program_key(c.program) for c in dst}
-        new = [c for c in sent if program_key(c.program) not in held]
+        # at most the island's size: an island never grows (its size is the run's)
+        new = [c for c in sent if program_key(c.program) not in held][:len(dst)]
         if new:
             dst[len(dst) - len(new):] = new
 
