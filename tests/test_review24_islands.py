@@ -5,10 +5,12 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+import pytest
 
 from numptx import search
 from numptx import stack_ptx as sp
 from numptx.search import checkpoint as ck
+from numptx.search.checkpoint import CheckpointError
 from numptx.search.results import Candidate, program_key
 from numptx.search.strategies import _migrate
 
@@ -82,3 +84,43 @@ def test_a_migration_never_grows_an_island():
     _migrate(isles)
     assert [len(i) for i in isles] == [2, 1]
     assert isles[1][0].loss == 1.0
+
+
+def _small(**kw):
+    # one input, "add", one constant, programs of at most 2 ops: fewer distinct programs than
+    # the population, so keep-best (and each island's) keeps fewer than ``population``
+    X = np.random.default_rng(0).uniform(-2, 2, (16, 1)).astype(np.float32)
+    args = dict(population=20, seed=0, device="cpu", migration=1, max_length=2,
+                init_length=(1, 2), constants=[1.0], input_weights=False,
+                linear_scaling=False, fit_top=0, revary=0)
+    args.update(kw)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return search.regress(X, (2 * X[:, 0]).astype(np.float32), ["add"], **args)
+
+
+@pytest.mark.parametrize("islands", [1, 2])
+def test_a_population_keep_best_left_smaller_resumes_exactly(tmp_path, islands):
+    full = _small(generations=4, islands=islands)
+    part = _small(generations=3, islands=islands)
+    assert len(part.population) < 20          # dedup kept fewer: a good checkpoint all the same
+    path = tmp_path / "small.nxck"
+    part.save(path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        more = search.resume(path, generations=1)
+    assert more._search.island_sizes == full._search.island_sizes
+    assert [_words(c.program) for c in more.population] == \
+        [_words(c.program) for c in full.population]
+    assert [g[:-1] for g in more.history] == [g[:-1] for g in full.history]
+
+
+def test_a_population_larger_than_the_run_is_still_refused(tmp_path):
+    part = _small(generations=2, islands=1, population=8, max_length=4, init_length=(1, 4))
+    path = tmp_path / "big.nxck"
+    part.save(path)
+    st = ck.read(str(path))
+    st["population"] = st["population"] * 3
+    ck.write(str(path), st)
+    with pytest.raises(CheckpointError, match="population.*at most"):
+        search.resume(path, generations=1)

@@ -103,9 +103,8 @@ def restore(path: str | os.PathLike, *, device: str = "auto", executor: Any = No
     progs = f.programs(genes, cfg)
     rows = f.list_("population", f.st["population"], cfg.population)
     population = [progs.row(f"population[{i}]", r) for i, r in enumerate(rows)]
-    if kind != "map_elites" and history and len(population) != cfg.population:
-        f.fail("population", f"holds {len(population)} candidates; the run's population is "
-                             f"{cfg.population}")
+    if kind != "map_elites" and history:
+        _check_size(f, len(population), cfg)
     archive = _archive_rows(f, progs, kind)
     best = None if f.st["best"] is None else progs.row("best", f.st["best"])
     if history and best is None:
@@ -145,6 +144,18 @@ def restore(path: str | os.PathLike, *, device: str = "auto", executor: Any = No
     if search.semantic is not None:
         search.semantic.table, search.semantic.hits = table, hits
     return search
+
+
+def _check_size(f: Fields, n: int, cfg: SearchOptions) -> None:
+    """A population after a generation holds ``cfg.population`` candidates; under
+    ``survivors="plus"`` (islands included) it may hold fewer, down to 1: keep-best keeps
+    distinct programs only, and a small search space (few ops, a short ``max_length``) or an
+    island of few has fewer to keep."""
+    plus = cfg.survivors == "plus"
+    if n > cfg.population or n < 1 or (n < cfg.population and not plus):
+        f.fail("population", f"holds {n} candidates; the run's population is {cfg.population}"
+                             + (" (at most, and at least 1: survivors='plus' keeps distinct "
+                                "programs only)" if plus else ""))
 
 
 def _evolve_search(f: Fields, genes: Any, cfg: SearchOptions, seed: int, template: Any,
