@@ -124,3 +124,17 @@ def test_a_population_larger_than_the_run_is_still_refused(tmp_path):
     ck.write(str(path), st)
     with pytest.raises(CheckpointError, match="population.*at most"):
         search.resume(path, generations=1)
+
+
+def test_island_sizes_over_an_islands_share_are_refused(tmp_path):
+    # an island keeps at most its share of the population (48 / 4 = 12): [1, 23, 12, 12] sums
+    # to 48 but no run holds it (its island 1 would draw parents among 23 and keep 12)
+    part = _run(generations=2, islands=4, migration=1)
+    path = tmp_path / "isl.nxck"
+    part.save(path)
+    st = ck.read(str(path))
+    assert st["islands"] == [12, 12, 12, 12]
+    st["islands"] = [1, 23, 12, 12]
+    ck.write(str(path), st)
+    with pytest.raises(CheckpointError, match=r"islands.*island 1 holds 23.*share 12"):
+        search.resume(path, generations=1)

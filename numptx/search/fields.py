@@ -293,6 +293,14 @@ class Fields:
                 and all(type(n) is int and n >= 1 for n in v) and sum(v) == population):
             self.fail("islands", f"{brief(v)} is not {cfg.islands} island sizes (ints >= 1) "
                                  f"summing to the population's {population}")
+        # island i keeps at most its share of the population (keep-best's n; migrants replace)
+        k, p = cfg.islands, cfg.population
+        share = [p * (i + 1) // k - p * i // k for i in range(k)]
+        over = [i for i, (n, m) in enumerate(zip(v, share)) if n > m]
+        if over:
+            self.fail("islands", f"{brief(v)}: island {over[0]} holds {v[over[0]]} programs, "
+                                 f"more than its share {share[over[0]]} of the population "
+                                 f"of {p} (shares {share})")
         return v
 
     def semantic(self) -> tuple[dict[bytes, float], int]:
