@@ -138,3 +138,17 @@ def test_island_sizes_over_an_islands_share_are_refused(tmp_path):
     ck.write(str(path), st)
     with pytest.raises(CheckpointError, match=r"islands.*island 1 holds 23.*share 12"):
         search.resume(path, generations=1)
+
+
+def test_a_smaller_island_population_without_its_sizes_is_refused(tmp_path):
+    # islands that keep-best left uneven: without "islands" the resumed run split the
+    # population evenly and went on differently from the uninterrupted run
+    part = _small(generations=3, islands=2)
+    path = tmp_path / "small.nxck"
+    part.save(path)
+    st = ck.read(str(path))
+    assert sum(st["islands"]) == len(st["population"]) < 20
+    del st["islands"]
+    ck.write(str(path), st)
+    with pytest.raises(CheckpointError, match=r"islands.*missing"):
+        search.resume(path, generations=1)

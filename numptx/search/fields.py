@@ -286,6 +286,12 @@ class Fields:
         does after a restart); each at least 1, summing to the population's size."""
         v = self.st.get("islands")
         if v is None:
+            # a run saves none only with a whole population (made fresh: split evenly); a
+            # smaller one's split is its islands' own, and a fresh even one would differ
+            if cfg.islands > 1 and 0 < population < cfg.population:
+                self.fail("islands", f"missing: a run of {cfg.islands} islands holding "
+                                     f"{population} of its {cfg.population} programs saves "
+                                     f"its island sizes")
             return None
         if cfg.islands < 2:
             self.fail("islands", f"{brief(v)} for a run of one island")
