@@ -90,8 +90,8 @@ class Islands:
     gets its share of the children (``population`` split evenly), keeps the best distinct
     programs of its parents and children (``survivors="plus"``), and every ``migration``
     generations sends copies of its :data:`MIGRANTS` best programs to the next island (a ring),
-    where they replace the worst (both by the penalized loss selection uses). Restarts as :class:`Evolutionary`. One island is
-    :class:`Evolutionary` itself."""
+    where they replace the worst (both by the penalized loss selection uses). Restarts as
+    :class:`Evolutionary`. One island is :class:`Evolutionary` itself."""
     keeps_archive: bool = False
 
     def step(self, s: SearchState) -> list[Candidate]:
