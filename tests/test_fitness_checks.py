@@ -24,6 +24,7 @@ from numptx.errors import NumptxError
 from numptx.instructions import TABLE, TYPES
 from numptx.jit import fitness as F
 from numptx.jit import fitness_checks as C
+from numptx.jit import fitness_facts as T
 from numptx.jit.fitness import FitnessError
 from numptx.opkinds import CONST, CONST64, INPUT, INSTR
 from numptx.valuetypes import BY_NAME
@@ -194,7 +195,7 @@ def _reference(cands, X, names, dtype, loss):
 
 def _fast(cands, X, y, names, dtype, loss):
     C._program_cache.clear()
-    C._text_cache.clear()
+    T._text_cache.clear()
     return _outcome(lambda: F.prepare(cands, X, y, loss, names=names, dtype=dtype).dtype)
 
 
@@ -423,7 +424,7 @@ def test_the_text_scan_agrees_with_the_parser_on_every_text_it_takes(pools):
     variables = frozenset(("cand", "p") + NAMES)
     for trial in range(300):
         text = _text(r, texts)
-        scanned, parsed = C._scan(text, variables), _ref_text(text, variables)
+        scanned, parsed = T._scan(text, variables), _ref_text(text, variables)
         try:
             parse(text, TABLE.uid, TABLE.version)
             takes = True
@@ -453,7 +454,7 @@ def test_checks_are_cached_by_words_and_text():
     """A program's facts are computed once per distinct words (an encoding's copy hits), a
     text's once per text; a changed table starts afresh."""
     C._program_cache.clear()
-    C._text_cache.clear()
+    T._text_cache.clear()
     prog = [sp.input("x0"), sp.const(2.0, "f64"), sp.instr("mul.rn.f64")]
     enc = sp.encode(prog, ["x0"])
     X, y = DATA["float32"]
@@ -461,7 +462,7 @@ def test_checks_are_cached_by_words_and_text():
     assert F.prepare(pop, X, y).dtype == "f64"
     (ctx, words), = C._program_cache.items()
     assert len(words) == 3                  # the op list, the encoding, the bare copy
-    (_, texts), = C._text_cache.items()
+    (_, texts), = T._text_cache.items()
     assert list(texts) == ["mov.f64 %v_p, %v_x0;"]
     assert F.prepare(pop[:1] * 50, X, y).dtype == "f64"
     assert len(C._program_cache[ctx]) == 3
@@ -471,4 +472,5 @@ def test_the_checks_module_declares_its_interface():
     assert F.FitnessError is C.FitnessError and F.prepare.__module__ == F.__name__
     fields = {f: C.Facts.__dataclass_fields__[f].type for f in C.Facts.__dataclass_fields__}
     assert fields["dtype"] == "Float | None" and C.Float.__args__ == ("f32", "f64")
-    assert not re.search(r"\bhasattr\(", open(C.__file__).read())
+    for mod in (C, T):
+        assert not re.search(r"\bhasattr\(", open(mod.__file__).read())

@@ -72,8 +72,8 @@ from ..errors import NumptxError
 from .errors import LaunchError
 from .fitness_interpret import (GPU_INTERPRET_MAX_ROWS, PEARSON_FLAT, interpret_losses,
                                 is_program, pearson_flat)
-from .fitness_checks import (FLOATS, Checked, Facts, Float, FitnessError, inspect, population,
-                             program_facts, text_facts)
+from .fitness_checks import Checked, FitnessError, inspect, population
+from .fitness_facts import FLOATS, Facts, Float, program_facts, text_facts
 from .pack import (DEFAULT_PER_MODULE, MAX_CANDIDATES, PER_KERNEL,  # noqa: F401
                    Population, check_selector, pack_many)
 from .pack_kernels import BuildMode, Layout, PerKernel

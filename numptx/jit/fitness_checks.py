@@ -12,47 +12,40 @@ float type it is written in, the inputs it reads that the data lack, and whether
 Cheap enough for every generation of a search (thousands of candidates): Stack PTX programs
 (op lists, ``sp.encode`` arrays) are read word by word with NumPy over the whole population
 (docs/design/programs.md, section 3), op by op only where a candidate is refused, converts
-(compiled both ways) or is no numptx encoding; PTX text is scanned, not parsed: the statements
-that name a ``%v_`` register. The scan agrees with the emulator's parser on every text the
-parser takes, and where it decides (a refusal, the kernel's type) the text is parsed to
-confirm (``Facts.tentative``): a text the parser refuses decides nothing, as before. Both are
-cached, by the program's words and by text.
+(compiled both ways) or is no numptx encoding (:func:`numptx.jit.fitness_facts.program_facts`);
+PTX text is scanned, not parsed (:mod:`numptx.jit.fitness_facts`: the statements that name a
+``%v_`` register), and parsed to confirm where the scan decides (``Facts.tentative``). Both
+are cached, by the program's words and by text.
 """
 from __future__ import annotations
 
-import functools
 import logging
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
 from .. import site_layout
-from .. import stack_ptx as sp
-from .._program import Op, Stub, decode, input_tag
+from .._program import Op, Stub, input_tag
 from .._program.ops import DIALECTS, MARKER_MAGIC, MARKER_MASK
-from .._text import split_top
 from ..dsl.expr import PtxExpr
-from ..dsl.ptx_parse import parse
 from ..errors import NumptxError
-from ..instructions import NP_DTYPE, TABLE, TYPES, UnknownInstructionError, parse_type_spec
+from ..instructions import TABLE, TYPES
 from ..opkinds import (CONST, CONST64, INPUT, INSTR, KIND_NAMES, LOAD, META, META_CONST, META_OPS,
                        NOP, RETURN, ROUTINE, STORE)
-from ..valuetypes import BY_NAME, WIDE
+from ..valuetypes import WIDE
+from .fitness_facts import (FLOATS, NO_FACTS, Facts, Float, bounded_cache, clear_text_cache,
+                            float_of, program_facts, row_floats, scan_text, text_facts)
 
 __all__ = ["FitnessError", "Float", "FLOATS", "Facts", "Checked", "population", "inspect",
            "clear_caches", "program_facts", "text_facts", "scan_text"]
 
 log = logging.getLogger("numptx.jit.fitness")
 
-Float = Literal["f32", "f64"]
-FLOATS: tuple[Float, ...] = ("f32", "f64")
 _P = site_layout.reg_name("p")            # the prediction's register
 _CAND = site_layout.reg_name("cand")      # the candidate's index (u32)
-_PREFIX = site_layout.reg_name("")        # every site variable's register starts so
-_BITS = {"b32": "f32", "b64": "f64"}      # the float register a bit-size write fits
 
 
 class FitnessError(NumptxError):
@@ -63,24 +56,6 @@ class FitnessError(NumptxError):
     def __init__(self, message: str, *, candidate: int | None = None):
         self.candidate = candidate
         super().__init__(message)
-
-
-@dataclass(frozen=True)
-class Facts:
-    """A candidate's float type (None: either fits), what says so (``why``; "" where it is
-    worked out only for a message, :func:`decide`'s ``why``), the inputs it reads that the
-    data lack, and the inputs a program reads by position (``sp.input(i)``). ``tentative``:
-    from the scan of a PTX text, true only if the emulator's parser takes the text
-    (:func:`text_facts` confirms)."""
-    dtype: Float | None = None
-    why: str = ""
-    missing: tuple[str, ...] = ()
-    positional: tuple[int, ...] = ()
-    tentative: bool = False
-
-
-_NONE = Facts()
-_TYPED = {t: Facts(t) for t in FLOATS}
 
 
 @dataclass(frozen=True)
@@ -133,23 +108,7 @@ def population(candidates: Any) -> list:
     return cands
 
 
-# ---- float types of types, rows and words ----------------------------------------------------
-@functools.lru_cache(maxsize=None)
-def _float_of(t: str) -> Float | None:
-    """``t``'s float type (a user stack type's base) when it is f32 or f64, else None."""
-    vt = BY_NAME.get(t)
-    base = (vt.base if vt is not None and vt.base else t)
-    return base if base in FLOATS else None      # type: ignore[return-value]
-
-
-def _row_floats(index: int) -> tuple[Float, ...]:
-    """The float types instruction row ``index`` reads or gives."""
-    if index >= len(TABLE):
-        return ()
-    row = TABLE[index]
-    return tuple(dict.fromkeys(f for t in (*row.operands, *row.results) if (f := _float_of(t))))
-
-
+# ---- float bits of rows and words, for the word scan ----------------------------------------
 _lookup_cache: dict[tuple, tuple[np.ndarray, ...]] = {}
 
 
@@ -163,9 +122,9 @@ def _lookup() -> tuple[np.ndarray, ...]:
         bit = {"f32": 1, "f64": 2}
         rows = np.zeros(1 << 16, np.uint8)
         for i in range(min(len(TABLE), 1 << 16)):
-            rows[i] = sum(bit[f] for f in _row_floats(i))
+            rows[i] = sum(bit[f] for f in row_floats(i))
         kind, t = np.arange(1 << 16) & 0xFF, np.arange(1 << 16) >> 8
-        types = np.array([bit.get(_float_of(x) or "", 0) for x in TYPES[:256]] +
+        types = np.array([bit.get(float_of(x) or "", 0) for x in TYPES[:256]] +
                          [0] * (256 - min(len(TYPES), 256)), np.uint8)
         wide = np.array([x in WIDE for x in TYPES[:256]] + [False] * (256 - min(len(TYPES), 256)))
         const = (kind == CONST) | (kind == CONST64)
@@ -178,96 +137,14 @@ def _lookup() -> tuple[np.ndarray, ...]:
     return _lookup_cache[key]
 
 
-# ---- Stack PTX programs: the exact path, op by op --------------------------------------------
-def _one_type(seen: dict[str, str], missing: list[str]) -> Facts:
-    """``seen``: float type -> the first thing written in it."""
-    if len(seen) == 1:
-        (t, why), = seen.items()
-        return Facts(t, why, tuple(missing))      # type: ignore[arg-type]
-    return Facts(None, "", tuple(missing))   # no float type, or both (converts): either
-
-
-def program_facts(prog: Any, inputs: tuple[str, ...]) -> Facts:
-    """A Stack PTX program, op by op: the float types of its instructions and constants, the
-    inputs it reads that ``inputs`` (the site's) lack (what :func:`inspect` decides for the
-    whole population at once, with its reasons)."""
-    try:
-        if isinstance(prog, np.ndarray):     # names from the encoding, else the site's by tag
-            ops = decode(prog, getattr(prog, "inputs", None) or inputs)
-        else:
-            ops = prog
-    except NumptxError:
-        return _NONE                         # it does not compile: it scores +inf
-    seen: dict[str, str] = {}
-    missing: list[str] = []
-    positional: list[int] = []
-    tags = {input_tag(n) for n in inputs}
-    for op in ops:
-        if op.__class__ is not Op:
-            continue
-        word = op.word
-        kind = word & 0xFF
-        if kind == INSTR:
-            for f in _row_floats(word >> 16 & 0xFFFF):
-                seen.setdefault(f, repr(op))
-        elif kind == INPUT:
-            if op.name is not None:
-                if op.name not in inputs:
-                    missing.append(repr(op.name))
-            elif word >> 32:
-                if word >> 32 not in tags:
-                    missing.append(f"an input with name tag 0x{word >> 32:08x}")
-            else:             # by position: the kernel's input 0 is cand, not x0
-                positional.append(word >> 16 & 0xFFFF)
-        elif kind == CONST or kind == CONST64:
-            f = _float_of(TYPES[word >> 8 & 0xFF]) if word >> 8 & 0xFF < len(TYPES) else None
-            if f:
-                seen.setdefault(f, repr(op))
-    if positional:
-        return Facts(positional=tuple(dict.fromkeys(positional)))
-    if len(seen) == 2 and not missing:
-        return _converting(prog, inputs, seen)
-    return _one_type(seen, missing)
-
-
-def _converting(prog: Any, inputs: tuple[str, ...], seen: dict[str, str]) -> Facts:
-    """A program of f32 and f64 instructions (it converts): the kernel type in which its
-    value reaches ``%v_p`` with the fewest instructions left without operands, by the
-    compiler, both ways; either where both (or neither) fit alike."""
-    fit = {}
-    for t in FLOATS:
-        try:
-            stub = sp.compile(prog, {n: "u32" if n == "cand" else t for n in inputs}, {"p": t})
-        except NumptxError:
-            return _NONE                     # it does not compile: it scores +inf
-        fit[t] = (not stub.unsatisfied, -stub.stats["noops"])
-    if fit["f32"] == fit["f64"]:
-        return _NONE
-    t = max(FLOATS, key=fit.__getitem__)
-    return Facts(t, f"it converts ({seen['f32']}, {seen['f64']}); its value reaches %v_p "
-                    f"in {t}")
-
-
 # ---- Stack PTX programs: the whole population at once ----------------------------------------
-_CACHE_SIZE = 1 << 14              # entries (programs of ~50 words: ~8 MB; texts ~1 KB: ~16 MB)
 _program_cache: dict[tuple, dict] = {}      # (table, types, site inputs) -> words -> Facts
-_text_cache: dict[tuple, dict] = {}         # (table, site variables) -> text -> Facts
 
 
 def clear_caches() -> None:
     """Forget every cached result (a benchmark's cold start)."""
     _program_cache.clear()
-    _text_cache.clear()
-
-
-def _cache(caches: dict[tuple, dict], context: tuple) -> dict:
-    """The cache of one context (a table version, a site), emptied when it grows past
-    ``_CACHE_SIZE`` entries; one context at a time."""
-    cache = caches.get(context)
-    if cache is None or len(cache) >= _CACHE_SIZE:
-        caches.clear()
-        cache = caches[context] = {}
-    return cache
+    clear_text_cache()
 
 
 def _op_bytes(prog: Sequence, name_raw: dict[str, bytes]) -> bytes | None:
@@ -392,7 +269,7 @@ def _program_batch(items: list[tuple[int, Any]], inputs: tuple[str, ...]) -> dic
     for the few that need it (see the module documentation)."""
     out: dict[int, Facts] = {}
     progs = dict(items)
-    cache = _cache(_program_cache, (TABLE.uid, TABLE.version, len(TYPES), inputs))
+    cache = bounded_cache(_program_cache, (TABLE.uid, TABLE.version, len(TYPES), inputs))
     tags = np.array(sorted({input_tag(n) for n in inputs}), np.uint64)
     name_raw = {n: (INPUT | i << 16 | input_tag(n) << 32).to_bytes(8, "little")
                 for i, n in enumerate(inputs)}
@@ -429,7 +306,7 @@ def _program_batch(items: list[tuple[int, Any]], inputs: tuple[str, ...]) -> dic
         code = (f32 * 1 + f64 * 2 + odd * 4 + invalid * 8).tolist()
         for c, (k, key, _) in zip(code, todo):
             if c & 8:
-                facts = _NONE                 # decode refuses it: it scores +inf
+                facts = NO_FACTS                 # decode refuses it: it scores +inf
             elif c & 4 or c == 3:
                 facts = program_facts(progs[k], inputs)
             else:
@@ -438,183 +315,7 @@ def _program_batch(items: list[tuple[int, Any]], inputs: tuple[str, ...]) -> dic
     return out
 
 
-_BY_CODE = (_NONE, _TYPED["f32"], _TYPED["f64"])
-
-
-# ---- PTX text ----------------------------------------------------------------------------------
-# what the emulator's parser (numptx.dsl.ptx_parse) reads, for the statements the scan looks at
-_PTX_TYPE = {t: t for t in TYPES}
-_PTX_TYPE.update({"u16": "b16", "s16": "b16"})
-_DECL = re.compile(r"^(%[A-Za-z_$][\w$]*)(?:<(\d+)>)?$")
-_GUARD = re.compile(r"^@(!?)(%[A-Za-z_$][\w$.]*)\s+(.*)$", re.S)
-_VEC_MOV = re.compile(r"mov\.v(2|4)\.(\w+)")
-_VREG = "%" + _PREFIX
-_VTOK = re.compile(re.escape(_VREG) + r"([\w$.]*)")               # a site register's name
-_VDECL = re.compile(r"\.reg[^;\n]*" + re.escape(_VREG))          # a .reg that may declare one
-# a statement (the parser splits lines at ';') that names %v_p
-_P_STATEMENT = re.compile(r"(?:^|(?<=;))[^;\n]*" + re.escape(_VREG) + r"p(?![\w$.])[^;\n]*", re.M)
-
-
-def _strip_comments(text: str) -> str:
-    text = re.sub(r"/\*.*?\*/", lambda m: re.sub(r"[^\n]", " ", m.group(0)), text, flags=re.S)
-    return "\n".join(line.split("//", 1)[0] for line in text.split("\n"))
-
-
-def _slot(tok: str) -> list[str] | None:
-    tok = tok.strip()
-    if tok.startswith("{"):
-        return [p.strip() for p in tok[1:-1].split(",")] if tok.endswith("}") else None
-    return [tok]
-
-
-@functools.lru_cache(maxsize=4096)
-def _opcode(opcode: str, uid: int, version: int) -> tuple[int, int, tuple[str, ...]] | None:
-    """(operand slots, result slots, result types) of a table opcode; None: not in the table."""
-    try:
-        ins = TABLE.by_opcode(opcode)
-    except UnknownInstructionError:
-        return None
-    return ins.n_slots, len(ins.results), tuple(parse_type_spec(s)[0] for s in ins.results)
-
-
-_FAIL = object()        # the parser refuses the text
-
-
-def _statement(s: str) -> Any:
-    """(dest slots as (registers, type), source tokens) of a statement, or _FAIL."""
-    g = _GUARD.match(s)
-    if g:
-        s = g.group(3).strip()
-    parts = s.split(None, 1)
-    opcode, rest = parts[0], (parts[1] if len(parts) > 1 else "")
-    toks = ([] if not rest.strip() else split_top(rest, "{", "}") if "{" in rest or "}" in rest
-            else [t.strip() for t in rest.split(",")])
-    if opcode.startswith("mov.v"):
-        m = _VEC_MOV.fullmatch(opcode)
-        t = _PTX_TYPE.get(m.group(2)) if m else None
-        dest = _slot(toks[0]) if t and len(toks) == 2 else None
-        return _FAIL if dest is None else ([(dest, t)], [])
-    if opcode.startswith("mov."):
-        t = _PTX_TYPE.get(opcode[4:])
-        if t is None or len(toks) != 2:
-            return _FAIL
-        d, s_ = _slot(toks[0]), _slot(toks[1])
-        if d is None or s_ is None:
-            return _FAIL
-        k = max(len(d), len(s_))
-        if k > 1:
-            width = NP_DTYPE[t].itemsize * 8 if t != "pred" else 0
-            comp = {16: "b16", 32: "b32"}.get(width // k) if width % k == 0 else None
-            if comp is None:
-                return _FAIL
-        return [(d, comp if len(d) > 1 else t)], s_
-    info = _opcode(opcode, TABLE.uid, TABLE.version)
-    if info is None or len(toks) != info[0]:
-        return _FAIL
-    slots = [_slot(tok) for tok in toks]
-    if None in slots:
-        return _FAIL
-    nres, types = info[1], info[2]
-    return list(zip(slots[:nres], types)), [r for sl in slots[nres:] for r in sl]
-
-
-def scan_text(text: str, variables: frozenset[str]) -> Facts:
-    """PTX text, scanned: the float type it writes ``%v_p`` with, the ``%v_*`` registers it
-    reads that are no site variable and that it does not declare; ``tentative`` (what the
-    parser would say if it takes the text), or the empty facts of a text it refuses."""
-    cache = _cache(_text_cache, (TABLE.uid, TABLE.version, variables))
-    hit = cache.get(text)
-    if hit is None:
-        hit = cache[text] = _scan(text, variables)
-    return hit
-
-
-def _scan(text: str, variables: frozenset[str]) -> Facts:
-    body = _strip_comments(text) if "/" in text else text
-    # all of its %v_ registers site variables, none declared: only what writes %v_p matters
-    fast = set(_VTOK.findall(body)) <= variables and not _VDECL.search(body)
-    statements = (m.group(0) for m in _P_STATEMENT.finditer(body)) if fast else \
-        (s for line in body.split("\n") for s in line.split(";"))
-    blocks: list[set[str]] = []               # registers declared in each open block
-    declared: set[str] = set()
-    seen: dict[str, bool] = {}
-    reads: list[str] = []
-    for s in statements:
-        s = s.strip()
-        while s[:1] in ("{", "}"):
-            if fast:
-                pass
-            elif s[0] == "{":
-                blocks.append(set())
-            elif not blocks:
-                return _NONE                   # '}' closes no block
-            else:
-                blocks.pop()
-            s = s[1:].strip()
-        if not s or _VREG not in s:
-            continue
-        if s[0] == "." and not fast:
-            if not _declare(s, blocks[-1] if blocks else declared):
-                return _NONE
-            continue
-        got = _statement(s)
-        if got is _FAIL:
-            return _NONE
-        for regs, t in got[0]:
-            if _VREG + "p" in regs and not any(_P in b for b in blocks):
-                f = _float_of(t) or _BITS.get(t)     # mov.b32 %v_p fits an f32 register
-                if f:
-                    seen.setdefault(f, True)
-        reads += [r[1:] for r in got[1] if r.startswith(_VREG) and not fast and
-                  not (r in TABLE and TABLE[r].is_special) and not any(r[1:] in b for b in blocks)]
-    if blocks:
-        return _NONE                           # '{' never closed
-    n = len(_PREFIX)
-    missing = tuple(dict.fromkeys(repr(r[n:]) for r in reads
-                                  if r not in declared and r[n:] not in variables))
-    return Facts(next(iter(seen)) if len(seen) == 1 else None, "", missing,  # type: ignore[arg-type]
-                 tentative=True)
-
-
-def _declare(s: str, into: set[str]) -> bool:
-    """A ``.reg`` statement's registers into ``into``; False: the parser refuses it."""
-    parts = s.split(None, 2)
-    if parts[0] != ".reg" or len(parts) < 3 or not parts[1].startswith("."):
-        return False
-    for name in split_top(parts[2], "{", "}"):
-        m = _DECL.match(name)
-        if not m:
-            return False
-        into.update([f"{m.group(1)[1:]}{k}" for k in range(int(m.group(2)))] if m.group(2)
-                    else [m.group(1)[1:]])
-    return True
-
-
-def text_facts(text: str, variables: frozenset[str]) -> Facts:
-    """PTX text, parsed by the emulator's parser (what :func:`scan_text` 's tentative facts
-    stand for, with the line that writes ``%v_p`` as ``why``): the empty facts of a text it
-    refuses."""
-    reg = site_layout.reg_name
-    try:
-        prog = parse(text, TABLE.uid, TABLE.version)
-    except NumptxError:
-        return _NONE                         # the emulator and ptxas say what is wrong: +inf
-    seen: dict[str, str] = {}
-    missing: list[str] = []
-    for step in prog.steps:
-        for names, t in zip(step.dests, step.dest_types):
-            f = _float_of(t) or _BITS.get(t)      # mov.b32 %v_p fits an f32 register only
-            if f and reg("p") in names:
-                seen.setdefault(f, step.text.strip())
-        for slot in step.srcs:
-            for o in slot:
-                name = getattr(o, "name", None)
-                if (isinstance(name, str) and not getattr(o, "special", False)
-                        and name.startswith(_PREFIX) and "#" not in name
-                        and name not in prog.declared and name[len(_PREFIX):] not in variables
-                        and repr(name[len(_PREFIX):]) not in missing):
-                    missing.append(repr(name[len(_PREFIX):]))
-    return _one_type(seen, missing)
+_BY_CODE = (NO_FACTS, Facts("f32"), Facts("f64"))
 
 
 # ---- compiled stubs and formulas ---------------------------------------------------------------
@@ -627,7 +328,7 @@ def _stub_facts(k: int, stub: Stub, regs: frozenset[str]) -> Facts:
     """A compiled stub: the type it was compiled to give ``%v_p`` in. One compiled for other
     registers than the kernel's (``regs``) that it reads, or that does not give ``%v_p``,
     raises: the kernel would read ``p`` unwritten."""
-    t = _float_of(stub.outputs.get(_P, ""))
+    t = float_of(stub.outputs.get(_P, ""))
     ins = stub.inputs
     # a column register it reads in another type than p's: no kernel has both (ptxas refuses
     # the operands; the emulator would run them)
@@ -651,7 +352,7 @@ def _stub_facts(k: int, stub: Stub, regs: frozenset[str]) -> Facts:
                            f"{', '.join('%' + r for r in sorted(regs))}): pass the program "
                            f"itself, or compile it with site=fitness_template(...).sites['f']",
                            candidate=k)
-    return _STUB[t] if t else _NONE
+    return _STUB[t] if t else NO_FACTS
 
 
 _STUB = {t: Facts(t, "a compiled stub") for t in FLOATS}
@@ -731,13 +432,13 @@ def inspect(cands: list, names: tuple[str, ...]) -> Checked:
                 raise
             except Exception as e:   # noqa: BLE001 - a formula that does not trace scores
                 log.debug("numptx.fitness: candidate %d: %s", k, e)   # +inf, as in a pack
-                f = _NONE
+                f = NO_FACTS
         elif isinstance(c, str):
             f = scan_text(c, variables)
             if f.missing:                     # refused only if the parser takes the text
                 f = text_facts(c, variables)
         else:
-            f = _NONE
+            f = NO_FACTS
         if f.missing or f.positional:
             _refuse(k, f, names)
         facts.append(f)
