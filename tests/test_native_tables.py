@@ -21,7 +21,7 @@ from numptx import valuetypes as VT
 from numptx._native import lib
 from numptx.dsl import types as T
 from numptx.errors import TypeRegistryError
-from numptx.jit import numba_site
+from numptx.jit import numba_intrinsic, numba_site
 
 ROOT = Path(__file__).resolve().parent.parent
 GEN = ROOT / "native" / "gen_tables.py"
@@ -172,8 +172,8 @@ def test_a_malformed_row_is_refused_at_import(monkeypatch):
 def test_numba_types_of_site_values_round_trip_to_the_same_type():
     pytest.importorskip("numba.cuda")
     for d in dtypes.BUILTIN_DTYPES:
-        ty = numba_site._numba_type_of(d)
+        ty = numba_intrinsic.numba_type_of(d)
         if VT.BY_NAME[d.name].numba is not None:       # typed as itself: its name leads back
-            assert numba_site._dtype_of_numba(ty) == d.name
+            assert numba_intrinsic.dtype_of_numba(ty) == d.name
         else:                                          # the carrier of its constraint
             assert ty.bitwidth == d.size * 8
