@@ -123,7 +123,6 @@ class _Nothing:
         return f"<nothing: site {self.site_name!r} returns no value>"
 
 
-
 #: site name -> evaluator, set by a variant launch under the simulator (numptx.jit.launch)
 _sim_evaluators: dict[str, Callable] | None = None
 
@@ -378,6 +377,9 @@ def site(*name: str, **variables: Any) -> Any:
     return result
 
 
+# ---------------------------------------------------------------------------------------------
+# numba-cuda: the IR rewrite (numba_rewrite.py) and the intrinsics (numba_intrinsic.py)
+# ---------------------------------------------------------------------------------------------
 _registered = False
 _register_lock = threading.Lock()
 
