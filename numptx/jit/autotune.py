@@ -61,7 +61,8 @@ from . import numba_site
 from .arch import normalize_arch
 from .build import build_many
 from .errors import LaunchError, ToolMissingError, summary
-from .kernel import Kernel, NumbaTemplate
+from .kernel import Kernel, NoSignatureError
+from .targets import Target, require_target
 from .template import CudaTemplate, Template, Variant
 from .autotune_args import compare, device_args, host_array, references, Snapshot
 from .autotune_options import (AutotuneOptions, Benchmark, BenchRun, Cost, Missing,
@@ -256,41 +257,34 @@ class _Prepared:
         return getattr(self._template, name)
 
 
-def _template_of(target: Any, args: tuple | None, cc: tuple[int, int] | None) -> Template:
-    """The template the candidates are built by: a kernel's for the argument types (and the
-    device), a template as given (for the device's architecture when launching)."""
-    if isinstance(target, Kernel):
-        if cc is None:
-            if not args and not _has_signature(target):
-                raise AutotuneError(f"autotune(args=): kernel {target.__name__!r} has no "
-                                    f"signature yet: pass args= (example arguments; host "
-                                    f"NumPy arrays will do) or declare one with "
-                                    f"@nx.kernel('void(float32[:], ...)')")
-            return target.template(*(args or ()))
-        return _on_device(target.template_for_device(target.argtypes(*args), cc), cc)
-    if args is not None and not isinstance(target, NumbaTemplate):
+def _template_of(target: Target, args: tuple | None, cc: tuple[int, int] | None) -> Template:
+    """The template the candidates are built by (``target.build_template``): a kernel's for
+    the argument types (and the device), a template as given (for the device's architecture
+    when launching)."""
+    if target.per_signature:
+        try:
+            t = target.build_template(*(args or ()), device=cc)
+        except NoSignatureError:
+            raise AutotuneError(f"autotune(args=): kernel {target.name!r} has no signature "
+                                f"yet: pass args= (example arguments; host NumPy arrays will "
+                                f"do) or declare one with @nx.kernel('void(float32[:], ...)')"
+                                ) from None
+        return t if cc is None else _on_device(t, cc)
+    t = target.build_template()
+    if args is not None and t.language != "Python":
         # a numba template's PTX takes several parameters per array: its kernel checked them
         try:
-            params = target.params
+            params = t.params
         except NumptxError:           # parameters that cannot be read: the launch decides
             params = None
         if params is not None and len(args) != len(params):
             names = ", ".join(p.name for p in params)
             raise AutotuneError(f"autotune(args=): {len(args)} value(s), but kernel "
-                                f"{target.entry!r} takes {len(params)} ({names})")
-    return target if cc is None else _on_device(target, cc)
+                                f"{t.entry!r} takes {len(params)} ({names})")
+    return t if cc is None else _on_device(t, cc)
 
 
-def _has_signature(kernel: Kernel) -> bool:
-    """Whether ``kernel`` has a declared or a compiled signature (``argtypes()`` needs one)."""
-    try:
-        kernel.argtypes()
-    except NumptxError:
-        return False
-    return True
-
-
-def _need_gpu(cost: str, template: Any) -> None:
+def _need_gpu(cost: str, template: Target) -> None:
     """A :class:`LaunchError` saying what to do instead when nothing can launch here."""
     if gpu_available():
         return
@@ -298,7 +292,7 @@ def _need_gpu(cost: str, template: Any) -> None:
         where = "numba-cuda's simulator (NUMBA_ENABLE_CUDASIM=1) is on"
         fix = ("cost='registers' (or 'sass') ranks the kernel's sites assembled alone, and "
                "check= then runs in the simulator; @nx.autotuned falls back to cost='registers' "
-               "by itself" if isinstance(template, Kernel) else
+               "by itself" if template.per_signature else
                "cost='registers' or cost='sass' ranks by a static cost; only @nx.kernel kernels "
                "launch under the simulator")
     else:
@@ -388,7 +382,7 @@ class AutotuneJob:
     (1, 0)
     """
 
-    def __init__(self, template: Template | Kernel, cands: Sequence[Mapping[str, Any]],
+    def __init__(self, template: Target, cands: Sequence[Mapping[str, Any]],
                  args: tuple | None, config: tuple, options: AutotuneOptions):
         self.template, self.cands, self.args, self.config = template, cands, args, config
         self.opts = options
@@ -555,7 +549,7 @@ class AutotuneJob:
         warn_excluded(t.name, excluded, n)
         best = ranking[0]
         winner: Any = self.variants[best]
-        if isinstance(self.template, Kernel):     # launches pick the template of their own args
+        if self.template.per_signature:       # launches pick the template of their own args
             winner = self.template.inject(self.cands[best], missing=o.missing)
             winner.adopt(self.variants[best])
         measured = tuple(sorted(i for i in got if i not in failed))
@@ -568,7 +562,7 @@ class AutotuneJob:
                      keys=tuple(self.keys), excluded=excluded)
 
 
-def autotune(template: Template | Kernel, candidates: Iterable[Mapping[str, Any]], *,
+def autotune(template: Target, candidates: Iterable[Mapping[str, Any]], *,
              args: Sequence[Any] | None = None, grid: Any = None, block: Any = None,
              check: Any = None, output: int | Sequence[int] = 0, rtol: float = 1e-5,
              atol: float = 1e-8, repeats: int = 10, warmup: int = 2, cost: Cost = "time",
@@ -602,9 +596,7 @@ def autotune(template: Template | Kernel, candidates: Iterable[Mapping[str, Any]
     >>> best.index, best.times                                      # doctest: +SKIP
     (1, (3.1e-05, 1.8e-05))
     """
-    if not isinstance(template, (Template, Kernel)):
-        raise AutotuneError(f"autotune(template=): a CudaTemplate, Template or @nx.kernel "
-                            f"kernel, not {type(template).__name__}")
+    require_target(template, "autotune(template=)", AutotuneError)
     cands = check_candidates(candidates)
     options = AutotuneOptions(cost=cost, check=check, output=output, rtol=rtol, atol=atol,
                               repeats=repeats, warmup=warmup, cache=cache, cache_dir=cache_dir,
@@ -618,6 +610,6 @@ def autotune(template: Template | Kernel, candidates: Iterable[Mapping[str, Any]
     # checked for every cost: a static ranking must not accept what a launch would refuse
     config = (None if grid is None else check_dims(grid, "grid"),
               None if block is None else check_dims(block, "block"))
-    if numba_site.SIMULATOR and isinstance(template, Kernel) and cost != "time":
+    if numba_site.SIMULATOR and template.per_signature and cost != "time":
         return _simulated(template, cands, args, config, options)
     return AutotuneJob(template, cands, args, config, options).run()

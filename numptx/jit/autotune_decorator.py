@@ -27,9 +27,8 @@ from typing import Any
 from ..errors import warn_from_caller
 from .autotune import AutotuneError, Tuned, check_candidates, check_dims, check_settings, arg_signature, autotune
 from .autotune_types import AutotuneWarning
-from .kernel import Kernel
 from .numba_site import SIMULATOR
-from .template import Template
+from .targets import Target, require_target
 
 __all__ = ["Autotuned", "autotuned"]
 
@@ -66,18 +65,17 @@ class Autotuned:
     >>> apply[blocks, 256](out, a, b)                      # doctest: +SKIP
     """
 
-    def __init__(self, target: Template | Kernel, candidates: Iterable[Mapping[str, Any]],
+    def __init__(self, target: Target, candidates: Iterable[Mapping[str, Any]],
                  **options: Any):
-        if not isinstance(target, (Template, Kernel)):
-            raise AutotuneError(f"nx.autotuned: a CudaTemplate, Template or @nx.kernel kernel, "
-                                f"not {type(target).__name__} (put @nx.autotuned above @nx.kernel)")
+        require_target(target, "nx.autotuned (put @nx.autotuned above @nx.kernel)",
+                       AutotuneError)
         _check_options(options)
         self.target = target
         self.candidates = check_candidates(candidates)
         self.options = options
         self.tunings: dict[tuple, Tuned] = {}
         self._lock = threading.Lock()
-        self.__name__ = getattr(target, "__name__", getattr(target, "entry", "kernel"))
+        self.__name__ = target.name
         self.__doc__ = getattr(target, "__doc__", None)
 
     def __repr__(self) -> str:
@@ -102,7 +100,7 @@ class Autotuned:
     def _options(self) -> dict[str, Any]:
         """autotune's options for this process: under the simulator an ``@nx.kernel`` kernel's
         ``cost="time"`` becomes ``cost="registers"`` (warned), nothing being timed there."""
-        if not (SIMULATOR and isinstance(self.target, Kernel)
+        if not (SIMULATOR and self.target.per_signature
                 and self.options.get("cost", DEFAULTS["cost"]) == "time"):
             return self.options
         warn_from_caller(f"nx.autotuned {self.__name__}: numba-cuda's simulator "
@@ -127,7 +125,7 @@ class Autotuned:
                             f"{self.__name__}[grid, block](*args)")
 
 
-def autotuned(target: Template | Kernel | None = None, /, *,
+def autotuned(target: Target | None = None, /, *,
               candidates: Iterable[Mapping[str, Any]] | None = None, **options: Any):
     """An :class:`Autotuned` kernel: ``nx.autotuned(tmpl, candidates=[...], **options)``, or as
     a decorator above ``@nx.kernel``::

@@ -463,7 +463,7 @@ def _dims(d: Any, what: str) -> tuple[int, int, int]:
 
 def _require_gpu(template) -> None:
     fill = {"kind": type(template).__name__, "entry": template.entry,
-            "code": "CUDA C++" if hasattr(template, "src") else "PTX"}
+            "code": template.language}
     if numba_site.SIMULATOR:
         raise LaunchError(_IN_SIMULATOR.format(**fill))
     try:

@@ -79,6 +79,7 @@ from .pack import (DEFAULT_PER_MODULE, MAX_CANDIDATES, PER_KERNEL,  # noqa: F401
 from .pack_kernels import BuildMode, Layout, PerKernel
 from .stubs import resolve_stub
 from .numba_site import SIMULATOR
+from .targets import SiteTarget
 from .template import CudaTemplate
 
 __all__ = ["fitness", "prepare", "Prepared", "FitnessError", "LOSSES", "fitness_template",
@@ -322,7 +323,7 @@ def _adapt(c: Any, names: tuple[str, ...]) -> Any:
 
 
 # ---- scoring on the CPU ----------------------------------------------------------------------
-def _loss_binding(loss: Any, tmpl: CudaTemplate) -> SiteBinding | None:
+def _loss_binding(loss: Any, tmpl: SiteTarget) -> SiteBinding | None:
     """A user loss bound to the kernel's ``loss`` site by the rules of its ``stub(site)``
     (what the GPU compiles and the CPU evaluates); one that does not fit is refused."""
     if not isinstance(loss, PtxExpr):
@@ -457,7 +458,7 @@ def fitness(candidates: Iterable[Any], X: Any, y: Any, loss: Any = "mse", *,
 
 
 def _interpreted(cands: list, X: np.ndarray, y: np.ndarray, names: tuple[str, ...], loss: Any,
-                 tmpl: CudaTemplate, strict: bool, device: str = "cpu") -> np.ndarray | None:
+                 tmpl: SiteTarget, strict: bool, device: str = "cpu") -> np.ndarray | None:
     """The losses the batch interpreter gives (NaN: left to the compiled path), or None when
     it scores none; ``strict`` (evaluate="interpret"): what it cannot score raises."""
     progs = [k for k, c in enumerate(cands) if is_program(c)]
@@ -495,13 +496,13 @@ class _Modules:
     build: BuildMode
 
 
-def _packs(tmpl: CudaTemplate, cands: list, loss: Any, m: _Modules) -> list:
+def _packs(tmpl: SiteTarget, cands: list, loss: Any, m: _Modules) -> list:
     extra = {"loss": loss} if isinstance(loss, PtxExpr) else {}
     return pack_many(tmpl, "f", cands, select="cand", per_module=m.per_module,
                      executor=m.executor, layout=m.layout, build=m.build, stubs=extra)
 
 
-def _refused_by_the_build(tmpl: CudaTemplate, cands: list, names: tuple[str, ...], loss: Any,
+def _refused_by_the_build(tmpl: SiteTarget, cands: list, names: tuple[str, ...], loss: Any,
                           m: _Modules) -> dict[int, Exception]:
     """The CPU path's candidates that the GPU path's packs refuse (index -> the pack's
     error). Raw PTX (text numptx did not compile: a ``str``, a user object's ``.stub``) is
@@ -523,7 +524,7 @@ def _refused_by_the_build(tmpl: CudaTemplate, cands: list, names: tuple[str, ...
     return {k: e for p in packs for k, e in p.errors.items()}
 
 
-def _fitness_cpu(tmpl: CudaTemplate, cands: list, X: np.ndarray, y: np.ndarray,
+def _fitness_cpu(tmpl: SiteTarget, cands: list, X: np.ndarray, y: np.ndarray,
                  names: tuple[str, ...], loss: Any, scorer: Any, m: _Modules,
                  only: list[int] | None = None) -> np.ndarray:
     """Each candidate on the CPU (see the module documentation), as its module on a GPU;
@@ -576,7 +577,7 @@ def _selector(k: int, m: _Modules) -> int:
     return k % PER_KERNEL if m.layout == "kernels" else k
 
 
-def _fitness_gpu(tmpl: CudaTemplate, cands: list, X: np.ndarray, y: np.ndarray, loss: Any,
+def _fitness_gpu(tmpl: SiteTarget, cands: list, X: np.ndarray, y: np.ndarray, loss: Any,
                  m: _Modules, block: int) -> np.ndarray:
     from numba import cuda
     packs = _packs(tmpl, cands, loss, m)

@@ -35,9 +35,16 @@ from .pack import pack as _pack
 from .pack import pack_many as _pack_many
 from .resources import CubinInspection
 from .stubs import merge_stubs
+from .targets import Language
 from .template import Template, Variant
 
-__all__ = ["kernel", "Kernel", "KernelVariant", "NumbaTemplate"]
+__all__ = ["kernel", "Kernel", "KernelVariant", "NumbaTemplate", "NoSignatureError"]
+
+
+class NoSignatureError(NumptxError):
+    """A numba kernel asked for its default signature (``k.ptx()``, ``k.template()``,
+    ``k.build_template()``) before one was declared or compiled: the message says how to give
+    one."""
 
 
 def _cc(arch: Any) -> tuple[tuple[int, int], str]:
@@ -66,6 +73,8 @@ def _numba_failure(name: str, argtypes: tuple, e: Exception) -> CompileError:
 class NumbaTemplate(Template):
     """The PTX numba-cuda made for one signature of a :class:`Kernel`; ``argtypes`` are the
     numba argument types."""
+
+    language: Language = "Python"
 
     def __init__(self, kernel: Kernel, argtypes: tuple, ptx: str, *, arch: str, producer: str):
         self.kernel, self.argtypes = kernel, argtypes
@@ -107,7 +116,16 @@ class Kernel:
     :class:`~numptx.jit.stub_checks.UnwrittenOutputError`, on the GPU build and under the
     simulator, instead of warning), ``simulate`` (what an
     ``@nx.ptx_expr`` site runs under numba-cuda's simulator: ``"stub"``, the default, its PTX
-    stub in the emulator, or ``"reference"``, its NumPy reference)."""
+    stub in the emulator, or ``"reference"``, its NumPy reference).
+
+    A kernel is a :class:`~numptx.jit.targets.Target` (what ``pack``, ``autotune``, fitness and
+    the search take) with ``per_signature`` True: :meth:`build_template` is the template of a
+    launch's argument types."""
+
+    #: what the kernel was written in (:data:`numptx.jit.targets.Language`)
+    language: Language = "Python"
+    #: numba-cuda compiles one template per argument-type signature
+    per_signature = True
 
     def __init__(self, py_func, signature=None, *, cc: Any = (9, 0), fastmath: bool = False,
                  lineinfo: bool = False, opt: bool = True, link_options: Iterable[str] = (),
@@ -140,6 +158,23 @@ class Kernel:
 
     def __repr__(self) -> str:
         return f"<nx.kernel {self.__name__} cc={self.cc}>"
+
+    @property
+    def name(self) -> str:
+        """What messages call the kernel: its Python name (as its templates' ``name``)."""
+        return self.__name__
+
+    def build_template(self, *args: Any, device: tuple[int, int] | None = None) -> NumbaTemplate:
+        """The template that builds the variants of a launch with ``args`` (none: the declared
+        or most recently compiled signature): :meth:`template`, or with ``device`` (a compute
+        capability) :meth:`template_for_device`, which leaves the default signature as it is.
+
+        >>> apply.build_template(out, a, b).argtypes          # doctest: +SKIP
+        (array(float32, 1d, C), array(float32, 1d, C), array(float32, 1d, C))
+        """
+        if device is None:
+            return self.template(*args)
+        return self.template_for_device(self.argtypes(*args), device)
 
     # -- signatures -------------------------------------------------------------------------------
     @staticmethod
@@ -176,9 +211,9 @@ class Kernel:
         if not args:
             sig = self._declared or self._last
             if sig is None:
-                raise NumptxError(f"kernel {self.__name__!r} has no signature yet: call "
-                                  f"{self.__name__}.ptx(*example_args) (or .template), or declare "
-                                  f"one with @nx.kernel('void(float32[:], ...)')")
+                raise NoSignatureError(f"kernel {self.__name__!r} has no signature yet: call "
+                                       f"{self.__name__}.ptx(*example_args) (or .template), or "
+                                       f"declare one with @nx.kernel('void(float32[:], ...)')")
             return sig
         nparams = self._nparams()
         if nparams is not None and len(args) != nparams:
@@ -379,8 +414,20 @@ class _KernelBuilds:
     """A kernel as :func:`~numptx.jit.pack.pack_many` builds it: variants are KernelVariants,
     their cubins built by the template of one signature."""
 
+    language: Language = "Python"
+    per_signature = True
+
     def __init__(self, kernel: Kernel, args: tuple, signature):
         self.kernel, self.args, self.signature = kernel, args, signature
+        self.strict = kernel.strict
+
+    @property
+    def name(self) -> str:
+        return self.kernel.name
+
+    @property
+    def arch(self) -> str:
+        return self.kernel.arch
 
     def inject(self, stubs, *, missing: str = "error") -> KernelVariant:
         return self.kernel.inject(stubs, missing=missing)
@@ -388,8 +435,11 @@ class _KernelBuilds:
     def build_many(self, batch, **kw: Any) -> list:
         return self.kernel.build_many(batch, args=self.args, signature=self.signature, **kw)
 
-    def build_template(self) -> Template:
-        """The template the modules are built by."""
+    def build_template(self, *args: Any, device: tuple[int, int] | None = None) -> Template:
+        """The template the modules are built by (that of ``args`` or ``device`` where they are
+        given: :meth:`Kernel.build_template`)."""
+        if args or device is not None:
+            return self.kernel.build_template(*args, device=device)
         return self.kernel.template(*self.args, signature=self.signature)
 
 

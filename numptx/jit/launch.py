@@ -341,8 +341,8 @@ class _SimLaunch:
         self.arch = kv.kernel.arch
         self.stubs = kv.stubs
         self.missing = kv.missing
-        self.reference = getattr(kv.kernel, "simulate", "stub") == "reference"
-        self.strict = getattr(kv.kernel, "strict", False)
+        self.reference = kv.kernel.simulate == "reference"
+        self.strict = kv.kernel.strict
         for name, stub in self.stubs.items():
             if not (_is_expr(stub) or isinstance(stub, (str, list, tuple, Population,
                                                          np.ndarray))):

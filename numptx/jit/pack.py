@@ -74,6 +74,7 @@ from .pack_kernels import (LABEL, MARK, PER_KERNEL, BuildMode, Layout, LayoutVar
 from .resources import CubinInspection
 from .stub_checks import check_reserved
 from .stubs import resolve_stub
+from .targets import Target, TargetVariant
 
 __all__ = ["Population", "Pack", "PackError", "pack", "pack_many", "DEFAULT_PER_MODULE",
            "MAX_CANDIDATES", "PackKernel", "PerKernel", "PER_KERNEL",
@@ -351,7 +352,7 @@ class Pack(CubinInspection):
     ``resources`` and ``sass()`` (the module's one kernel, :mod:`numptx.jit.resources`), and
     ``pack[grid, block](*args)`` launches all candidates at once."""
 
-    def __init__(self, make: Callable[[Population], Any], population: Population, *,
+    def __init__(self, make: Callable[[Population], TargetVariant], population: Population, *,
                  errors: str = "keep", site: str = ""):
         self._make = make
         self.population = population
@@ -360,9 +361,9 @@ class Pack(CubinInspection):
         self._site_name = site
         self._table_version = 0             # bumped by set_constants
         self._none_fit: BuildError | None = None
-        self.variant = self._new_variant()
+        self.variant: TargetVariant | None = self._new_variant()
 
-    def _new_variant(self):
+    def _new_variant(self) -> TargetVariant | None:
         try:
             return self._make(self.population)
         except BuildError as e:             # Population.stub: no candidate fits
@@ -376,7 +377,7 @@ class Pack(CubinInspection):
         """No candidate works (each is in ``errors``): nothing to build or launch."""
         return self.variant is None
 
-    def _require(self):
+    def _require(self) -> TargetVariant:
         if self.variant is None:
             raise self._none_fit.with_traceback(None)
         return self.variant
@@ -448,7 +449,7 @@ class Pack(CubinInspection):
         self._report()
         return cubin
 
-    def _built(self, pick: Callable[[Any], Any]) -> bytes:
+    def _built(self, pick: Callable[[TargetVariant], TargetVariant]) -> bytes:
         """Assemble ``pick(variant)`` (the variant, or a numba kernel's for one signature),
         leaving out the candidates ptxas refuses; its cubin."""
         while True:
@@ -582,10 +583,8 @@ class _PackLaunch:
     def __call__(self, *args: Any) -> None:
         p = self.pack
         with p._lock:
-            if hasattr(p._require(), "specialize"):        # a numba KernelVariant
-                p._built(lambda kv: kv.specialize(*args))
-            else:
-                p._built(lambda v: v)
+            # a numba kernel's variant: the build of these arguments' types; a template's: itself
+            p._built(lambda v: v.specialize(*args))
         p._report()
         v = p._require()
         if p.population.constants == "runtime" and p._slots():
@@ -609,13 +608,14 @@ def _check_errors_mode(errors: str) -> None:
                         f"pack.errors) or 'raise'")
 
 
-def pack(target: Any, site: str, candidates: Iterable[Any], *, select: str,
+def pack(target: Target, site: str, candidates: Iterable[Any], *, select: str,
          errors: str = "keep", missing: str = "error", stubs: Mapping[str, Any] | None = None,
          offset: int = 0, constants: str = "inline", layout: Layout = "function",
          per_kernel: int = PER_KERNEL, build: BuildMode = "full") -> Pack:
     """:meth:`Template.pack <numptx.jit.template.Template.pack>` of ``target`` (a template or a
-    numba kernel: anything with ``inject(stubs, missing=)`` and ``sites``). ``layout``,
-    ``per_kernel`` and ``build``: :mod:`numptx.jit.pack_kernels`."""
+    numba kernel: a :class:`~numptx.jit.targets.Target`; an object that lacks a member of one
+    is a :class:`PackError` naming it). ``layout``, ``per_kernel`` and
+    ``build``: :mod:`numptx.jit.pack_kernels`."""
     _check_errors_mode(errors)
     shaped = layout_target(target, site, layout, per_kernel, build, constants)
     if not isinstance(site, str):
@@ -624,17 +624,15 @@ def pack(target: Any, site: str, candidates: Iterable[Any], *, select: str,
     if site in other:
         raise PackError(f"pack: site {site!r} gets the population; give other sites' stubs only",
                         site=site)
-    strict = getattr(target, "strict", None)
-    if strict is None:                          # a numba kernel's build wrapper
-        strict = getattr(getattr(target, "kernel", None), "strict", False)
-    pop = Population(candidates, select, offset=offset, constants=constants, strict=strict)
+    pop = Population(candidates, select, offset=offset, constants=constants,
+                     strict=target.strict)
 
-    def make(p: Population):
+    def make(p: Population) -> TargetVariant:
         return (shaped or target).inject({**other, site: p}, missing=missing)
     return Pack(make, pop, errors=errors, site=site)
 
 
-def pack_many(target: Any, site: str, candidates: Iterable[Any], *, select: str,
+def pack_many(target: Target, site: str, candidates: Iterable[Any], *, select: str,
               per_module: int = DEFAULT_PER_MODULE, executor: Executor | None = None,
               progress: bool | Callable[[int, int], Any] = False, errors: str = "keep",
               missing: str = "error", max_workers: int | None = None,
@@ -670,7 +668,7 @@ def pack_many(target: Any, site: str, candidates: Iterable[Any], *, select: str,
         for i, stub_map, got in zip(todo, batch, built):
             p = packs[i]
             if isinstance(got, LinkError):
-                builder = shaped or getattr(target, "build_template", lambda: target)()
+                builder = shaped or target.build_template()
                 if not p._drop(got, builder.inject(stub_map, missing=missing).ptx):
                     raise got
                 if not p.empty:
@@ -679,10 +677,8 @@ def pack_many(target: Any, site: str, candidates: Iterable[Any], *, select: str,
                 p.variant, p._none_fit = None, got      # no candidate of this module fits
             elif isinstance(got, BaseException):
                 raise got
-            elif hasattr(p.variant, "adopt"):      # a numba kernel's variant: keep its build
-                p.variant.adopt(got)
-            else:
-                p.variant = got
+            else:       # a numba kernel's variant keeps it for its template; a template's takes it
+                p._require().adopt(got)
         todo, progress = again, False
     all_errors = {i: e for p in packs for i, e in p.errors.items()}
     if all_errors and errors == "raise":

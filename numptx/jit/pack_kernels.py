@@ -51,6 +51,7 @@ from .cuda_launch import CudaLaunch
 from .nvjitlink import ptx_to_cubin
 from .plans import BuildInfo
 from .resources import CubinInspection
+from .targets import Target, require_target
 
 __all__ = ["PackError", "check_selector", "layout_target", "dispatch_text", "share_registers", "packed_runs", "PER_KERNEL", "FAST_LINK_OPTIONS", "Layout", "BuildMode", "PackKernel", "PerKernel",
            "spans", "merge_kernels", "kernel_name", "LayoutTarget", "LayoutVariant"]
@@ -285,10 +286,12 @@ class Chunked(Protocol):
     def kernel_stubs(self, site: Site, runs: Sequence[tuple[int, int]]) -> list[str]: ...
 
 
-def layout_target(target: Any, site: str, layout: str, per_kernel: Any, build: str,
+def layout_target(target: Target, site: str, layout: str, per_kernel: Any, build: str,
                    constants: str) -> LayoutTarget | None:
     """The target that builds ``target``'s packs in ``layout`` and ``build`` mode, or None for
-    the default (one function, the template's options)."""
+    the default (one function, the template's options). ``target`` lacking a member of
+    :class:`~numptx.jit.targets.Target` is a :class:`PackError` naming it."""
+    require_target(target, "pack", PackError)
     if layout not in ("function", "kernels"):
         raise PackError(f"layout={layout!r}: use 'function' (one jump table) or 'kernels' "
                         f"(entry functions of per_kernel candidates)", site=site)
@@ -300,8 +303,7 @@ def layout_target(target: Any, site: str, layout: str, per_kernel: Any, build: s
                         site=site)
     if layout == "function" and build == "full":
         return None
-    if getattr(target, "build_template", None) is not None or \
-            getattr(target, "argtypes", None) is not None:
+    if target.language == "Python":          # numba's calling convention: its own launch
         raise PackError(f"layout={layout!r}, build={build!r}: packs of CUDA C++ and PTX "
                         f"templates only; a numba kernel's pack is one function at its own "
                         f"options", site=site)
@@ -402,6 +404,19 @@ class LayoutVariant(CubinInspection):
     @property
     def build_info(self) -> BuildInfo | None:
         return self._info
+
+    def specialize(self, *args: Any) -> LayoutVariant:
+        """The variant a launch with ``args`` runs: this one (a template's)."""
+        return self
+
+    def adopt(self, variant: LayoutVariant) -> None:
+        """Take ``variant``'s build (the same pack, built elsewhere: by ``build_many``)."""
+        if variant.key != self.key:
+            raise NumptxError(f"{self.entry}: adopt() takes a build of the same pack; "
+                              f"{variant.entry} {variant.key[:12]} is another")
+        cubin = variant.cubin
+        with self._lock:
+            self._ptx, self._cubin, self._info = variant._ptx, cubin, variant._info
 
     def _texts(self, j: int) -> list[str]:
         return [*self.base[:self.at], self.chunks[j], *self.base[self.at + 1:]]

@@ -37,7 +37,7 @@ from ..errors import NumptxError
 from ..inject import Site
 from .plans import BuildInfo
 
-__all__ = ["Target", "TargetVariant", "TargetError", "Language", "LANGUAGES",
+__all__ = ["Target", "SiteTarget", "TargetVariant", "TargetError", "Language", "LANGUAGES",
            "missing_members", "require_target"]
 
 #: what a target's kernel was written in
@@ -46,12 +46,8 @@ LANGUAGES: tuple[Language, ...] = ("PTX", "CUDA C++", "Python")
 
 
 class TargetError(NumptxError):
-    """An object given as a template or kernel that lacks what the call uses; ``missing``
-    names the members."""
-
-    def __init__(self, message: str, *, missing: tuple[str, ...] = ()):
-        self.missing = missing
-        super().__init__(message)
+    """An object given as a template or kernel that lacks what the call uses (the message
+    names the members): :func:`require_target`'s error unless the call names its own."""
 
 
 class TargetVariant(Protocol):
@@ -145,6 +141,18 @@ class Target(Protocol):
         ...
 
 
+@runtime_checkable
+class SiteTarget(Target, Protocol):
+    """A target whose sites are known before any launch: a template (a numba kernel is one
+    template per signature, its ``sites`` a method of example arguments; its
+    ``template(*args)`` is one). What :func:`numptx.search.evolve` evolves a site of."""
+
+    @property
+    def sites(self) -> Mapping[str, Site]:
+        """``{name: Site}``, in the kernel's order."""
+        ...
+
+
 def _members(protocol: type) -> tuple[str, ...]:
     """The names a protocol declares: its annotations, methods and properties."""
     names: dict[str, None] = {}
@@ -175,13 +183,20 @@ def _absent(obj: Any, name: str) -> bool:
     return False
 
 
-def require_target(obj: Any, where: str) -> Target:
-    """``obj`` as a :class:`Target`, or a :class:`TargetError` naming what it lacks and what
-    ``where`` (the call: ``"pack"``, ``"autotune"``) takes."""
+def require_target(obj: Any, where: str,
+                   error: Callable[[str], NumptxError] = TargetError) -> Target:
+    """``obj`` as a :class:`Target`, or ``error`` (the call's own: ``PackError``,
+    ``AutotuneError``; default :class:`TargetError`) naming what it lacks and what ``where``
+    (the call: ``"pack"``, ``"autotune"``) takes.
+
+    >>> require_target(object(), "pack")          # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    numptx.jit.targets.TargetError: pack: object is not a template or a kernel: it lacks language, ...
+    """
     lacking = missing_members(obj, Target)
     if lacking:
-        raise TargetError(f"{where}: {type(obj).__name__} is not a template or a kernel: it "
-                          f"lacks {', '.join(lacking)} (give an nx.CudaTemplate, a Template or "
-                          f"an @nx.kernel kernel; numptx.jit.targets.Target lists what one "
-                          f"offers)", missing=lacking)
+        raise error(f"{where}: {type(obj).__name__} is not a template or a kernel: it lacks "
+                    f"{', '.join(lacking)} (give an nx.CudaTemplate, a Template or an "
+                    f"@nx.kernel kernel; numptx.jit.targets.Target lists what one offers)")
     return obj

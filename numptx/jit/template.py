@@ -46,6 +46,7 @@ from .params import Param, kernel_params
 from .plans import BuildInfo, PlanBook, Shape
 from .resources import CubinInspection
 from .stubs import merge_stubs, resolve_stub
+from .targets import Language
 
 # BuildError and resolve_stub are defined in .errors and .stubs; imported from here as ever
 __all__ = ["Template", "CudaTemplate", "Variant", "BuildError", "resolve_stub", "find_entries"]
@@ -87,7 +88,16 @@ class Template:
     ``strict=True`` makes a raw PTX stub that never writes an out variable of its site an
     error (:class:`~numptx.jit.stub_checks.UnwrittenOutputError`) when it is injected; by
     default it is a warning (:class:`~numptx.jit.stub_checks.UnwrittenOutputWarning`): on a GPU
-    the kernel would read whatever the register held."""
+    the kernel would read whatever the register held.
+
+    A template is a :class:`~numptx.jit.targets.Target` (what ``pack``, ``autotune``, fitness
+    and the search take): ``language`` says what it was written in, ``per_signature`` is False
+    (one compiled kernel) and :meth:`build_template` is itself."""
+
+    #: what the kernel was written in (:data:`numptx.jit.targets.Language`)
+    language: Language = "PTX"
+    #: one compiled kernel (a numba kernel is one template per argument-type signature)
+    per_signature = False
 
     def __init__(self, ptx: str, *, entry: str | None = None, arch: Any = None,
                  link_options: Iterable[str] = (), producer: str = "",
@@ -145,6 +155,11 @@ class Template:
     def name(self) -> str:
         """What messages call the kernel: its entry name here, the Python name for numba's."""
         return self.entry
+
+    def build_template(self, *args: Any, device: tuple[int, int] | None = None) -> Template:
+        """The template that builds this target's variants: itself, whatever the launch's
+        arguments or device (:meth:`numptx.jit.targets.Target.build_template`)."""
+        return self
 
     def _explain(self, e: BaseException) -> BaseException:
         """Add what the template lacks to a link error about undefined functions."""
@@ -370,6 +385,21 @@ class Variant(CubinInspection):
             self._ptx = self.template.render(self.stubs)
         return self._ptx
 
+    def specialize(self, *args: Any) -> Variant:
+        """The built variant a launch with ``args`` runs: this one (a template has one
+        signature; a numba kernel's variant picks the template of the arguments' types)."""
+        return self
+
+    def adopt(self, variant: Variant) -> None:
+        """Take ``variant``'s build (the same template and stubs, built elsewhere: by
+        ``build_many``) as this variant's: its PTX, cubin and build info."""
+        if variant.template is not self.template or variant.stubs != self.stubs:
+            raise NumptxError(f"{self.entry}: adopt() takes a variant of the same template with "
+                              f"the same stubs; {variant!r} is another")
+        cubin = variant.cubin
+        with self._lock:
+            self._ptx, self._cubin, self._info = variant._ptx, cubin, variant._info
+
     def for_arch(self, arch: Any) -> Variant:
         """The same stubs in the template assembling for ``arch`` (:meth:`Template.for_arch`);
         ``self`` for its own architecture.
@@ -483,6 +513,8 @@ class CudaTemplate(Template):
     :class:`Template`'s. ``params`` lists the kernel's parameters; ``variant[grid, block](*args)`` launches
     a variant on the GPU through numba-cuda (:mod:`numptx.jit.cuda_launch`).
     """
+
+    language: Language = "CUDA C++"
 
     def __init__(self, src: str, entry: str | None = "kernel", *, arch: Any = "sm_90",
                  options: Iterable[str] = (), link_options: Iterable[str] = (),

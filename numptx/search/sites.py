@@ -8,25 +8,29 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..jit.kernel import Kernel
+from ..jit.targets import SiteTarget, Target, missing_members
 from .genes import Genes, SearchError
 
 __all__ = ["site_genes"]
 
 
-def site_genes(template: Any, site: Any, select: str, ops: Sequence[str],
+def site_genes(template: SiteTarget, site: Any, select: str, ops: Sequence[str],
                 constants: Sequence[float] | None) -> tuple[str, Any, Genes]:
     """(site name, site, genes) of ``evolve``'s site: its float inputs (less ``select``)
-    are the genes' inputs; a template or site that cannot host the programs is a
-    SearchError naming it."""
-    if isinstance(template, Kernel):
+    are the genes' inputs; a template (a :class:`~numptx.jit.targets.SiteTarget`) or site
+    that cannot host the programs is a SearchError naming it."""
+    if not missing_members(template, Target) and template.per_signature:
         raise SearchError(f"evolve: template={template!r} is an nx.kernel, whose sites' types "
                           f"follow its arguments: give its template for them, "
                           f"k.template(*args)")
-    sites = getattr(template, "sites", None)
+    lacking = missing_members(template, SiteTarget)
+    sites = None if lacking else template.sites
     if not isinstance(sites, Mapping):
-        raise SearchError(f"evolve: template={template!r} has no sites (give an nx.CudaTemplate "
-                          f"or a kernel's template with injection sites)")
+        what = ("has no sites" if not lacking or "sites" in lacking else
+                "is not a template with sites")
+        why = f"; it lacks {', '.join(lacking)}" if lacking else ""
+        raise SearchError(f"evolve: template={template!r} {what} (give an nx.CudaTemplate or a "
+                          f"kernel's template with injection sites{why})")
     name = site if isinstance(site, str) else getattr(site, "name", None)
     if not isinstance(name, str) or name not in sites:
         raise SearchError(f"evolve: site={site!r}: the template's sites are "
