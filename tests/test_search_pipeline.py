@@ -18,7 +18,8 @@ from numptx.jit.pack import PackError
 from numptx.search import operators as O
 from numptx.search.evaluate import Evaluator
 from numptx.search.genes import Genes, SearchError
-from numptx.search.loop import Search, check_config
+from numptx.search.config import check_config
+from numptx.search.loop import Search
 from numptx.search.pipeline import PackPipeline, pack_chunks
 
 SRC = r'''

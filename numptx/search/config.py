@@ -275,7 +275,8 @@ def check_config(where: Kind, **given: Any) -> SearchOptions:
     """Every option (``given`` over :data:`DEFAULTS`) checked against its bounds
     (:data:`BOUNDS`), derived defaults filled in, as a :class:`SearchOptions`; a bad or
     unknown one is a :class:`SearchError` naming it (``where``: the search, one of
-    :data:`KINDS`; an unknown option's message lists the valid ones)."""
+    :data:`KINDS`; an unknown option's message lists the valid ones). The groups are checked
+    in a fixed order, so a call with several bad options names the same one every time."""
     if where not in KINDS:
         raise SearchError(f"check_config: where={shown(where)}: use one of "
                           f"{', '.join(map(repr, KINDS))}")
@@ -288,6 +289,19 @@ def check_config(where: Kind, **given: Any) -> SearchOptions:
     pop_name = "batch" if where == "map_elites" else "population"
     pop = cfg["population"] = check_int(pop_name, cfg["population"], 2, POPULATION_MAX,
                                         BOUNDS["population"][2])
+    _check_selection(cfg, pop, pop_name)
+    _check_choices(where, cfg)
+    _check_fitting(cfg, pop, pop_name)
+    _check_stopping(cfg)
+    _check_islands(where, cfg, pop, pop_name)
+    _check_descriptors(cfg)
+    derived = frozenset(k for k in _DERIVED if given.get(k) is None)
+    return SearchOptions._checked(where, cfg, derived)
+
+
+def _check_selection(cfg: dict, pop: int, pop_name: str) -> None:
+    """generations, the selection (tournament, elitism, parsimony) and the variation (rates,
+    lengths), in ``cfg``."""
     cfg["generations"] = check_generations(cfg["generations"])
     cfg["tournament"] = (min(5, pop) if cfg["tournament"] is None else
                          check_int("tournament", cfg["tournament"], 1, pop,
@@ -301,8 +315,11 @@ def check_config(where: Kind, **given: Any) -> SearchOptions:
     cfg["max_length"] = check_int("max_length", cfg["max_length"], 1, LENGTH_MAX,
                                   BOUNDS["max_length"][2])
     cfg["init_length"] = _init_length(cfg["init_length"])
-    # default: a few per generation on a CPU (each fit costs steps x trials evaluations), more
-    # with the large populations a GPU scores
+
+
+def _check_choices(where: Kind, cfg: dict) -> None:
+    """The named choices (fit_method, survivors: None is the search's default) and the
+    switches (linear_scaling, input_weights: True, False or None), in ``cfg``."""
     if cfg["fit_method"] not in FIT_METHODS:
         raise SearchError(f"{where}: fit_method={shown(cfg['fit_method'])}: use one of "
                           f"{', '.join(map(repr, FIT_METHODS))}")
@@ -317,6 +334,12 @@ def check_config(where: Kind, **given: Any) -> SearchOptions:
         if v is not None and not isinstance(v, (bool, np.bool_)):
             raise SearchError(f"{where}: {name}={shown(v)}: give True, False or None ({why})")
         cfg[name] = None if v is None else bool(v)
+
+
+def _check_fitting(cfg: dict, pop: int, pop_name: str) -> None:
+    """The constant fitting's sizes (fit_top, fit_steps, fit_trials), in ``cfg``."""
+    # default: a few per generation on a CPU (each fit costs steps x trials evaluations), more
+    # with the large populations a GPU scores
     cfg["fit_top"] = (max(2, min(64, pop // 128)) if cfg["fit_top"] is None
                       else check_int("fit_top", cfg["fit_top"], 0, pop,
                                      f"the best new programs of a {pop_name} of {pop:,}"))
@@ -324,13 +347,18 @@ def check_config(where: Kind, **given: Any) -> SearchOptions:
                                  BOUNDS["fit_steps"][2])
     # the evolution strategy scores fit_top x fit_trials programs at once; Levenberg–Marquardt
     # takes no trials (its fit_top is every child: a checkpoint of a large population resumes).
-    # "auto" is checked again as the method the data search resolves it to (loop's
-    # _resolve_fitting replaces it; a data run's checkpoint holds the resolved one)
+    # "auto" is checked again as the method the data search resolves it to
+    # (numptx.search.prepare.resolve_fitting; a data run's checkpoint holds the resolved one)
     cfg["fit_trials"] = check_int("fit_trials", cfg["fit_trials"], 1,
                                   FIT_BATCH_MAX // (1 if cfg["fit_method"] in ("lm", "auto")
                                                     else max(1, cfg["fit_top"])),
                                   f"fit_top x fit_trials programs are scored at once, at most "
                                   f"{FIT_BATCH_MAX:,}")
+
+
+def _check_stopping(cfg: dict) -> None:
+    """When a run stops or starts again (target, time_limit, restart), and how it avoids
+    duplicates (revary, semantic_dedup), in ``cfg``."""
     if cfg["target"] is not None:
         cfg["target"] = check_float("target", cfg["target"], -math.inf)
     if cfg["time_limit"] is not None:
@@ -342,6 +370,10 @@ def check_config(where: Kind, **given: Any) -> SearchOptions:
     if cfg["semantic_dedup"] is not None:       # None: the search decides (semantic.resolve)
         cfg["semantic_dedup"] = check_int("semantic_dedup", cfg["semantic_dedup"], 0,
                                           PROBE_MAX, BOUNDS["semantic_dedup"][2])
+
+
+def _check_islands(where: Kind, cfg: dict, pop: int, pop_name: str) -> None:
+    """islands (None: regress's default) and migration, in ``cfg``."""
     if cfg["islands"] is None:      # regress's: islands of ISLAND_SIZE programs or more, up to 4
         cfg["islands"] = (max(1, min(ISLANDS_MAX_DEFAULT, pop // ISLAND_SIZE))
                           if where == "regress" and cfg["survivors"] == "plus" else 1)
@@ -354,6 +386,10 @@ def check_config(where: Kind, **given: Any) -> SearchOptions:
                              f", not survivors={cfg['survivors']!r}"))
     cfg["migration"] = check_int("migration", cfg["migration"], 0, GENERATIONS_MAX,
                                  BOUNDS["migration"][2])
+
+
+def _check_descriptors(cfg: dict) -> None:
+    """MAP-Elites' grid (bins, descriptors: a tuple), in ``cfg``."""
     if cfg["bins"] is not None:
         cfg["bins"] = check_int("bins", cfg["bins"], 1, BINS_MAX, BOUNDS["bins"][2])
     if isinstance(cfg["descriptors"], str):
@@ -362,8 +398,6 @@ def check_config(where: Kind, **given: Any) -> SearchOptions:
         raise SearchError(f"descriptors={cfg['descriptors']!r}: give a sequence of descriptor "
                           f"names or Descriptor tuples")
     cfg["descriptors"] = tuple(cfg["descriptors"])
-    derived = frozenset(k for k in _DERIVED if given.get(k) is None)
-    return SearchOptions._checked(where, cfg, derived)
 
 
 def _init_length(il: Any) -> tuple[int, int]:

@@ -42,24 +42,21 @@ from . import elites
 from . import operators as O
 from . import semantic
 from .breed import Breeder
-from .config import (CACHE_MAX, Device, FitMethod, Kind, Loss, SearchOptions, Survivors,
-                     check_config, check_seed)
+from .config import CACHE_MAX, Device, FitMethod, Kind, Loss, SearchOptions, Survivors, check_seed
 from .constants import fit_constants
 from .least_squares import fit_least_squares
-from .evaluate import (SCALED_LOSSES, Build, Evaluate, Evaluator, check_data, check_evaluate,
-                       check_executor, resolve_device, check_per_module)
-from .genes import LN2, LOG2E, Genes, SearchError, check_int
-from .rescore import Rescore, returned, user_build
+from .evaluate import Build, Evaluate, Evaluator
+from .genes import LN2, LOG2E, Genes, check_int
+from .prepare import prepare, prepare_evolve
+from .rescore import Rescore, returned
 from .results import Candidate, Generation, Result, program_key
 from .scaling import written
 from .scorers import Scorer, UserFitness
-from .sites import site_genes
 from .strategies import Strategy, strategy_for
 
 __all__ = ["regress", "map_elites", "evolve", "Result", "Candidate", "Generation", "check_int"]
 
 log = logging.getLogger(__name__)
-
 
 
 def _formula_mod():
@@ -480,60 +477,11 @@ def _report(progress: Any, g: Generation, s: Search) -> None:
           file=sys.stderr, flush=True)
 
 
-def _regression_search(kind: Kind, X: Any, y: Any, ops: Sequence[str], *, names, dtype,
-                       constants, loss, device, executor, per_module, seed, pipeline=True,
-                       evaluate="auto", build="auto", **options) -> Search:
-    check_evaluate(evaluate, kind)
-    # the dtype follows X (y is cast to it), or dtype= when given
-    Xc, yc = check_data(X, y, where=kind, dtype=dtype)
-    data_dtype = "f64" if Xc.dtype == np.float64 else "f32"
-    cfg = check_config(kind, **options)
-    if not isinstance(pipeline, bool):
-        raise SearchError(f"{kind}: pipeline={pipeline!r}: give True or False")
-    cfg = _resolve_fitting(cfg, loss, yc, resolve_device(device), options)
-    try:
-        genes = Genes(ops, Xc.shape[1], names=names, dtype=data_dtype,
-                      weights=bool(cfg.input_weights),       # resolved: a bool
-                      **({} if constants is None else {"constants": constants}))
-    except SearchError as e:
-        if dtype is None and data_dtype == "f64" and "no f64 form" in str(e):
-            raise SearchError(f"{kind}: {e}; X is float64, so the search runs in f64: pass X "
-                              f"as float32 (or dtype='f32') to use that op") from None
-        raise
-    ev = Evaluator(Xc, yc, loss=loss, names=genes.names, device=device, executor=executor,
-                   per_module=per_module, where=kind, pipeline=pipeline, evaluate=evaluate,
-                   rows=genes.rows, linear_scaling=bool(cfg.linear_scaling), build=build)
+def _regression_search(kind: Kind, X: Any, y: Any, ops: Sequence[str], *, seed: Any,
+                       **kw: Any) -> Search:
+    """A ``kind`` search on ``X``, ``y``, set up by :func:`numptx.search.prepare.prepare`."""
+    genes, cfg, ev = prepare(kind, X, y, ops, **kw)
     return Search(kind, genes, cfg, check_seed(seed), evaluator=ev)
-
-
-def _resolve_fitting(cfg: SearchOptions, loss: str, y: np.ndarray, device: str,
-                     given: dict) -> SearchOptions:
-    """The options with the constant fitting left to the search (None / "auto") filled in:
-    ``linear_scaling`` on for mse and rmse when y varies; ``fit_method`` "lm" on the CPU for
-    a least-squares loss (mse, rmse, pearson), else "es"; under lm, ``input_weights`` on and
-    ``fit_top`` :func:`fit_top_lm` unless given."""
-    change: dict[str, Any] = {}
-    if cfg.linear_scaling is None:
-        change["linear_scaling"] = loss in SCALED_LOSSES and bool(y.min() != y.max())
-    if cfg.fit_method == "lm" and loss not in (*SCALED_LOSSES, "pearson"):
-        raise SearchError(f"fit_method='lm' with loss={loss!r}: Levenberg–Marquardt minimizes "
-                          f"squared errors (mse, rmse, pearson); use fit_method='es' or 'auto'")
-    method = cfg.fit_method
-    if method == "auto":
-        lm = device == "cpu" and loss in (*SCALED_LOSSES, "pearson")
-        method = change["fit_method"] = "lm" if lm else "es"
-        if lm and given.get("fit_top") is None:
-            change["fit_top"] = fit_top_lm(cfg.population)
-    if cfg.input_weights is None:
-        change["input_weights"] = method == "lm"
-    return cfg.replace(**change) if change else cfg
-
-
-def fit_top_lm(population: int) -> int:
-    """The default ``fit_top`` under Levenberg–Marquardt: every child, as Operon fits every
-    child (the C fit made that affordable; fitting all solved more runs in the same time
-    than the best quarter: benchmarks/README.md, "Search against Operon")."""
-    return population
 
 
 def regress(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div"), *,
@@ -646,23 +594,13 @@ def evolve(template: Any, site: Any, fitness: Callable[[list], Sequence[float]],
     gets) or ``"fast"`` (packs at -Ofc=max; the best is packed again at the full build and
     scored by ``fitness`` once more, ``result.rescored``; CUDA C++ and PTX templates).
     The other options (selection, rates, ``restart``, ``revary``) are :func:`regress`'s."""
-    if check_evaluate(evaluate, "evolve") == "interpret":
-        raise SearchError("evolve: evaluate='interpret': evolve's fitness scores built packs "
-                          "(your kernel runs them), so there is nothing to interpret; use "
-                          "'auto' or 'compile' (or search.regress for a data set)")
-    if not callable(fitness):
-        raise SearchError(f"evolve: fitness={fitness!r} is not callable (it takes the built packs "
-                          f"and returns one score per candidate)")
-    name, s, genes = site_genes(template, site, select, ops, constants)
-    cfg = check_config("evolve", population=population, generations=generations,
-                       tournament=tournament, elitism=elitism, parsimony=parsimony,
-                       crossover=crossover, mutation=mutation, max_length=max_length,
-                       init_length=init_length, fit_top=0, target=target,
-                       time_limit=time_limit, restart=restart, revary=revary)
-    user = UserFitness(template=template, site=name, site_obj=s, select=select,
-                       fitness=fitness, per_module=check_per_module(per_module, "evolve"),
-                       executor=check_executor(executor, "evolve"),
-                       build=user_build(template, name, build))
+    genes, cfg, user = prepare_evolve(
+        template, site, fitness, ops=ops, select=select, constants=constants,
+        per_module=per_module, executor=executor, evaluate=evaluate, build=build,
+        population=population, generations=generations, tournament=tournament,
+        elitism=elitism, parsimony=parsimony, crossover=crossover, mutation=mutation,
+        max_length=max_length, init_length=init_length, target=target, time_limit=time_limit,
+        restart=restart, revary=revary)
     search = Search("evolve", genes, cfg, check_seed(seed), user=user)
     return search.run(cfg.generations, progress)
 
