@@ -95,13 +95,13 @@ def check_candidates(candidates: Any) -> list[Mapping[str, Any]]:
 
 def _count(value: Any, what: str, least: int) -> int:
     if isinstance(value, bool) or not isinstance(value, (numbers.Integral, np.integer)) \
-            or value < least:
+            or int(value) < least:
         raise AutotuneError(f"autotune({what}={value!r}): an int >= {least}")
     return int(value)
 
 
 def _tolerance(value: Any, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value >= 0:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not float(value) >= 0:
         raise AutotuneError(f"autotune({what}={value!r}): a real number >= 0")
     return float(value)
 
@@ -110,9 +110,10 @@ def check_dims(d: Any, what: str) -> tuple[int, int, int]:
     """A grid or block (an int, or 1 to 3 of them) as a 3-tuple, or an AutotuneError."""
     t = tuple(d) if isinstance(d, (tuple, list)) else (d,)
     if not 1 <= len(t) <= 3 or not all(isinstance(x, (numbers.Integral, np.integer))
-                                       and not isinstance(x, bool) and x >= 1 for x in t):
+                                       and not isinstance(x, bool) and int(x) >= 1 for x in t):
         raise AutotuneError(f"autotune({what}={d!r}): a positive int or a tuple of 1 to 3 of them")
-    return tuple(int(x) for x in t) + (1,) * (3 - len(t))
+    x, y, z = (*(int(v) for v in t), 1, 1)[:3]
+    return x, y, z
 
 
 def _tune_cache(cache: Any, cache_dir: Any) -> tuple[TuneCache | None, bool]:
@@ -229,7 +230,7 @@ def check_outputs(output: Any, args: tuple) -> tuple[int, ...]:
         raise AutotuneError("autotune(output=()): name at least one output argument")
     for j in outs:
         if isinstance(j, bool) or not isinstance(j, (numbers.Integral, np.integer)) \
-                or not -len(args) <= j < len(args):
+                or not -len(args) <= int(j) < len(args):
             raise AutotuneError(f"autotune(output={output!r}): {j!r} is no index into the "
                                 f"{len(args)} argument(s)")
         if not is_array(args[j]):

@@ -417,8 +417,7 @@ class Variant(CubinInspection):
             cache = self.template.cache
             if cache is not None:
                 start = time.perf_counter()
-                probe = getattr(cache, "in_memory", None)
-                where = "memory" if probe is not None and probe(self.key) else "disk"
+                where = "memory" if cache.in_memory(self.key) else "disk"
                 self._cubin = cache.get(self.key, context=f"{self.entry} {self.arch}, template "
                                         f"{self.template.digest[:12]}")
                 if self._cubin is not None:
