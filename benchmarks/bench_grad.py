@@ -169,7 +169,7 @@ class Row(NamedTuple):
 
 
 def _count(cubin: bytes) -> int:
-    from numptx.jit.resources import sass_instructions
+    from numptx.jit.compile.resources import sass_instructions
     return len(sass_instructions(cubin, "k"))
 
 
@@ -374,7 +374,7 @@ def sass_loops(text: str) -> list[Loop]:
 def hot_loop(cubin: bytes, kernel: str) -> tuple[Loop, Loop | None]:
     """The loop of ``kernel`` with the most FFMAs of its own (the k or q loop of a pairwise
     kernel), and the loop around it (None: none)."""
-    from numptx.jit.sass import sass_text
+    from numptx.jit.compile.sass import sass_text
     loops = sass_loops(sass_text(cubin, kernel))
     hot = max(loops, key=lambda lp: (lp.ffma, -lp.instructions))
     return hot, None if hot.parent is None else loops[hot.parent]
@@ -439,7 +439,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="only the pairwise table, on the CPU at a small size (a smoke run)")
     args = ap.parse_args(argv)
     try:
-        from numptx.jit.sass import find_tool
+        from numptx.jit.compile.sass import find_tool
         find_tool("nvdisasm")
     except nx.NumptxError as e:
         print(f"the SASS table needs nvdisasm: {e}", file=sys.stderr)

@@ -3,7 +3,7 @@
 Each kernel is built twice from one CUDA C++ source: hand-written (the formula as C++ in the
 loop, NVRTC -> nvJitLink) and injected (a ``PTX_INJECT`` site in its place, compiled once as a
 template, the formula as an ``@nx.ptx_expr`` stub). The table gives their SASS instruction counts
-(``numptx.jit.resources.sass_instructions``: no NOPs, no closing self-branch) and registers:
+(``numptx.jit.compile.resources.sass_instructions``: no NOPs, no closing self-branch) and registers:
 
 - pairwise distances: ``acc = f(acc, x, y)`` in a loop over ``k`` unrolled 4 deep, one row per
   formula of ``CASES`` (name, Python formula, CUDA C++ expression, dtype);
@@ -255,7 +255,7 @@ class Built(NamedTuple):
 
 def measure(cubin: bytes, entry: str) -> Built:
     """Instruction count and registers of kernel ``entry`` (needs nvdisasm: numptx[tools])."""
-    from numptx.jit.resources import cubin_resources, sass_instructions
+    from numptx.jit.compile.resources import cubin_resources, sass_instructions
     return Built(cubin, entry, len(sass_instructions(cubin, entry)),
                  cubin_resources(cubin)[entry].registers)
 
@@ -447,7 +447,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="add every math function in the pairwise loop (FUNCTION_CASES)")
     args = ap.parse_args(argv)
     try:
-        from numptx.jit.sass import find_tool
+        from numptx.jit.compile.sass import find_tool
         find_tool("nvdisasm")
     except nx.NumptxError as e:
         print(f"the SASS table needs nvdisasm: {e}", file=sys.stderr)

@@ -29,9 +29,9 @@ from types import SimpleNamespace
 import numpy as np
 
 import numptx as nx
-from numptx.jit import cuda_launch as CL
-from numptx.jit import residency as R
-from numptx.jit.cuda_launch import ArgPlan, marshal
+from numptx.jit.templates import cuda_launch as CL
+from numptx.jit.templates import residency as R
+from numptx.jit.templates.cuda_launch import ArgPlan, marshal
 
 SOURCES = {
     3: r'''extern "C" __global__ void k3(float* out, const float* a, int n) {

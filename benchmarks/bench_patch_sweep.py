@@ -21,8 +21,8 @@ import time
 import numpy as np
 
 import numptx as nx
-from numptx.jit import build as build_mod
-from numptx.jit import template as template_mod
+from numptx.jit.compile import build as build_mod
+from numptx.jit.templates import template as template_mod
 
 SRC = r'''
 extern "C" __global__ void kernel(float* out, const float* a, const float* b, int n) {

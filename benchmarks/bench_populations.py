@@ -6,7 +6,7 @@
 - jump table (``brx.idx``, what numptx emits) against a binary branch tree, same candidates;
 - the host cost of a launch: on a CPU the argument preparation alone
   (``python benchmarks/bench_launch.py``), on a GPU the whole launch;
-- ``nx.fitness``'s preparation (its checks of each candidate, ``numptx.jit.fitness.prepare``)
+- ``nx.fitness``'s preparation (its checks of each candidate, ``numptx.jit.populations.fitness.prepare``)
   for 4096 candidates of each kind, CPU time, against ``pack_many`` of the same PTX texts.
 
 - ``--layouts``: programs/s per core (CPU time of stubs + render + nvJitLink, one thread) by
@@ -18,7 +18,7 @@
   (valgrind's cachegrind, ``I refs``) of one pack build in a child process, less a child that
   does all but the assembly (interpreter, NVRTC, stubs);
 - ``--farm``: the bytes sent per task to Dask workers and the scaling with 1 and 2 worker
-  processes (``numptx.jit.farm``; see that function).
+  processes (``numptx.jit.compile.farm``; see that function).
 - ``--search``: the search's own GPU modules (``Evaluator.packs``: the fitness kernel, 256
   candidates a module as kernels of 128) of a population an evolved ``search.regress`` run
   holds and of random initial programs of three op sets, at ``build="full"`` and
@@ -46,7 +46,7 @@ import time
 
 import numptx as nx
 from numptx import stack_ptx as sp
-from numptx.jit.pack import Population
+from numptx.jit.populations.pack import Population
 
 FIT = r'''
 extern "C" __global__ void fit(float* err, const float* X, const float* Y, int n) {
@@ -205,7 +205,7 @@ def main() -> None:
 
     print("\njump table (brx.idx) vs branch tree, same candidates, nvJitLink only:")
     texts = Population(progs[:args.n], "cand").texts(site)
-    from numptx.jit.pack import dispatch_text
+    from numptx.jit.populations.pack import dispatch_text
     for name, stub in (("jump table", dispatch_text(site, "cand", texts)),
                        ("branch tree", _tree(site, "cand", texts))):
         ptx = tmpl.render([stub])
@@ -223,7 +223,7 @@ def layouts(repeats: int = 3, sizes: tuple[int, ...] = (256, 2048)) -> None:
     included; best of ``repeats``, the four builds interleaved) of ``tmpl.pack(...).cubin``
     for random mm-ptx-style programs, by layout and build mode; SASS instructions per
     candidate of each build."""
-    from numptx.jit.sass import sass_instructions
+    from numptx.jit.compile.sass import sass_instructions
     tmpl = nx.CudaTemplate(FIT, entry="fit", cache=False)
     progs = [random_program(s) for s in range(max(sizes))]
     modes = [("function", "full"), ("kernels", "full"), ("function", "fast"), ("kernels", "fast")]
@@ -258,7 +258,7 @@ def search_modules(repeats: int = 3, n: int = 512, per_module: int = 256) -> Non
     import numpy as np
     from concurrent.futures import ThreadPoolExecutor
     from numptx import search
-    from numptx.jit.sass import sass_instructions
+    from numptx.jit.compile.sass import sass_instructions
     from numptx.search import operators as O
     from numptx.search.evaluate import Evaluator
     from numptx.search.genes import Genes
@@ -334,7 +334,7 @@ def farm(n: int = 2048, per_module: int = 256) -> None:
     time of one batch each, interleaved, best of 2; the client's own work included)."""
     import pickle
     from distributed import Client, LocalCluster
-    from numptx.jit import farm as F
+    from numptx.jit.compile import farm as F
     tmpl = nx.CudaTemplate(FIT, entry="fit", cache=False)
     site = tmpl.sites["f"]
     progs = [random_program(s) for s in range(n)]
@@ -380,8 +380,8 @@ def fitness_preparation(n: int = 4096, repeats: int = 3) -> None:
     stubs, op lists, encodings and PTX texts: cold (caches emptied) and again (cached); the
     texts against ``pack_many`` of the same texts (what a GPU run builds)."""
     import numpy as np
-    from numptx.jit import fitness as F
-    from numptx.jit.fitness_checks import clear_caches
+    from numptx.jit.populations import fitness as F
+    from numptx.jit.populations.fitness_checks import clear_caches
     X = np.random.default_rng(0).uniform(-1, 1, (256, 1)).astype(np.float32)
     y = X[:, 0] * 2
     tmpl = F.fitness_template(1, ("x",), "f32")

@@ -268,9 +268,9 @@ def stages(args) -> None:
     import os
     import numptx as nx
     from numptx import stack_ptx as sp
-    from numptx.jit.fitness import fitness_template
-    from numptx.jit.nvjitlink import ptx_to_cubin
-    from numptx.jit.pack import pack
+    from numptx.jit.populations.fitness import fitness_template
+    from numptx.jit.compile.nvjitlink import ptx_to_cubin
+    from numptx.jit.populations.pack import pack
     n = args.population
     t = time.perf_counter()
     s = _warm_search(n, args.warm)
@@ -379,8 +379,8 @@ def _simulate(kids: int, new: int, per_child: float, A: float, T: float, per: in
 
 def _options(ptxs: list, arch: str, n: int) -> None:
     """nvJitLink option sets on the same modules: core time and SASS instructions."""
-    from numptx.jit.nvjitlink import ptx_to_cubin
-    from numptx.jit.sass import ToolMissingError, sass_instructions
+    from numptx.jit.compile.nvjitlink import ptx_to_cubin
+    from numptx.jit.compile.sass import ToolMissingError, sass_instructions
     sets = [(), ("-Xptxas=-O2",), ("-Xptxas=-O1",), ("-Xptxas=-O0",), ("-O0",)]
     best = {o: float("inf") for o in sets}
     count = {}

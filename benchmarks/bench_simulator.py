@@ -7,7 +7,7 @@ structure: its own multiply-adds), or one formula relaunched. Three ways, side b
   reference (numptx before issue 14: the PTX was never run);
 * ``stub, per thread``: numba's block manager, each thread runs the stub in the emulator;
 * ``stub, batched``: the default: numptx's waves of blocks, one emulator run per site and
-  round (numptx.jit.sim_waves).
+  round (numptx.jit.numba.sim_waves).
 
 Then (issue 22, item 12) one step of an n-body kernel (``examples/nbody_force_law.py``: each
 thread sums the softened-gravity pair forces of all the bodies, a loop of ``n`` trips) with the
@@ -32,7 +32,7 @@ if os.environ.get("NUMBA_ENABLE_CUDASIM") != "1":
                      "benchmarks/bench_simulator.py")
 
 import numptx as nx                                   # noqa: E402
-import numptx.jit.launch as L                         # noqa: E402
+import numptx.jit.numba.launch as L                         # noqa: E402
 from numba import cuda                                # noqa: E402
 
 

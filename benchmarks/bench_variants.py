@@ -9,7 +9,7 @@ real build; the cached rows use a CubinCache in a temporary folder (the user's c
 touched: NUMPTX_CACHE_DIR is pointed at a temporary folder before numptx is imported).
 
 A variant that differs from an earlier one only in f32 constants is *patched* by default (its
-constants written into the proven cubin of its shape, see numptx.jit.patch). The rows for a *new
+constants written into the proven cubin of its shape, see numptx.jit.compile.patch). The rows for a *new
 formula* use templates with ``patch_constants=False``, so that each variant is assembled as a new
 formula of the same size would be; the *new constants* rows show the patched path.
 
@@ -46,8 +46,8 @@ os.environ["NUMPTX_CACHE_DIR"] = _TMP          # before numptx is imported: neve
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numptx as nx                                   # noqa: E402
-from numptx.jit.cache import CubinCache               # noqa: E402
-from numptx.jit.template import Template              # noqa: E402
+from numptx.jit.compile.cache import CubinCache               # noqa: E402
+from numptx.jit.templates.template import Template              # noqa: E402
 from bench_inject import gemm_template                # noqa: E402
 
 ARCH = "sm_90"

@@ -23,8 +23,8 @@ import time
 import numpy as np
 
 import numptx as nx
-from numptx.jit.autotune import autotune, gpu_available
-from numptx.jit.sass import find_tool
+from numptx.jit.tune.autotune import autotune, gpu_available
+from numptx.jit.compile.sass import find_tool
 
 SRC = r'''
 extern "C" __global__ void pairwise(float* out, const float* X, const float* YT, int n, int d) {

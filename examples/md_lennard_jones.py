@@ -36,7 +36,7 @@ import numpy as np                  # noqa: E402
 from numba import cuda              # noqa: E402  a module global: the simulator swaps it
 
 import numptx as nx                 # noqa: E402
-from numptx.jit.numba_site import SIMULATOR   # noqa: E402
+from numptx.jit.numba.numba_site import SIMULATOR   # noqa: E402
 
 #: the relative drift of the total energy this run must stay under (f32 forces, dt = 0.004)
 MAX_DRIFT = 1e-3

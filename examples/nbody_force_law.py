@@ -32,7 +32,7 @@ import numpy as np                  # noqa: E402
 from numba import cuda              # noqa: E402  a module global: the simulator swaps it
 
 import numptx as nx                 # noqa: E402
-from numptx.jit.numba_site import SIMULATOR   # noqa: E402
+from numptx.jit.numba.numba_site import SIMULATOR   # noqa: E402
 
 N, DT, SOFT = 48, np.float32(1e-3), np.float32(1e-2)
 

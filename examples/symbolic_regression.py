@@ -21,7 +21,7 @@ import time
 import numpy as np
 
 from numptx import search
-from numptx.jit.fitness import gpu_available
+from numptx.jit.populations.fitness import gpu_available
 
 OPS = ["add", "sub", "mul", "div", "exp", "log", "sin", "cos"]
 

@@ -11,7 +11,7 @@ from numba import cuda          # a module global: the simulator swaps it for it
 
 import numptx as nx
 from numptx import stack_ptx as sp
-from numptx.jit.numba_site import SIMULATOR
+from numptx.jit.numba.numba_site import SIMULATOR
 
 SRC = r'''
 extern "C" __global__ void kernel(float* out, const float* a, const float* b, int n) {

@@ -11,7 +11,7 @@ at named sites and assembling each variant with nvJitLink::
     cubin = nx.ptx_to_cubin(inj.render({"combine": f"add.f32 %{z.reg}, %{x.reg}, %{y.reg};"}),
                             arch="sm_90")           # once per variant (nvJitLink)
 
-``import numptx`` loads only the errors and the post-import hooks (numptx.jit.after_import):
+``import numptx`` loads only the errors and the post-import hooks (numptx.jit.numba.after_import):
 every other name (``nx.ptx_expr``, ``nx.f32``, ``nx.Template``, ``nx.search``, the ``nx.*`` DSL
 functions, any submodule) is imported at its first use (PEP 562), from the module that defines
 it (:data:`_LAZY`), so ``from numptx import stack_ptx`` pays for the stack programs only. What
@@ -51,26 +51,27 @@ _LAZY: dict[str, str] = {
     "PtxInject": "numptx.inject", "Site": "numptx.inject", "Variable": "numptx.inject",
     "TABLE": "numptx.instructions", "add_instruction": "numptx.instructions",
     "Instr": "numptx.instruction_model",
-    "ptx_to_cubin": "numptx.jit.nvjitlink",
-    "cuda_to_ptx": "numptx.jit.nvrtc", "include_dir": "numptx.jit.nvrtc",
-    "SiteError": "numptx.jit.numba_site", "simulator_active": "numptx.jit.numba_site",
-    "site": "numptx.jit.numba_site",
-    "CudaTemplate": "numptx.jit.template", "Template": "numptx.jit.template",
-    "Variant": "numptx.jit.template",
-    "Kernel": "numptx.jit.kernel", "KernelVariant": "numptx.jit.kernel", "kernel": "numptx.jit.kernel",
-    "CubinCache": "numptx.jit.cache", "default_cache": "numptx.jit.cache",
+    "ptx_to_cubin": "numptx.jit.compile.nvjitlink",
+    "cuda_to_ptx": "numptx.jit.compile.nvrtc", "include_dir": "numptx.jit.compile.nvrtc",
+    "SiteError": "numptx.jit.numba.numba_site", "simulator_active": "numptx.jit.numba.numba_site",
+    "site": "numptx.jit.numba.numba_site",
+    "CudaTemplate": "numptx.jit.templates.template", "Template": "numptx.jit.templates.template",
+    "Variant": "numptx.jit.templates.template",
+    "Kernel": "numptx.jit.numba.kernel", "KernelVariant": "numptx.jit.numba.kernel",
+    "kernel": "numptx.jit.numba.kernel",
+    "CubinCache": "numptx.jit.compile.cache", "default_cache": "numptx.jit.compile.cache",
     "BuildError": "numptx.jit.errors", "LaunchError": "numptx.jit.errors",
     "CubinError": "numptx.jit.errors", "ToolMissingError": "numptx.jit.errors",
-    "Pack": "numptx.jit.pack",
-    "PackError": "numptx.jit.pack_kernels", "PerKernel": "numptx.jit.pack_kernels",
-    "ConstantsError": "numptx.jit.runtime_constants",
-    "fitness": "numptx.jit.fitness",
-    "Resources": "numptx.jit.resources", "cubin_resources": "numptx.jit.resources",
-    "StubRuleError": "numptx.jit.stub_checks",
-    "autotune": "numptx.jit.autotune",
-    "AutotuneError": "numptx.jit.autotune_types", "AutotuneWarning": "numptx.jit.autotune_types",
-    "Excluded": "numptx.jit.autotune_types", "Tuned": "numptx.jit.autotune_types",
-    "Autotuned": "numptx.jit.autotune_decorator", "autotuned": "numptx.jit.autotune_decorator",
+    "Pack": "numptx.jit.populations.pack",
+    "PackError": "numptx.jit.populations.pack_kernels", "PerKernel": "numptx.jit.populations.pack_kernels",
+    "ConstantsError": "numptx.jit.populations.runtime_constants",
+    "fitness": "numptx.jit.populations.fitness",
+    "Resources": "numptx.jit.compile.resources", "cubin_resources": "numptx.jit.compile.resources",
+    "StubRuleError": "numptx.jit.templates.stub_checks",
+    "autotune": "numptx.jit.tune.autotune",
+    "AutotuneError": "numptx.jit.tune.autotune_types", "AutotuneWarning": "numptx.jit.tune.autotune_types",
+    "Excluded": "numptx.jit.tune.autotune_types", "Tuned": "numptx.jit.tune.autotune_types",
+    "Autotuned": "numptx.jit.tune.autotune_decorator", "autotuned": "numptx.jit.tune.autotune_decorator",
     "ConfigError": "numptx.config",
 }
 #: the ``nx.*`` DSL functions (nx.sqrt, nx.where, ...) come from this module's ``__all__``
@@ -94,22 +95,22 @@ if _typing.TYPE_CHECKING:       # what the table resolves to, for type checkers 
     from .inject import PtxInject, Site, Variable
     from .instructions import TABLE, add_instruction
     from .instruction_model import Instr
-    from .jit.nvjitlink import ptx_to_cubin
-    from .jit.nvrtc import cuda_to_ptx, include_dir
-    from .jit.numba_site import SiteError, simulator_active, site
-    from .jit.template import CudaTemplate, Template, Variant
-    from .jit.kernel import Kernel, KernelVariant, kernel
-    from .jit.cache import CubinCache, default_cache
+    from .jit.compile.nvjitlink import ptx_to_cubin
+    from .jit.compile.nvrtc import cuda_to_ptx, include_dir
+    from .jit.numba.numba_site import SiteError, simulator_active, site
+    from .jit.templates.template import CudaTemplate, Template, Variant
+    from .jit.numba.kernel import Kernel, KernelVariant, kernel
+    from .jit.compile.cache import CubinCache, default_cache
     from .jit.errors import BuildError, CubinError, LaunchError, ToolMissingError
-    from .jit.pack import Pack
-    from .jit.pack_kernels import PackError, PerKernel
-    from .jit.runtime_constants import ConstantsError
-    from .jit.fitness import fitness
-    from .jit.resources import Resources, cubin_resources
-    from .jit.stub_checks import StubRuleError
-    from .jit.autotune import autotune
-    from .jit.autotune_types import AutotuneError, AutotuneWarning, Excluded, Tuned
-    from .jit.autotune_decorator import Autotuned, autotuned
+    from .jit.populations.pack import Pack
+    from .jit.populations.pack_kernels import PackError, PerKernel
+    from .jit.populations.runtime_constants import ConstantsError
+    from .jit.populations.fitness import fitness
+    from .jit.compile.resources import Resources, cubin_resources
+    from .jit.templates.stub_checks import StubRuleError
+    from .jit.tune.autotune import autotune
+    from .jit.tune.autotune_types import AutotuneError, AutotuneWarning, Excluded, Tuned
+    from .jit.tune.autotune_decorator import Autotuned, autotuned
     from .config import ConfigError
 
 _ERRORS = ["NumptxError", "PtxParseError", "RenderError", "AnnotationError", "CompileError",
@@ -154,14 +155,14 @@ def __dir__() -> list[str]:
 class _GpuOnDemand:
     """``sp.interpret(device="gpu")``'s backend (``numptx._program.interpret``'s
     ``DeviceInterpreter``), registered once the interpreter is imported: it imports numptx.jit's
-    :class:`~numptx.jit.interpret_gpu.GpuInterpreter` at its first use."""
+    :class:`~numptx.jit.populations.interpret_gpu.GpuInterpreter` at its first use."""
 
     def __init__(self) -> None:
         self._real: _typing.Any = None
 
     def _backend(self) -> _typing.Any:
         if self._real is None:
-            from .jit.interpret_gpu import GpuInterpreter
+            from .jit.populations.interpret_gpu import GpuInterpreter
             self._real = GpuInterpreter()
         return self._real
 
@@ -173,9 +174,9 @@ class _GpuOnDemand:
 
 
 def _gpu_losses(*args: _typing.Any, **kwargs: _typing.Any) -> _typing.Any:
-    """The GPU fitness scorer (numptx.jit.interpret_gpu's, which registers itself at its
+    """The GPU fitness scorer (numptx.jit.populations.interpret_gpu's, which registers itself at its
     import), registered on demand for search and ``nx.fitness`` scoring with ``device="gpu"``."""
-    from .jit.interpret_gpu import fitness_losses
+    from .jit.populations.interpret_gpu import fitness_losses
     return fitness_losses(*args, **kwargs)
 
 
@@ -185,21 +186,21 @@ def _register_device() -> None:
 
 
 def _register_scorer() -> None:
-    from .jit.fitness_interpret import register_gpu_scorer
+    from .jit.populations.fitness_interpret import register_gpu_scorer
     register_gpu_scorer(_gpu_losses)     # interpret_gpu's own replaces it at its import
 
 
 def _register_site() -> None:
-    from .jit.numba_site import register
+    from .jit.numba.numba_site import register
     register()                           # nx.site's numba IR rewrite (a no-op in the simulator)
 
 
 def _hooks() -> None:
     """Registrations that ran at ``import numptx`` when it imported everything now run when
-    the module they register with is imported (numptx.jit.after_import)."""
-    from .jit.after_import import when_imported
+    the module they register with is imported (numptx.jit.numba.after_import)."""
+    from .jit.numba.after_import import when_imported
     when_imported("numptx._program.interpret", _register_device)
-    when_imported("numptx.jit.fitness_interpret", _register_scorer)
+    when_imported("numptx.jit.populations.fitness_interpret", _register_scorer)
     when_imported("numba.cuda", _register_site)
 
 

@@ -87,7 +87,7 @@ def _cmd_sites(args) -> int:
 
 
 def _cmd_cache(args) -> int:
-    from .jit.cache import default_cache
+    from .jit.compile.cache import default_cache
     cache = default_cache()
     if cache.directory is None:
         print("the disk cache is off (NUMPTX_CACHE=0)")

@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 from . import config
 from ._shadow import empty_cwd, shadow_message, shadowing_folder
-from .jit import patch as _patch
+from .jit.compile import patch as _patch
 
 DEMO_SRC = r'''
 extern "C" __global__ void combine_kernel(float* out, const float* a, const float* b, int n) {
@@ -168,7 +168,7 @@ def _quiet_small_grids():
     NumbaPerformanceWarning about low occupancy says nothing about numptx, so the demo (and
     only the demo) silences it around its launches."""
     with warnings.catch_warnings():
-        from .jit.numba_compat import performance_warnings
+        from .jit.numba.numba_compat import performance_warnings
         for category in performance_warnings():     # none without numba: nothing to silence
             warnings.simplefilter("ignore", category)
         yield
@@ -209,7 +209,7 @@ def _simulate_main() -> int:
     if folder is not None:
         print(f"numptx demo: {shadow_message(folder)}", file=sys.stderr)
         return 2
-    from .jit.numba_site import SIMULATOR
+    from .jit.numba.numba_site import SIMULATOR
     if not SIMULATOR:
         print("numptx demo --simulate needs NUMBA_ENABLE_CUDASIM=1 in the environment", file=sys.stderr)
         return 2
@@ -229,7 +229,7 @@ def run_formula(arch: str = "sm_90", out=print) -> dict[str, float]:
     """Part 2 of the demo; returns its stage timings in seconds. Its stages: trace the
     formula, compile the two templates once, build the variants, run and check them (on the
     GPU, or under the simulator in a subprocess), print the timings."""
-    from .jit.numba_site import SIMULATOR
+    from .jit.numba.numba_site import SIMULATOR
 
     out("\n" + "=" * 78)
     if SIMULATOR:

@@ -61,7 +61,7 @@ STUB_TAG_CLOSE = "\n\t" + STUB_END + "\n"
 #: rendering hoists only the lines a :class:`GeneratedStub` carries, never comment text
 MODULE_LINE = "// numptx module: "
 
-#: text numptx reserves in stubs it did not generate (checked by numptx.jit.stub_checks): names
+#: text numptx reserves in stubs it did not generate (checked by numptx.jit.templates.stub_checks): names
 #: of its own registers, labels and tables (``__nx_``), the site markers and stub tags
 #: (``PTX_INJECT``, which attribute assembly errors to sites), and the comment marks of packs
 #: (``numptx candidate``, which attribute ptxas errors to candidates; ``numptx module``)

@@ -13,7 +13,7 @@ repeated across modules is a column here; the other tables are derived from :dat
 
 Derived elsewhere: ``instructions.TYPES/TYPE_ID/REG_TYPE/NP_DTYPE/TYPE_BITS``,
 ``dtypes.BUILTIN_DTYPES``, the DSL types of ``dsl/types.py``, the site aliases of
-``jit/numba_site.py`` and the C enum and arrays of ``native/stack_ptx_tables.h`` (written by
+``jit/numba/numba_site.py`` and the C enum and arrays of ``native/stack_ptx_tables.h`` (written by
 ``python native/gen_tables.py``; ``tests/test_native_tables.py`` checks it is current).
 
 This module imports only NumPy: the generator loads it without the rest of the package.

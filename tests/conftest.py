@@ -81,8 +81,8 @@ class Counting:
     """Counts nvJitLink runs made by templates and build_many (the real function runs)."""
 
     def __init__(self, monkeypatch):
-        from numptx.jit import build as build_mod
-        from numptx.jit import template as template_mod
+        from numptx.jit.compile import build as build_mod
+        from numptx.jit.templates import template as template_mod
         self.calls = 0
         real = template_mod.ptx_to_cubin
 

@@ -15,7 +15,7 @@ HEADER = os.path.join(INCLUDE, "ptx_inject.cuh")
 
 
 from numptx import annotate, dtypes, errors
-from numptx.jit.nvrtc import cuda_to_ptx as _cuda_to_ptx
+from numptx.jit.compile.nvrtc import cuda_to_ptx as _cuda_to_ptx
 
 AnnotationError = errors.AnnotationError
 

@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 
 import numptx as nx
-from numptx.jit import autotune as at
-from numptx.jit.autotune import AutotuneError, Tuned, autotune
-from numptx.jit.autotune_decorator import Autotuned, autotuned
-from numptx.jit.template import Variant
-from numptx.jit.tune_cache import SCHEMA
+from numptx.jit.tune import autotune as at
+from numptx.jit.tune.autotune import AutotuneError, Tuned, autotune
+from numptx.jit.tune.autotune_decorator import Autotuned, autotuned
+from numptx.jit.templates.template import Variant
+from numptx.jit.tune.tune_cache import SCHEMA
 
 from conftest import SPINE_SRC, gpu_available
 
@@ -161,7 +161,7 @@ def test_a_corrupt_entry_is_ignored_and_measured_again(tmpl, tmp_path, monkeypat
     with open(path, "wb") as f:
         f.write(content)
     count = CountMeasured(monkeypatch)
-    with caplog.at_level(logging.WARNING, logger="numptx.jit.autotune"):
+    with caplog.at_level(logging.WARNING, logger="numptx.jit.tune.autotune"):
         again = autotune(tmpl, cands, cost="sass", cache_dir=tmp_path)
     assert count.calls == 1 and again.measured == (1,) and again.costs == first.costs
     assert any("corrupt" in r.getMessage() and path in r.getMessage() for r in caplog.records)
@@ -174,7 +174,7 @@ def test_an_entry_that_is_a_folder_is_a_miss(tmpl, tmp_path, caplog):
     path = at.TuneCache(tmp_path).path(first.keys[0])
     os.remove(path)
     os.mkdir(path)
-    with caplog.at_level(logging.WARNING, logger="numptx.jit.autotune"):
+    with caplog.at_level(logging.WARNING, logger="numptx.jit.tune.autotune"):
         again = autotune(tmpl, cands, cost="sass", cache_dir=tmp_path)
     assert again.measured == (0,) and again.costs == first.costs
 
@@ -207,7 +207,7 @@ def test_candidates_build_on_the_executor(tmp_path):
 def test_failing_candidates_are_excluded_and_named(tmpl, tmp_path, caplog):
     cands = [{"combine": chain(2)}, {"combine": "bogus.f32 %v_z;"}, {"nosite": ADD},
              {"combine": ADD}]
-    with caplog.at_level(logging.WARNING, logger="numptx.jit.autotune"):
+    with caplog.at_level(logging.WARNING, logger="numptx.jit.tune.autotune"):
         best = autotune(tmpl, cands, cost="sass", cache_dir=tmp_path)
     assert best.index == 3 and best.ranking == (3, 0)
     assert sorted(best.failed) == [1, 2]
@@ -429,7 +429,7 @@ def test_the_decorator_launches_the_winner_once_cached_or_not(tmpl, fake_gpu, tm
 @pytest.mark.parametrize("check", [None, lambda out, a, b, n: out + a + b])
 def test_a_candidate_that_fails_to_launch_is_excluded(tmpl, fake_gpu, check, caplog):
     cands = [{"combine": BAD}, {"combine": LATE}, {"combine": ADD}]
-    with caplog.at_level(logging.WARNING, logger="numptx.jit.autotune"):
+    with caplog.at_level(logging.WARNING, logger="numptx.jit.tune.autotune"):
         best = autotune(tmpl, cands, args=_host_args(), grid=1, block=4, cache=False,
                         check=check)
     # LATE fails in the warmup after a check, in a timed round without one
@@ -520,7 +520,7 @@ def test_stale_temporary_files_are_swept(tmp_path):
 def test_tunings_are_made_once_under_concurrent_launches(tmpl, monkeypatch):
     import threading
     import time
-    from numptx.jit import autotune_decorator
+    from numptx.jit.tune import autotune_decorator
     calls = []
 
     def slow(*a, **k):

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 import numptx as nx
-from numptx.jit import autotune as at
-from numptx.jit.autotune import (AutotuneError, AutotuneOptions, AutotuneWarning, BenchRun,
+from numptx.jit.tune import autotune as at
+from numptx.jit.tune.autotune import (AutotuneError, AutotuneOptions, AutotuneWarning, BenchRun,
                                  autotune, default_bench)
-from numptx.jit.template import Variant
+from numptx.jit.templates.template import Variant
 
 from conftest import SPINE_SRC, run_script
 
@@ -193,7 +193,7 @@ def test_the_simulator_refuses_bench(tmp_path):
 import numpy as np
 import numptx as nx
 from numba import cuda
-from numptx.jit.autotune import AutotuneError
+from numptx.jit.tune.autotune import AutotuneError
 
 @nx.kernel
 def combine(out, a, b):

@@ -15,7 +15,7 @@ import pytest
 
 import numptx as nx
 from numba import cuda  # noqa: F401 - a module global, as nx.kernel needs
-from numptx.jit.autotune import AutotuneWarning, Excluded, Tuned, autotune
+from numptx.jit.tune.autotune import AutotuneWarning, Excluded, Tuned, autotune
 
 from conftest import SPINE_SRC, gpu_available, run_script
 
@@ -67,7 +67,7 @@ import os, warnings
 import numpy as np
 import numptx as nx
 from numba import cuda
-from numptx.jit.autotune import AutotuneWarning, autotune
+from numptx.jit.tune.autotune import AutotuneWarning, autotune
 
 ADD, DIV = "add.f32 %v_z, %v_x, %v_y;", "div.rn.f32 %v_z, %v_x, %v_y;"
 PARITY = PARITY_LIST
@@ -179,7 +179,7 @@ import json, os, warnings
 import numpy as np
 import numptx as nx
 from numba import cuda
-from numptx.jit.autotune import autotune
+from numptx.jit.tune.autotune import autotune
 
 warnings.simplefilter("ignore")
 ADD, SUB = "add.f32 %v_z, %v_x, %v_y;", "sub.f32 %v_z, %v_x, %v_y;"

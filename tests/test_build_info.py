@@ -13,8 +13,8 @@ from numba import cuda
 
 import numptx as nx
 from conftest import Counting
-from numptx.jit.patch import constant_roles, fix_constants, kinds_of, split_constants
-from numptx.jit.plans import FIRST, BuildInfo
+from numptx.jit.compile.patch import constant_roles, fix_constants, kinds_of, split_constants
+from numptx.jit.compile.plans import FIRST, BuildInfo
 
 from conftest import SPINE_SRC
 
@@ -88,7 +88,7 @@ def test_a_division_by_a_constant_says_why_its_shape_is_not_patched_and_logs_onc
     the log say so (before: no reason anywhere)."""
     tmpl = nx.CudaTemplate(SPINE_SRC, arch="sm_90", cache=False)
     make = lambda c: f"div.rn.f32 %v_z, %v_x, {f32(c)};"                 # noqa: E731
-    with caplog.at_level(logging.INFO, logger="numptx.jit.plans"):
+    with caplog.at_level(logging.INFO, logger="numptx.jit.compile.plans"):
         vs = [tmpl.inject(combine=make(c)) for c in (1.7, 2.9, 5.3, 6.1)]
         infos = [v.cubin and v.build_info for v in vs]
     assert [i.how for i in infos] == ["assembled"] * 4
@@ -211,7 +211,7 @@ def test_a_constant_in_a_comment_is_part_of_the_shape(monkeypatch):
 
 
 def test_library_constants_are_known_per_formula():
-    from numptx.jit.patch import LibraryText, library_literals
+    from numptx.jit.compile.patch import LibraryText, library_literals
     tmpl = nx.CudaTemplate(SRC, arch="sm_90", cache=False)
     lap = laplace("accurate").bind(inv_sigma=1.5)
     lib = library_literals(lap)

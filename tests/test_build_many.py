@@ -14,7 +14,7 @@ import pytest
 
 import numptx as nx
 from numptx import stack_ptx as sp
-from numptx.jit import build as build_mod
+from numptx.jit.compile import build as build_mod
 
 from conftest import SPINE_SRC
 

@@ -11,7 +11,7 @@ import pytest
 
 import numptx as nx
 from numptx.cli import main
-from numptx.jit.cache import CubinCache, default_cache, template_digest, variant_key
+from numptx.jit.compile.cache import CubinCache, default_cache, template_digest, variant_key
 
 from conftest import SPINE_SRC
 
@@ -81,7 +81,7 @@ def test_corrupt_entry_is_a_miss_and_is_rebuilt(tmp_path, spine_ptx, caplog, dam
     with open(path, "wb") as f:
         f.write(raw)
     fresh = CubinCache(str(tmp_path / "c"))
-    with caplog.at_level(logging.DEBUG, logger="numptx.jit.cache"):
+    with caplog.at_level(logging.DEBUG, logger="numptx.jit.compile.cache"):
         assert fresh.get(v.key) is None
     assert "corrupt" in caplog.text and v.key[:16] in caplog.text
     assert not os.path.exists(path)
@@ -92,7 +92,7 @@ def test_corrupt_entry_is_a_miss_and_is_rebuilt(tmp_path, spine_ptx, caplog, dam
 def test_variants_hit_the_cache(tmp_path, spine_ptx, caplog):
     cache = CubinCache(str(tmp_path / "c"))
     tmpl = nx.Template(spine_ptx, cache=cache)
-    with caplog.at_level(logging.DEBUG, logger="numptx.jit.cache"):
+    with caplog.at_level(logging.DEBUG, logger="numptx.jit.compile.cache"):
         first = tmpl.inject(combine=ADD).cubin
     assert "cubin cache miss" in caplog.text and "no file" in caplog.text
     assert cache.misses == 1
@@ -162,7 +162,7 @@ def test_an_entry_under_another_keys_name_or_not_elf_is_a_miss(tmp_path, caplog)
     shutil.copy(cache.path(a), cache.path(b))                 # a valid entry, the wrong name
     cache.put(c, b"not an ELF file")
     fresh = CubinCache(str(tmp_path / "c"))
-    with caplog.at_level(logging.DEBUG, logger="numptx.jit.cache"):
+    with caplog.at_level(logging.DEBUG, logger="numptx.jit.compile.cache"):
         assert fresh.get(a) == b"\x7fELFcubin of a"
         assert fresh.get(b) is None and fresh.get(c) is None
     assert "corrupt" in caplog.text
@@ -181,7 +181,7 @@ def test_clear_removes_entries_of_older_cache_formats(tmp_path):
 
 _WRITER = r'''
 import sys, time
-from numptx.jit.cache import CubinCache
+from numptx.jit.compile.cache import CubinCache
 folder, key, k, start = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
 while time.time() < start:            # all writers go at once
     pass

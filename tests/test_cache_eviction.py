@@ -13,7 +13,7 @@ import pytest
 
 import numptx as nx
 from conftest import SPINE_SRC
-from numptx.jit.cache import CubinCache
+from numptx.jit.compile.cache import CubinCache
 
 F32 = "0f{:08X}"
 CONSTANTS = (1.5, 2.5, 3.5, 4.5, 5.5, 6.5)

@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 
 import numptx as nx
 from numptx.cli import main
-from numptx.jit.cache import SCHEMA as CUBIN_SCHEMA, CubinCache, entry_digest
-from numptx.jit.tune_cache import SCHEMA as TUNE_SCHEMA, STALE_TMP_S, TuneCache
+from numptx.jit.compile.cache import SCHEMA as CUBIN_SCHEMA, CubinCache, entry_digest
+from numptx.jit.tune.tune_cache import SCHEMA as TUNE_SCHEMA, STALE_TMP_S, TuneCache
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "symlink") or sys.platform == "win32",
                                 reason="symlinks need a POSIX file system")
@@ -121,7 +121,7 @@ def test_a_symlinked_entry_or_folder_is_a_miss_and_no_write_goes_through_it(tmp_
     os.symlink(outside, sub / KEY[:2])                  # the <ab> folder leads out
     before = snapshot(outside)
     cache = CubinCache(str(cache_dir), memory_entries=0)
-    with caplog.at_level(logging.WARNING, logger="numptx.jit.cache"):
+    with caplog.at_level(logging.WARNING, logger="numptx.jit.compile.cache"):
         assert cache.get(KEY) is None                   # a valid entry out there is not read
         cache.put(KEY, b"\x7fELF mine")                 # refused, logged: not written out there
     assert "symlink" in caplog.text
@@ -177,7 +177,7 @@ def test_tune_cache_follows_no_symlink(tmp_path, outside, caplog):
     os.symlink(outside, cache_dir / f"autotune-v{TUNE_SCHEMA}")
     before = snapshot(outside)
     tune = TuneCache(cache_dir)
-    with caplog.at_level(logging.WARNING, logger="numptx.jit.tune_cache"):
+    with caplog.at_level(logging.WARNING, logger="numptx.jit.tune.tune_cache"):
         assert tune.get(KEY) is None                    # the valid entry out there is not read
         tune.put(KEY, 3.0, {})                          # nor written, nor swept
     assert "symlink" in caplog.text
@@ -289,7 +289,7 @@ def test_deeply_nested_entry_is_a_corrupt_miss(tmp_path, caplog):
     tune = TuneCache(tmp_path)
     for body in (b"[" * 200_000, b"{\"a\":" * 100_000, b"[" * 200_000 + b"]" * 200_000):
         _write_raw(tune, KEY, body)
-        with caplog.at_level(logging.WARNING, logger="numptx.jit.tune_cache"):
+        with caplog.at_level(logging.WARNING, logger="numptx.jit.tune.tune_cache"):
             assert tune.get(KEY) is None
         assert "corrupt" in caplog.text and "nested" in caplog.text
         caplog.clear()
@@ -337,7 +337,7 @@ def test_fuzzed_entries_are_misses_never_exceptions(tmp_path, caplog):
     bodies += [b'{"value": ' + b"9" * 5000 + b"}", b"\xff\xfe", b'"\\ud800"', b"NaN",
                b'{"schema": 2, "key": "' + KEY.encode() + b'", "value": 1e999}']
     misses = 0
-    with caplog.at_level(logging.WARNING, logger="numptx.jit.tune_cache"):
+    with caplog.at_level(logging.WARNING, logger="numptx.jit.tune.tune_cache"):
         for body in bodies:
             _write_raw(tune, KEY, body)
             got, want = tune.get(KEY), _expected(body)
@@ -487,7 +487,7 @@ def test_sweep_of_a_folder_swapped_for_a_symlink_removes_nothing_out_there(tmp_p
 
 _ESCAPED_QUOTES = r'''
 import os, sys
-from numptx.jit.tune_cache import TuneCache
+from numptx.jit.tune.tune_cache import TuneCache
 key = "ab" * 32
 tune = TuneCache(sys.argv[1])
 os.makedirs(os.path.dirname(tune.path(key)), exist_ok=True)
@@ -624,7 +624,7 @@ def test_the_depth_check_never_lets_deep_json_reach_the_parser(prefix, text):
     """Whatever the quotes, escapes and brackets: a text the depth check lets through parses
     within a recursion limit of the check's bound (plus a margin), so no entry can make the
     parser recurse deeply, and a valid text's true depth is never underestimated."""
-    from numptx.jit.tune_cache import _MAX_DEPTH, _depth
+    from numptx.jit.tune.tune_cache import _MAX_DEPTH, _depth
     body = "[" * prefix + text
     depth = _depth(body)
     if depth > _MAX_DEPTH:

@@ -31,7 +31,7 @@ def test_process_writes_inline_asm_and_keeps_lines(tmp_path, capsys):
     assert "a.cu ->" in capsys.readouterr().out
     # the processed file compiles without numptx's header and has the site
     import numptx as nx
-    from numptx.jit import nvrtc
+    from numptx.jit.compile import nvrtc
     ptx = nvrtc.cuda_to_ptx(result)
     assert list(nx.PtxInject(ptx).sites) == ["combine"]
 

@@ -60,7 +60,7 @@ MODULES = _modules()
 
 def test_the_walk_sees_the_package():
     assert len(MODULES) > 100 and "numptx/search/loop.py" in MODULES
-    assert "numptx/jit/fitness_checks.py" in MODULES
+    assert "numptx/jit/populations/fitness_checks.py" in MODULES
 
 
 def test_the_measures_count_what_they_say():

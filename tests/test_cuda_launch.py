@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 import numptx as nx
-from numptx.jit import numba_site
-from numptx.jit.cuda_launch import _for_device, marshal
-from numptx.jit.params import Param, kernel_params, parse_c_params, parse_ptx_params, signature
+from numptx.jit.numba import numba_site
+from numptx.jit.templates.cuda_launch import _for_device, marshal
+from numptx.jit.templates.params import Param, kernel_params, parse_c_params, parse_ptx_params, signature
 
 from conftest import SPINE_SRC, gpu_available
 
@@ -495,8 +495,8 @@ def test_loaded_modules_are_kept_lru_and_unloaded_beyond_the_bound(monkeypatch):
     a synchronize), and a module loaded twice for one key (two threads) is unloaded again;
     loaded() marks a hit as the most recently launched."""
     from collections import OrderedDict
-    from numptx.jit import launch as L
-    from numptx.jit import residency as R
+    from numptx.jit.numba import launch as L
+    from numptx.jit.templates import residency as R
     assert L.keep_loaded is R.keep_loaded          # both launchers keep modules in one place
 
     class Ctx:

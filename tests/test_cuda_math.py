@@ -245,8 +245,8 @@ KERNELS = {
 
 @pytest.fixture(scope="module")
 def pair_template():
-    pytest.importorskip("numptx.jit.sass")
-    from numptx.jit.sass import find_tool
+    pytest.importorskip("numptx.jit.compile.sass")
+    from numptx.jit.compile.sass import find_tool
     try:
         find_tool("nvdisasm")
     except nx.NumptxError:
@@ -257,8 +257,8 @@ def pair_template():
 
 @pytest.mark.parametrize("kernel", sorted(KERNELS))
 def test_sass_within_5_percent_of_cuda(kernel, pair_template):
-    from numptx.jit.resources import cubin_resources
-    from numptx.jit.sass import sass_instructions
+    from numptx.jit.compile.resources import cubin_resources
+    from numptx.jit.compile.sass import sass_instructions
     src, fn = KERNELS[kernel]
     hand = nx.ptx_to_cubin(nx.cuda_to_ptx(PAIR.replace("BODY", src), arch="sm_90"), arch="sm_90")
 

@@ -13,10 +13,10 @@ import pytest
 from numptx import ast_ptx, stack_ptx as sp
 from numptx._native import lib
 from numptx._program.ops import marker_dialect
-from numptx.jit.numba_site import SiteSpec
-from numptx.jit.sim_checks import site_for
-from numptx.jit.stub_checks import UnwrittenOutputError, UnwrittenOutputWarning
-from numptx.jit.stubs import resolve_stub
+from numptx.jit.numba.numba_site import SiteSpec
+from numptx.jit.numba.sim_checks import site_for
+from numptx.jit.templates.stub_checks import UnwrittenOutputError, UnwrittenOutputWarning
+from numptx.jit.templates.stubs import resolve_stub
 from numptx.stack_ptx import ProgramError
 
 MM, NX = "mm-ptx", "numptx"

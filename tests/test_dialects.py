@@ -180,15 +180,15 @@ def test_an_unsatisfied_request_is_not_written():
 
 
 def _site(*variables):
-    from numptx.jit.numba_site import SiteSpec
-    from numptx.jit.sim_checks import site_for
+    from numptx.jit.numba.numba_site import SiteSpec
+    from numptx.jit.numba.sim_checks import site_for
     return site_for(SiteSpec("s", tuple(variables)))
 
 
 def test_an_unwritten_out_variable_is_reported_and_a_mod_passes_through():
     """At a site, an unwritten mod variable keeps its value (mm-ptx's "untouched"); an unwritten
     out variable is undefined in the kernel, which injection's stub check warns of."""
-    from numptx.jit.stub_checks import UnwrittenOutputWarning, check_outputs_written
+    from numptx.jit.templates.stub_checks import UnwrittenOutputWarning, check_outputs_written
     site = _site(("in", "f32", "x"), ("out", "f32", "z"), ("mod", "f32", "acc"))
     stub = sp.compile([sp.input("x")], site=site, dialect=MM)          # z gets x, acc nothing
     assert stub == "{\nmov.f32 %v_z, %v_x;\n}\n"

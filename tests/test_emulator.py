@@ -483,7 +483,7 @@ def test_every_entry_runs_in_a_stub(name):
 
 
 def test_emulate_at_a_site_takes_special_registers_by_their_names():
-    from numptx.jit import nvrtc
+    from numptx.jit.compile import nvrtc
     src = r'''extern "C" __global__ void k(float* o, const float* a) {
         float x = a[0], z;
         PTX_INJECT("s", PTX_IN(F32, x), PTX_OUT(F32, z));

@@ -20,10 +20,10 @@ def test_module_docstrings_run():
 
     import numptx._text
     import numptx.ast_ptx
-    import numptx.jit.options
-    import numptx.jit.patch
+    import numptx.jit.compile.options
+    import numptx.jit.compile.patch
     import numptx.stack_ptx
-    for mod in (numptx.stack_ptx, numptx.ast_ptx, numptx.jit.patch, numptx.jit.options, numptx._text):
+    for mod in (numptx.stack_ptx, numptx.ast_ptx, numptx.jit.compile.patch, numptx.jit.compile.options, numptx._text):
         result = doctest.testmod(mod)
         assert result.failed == 0 and result.attempted > 0, mod.__name__
 

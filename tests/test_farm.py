@@ -1,4 +1,4 @@
-"""The compile farm (numptx/jit/farm.py) on real Dask worker processes
+"""The compile farm (numptx/jit/compile/farm.py) on real Dask worker processes
 (``LocalCluster(processes=True, n_workers=2)``) and the real nvJitLink: cubins byte for byte the
 local ones, the template sent once per worker, small tasks, a killed worker's tasks retried,
 and each bad case a FarmError naming the worker or the versions. ~20 s in all (the cluster
@@ -17,7 +17,7 @@ import pytest
 
 import numptx as nx
 from numptx import stack_ptx as sp
-from numptx.jit import farm as F
+from numptx.jit.compile import farm as F
 
 distributed = pytest.importorskip("distributed")
 

@@ -110,7 +110,7 @@ def test_digest_is_length_prefixed_blake2b():
 
 _BLAKE_HOMES = {"numptx/files.py", "numptx/stack_ptx.py", "numptx/search/semantic.py",
                 "numptx/search/formula.py", "numptx/search/constants.py",
-                "numptx/jit/runtime_constants.py", "numptx/instruction_model.py"}
+                "numptx/jit/populations/runtime_constants.py", "numptx/instruction_model.py"}
 
 
 def _calls(name: str) -> set[str]:
@@ -291,7 +291,7 @@ BAD_DATA = [
 def test_fitness_and_the_search_check_data_alike(X, y, match):
     """The fitness kernel's and the search's checks are one: the same fault, the same words,
     each under its own error class and site."""
-    from numptx.jit.fitness import FitnessError, prepare
+    from numptx.jit.populations.fitness import FitnessError, prepare
     from numptx.search import SearchError
     from numptx.search.evaluate import check_data
     with pytest.raises(SearchError, match="regress: " + match):

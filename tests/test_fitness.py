@@ -11,7 +11,7 @@ import pytest
 
 import numptx as nx
 from numptx import stack_ptx as sp
-from numptx.jit.fitness import FitnessError, fitness_template
+from numptx.jit.populations.fitness import FitnessError, fitness_template
 
 RNG = np.random.default_rng(11)
 X = RNG.uniform(-2, 2, (300, 2)).astype(np.float32)

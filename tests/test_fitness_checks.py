@@ -1,6 +1,6 @@
-"""numptx.jit.fitness_checks: the cheap checks of nx.fitness decide exactly what the op-by-op
+"""numptx.jit.populations.fitness_checks: the cheap checks of nx.fitness decide exactly what the op-by-op
 checks they replaced decided (issue 22 review: the preparation of 4096 candidates took up to
-4 s). The reference below is the previous implementation (numptx/jit/fitness.py at 999e215:
+4 s). The reference below is the previous implementation (numptx/jit/populations/fitness.py at 999e215:
 programs decoded op by op, PTX text parsed in full by the emulator's parser), kept here as the
 contract; seeded random populations of op lists, encodings (numptx's own, plain copies,
 corrupted words), PTX text (compiled stubs, hand-written, broken), formulas, compiled stubs
@@ -22,10 +22,10 @@ from numptx.dsl.expr import PtxExpr
 from numptx.dsl.ptx_parse import parse
 from numptx.errors import NumptxError
 from numptx.instructions import TABLE, TYPES
-from numptx.jit import fitness as F
-from numptx.jit import fitness_checks as C
-from numptx.jit import fitness_facts as T
-from numptx.jit.fitness import FitnessError
+from numptx.jit.populations import fitness as F
+from numptx.jit.populations import fitness_checks as C
+from numptx.jit.populations import fitness_facts as T
+from numptx.jit.populations.fitness import FitnessError
 from numptx.opkinds import CONST, CONST64, INPUT, INSTR
 from numptx.valuetypes import BY_NAME
 

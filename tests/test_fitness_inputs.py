@@ -14,9 +14,9 @@ import pytest
 
 import numptx as nx
 from numptx import site_layout, stack_ptx as sp
-from numptx.jit import fitness as F
-from numptx.jit.fitness import FitnessError
-from numptx.jit.stub_checks import UnwrittenOutputWarning
+from numptx.jit.populations import fitness as F
+from numptx.jit.populations.fitness import FitnessError
+from numptx.jit.templates.stub_checks import UnwrittenOutputWarning
 
 from conftest import run_script
 
@@ -359,7 +359,7 @@ def test_ret_and_exit_score_inf_on_the_cpu_for_the_pack_s_reason(caplog):
     """The CPU path refuses what the GPU path's pack refuses, for the same reason (before, the
     emulator's 'unknown instruction'); the candidate scores +inf, its reason logged."""
     good = "mov.f32 %v_p, %v_x0;"
-    with caplog.at_level(logging.DEBUG, logger="numptx.jit.fitness"):
+    with caplog.at_level(logging.DEBUG, logger="numptx.jit.populations.fitness"):
         got = nx.fitness([good] + EARLY + OUT, X32, Y32, device="cpu")
     assert got[0] == _mse(X32[:, 0], Y32) and np.isinf(got[1:]).all()
     reasons = _reasons(caplog.records)
@@ -430,7 +430,7 @@ def test_ptx_text_that_ptxas_refuses_scores_inf_on_the_cpu_as_in_the_pack(dt, ca
     good = f"mov.{dt} %v_p, %v_x0;"
     pop = [good] + BAD_TEXT[dt]
     X, y = (X32, Y32) if dt == "f32" else (X64, Y64)
-    with caplog.at_level(logging.DEBUG, logger="numptx.jit.fitness"):
+    with caplog.at_level(logging.DEBUG, logger="numptx.jit.populations.fitness"):
         got = nx.fitness(pop, X, y, dtype=dt, device="cpu")
     xx = X[:, 0].astype(np.float64)
     assert got[0] == _mse(xx, y) and np.isinf(got[1:]).all(), got

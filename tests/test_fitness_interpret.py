@@ -63,7 +63,7 @@ def test_auto_sends_what_the_interpreter_lacks_to_the_compiled_path(caplog):
          sp.instr("add.rn.f32")],
         [sp.input("x0"), sp.instr("cvt.rn.f16.f32"), sp.instr("cvt.f32.f16")],   # an f16 row
     ]
-    with caplog.at_level(logging.DEBUG, logger="numptx.jit.fitness_interpret"):
+    with caplog.at_level(logging.DEBUG, logger="numptx.jit.populations.fitness_interpret"):
         a = nx.fitness(pop, X, y, device="cpu", per_module=2)
     b = nx.fitness(pop, X, y, device="cpu", per_module=2, evaluate="compile")
     assert np.array_equal(a, b) and a[0] == 0.0

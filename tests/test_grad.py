@@ -413,7 +413,7 @@ def test_bitcast_of_values_that_do_not_depend_on_wrt():
 
 def test_derivatives_pack_and_autotune_like_any_formula(tmp_path):
     from conftest import SPINE_SRC
-    from numptx.jit.autotune import autotune
+    from numptx.jit.tune.autotune import autotune
 
     @nx.ptx_expr
     def f(x: nx.f32, y: nx.f32):

@@ -119,8 +119,8 @@ def test_second_derivative_of_a_large_power():
 
 def test_the_scales_of_a_negative_power_are_the_formulas_shape():
     """The powers of two of x ** -k are marked as the library's constants are, so that
-    numptx.jit.patch never takes them for the user's (a user's 3.0 stays the user's)."""
-    from numptx.jit.patch import library_literals
+    numptx.jit.compile.patch never takes them for the user's (a user's 3.0 stays the user's)."""
+    from numptx.jit.compile.patch import library_literals
     lit = library_literals(_power(-4, "f32", "cuda"))
     assert lit == {"0f37800000", "0f47800000", "0f1F800000", "0f5F800000"}   # 2^-+16, 2^-+64
     ns = {"nx": nx}

@@ -100,7 +100,7 @@ def test_md_example_run_again_keeps_its_steps_and_picture_path(tmp_path, monkeyp
     numba_cuda = pytest.importorskip("numba.cuda")
     if numba_cuda.is_available():
         pytest.skip("a GPU: main() runs in this interpreter")
-    from numptx.jit.numba_site import SIMULATOR
+    from numptx.jit.numba.numba_site import SIMULATOR
     if SIMULATOR:
         pytest.skip("this session runs in numba-cuda's simulator already")
     monkeypatch.chdir(tmp_path)

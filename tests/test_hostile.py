@@ -126,7 +126,7 @@ def _get_within(cache, key: str, seconds: float = 20.0):
 def test_a_cache_entry_that_is_no_regular_file_is_a_miss(tmp_path, caplog, monkeypatch, kind):
     import logging
     import os
-    from numptx.jit import cache as C
+    from numptx.jit.compile import cache as C
     cache = C.CubinCache(str(tmp_path / "c"))
     key = "ab" * 32
     path = cache.path(key)
@@ -141,7 +141,7 @@ def test_a_cache_entry_that_is_no_regular_file_is_a_miss(tmp_path, caplog, monke
         monkeypatch.setattr(C, "_MAX_ENTRY", 1 << 16)
         with open(path, "wb") as f:
             f.truncate(1 << 17)
-    with caplog.at_level(logging.WARNING, logger="numptx.jit.cache"):
+    with caplog.at_level(logging.WARNING, logger="numptx.jit.compile.cache"):
         assert _get_within(cache, key) is None
     assert key[:16] in caplog.text and path in caplog.text
     assert cache.misses == 1
@@ -152,7 +152,7 @@ def test_a_cache_entry_that_is_no_regular_file_is_a_miss(tmp_path, caplog, monke
 
 def test_a_variant_over_a_fifo_entry_rebuilds(tmp_path, spine_ptx):
     import os
-    from numptx.jit.cache import CubinCache
+    from numptx.jit.compile.cache import CubinCache
     cache = CubinCache(str(tmp_path / "c"))
     good = nx.Template(spine_ptx, cache=cache).inject(combine="add.f32 %v_z, %v_x, %v_y;")
     cubin = good.cubin

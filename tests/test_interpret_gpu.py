@@ -1,4 +1,4 @@
-"""The GPU interpreter of Stack PTX tapes (numptx/jit/interpret_gpu.py and _source.py): the
+"""The GPU interpreter of Stack PTX tapes (numptx/jit/populations/interpret_gpu.py and _source.py): the
 generated kernel built for real with NVRTC and nvJitLink (its jump table, its SASS per
 record), the tape checks and their errors; on a GPU (tests marked ``gpu``) its results bit for
 bit against the CPU interpreter, the emulator and compiled candidates, its fitness sums
@@ -15,9 +15,9 @@ import numptx as nx
 from numptx import stack_ptx as sp
 from numptx import valuetypes as VT
 from numptx.instructions import TABLE
-from numptx.jit.interpret_gpu import (InterpretGpuError, fitness_sums_gpu, interp_variant,
+from numptx.jit.populations.interpret_gpu import (InterpretGpuError, fitness_sums_gpu, interp_variant,
                                       interpret_gpu, prepare_tapes, scores_from_sums)
-from numptx.jit.interpret_gpu_source import (CASE_CONST, CASE_INPUT, ENTRY, FIRST_ROW_CASE,
+from numptx.jit.populations.interpret_gpu_source import (CASE_CONST, CASE_INPUT, ENTRY, FIRST_ROW_CASE,
                                              Subset, row_asm, sass_profile, supported)
 
 NO = 0xFFFFFFFF
@@ -37,7 +37,7 @@ def same(a: np.ndarray, b: np.ndarray) -> bool:
 
 
 def _nvdisasm() -> None:
-    from numptx.jit.sass import find_tool
+    from numptx.jit.compile.sass import find_tool
     try:
         find_tool("nvdisasm")
     except nx.NumptxError:
@@ -250,7 +250,7 @@ def test_the_jump_table_covers_exactly_the_subset_with_each_rows_own_ptx():
               supported(i) is None and TABLE[i].name.endswith(".f32")]
     assert not any(f"// row {TABLE.index(n)}:" in ptx for n in others)
     _nvdisasm()
-    from numptx.jit.sass import sass_instructions
+    from numptx.jit.compile.sass import sass_instructions
     brx = [s for s in sass_instructions(v.cubin) if s.startswith("BRX")]
     assert len(brx) == 1                       # one jump, not a tree of compares
     assert brx[0].count(".L_x_") == 2 + len(rows)
@@ -339,8 +339,8 @@ def test_bad_inputs_are_refused_before_any_launch():
 def test_the_launch_arguments_fit_the_kernels_parameters(dtype):
     """What run() hands each kernel is what its parameters take (numptx's marshal, the real
     one, with a stand-in device address): pointer types and dtypes, scalars, the count."""
-    from numptx.jit.cuda_launch import marshal
-    from numptx.jit.interpret_gpu import plan_fitness, plan_interpret
+    from numptx.jit.templates.cuda_launch import marshal
+    from numptx.jit.populations.interpret_gpu import plan_fitness, plan_interpret
     w, o = batch(tape([inp(dtype, 0, 0), inp(dtype, 1, 1), ins(f"mul.rn.{dtype}", 2, 0, 1)],
                       [2]))
     cols = [np.ones(8, VT.BY_NAME[dtype].np)] * 2
@@ -355,7 +355,7 @@ def test_the_launch_arguments_fit_the_kernels_parameters(dtype):
 
 
 def test_without_a_gpu_a_good_batch_is_a_launch_error():
-    from numptx.jit.fitness import gpu_available
+    from numptx.jit.populations.fitness import gpu_available
     if gpu_available():
         pytest.skip("a GPU is present")
     w, o = batch(good())
@@ -364,8 +364,8 @@ def test_without_a_gpu_a_good_batch_is_a_launch_error():
 
 
 def test_the_backend_sp_interpret_registers():
-    from numptx.jit.fitness import gpu_available
-    from numptx.jit.interpret_gpu import GpuInterpreter
+    from numptx.jit.populations.fitness import gpu_available
+    from numptx.jit.populations.interpret_gpu import GpuInterpreter
     b = GpuInterpreter()
     assert b.available() == gpu_available()
     tp = sp.tapes([], {"x0": "f32"}, {"y": "f32", "p": "pred"})
@@ -484,8 +484,8 @@ def test_gpu_throughput_row_ops_per_second():
     X = _data("f32", 1000)[8:]
     t = X[:, 0].copy()
     tp = sp.tapes(progs, {"x0": "f32", "x1": "f32"}, {"y": "f32"})
-    from numptx.jit.fitness import device_arch
-    from numptx.jit.interpret_gpu import plan_fitness
+    from numptx.jit.populations.fitness import device_arch
+    from numptx.jit.populations.interpret_gpu import plan_fitness
     plan = plan_fitness(tp.words, tp.offsets, [X[:, 0], X[:, 1]], t, rows=rows,
                         arch=device_arch())
     dev = plan.tapes
@@ -516,7 +516,7 @@ def test_gpu_through_sp_interpret_two_outputs_a_pred_and_the_dialects(dialect):
     """sp.interpret(device="gpu") through the backend: an f32 and a pred output, and mm-ptx's
     unwritten outputs (slot 0xFFFFFFFF: 0), as the CPU interpreter gives them."""
     from numptx._program.interpret import register_device
-    from numptx.jit.interpret_gpu import GpuInterpreter
+    from numptx.jit.populations.interpret_gpu import GpuInterpreter
     register_device("gpu", GpuInterpreter())
     rows = GENE_ROWS["f32"] + PRED_ROWS["f32"]
     progs = _random_programs(np.random.default_rng(6), "f32", rows, 100, 10) + [[]]
@@ -531,7 +531,7 @@ def test_gpu_through_sp_interpret_two_outputs_a_pred_and_the_dialects(dialect):
 def test_the_backend_checks_tapes_with_no_rows():
     """No rows refuses what rows refuse (a special-register row is no GPU interpreter row)."""
     from numptx._program.interpret import columns
-    from numptx.jit.interpret_gpu import GpuInterpreter, InterpretGpuError
+    from numptx.jit.populations.interpret_gpu import GpuInterpreter, InterpretGpuError
     tp = sp.tapes([[sp.special("tid.x"), sp.instr("cvt.rn.f32.u32")]], {}, {"y": "f32"})
     cols, _ = columns({})
     with pytest.raises(InterpretGpuError, match="program 0"):
@@ -542,7 +542,7 @@ def test_a_search_keeps_one_kernel_for_its_genes_rows():
     """The search passes its genes' rows (Genes.rows): batches that use different rows plan
     the same kernel; a program with a row outside them plans its batch's own (not the whole
     batch to the compiled path)."""
-    from numptx.jit.interpret_gpu import plan_fitness_rows
+    from numptx.jit.populations.interpret_gpu import plan_fitness_rows
     from numptx.search.genes import Genes
     genes = Genes(["add", "mul", "sin", "exp"], 1)
     assert {"add.rn.f32", "mul.rn.f32", "sin.approx.f32", "ex2.approx.f32"} <= set(genes.rows)

@@ -9,7 +9,7 @@ import pytest
 import numptx as nx
 from numptx import stack_ptx as sp
 from numptx import valuetypes as VT
-from numptx.jit.interpret_gpu import plan_interpret
+from numptx.jit.populations.interpret_gpu import plan_interpret
 
 TYPES = ["f32", "f64", "s32", "u32", "s64", "u64", "b16", "pred"]
 VALUES = [0, 3, -1, 2 ** 31, 2 ** 40, 2 ** 70, 2.5, 3.0, -0.0, 0.5, 1.0, 1e39, 1e300,
@@ -66,7 +66,7 @@ def test_a_row_past_the_arch_is_refused_for_the_arch():
     # add.rn.bf16 needs sm_90: on sm_80 it was refused as "not in the kernel's rows (rows=)"
     # though no rows= was given
     from numptx.instructions import TABLE
-    from numptx.jit.interpret_gpu import prepare_tapes
+    from numptx.jit.populations.interpret_gpu import prepare_tapes
     row = TABLE[TABLE.index("add.rn.bf16")]
     assert row.min_sm == 90
     tp = sp.tapes([[sp.input("a"), sp.input("b"), sp.instr("add.rn.bf16")]],

@@ -49,8 +49,8 @@ def test_a_formula_whose_mod_variable_passes_through_has_a_tape():
     two inputs on one register (``acc`` and ``acc\\x00k``). The tape must list both, or the
     tape reads an input index its Tapes lacks (a malformed tape, under the simulator an
     InterpretError inside every thread)."""
-    from numptx.jit.numba_site import SiteSpec
-    from numptx.jit.sim_checks import site_for
+    from numptx.jit.numba.numba_site import SiteSpec
+    from numptx.jit.numba.sim_checks import site_for
 
     @nx.ptx_expr
     def step(x: nx.f32, acc: nx.f64, k: nx.s32):
@@ -70,7 +70,7 @@ def test_a_formula_whose_mod_variable_passes_through_has_a_tape():
 
 SIM_MOD = r'''
 import numpy as np, numptx as nx, warnings
-import numptx.jit.launch as L
+import numptx.jit.numba.launch as L
 from numba import cuda
 
 @nx.ptx_expr
@@ -245,8 +245,8 @@ def test_a_stack_tape_larger_than_its_first_buffer_is_written():
     and failed again ('output buffer too small'). Twelve unsatisfied outputs of distinct
     types need twelve zero-constant records from an empty program."""
     from numptx._program.interpret import tape_lowered
-    from numptx.jit.numba_site import SiteSpec
-    from numptx.jit.sim_checks import site_for
+    from numptx.jit.numba.numba_site import SiteSpec
+    from numptx.jit.numba.sim_checks import site_for
     ts = ["f32", "f64", "s32", "u32", "s64", "u64", "b16", "b32", "b64", "f16", "bf16", "f16x2"]
     spec = SiteSpec("s", (("in", "f32", "x"),) +
                     tuple(("out", t, f"y{k}") for k, t in enumerate(ts)))
@@ -273,7 +273,7 @@ def test_fitness_an_array_the_compiler_refuses_scores_inf_in_every_mode(dtype):
     want = nx.fitness(cands, X, y, evaluate="compile", device="cpu")
     assert want[0] == 0 and want[1] == np.inf
     assert np.array_equal(nx.fitness(cands, X, y, evaluate="auto", device="cpu"), want)
-    from numptx.jit.fitness_checks import FitnessError
+    from numptx.jit.populations.fitness_checks import FitnessError
     with pytest.raises(FitnessError, match="candidate 1 is a ndarray"):
         nx.fitness(cands, X, y, evaluate="interpret", device="cpu")
 
@@ -282,8 +282,8 @@ def test_fitness_interprets_a_population_mixing_dialects():
     """A batch of numptx and mm-ptx programs made the tapes call fail as a whole: 'auto' sent
     every candidate to the compiled path, 'interpret' raised naming candidate 0. Each dialect
     now runs apart, with the losses of the compiled path."""
-    import numptx.jit.fitness as F
-    from numptx.jit.fitness_interpret import interpret_losses
+    import numptx.jit.populations.fitness as F
+    from numptx.jit.populations.fitness_interpret import interpret_losses
     X, y = _xy()
     cands = [sp.encode(P_MUL, dialect="mm-ptx"), P_ADD, sp.encode(P_ADD, dialect="mm-ptx"),
              [sp.dialect_marker("mm-ptx"), *P_ADD], P_MUL, sp.encode(P_MUL)]
@@ -401,7 +401,7 @@ def test_pearson_of_predictions_whose_sums_overflow_is_inf_on_both_paths():
 
 SIM_BIG_INT = r'''
 import numpy as np, numptx as nx
-import numptx.jit.launch as L
+import numptx.jit.numba.launch as L
 from numba import cuda
 
 @nx.ptx_expr
@@ -473,7 +473,7 @@ def test_gpu_pearson_reduction_of_overflowed_moments_is_inf():
     """losses_from_sums (the GPU paths' reduction of the fitness kernel's sums): moments that
     overflowed gave vq = inf - inf = NaN, which passed the 'no variance' test, and
     max(0.0, 1.0 - nan) scored a perfect 0.0; an infinite cross moment gave max(0.0, -inf)."""
-    from numptx.jit.fitness import losses_from_sums
+    from numptx.jit.populations.fitness import losses_from_sums
     y = np.linspace(-1, 1, 20)
     sums = np.array([[np.inf, np.inf, np.inf, 0],
                      [1.0, 1e30, np.inf, 0],

@@ -38,7 +38,7 @@ SITE_SRC = r'''extern "C" __global__ void k(float* o, const float* a, const floa
 
 @pytest.fixture(scope="module")
 def combine():
-    from numptx.jit import nvrtc
+    from numptx.jit.compile import nvrtc
     return nx.PtxInject(nvrtc.cuda_to_ptx(SITE_SRC)).sites["combine"]
 
 
@@ -183,7 +183,7 @@ def test_variable_name_instead_of_register_says_the_v_rule(tmpl, combine):
     # a register the stub declares itself, and special registers, are the stub's own business
     ok = "{ .reg .f32 %z; add.f32 %z, %v_x, %v_y; mov.f32 %v_z, %z; }"
     assert tmpl.inject(combine=ok).cubin
-    from numptx.jit.stubs import resolve_stub
+    from numptx.jit.templates.stubs import resolve_stub
     assert resolve_stub("mov.u32 %v_z, %tid.x;", combine)
 
 

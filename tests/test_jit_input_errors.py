@@ -9,7 +9,7 @@ import pytest
 from numba import cuda
 
 import numptx as nx
-from numptx.jit.arch import normalize_arch
+from numptx.jit.compile.arch import normalize_arch
 
 from conftest import SPINE_SRC
 

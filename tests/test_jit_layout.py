@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from numptx.jit import numba_compat
+from numptx.jit.numba import numba_compat
 
 ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "numptx")
 
@@ -30,7 +30,7 @@ EXTERNAL_PRIVATES = {
     "_codelibrary",                                 # numba's _Kernel: where a loaded cubin goes
     "_definitions",                                 # numba's FunctionIR: kept in step by rewrites
 }
-#: numba-cuda's, read in numptx.jit.numba_compat alone (tests/test_numba_compat.py checks)
+#: numba-cuda's, read in numptx.jit.numba.numba_compat alone (tests/test_numba_compat.py checks)
 EXTERNAL_PRIVATES |= set(numba_compat.ATTRIBUTES) | set(numba_compat.SIMULATOR_ATTRIBUTES)
 #: cffi handles: their attributes are the C core's symbols
 EXTERNAL_BASES = {"ffi", "lib", "_native"}
@@ -152,11 +152,11 @@ def _cycles(graph: dict[str, dict[str, str]]) -> list[list[str]]:
 def test_the_walk_sees_the_package():
     """A sanity check of the walk itself: it finds the modules and their imports, lazy ones
     included, and resolves relative imports."""
-    assert {"numptx", "numptx.jit.template", "numptx.dsl.expr", "numptx._native"} <= set(MODULES)
+    assert {"numptx", "numptx.jit.templates.template", "numptx.dsl.expr", "numptx._native"} <= set(MODULES)
     graph = _graph()
-    assert "numptx.jit.nvjitlink" in graph["numptx.jit.template"]
-    assert "numptx.site_layout" in graph["numptx.jit.sim_checks"]
-    assert "numptx.jit.launch" in graph["numptx.jit.kernel"]
+    assert "numptx.jit.compile.nvjitlink" in graph["numptx.jit.templates.template"]
+    assert "numptx.site_layout" in graph["numptx.jit.numba.sim_checks"]
+    assert "numptx.jit.numba.launch" in graph["numptx.jit.numba.kernel"]
     assert _cycles({"a": {"b": ""}, "b": {"c": ""}, "c": {"a": ""}, "d": {"a": ""}}) == [
         ["a", "b", "c"]]
 
@@ -237,7 +237,10 @@ def test_no_module_reads_another_modules_private_names():
 
 def test_names_stay_importable_where_they_were():
     """Helpers moved to modules of their own are re-exported where users import them."""
-    from numptx.jit import build, cuda_launch, errors, launch, residency, stubs, template
+    from numptx.jit.compile import build
+    from numptx.jit.templates import cuda_launch, residency, stubs, template
+    from numptx.jit import errors
+    from numptx.jit.numba import launch
     assert template.BuildError is build.BuildError is errors.BuildError
     assert launch.LaunchError is cuda_launch.LaunchError is errors.LaunchError
     assert template.resolve_stub is stubs.resolve_stub
@@ -246,7 +249,7 @@ def test_names_stay_importable_where_they_were():
     assert nx.BuildError is errors.BuildError and nx.LaunchError is errors.LaunchError
 
 
-@pytest.mark.parametrize("name", ["numptx.jit.errors", "numptx.jit.stubs", "numptx.dsl.expr"])
+@pytest.mark.parametrize("name", ["numptx.jit.errors", "numptx.jit.templates.stubs", "numptx.dsl.expr"])
 def test_module_docstrings_run(name):
     __import__(name)
     result = doctest.testmod(sys.modules[name])

@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 
 import numptx as nx
-from numptx.jit import cuda_launch as CL
-from numptx.jit import launch as L
-from numptx.jit import numba_site
-from numptx.jit import residency as R
-from numptx.jit.cuda_launch import ArgPlan, marshal
-from numptx.jit.params import Param
+from numptx.jit.templates import cuda_launch as CL
+from numptx.jit.numba import launch as L
+from numptx.jit.numba import numba_site
+from numptx.jit.templates import residency as R
+from numptx.jit.templates.cuda_launch import ArgPlan, marshal
+from numptx.jit.templates.params import Param
 
 from conftest import SPINE_SRC, gpu_available
 

@@ -18,7 +18,7 @@ EXTERNAL = {
 KNOWN: set[tuple[str, str]] = set()
 #: the one module that may name numba-cuda's private attributes (each checked against the
 #: installed numba-cuda by tests/test_numba_compat.py)
-COMPAT = "numptx.jit.numba_compat"
+COMPAT = "numptx.jit.numba.numba_compat"
 
 
 def _private(name: str) -> bool:
@@ -78,7 +78,7 @@ def test_the_walk_finds_string_reads():
 
 def test_no_module_reads_private_names_through_strings():
     trees = _trees()
-    assert "numptx.search.loop" in trees and "numptx.jit.autotune" in trees
+    assert "numptx.search.loop" in trees and "numptx.jit.tune.autotune" in trees
     defined: dict[str, set[str]] = {}
     for mod, tree in trees.items():
         defined.setdefault(_unit(mod), set()).update(_defined(tree))
@@ -92,5 +92,5 @@ def test_no_module_reads_private_names_through_strings():
                     and (mod, name) not in KNOWN):
                 bad.append(f"{mod}:{line}: {fn}(..., {name!r})")
     assert not bad, ("private names read through strings across modules (give the name a "
-                     "public spelling, or declare it in numptx/jit/numba_compat.py for "
+                     "public spelling, or declare it in numptx/jit/numba/numba_compat.py for "
                      "numba's):\n  " + "\n  ".join(bad))

@@ -1,5 +1,5 @@
 """``import numptx`` imports no numba; nx.site still works in numba-cuda kernels because its IR
-rewrite is registered when numba.cuda is imported (numptx.jit.after_import), or at once when
+rewrite is registered when numba.cuda is imported (numptx.jit.numba.after_import), or at once when
 numba.cuda came first. Fresh interpreters in subprocesses; no GPU."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import warnings
 
 import pytest
 
-from numptx.jit import after_import
+from numptx.jit.numba import after_import
 
 NO_NUMBA = r'''
 import sys
@@ -26,7 +26,7 @@ assert not nx.jit.numba_site._registered
 COMPILE = r'''
 from numba import cuda
 from numba.cuda import types as nbt
-from numptx.jit.after_import import _Finder
+from numptx.jit.numba.after_import import _Finder
 assert nx.jit.numba_site._registered
 assert not any("numba.cuda" in f.hooks for f in sys.meta_path if isinstance(f, _Finder))  # gone
 assert type(cuda.__spec__.loader).__name__ != "_Loader" and cuda.__loader__ is cuda.__spec__.loader
@@ -84,7 +84,7 @@ def test_simulator_registers_nothing():
     code = NO_NUMBA + r'''
 import numpy as np
 from numba import cuda
-from numptx.jit.after_import import _Finder
+from numptx.jit.numba.after_import import _Finder
 assert nx.jit.numba_site.SIMULATOR and not nx.jit.numba_site._registered
 assert not any("numba.cuda" in f.hooks for f in sys.meta_path if isinstance(f, _Finder))
 nx.jit.numba_site.register()

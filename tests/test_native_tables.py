@@ -21,7 +21,7 @@ from numptx import valuetypes as VT
 from numptx._native import lib
 from numptx.dsl import types as T
 from numptx.errors import TypeRegistryError
-from numptx.jit import numba_intrinsic, numba_site
+from numptx.jit.numba import numba_intrinsic, numba_site
 
 ROOT = Path(__file__).resolve().parent.parent
 GEN = ROOT / "native" / "gen_tables.py"

@@ -1,4 +1,4 @@
-"""numptx's use of numba-cuda internals goes through one module, :mod:`numptx.jit.numba_compat`,
+"""numptx's use of numba-cuda internals goes through one module, :mod:`numptx.jit.numba.numba_compat`,
 and every entry of it resolves on the installed numba-cuda.
 
 The walk reads numptx's source with ``ast`` (as ``tests/test_jit_layout.py`` does). numba-cuda's
@@ -14,10 +14,10 @@ import warnings
 
 import pytest
 
-from numptx.jit import numba_compat
+from numptx.jit.numba import numba_compat
 
 ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "numptx")
-COMPAT = os.path.join(ROOT, "jit", "numba_compat.py")
+COMPAT = os.path.join(ROOT, "jit", "numba", "numba_compat.py")
 
 #: numba modules anyone may import: numba-cuda's documented API
 PUBLIC_MODULES = {"numba", "numba.cuda", "numba.cuda.types", "numba.cuda.extending"}
@@ -149,7 +149,7 @@ def test_no_module_outside_the_compat_module_touches_numba_internals():
     bad = []
     for rel, path in _sources():
         bad += numba_internals(open(path, encoding="utf-8").read(), rel, privates)
-    assert not bad, ("numba-cuda internals used outside numptx/jit/numba_compat.py (add an "
+    assert not bad, ("numba-cuda internals used outside numptx/jit/numba/numba_compat.py (add an "
                      "entry there and import it):\n  " + "\n  ".join(sorted(bad)))
 
 

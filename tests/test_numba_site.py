@@ -243,9 +243,9 @@ def test_a_malformed_site_in_an_nx_kernel_raises_site_error():
 
 def test_the_simulators_check_kernel_lays_out_a_site_like_numba():
     """Under the simulator a stub is assembled in a minimal kernel with the site alone
-    (numptx.jit.sim_checks.site_check_ptx): its site block is numba's, operand registers aside."""
-    from numptx.jit.sim_checks import site_check_ptx
-    from numptx.jit.numba_site import SiteSpec
+    (numptx.jit.numba.sim_checks.site_check_ptx): its site block is numba's, operand registers aside."""
+    from numptx.jit.numba.sim_checks import site_check_ptx
+    from numptx.jit.numba.numba_site import SiteSpec
 
     def k(o, a, acc, bits):
         i = cuda.threadIdx.x

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 import numptx as nx
-from numptx.jit import numba_site, site_spec
+from numptx.jit.numba import numba_site, site_spec
 
-JIT = Path(__file__).resolve().parents[1] / "numptx" / "jit"
+JIT = Path(__file__).resolve().parents[1] / "numptx" / "jit" / "numba"
 MODULES = ["numba_site.py", "numba_rewrite.py", "numba_intrinsic.py", "site_spec.py"]
 #: the project's limits (docs: "Small files (~700 lines max), functions under ~80 lines")
 MAX_FUNCTION_LINES = 80
@@ -65,7 +65,7 @@ def test_names_stay_importable_from_numba_site():
 
 
 def test_the_rewrite_is_imported_with_numba_not_with_numptx():
-    """``import numptx``, ``numptx.jit`` and ``numptx.jit.numba_site`` load neither numba nor
+    """``import numptx``, ``numptx.jit`` and ``numptx.jit.numba.numba_site`` load neither numba nor
     the rewrite; importing numba.cuda registers the rewrite for ``nx.site`` itself, and a
     plain ``cuda.compile_ptx`` turns the call into a site."""
     pytest.importorskip("numba.cuda")
@@ -74,13 +74,13 @@ def test_the_rewrite_is_imported_with_numba_not_with_numptx():
         import numptx as nx
         import numptx.jit
         from numptx.jit import numba_site
-        heavy = ("numba", "numba.cuda", "numptx.jit.numba_rewrite", "numptx.jit.numba_intrinsic")
+        heavy = ("numba", "numba.cuda", "numptx.jit.numba.numba_rewrite", "numptx.jit.numba.numba_intrinsic")
         assert not [m for m in heavy if m in sys.modules], [m for m in heavy if m in sys.modules]
         assert not numba_site._registered
         from numba import cuda
         from numba.cuda import types as nbt
         assert numba_site._registered
-        from numptx.jit.numba_rewrite import SiteRewrite
+        from numptx.jit.numba.numba_rewrite import SiteRewrite
         assert SiteRewrite.site_function is nx.site
 
         def k(out, a):

@@ -48,16 +48,16 @@ def test_bf16_stack_ptx_constant_rounds_once():
 
 
 def test_bf16_kernel_argument_rounds_once():
-    from numptx.jit.cuda_launch import _scalar
-    from numptx.jit.params import Param
+    from numptx.jit.templates.cuda_launch import _scalar
+    from numptx.jit.templates.params import Param
     arg = _scalar("arg 0", Param("b", "__nv_bfloat16", False, "bfloat16", 2), X)
     assert arg.value == BF16_X
 
 
 def test_bf16_argument_overflow_is_a_launch_error_without_warnings():
     import warnings
-    from numptx.jit.cuda_launch import _scalar
-    from numptx.jit.params import Param
+    from numptx.jit.templates.cuda_launch import _scalar
+    from numptx.jit.templates.params import Param
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         with pytest.raises(nx.LaunchError, match="overflows bfloat16"):

@@ -1,4 +1,4 @@
-"""Packed populations (numptx/jit/pack.py): many candidates at one site, one module, picked by
+"""Packed populations (numptx/jit/populations/pack.py): many candidates at one site, one module, picked by
 a selector. Builds run for real on the CPU (NVRTC, NVVM, nvJitLink); the selector's behaviour
 runs under numba-cuda's simulator (a subprocess) and, on a GPU, against each candidate built
 alone."""
@@ -9,7 +9,7 @@ import pytest
 
 import numptx as nx
 from numptx import stack_ptx as sp
-from numptx.jit.pack import PackError
+from numptx.jit.populations.pack import PackError
 
 import sys
 from pathlib import Path
@@ -261,7 +261,7 @@ def test_each_packed_candidate_computes_what_it_computes_alone():
 
 # -- run-time constants ------------------------------------------------------------------------
 def test_runtime_constants_lift_literals_into_one_table(fit):
-    from numptx.jit.runtime_constants import table_symbols
+    from numptx.jit.populations.runtime_constants import table_symbols
     cands = [[sp.input("x"), sp.const(2.5, "f32"), sp.instr("mul.rn.f32"), sp.const(-1.0, "f32"),
               sp.instr("add.rn.f32")],
              "mov.f32 %v_y, %v_x;",                                  # no constant
@@ -297,7 +297,7 @@ def test_runtime_constants_lift_literals_into_one_table(fit):
     ({3: ["a", "b"]}, "candidate 3: constants are numbers"),
 ])
 def test_constant_tables_of_the_wrong_shape_name_the_candidate(fit, values, match):
-    from numptx.jit.runtime_constants import ConstantsError
+    from numptx.jit.populations.runtime_constants import ConstantsError
     cands = [[sp.input("x"), sp.const(2.5, "f32"), sp.instr("mul.rn.f32"), sp.const(-1.0, "f32"),
               sp.instr("add.rn.f32")], "mov.f32 %v_y, %v_x;", "bogus.f32 %v_y;",
              "fma.rn.f32 %v_y, %v_x, 0f40000000, 0f3F000000;"]
@@ -436,7 +436,7 @@ def test_literals_in_comments_are_no_constants(fit):
     ({0: [1e39]}, "overflows f32"),
 ])
 def test_set_constants_refuses_bad_values(fit, values, match):
-    from numptx.jit.runtime_constants import ConstantsError
+    from numptx.jit.populations.runtime_constants import ConstantsError
     pack = fit.pack("f", ["mul.rn.f32 %v_y, %v_x, 0f40000000;"], select="cand",
                     constants="runtime")
     pack.cubin

@@ -15,9 +15,9 @@ import pytest
 import numptx as nx
 from numptx import stack_ptx as sp
 from numptx.errors import LinkError, NumptxError
-from numptx.jit.pack import PackError
-from numptx.jit.runtime_constants import ConstantsError
-from numptx.jit.stub_checks import StubRuleError
+from numptx.jit.populations.pack import PackError
+from numptx.jit.populations.runtime_constants import ConstantsError
+from numptx.jit.templates.stub_checks import StubRuleError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 

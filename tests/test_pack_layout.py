@@ -1,4 +1,4 @@
-"""Pack layouts and build modes (numptx/jit/pack_kernels.py), on the real NVRTC and nvJitLink:
+"""Pack layouts and build modes (numptx/jit/populations/pack_kernels.py), on the real NVRTC and nvJitLink:
 a large pack as several kernels of one module (``layout="kernels"``), the screening build
 (``build="fast"``, -Ofc=max), the candidate -> kernel mapping, and their bad input."""
 from __future__ import annotations
@@ -10,10 +10,10 @@ import pytest
 
 import numptx as nx
 from numptx import stack_ptx as sp
-from numptx.jit.pack import PackError, PackKernel, PerKernel
-from numptx.jit.pack_kernels import FAST_LINK_OPTIONS, merge_kernels
-from numptx.jit.resources import cubin_resources
-from numptx.jit.sass import sass_instructions
+from numptx.jit.populations.pack import PackError, PackKernel, PerKernel
+from numptx.jit.populations.pack_kernels import FAST_LINK_OPTIONS, merge_kernels
+from numptx.jit.compile.resources import cubin_resources
+from numptx.jit.compile.sass import sass_instructions
 
 FIT = r'''
 extern "C" __global__ void fit(float* err, const float* X, const float* Y, int n) {
@@ -212,7 +212,7 @@ def test_a_refused_compiled_stub_names_its_own_line(tmpl, progs):
 
 
 def test_layout_packs_go_through_the_cubin_cache(tmp_path, progs):
-    from numptx.jit.cache import CubinCache
+    from numptx.jit.compile.cache import CubinCache
     cache = CubinCache(str(tmp_path))
     t = nx.CudaTemplate(FIT, entry="fit", cache=cache)
     first = t.pack("f", progs[:20], select="cand", layout="kernels", per_kernel=8)

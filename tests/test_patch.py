@@ -1,4 +1,4 @@
-"""Constant patching (numptx.jit.patch): variants that differ only in f32 constants get the cubin
+"""Constant patching (numptx.jit.compile.patch): variants that differ only in f32 constants get the cubin
 ptxas makes, without running it again. Checked against real nvJitLink assemblies, byte for byte."""
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from numba import cuda
 
 import numptx as nx
 from conftest import Counting
-from numptx.jit.patch import (Plan, folds_constants, halves_text, join_constants, kinds_of,
+from numptx.jit.compile.patch import (Plan, folds_constants, halves_text, join_constants, kinds_of,
                               make_plan, nan_halves, patchable, plan_key, sentinel_sets, signs,
                               split_constants, words)
 

@@ -1,4 +1,4 @@
-"""What kernels use (numptx/jit/resources.py, cubin_elf.py) and their SASS (sass.py).
+"""What kernels use (numptx/jit/compile/resources.py, cubin_elf.py) and their SASS (sass.py).
 
 Real NVRTC, numba-cuda and nvJitLink cubins, read by numptx's ELF reader and checked against
 what NVIDIA's tools say about the same bytes: ``cuobjdump --dump-resource-usage`` and nvdisasm
@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 import numptx as nx
-from numptx.jit import resources as R
-from numptx.jit import sass as S
-from numptx.jit.cubin_elf import CubinElf
+from numptx.jit.compile import resources as R
+from numptx.jit.compile import sass as S
+from numptx.jit.compile.cubin_elf import CubinElf
 
 from conftest import SPINE_SRC
 

@@ -8,7 +8,7 @@ import pytest
 from numptx import stack_ptx as sp
 from numptx._program import lm as native_lm
 from numptx._program.interpret import InterpretError, tapes
-from numptx.jit.fitness_interpret import data_columns
+from numptx.jit.populations.fitness_interpret import data_columns
 
 
 def _line():

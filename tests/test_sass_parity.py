@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 import numptx as nx
-from numptx.jit.template import find_entries
+from numptx.jit.templates.template import find_entries
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import bench_kernels as BK  # noqa: E402
@@ -35,7 +35,7 @@ SMALL_TILE = (2, 4, 8)                        # 64 sites
 
 @pytest.fixture(scope="module", autouse=True)
 def _needs_nvdisasm():
-    from numptx.jit.sass import find_tool
+    from numptx.jit.compile.sass import find_tool
     try:
         find_tool("nvdisasm")
     except nx.NumptxError:
@@ -76,7 +76,7 @@ def test_register_tiled_gemm_matches_hand_written(dtype):
 
 @pytest.mark.parametrize("dtype", ["f32", "f64"])
 def test_512_site_gemm_is_the_hand_written_asm_kernel(dtype):
-    from numptx.jit.resources import sass_instructions
+    from numptx.jit.compile.resources import sass_instructions
     fma = f"fma.rn.{dtype} %0, %1, %2, %0;"
     asm_src = BK.gemm_source(dtype, BK.asm_body(dtype, fma))
     asm = nx.ptx_to_cubin(nx.cuda_to_ptx(asm_src, arch=BK.ARCH), BK.ARCH)

@@ -11,8 +11,8 @@ import pytest
 import numptx as nx
 from numptx import search
 from numptx import stack_ptx as sp
-from numptx.jit.pack_kernels import FAST_LINK_OPTIONS, PER_KERNEL
-from numptx.jit.sass import sass_instructions
+from numptx.jit.populations.pack_kernels import FAST_LINK_OPTIONS, PER_KERNEL
+from numptx.jit.compile.sass import sass_instructions
 from numptx.search import checkpoint as ck
 from numptx.search import operators as O
 from numptx.search.checkpoint import CheckpointError
@@ -436,8 +436,8 @@ def test_cand_on_the_cpu_is_the_selector_the_gpu_module_gives_at_every_size(per)
     launch's PerKernel slices ``acc[offset + start:offset + stop]`` assume)."""
     import re
     from concurrent.futures import ThreadPoolExecutor
-    from numptx.jit.pack import pack
-    from numptx.jit.pack_kernels import MARK
+    from numptx.jit.populations.pack import pack
+    from numptx.jit.populations.pack_kernels import MARK
     X, y = _data()
     n = max(2 * per + 1, 2 * PER_KERNEL + 1)
     progs = [_cand_program()] * n

@@ -10,7 +10,7 @@ import pytest
 
 from numptx import search
 from numptx.errors import NumptxWarning
-from numptx.jit import fitness as F
+from numptx.jit.populations import fitness as F
 from numptx.search import checkpoint as ck
 from numptx.search.checkpoint import CheckpointError
 

@@ -11,7 +11,7 @@ import pytest
 from numptx import stack_ptx as sp
 from numptx._program import lm as native_lm
 from numptx._program.interpret import InterpretError, tapes
-from numptx.jit.fitness_interpret import data_columns
+from numptx.jit.populations.fitness_interpret import data_columns
 from numptx.search import least_squares as ls
 from numptx.search.evaluate import Evaluator
 from numptx.search.genes import Genes

@@ -195,8 +195,8 @@ def test_fit_holds_a_bounded_batch_of_outputs(monkeypatch):
 
 
 def test_pearson_of_a_rounding_constant_is_the_same_on_both_reductions():
-    from numptx.jit.fitness import losses_from_sums
-    from numptx.jit.fitness_interpret import losses_of_predictions
+    from numptx.jit.populations.fitness import losses_from_sums
+    from numptx.jit.populations.fitness_interpret import losses_of_predictions
     rng = np.random.default_rng(1)
     X = rng.uniform(0.1, 2, 64).astype(np.float32)
     y = (np.sin(3 * X) + X + 10).astype(np.float32)         # a mean away from pred's
@@ -210,5 +210,5 @@ def test_pearson_of_a_rounding_constant_is_the_same_on_both_reductions():
     cpu = losses_of_predictions(pred[None, :], y, "pearson")[0]
     assert (np.isinf(gpu) and np.isinf(cpu)) or gpu == pytest.approx(cpu, rel=1e-6)
     # the compiled CPU path (fitness._score) judges it alike
-    from numptx.jit.fitness import _score
+    from numptx.jit.populations.fitness import _score
     assert np.isinf(_score(pred, y, "pearson")) == np.isinf(cpu)

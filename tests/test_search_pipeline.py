@@ -14,7 +14,7 @@ import pytest
 import numptx as nx
 from numptx import search
 from numptx import stack_ptx as sp
-from numptx.jit.pack import PackError
+from numptx.jit.populations.pack import PackError
 from numptx.search import operators as O
 from numptx.search.evaluate import Evaluator
 from numptx.search.genes import Genes, SearchError

@@ -187,7 +187,7 @@ def test_evaluate_in_threads_leaves_the_recursion_limit_alone():
 def test_per_module_is_bounded_by_what_a_pack_holds(tmp_path):
     # per_module was allowed up to 1,000,000 at the API and in a checkpoint; a pack holds at
     # most jit.pack.MAX_CANDIDATES (ptxas's limit), so 20,000 failed later, at the first build
-    from numptx.jit.pack import MAX_CANDIDATES
+    from numptx.jit.populations.pack import MAX_CANDIDATES
     tmpl = nx.CudaTemplate(_EVOLVE_SRC, entry="fit")
 
     def fitness(packs):

@@ -83,7 +83,7 @@ def test_a_search_scores_through_its_scorer():
 def test_the_option_literals_match_the_checked_values():
     from typing import get_args
 
-    from numptx.jit.fitness import LOSSES
+    from numptx.jit.populations.fitness import LOSSES
     from numptx.search.config import FIT_METHODS, SURVIVORS, Device, FitMethod, Kind, Loss, \
         Survivors
     from numptx.search.evaluate import EVALUATE, Evaluate

@@ -12,8 +12,8 @@ import pytest
 
 import numptx as nx
 from conftest import elf_sections, run_script
-from numptx.jit import sim_checks as L
-from numptx.jit.numba_site import SiteSpec
+from numptx.jit.numba import sim_checks as L
+from numptx.jit.numba.numba_site import SiteSpec
 
 COMBINE = SiteSpec("combine", (("in", "f32", "x"), ("in", "f32", "y"), ("out", "f32", "z")))
 

@@ -1,6 +1,6 @@
 """Issue 22, item 12: ``nx.site`` under numba-cuda's simulator runs its blocks in waves whose
-threads take turns (numptx.jit.sim_waves), each site evaluated once for the whole wave, and a
-call's parse is kept per call shape (numptx.jit.numba_site._parse_call). Behaviour only: the
+threads take turns (numptx.jit.numba.sim_waves), each site evaluated once for the whole wave, and a
+call's parse is kept per call shape (numptx.jit.numba.numba_site._parse_call). Behaviour only: the
 same results as threads evaluating alone, bit for bit, with sites in divergent branches and
 loops, barriers, early exits, shared memory per block, warp-level stubs evaluated per block's
 warps, and the same errors. (Timings: benchmarks/bench_simulator.py.)
@@ -15,12 +15,12 @@ from hypothesis import strategies as st
 
 import numptx as nx
 from conftest import run_script
-from numptx.jit import numba_site as ns
+from numptx.jit.numba import numba_site as ns
 
 WAVES = r'''
 import numpy as np, numptx as nx
-import numptx.jit.launch as L
-import numptx.jit.sim_waves as W
+import numptx.jit.numba.launch as L
+import numptx.jit.numba.sim_waves as W
 from numba import cuda
 
 runs = []                                   # the size of each emulator run
@@ -114,7 +114,7 @@ def test_a_site_runs_once_per_round_for_the_whole_grid(tmp_path):
 
 WARPS = r'''
 import numpy as np, numptx as nx
-import numptx.jit.sim_waves as W
+import numptx.jit.numba.sim_waves as W
 from numba import cuda, float32
 
 @nx.kernel
@@ -205,7 +205,7 @@ assert np.array_equal(o2, want), o2
 # a thread that waits for another thread of its block in a loop holds the turn: after
 # STALL_SECONDS the wave's threads run freely (a warning says so), and the wait ends
 import time, warnings
-import numptx.jit.launch as L
+import numptx.jit.numba.launch as L
 
 @nx.kernel
 def waits(flag, gave_up):

@@ -9,7 +9,7 @@ from conftest import run_script
 
 TAPES = r'''
 import numpy as np, numptx as nx, warnings
-import numptx.jit.launch as L
+import numptx.jit.numba.launch as L
 from numba import cuda
 
 runs = []

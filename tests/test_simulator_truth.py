@@ -61,8 +61,8 @@ y = rng.standard_normal(48).astype(np.float32)
 acc = rng.standard_normal(48).astype(np.float32)
 out = acc.copy()
 lap.inject(k=k)[3, 16](out, x, y)
-from numptx.jit.sim_checks import site_for
-from numptx.jit.numba_site import SiteSpec
+from numptx.jit.numba.sim_checks import site_for
+from numptx.jit.numba.numba_site import SiteSpec
 site = site_for(SiteSpec("k", (("in", "f32", "x"), ("in", "f32", "y"), ("mod", "f32", "acc"))))
 want = nx.emulate(k.stub(site), {"v_x": x, "v_y": y, "v_acc": acc}, {"v_acc": "f32"})["v_acc"]
 assert np.array_equal(out, want), (out, want)
@@ -76,7 +76,7 @@ def test_simulator_runs_the_stub_not_the_reference(tmp_path):
 
 SIM_BATCH = r'''
 import numpy as np, numptx as nx
-import numptx.jit.launch as L
+import numptx.jit.numba.launch as L
 from numba import cuda
 
 @cuda.jit(device=True)
@@ -151,7 +151,7 @@ def test_simulator_batches_a_site_across_the_threads_of_a_block(tmp_path):
 
 SIM_SPECIAL = r'''
 import numpy as np, numptx as nx
-import numptx.jit.launch as L
+import numptx.jit.numba.launch as L
 from numba import cuda
 
 @nx.kernel
@@ -180,8 +180,8 @@ def test_simulator_gives_each_thread_its_special_registers(tmp_path):
 
 # -- item 6: nx.emulate(..., site=) speaks variable names ----------------------------------------
 def _site(*variables):
-    from numptx.jit.numba_site import SiteSpec
-    from numptx.jit.sim_checks import site_for
+    from numptx.jit.numba.numba_site import SiteSpec
+    from numptx.jit.numba.sim_checks import site_for
     return site_for(SiteSpec("s", tuple(variables)))
 
 
@@ -211,7 +211,7 @@ def test_emulate_at_a_site_takes_variable_names_and_says_did_you_mean():
 
 # -- item 7: a raw stub that never writes an out variable is reported ----------------------------
 def test_a_stub_that_never_writes_an_output_is_reported():
-    from numptx.jit.stub_checks import (UnwrittenOutputError, UnwrittenOutputWarning,
+    from numptx.jit.templates.stub_checks import (UnwrittenOutputError, UnwrittenOutputWarning,
                                         check_outputs_written, unwritten_outputs)
     site = _site(("in", "f32", "x"), ("in", "f32", "y"), ("out", "f32", "z"),
                  ("mod", "f32", "acc"))
@@ -235,7 +235,7 @@ UNWRITTEN = "{\n.reg .f32 %t;\nadd.rn.f32 %t, %v_x, %v_y;\n}"     # never writes
 
 def test_strict_templates_refuse_a_stub_that_never_writes_an_output(spine_ptx):
     from conftest import SPINE_SRC
-    from numptx.jit.stub_checks import UnwrittenOutputError, UnwrittenOutputWarning
+    from numptx.jit.templates.stub_checks import UnwrittenOutputError, UnwrittenOutputWarning
     for t in (nx.Template(spine_ptx), nx.CudaTemplate(SPINE_SRC)):
         assert t.strict is False
         with pytest.warns(UnwrittenOutputWarning, match="never writes out variable 'z'"):
@@ -256,7 +256,7 @@ def _strict_kernel(out, a):
 
 
 def test_a_strict_kernel_refuses_a_stub_that_never_writes_an_output():
-    from numptx.jit.stub_checks import UnwrittenOutputError, UnwrittenOutputWarning
+    from numptx.jit.templates.stub_checks import UnwrittenOutputError, UnwrittenOutputWarning
     x = np.ones(4, np.float32)
     with pytest.warns(UnwrittenOutputWarning, match="never writes out variable 'z'"):
         nx.kernel(_strict_kernel).inject(combine=UNWRITTEN).specialize(x, x)
@@ -271,7 +271,7 @@ SIM_STRICT = r'''
 import warnings
 import numpy as np, numptx as nx
 from numba import cuda
-from numptx.jit.stub_checks import UnwrittenOutputError, UnwrittenOutputWarning
+from numptx.jit.templates.stub_checks import UnwrittenOutputError, UnwrittenOutputWarning
 
 def f(out, a):
     i = cuda.grid(1)
@@ -315,9 +315,9 @@ def test_a_strict_kernel_refuses_the_stub_under_the_simulator_too(tmp_path):
 
 def test_the_simulator_check_warns_of_an_unwritten_output():
     """The simulator's build check (the real build's, once per text) warns too."""
-    from numptx.jit.numba_site import SiteSpec
-    from numptx.jit.sim_checks import check_stub
-    from numptx.jit.stub_checks import UnwrittenOutputWarning
+    from numptx.jit.numba.numba_site import SiteSpec
+    from numptx.jit.numba.sim_checks import check_stub
+    from numptx.jit.templates.stub_checks import UnwrittenOutputWarning
     spec = SiteSpec("s7", (("in", "f32", "x"), ("out", "f32", "z")))
     with pytest.warns(UnwrittenOutputWarning, match="never writes out variable 'z'"):
         check_stub(spec, "{\n.reg .f32 %t;\nadd.rn.f32 %t, %v_x, %v_x;\n}", "sm_90")
@@ -513,8 +513,8 @@ def test_site_misuse_is_the_same_site_error_under_the_simulator(tmp_path):
 def test_the_simulator_check_assembles_a_constant_sweep_once(monkeypatch):
     """Texts that differ from one that assembled only in f32/f64 literals are not assembled
     again (a sweep of constants costs one nvJitLink run); a different structure is."""
-    from numptx.jit import sim_checks as L
-    from numptx.jit.numba_site import SiteSpec
+    from numptx.jit.numba import sim_checks as L
+    from numptx.jit.numba.numba_site import SiteSpec
     calls = []
     real = L.ptx_to_cubin
     L._ptx_isa_version("sm_90")         # its probe (an assembly of its own) before the count

@@ -1,4 +1,4 @@
-"""Issue 22, item 12, review: the simulator's waves (numptx.jit.sim_waves) compute what the
+"""Issue 22, item 12, review: the simulator's waves (numptx.jit.numba.sim_waves) compute what the
 threads compute alone and what the GPU build computes: warp-level stubs see each warp's lanes
 in a block of more than one dimension, lane masks follow each thread's own lane where only
 some threads reach a site, and threads that wait for each other in a loop without a site
@@ -12,7 +12,7 @@ from conftest import run_script
 
 LANES = r'''
 import numpy as np, numptx as nx
-import numptx.jit.launch as L
+import numptx.jit.numba.launch as L
 from numptx.dsl.emulator import emulate
 from numba import cuda
 
@@ -78,8 +78,8 @@ def test_warps_and_lane_masks_follow_linear_thread_ids(tmp_path):
 SPIN = r'''
 import warnings
 import numpy as np, numptx as nx
-import numptx.jit.launch as L
-import numptx.jit.sim_waves as W
+import numptx.jit.numba.launch as L
+import numptx.jit.numba.sim_waves as W
 from numba import cuda, int32
 
 W.STALL_SECONDS = 0.3

@@ -15,7 +15,7 @@ import pytest
 import numptx as nx
 from numptx import stack_ptx as sp
 from numptx.errors import LinkError, NumptxError
-from numptx.jit.stub_checks import StubRuleError, check_stub_rules
+from numptx.jit.templates.stub_checks import StubRuleError, check_stub_rules
 from numptx.site_layout import MODULE_LINE, GeneratedStub, hoist_module_lines
 
 SRC = r'''
@@ -212,8 +212,8 @@ def test_generated_stubs_keep_the_contract_as_raw_text():
 
 def test_simulator_checks_refuse_the_same():
     """The simulator's build checks resolve stubs as the build does: the same refusal."""
-    from numptx.jit.numba_site import SiteSpec
-    from numptx.jit.sim_checks import check_stub
+    from numptx.jit.numba.numba_site import SiteSpec
+    from numptx.jit.numba.sim_checks import check_stub
     spec = SiteSpec("s22", (("in", "f32", "x"), ("out", "f32", "z")))
     with pytest.raises(StubRuleError, match="'.global'"):
         check_stub(spec, f"{GOOD}\n.global .u32 g;", "sm_90")
@@ -303,7 +303,7 @@ def test_a_huge_register_range_is_refused(tmpl):
 def test_comments_are_blanked_in_one_pass_as_the_regex_did():
     """blank_comments agrees with the regex it replaces (comments to spaces, line breaks kept)
     on random text, and finds the '/*' left open where the regex left it in the code."""
-    from numptx.jit.stub_checks import blank_comments
+    from numptx.jit.templates.stub_checks import blank_comments
     regex = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
     rng = random.Random(2222)
     for _ in range(3000):
@@ -330,7 +330,7 @@ def test_a_long_run_of_open_comments_is_refused_at_once(tmpl):
 def test_assembly_errors_are_located_in_one_pass_as_by_walking_back():
     """nvjitlink's one-pass index gives what the walk back from each error line gave (the walk
     per message was quadratic: 8,000 failing lines of one stub took 26 s)."""
-    from numptx.jit.nvjitlink import _locate, _stub_index
+    from numptx.jit.compile.nvjitlink import _locate, _stub_index
     from numptx.site_layout import STUB_END, STUB_TAG
     rng = random.Random(2223)
     kinds = [f"\t{STUB_TAG}a", f"{STUB_TAG}b c", f"\t{STUB_END}", ".visible .entry k(", ".func f(",

@@ -15,13 +15,13 @@ import pytest
 import numptx as nx
 from numptx import search
 from numptx import stack_ptx as sp
-from numptx.jit.autotune import AutotuneError, autotune
-from numptx.jit.kernel import Kernel, KernelVariant, NoSignatureError, NumbaTemplate
-from numptx.jit.pack import PackError, pack, pack_many
-from numptx.jit.pack_kernels import LayoutVariant
+from numptx.jit.tune.autotune import AutotuneError, autotune
+from numptx.jit.numba.kernel import Kernel, KernelVariant, NoSignatureError, NumbaTemplate
+from numptx.jit.populations.pack import PackError, pack, pack_many
+from numptx.jit.populations.pack_kernels import LayoutVariant
 from numptx.jit.targets import (SiteTarget, Target, TargetError, TargetVariant, missing_members,
                                 require_target)
-from numptx.jit.template import CudaTemplate, Template, Variant
+from numptx.jit.templates.template import CudaTemplate, Template, Variant
 from numptx.search.genes import SearchError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -135,10 +135,10 @@ def test_the_protocols_type_check_with_mypy(tmp_path):
     assert '"numptx/jit/targets.py"' in mypy_section.split("]", 1)[0]     # checked in CI
     snippet = tmp_path / "numptx_targets_check.py"
     snippet.write_text(textwrap.dedent("""
-        from numptx.jit.kernel import Kernel, KernelVariant, NumbaTemplate
-        from numptx.jit.pack_kernels import LayoutVariant
+        from numptx.jit.numba.kernel import Kernel, KernelVariant, NumbaTemplate
+        from numptx.jit.populations.pack_kernels import LayoutVariant
         from numptx.jit.targets import SiteTarget, Target, TargetVariant
-        from numptx.jit.template import CudaTemplate, Template, Variant
+        from numptx.jit.templates.template import CudaTemplate, Template, Variant
 
 
         def conforms(t: Template, c: CudaTemplate, n: NumbaTemplate, k: Kernel, v: Variant,

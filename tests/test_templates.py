@@ -478,8 +478,8 @@ def test_gpu_numba_variant_on_a_stream_with_dynamic_shared_memory():
 @pytest.mark.gpu
 def test_gpu_launch_uses_the_variants_build_many_made(tmp_path, monkeypatch):
     """Variants built ahead for the device's architecture launch without another assembly."""
-    from numptx.jit import template as T
-    from numptx.jit.cache import CubinCache
+    from numptx.jit.templates import template as T
+    from numptx.jit.compile.cache import CubinCache
     cc = cuda.get_current_device().compute_capability
 
     @nx.kernel(cc=cc, cache=CubinCache(str(tmp_path / "c")))

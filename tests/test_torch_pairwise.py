@@ -312,7 +312,7 @@ def test_kernel_regression_example_runs(capsys):
 def test_cuda_launch_arguments_marshal_against_the_kernels(name):
     """The argument lists numptx.torch.launch passes (pointers as ints, sizes) convert for the
     real kernels' parameters, read from their CUDA source and PTX (no GPU: marshal only)."""
-    from numptx.jit.cuda_launch import marshal
+    from numptx.jit.templates.cuda_launch import marshal
     from numptx.torch import launch
     f = zoo.ZOO[name].typed("f32")
     k = kernels(f, "sm_90")

@@ -10,7 +10,7 @@ C core's ``stackptx_tape_many`` / ``astptx_tape``; the format is TAPES in
 A tape is the DAG of the stub the program compiles to: the same execution as ``sp.compile``
 (meta ops, no-ops, limits, dialects, unsatisfied outputs), only what reaches an output, in the
 stub's order. The interpreters (:mod:`numptx._program.interpret` on the CPU,
-``numptx.jit.interpret_gpu`` on a GPU) run them.
+``numptx.jit.populations.interpret_gpu`` on a GPU) run them.
 """
 from __future__ import annotations
 

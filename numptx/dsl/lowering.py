@@ -301,7 +301,7 @@ def _negative_power(b, t, fm, x, k: int):
     scale = b.instr(f"selp.{t}", b.const(2.0 ** -j, t), b.const(2.0 ** j, t), big)
     num = b.instr(f"selp.{t}", b.const(2.0 ** (-j * k), t), b.const(2.0 ** (j * k), t), big)
     if nodes is not None:       # the scales are the formula's shape, as mathlib's constants are:
-        lib = [n.key for n in nodes[start:] if n.op == "const"]    # numptx.jit.patch keeps them
+        lib = [n.key for n in nodes[start:] if n.op == "const"]    # numptx.jit.compile.patch keeps them
         if lib:
             if getattr(b, "library", None) is None:
                 b.library = set()
@@ -420,7 +420,7 @@ def mathlib_lowering(name: str) -> Callable:
         start = len(nodes)
         r = impl(b, *xs)
         # the constants the sequence brought in: part of a formula's shape, not the user's
-        # (numptx.jit.patch varies only the user's constants between variants)
+        # (numptx.jit.compile.patch varies only the user's constants between variants)
         lib = [n.key for n in nodes[start:] if n.op == "const"]
         if lib:
             if getattr(b, "library", None) is None:

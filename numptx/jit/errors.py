@@ -4,8 +4,8 @@ are listed in.
 They live here, below every module that raises them, so that the build (:mod:`.build`), the
 templates (:mod:`.template`), the launchers (:mod:`.launch`, :mod:`.cuda_launch`) and the cubin
 readers (:mod:`.cubin_elf`, :mod:`.sass`) import them without importing each other; each is
-re-exported where it was first defined (``numptx.jit.template.BuildError``,
-``numptx.jit.launch.LaunchError``) and from ``numptx``.
+re-exported where it was first defined (``numptx.jit.templates.template.BuildError``,
+``numptx.jit.numba.launch.LaunchError``) and from ``numptx``.
 
 >>> summary(NumptxError("invalid stub for site 'combine':\\n  bogus.f32 %v_z;\\n--- log ---"))
 "invalid stub for site 'combine': bogus.f32 %v_z;"

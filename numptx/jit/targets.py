@@ -1,7 +1,8 @@
 """The seams between the kernels and what builds, packs and tunes them: :class:`Target` (what
-:class:`~numptx.jit.template.Template` and an ``@nx.kernel`` :class:`~numptx.jit.kernel.Kernel`
-both offer) and :class:`TargetVariant` (what their variants, ``Variant`` and ``KernelVariant``,
-both offer). :mod:`numptx.jit.pack`, :mod:`numptx.jit.autotune`, :mod:`numptx.jit.fitness` and
+:class:`~numptx.jit.templates.template.Template` and an ``@nx.kernel``
+:class:`~numptx.jit.numba.kernel.Kernel` both offer) and :class:`TargetVariant` (what their
+variants, ``Variant`` and ``KernelVariant``, both offer). :mod:`numptx.jit.populations.pack`,
+:mod:`numptx.jit.tune.autotune`, :mod:`numptx.jit.populations.fitness` and
 :mod:`numptx.search.sites` are typed against them, and refuse an object that lacks a member
 with a :class:`TargetError` naming it::
 
@@ -35,7 +36,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from ..errors import NumptxError
 from ..inject import Site
-from .plans import BuildInfo
+from .compile.plans import BuildInfo
 
 __all__ = ["Target", "SiteTarget", "TargetVariant", "TargetError", "Language", "LANGUAGES",
            "missing_members", "require_target"]
@@ -90,8 +91,8 @@ class TargetVariant(Protocol):
 
 @runtime_checkable
 class Target(Protocol):
-    """A template or a numba kernel, as :func:`~numptx.jit.pack.pack`,
-    :func:`~numptx.jit.autotune.autotune`, fitness and the search take it (``Template``,
+    """A template or a numba kernel, as :func:`~numptx.jit.populations.pack.pack`,
+    :func:`~numptx.jit.tune.autotune.autotune`, fitness and the search take it (``Template``,
     ``CudaTemplate``, ``@nx.kernel``)."""
 
     @property
@@ -134,7 +135,7 @@ class Target(Protocol):
     def build_template(self, *args: Any,
                        device: tuple[int, int] | None = None) -> Target:
         """The template that builds the variants (a ``Template``, and so also what
-        :func:`~numptx.jit.build.build_many` takes): a template itself; a numba kernel's for
+        :func:`~numptx.jit.compile.build.build_many` takes): a template itself; a numba kernel's for
         the argument types of ``args`` (none: its declared or most recently compiled
         signature), compiled for a device of compute capability ``device`` where one is
         given (what a launch there runs)."""

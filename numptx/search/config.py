@@ -163,7 +163,7 @@ DEFAULTS = dict(population=1000, generations=100, tournament=None, elitism=None,
 FIT_METHODS = ("auto", "lm", "es")
 FitMethod = Literal["auto", "lm", "es"]
 
-#: the losses a data search takes (``loss=``; the fitness kernel's ``numptx.jit.fitness.LOSSES``,
+#: the losses a data search takes (``loss=``; the fitness kernel's ``numptx.jit.populations.fitness.LOSSES``,
 #: which tests/test_search_seams.py holds equal to these)
 Loss = Literal["mse", "mae", "rmse", "pearson"]
 #: where a data search runs (``device=``)

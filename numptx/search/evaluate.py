@@ -11,10 +11,10 @@
 ``evaluate`` picks how programs are scored (:func:`resolve_evaluate`):
 
 - ``"interpret"``: the batch becomes tapes at the site of
-  :func:`numptx.jit.fitness.fitness_template` and runs in the batch interpreter
-  (:func:`numptx.jit.fitness_interpret.interpret_losses`: no stub, no emulator, no assembly):
+  :func:`numptx.jit.populations.fitness.fitness_template` and runs in the batch interpreter
+  (:func:`numptx.jit.populations.fitness_interpret.interpret_losses`: no stub, no emulator, no assembly):
   on the CPU the C core, the losses reduced in NumPy for the whole batch at once; on a GPU the
-  generated interpreter kernel (``numptx.jit.interpret_gpu``). A program the interpreter
+  generated interpreter kernel (``numptx.jit.populations.interpret_gpu``). A program the interpreter
   refuses (a row without C semantics) is scored by the compiled path; when one of those reads
   ``cand`` (its index in its module), the whole batch is, so each candidate keeps the index it
   has there. On the CPU the losses equal the compiled path's bit for bit.
@@ -24,7 +24,7 @@
 - ``"auto"`` (the default): ``"interpret"`` on the CPU; on a GPU :func:`gpu_auto` (the
   interpreter up to ``GPU_INTERPRET_MAX_ROWS`` rows, as :func:`numptx.fitness` decides).
 
-**Build modes and layouts** (the compiled path's GPU modules, :mod:`numptx.jit.pack_kernels`):
+**Build modes and layouts** (the compiled path's GPU modules, :mod:`numptx.jit.populations.pack_kernels`):
 ``build="fast"`` assembles the modules that score a generation with ``-Ofc=max`` (a screening
 build; what a run returns is then re-scored by the full build, :mod:`numptx.search.rescore`);
 ``"full"`` at the template's -O3; ``"auto"`` (the default) is what
@@ -47,7 +47,7 @@ calls many times for one set of programs. On the CPU (and whenever ``evaluate`` 
 ``"interpret"``) it re-scores the programs with the new constants written in, through
 :meth:`Evaluator.score`. On the GPU the programs are packed once with
 ``constants="runtime"``; each call writes the new constants into the module's table
-(:meth:`numptx.jit.pack.Pack.set_constants`) and launches again, with no new assembly.
+(:meth:`numptx.jit.populations.pack.Pack.set_constants`) and launches again, with no new assembly.
 """
 from __future__ import annotations
 
@@ -65,10 +65,10 @@ import numpy as np
 from .._cores import usable_cores
 from ..data import check_xy, finite, to_float
 from .. import stack_ptx as sp
-from ..jit import fitness as F
-from ..jit.fitness_interpret import GPU_INTERPRET_MAX_ROWS, interpret_losses
-from ..jit.pack import DEFAULT_PER_MODULE, MAX_CANDIDATES, PER_KERNEL, Pack, PerKernel
-from ..jit.pack_kernels import BuildMode, Layout
+from ..jit.populations import fitness as F
+from ..jit.populations.fitness_interpret import GPU_INTERPRET_MAX_ROWS, interpret_losses
+from ..jit.populations.pack import DEFAULT_PER_MODULE, MAX_CANDIDATES, PER_KERNEL, Pack, PerKernel
+from ..jit.populations.pack_kernels import BuildMode, Layout
 from .._program.interpret import reads_input, tapes
 from .._program.ops import ProgramError
 from .config import BUILDS, POPULATION_MAX, Build, check_build, resolve_build
@@ -219,7 +219,7 @@ def check_evaluate(evaluate: Any, where: str) -> str:
 
 def gpu_auto(n_rows: int) -> Literal["interpret", "compile"]:
     """What ``evaluate="auto"`` scores with on a GPU, for ``n_rows`` rows of data: the GPU
-    interpreter (``numptx.jit.interpret_gpu``) up to ``GPU_INTERPRET_MAX_ROWS`` rows, as
+    interpreter (``numptx.jit.populations.interpret_gpu``) up to ``GPU_INTERPRET_MAX_ROWS`` rows, as
     :func:`numptx.fitness` decides (an estimate until a GPU measures the crossover:
     docs/interpret.md), the compiled path (packed modules) above."""
     return "interpret" if n_rows <= GPU_INTERPRET_MAX_ROWS else "compile"
@@ -546,7 +546,7 @@ class Evaluator:
         """The losses from the fitness kernel's sums (``sums[k]``: candidate k's s0, s1, s2
         and count of non-finite samples) over this evaluator's data; candidates in ``bad``
         (failed to build) and non-finite ones score +inf: the reduction of
-        :func:`numptx.fitness` (:func:`numptx.jit.fitness.losses_from_sums`, one home)."""
+        :func:`numptx.fitness` (:func:`numptx.jit.populations.fitness.losses_from_sums`, one home)."""
         return self.scaled(F.losses_from_sums(sums, self.y, self.kernel_loss, bad))
 
 

@@ -201,7 +201,7 @@ class Genes:
     def rows(self) -> tuple[str, ...]:
         """The instruction-table rows the genes' words use (sorted names): the rows of every
         program made of them, so a GPU interpreter kernel built for them serves a whole search
-        (``numptx.jit.interpret_gpu``'s ``rows=``)."""
+        (``numptx.jit.populations.interpret_gpu``'s ``rows=``)."""
         return tuple(sorted({TABLE[(op.word >> 16) & 0xFFFF].name
                              for words in self._words.values() for op in words
                              if (op.word & 0xFF) == sp.INSTR}))

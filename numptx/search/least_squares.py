@@ -55,7 +55,7 @@ from .._program.interpret import records, refused, run_cpu, subset, tapes
 from .._program.lm import FitArrays, FitOptions, fit_tapes, fits_natively
 from .._program.ops import ProgramError
 from ..valuetypes import BY_NAME
-from ..jit.fitness_interpret import PEARSON_FLAT, data_columns, pearson_flat
+from ..jit.populations.fitness_interpret import PEARSON_FLAT, data_columns, pearson_flat
 from .config import FIT_STEPS_MAX
 from .evaluate import Evaluator
 from .genes import SearchError, check_int, shown

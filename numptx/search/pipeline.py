@@ -13,12 +13,12 @@
 
     packs = pack_chunks(tmpl, "f", chunks, select="cand", per_module=128)   # all of them
 
-The stubs are cut into modules exactly as one :func:`numptx.jit.pack.pack_many` call cuts
+The stubs are cut into modules exactly as one :func:`numptx.jit.populations.pack.pack_many` call cuts
 them all (``per_module`` candidates a module from the first, the last one shorter, however the
 chunks fall), so the packs equal that call's: the same candidates and offsets, the same cubins,
 the same errors under the same global indices (with ``taper_at``, the modules past it are
 smaller: the same candidates, in order, other cuts). Each module is packed
-(:func:`numptx.jit.pack.pack`) and assembled (``pack.cubin``: a candidate that ptxas refuses is
+(:func:`numptx.jit.populations.pack.pack`) and assembled (``pack.cubin``: a candidate that ptxas refuses is
 left out and the rest assembled again) by one job on a thread pool. nvJitLink releases the GIL,
 so the jobs assemble while the calling thread makes, deduplicates and compiles the next chunk
 (the search loop's GPU path, :meth:`numptx.search.evaluate.Evaluator.score_chunks`).
@@ -32,8 +32,8 @@ from typing import Any
 
 from .._cores import usable_cores
 from ..jit.errors import BuildError
-from ..jit.pack import MAX_CANDIDATES, Pack, PackError, pack
-from ..jit.pack_kernels import PER_KERNEL, BuildMode, Layout, layout_target
+from ..jit.populations.pack import MAX_CANDIDATES, Pack, PackError, pack
+from ..jit.populations.pack_kernels import PER_KERNEL, BuildMode, Layout, layout_target
 
 __all__ = ["PackPipeline", "pack_chunks"]
 
@@ -54,14 +54,14 @@ def _build(target: Any, site: str, stubs: list, select: str, offset: int, consta
 
 
 class PackPipeline:
-    """Packs of ``site`` of ``target`` (a template: what :func:`numptx.jit.pack.pack` takes)
+    """Packs of ``site`` of ``target`` (a template: what :func:`numptx.jit.populations.pack.pack` takes)
     built from stubs given chunk by chunk (see the module documentation).
 
     ``executor``: the thread pool the modules build on (the jobs share the template and hand
-    back :class:`~numptx.jit.pack.Pack` objects, so it must run them in this process); None:
+    back :class:`~numptx.jit.populations.pack.Pack` objects, so it must run them in this process); None:
     one of its own with ``max_workers`` threads (default: the cores, at most 32), shut down by
     :meth:`close`. ``constants``, ``stubs`` (other sites' stubs), ``layout`` and ``build``
-    (:mod:`numptx.jit.pack_kernels`) are :func:`pack`'s; a bad one is refused here, before
+    (:mod:`numptx.jit.populations.pack_kernels`) are :func:`pack`'s; a bad one is refused here, before
     any module is sent.
 
     ``taper_at``: once that many candidates are in modules, the rest (and the last, short

@@ -45,8 +45,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import NumptxWarning
-from ..jit.pack import PER_KERNEL, PackError
-from ..jit.pack_kernels import BuildMode, layout_target
+from ..jit.populations.pack import PER_KERNEL, PackError
+from ..jit.populations.pack_kernels import BuildMode, layout_target
 from .config import check_build
 from .genes import SearchError
 from .scaling import written

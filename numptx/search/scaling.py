@@ -30,7 +30,7 @@ import numpy as np
 from .. import stack_ptx as sp
 from .._program.interpret import refused, run_cpu, tapes
 from .._program.ops import ProgramError
-from ..jit.fitness_interpret import data_columns
+from ..jit.populations.fitness_interpret import data_columns
 
 __all__ = ["written", "scale_ops", "outputs"]
 
