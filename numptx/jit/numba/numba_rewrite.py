@@ -40,17 +40,27 @@ from .site_spec import (
 
 __all__ = ["SiteRewrite", "register", "value_of"]
 
-ir, UnsupportedError, Rewrite, register_rewrite = rewrite_api()
-
-#: IR values whose Python value is known at compile time
-_PURE = (ir.Global, ir.FreeVar, ir.Const)
+#: site functions whose registration waits for the end of this module's import (see register)
+_pending: list[Callable[..., Any]] = []
 
 
 def register(site_function: Callable[..., Any]) -> None:
     """Register :class:`SiteRewrite` with numba-cuda's compiler for calls of ``site_function``
     (``nx.site``). Call it once: :func:`numptx.jit.numba.numba_site.register` does."""
+    if "SiteRewrite" not in globals():
+        # numba.cuda's post-import hook, run by this module's own import of numba (rewrite_api
+        # below) when this module is imported first: defined before that import, so the hook
+        # finds it; the registration happens at the end of this module's import
+        _pending.append(site_function)
+        return
     SiteRewrite.site_function = site_function
     register_rewrite("before-inference")(SiteRewrite)
+
+
+ir, UnsupportedError, Rewrite, register_rewrite = rewrite_api()
+
+#: IR values whose Python value is known at compile time
+_PURE = (ir.Global, ir.FreeVar, ir.Const)
 
 
 def value_of(func_ir, var, depth: int = 0) -> Any:
@@ -321,3 +331,7 @@ def _droppable(value) -> bool:
     """A definition that may go once nothing reads it: no side effect."""
     return (isinstance(value, _PURE + (ir.Var,))
             or (isinstance(value, ir.Expr) and value.op in ("getattr", "build_map", "build_tuple")))
+
+
+while _pending:             # registrations asked for during this module's import (see register)
+    register(_pending.pop(0))
