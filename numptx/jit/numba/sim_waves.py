@@ -74,7 +74,7 @@ def _caller_level() -> int:
     from .numba_compat import simulator_kernel_module
     simk = simulator_kernel_module()
     skip = tuple(os.path.dirname(f) + os.sep for f in (__file__, simk.__file__))
-    skip += (os.path.dirname(skip[0][:-1]) + os.sep,)       # numptx itself
+    skip += (os.path.dirname(os.path.dirname(skip[0][:-1])) + os.sep,)  # numptx itself
     level, f = 2, sys._getframe(2)
     while f is not None and f.f_code.co_filename.startswith(skip):
         level, f = level + 1, f.f_back
