@@ -82,6 +82,8 @@ def loss_and_grad(params: Sequence[np.ndarray], X: np.ndarray, y: np.ndarray,
 def _hidden(hidden: Any) -> tuple[int, ...]:
     layers = (hidden,) if isinstance(hidden, int) and not isinstance(hidden, bool) else hidden
     try:
+        if isinstance(layers, (str, bytes)):
+            raise TypeError
         layers = tuple(layers)
     except TypeError:
         raise LearnError(f"hidden={hidden!r}: expected 1 or 2 layer sizes, e.g. (64,) or "
