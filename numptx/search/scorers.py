@@ -28,6 +28,7 @@ import numpy as np
 
 from .._cores import usable_cores
 from .. import stack_ptx as sp
+from ..jit.populations.pack import pack_many
 from .evaluate import check_scores
 from .genes import SearchError
 
@@ -64,9 +65,8 @@ class UserFitness:
         per = per_module or self.per_module or int(
             min(256, max(16, -(-len(stubs) // (2 * usable_cores())))))
         mode = self.build if build is None else build
-        return self.template.pack_many(self.site, stubs, select=self.select, per_module=per,
-                                       executor=self.executor,
-                                       **({"build": "fast"} if mode == "fast" else {}))
+        return pack_many(self.template, self.site, stubs, select=self.select, per_module=per,
+                         executor=self.executor, **({"build": "fast"} if mode == "fast" else {}))
 
     def score(self, programs: Sequence[Any]) -> np.ndarray:
         """One loss per program: the user's fitness of their packs."""
@@ -75,10 +75,9 @@ class UserFitness:
     def score_alone(self, programs: Sequence[Any], build: Literal["full", "fast"]) -> np.ndarray:
         """The programs packed one a module at ``build`` and scored (the re-score of a
         ``build="fast"`` run's best at the full build)."""
-        packs = self.template.pack_many(self.site, sp.compile_many(list(programs),
-                                                                   site=self.site_obj),
-                                        select=self.select, per_module=1,
-                                        executor=self.executor, build=build)
+        packs = pack_many(self.template, self.site,
+                          sp.compile_many(list(programs), site=self.site_obj),
+                          select=self.select, per_module=1, executor=self.executor, build=build)
         try:
             return check_scores(self.fitness(packs), len(programs), "evolve")
         except SearchError as e:        # the run's calls were right: say which call was not

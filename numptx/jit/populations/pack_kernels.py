@@ -310,7 +310,8 @@ def layout_target(target: Target, site: str, layout: str, per_kernel: Any, build
     if constants != "inline":
         raise PackError(f"layout={layout!r}, build={build!r}: constants='runtime' packs are "
                         f"one function; use constants='inline'", site=site)
-    return LayoutTarget(target, site, layout, per_kernel, build)
+    # the template that builds the variants (a template itself; a user's Target's own)
+    return LayoutTarget(target.build_template(), site, layout, per_kernel, build)
 
 
 class LayoutTarget:
