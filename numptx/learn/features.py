@@ -46,9 +46,9 @@ does nothing, meta operations, scratch slots, a top-level ``ret()`` stops) with 
 which the core's sharing of equal nodes decides, is not modelled). An op is live when a value
 it pushes (an input, a constant, an instruction's result, a ``dup``/``yank_dup`` copy, a
 ``load``) is read, through instructions and copies, by an output: removing every other op
-leaves what the program computes unchanged (:func:`live_ops` gives the ops; :mod:`numptx.learn.stacks` runs them). ``routine(k)``
-is a no-op here (features take no routines). mm-ptx programs (a dialect marker) are refused:
-``sp.convert`` them first.
+leaves what the program computes unchanged (:func:`live_ops` gives the ops;
+:mod:`numptx.learn.stacks` runs the stacks). ``routine(k)`` is a no-op here (features take no
+routines). mm-ptx programs (a dialect marker) are refused: ``sp.convert`` them first.
 """
 from __future__ import annotations
 
