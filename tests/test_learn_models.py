@@ -53,13 +53,17 @@ def test_ridge_in_chunks_is_the_closed_form_on_all_rows(kind):
                        F, y, [137, 1, 400, 262, 200])
     first = F[:137]
     np.testing.assert_array_equal(model.mean, first.mean(axis=0))
-    Phi = feature_map(model, F)
-    np.testing.assert_allclose(model.transform(F), Phi, rtol=1e-12, atol=1e-12)
+    # the features are float32 (the definition in float64 agrees to float32's precision)
+    np.testing.assert_allclose(model.transform(F), feature_map(model, F), rtol=0, atol=1e-5)
+    Phi = model.transform(F)
     P = np.diag(np.r_[np.full(64, 0.05), 0.0])       # the constant column is not penalized
     theta = np.linalg.solve(Phi.T @ Phi + P, Phi.T @ y)
     assert model.solver == "cholesky"
     np.testing.assert_allclose(model.theta, theta, rtol=1e-6, atol=1e-9 * np.abs(theta).max())
-    np.testing.assert_allclose(model.predict(F), Phi @ theta, rtol=1e-6, atol=1e-9)
+    magnitude = float((np.abs(Phi) @ np.abs(theta)).max())   # a float32 dot product's scale
+    np.testing.assert_allclose(model.predict(F), Phi @ theta, rtol=0, atol=1e-5 * magnitude)
+    F32 = F.astype(np.float32)                          # float32 input: the same features
+    np.testing.assert_allclose(model.transform(F32), Phi, rtol=0, atol=1e-5)
     assert model.n_seen == 1000 and model.n_features == 3
 
 
@@ -70,7 +74,7 @@ def test_ridge_with_decay_is_the_closed_form_of_weighted_rows():
     model = fit_chunks(RandomFeatureRidge(features=48, alpha=0.02, decay=decay, seed=5),
                        F, y, sizes)
     w = np.concatenate([np.full(n, decay ** (len(sizes) - 1 - k)) for k, n in enumerate(sizes)])
-    Phi = feature_map(model, F)
+    Phi = model.transform(F)
     P = np.diag(np.r_[np.full(48, 0.02), 0.0])
     theta = np.linalg.solve(Phi.T @ (w[:, None] * Phi) + P, Phi.T @ (w * y))
     np.testing.assert_allclose(model.theta, theta, rtol=1e-6, atol=1e-9 * np.abs(theta).max())
@@ -139,12 +143,14 @@ def test_mlp_learns_a_smooth_target(hidden, activation):
 
 def test_mlp_store_keeps_the_latest_rows():
     F, y = smooth(250)
+    F = F.astype(np.float32)                            # the buffer's dtype
     model = fit_chunks(MLP(store=100, steps=1), F, y, [60, 70, 90, 30])
     assert model.count == 100
     kept = {tuple(r) for r in model.X[:model.count]}
     assert kept == {tuple(r) for r in F[150:]}
     assert {float(v) for v in model.Y[:model.count]} == {float(v) for v in y[150:]}
-    np.testing.assert_allclose(model.x_mean, F[150:].mean(axis=0))
+    np.testing.assert_allclose(model.x_mean, F[150:].mean(axis=0, dtype=np.float64))
+    np.testing.assert_allclose(model.x_std, F[150:].std(axis=0, dtype=np.float64), rtol=1e-5)
     big = MLP(store=50, steps=1).partial_fit(F, y)      # one batch larger than the store
     assert {tuple(r) for r in big.X} == {tuple(r) for r in F[200:]}
 

@@ -31,9 +31,11 @@ def _brief(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def matrix(F: Any, name: str = "F", n_features: int | None = None) -> np.ndarray:
+def matrix(F: Any, name: str = "F", n_features: int | None = None, *,
+           float32_ok: bool = False) -> np.ndarray:
     """``F`` as a 2-D float64 array (rows, features), every value finite; ``n_features`` (when
-    given) is the column count a fitted model expects."""
+    given) is the column count a fitted model expects; ``float32_ok``: a float32 array stays
+    float32 (a model that computes in float32 saves the conversion)."""
     try:
         arr = np.asarray(F)
     except Exception as e:  # noqa: BLE001 (ragged input: re-raised as a LearnError)
@@ -45,7 +47,8 @@ def matrix(F: Any, name: str = "F", n_features: int | None = None) -> np.ndarray
     if arr.dtype.kind not in "biuf":
         raise LearnError(f"{name}: dtype {arr.dtype} is not a real number type; give float32 "
                          "or float64 features")
-    arr = np.ascontiguousarray(arr, dtype=np.float64)
+    keep = float32_ok and arr.dtype == np.float32
+    arr = np.ascontiguousarray(arr, dtype=np.float32 if keep else np.float64)
     if n_features is not None and arr.shape[1] != n_features:
         raise LearnError(f"{name}: {arr.shape[1]} columns, but the model was fitted with "
                          f"{n_features} features; give the same features it learned from "

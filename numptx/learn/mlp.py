@@ -105,7 +105,9 @@ class MLP:
     * standardization: the inputs and the target are standardized by the buffer's mean and std
       before each ``partial_fit``'s steps (a constant column's std taken as 1); ``predict``
       uses the last fit's;
-    * Adam's moments carry over from one ``partial_fit`` to the next (and through a pickle).
+    * Adam's moments carry over from one ``partial_fit`` to the next (and through a pickle);
+    * precision: the weights, the buffer and the steps are float32 (twice float64's speed;
+      :func:`loss_and_grad` itself computes in the dtype of what it is given).
 
     ``last_losses``: the loss (standardized units) before each step of the last
     ``partial_fit``.
@@ -127,7 +129,7 @@ class MLP:
         self.m: list[np.ndarray] = []            # Adam's first moments
         self.v: list[np.ndarray] = []            # Adam's second moments
         self.t = 0                               # Adam steps taken
-        self.X: np.ndarray | None = None         # the ring buffer: (store, d)
+        self.X: np.ndarray | None = None         # the ring buffer: (store, d) float32
         self.Y: np.ndarray | None = None         # (store,)
         self.count = 0                           # rows in the buffer
         self.pos = 0                             # where the next row goes
@@ -147,11 +149,11 @@ class MLP:
         self.params = []
         for i, (fan_in, fan_out) in enumerate(zip(sizes[:-1], sizes[1:])):
             g = 1.0 if i == len(sizes) - 2 else gain
-            self.params.append(rng.normal(0.0, math.sqrt(g / fan_in), size=(fan_in, fan_out)))
-            self.params.append(np.zeros(fan_out))
+            W = rng.normal(0.0, math.sqrt(g / fan_in), size=(fan_in, fan_out))
+            self.params += [W.astype(np.float32), np.zeros(fan_out, np.float32)]
         self.m = [np.zeros_like(p) for p in self.params]
         self.v = [np.zeros_like(p) for p in self.params]
-        self.X = np.zeros((self.store, d))
+        self.X = np.zeros((self.store, d), np.float32)
         self.Y = np.zeros(self.store)
         self.n_features = d
 
@@ -167,7 +169,7 @@ class MLP:
     def partial_fit(self, F: Any, y: Any) -> MLP:
         """Learn the rows ``F`` (rows, features) with targets ``y`` (rows,); returns ``self``.
         An empty batch after the first fit changes nothing."""
-        X = checks.matrix(F, "F", self.n_features)
+        X = checks.matrix(F, "F", self.n_features, float32_ok=True)
         t = checks.target(y, X.shape[0], "y")
         if X.shape[0] == 0:
             if self.n_features is None:
@@ -184,12 +186,14 @@ class MLP:
 
     def _train(self) -> None:
         Xb, Yb = self.X[:self.count], self.Y[:self.count]
-        x_std = Xb.std(axis=0)
-        self.x_mean, self.x_std = Xb.mean(axis=0), np.where(x_std > 0, x_std, 1.0)
+        self.x_mean = Xb.mean(axis=0, dtype=np.float64)
+        Xs = Xb - self.x_mean.astype(np.float32)
+        x_std = np.sqrt(np.einsum("ij,ij->j", Xs, Xs, dtype=np.float64) / self.count)
+        self.x_std = np.where(x_std > 0, x_std, 1.0)
+        Xs *= (1.0 / self.x_std).astype(np.float32)
         y_std = float(Yb.std())
         self.y_mean, self.y_std = float(Yb.mean()), (y_std if y_std > 0 else 1.0)
-        Xs = (Xb - self.x_mean) / self.x_std
-        Ys = (Yb - self.y_mean) / self.y_std
+        Ys = ((Yb - self.y_mean) / self.y_std).astype(np.float32)
         losses = np.empty(self.steps)
         for k in range(self.steps):
             losses[k], grads = loss_and_grad(self.params, Xs, Ys, self.activation,
@@ -213,9 +217,11 @@ class MLP:
         if self.n_features is None:
             raise LearnError("MLP.predict: the model has not been fitted; call "
                              "partial_fit(F, y) first")
-        X = checks.matrix(F, "F", self.n_features)
-        out, _ = _forward(self.params, (X - self.x_mean) / self.x_std, self.activation)
-        return out * self.y_std + self.y_mean
+        X = checks.matrix(F, "F", self.n_features, float32_ok=True)
+        Xs = X - self.x_mean.astype(X.dtype)
+        Xs *= (1.0 / self.x_std).astype(X.dtype)
+        out, _ = _forward(self.params, Xs.astype(np.float32, copy=False), self.activation)
+        return out.astype(np.float64) * self.y_std + self.y_mean
 
     def rank(self, F: Any) -> np.ndarray:
         """Row indices of ``F``, lowest prediction first (ties by index): int64, (rows,)."""
