@@ -168,7 +168,9 @@ def _members(protocol: type) -> tuple[str, ...]:
 
 def missing_members(obj: Any, protocol: type) -> tuple[str, ...]:
     """The members of ``protocol`` (:class:`Target` or :class:`TargetVariant`) that ``obj``
-    lacks, found without reading any (no property runs: nothing is compiled or built).
+    lacks, found without reading any (no property runs: nothing is compiled or built); a
+    class with a ``__getattr__`` (a delegating wrapper) is asked for the names it lacks
+    otherwise.
 
     >>> missing_members(object(), Target)[:3]
     ('language', 'per_signature', 'strict')
@@ -180,7 +182,13 @@ def _absent(obj: Any, name: str) -> bool:
     try:
         inspect.getattr_static(obj, name)
     except AttributeError:
-        return True
+        # a class that provides attributes through __getattr__ (a user's delegating wrapper)
+        # is asked: only such a class runs code here, never a template's properties
+        try:
+            inspect.getattr_static(type(obj), "__getattr__")
+        except AttributeError:
+            return True
+        return not hasattr(obj, name)
     return False
 
 
