@@ -28,15 +28,16 @@ import importlib as _importlib
 from typing import TYPE_CHECKING, Any
 
 from .errors import LearnError
+# the function, not its module: importing numptx.learn.features binds the package's attribute
+# ``features`` to the module, so the function is bound here, after that import
+from .features import Probe, features
 
 _LAZY: dict[str, str] = {
     "RandomFeatureRidge": "numptx.learn.models", "MLP": "numptx.learn.models",
     "Model": "numptx.learn.models", "spearman": "numptx.learn.models",
-    "features": "numptx.learn.features", "Probe": "numptx.learn.features",
 }
 
 if TYPE_CHECKING:
-    from .features import Probe, features
     from .models import MLP, Model, RandomFeatureRidge, spearman
 
 __all__ = ["LearnError", "RandomFeatureRidge", "MLP", "Model", "spearman", "features", "Probe"]

@@ -340,6 +340,10 @@ def state_of(search: Any) -> dict:
              "improved_at": search.improved_at, "restarts": search.restarts}
     if search.island_sizes is not None:
         state["islands"] = list(search.island_sizes)
+    if search.screen is not None:          # a predictor's model and what it learned
+        from .screening import screen_state
+        state["screen"] = screen_state(search.screen, encode_array)
+        cfg["predictor"] = {"RandomFeatureRidge": "ridge", "MLP": "mlp"}[state["screen"]["model"]]
     # the score cache (whole) and the fit memo (the most recent entries): dedup and re-variation
     # after a resume see what the uninterrupted run sees, so the children and ``evaluated`` match
     # (past CACHE_SAVED keys the next evaluation clears the cache: saved empty, it is the same)

@@ -82,9 +82,11 @@ BOUNDS: dict[str, tuple[Any, Any, str]] = {
     "semantic_dedup": (0, PROBE_MAX, "rows of the probe that finds programs of equal outputs"),
     "islands": (1, "population // 2", "subpopulations of at least 2 programs each"),
     "migration": (0, GENERATIONS_MAX, "generations between migrations (0: none)"),
+    "screen": (0.0, 1.0, "the share of new children a predictor lets through (> 0)"),
+    "explore": (0.0, 1.0, "the share of the screened-out children scored at random"),
 }
 
-__all__ = ["SearchOptions", "Kind", "KINDS", "FitMethod", "Loss", "Device", "CACHE_MAX",
+__all__ = ["PREDICTORS", "SearchOptions", "Kind", "KINDS", "FitMethod", "Loss", "Device", "CACHE_MAX",
            "DEFAULTS", "BOUNDS", "POPULATION_MAX", "GENERATIONS_MAX", "LENGTH_MAX",
            "REVARY_MAX", "FIT_STEPS_MAX", "FIT_BATCH_MAX", "BINS_MAX", "PROBE_MAX", "check_config",
            "check_float", "check_seed", "check_generations", "SEED_MAX", "FIT_METHODS",
@@ -154,7 +156,10 @@ DEFAULTS = dict(population=1000, generations=100, tournament=None, elitism=None,
                 fit_steps=12, fit_trials=4, target=None, time_limit=None, bins=None,
                 descriptors=("length", "op_mix"), restart=None, revary=1, semantic_dedup=None,
                 linear_scaling=None, fit_method="auto", input_weights=None, survivors=None,
-                islands=None, migration=10)
+                islands=None, migration=10, predictor=False, screen=0.25, explore=0.05)
+
+#: the models ``predictor=`` names (:mod:`numptx.search.screening`; True: "ridge")
+PREDICTORS = ("ridge", "mlp")
 
 #: how the constants of new programs are fitted (``fit_method=``): ``"lm"`` Levenberg–Marquardt
 #: on the CPU interpreter (:mod:`numptx.search.least_squares`), ``"es"`` the (1+λ) evolution
@@ -221,6 +226,10 @@ class SearchOptions:
     survivors: Survivors
     islands: int
     migration: int
+    #: False, a model name of :data:`PREDICTORS`, or a model object (numptx.learn's protocol)
+    predictor: Any
+    screen: float
+    explore: float
     #: the options check_config derived (given as None): :meth:`replace` derives them again
     derived: frozenset[str] = dataclasses.field(default=frozenset(), init=False, repr=False,
                                                 compare=False)
@@ -294,6 +303,7 @@ def check_config(where: Kind, **given: Any) -> SearchOptions:
     _check_fitting(cfg, pop, pop_name)
     _check_stopping(cfg)
     _check_islands(where, cfg, pop, pop_name)
+    _check_predictor(where, cfg)
     _check_descriptors(cfg)
     derived = frozenset(k for k in _DERIVED if given.get(k) is None)
     return SearchOptions._checked(where, cfg, derived)
@@ -386,6 +396,32 @@ def _check_islands(where: Kind, cfg: dict, pop: int, pop_name: str) -> None:
                              f", not survivors={cfg['survivors']!r}"))
     cfg["migration"] = check_int("migration", cfg["migration"], 0, GENERATIONS_MAX,
                                  BOUNDS["migration"][2])
+
+
+def _check_predictor(where: Kind, cfg: dict) -> None:
+    """predictor (False, True -> "ridge", a name, or a model), screen and explore, in ``cfg``."""
+    p = cfg["predictor"]
+    if p is None or p is False:
+        cfg["predictor"] = False
+    elif p is True:
+        cfg["predictor"] = "ridge"
+    elif isinstance(p, str):
+        if p not in PREDICTORS:
+            raise SearchError(f"predictor={p!r}: give True, False, one of "
+                              f"{', '.join(map(repr, PREDICTORS))} or a model object")
+    elif not all(callable(getattr(type(p), m, None)) for m in ("partial_fit", "predict", "rank")):
+        raise SearchError(f"predictor={shown(p)}: a model needs partial_fit, predict and rank "
+                          f"(numptx.learn.Model); or give True or a name of "
+                          f"{', '.join(map(repr, PREDICTORS))}")
+    cfg["screen"] = check_float("screen", cfg["screen"], 0.0, 1.0)
+    if cfg["screen"] <= 0.0:
+        raise SearchError(f"screen={cfg['screen']!r}: give a share in (0, 1] of the new "
+                          f"children to score")
+    cfg["explore"] = check_float("explore", cfg["explore"], 0.0, 1.0)
+    if cfg["predictor"] is not False and cfg["survivors"] != "plus" and where != "map_elites":
+        raise SearchError(f"{where}: predictor={cfg['predictor']!r}: the children a predictor "
+                          f"screens out are dropped, which needs survivors='plus' (the best of "
+                          f"parents and children), not survivors={cfg['survivors']!r}")
 
 
 def _check_descriptors(cfg: dict) -> None:

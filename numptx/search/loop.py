@@ -54,6 +54,9 @@ from .scaling import written
 from .scorers import Scorer, UserFitness
 from .strategies import Strategy, strategy_for
 
+if typing.TYPE_CHECKING:
+    from .screening import Screen
+
 __all__ = ["regress", "map_elites", "evolve", "Result", "Candidate", "Generation", "check_int"]
 
 log = logging.getLogger(__name__)
@@ -85,6 +88,11 @@ class Search:
         probe = 0 if evaluator is None else semantic.resolve(
             cfg.semantic_dedup, evaluator.mode, evaluator.device, evaluator.X.shape[0])
         self.semantic = semantic.Semantic(evaluator, probe, self.seed) if probe else None
+        #: the predictor that screens children (``predictor=``), None without one
+        self.screen: Screen | None = None
+        if cfg.predictor:                # numptx.learn is imported for a predictor only
+            from .screening import screen_for
+            self.screen = screen_for(cfg, genes, self.seed, evaluator)
         self.population: list[Candidate] = []
         self.archive: dict[tuple, Candidate] = {}
         self.history: list[Generation] = []
@@ -94,7 +102,8 @@ class Search:
         self.best: Candidate | None = None
         self.evaluated = self.children_made = 0
         self.seconds = 0.0
-        self.timings = {"generate": 0.0, "dedup": 0.0, "evaluate": 0.0, "fit": 0.0, "select": 0.0}
+        self.timings = {"generate": 0.0, "dedup": 0.0, "evaluate": 0.0, "fit": 0.0, "select": 0.0,
+                        **({"predict": 0.0} if self.screen is not None else {})}
         self.descriptors = elites.descriptors(cfg) if self.strategy.keeps_archive else []
         self.stopped = "generations"
         self.improved_at = 0          # the generation the best last improved by 1 % or more
@@ -198,7 +207,15 @@ class Search:
         return programs, np.array([self.cache[k] for k in keys])
 
     def fit_constants_of(self, cands: list[Candidate]) -> None:
-        """Fit the constants of the best ``fit_top`` unfitted candidates (in place)."""
+        """Fit the constants of the best ``fit_top`` unfitted candidates (in place); the
+        predictor (``predictor=``) then learns from the children it let through."""
+        self._fit_constants(cands)
+        if self.screen is not None:
+            t = self.screen.seconds
+            self.screen.learn(cands)
+            self.timings["predict"] += self.screen.seconds - t
+
+    def _fit_constants(self, cands: list[Candidate]) -> None:
         top = self.cfg.fit_top
         if self.evaluator is None or not top:
             return
@@ -300,9 +317,30 @@ class Search:
         (on the GPU each chunk's modules assemble while the next is made; the same children
         and losses as all at once)."""
         n = len(parents_a)
+        if self.screen is not None:
+            return self._screened_children(parents_a, parents_b)
         progs, losses = self.evaluate_chunks(
             self.keyed_chunks(parents_a, parents_b, self._chunk_size(n)), n)
         return [Candidate(p, v, self.genes) for p, v in zip(progs, losses.tolist())]
+
+    def _screened_children(self, parents_a: list, parents_b: list) -> list[Candidate]:
+        """:meth:`scored_children` with a predictor: the children the screen picks are scored,
+        the others keep the loss +inf (in place: islands read the children by position)."""
+        assert self.screen is not None
+        progs: list = []
+        keys: list = []
+        for p, k in self.keyed_chunks(parents_a, parents_b, max(1, len(parents_a))):
+            progs += p
+            keys += k
+        t = self.screen.seconds
+        picked = self.screen.choose(progs, keys, self.cache)
+        self.timings["predict"] += self.screen.seconds - t
+        _, losses = self.evaluate_chunks([([progs[i] for i in picked],
+                                           [keys[i] for i in picked])], len(picked))
+        out = [Candidate(p, math.inf, self.genes) for p in progs]
+        for i, v in zip(picked, losses.tolist()):
+            out[i].loss = v
+        return out
 
     def penalized(self, cands: Sequence[Candidate]) -> np.ndarray:
         loss = np.array([c.loss for c in cands])
@@ -324,6 +362,10 @@ class Search:
                 self.timings["generate"] += time.perf_counter() - t0
                 yield out
         progs, losses = self.evaluate_chunks(chunks(), n)
+        if self.screen is not None:       # learned from once fitted (fit_constants_of)
+            t = self.screen.seconds
+            self.screen.observe(progs)
+            self.timings["predict"] += self.screen.seconds - t
         return [Candidate(p, float(v), self.genes) for p, v in zip(progs, losses)]
 
     # -- one generation -------------------------------------------------------------------
@@ -338,6 +380,8 @@ class Search:
                        self._gen_evaluated, float(np.mean([len(c.program) for c in pool])),
                        len(self.archive) if self.strategy.keeps_archive else len(pool),
                        time.perf_counter() - t_start)
+        if self.screen is not None:
+            self.screen.correlations.append(self.screen.correlation)
         self.history.append(g)
         self.seconds += g.seconds
         return g
@@ -445,6 +489,8 @@ class Search:
                       seed=self.seed, evaluate=ev.mode if ev else "compile",
                       rescored=rescored,
                       semantic_duplicates=self.semantic.hits if self.semantic else 0,
+                      rank_correlations=None if self.screen is None else
+                      list(self.screen.correlations),
                       _search=self)
 
     def rescored(self) -> tuple[Candidate | None, dict, Rescore | None]:
@@ -498,7 +544,8 @@ def regress(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div"), *
             semantic_dedup: int | None = None, linear_scaling: bool | None = None,
             fit_method: FitMethod = "auto", input_weights: bool | None = None,
             survivors: Survivors = "plus", islands: int | None = None, migration: int = 10,
-            build: Build = "auto",
+            build: Build = "auto", predictor: Any = False, screen: float = 0.25,
+            explore: float = 0.05,
             progress: bool | Callable[[Generation], Any] = False) -> Result:
     """Symbolic regression: find a program over the columns of ``X`` (named ``x0..``, or
     ``names``) whose output fits ``y`` under ``loss`` (``mse``, ``mae``, ``rmse``,
@@ -545,7 +592,10 @@ def regress(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div"), *
     ``semantic_dedup=k``: a new child whose outputs on k probe rows (drawn with the seed)
     equal a scored program's takes its loss (0: off; None: 32 where the probe is cheaper
     than the scoring, see :mod:`numptx.search.semantic`). ``progress``: True prints a line per
-    generation to stderr; a callable gets each :class:`Generation`."""
+    generation to stderr; a callable gets each :class:`Generation`. ``predictor`` (True,
+    ``"ridge"``, ``"mlp"`` or a :mod:`numptx.learn` model) learns from every scored child and
+    screens the next: only the predicted best ``screen`` share of the new children, and a
+    random ``explore`` share of the rest, is scored (:mod:`numptx.search.screening`)."""
     s = _regression_search("regress", X, y, ops, names=names, dtype=dtype, constants=constants,
                            loss=loss, device=device, executor=executor, per_module=per_module,
                            seed=seed, pipeline=pipeline, evaluate=evaluate,
@@ -558,7 +608,7 @@ def regress(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div"), *
                            restart=restart, revary=revary, linear_scaling=linear_scaling,
                            fit_method=fit_method, input_weights=input_weights,
                            survivors=survivors, islands=islands, migration=migration,
-                           build=build)
+                           build=build, predictor=predictor, screen=screen, explore=explore)
     return s.run(s.cfg.generations, progress)
 
 
@@ -618,7 +668,8 @@ def map_elites(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div")
                pipeline: bool = True, evaluate: Evaluate = "auto",
                semantic_dedup: int | None = None, linear_scaling: bool | None = None,
                fit_method: FitMethod = "auto", input_weights: bool | None = None,
-               build: Build = "auto",
+               build: Build = "auto", predictor: Any = False, screen: float = 0.25,
+               explore: float = 0.05,
                progress: bool | Callable[[Generation], Any] = False) -> Result:
     """MAP-Elites: an archive keeps the best program of each cell of a behaviour grid; each
     generation makes ``batch`` children of uniformly drawn elites and files each in its cell
@@ -640,6 +691,7 @@ def map_elites(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div")
                            target=target, time_limit=time_limit, descriptors=descriptors,
                            bins=bins, elitism=0, revary=revary,
                            linear_scaling=linear_scaling, fit_method=fit_method,
-                           input_weights=input_weights, build=build)
+                           input_weights=input_weights, build=build, predictor=predictor,
+                           screen=screen, explore=explore)
     return s.run(s.cfg.generations, progress)
 

@@ -101,7 +101,10 @@ class Result:
     ``best`` and the elites re-scored by the compiled path, whose losses they carry; a
     :class:`~numptx.search.rescore.Rescore`, else None),
     ``semantic_duplicates`` (children that took the loss of a program of equal outputs on the
-    probe rows, :mod:`numptx.search.semantic`).
+    probe rows, :mod:`numptx.search.semantic`), ``rank_correlations`` (with ``predictor=``:
+    one a generation, the Spearman correlation of the predictor's ranking with the losses of
+    the children it let through, None while it learns; :mod:`numptx.search.screening`; else
+    None).
     ``save(path)`` writes a checkpoint that :func:`resume` continues."""
     best: Candidate | None
     population: list[Candidate]
@@ -118,6 +121,7 @@ class Result:
     evaluate: str = "compile"
     rescored: Rescore | None = None
     semantic_duplicates: int = 0
+    rank_correlations: list | None = None
     _search: Any = field(default=None, repr=False)
 
     def save(self, path: Any) -> None:

@@ -143,7 +143,24 @@ def restore(path: str | os.PathLike, *, device: str = "auto", executor: Any = No
     table, hits = f.semantic()
     if search.semantic is not None:
         search.semantic.table, search.semantic.hits = table, hits
+    _restore_screen(f, search)
     return search
+
+
+def _restore_screen(f: Fields, search: Search) -> None:
+    """The predictor's model and state (``screen``), when the run has one."""
+    st = f.st.get("screen")
+    if (st is None) != (search.screen is None):
+        f.fail("screen", "missing for a run with a predictor" if st is None else
+               "present for a run without a predictor (config.predictor is false)")
+    if st is None or search.screen is None:
+        return
+    from .checkpoint import decode_array
+    from .screening import restore_screen
+    try:
+        restore_screen(search.screen, st, decode_array)
+    except Exception as e:  # noqa: BLE001 - any fault of the saved model names the field
+        f.fail("screen", f"not a saved predictor ({type(e).__name__}: {e})")
 
 
 def _check_size(f: Fields, n: int, cfg: SearchOptions) -> None:

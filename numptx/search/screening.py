@@ -1,0 +1,287 @@
+"""Screening children with a learned model (``predictor=``; issue 25, "learning in the loop").
+
+Every child of a search is normally scored in full: its run over every row and, under
+Levenberg–Marquardt, the fit of its constants (1 + k runs a round). With a predictor, a model
+of :mod:`numptx.learn`, trained online on every candidate the search scores, ranks each
+generation's new children first; only the best ``screen`` share of them (by predicted loss),
+plus an ``explore`` share drawn at random from the rest, is scored and fitted. The others are
+dropped unscored: they take the loss +inf in the generation's list of children (so islands and
+positions stay aligned, and survivors drop them), are not cached (a later copy is scored), and
+count in no evaluation.
+
+A child's features (:func:`child_features`) are its words (:func:`numptx.learn.features`:
+hashed op n-grams, length, live ops, depth, constants) and its run on a fixed probe of the
+training rows through the CPU interpreter: the loss there, with linear scaling where the
+search uses it, a cheap first look at the full loss that the model corrects from the words.
+The model learns ``log10`` of the loss relative to the variance of y (clipped), after the
+constants are fitted: what a child becomes, not what it was made as. Until it has learned
+from :data:`WARMUP` rows (the first population and generations) every child is scored.
+
+The search reports the predictor's seconds (``result.timings["predict"]``) and, per
+generation, the Spearman correlation between its predictions and the losses of the children it
+let through (``result.rank_correlations``, one a generation: None while it learns)::
+
+    from numptx import search
+    r = search.regress(X, y, ops, population=500, predictor=True, screen=0.25, seed=0)
+    r.evaluated, r.timings["predict"], r.rank_correlations[-1]
+"""
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .. import stack_ptx as sp
+from ..learn import LearnError, features as word_features, spearman
+from ..learn.models import MLP, Model, RandomFeatureRidge
+from .genes import Genes, SearchError
+
+__all__ = ["Screen", "screen_for", "make_model", "child_features", "target_of", "PREDICTORS", "WARMUP",
+           "PROBE_ROWS"]
+
+#: the models ``predictor=`` names (True: "ridge")
+PREDICTORS = ("ridge", "mlp")
+#: rows the model learns from before it screens (the first population, then generations)
+WARMUP = 1000
+#: training rows of the probe the children run on (all rows when there are fewer)
+PROBE_ROWS = 32
+#: the learned target: log10(loss / var y) clipped to [LOW, HIGH]; a non-finite loss is HIGH + 1
+LOW, HIGH = -12.0, 6.0
+
+
+def make_model(spec: Any, seed: int) -> Model:
+    """The model ``predictor=`` asks for: True or ``"ridge"`` a
+    :class:`~numptx.learn.RandomFeatureRidge`, ``"mlp"`` an :class:`~numptx.learn.MLP`, or a
+    model object itself (anything with ``partial_fit``, ``predict`` and ``rank``)."""
+    if spec is True or spec == "ridge":
+        return RandomFeatureRidge(seed=seed % (1 << 32))
+    if spec == "mlp":
+        return MLP(seed=seed % (1 << 32))
+    if all(callable(getattr(type(spec), m, None)) for m in ("partial_fit", "predict", "rank")):
+        return spec
+    raise SearchError(f"predictor={spec!r}: give True, one of {', '.join(map(repr, PREDICTORS))}, "
+                      f"or a model with partial_fit, predict and rank (numptx.learn)")
+
+
+def target_of(losses: np.ndarray, var_y: float) -> np.ndarray:
+    """What the model learns of losses: log10(loss / var y), clipped; non-finite: HIGH + 1."""
+    losses = np.asarray(losses, np.float64)
+    out = np.full(losses.shape, HIGH + 1.0)
+    ok = np.isfinite(losses)
+    with np.errstate(divide="ignore"):
+        out[ok] = np.clip(np.log10(np.maximum(losses[ok], 0.0) / var_y), LOW, HIGH)
+    return out
+
+
+def _probe_losses(programs: list, genes: Genes, columns: dict, y: np.ndarray,
+                  scaling: bool) -> np.ndarray:
+    """Each program's mean squared error on the probe rows (after the best a + b·f when
+    ``scaling``), as :func:`target_of` takes it: one column of the features."""
+    out = sp.interpret(programs, columns, genes.outputs, device="cpu", on_limit="run")
+    f = np.asarray(next(iter(out.values())), np.float64).reshape(len(programs), -1)
+    with np.errstate(all="ignore"):
+        if scaling:
+            fc = f - f.mean(axis=1, keepdims=True)
+            yc = y - y.mean()
+            var = (fc * fc).sum(axis=1)
+            b = np.where(var > 0, (fc @ yc) / np.where(var > 0, var, 1.0), 0.0)
+            r = yc[None, :] - b[:, None] * fc
+        else:
+            r = y[None, :] - f
+        mse = (r * r).mean(axis=1)
+    return mse
+
+
+def child_features(programs: list, genes: Genes, probe: dict | None, y_probe: np.ndarray | None,
+                   var_y: float, scaling: bool) -> np.ndarray:
+    """The features a screen ranks children by: their words and (with a probe) their loss on
+    the probe rows (:func:`target_of`'s scale), one float32 row a program."""
+    F = word_features(programs, genes)
+    if probe is None or y_probe is None:
+        return F
+    p = target_of(_probe_losses(programs, genes, probe, y_probe, scaling), var_y)
+    return np.concatenate([F, p[:, None].astype(np.float32)], axis=1)
+
+
+class Screen:
+    """A search's predictor: which new children to score, and what it learned from them."""
+
+    def __init__(self, model: Model, genes: Genes, *, share: float, explore: float, seed: int,
+                 X: np.ndarray | None = None, y: np.ndarray | None = None,
+                 scaling: bool = False) -> None:
+        self.model, self.genes = model, genes
+        self.share, self.explore = share, explore
+        self.rng = np.random.default_rng([seed % (1 << 63), 25])
+        self.scaling = scaling
+        self.probe: dict | None = None
+        self.y_probe: np.ndarray | None = None
+        self.var_y = 1.0
+        if X is not None and y is not None:
+            n = X.shape[0]
+            rows = np.sort(self.rng.choice(n, size=min(PROBE_ROWS, n), replace=False))
+            self.probe = {name: np.ascontiguousarray(X[rows, j])
+                          for j, name in enumerate(genes.names)}
+            self.y_probe = np.asarray(y, np.float64)[rows]
+            v = float(np.var(np.asarray(y, np.float64)))
+            self.var_y = v if v > 0 and math.isfinite(v) else 1.0
+        self.seen = 0
+        self.seconds = 0.0
+        self.pending: tuple[list, list[int], np.ndarray, np.ndarray | None] | None = None
+        self.correlation: float | None = None
+        #: per generation: the Spearman correlation of the predictions with the losses of the
+        #: children let through (None while learning); ``result.rank_correlations``
+        self.correlations: list[float | None] = []
+
+    @property
+    def ready(self) -> bool:
+        """Whether the model has learned enough to screen (:data:`WARMUP` rows)."""
+        return self.seen >= WARMUP
+
+    def features(self, programs: list) -> np.ndarray:
+        return child_features(programs, self.genes, self.probe, self.y_probe, self.var_y,
+                              self.scaling)
+
+    def choose(self, programs: list, keys: list[bytes], cache: dict) -> list[int]:
+        """The indices of ``programs`` to score: every one whose key is cached (its loss is
+        known), and of the new keys (first copies) the predicted best ``share`` and a random
+        ``explore`` share of the rest, with every copy of a chosen key."""
+        t0 = time.perf_counter()
+        first: dict[bytes, int] = {}
+        for i, k in enumerate(keys):
+            if k not in cache and k not in first:
+                first[k] = i
+        new = list(first.values())
+        F = self.features([programs[i] for i in new]) if new else np.zeros((0, 0), np.float32)
+        pred = None
+        chosen = set(range(len(new)))
+        if self.ready and len(new) > 1:
+            pred = self.model.predict(F)
+            order = np.argsort(pred, kind="stable")
+            top = max(1, math.ceil(self.share * len(new)))
+            rest = order[top:]
+            extra = self.rng.choice(rest, size=math.ceil(self.explore * len(rest)),
+                                    replace=False) if len(rest) else rest
+            chosen = set(order[:top].tolist()) | set(extra.tolist())
+        keep_keys = {keys[new[j]] for j in chosen}
+        picked = [i for i, k in enumerate(keys) if k in cache or k in keep_keys]
+        js = sorted(chosen)
+        self.pending = (programs, [new[j] for j in js], F[js],
+                        None if pred is None else pred[js])
+        self.seconds += time.perf_counter() - t0
+        return picked
+
+    def observe(self, programs: list) -> None:
+        """Learn from all of ``programs`` (a first population, scored in full) once fitted."""
+        t0 = time.perf_counter()
+        F = self.features(programs) if programs else np.zeros((0, 0), np.float32)
+        self.pending = (programs, list(range(len(programs))), F, None)
+        self.seconds += time.perf_counter() - t0
+
+    def learn(self, cands: list) -> None:
+        """Learn from the children :meth:`choose` let through, once their constants are fitted
+        (``cands``: the generation's children, in the order of the programs chosen from)."""
+        if self.pending is None:
+            return
+        t0 = time.perf_counter()
+        _, idx, F, pred = self.pending
+        self.pending = None
+        if idx:
+            y = target_of(np.array([cands[i].loss for i in idx]), self.var_y)
+            self.correlation = None
+            if pred is not None and len(idx) > 2:
+                try:
+                    r = spearman(pred, y)
+                    self.correlation = None if math.isnan(r) else float(r)
+                except LearnError:
+                    self.correlation = None
+            self.model.partial_fit(F, y)
+            self.seen += len(idx)
+        self.seconds += time.perf_counter() - t0
+
+
+def screen_for(cfg: Any, genes: Genes, seed: int, ev: Any) -> Screen:
+    """The screen of a run with options ``cfg`` (``predictor``, ``screen``, ``explore``), its
+    evaluator ``ev`` (None: evolve's user fitness, words only)."""
+    return Screen(make_model(cfg.predictor, seed), genes, share=cfg.screen, explore=cfg.explore,
+                  seed=seed, X=None if ev is None else ev.X, y=None if ev is None else ev.y,
+                  scaling=bool(ev is not None and ev.linear_scaling))
+
+
+# ---- checkpoints ------------------------------------------------------------------------------
+#: the models a checkpoint can hold, by name (a user's model object cannot be saved)
+_SAVED = {"RandomFeatureRidge": RandomFeatureRidge, "MLP": MLP}
+
+
+def _encode(v: Any, where: str, encode_array: Callable[[np.ndarray], dict]) -> Any:
+    """A model attribute as JSON: arrays and generators tagged, containers element-wise."""
+    if isinstance(v, np.ndarray):
+        return {"array": encode_array(v)}
+    if isinstance(v, np.random.Generator):
+        return {"rng": v.bit_generator.state}
+    if isinstance(v, (np.integer, np.floating, np.bool_)):
+        v = v.item()
+    if v is None or isinstance(v, (bool, int, str)):
+        return v
+    if isinstance(v, float):
+        return v if math.isfinite(v) else {"float": repr(v)}
+    if isinstance(v, (list, tuple)):
+        return {"list" if isinstance(v, list) else "tuple":
+                [_encode(x, where, encode_array) for x in v]}
+    if isinstance(v, dict) and all(isinstance(k, str) for k in v):
+        return {"dict": {k: _encode(x, f"{where}.{k}", encode_array) for k, x in v.items()}}
+    raise SearchError(f"predictor: {where} is a {type(v).__name__}: a checkpoint keeps "
+                      f"arrays, numbers, strings and containers of them")
+
+
+def _decode(v: Any, decode_array: Callable[[dict, str], np.ndarray]) -> Any:
+    if not isinstance(v, dict):
+        return v
+    (tag, x), = v.items()
+    if tag == "array":
+        return decode_array(x, "screen.model")
+    if tag == "rng":
+        g = np.random.default_rng()
+        g.bit_generator.state = x
+        return g
+    if tag == "float":
+        return float(x)
+    if tag == "dict":
+        return {k: _decode(y, decode_array) for k, y in x.items()}
+    items = [_decode(y, decode_array) for y in x]
+    return items if tag == "list" else tuple(items)
+
+
+def screen_state(screen: Screen, encode_array: Callable[[np.ndarray], dict]) -> dict:
+    """A screen's state for a checkpoint (arrays written by the checkpoint's
+    ``encode_array``): its model's attributes (a numptx.learn model), what it has learned, its
+    random state and correlations (the probe is drawn again from the run's seed)."""
+    name = type(screen.model).__name__
+    if _SAVED.get(name) is not type(screen.model):
+        raise SearchError(f"predictor={screen.model!r}: a checkpoint keeps numptx.learn's "
+                          f"models ({', '.join(_SAVED)}); save a run with predictor=True, "
+                          f"'ridge' or 'mlp'")
+    attrs = {k: _encode(v, k, encode_array) for k, v in vars(screen.model).items()}
+    return {"model": name, "attributes": attrs,
+            "seen": screen.seen, "rng": screen.rng.bit_generator.state,
+            "seconds": screen.seconds, "correlation": screen.correlation,
+            "correlations": list(screen.correlations)}
+
+
+def restore_screen(screen: Screen, st: dict,
+                   decode_array: Callable[[dict, str], np.ndarray]) -> None:
+    """Put a checkpoint's :func:`screen_state` back into a run's fresh screen (a fault raises;
+    the caller names the field)."""
+    cls = _SAVED[st["model"]]
+    model = cls.__new__(cls)
+    for k, v in st["attributes"].items():
+        setattr(model, k, _decode(v, decode_array))
+    screen.model = model
+    screen.seen = int(st["seen"])
+    screen.rng.bit_generator.state = st["rng"]
+    screen.seconds = float(st["seconds"])
+    c = st["correlation"]
+    screen.correlation = None if c is None else float(c)
+    screen.correlations = [None if v is None else float(v) for v in st["correlations"]]
