@@ -596,7 +596,7 @@ def _out_of_bounds(rng: random.Random, option: str, pop: int) -> object:
         return (1, C.LENGTH_MAX + rng.choice([1, 10 ** rng.randrange(1, 12)]))
     if option == "fit_trials":       # past the bound of any fit_top (lm takes no trials: 1M)
         return C.FIT_BATCH_MAX + rng.choice([1, 10 ** rng.randrange(1, 12)])
-    if option in ("crossover", "mutation"):
+    if option in ("crossover", "mutation", "screen", "explore"):    # shares in [0, 1]
         return rng.choice([1.0 + 1e-9, 2.0, 1e300, math.inf, math.nan])
     if option == "parsimony":
         return rng.choice([math.inf, math.nan, -1.0])
