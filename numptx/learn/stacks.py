@@ -348,63 +348,69 @@ class _Run1(_Run):
     """:class:`_Run` for one stack type (a search's programs): each op as (operands needed,
     values popped, values pushed, values read), one column step for every class."""
 
-    def __init__(self, *args, steps: tuple):
+    def __init__(self, *args, code: np.ndarray):
         super().__init__(*args)
-        self.need, self.pop, self.push, self.read = steps
+        self.code = code
         self.flat = self.S.reshape(-1)
         self.sz1 = self.sz[:, 0]
 
     def forward(self) -> None:
-        neg, flat, sz, cls = -self.lens, self.flat, self.sz1, self.cls
-        room = self.cap - self.push + self.pop          # an op runs when need <= z <= room
-        width = int(self.read.max(initial=0))
+        neg, flat, sz, code, cap = -self.lens, self.flat, self.sz1, self.code, self.cap
+        width = int((code >> 24 & 0xFF).max(initial=0))
         cols = np.arange(width)
+        rowbase = np.arange(len(sz)) * cap
         for i in range(int(self.lens.max(initial=0))):
             act = int(np.searchsorted(neg, -i, side="left"))
             g = self.starts[:act] + i
+            c = code[g]
             z = sz[:act]
-            q = np.flatnonzero((z >= self.need[g]) & (z <= room[g]) & ~self.stopped[:act])
-            g, z = g[q], z[q]
-            base = q * self.cap + z
-            read = self.read[g]
-            if width:
-                at = (base - read)[:, None] + cols
-                got = flat[np.minimum(at, len(flat) - 1)]
+            pop, push = c >> 8 & 0xFF, c >> 16 & 0xFF
+            ok = (z >= (c & 0xFF)) & (z - pop + push <= cap) & ~self.stopped[:act]
+            c *= ok                                 # an op that does not run: a no-op
+            pop *= ok
+            push *= ok
+            base = rowbase[:act] + z
+            r = np.flatnonzero(c & 0xFF000000)      # ops reading values
+            if len(r):
+                read = c[r] >> 24 & 0xFF
+                got = flat[np.minimum((base[r] - read)[:, None] + cols, len(flat) - 1)]
                 got[cols >= read[:, None]] = -1
-                self.dep[g, :width] = got
-            push, new = self.push[g], z - self.pop[g]
-            low = base - self.pop[g]
-            for j in range(int(push.max(initial=0))):
-                m = push > j
-                flat[low[m] + j] = g[m]
-            new += push
-            c = cls[g]
-            if (c >= _SWAP).any():
-                self._specials(q, c, base, new)
-            sz[q] = new
-            self.depth[q] = np.maximum(self.depth[q], new)
+                self.dep[g[r], :width] = got
+            w = np.flatnonzero(push)
+            low = base[w] - pop[w]
+            flat[low] = g[w]
+            for j in range(1, int(push[w].max(initial=0))):
+                m = push[w] > j
+                flat[low[m] + j] = g[w][m]
+            new = z - pop + push
+            if (c >= _SWAP << 32).any():
+                self._specials(np.flatnonzero(c >= _SWAP << 32), c >> 32, base, new)
+            sz[:act] = new
+            np.maximum(self.depth[:act], new, out=self.depth[:act])
 
     def _specials(self, q, c, base, new) -> None:
-        flat = self.flat
-        m = c == _SWAP
-        top = flat[base[m] - 1]
-        flat[base[m] - 1] = flat[base[m] - 2]
-        flat[base[m] - 2] = top
-        new[c == _CLEAR] = 0
+        """swap, clear and ret at rows ``q`` (``c``: every row's class)."""
+        flat, c = self.flat, c[q]
+        at = base[q[c == _SWAP]]
+        top = flat[at - 1]
+        flat[at - 1] = flat[at - 2]
+        flat[at - 2] = top
+        new[q[c == _CLEAR]] = 0
         self.stopped[q[c == _RET]] = True
 
 
-def _steps(b: Any, cls: np.ndarray, d: _Dense) -> tuple[np.ndarray, ...]:
-    """Each op's (operands needed, values popped, values pushed, values read) on one stack."""
-    need, pop, push, read = (np.zeros((len(_META_CLASS) + 5,), np.int64) for _ in range(4))
+def _steps(b: Any, cls: np.ndarray, d: _Dense) -> np.ndarray:
+    """Each op on one stack as one int: operands needed | values popped << 8 | values pushed
+    << 16 | values read << 24 | its class << 32."""
+    need, pop, push, read = (np.zeros(_SLOW + 1, np.int64) for _ in range(4))
     need[[_DUP, _DROP, _CLEAR]], need[_SWAP] = 1, 2
     push[[_PUSH, _DUP]] = read[_DUP] = pop[_DROP] = 1
-    need, pop, push, read = need[cls], pop[cls], push[cls], read[cls]
+    code = need[cls] | pop[cls] << 8 | push[cls] << 16 | read[cls] << 24 | cls.astype(np.int64) << 32
     at = np.flatnonzero(cls == _INSTR)
     r = b.row[at]
-    need[at] = pop[at] = read[at] = d.n_ops[r]
-    push[at] = d.n_res[r]
-    return need, pop, push, read
+    n = d.n_ops[r]
+    code[at] = n | n << 8 | d.n_res[r] << 16 | n << 24 | _INSTR << 32
+    return code
 
 
 def live_and_depth(b: Any, in_types: np.ndarray, outs: list[int]) -> tuple[np.ndarray, np.ndarray]:
@@ -433,12 +439,12 @@ def live_and_depth(b: Any, in_types: np.ndarray, outs: list[int]) -> tuple[np.nd
     couts = [int(tmap[t]) for t in outs]
     dep = np.full((len(b.kind), 4), -1, np.int64)
     fast = fast[np.argsort(-b.counts[fast], kind="stable")]
-    steps = _steps(b, cls, dense)
-    pushes = np.bincount(b.prog, weights=steps[2], minlength=b.n)
+    code = _steps(b, cls, dense)
+    pushes = np.bincount(b.prog, weights=code >> 16 & 0xFF, minlength=b.n)
     for lo in range(0, len(fast), _CHUNK):
         sel = fast[lo:lo + _CHUNK]
         args = (b, sel, cls, ctyp, dense, len(used), dep, int(pushes[sel].max()))
-        run = _Run1(*args, steps=steps) if len(used) == 1 else _Run(*args)
+        run = _Run1(*args, code=code) if len(used) == 1 else _Run(*args)
         run.forward()
         run.backward(couts, live)
         depth[sel] = run.depth
