@@ -95,6 +95,16 @@ def test_ridge_learns_a_constant_target_through_its_unpenalized_column():
     np.testing.assert_allclose(model.predict(F), 1e4, rtol=1e-6)
 
 
+@pytest.mark.parametrize("index", [0, 1])
+def test_huge_finite_targets_give_finite_predictions(index):
+    F, y = smooth(300)
+    huge = both()[index].partial_fit(F, y * 1e38)       # past float32's range once scaled
+    plain = both()[index].partial_fit(F, y)
+    pred = huge.predict(F)
+    assert np.isfinite(pred).all()
+    np.testing.assert_allclose(pred / 1e38, plain.predict(F), rtol=0, atol=1e-4 * np.ptp(y))
+
+
 # ---- MLP
 
 @pytest.mark.parametrize("hidden,activation", [((4,), "tanh"), ((3, 5), "tanh"),
@@ -258,6 +268,10 @@ def test_bad_features_and_targets_name_the_argument(index):
     bad_y[4] = -np.inf
     with pytest.raises(LearnError, match=r"y: row 4 is -inf"):
         model.partial_fit(F, bad_y)
+    with pytest.raises(LearnError, match="y: not an array"):
+        model.partial_fit(F[:2], [[1.0], [1.0, 2.0]])
+    with pytest.raises(LearnError, match="F: not an array"):
+        model.partial_fit([[1.0, 2.0, 3.0], [1.0]], y[:2])
     with pytest.raises(LearnError, match="F: dtype"):
         model.partial_fit(F.astype(complex), y)
     with pytest.raises(LearnError, match="first partial_fit needs at least one row"):

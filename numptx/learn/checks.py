@@ -83,11 +83,11 @@ def vector(v: Any, name: str, what: str = "one value a row of F") -> np.ndarray:
 
 def target(y: Any, rows: int, name: str = "y") -> np.ndarray:
     """``y`` as a 1-D float64 array of ``rows`` finite values (one a row of ``F``)."""
-    arr = np.asarray(y) if isinstance(y, np.ndarray) else y
-    if np.ndim(arr) == 1 and len(arr) != rows:
+    arr = vector(y, name)
+    if len(arr) != rows:
         raise LearnError(f"{name}: {len(arr)} values, but F has {rows} rows; give one "
                          "target a row")
-    return vector(arr, name)
+    return arr
 
 
 def rank_order(pred: np.ndarray) -> np.ndarray:

@@ -243,8 +243,11 @@ class RandomFeatureRidge:
             raise LearnError("RandomFeatureRidge.predict: the model has not been fitted; "
                              "call partial_fit(F, y) first")
         X = checks.matrix(F, "F", self.n_features, float32_ok=True)
-        w = (self.theta[:-1] * math.sqrt(2.0 / self.features)).astype(np.float32)
-        return (self._unscaled(X) @ w).astype(np.float64) + self.theta[-1]
+        w = self.theta[:-1] * math.sqrt(2.0 / self.features)
+        U = self._unscaled(X)
+        if np.abs(w).max() < 1e30:      # float32 weights (targets past 1e30: float64 ones)
+            return (U @ w.astype(np.float32)).astype(np.float64) + self.theta[-1]
+        return U.astype(np.float64) @ w + self.theta[-1]
 
     def rank(self, F: Any) -> np.ndarray:
         """Row indices of ``F``, lowest prediction first (ties by index): int64, (rows,)."""
