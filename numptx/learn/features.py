@@ -329,18 +329,23 @@ def _token_hashes(b: _Batch, names: Sequence[str], in_index: np.ndarray) -> np.n
 
 
 def _ngrams(b: _Batch, th: np.ndarray, ngrams: tuple[int, ...], buckets: int) -> np.ndarray:
-    length = b.counts[b.prog]
-    keys = []
+    left = b.counts[b.prog] - b.pos                     # ops from each op to its program's end
+    keys, weights = [], []
+    inv = 1.0 / np.maximum(b.counts, 1)
+    mask = np.uint64(buckets - 1) if buckets & (buckets - 1) == 0 else None
     for n in ngrams:
-        at = np.flatnonzero(b.pos + n <= length)          # windows inside their program
+        at = np.flatnonzero(left >= n)                  # windows inside their program
         h = np.full(len(at), _FNV_OFFSET ^ np.uint64(n), np.uint64)
         for j in range(n):
-            h = (h ^ th[at + j]) * _FNV_PRIME
-        bucket = ((h ^ (h >> np.uint64(32))) % np.uint64(buckets)).astype(np.int64)
-        keys.append(b.prog[at] * buckets + bucket)
-    key = np.concatenate(keys)
-    inv = 1.0 / np.maximum(b.counts, 1)
-    out = np.bincount(key, weights=inv[key // buckets], minlength=b.n * buckets)
+            h ^= th[at + j]
+            h *= _FNV_PRIME
+        h ^= h >> np.uint64(32)
+        h = h & mask if mask is not None else h % np.uint64(buckets)
+        prog = b.prog[at]
+        keys.append(prog * buckets + h.view(np.int64))
+        weights.append(inv[prog])
+    out = np.bincount(np.concatenate(keys), weights=np.concatenate(weights),
+                      minlength=b.n * buckets)
     return out.reshape(b.n, buckets)
 
 
