@@ -105,6 +105,17 @@ def test_huge_finite_targets_give_finite_predictions(index):
     np.testing.assert_allclose(pred / 1e38, plain.predict(F), rtol=0, atol=1e-4 * np.ptp(y))
 
 
+@pytest.mark.parametrize("index", [0, 1])
+def test_rows_far_outside_the_first_batch_give_finite_predictions(index):
+    F, y = smooth(300)
+    model = both()[index].partial_fit(F, y)
+    far = F[:4].copy()
+    far[:, 0] = [1e10, -1e39, 1e300, -1e300]            # past float32 once standardized
+    pred = model.predict(far)
+    assert np.isfinite(pred).all()
+    np.testing.assert_allclose(model.predict(far[[2, 0]]), pred[[2, 0]], rtol=1e-6)
+
+
 # ---- MLP
 
 @pytest.mark.parametrize("hidden,activation", [((4,), "tanh"), ((3, 5), "tanh"),

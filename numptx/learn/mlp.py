@@ -29,6 +29,7 @@ __all__ = ["MLP", "loss_and_grad", "ACTIVATIONS"]
 ACTIVATIONS = ("tanh", "relu")
 MAX_UNITS = 256
 BETA1, BETA2, EPS = 0.9, 0.999, 1e-8   # Adam's constants
+ZMAX = 1e6   # a prediction's standardized inputs are clipped to +-ZMAX standard deviations
 
 
 def _forward(params: Sequence[np.ndarray], X: np.ndarray, activation: str
@@ -218,8 +219,10 @@ class MLP:
             raise LearnError("MLP.predict: the model has not been fitted; call "
                              "partial_fit(F, y) first")
         X = checks.matrix(F, "F", self.n_features, float32_ok=True)
-        Xs = X - self.x_mean.astype(X.dtype)
-        Xs *= (1.0 / self.x_std).astype(X.dtype)
+        with np.errstate(over="ignore"):              # inf, then clipped
+            Xs = X - self.x_mean.astype(X.dtype)
+            Xs *= (1.0 / self.x_std).astype(X.dtype)
+        np.clip(Xs, -ZMAX, ZMAX, out=Xs)          # finite in float32 whatever the row
         out, _ = _forward(self.params, Xs.astype(np.float32, copy=False), self.activation)
         return out.astype(np.float64) * self.y_std + self.y_mean
 

@@ -36,6 +36,9 @@ from .mlp import MLP
 __all__ = ["Model", "RandomFeatureRidge", "MLP", "spearman", "rank_order"]
 
 KINDS = ("fourier", "relu")
+#: standardized inputs are clipped to +-ZMAX standard deviations (a row far outside the first
+#: batch's spread, or one that would overflow float32, still gives finite features)
+ZMAX = 1e6
 
 
 @runtime_checkable
@@ -104,8 +107,8 @@ class RandomFeatureRidge:
       is the inverse length scale in units of ``sqrt(d)`` standard deviations), plus a
       constant column, which is not penalized (it carries the target's mean);
     * standardization: ``Z = (F - mean) / std`` with ``mean`` and ``std`` fixed from the first
-      ``partial_fit`` batch (a constant column's std taken as 1); ``W`` and ``b`` are drawn
-      then, from ``seed``;
+      ``partial_fit`` batch (a constant column's std taken as 1), clipped to ``+-ZMAX``
+      (1e6); ``W`` and ``b`` are drawn then, from ``seed``;
     * precision: the random features are computed in float32 (``Z W + b`` and its ``cos``:
       the bulk of a prediction's time), the statistics, the solve and ``theta`` in float64;
       a prediction is the float32 features times ``theta`` rounded to float32 (~1e-6 of the
@@ -180,8 +183,10 @@ class RandomFeatureRidge:
         float32 ``cos`` is SIMD, ~20x its float64 one; the fit itself is float64)."""
         n, d = X.shape
         Za = np.empty((n, d + 1), np.float32)        # [Z, 1]: b rides in the product
-        np.subtract(X, self.mean.astype(X.dtype), out=Za[:, :d])   # in X's precision
-        Za[:, :d] *= (1.0 / self.std).astype(np.float32)
+        with np.errstate(over="ignore"):              # inf, then clipped
+            np.subtract(X, self.mean.astype(X.dtype), out=Za[:, :d])   # in X's precision
+            Za[:, :d] *= (1.0 / self.std).astype(np.float32)
+        np.clip(Za[:, :d], -ZMAX, ZMAX, out=Za[:, :d])
         Za[:, d] = 1.0
         out = Za @ np.vstack([self.W, self.b[None, :]])
         if self.kind == "fourier":
