@@ -320,11 +320,14 @@ def _token_hashes(b: _Batch, names: Sequence[str], in_index: np.ndarray) -> np.n
     m = b.kind == META
     metas = np.array([_crc(n) for n in META_OPS] + [_crc("?")], np.uint64)
     th[m] = metas[np.minimum(b.a[m], len(META_OPS))]
-    m = b.kind == INSTR
-    rows, inv = np.unique(b.a[m], return_inverse=True)
-    names_of = np.array([_crc(TABLE[int(r)].name) if r < len(TABLE) else _crc("?")
-                         for r in rows.tolist()], np.uint64)
-    th[m] = names_of[inv.reshape(-1)] if len(rows) else th[m]
+    m = np.flatnonzero(b.kind == INSTR)
+    if len(m):
+        a = b.a[m]
+        names_of = np.full(int(a.max()) + 1, _crc("?"), np.uint64)
+        for r in np.flatnonzero(np.bincount(a)).tolist():
+            if r < len(TABLE):
+                names_of[r] = _crc(TABLE[r].name)
+        th[m] = names_of[a]
     return th
 
 
@@ -397,8 +400,11 @@ def _input_index(b: _Batch, names: Sequence[str]) -> np.ndarray:
     """Each op's input (for INPUT ops; ``len(names)``: no such input, a malformed word): a
     tagged word binds by its name's tag, as the C core binds it."""
     n_in = len(names)
-    idx = np.where(b.a < n_in, b.a, n_in)
-    tagged = (b.kind == INPUT) & (b.hi != 0)
+    idx = np.full(len(b.a), n_in, np.int64)
+    at = np.flatnonzero(b.kind == INPUT)
+    idx[at] = np.minimum(b.a[at], n_in)
+    tagged = np.zeros(len(b.a), bool)
+    tagged[at] = b.hi[at] != 0
     if tagged.any():
         tags = np.array([input_tag(n) for n in names] + [-1], np.int64)
         mine = tags[idx[tagged]] == b.hi[tagged]
@@ -465,12 +471,17 @@ def features(programs: Sequence[Any], genes: ProgramSpace, probe: Probe | None =
     b, live, depth = _words_of(programs, genes)
     names = [n for n, _ in _types(genes, "inputs")]
     th = _token_hashes(b, names, b.in_index)
-    words = np.column_stack([_ngrams(b, th, ngrams, buckets), b.counts,
-                             np.bincount(b.prog[live], minlength=b.n), depth, _constants(b)])
-    if probe is None:
-        return words.astype(np.float32)
-    runs = _runs(programs, genes, probe, project, seed)
-    return np.hstack([words, runs]).astype(np.float32)
+    runs = None if probe is None else _runs(programs, genes, probe, project, seed)
+    out = np.empty((b.n, buckets + len(WORD_COLUMNS) + (0 if runs is None else runs.shape[1])),
+                   np.float32)
+    out[:, :buckets] = _ngrams(b, th, ngrams, buckets)
+    out[:, buckets] = b.counts
+    out[:, buckets + 1] = np.bincount(b.prog[live], minlength=b.n)
+    out[:, buckets + 2] = depth
+    out[:, buckets + 3:buckets + len(WORD_COLUMNS)] = _constants(b)
+    if runs is not None:
+        out[:, buckets + len(WORD_COLUMNS):] = runs
+    return out
 
 
 def _probe_columns(genes: Any, probe: Probe) -> dict[str, np.ndarray]:

@@ -53,7 +53,8 @@ class _Rows:
 
 
 def _rows(b: Any) -> _Rows:
-    used = np.unique(b.a[b.kind == INSTR])
+    a = b.a[b.kind == INSTR]
+    used = np.flatnonzero(np.bincount(a)) if len(a) else a
     used = used[used < len(TABLE)]
     index = np.full(int(used.max()) + 1 if len(used) else 1, -1, np.int64)
     ops, wide = [], []
@@ -405,7 +406,8 @@ def _steps(b: Any, cls: np.ndarray, d: _Dense) -> np.ndarray:
     need, pop, push, read = (np.zeros(_SLOW + 1, np.int64) for _ in range(4))
     need[[_DUP, _DROP, _CLEAR]], need[_SWAP] = 1, 2
     push[[_PUSH, _DUP]] = read[_DUP] = pop[_DROP] = 1
-    code = need[cls] | pop[cls] << 8 | push[cls] << 16 | read[cls] << 24 | cls.astype(np.int64) << 32
+    by_cls = need | pop << 8 | push << 16 | read << 24 | np.arange(_SLOW + 1) << 32
+    code = by_cls[cls]
     at = np.flatnonzero(cls == _INSTR)
     r = b.row[at]
     n = d.n_ops[r]
