@@ -66,7 +66,7 @@ class UserFitness:
             min(256, max(16, -(-len(stubs) // (2 * usable_cores())))))
         mode = self.build if build is None else build
         return pack_many(self.template, self.site, stubs, select=self.select, per_module=per,
-                         executor=self.executor, **({"build": "fast"} if mode == "fast" else {}))
+                         executor=self.executor, build="fast" if mode == "fast" else "full")
 
     def score(self, programs: Sequence[Any]) -> np.ndarray:
         """One loss per program: the user's fitness of their packs."""
