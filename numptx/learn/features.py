@@ -99,7 +99,7 @@ class ProgramSpace(Protocol):
 
 
 # ---- probes -------------------------------------------------------------------------------------
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Probe:
     """Fixed probe rows the run features evaluate programs on: ``columns`` maps each input name
     to a 1-D float32 or float64 array, all of one length, finite::
@@ -107,6 +107,8 @@ class Probe:
         probe = Probe.from_data(X, ["x0", "x1"], rows=32, seed=0)
         probe.rows                                    # 32 (fewer when X has fewer rows)
         Probe({"x0": np.float32([0.5, 1.0])})         # by hand
+
+    The columns are read-only copies; probes compare by identity (``eq=False``).
     """
 
     columns: dict[str, np.ndarray]
