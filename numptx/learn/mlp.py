@@ -130,11 +130,12 @@ class MLP:
         self.m: list[np.ndarray] = []            # Adam's first moments
         self.v: list[np.ndarray] = []            # Adam's second moments
         self.t = 0                               # Adam steps taken
-        self.X: np.ndarray | None = None         # the ring buffer: (store, d) float32
-        self.Y: np.ndarray | None = None         # (store,)
+        self.X = np.zeros((0, 0), np.float32)    # the ring buffer: (store, d) float32
+        self.Y = np.zeros(0)                     # (store,)
         self.count = 0                           # rows in the buffer
         self.pos = 0                             # where the next row goes
-        self.x_mean = self.x_std = None          # the standardization of the last fit
+        self.x_mean = np.zeros(0)                # the standardization of the last fit
+        self.x_std = np.ones(0)
         self.y_mean, self.y_std = 0.0, 1.0
         self.last_losses = np.zeros(0)
 

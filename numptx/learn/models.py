@@ -142,13 +142,14 @@ class RandomFeatureRidge:
         self.seed = checks.integer(seed, "seed", 0)
         self.n_seen = 0
         self.n_features: int | None = None
-        self.mean: np.ndarray | None = None
-        self.std: np.ndarray | None = None
-        self.W: np.ndarray | None = None       # (d, D) float32, drawn at the first fit
-        self.b: np.ndarray | None = None       # (D,) float32
-        self.A: np.ndarray | None = None       # (D + 1, D + 1): sum of phi^T phi, decayed
-        self.c: np.ndarray | None = None       # (D + 1,): sum of phi^T y, decayed
-        self.theta: np.ndarray | None = None   # (D + 1,): the solution
+        # the state (empty until the first fit)
+        self.mean = np.zeros(0)                # (d,) float64
+        self.std = np.ones(0)                  # (d,) float64
+        self.W = np.zeros((0, 0), np.float32)  # (d, D) float32, drawn at the first fit
+        self.b = np.zeros(0, np.float32)       # (D,) float32
+        self.A = np.zeros((0, 0))              # (D + 1, D + 1): sum of phi^T phi, decayed
+        self.c = np.zeros(0)                   # (D + 1,): sum of phi^T y, decayed
+        self.theta = np.zeros(0)               # (D + 1,): the solution
         self.solver = ""                       # "cholesky" or "lstsq": how theta was found
 
     def __repr__(self) -> str:
@@ -173,7 +174,7 @@ class RandomFeatureRidge:
 
     def transform(self, F: Any) -> np.ndarray:
         """The feature map ``phi(F)``: (rows, D + 1) float64, the constant column last."""
-        if self.W is None:
+        if self.n_features is None:
             raise LearnError("RandomFeatureRidge.transform: the model has not been fitted; "
                              "call partial_fit(F, y) first")
         return self._phi(checks.matrix(F, "F", self.n_features, float32_ok=True))
@@ -203,13 +204,13 @@ class RandomFeatureRidge:
         X = checks.matrix(F, "F", self.n_features, float32_ok=True)
         t = checks.target(y, X.shape[0], "y")
         if X.shape[0] == 0:
-            if self.W is None:
+            if self.n_features is None:
                 raise LearnError("F: 0 rows; the first partial_fit needs at least one row "
                                  "(its mean and std standardize the inputs)")
             return self
         if X.shape[1] == 0:
             raise LearnError("F: 0 columns; give at least one feature a row")
-        if self.W is None:
+        if self.n_features is None:
             self._start(X)
         Phi = self._phi(X)
         if self.decay != 1.0 and self.n_seen:
@@ -242,7 +243,7 @@ class RandomFeatureRidge:
 
     def predict(self, F: Any) -> np.ndarray:
         """The predicted target of each row of ``F``: float64, (rows,)."""
-        if self.theta is None:
+        if self.n_features is None:
             raise LearnError("RandomFeatureRidge.predict: the model has not been fitted; "
                              "call partial_fit(F, y) first")
         X = checks.matrix(F, "F", self.n_features, float32_ok=True)
@@ -254,7 +255,7 @@ class RandomFeatureRidge:
 
     def rank(self, F: Any) -> np.ndarray:
         """Row indices of ``F``, lowest prediction first (ties by index): int64, (rows,)."""
-        if self.theta is None:
+        if self.n_features is None:
             raise LearnError("RandomFeatureRidge.rank: the model has not been fitted; "
                              "call partial_fit(F, y) first")
         return rank_order(self.predict(F))
