@@ -4,6 +4,8 @@ determinism under a seed, pickles, rank order, spearman against a brute-force re
 every bad input."""
 from __future__ import annotations
 
+import doctest
+import importlib
 import math
 import pickle
 
@@ -218,6 +220,13 @@ def test_rank_is_lowest_prediction_first_ties_by_index(index):
     pos = {int(i): k for k, i in enumerate(order)}
     assert pos[5] < pos[20] and pos[0] < pos[21] and pos[2] < pos[23]
     assert model.predict(F[:0]).shape == (0,) and model.rank(F[:0]).shape == (0,)
+
+
+@pytest.mark.parametrize("name", ["numptx.learn.models", "numptx.learn.mlp",
+                                  "numptx.learn.checks"])
+def test_module_docstrings_run(name):
+    result = doctest.testmod(importlib.import_module(name))
+    assert result.failed == 0 and result.attempted > 0, name
 
 
 def test_the_facade_names_the_same_objects():
