@@ -384,3 +384,10 @@ def test_bad_genes():
 
     with pytest.raises(LearnError, match=r"genes.inputs\['x0'\] is f16: run features"):
         features([[sp.input("x0")]], Halves(), Probe({"x0": np.zeros(3)}))
+
+
+def test_a_row_the_interpreter_does_not_run_names_the_program():
+    progs = [[x0], [sp.special("tid.x"), sp.instr("cvt.rn.f32.u32")]]
+    assert features(progs, GENES).shape == (2, 64 + W)              # the words need no run
+    with pytest.raises(LearnError, match=r"programs\[1\]: the run features: .*'%tid.x'"):
+        features(progs, GENES, PROBE)
