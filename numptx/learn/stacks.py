@@ -328,21 +328,19 @@ class _Run:
 
     def backward(self, outs: list[int], live: np.ndarray) -> None:
         """Mark the ops whose values reach the outputs (outputs pop their stacks in order)."""
-        every = np.arange(len(self.sz))
+        every, roots = np.arange(len(self.sz)), []
         for t in outs:
             n = self.sz[:, t]
             has = n > 0
-            live[self.S[every[has], t, n[has] - 1]] = True
+            roots.append(self.S[every[has], t, n[has] - 1].astype(np.int64))
             self.sz[has, t] -= 1
-        neg = -self.lens
-        for i in range(int(self.lens.max(initial=0)) - 1, -1, -1):
-            act = int(np.searchsorted(neg, -i, side="left"))
-            g = self.starts[:act] + i
-            g = g[live[g]]
-            if len(g):
-                d = self.dep[g].ravel()
-                live[d[d >= 0]] = True
-
+        g = np.concatenate(roots) if roots else np.zeros(0, np.int64)
+        live[g] = True
+        while len(g):                      # each round: the ops the last round's ops read
+            d = self.dep[g].ravel()
+            d = d[d >= 0]
+            g = d[~live[d]]
+            live[g] = True
 
 
 class _Run1(_Run):
@@ -429,9 +427,13 @@ def live_and_depth(b: Any, in_types: np.ndarray, outs: list[int]) -> tuple[np.nd
     fast = np.flatnonzero(~slow & (b.counts > 0))
     if not len(fast):
         return live, depth
-    in_fast = np.zeros(b.n, bool)
-    in_fast[fast] = True
-    used = {*np.unique(typ[in_fast[b.prog] & (typ >= 0)]).tolist(), *outs}
+    if len(fast) < b.n:
+        in_fast = np.zeros(b.n, bool)
+        in_fast[fast] = True
+        typs = typ[in_fast[b.prog]]
+    else:
+        typs = typ
+    used = {*np.flatnonzero(np.bincount(typs + 1, minlength=1)[1:]).tolist(), *outs}
     for operands, results in rows.ops:
         used.update(t for t, _ in operands + results)
     tmap = np.full(len(VT.ROWS), -1, np.int64)
