@@ -2,6 +2,7 @@
 
     taskset -c 0 python benchmarks/bench_learn.py                   # every section
     taskset -c 0 python benchmarks/bench_learn.py --section models --repeat 5
+    taskset -c 0 python benchmarks/bench_learn.py --section search --time-cap 20  # minutes
 
 Section ``models``: the two models of ``numptx.learn`` on ``--features`` input features
 (float32, like ``numptx.learn.features``' matrices; a smooth synthetic target):
@@ -102,8 +103,16 @@ def section_models(a: argparse.Namespace) -> None:
     infer_table(a.features, a.batch, a.repeat)
 
 
-#: the sections, in the order ``--section all`` runs them
-SECTIONS: dict[str, Callable[[argparse.Namespace], None]] = {"models": section_models}
+def section_search(a: argparse.Namespace) -> None:
+    """The predictor inside the search (benchmarks/learn_search.py): held-out Spearman of
+    running searches, and the protocol's runs with and without ``predictor=True``."""
+    import learn_search
+    learn_search.report(a.problems, a.seeds, a.time_cap)
+
+
+#: the sections, in the order ``--section all`` runs them (``search`` only when asked: minutes)
+SECTIONS: dict[str, Callable[[argparse.Namespace], None]] = {"models": section_models,
+                                                            "search": section_search}
 
 
 def main() -> None:
@@ -117,11 +126,17 @@ def main() -> None:
     ap.add_argument("--batch", type=int, nargs="+", default=[100, 1_000, 10_000],
                     help="candidates a predict/rank call")
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--problems", nargs="+",
+                    default=["Nguyen-4", "Nguyen-7", "Keijzer-12", "Feynman-I.18.4"],
+                    help="--section search: the protocol's problems to screen")
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--time-cap", type=float, default=20.0,
+                    help="--section search: seconds a run (the protocol's is 60)")
     a = ap.parse_args()
     affinity = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
     print(f"numpy {np.__version__}, BLAS threads 1, CPUs allowed {affinity}")
     for name, run in SECTIONS.items():
-        if a.section in ("all", name):
+        if a.section == name or (a.section == "all" and name != "search"):
             run(a)
 
 

@@ -212,7 +212,7 @@ def screen_for(cfg: Any, genes: Genes, seed: int, ev: Any) -> Screen:
 
 # ---- checkpoints ------------------------------------------------------------------------------
 #: the models a checkpoint can hold, by name (a user's model object cannot be saved)
-_SAVED = {"RandomFeatureRidge": RandomFeatureRidge, "MLP": MLP}
+_SAVED: dict[str, type] = {"RandomFeatureRidge": RandomFeatureRidge, "MLP": MLP}
 
 
 def _encode(v: Any, where: str, encode_array: Callable[[np.ndarray], dict]) -> Any:
@@ -274,8 +274,8 @@ def restore_screen(screen: Screen, st: dict,
                    decode_array: Callable[[dict, str], np.ndarray]) -> None:
     """Put a checkpoint's :func:`screen_state` back into a run's fresh screen (a fault raises;
     the caller names the field)."""
-    cls = _SAVED[st["model"]]
-    model = cls.__new__(cls)
+    cls: type = _SAVED[st["model"]]
+    model: Any = object.__new__(cls)        # its attributes come from the checkpoint
     for k, v in st["attributes"].items():
         setattr(model, k, _decode(v, decode_array))
     screen.model = model
