@@ -158,7 +158,7 @@ def _restore_screen(f: Fields, search: Search) -> None:
     from .checkpoint import decode_array
     from .screening import restore_screen
     try:
-        restore_screen(search.screen, st, decode_array)
+        restore_screen(search.screen, st, len(search.history), decode_array)
     except Exception as e:  # noqa: BLE001 - any fault of the saved model names the field
         f.fail("screen", f"not a saved predictor ({type(e).__name__}: {e})")
 

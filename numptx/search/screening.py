@@ -27,6 +27,7 @@ let through (``result.rank_correlations``, one a generation: None while it learn
 """
 from __future__ import annotations
 
+import inspect
 import math
 import time
 from collections.abc import Callable
@@ -143,6 +144,10 @@ class Screen:
     def features(self, programs: list) -> np.ndarray:
         return child_features(programs, self.genes, self.probe, self.y_probe, self.var_y,
                               self.scaling)
+
+    def width(self) -> int:
+        """The columns of :meth:`features` (what the model's ``n_features`` is once fitted)."""
+        return word_features([], self.genes).shape[1] + (self.probe is not None)
 
     def choose(self, programs: list, keys: list[bytes], cache: dict) -> list[int]:
         """The indices of ``programs`` to score: every one whose key is cached (its loss is
@@ -270,18 +275,113 @@ def screen_state(screen: Screen, encode_array: Callable[[np.ndarray], dict]) -> 
             "correlations": list(screen.correlations)}
 
 
-def restore_screen(screen: Screen, st: dict,
+def restore_screen(screen: Screen, st: dict, history: int,
                    decode_array: Callable[[dict, str], np.ndarray]) -> None:
-    """Put a checkpoint's :func:`screen_state` back into a run's fresh screen (a fault raises;
-    the caller names the field)."""
-    cls: type = _SAVED[st["model"]]
-    model: Any = object.__new__(cls)        # its attributes come from the checkpoint
-    for k, v in st["attributes"].items():
-        setattr(model, k, _decode(v, decode_array))
-    screen.model = model
-    screen.seen = int(st["seen"])
+    """Put a checkpoint's :func:`screen_state` back into a run's fresh screen (``history``:
+    the generations the run has made). A checkpoint can come from someone else: the model is
+    rebuilt through its constructor (its checks and bounds), holds exactly the attributes a
+    model of its class has, each of the type and shape its hyperparameters and the run's
+    feature count give; anything else raises (the caller names the field)."""
+    if not isinstance(st, dict) or set(st) != {"model", "attributes", "seen", "rng", "seconds",
+                                               "correlation", "correlations"}:
+        raise SearchError("expected the fields model, attributes, seen, rng, seconds, "
+                          "correlation, correlations")
+    if st["model"] != type(screen.model).__name__ or st["model"] not in _SAVED:
+        raise SearchError(f"model {str(st['model'])[:40]!r} is not the run's predictor "
+                          f"({type(screen.model).__name__})")
+    model = _rebuilt(_SAVED[st["model"]], st["attributes"], screen.width(), decode_array)
+    seen = st["seen"]
+    if type(seen) is not int or not 0 <= seen <= model.n_seen:
+        raise SearchError(f"seen {str(seen)[:40]} is not an int in [0, the model's n_seen]")
     screen.rng.bit_generator.state = st["rng"]
-    screen.seconds = float(st["seconds"])
-    c = st["correlation"]
-    screen.correlation = None if c is None else float(c)
-    screen.correlations = [None if v is None else float(v) for v in st["correlations"]]
+    seconds = st["seconds"]
+    if type(seconds) not in (int, float) or not 0 <= seconds < math.inf:
+        raise SearchError("seconds is not a finite number >= 0")
+    corr = st["correlations"]
+    if not isinstance(corr, list) or len(corr) != history:
+        raise SearchError(f"correlations is not a list of {history} (one a generation)")
+    screen.model, screen.seen, screen.seconds = model, seen, float(seconds)
+    screen.correlation = _correlation(st["correlation"])
+    screen.correlations = [_correlation(c) for c in corr]
+
+
+def _correlation(c: Any) -> float | None:
+    if c is None:
+        return None
+    if type(c) not in (int, float) or not -1.0 <= c <= 1.0:
+        raise SearchError("a correlation is not None or a number in [-1, 1]")
+    return float(c)
+
+
+def _rebuilt(cls: type, saved: Any, width: int,
+             decode_array: Callable[[dict, str], np.ndarray]) -> Any:
+    """A model of ``cls`` with the saved attributes, checked (see :func:`restore_screen`)."""
+    if not isinstance(saved, dict):
+        raise SearchError("attributes is not an object")
+    values = {k: _decode(v, decode_array) for k, v in saved.items()}
+    params = [k for k in inspect.signature(cls).parameters]
+    model = cls(**{k: values.get(k) for k in params})     # its checks (a LearnError)
+    fresh = dict(vars(model))
+    if set(values) != set(fresh):
+        odd = sorted(set(values) ^ set(fresh))[:5]
+        raise SearchError(f"attributes {', '.join(str(k)[:40] for k in odd)}: not the "
+                          f"attributes of a {cls.__name__}")
+    d = values["n_features"]
+    if d is not None and (type(d) is not int or d != width):
+        raise SearchError(f"n_features {str(d)[:40]} is not the run's {width} features")
+    shapes = _shapes(model, d)
+    for k, v in values.items():
+        f = fresh[k]
+        if k in params:
+            if v != f:
+                raise SearchError(f"{k}: {str(v)[:40]} is not a valid {k}")
+        elif isinstance(f, (np.ndarray, list)):
+            _check_arrays(k, v, f, shapes.get(k))
+        elif isinstance(f, str):
+            if v not in ("", "cholesky", "lstsq"):
+                raise SearchError(f"{k}: not a solver's name")
+        elif isinstance(f, float):
+            if type(v) not in (int, float) or not math.isfinite(v):
+                raise SearchError(f"{k}: not a finite number")
+        elif k != "n_features" and (type(v) is not int or v < 0):
+            raise SearchError(f"{k}: {str(v)[:40]} is not an int >= 0")
+        setattr(model, k, v)
+    _check_counters(model, d)
+    return model
+
+
+def _shapes(model: Any, d: int | None) -> dict[str, Any]:
+    """The shapes of a fitted model's arrays (``d`` inputs; None: unfitted, a fresh model's)."""
+    if d is None:
+        return {k: ([a.shape for a in v] if isinstance(v, list) else v.shape)
+                for k, v in vars(model).items() if isinstance(v, (np.ndarray, list))}
+    if isinstance(model, RandomFeatureRidge):
+        D = model.features
+        return {"mean": (d,), "std": (d,), "W": (d, D), "b": (D,), "A": (D + 1, D + 1),
+                "c": (D + 1,), "theta": (D + 1,)}
+    sizes = (d, *model.hidden, 1)
+    params = [s for a, b in zip(sizes[:-1], sizes[1:]) for s in ((a, b), (b,))]
+    return {"params": params, "m": params, "v": params, "X": (model.store, d),
+            "Y": (model.store,), "x_mean": (d,), "x_std": (d,),
+            "last_losses": (model.steps,)}
+
+
+def _check_arrays(k: str, v: Any, fresh: Any, shape: Any) -> None:
+    if isinstance(fresh, list):
+        if not isinstance(v, list) or len(v) != len(shape):
+            raise SearchError(f"{k}: not a list of {len(shape)} arrays")
+        for i, (a, s) in enumerate(zip(v, shape)):
+            _check_arrays(f"{k}[{i}]", a, np.zeros(0, np.float32), s)
+        return
+    if not isinstance(v, np.ndarray) or v.dtype != fresh.dtype or v.shape != tuple(shape):
+        raise SearchError(f"{k}: not a {fresh.dtype} array of shape {tuple(shape)}")
+
+
+def _check_counters(model: Any, d: int | None) -> None:
+    """What the counters of a model say agrees with its arrays."""
+    if (model.n_seen > 0) != (d is not None):
+        raise SearchError("n_seen and n_features disagree (a fitted model has both)")
+    if isinstance(model, MLP):
+        if not model.count <= model.store or not model.pos < model.store or \
+                model.count > model.n_seen or not model.y_std > 0:
+            raise SearchError("count, pos or y_std is out of range of the store")
