@@ -163,7 +163,7 @@ class Screen:
         pred = None
         chosen = set(range(len(new)))
         if self.ready and len(new) > 1:
-            pred = self.model.predict(F)
+            pred = self._predicted(F)
             order = np.argsort(pred, kind="stable")
             top = max(1, math.ceil(self.share * len(new)))
             rest = order[top:]
@@ -177,6 +177,23 @@ class Screen:
                         None if pred is None else pred[js])
         self.seconds += time.perf_counter() - t0
         return picked
+
+    def _predicted(self, F: np.ndarray) -> np.ndarray:
+        """The model's predictions of the rows of ``F``: one finite number a row, or a
+        SearchError naming ``predictor`` (a user's model that returns NaN, or the wrong
+        count, would screen the children silently at random)."""
+        got = self.model.predict(F)
+        try:
+            pred = np.asarray(got, np.float64)
+        except (TypeError, ValueError):
+            pred = np.full(0, np.nan)
+        n = F.shape[0]
+        if pred.shape != (n,) or not np.isfinite(pred).all():
+            what = f"shape {pred.shape}" if pred.shape != (n,) else \
+                f"{int((~np.isfinite(pred)).sum())} non-finite values"
+            raise SearchError(f"predictor={self.model!r}: predict(F) of {n} children gave "
+                              f"{what}; a model must return one finite number a row of F")
+        return pred
 
     def observe(self, programs: list) -> None:
         """Learn from all of ``programs`` (a first population, scored in full) once fitted."""
