@@ -30,6 +30,7 @@ from __future__ import annotations
 import inspect
 import math
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -107,6 +108,12 @@ def child_features(programs: list, genes: Genes, probe: dict | None, y_probe: np
     return np.concatenate([F, p[:, None].astype(np.float32)], axis=1)
 
 
+#: the genes (and whether a probe column followed the words) each model object last learned
+#: with in this process: a model given to a search of other genes is refused, its features
+#: would mean other things there (the issue's bad input; a model unpickled has no record)
+_LEARNED_WITH: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 class Screen:
     """A search's predictor: which new children to score, and what it learned from them."""
 
@@ -128,6 +135,7 @@ class Screen:
             self.y_probe = np.asarray(y, np.float64)[rows]
             v = float(np.var(np.asarray(y, np.float64)))
             self.var_y = v if v > 0 and math.isfinite(v) else 1.0
+        self._check_model()
         self.seen = 0
         self.seconds = 0.0
         self.pending: tuple[list, list[int], np.ndarray, np.ndarray | None] | None = None
@@ -144,6 +152,23 @@ class Screen:
     def features(self, programs: list) -> np.ndarray:
         return child_features(programs, self.genes, self.probe, self.y_probe, self.var_y,
                               self.scaling)
+
+    def _check_model(self) -> None:
+        """A model that learned before must have learned this search's features."""
+        n = getattr(self.model, "n_features", None)
+        if n is not None and n != self.width():
+            raise SearchError(f"predictor={self.model!r}: it learned from {n} features a row; "
+                              f"this search's children have {self.width()}; give a fresh model")
+        try:
+            before = _LEARNED_WITH.get(self.model)
+        except TypeError:                # a user's model that cannot be weakly referenced
+            before = None
+        if before is not None and before != (self.genes, self.probe is not None):
+            raise SearchError(f"predictor={self.model!r}: it learned from a search of "
+                              f"{before[0]!r}{'' if before[1] else ' (words only)'}; this "
+                              f"search's genes are {self.genes!r}"
+                              f"{'' if self.probe is not None else ' (words only)'}: its "
+                              f"features mean other things here; give a fresh model")
 
     def width(self) -> int:
         """The columns of :meth:`features` (what the model's ``n_features`` is once fitted)."""
@@ -221,6 +246,10 @@ class Screen:
                     self.correlation = None
             self.model.partial_fit(F, y)
             self.seen += len(idx)
+            try:
+                _LEARNED_WITH[self.model] = (self.genes, self.probe is not None)
+            except TypeError:
+                pass
         self.seconds += time.perf_counter() - t0
 
 
