@@ -2,7 +2,7 @@
 
     taskset -c 0 python benchmarks/bench_learn.py                   # every section
     taskset -c 0 python benchmarks/bench_learn.py --section models --repeat 5
-    taskset -c 0 python benchmarks/bench_learn.py --section search --time-cap 20  # minutes
+    taskset -c 0 python benchmarks/bench_learn.py --section search --time-cap 20  # seconds a run
 
 Section ``models``: the two models of ``numptx.learn`` on ``--features`` input features
 (float32, like ``numptx.learn.features``' matrices; a smooth synthetic target):

@@ -1,4 +1,4 @@
-"""The predictor inside the search (issue 25, item 4): ``python benchmarks/bench_learn.py --search``.
+"""The predictor inside the search (issue 25, item 4): ``bench_learn.py --section search``.
 
 Two measurements on the problems of the comparison with Operon (``sr_compare.PROBLEMS``, the
 same data rule and seeds):
