@@ -95,6 +95,19 @@ def _hidden(hidden: Any) -> tuple[int, ...]:
     return tuple(checks.integer(h, f"hidden[{i}]", 1, MAX_UNITS) for i, h in enumerate(layers))
 
 
+def _check_float32(X: np.ndarray) -> None:
+    """The MLP keeps its rows in float32: a value past float32's range is a LearnError (it
+    would be stored as inf, and every prediction would be NaN)."""
+    if X.dtype == np.float32 or not X.size:
+        return
+    big = np.abs(X) > np.finfo(np.float32).max
+    if big.any():
+        row, col = (int(i) for i in np.argwhere(big)[0])
+        raise LearnError(f"F: row {row}, column {col} is {X[row, col]!r}, past float32's range "
+                         f"(the MLP keeps its rows in float32); scale that feature (or use "
+                         f"RandomFeatureRidge)")
+
+
 class MLP:
     """A small MLP regressor trained online: each ``partial_fit`` adds its rows to a ring
     buffer of the latest ``store`` rows, then takes ``steps`` full-batch Adam steps (rate
@@ -179,6 +192,7 @@ class MLP:
             return self
         if X.shape[1] == 0:
             raise LearnError("F: 0 columns; give at least one feature a row")
+        _check_float32(X)
         if self.n_features is None:
             self._start(X.shape[1])
         self._remember(X, t)
@@ -193,7 +207,11 @@ class MLP:
         x_std = np.sqrt(np.einsum("ij,ij->j", Xs, Xs, dtype=np.float64) / self.count)
         self.x_std = np.where(x_std > 0, x_std, 1.0)
         Xs *= (1.0 / self.x_std).astype(np.float32)
-        y_std = float(Yb.std())
+        with np.errstate(over="ignore"):
+            y_std = float(Yb.std())
+        if not math.isfinite(y_std):          # squares past float64 (|y| > ~1e154): scaled
+            top = float(np.abs(Yb).max())
+            y_std = float((Yb / top).std()) * top
         self.y_mean, self.y_std = float(Yb.mean()), (y_std if y_std > 0 else 1.0)
         Ys = ((Yb - self.y_mean) / self.y_std).astype(np.float32)
         losses = np.empty(self.steps)

@@ -213,11 +213,16 @@ class RandomFeatureRidge:
         if self.n_features is None:
             self._start(X)
         Phi = self._phi(X)
-        if self.decay != 1.0 and self.n_seen:
-            self.A *= self.decay
-            self.c *= self.decay
+        keep = self.decay if self.n_seen else 1.0
+        with np.errstate(over="ignore", invalid="ignore"):
+            c = self.c * keep + Phi.T @ t
+        if not np.isfinite(c).all():          # the model is left as it was
+            raise LearnError(f"y: the fit's sums overflow float64 (|y| up to "
+                             f"{float(np.abs(t).max()):.3g}); scale the targets")
+        if keep != 1.0:
+            self.A *= keep
         self.A += Phi.T @ Phi
-        self.c += Phi.T @ t
+        self.c = c
         self.n_seen += X.shape[0]
         self.theta, self.solver = self._solve()
         return self
