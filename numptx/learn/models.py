@@ -97,6 +97,21 @@ def spearman(a: Any, b: Any) -> float:
     return float(max(-1.0, min(1.0, float(ra @ rb) / den)))
 
 
+def _mean_std(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each column's mean and std, float64; a column whose sums or squares overflow (values
+    past ~1e154) by its values divided by its largest magnitude (finite whatever the values)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        mean = X.mean(axis=0, dtype=np.float64)
+        std = X.std(axis=0, dtype=np.float64)
+    bad = ~(np.isfinite(mean) & np.isfinite(std))
+    if bad.any():
+        top = np.abs(X[:, bad]).max(axis=0).astype(np.float64)
+        S = X[:, bad].astype(np.float64) / top
+        mean[bad] = S.mean(axis=0) * top
+        std[bad] = S.std(axis=0) * top
+    return mean, std
+
+
 class RandomFeatureRidge:
     """Ridge regression on ``features`` random features of the standardized inputs, solved in
     closed form from sufficient statistics that each ``partial_fit`` updates.
@@ -159,8 +174,7 @@ class RandomFeatureRidge:
 
     def _start(self, X: np.ndarray) -> None:
         d, D = X.shape[1], self.features
-        std = X.std(axis=0, dtype=np.float64)
-        self.mean = X.mean(axis=0, dtype=np.float64)
+        self.mean, std = _mean_std(X)
         self.std = np.where(std > 0, std, 1.0)
         rng = np.random.default_rng(self.seed)
         self.W = rng.normal(0.0, self.scale / math.sqrt(d), size=(d, D)).astype(np.float32)
