@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from numptx import search
+from numptx.learn import MLP as LearnMLP, RandomFeatureRidge
 from numptx.search import checkpoint as ck
 
 OPS = ["add", "sub", "mul", "sin", "cos"]
@@ -68,3 +69,21 @@ def test_an_untouched_saved_predictor_still_resumes(tmp_path, model):
     path, _ = _saved(tmp_path, model)
     r = search.resume(path, generations=1)
     assert len(r.rank_correlations) == len(r.history) == 5
+
+
+@pytest.mark.parametrize("make", [
+    lambda: RandomFeatureRidge(features=32, decay=0.9, kind="relu", seed=5),
+    lambda: LearnMLP(hidden=(16, 8), steps=5, store=300, activation="relu", seed=2)])
+def test_a_saved_model_of_other_hyperparameters_resumes_exactly(tmp_path, make):
+    """The checks accept what a run saves: a numptx.learn model given as an object, of
+    hyperparameters other than the defaults (its attributes' shapes follow them)."""
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-2, 2, (100, 2)).astype(np.float32)
+    y = (X[:, 0] * X[:, 1] + np.sin(X[:, 0])).astype(np.float32)
+    kw = dict(population=100, seed=3, device="cpu", evaluate="interpret")
+    whole = search.regress(X, y, OPS, generations=6, predictor=make(), **kw)
+    part = search.regress(X, y, OPS, generations=4, predictor=make(), **kw)
+    part.save(tmp_path / "run.nxck")
+    r = search.resume(tmp_path / "run.nxck", generations=2)
+    assert r.best.loss == whole.best.loss and r.evaluated == whole.evaluated
+    assert r.rank_correlations == whole.rank_correlations
