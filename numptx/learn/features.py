@@ -45,10 +45,13 @@ does nothing, meta operations, scratch slots, a top-level ``ret()`` stops) with 
 :class:`numptx.stack_ptx.Limits` (step limit, stack and meta capacity, slots; the node limit,
 which the core's sharing of equal nodes decides, is not modelled). An op is live when a value
 it pushes (an input, a constant, an instruction's result, a ``dup``/``yank_dup`` copy, a
-``load``) is read, through instructions and copies, by an output: removing every other op
-leaves what the program computes unchanged (:func:`live_ops` gives the ops;
-:mod:`numptx.learn.stacks` runs the stacks). ``routine(k)`` is a no-op here (features take no
-routines). mm-ptx programs (a dialect marker) are refused: ``sp.convert`` them first.
+``load``) is read, through instructions and copies, by an output. In a program whose only
+meta operation is ``dup`` (a search's programs), removing every other op leaves what it
+computes unchanged; ``swap``, ``drop``, ``rotate``, ``clear`` and the like push no value, so
+they are never live, though removing one can change what later ops read
+(:func:`live_ops` gives the ops; :mod:`numptx.learn.stacks` runs the stacks).
+``routine(k)`` is a no-op here (features take no routines). mm-ptx programs (a dialect
+marker) are refused: ``sp.convert`` them first.
 """
 from __future__ import annotations
 
@@ -423,7 +426,10 @@ def live_ops(programs: Sequence[Any], genes: ProgramSpace) -> list[np.ndarray]:
         keep = live_ops([prog], genes)[0]
         core = [op for op, k in zip(prog, keep) if k]     # computes what prog computes
 
-    (A 64-bit constant is one op; an encoded program's ops are those ``sp.decode`` gives.)"""
+    (``core`` computes the same when ``dup`` is the program's only meta operation, as in a
+    search's programs; a ``swap``, ``drop``, ``rotate`` or ``clear`` pushes no value and is
+    never live, but removing one can change what later ops read. A 64-bit constant is one
+    op; an encoded program's ops are those ``sp.decode`` gives.)"""
     b, live, _ = _words_of(programs, genes)
     return np.split(live, b.starts[1:].tolist()) if b.n else []
 
