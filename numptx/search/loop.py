@@ -327,6 +327,8 @@ class Search:
         """:meth:`scored_children` with a predictor: the children the screen picks are scored,
         the others keep the loss +inf (in place: islands read the children by position)."""
         assert self.screen is not None
+        if len(self.cache) > CACHE_MAX:    # cleared before the children, as evaluate_chunks
+            self.cache.clear()             # does: what a checkpoint keeps (review 25)
         progs: list = []
         keys: list = []
         for p, k in self.keyed_chunks(parents_a, parents_b, max(1, len(parents_a))):
