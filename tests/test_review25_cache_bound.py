@@ -17,7 +17,7 @@ OPS = ["add", "sub", "mul", "sin", "cos"]
 
 @pytest.mark.parametrize("model", ["ridge", "mlp"])
 def test_resume_is_exact_with_a_predictor_past_the_cache_bound(tmp_path, monkeypatch, model):
-    for mod, name in (("loop", "CACHE_MAX"), ("semantic", "CACHE_MAX"),
+    for mod, name in (("loop", "CACHE_MAX"), ("screening", "CACHE_MAX"), ("semantic", "CACHE_MAX"),
                       ("fields", "CACHE_MAX"), ("checkpoint", "CACHE_MAX"),
                       ("checkpoint", "CACHE_SAVED")):
         monkeypatch.setattr(importlib.import_module(f"numptx.search.{mod}"), name, 300)

@@ -340,6 +340,8 @@ def state_of(search: Any) -> dict:
              "improved_at": search.improved_at, "restarts": search.restarts}
     if search.island_sizes is not None:
         state["islands"] = list(search.island_sizes)
+    if search.learned is not None:         # MAP-Elites' learned basis
+        state["learned"] = search.learned.state(encode_array)
     if search.screen is not None:          # a predictor's model and what it learned
         from .screening import screen_state
         state["screen"] = screen_state(search.screen, encode_array)

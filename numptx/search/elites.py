@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -21,6 +21,7 @@ import numpy as np
 from ..instructions import TABLE
 from .config import BINS_MAX, SearchOptions, check_float
 from .genes import Genes, SearchError, check_int
+from .learned_cells import AXES, check_learned, descriptor_bins, is_learned
 from .results import Candidate
 from .state import SearchState
 
@@ -62,7 +63,16 @@ DESCRIPTORS = {"length": Descriptor("length", _length, 0, 64, 8),
 
 
 
+def _learned_axis(prog: list, genes: Genes) -> float:
+    raise SearchError("map_elites: a learned axis is read by the run's LearnedCells, not "
+                      "program by program")
+
+
 def descriptors(cfg: SearchOptions) -> list[Descriptor]:
+    check_learned(cfg.descriptors)
+    if is_learned(cfg.descriptors):          # two axes of a learned basis (learned_cells)
+        bins = descriptor_bins(cfg.bins)
+        return [Descriptor(a, _learned_axis, 0.0, 1.0, bins) for a in AXES]
     out = []
     for d in cfg.descriptors:
         if isinstance(d, str):
@@ -148,10 +158,18 @@ def step(s: SearchState) -> list[Candidate]:
     s.fit_constants_of(cands)
     t0 = time.perf_counter()
     pen = s.penalized(cands)
+    learned = s.learned
+    cells: Iterator[tuple] | None = None
+    if learned is not None:                  # the learned basis: fitted again, archive refiled
+        finite = [c.program for c in cands if math.isfinite(c.loss)]
+        if learned.due(len(s.history)) and (s.archive or finite):
+            learned.fit([c.program for c in s.archive.values()] or finite, len(s.history))
+            s.archive = learned.refile(s.archive, s.penalized)
+        cells = iter(learned.cells(finite))
     for c, f in zip(cands, pen):
         if not math.isfinite(c.loss):
             continue
-        at = cell(s, c.program)
+        at = next(cells) if cells is not None else cell(s, c.program)
         old = s.archive.get(at)
         if old is None or f < s.penalized([old])[0]:
             s.archive[at] = c

@@ -53,6 +53,7 @@ from .results import Candidate, Generation, Result, program_key
 from .scaling import written
 from .scorers import Scorer, UserFitness
 from .strategies import Strategy, strategy_for
+from .learned_cells import LearnedCells, is_learned
 
 if typing.TYPE_CHECKING:
     from .screening import Screen
@@ -105,6 +106,10 @@ class Search:
         self.timings = {"generate": 0.0, "dedup": 0.0, "evaluate": 0.0, "fit": 0.0, "select": 0.0,
                         **({"predict": 0.0} if self.screen is not None else {})}
         self.descriptors = elites.descriptors(cfg) if self.strategy.keeps_archive else []
+        #: MAP-Elites' learned descriptors (``descriptors="learned"``): the probe and basis
+        self.learned: LearnedCells | None = None
+        if self.descriptors and evaluator is not None and is_learned(cfg.descriptors):
+            self.learned = LearnedCells(genes, evaluator.X, self.descriptors[0].bins, self.seed)
         self.stopped = "generations"
         self.improved_at = 0          # the generation the best last improved by 1 % or more
         self.restarts = 0
@@ -317,32 +322,11 @@ class Search:
         (on the GPU each chunk's modules assemble while the next is made; the same children
         and losses as all at once)."""
         n = len(parents_a)
-        if self.screen is not None:
-            return self._screened_children(parents_a, parents_b)
+        if self.screen is not None:       # the picked children scored, the others +inf
+            return self.screen.children(self, parents_a, parents_b)
         progs, losses = self.evaluate_chunks(
             self.keyed_chunks(parents_a, parents_b, self._chunk_size(n)), n)
         return [Candidate(p, v, self.genes) for p, v in zip(progs, losses.tolist())]
-
-    def _screened_children(self, parents_a: list, parents_b: list) -> list[Candidate]:
-        """:meth:`scored_children` with a predictor: the children the screen picks are scored,
-        the others keep the loss +inf (in place: islands read the children by position)."""
-        assert self.screen is not None
-        if len(self.cache) > CACHE_MAX:    # cleared before the children, as evaluate_chunks
-            self.cache.clear()             # does: what a checkpoint keeps (review 25)
-        progs: list = []
-        keys: list = []
-        for p, k in self.keyed_chunks(parents_a, parents_b, max(1, len(parents_a))):
-            progs += p
-            keys += k
-        t = self.screen.seconds
-        picked = self.screen.choose(progs, keys, self.cache)
-        self.timings["predict"] += self.screen.seconds - t
-        _, losses = self.evaluate_chunks([([progs[i] for i in picked],
-                                           [keys[i] for i in picked])], len(picked))
-        out = [Candidate(p, math.inf, self.genes) for p in progs]
-        for i, v in zip(picked, losses.tolist()):
-            out[i].loss = v
-        return out
 
     def penalized(self, cands: Sequence[Candidate]) -> np.ndarray:
         loss = np.array([c.loss for c in cands])
@@ -678,8 +662,9 @@ def map_elites(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div")
     when it beats the cell's elite. ``descriptors``: built-in names (``length``: program length
     over [0, max_length], 8 bins; ``op_mix``: share of non-linear instructions, 5 bins;
     ``inputs``: share of input pushes, 5 bins) or :class:`Descriptor` tuples
-    ``(name, fn(program, genes) -> float, low, high, bins)``; ``bins`` overrides every axis'
-    count. ``result.archive`` maps cell index tuples to candidates (re-scored by the compiled
+    ``(name, fn(program, genes) -> float, low, high, bins)``, or ``"learned"`` alone (two
+    axes from the outputs on probe rows, :mod:`numptx.search.learned_cells`); ``bins``
+    overrides every axis' count. ``result.archive`` maps cell index tuples to candidates (re-scored by the compiled
     path when the interpreter scored the run, as ``best`` is). Other options as
     :func:`regress`."""
     s = _regression_search("map_elites", X, y, ops, names=names, dtype=dtype,

@@ -144,7 +144,25 @@ def restore(path: str | os.PathLike, *, device: str = "auto", executor: Any = No
     if search.semantic is not None:
         search.semantic.table, search.semantic.hits = table, hits
     _restore_screen(f, search)
+    _restore_learned(f, search)
     return search
+
+
+def _restore_learned(f: Fields, search: Search) -> None:
+    """MAP-Elites' learned basis (``learned``), when the run's descriptors are learned."""
+    st = f.st.get("learned")
+    if (st is None) != (search.learned is None):
+        f.fail("learned", "missing for a run of learned descriptors" if st is None else
+               "present for a run whose descriptors are not learned")
+    if st is None or search.learned is None:
+        return
+    from .checkpoint import decode_array
+    try:
+        if not isinstance(st, dict) or set(st) != {"mean", "basis", "low", "high", "fitted_at"}:
+            raise ValueError("not an object of mean, basis, low, high and fitted_at")
+        search.learned.restore(st, decode_array, len(search.history))
+    except (ValueError, TypeError, KeyError, CheckpointError) as e:
+        f.fail("learned", str(e))
 
 
 def _restore_screen(f: Fields, search: Search) -> None:

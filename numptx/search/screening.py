@@ -39,7 +39,9 @@ import numpy as np
 from .. import stack_ptx as sp
 from ..learn import LearnError, features as word_features, spearman
 from ..learn.models import MLP, Model, RandomFeatureRidge
+from .config import CACHE_MAX
 from .genes import Genes, SearchError
+from .results import Candidate
 
 __all__ = ["Screen", "screen_for", "make_model", "child_features", "target_of", "PREDICTORS", "WARMUP",
            "PROBE_ROWS"]
@@ -219,6 +221,26 @@ class Screen:
             raise SearchError(f"predictor={self.model!r}: predict(F) of {n} children gave "
                               f"{what}; a model must return one finite number a row of F")
         return pred
+
+    def children(self, s: Any, parents_a: list, parents_b: list) -> list:
+        """The search ``s``'s children of the parent pairs, those :meth:`choose` picks scored,
+        the others kept in place with the loss +inf (islands read the children by position)."""
+        if len(s.cache) > CACHE_MAX:    # cleared before the children, as evaluate_chunks
+            s.cache.clear()             # does: what a checkpoint keeps (review 25)
+        progs: list = []
+        keys: list = []
+        for p, k in s.keyed_chunks(parents_a, parents_b, max(1, len(parents_a))):
+            progs += p
+            keys += k
+        t = self.seconds
+        picked = self.choose(progs, keys, s.cache)
+        s.timings["predict"] += self.seconds - t
+        _, losses = s.evaluate_chunks([([progs[i] for i in picked],
+                                        [keys[i] for i in picked])], len(picked))
+        out = [Candidate(p, math.inf, self.genes) for p in progs]
+        for i, v in zip(picked, losses.tolist()):
+            out[i].loss = v
+        return out
 
     def observe(self, programs: list) -> None:
         """Learn from all of ``programs`` (a first population, scored in full) once fitted."""

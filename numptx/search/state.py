@@ -38,6 +38,8 @@ class SearchState(Protocol):
     improved_at: int
     restarts: int
     island_sizes: list[int] | None
+    #: MAP-Elites' learned descriptors (``descriptors="learned"``), else None
+    learned: Any
 
     def init_population(self) -> list[Candidate]:
         """A scored random population."""
