@@ -122,3 +122,54 @@ def test_target_of_clips_and_marks_non_finite_losses():
     t = screening.target_of(np.array([0.0, 1e-20, 1.0, 1e9, np.inf, np.nan]), 1.0)
     assert t.tolist() == [screening.LOW, screening.LOW, 0.0, screening.HIGH,
                           screening.HIGH + 1, screening.HIGH + 1]
+
+
+# ---- evolve: a user's fitness of built packs; the predictor reads the words alone ---------
+_EVOLVE_SRC = r'''
+extern "C" __global__ void fit(float* out, const float* X, int n) {
+    unsigned cand = blockIdx.y;
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        float t = X[i], p;
+        PTX_INJECT("f", PTX_IN(U32, cand), PTX_IN(F32, t), PTX_OUT(F32, p));
+        out[(size_t)cand * n + i] = p;
+    }
+}'''
+
+
+def _evolve_fitness(tmpl, scored: list):
+    """Each candidate of each built pack run by the emulator: its error against t*t - t."""
+    import numptx as nx
+    site = tmpl.sites["f"]
+    t = np.linspace(-1, 1, 16, dtype=np.float32)
+
+    def fitness(packs):
+        out = []
+        for p in packs:
+            assert p.cubin[:4] == b"\x7fELF"                  # built for real
+            for stub in p.candidates:
+                got = nx.emulate(stub, {site["t"].reg: t, site["cand"].reg: np.uint32(0)},
+                                 [site["p"].reg])[site["p"].reg]
+                out.append(float(np.mean((got - (t * t - t)) ** 2)))
+        scored.append(len(out))
+        return out
+    return fitness
+
+
+def test_evolve_screens_children_by_their_words(tmp_path):
+    import numptx as nx
+    tmpl = nx.CudaTemplate(_EVOLVE_SRC, entry="fit")
+    kw = dict(ops=["add", "mul", "sub"], population=48, generations=30, seed=0,
+              survivors="plus")
+    plain_n: list = []
+    plain = search.evolve(tmpl, "f", _evolve_fitness(tmpl, plain_n), **kw)
+    screened_n: list = []
+    screened = search.evolve(tmpl, "f", _evolve_fitness(tmpl, screened_n), predictor=True,
+                             **kw)
+    assert sum(screened_n) < 0.8 * sum(plain_n), (sum(screened_n), sum(plain_n))
+    assert any(r is not None for r in screened.rank_correlations)
+    assert math.isfinite(screened.best.loss) and plain.rank_correlations is None
+    screened.save(tmp_path / "e.nxck")               # the model goes into the checkpoint
+    with pytest.raises(SearchError, match="survivors='plus'"):
+        search.evolve(tmpl, "f", _evolve_fitness(tmpl, []), predictor=True, population=8,
+                      generations=1)

@@ -607,6 +607,8 @@ def evolve(template: Any, site: Any, fitness: Callable[[list], Sequence[float]],
            target: float | None = None, time_limit: float | None = None,
            restart: int | None = None, revary: int = 1, executor: Executor | None = None,
            per_module: int | None = None, evaluate: Evaluate = "auto", build: Build = "auto",
+           survivors: Survivors | None = None, predictor: Any = False, screen: float = 0.25,
+           explore: float = 0.05,
            progress: bool | Callable[[Generation], Any] = False) -> Result:
     """Evolve programs for ``site`` of any ``template`` (``nx.CudaTemplate`` or a numba kernel).
 
@@ -629,14 +631,18 @@ def evolve(template: Any, site: Any, fitness: Callable[[list], Sequence[float]],
     ``build``: ``"auto"``/``"full"`` (the template's options: your fitness measures what it
     gets) or ``"fast"`` (packs at -Ofc=max; the best is packed again at the full build and
     scored by ``fitness`` once more, ``result.rescored``; CUDA C++ and PTX templates).
-    The other options (selection, rates, ``restart``, ``revary``) are :func:`regress`'s."""
+    ``survivors`` (default ``"children"``: a noisy fitness must not keep a lucky score for
+    ever; ``"plus"`` as regress). ``predictor`` (with ``survivors="plus"``) screens children
+    by their words alone (no data to probe). The other options (selection, rates,
+    ``restart``, ``revary``, ``screen``, ``explore``) are :func:`regress`'s."""
     genes, cfg, user = prepare_evolve(
         template, site, fitness, ops=ops, select=select, constants=constants,
         per_module=per_module, executor=executor, evaluate=evaluate, build=build,
         population=population, generations=generations, tournament=tournament,
         elitism=elitism, parsimony=parsimony, crossover=crossover, mutation=mutation,
         max_length=max_length, init_length=init_length, target=target, time_limit=time_limit,
-        restart=restart, revary=revary)
+        restart=restart, revary=revary, survivors=survivors, predictor=predictor,
+        screen=screen, explore=explore)
     search = Search("evolve", genes, cfg, check_seed(seed), user=user)
     return search.run(cfg.generations, progress)
 

@@ -15,7 +15,8 @@ training rows through the CPU interpreter: the loss there, with linear scaling w
 search uses it, a cheap first look at the full loss that the model corrects from the words.
 The model learns ``log10`` of the loss relative to the variance of y (clipped), after the
 constants are fitted: what a child becomes, not what it was made as. Until it has learned
-from :data:`WARMUP` rows (the first population and generations) every child is scored.
+from :func:`warmup` rows (the first population and generations: 1,000 at a population of 500,
+at least 200) every child is scored.
 
 The search reports the predictor's seconds (``result.timings["predict"]``) and, per
 generation, the Spearman correlation between its predictions and the losses of the children it
@@ -43,13 +44,20 @@ from .config import CACHE_MAX
 from .genes import Genes, SearchError
 from .results import Candidate
 
-__all__ = ["Screen", "screen_for", "make_model", "child_features", "target_of", "PREDICTORS", "WARMUP",
+__all__ = ["Screen", "screen_for", "make_model", "child_features", "target_of", "PREDICTORS", "WARMUP", "warmup",
            "PROBE_ROWS"]
 
 #: the models ``predictor=`` names (True: "ridge")
 PREDICTORS = ("ridge", "mlp")
-#: rows the model learns from before it screens (the first population, then generations)
+#: rows the model learns from before it screens: twice the population, within these bounds
 WARMUP = 1000
+WARMUP_MIN = 200
+
+
+def warmup(population: int) -> int:
+    """Rows learned before a screen acts: 2 × ``population`` between WARMUP_MIN and WARMUP
+    (a population's first generation or two)."""
+    return min(WARMUP, max(WARMUP_MIN, 2 * population))
 #: training rows of the probe the children run on (all rows when there are fewer)
 PROBE_ROWS = 32
 #: the learned target: log10(loss / var y) clipped to [LOW, HIGH]; a non-finite loss is HIGH + 1
@@ -121,8 +129,9 @@ class Screen:
 
     def __init__(self, model: Model, genes: Genes, *, share: float, explore: float, seed: int,
                  X: np.ndarray | None = None, y: np.ndarray | None = None,
-                 scaling: bool = False) -> None:
+                 scaling: bool = False, population: int = 500) -> None:
         self.model, self.genes = model, genes
+        self.warmup = warmup(population)
         self.share, self.explore = share, explore
         self.rng = np.random.default_rng([seed % (1 << 63), 25])
         self.scaling = scaling
@@ -148,8 +157,8 @@ class Screen:
 
     @property
     def ready(self) -> bool:
-        """Whether the model has learned enough to screen (:data:`WARMUP` rows)."""
-        return self.seen >= WARMUP
+        """Whether the model has learned enough to screen (:func:`warmup` rows)."""
+        return self.seen >= self.warmup
 
     def features(self, programs: list) -> np.ndarray:
         return child_features(programs, self.genes, self.probe, self.y_probe, self.var_y,
@@ -280,7 +289,8 @@ def screen_for(cfg: Any, genes: Genes, seed: int, ev: Any) -> Screen:
     evaluator ``ev`` (None: evolve's user fitness, words only)."""
     return Screen(make_model(cfg.predictor, seed), genes, share=cfg.screen, explore=cfg.explore,
                   seed=seed, X=None if ev is None else ev.X, y=None if ev is None else ev.y,
-                  scaling=bool(ev is not None and ev.linear_scaling))
+                  scaling=bool(ev is not None and ev.linear_scaling),
+                  population=cfg.population)
 
 
 # ---- checkpoints ------------------------------------------------------------------------------
