@@ -66,6 +66,27 @@ def screening(problems: Sequence[str], seeds: Sequence[int], time_cap: float,
     return rows
 
 
+def descriptors_compare(problems: Sequence[str], seeds: Sequence[int],
+                        generations: int = 30) -> list[tuple]:
+    """(problem, seed, descriptors, cells filled, best loss / var y, seconds) of MAP-Elites
+    with the named descriptors (length, op_mix: 8 x 5 cells) and the learned ones (8 x 8)."""
+    from numptx import search
+    rows = []
+    for name in problems:
+        for seed in seeds:
+            Xtr, ytr, _, _ = S.data(S.PROBLEMS[name], seed)
+            X32, y32 = Xtr.astype(np.float32), ytr.astype(np.float32)
+            var = float(np.var(y32.astype(np.float64)))
+            for d in (("length", "op_mix"), "learned"):
+                t0 = time.perf_counter()
+                r = search.map_elites(X32, y32, list(S.OPS), descriptors=d, batch=300,
+                                      generations=generations, seed=seed, device="cpu",
+                                      evaluate="interpret")
+                rows.append((name, seed, d if isinstance(d, str) else "+".join(d),
+                             len(r.archive), r.best.loss / var, time.perf_counter() - t0))
+    return rows
+
+
 def report(problems: Sequence[str], seeds: Sequence[int], time_cap: float,
            held_problems: Sequence[str] = HELD_OUT) -> None:
     """Print both tables (markdown)."""
@@ -76,6 +97,11 @@ def report(problems: Sequence[str], seeds: Sequence[int], time_cap: float,
     for name, seed, q, per, n in held_out(held_problems, seeds[:2]):
         print(f"| {name} | {seed} | {q[0]:.2f} / {q[1]:.2f} / {q[2]:.2f} | {n} | "
               f"{per * 1e6:.1f} |")
+    print("\n### MAP-Elites: named against learned descriptors (30 generations of 300)\n")
+    print("| problem | seed | descriptors | cells filled | best loss / var y | seconds |")
+    print("|---|---|---|---|---|---|")
+    for name, seed, d, n, best, sec in descriptors_compare(held_problems[:3], seeds[:1]):
+        print(f"| {name} | {seed} | {d} | {n} | {best:.3g} | {sec:.1f} |")
     print(f"\n### Screening (predictor=True, screen=0.25, explore=0.05) against none, "
           f"{time_cap:g} s a run, seeds {list(seeds)}\n")
     print("| problem | predictor | solved | evaluations | median s to solve |")
