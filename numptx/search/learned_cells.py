@@ -34,6 +34,8 @@ PROBE_ROWS = 32
 REFIT = 10
 #: the learned axes
 AXES = ("latent0", "latent1")
+#: the largest transformed output, log1p of the float64 maximum (a checkpoint's mean is within)
+OUTPUT_MAX = float(np.log1p(np.finfo(np.float64).max))
 
 
 def check_probe(n_rows: int) -> None:
@@ -134,6 +136,14 @@ class LearnedCells:
                 raise ValueError(f"learned.{k}: not {shape} finite numbers")
         if not np.all(got["high"] > got["low"]):
             raise ValueError("learned.high: not above learned.low")
+        # what a fit can give (else the projection overflows to NaN cells): basis rows of
+        # norm 1 or 0, a mean of outputs within log1p(float64 max) (review 25b)
+        with np.errstate(over="ignore"):
+            norms = np.linalg.norm(got["basis"], axis=1)
+        if not np.all(norms <= 1.0 + 1e-9):
+            raise ValueError("learned.basis: a row's norm is above 1 (a PCA basis has unit rows)")
+        if not np.all(np.abs(got["mean"]) <= OUTPUT_MAX):
+            raise ValueError(f"learned.mean: beyond ±{OUTPUT_MAX} (the outputs' range)")
         at = st["fitted_at"]
         if type(at) is not int or not -1 <= at <= generations:
             raise ValueError(f"learned.fitted_at: {at!r} is not an int in [-1, {generations}]")
