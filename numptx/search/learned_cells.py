@@ -79,8 +79,11 @@ class LearnedCells:
         C = V - self.mean
         basis = np.zeros_like(self.basis)
         if len(programs) > 1:
-            _, _, vt = np.linalg.svd(C, full_matrices=False)
-            k = min(len(AXES), vt.shape[0])
+            _, sv, vt = np.linalg.svd(C, full_matrices=False)
+            # a component of a negligible singular value is rounding noise, no axis: it
+            # stays zero (every program in its first bin; review 25b)
+            tol = sv[0] * max(C.shape) * np.finfo(np.float64).eps if len(sv) else 0.0
+            k = min(len(AXES), int(np.count_nonzero(sv > tol)))
             basis[:k] = vt[:k]
             for i in range(k):          # a sign convention: the largest loading is positive
                 if basis[i, np.argmax(np.abs(basis[i]))] < 0:
