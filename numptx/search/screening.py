@@ -9,10 +9,10 @@ dropped unscored: they take the loss +inf in the generation's list of children (
 positions stay aligned, and survivors drop them), are not cached (a later copy is scored), and
 count in no evaluation.
 
-A child's features (:func:`child_features`) are its words (:func:`numptx.learn.features`:
-hashed op n-grams, length, live ops, depth, constants) and its run on a fixed probe of the
-training rows through the CPU interpreter: the loss there, with linear scaling where the
-search uses it, a cheap first look at the full loss that the model corrects from the words.
+A child's features (:func:`child_features`) are its run on a fixed probe of the training rows
+through the CPU interpreter (the loss there, with linear scaling where the search uses it: a
+cheap first look at the full loss) and its length; without data (``evolve``) its words
+(:func:`numptx.learn.features`: hashed op n-grams, length, live ops, depth, constants).
 The model learns ``log10`` of the loss relative to the variance of y (clipped), after the
 constants are fitted: what a child becomes, not what it was made as. Until it has learned
 from :func:`warmup` rows (the first population and generations: 1,000 at a population of 500,
@@ -109,13 +109,18 @@ def _probe_losses(programs: list, genes: Genes, columns: dict, y: np.ndarray,
 
 def child_features(programs: list, genes: Genes, probe: dict | None, y_probe: np.ndarray | None,
                    var_y: float, scaling: bool) -> np.ndarray:
-    """The features a screen ranks children by: their words and (with a probe) their loss on
-    the probe rows (:func:`target_of`'s scale), one float32 row a program."""
-    F = word_features(programs, genes)
+    """The features a screen ranks children by, one float32 row a program: with a probe,
+    their loss on the probe rows (:func:`target_of`'s scale) and their length; without one
+    (evolve: no data), their words (:func:`numptx.learn.features`). The words next to the
+    probe loss made the ranking worse, not better (held-out Spearman 0.46-0.74 against
+    0.60-0.85 with these two columns, at 2.6x the cost: benchmarks/README.md): 71 columns of
+    words dilute the one column that carries most of the signal in the ridge's random
+    features."""
     if probe is None or y_probe is None:
-        return F
+        return word_features(programs, genes)
     p = target_of(_probe_losses(programs, genes, probe, y_probe, scaling), var_y)
-    return np.concatenate([F, p[:, None].astype(np.float32)], axis=1)
+    n = np.fromiter((len(q) for q in programs), np.float64, len(programs))
+    return np.stack([p, n], axis=1).astype(np.float32)
 
 
 #: the genes (and whether a probe column followed the words) each model object last learned
@@ -183,7 +188,7 @@ class Screen:
 
     def width(self) -> int:
         """The columns of :meth:`features` (what the model's ``n_features`` is once fitted)."""
-        return word_features([], self.genes).shape[1] + (self.probe is not None)
+        return 2 if self.probe is not None else word_features([], self.genes).shape[1]
 
     def choose(self, programs: list, keys: list[bytes], cache: dict) -> list[int]:
         """The indices of ``programs`` to score: every one whose key is cached (its loss is
