@@ -163,7 +163,10 @@ def step(s: SearchState) -> list[Candidate]:
     if learned is not None:                  # the learned basis: fitted again, archive refiled
         finite = [c.program for c in cands if math.isfinite(c.loss)]
         if learned.due(len(s.history)) and (s.archive or finite):
-            learned.fit([c.program for c in s.archive.values()] or finite, len(s.history))
+            kept = [c.program for c in s.archive.values()]
+            # n elites span n - 1 directions: no more than the axes span no grid (one elite:
+            # a zero basis, one cell for ever); the generation's children join (review 25b)
+            learned.fit(kept if len(kept) > len(AXES) else kept + finite, len(s.history))
             s.archive = learned.refile(s.archive, s.penalized)
         cells = iter(learned.cells(finite))
     for c, f in zip(cands, pen):

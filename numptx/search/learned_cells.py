@@ -6,10 +6,12 @@ interpreter, :data:`PROBE_ROWS` rows drawn with the run's seed), each output as
 ``sign(v)·log1p(|v|)`` (non-finite: 0). The two principal components of the archive's outputs
 are the axes (PCA by SVD of the centred outputs); each axis is cut into ``bins`` equal cells
 between the 1st and 99th percentiles of the archive's projections (values outside go to the
-end cells). The basis is fitted on the first generation's programs and fitted again every
-:data:`REFIT` generations on the archive's elites, which are then filed again under the new
-basis (two elites in one cell: the lower penalized loss stays). A run's basis is part of its
-checkpoint, so a resumed run files programs as the uninterrupted one does::
+end cells; a component of negligible variance is zero, its bin the first). The basis is
+fitted on the first generation's programs and fitted again every :data:`REFIT` generations on
+the archive's elites (with that generation's children while the archive holds fewer elites
+than 3), which are then filed again under the new basis (two elites in one cell: the lower
+penalized loss stays). A run's basis is part of its checkpoint, so a resumed run files
+programs as the uninterrupted one does::
 
     from numptx import search
     r = search.map_elites(X, y, ["add", "mul", "sin"], descriptors="learned", bins=6,
