@@ -10,7 +10,8 @@ Section ``models``: the two models of ``numptx.learn`` on ``--features`` input f
 * **update**: ``partial_fit`` of ``new`` rows on a model that has already learned ``store``
   rows (``RandomFeatureRidge``: the sufficient-statistics update and the Cholesky solve, whose
   cost does not depend on ``store``; ``MLP``: its ``steps`` full-batch Adam steps over the
-  ring buffer, ``store`` rows + the new ones, capped at its ``store=``);
+  ring buffer, ``store`` rows + the new ones, capped at its ``store=``; with ``batch=``, over
+  the new rows and a replay sample, ``batch`` rows in all, whatever the store);
 * **infer**: ``predict`` of a batch of candidates, and ``rank`` (predict and a stable sort).
 
 Times are CPU time (``time.process_time``) of one call, the best of ``--repeat``, each on a
@@ -44,6 +45,8 @@ MODELS: dict[str, Callable[[], Any]] = {
     "ridge fourier D=256": lambda: RandomFeatureRidge(features=256),
     "MLP (64,) tanh, 20 steps": lambda: MLP(),
     "MLP (64,) tanh, 5 steps": lambda: MLP(steps=5),
+    "MLP (64,) tanh, 5 steps, batch=1024": lambda: MLP(steps=5, batch=1024),
+    "MLP (64,) tanh, 3 steps, batch=1024": lambda: MLP(steps=3, batch=1024),
 }
 
 

@@ -178,6 +178,34 @@ def test_mlp_store_keeps_the_latest_rows():
     assert {tuple(r) for r in big.X} == {tuple(r) for r in F[200:]}
 
 
+def test_mlp_batch_trains_on_the_new_rows_and_a_replay_sample():
+    F, y = smooth(1200)
+    F = F.astype(np.float32)
+    model = fit_chunks(MLP(store=1000, steps=1, batch=300, seed=3), F, y, [400, 400, 400])
+    rows = model._rows(100)                      # what the next update of 100 rows trains on
+    assert rows is not None and len(rows) == 300 == len(set(rows.tolist()))
+    assert set(((model.pos - 1 - np.arange(100)) % 1000).tolist()) <= set(rows.tolist())
+    assert rows.max() < model.count
+    np.testing.assert_array_equal(rows, model._rows(100))        # seeded by (seed, steps)
+    assert model._rows(400).tolist() == ((model.pos - 1 - np.arange(300)) % 1000).tolist()
+    small = MLP(store=1000, steps=1, batch=5000).partial_fit(F[:400], y[:400])
+    assert small._rows(400) is None              # a buffer within the batch: all of it
+    # the standardization stays the buffer's, whatever the batch
+    np.testing.assert_allclose(model.x_mean, model.X[:model.count].mean(axis=0, dtype=np.float64))
+
+
+def test_mlp_batch_learns_and_is_deterministic():
+    F, y = smooth(3000)
+    make = lambda: MLP(hidden=(64,), steps=20, batch=512, seed=0)    # noqa: E731
+    a = fit_chunks(make(), F[:2500], y[:2500], [500] * 5)
+    b = fit_chunks(make(), F[:2500], y[:2500], [500] * 5)
+    assert a.predict(F[2500:]).tobytes() == b.predict(F[2500:]).tobytes()
+    assert r2(a.predict(F[2500:]), y[2500:]) > 0.7
+    assert "batch=512" in repr(a)
+    with pytest.raises(LearnError, match="batch"):
+        MLP(batch=0)
+
+
 # ---- both models: the seam, determinism, pickles, rank
 
 def both(seed: int = 0):

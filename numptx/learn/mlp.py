@@ -1,5 +1,6 @@
 """The small MLP of :mod:`numptx.learn` (:class:`MLP`): 1 or 2 hidden layers, trained online by
-a few full-batch Adam steps a ``partial_fit`` over a ring buffer of the latest rows; NumPy only.
+a few full-batch Adam steps a ``partial_fit`` over a ring buffer of the latest rows (or, with
+``batch=``, over the new rows and a replay sample of the buffer: a bounded update); NumPy only.
 
 :func:`loss_and_grad` is its loss and analytic gradient, a plain function of the parameters
 (what ``tests/test_learn_models.py`` holds to finite differences)::
@@ -111,7 +112,14 @@ def _check_float32(X: np.ndarray) -> None:
 class MLP:
     """A small MLP regressor trained online: each ``partial_fit`` adds its rows to a ring
     buffer of the latest ``store`` rows, then takes ``steps`` full-batch Adam steps (rate
-    ``lr``; ``weight_decay``: an L2 penalty on the weight matrices) over the whole buffer.
+    ``lr``; ``weight_decay``: an L2 penalty on the weight matrices) over the whole buffer, or,
+    with ``batch=k``, over the new rows and a replay sample of older rows of the buffer drawn at
+    random (seeded by ``seed`` and the steps taken), ``k`` rows in all: an update whose cost
+    does not grow with the buffer (new rows past ``k``: the latest ``k``)::
+
+        model = MLP(batch=2048, steps=5)    # ~3 ms an update of 1,000 rows over 10,000
+
+    Many small updates with ``batch=`` revisit the buffer as a minibatch optimizer would.
 
     * layers: ``hidden`` sizes (1 or 2 layers, each <= 256 units), ``activation`` ``"tanh"``
       or ``"relu"``, a linear output; weights drawn from ``seed`` at the first fit
@@ -129,7 +137,7 @@ class MLP:
 
     def __init__(self, hidden: Any = (64,), steps: int = 20, lr: float = 1e-2,
                  store: int = 10_000, weight_decay: float = 0.0, activation: str = "tanh",
-                 seed: int = 0) -> None:
+                 seed: int = 0, batch: int | None = None) -> None:
         self.hidden = _hidden(hidden)
         self.steps = checks.integer(steps, "steps", 0, 1_000_000)
         self.lr = checks.real(lr, "lr", 0.0, 1.0, low_open=True)
@@ -137,6 +145,7 @@ class MLP:
         self.weight_decay = checks.real(weight_decay, "weight_decay", 0.0)
         self.activation = checks.choice(activation, "activation", ACTIVATIONS)
         self.seed = checks.integer(seed, "seed", 0)
+        self.batch = None if batch is None else checks.integer(batch, "batch", 1, 10_000_000)
         self.n_seen = 0
         self.n_features: int | None = None
         self.params: list[np.ndarray] = []
@@ -155,7 +164,9 @@ class MLP:
     def __repr__(self) -> str:
         return (f"MLP(hidden={self.hidden}, steps={self.steps}, lr={self.lr:g}, "
                 f"store={self.store}, weight_decay={self.weight_decay:g}, "
-                f"activation={self.activation!r}, seed={self.seed}; n_seen={self.n_seen})")
+                f"activation={self.activation!r}, seed={self.seed}"
+                + ("" if self.batch is None else f", batch={self.batch}")
+                + f"; n_seen={self.n_seen})")
 
     def _start(self, d: int) -> None:
         rng = np.random.default_rng(self.seed)
@@ -197,22 +208,39 @@ class MLP:
             self._start(X.shape[1])
         self._remember(X, t)
         self.n_seen += X.shape[0]
-        self._train()
+        self._train(min(X.shape[0], self.store))
         return self
 
-    def _train(self) -> None:
+    def _rows(self, new: int) -> np.ndarray | None:
+        """The buffer rows this update's steps train on: None for all of them (no ``batch``,
+        or a buffer of at most ``batch`` rows); else the ``new`` latest rows (at most
+        ``batch``) and a seeded sample of the older ones, ``batch`` rows in all."""
+        if self.batch is None or self.count <= self.batch:
+            return None
+        new = min(new, self.batch)
+        latest = (self.pos - 1 - np.arange(new)) % self.store
+        if new == self.batch:
+            return latest
+        older = (self.pos - 1 - new - np.arange(self.count - new)) % self.store
+        rng = np.random.default_rng([self.seed, self.t])
+        return np.concatenate([latest, rng.choice(older, self.batch - new, replace=False)])
+
+    def _train(self, new: int) -> None:
         Xb, Yb = self.X[:self.count], self.Y[:self.count]
         self.x_mean = Xb.mean(axis=0, dtype=np.float64)
         Xs = Xb - self.x_mean.astype(np.float32)
         x_std = np.sqrt(np.einsum("ij,ij->j", Xs, Xs, dtype=np.float64) / self.count)
         self.x_std = np.where(x_std > 0, x_std, 1.0)
-        Xs *= (1.0 / self.x_std).astype(np.float32)
         with np.errstate(over="ignore"):
             y_std = float(Yb.std())
         if not math.isfinite(y_std):          # squares past float64 (|y| > ~1e154): scaled
             top = float(np.abs(Yb).max())
             y_std = float((Yb / top).std()) * top
         self.y_mean, self.y_std = float(Yb.mean()), (y_std if y_std > 0 else 1.0)
+        rows = self._rows(new)
+        if rows is not None:                  # the statistics are the buffer's, the steps the rows'
+            Xs, Yb = Xs[rows], Yb[rows]
+        Xs *= (1.0 / self.x_std).astype(np.float32)
         Ys = ((Yb - self.y_mean) / self.y_std).astype(np.float32)
         losses = np.empty(self.steps)
         for k in range(self.steps):
