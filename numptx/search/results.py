@@ -25,6 +25,11 @@ def _formula_mod():
     return importlib.import_module(__package__ + ".formula")
 
 
+def _export():
+    import importlib
+    return importlib.import_module(__package__ + ".export")
+
+
 # ---- results ------------------------------------------------------------------------------
 def program_key(program: Any) -> tuple:
     """A program's identity as its words: each op's encoded bytes, or an input's name (~4 µs a
@@ -78,6 +83,31 @@ class Candidate:
             got = emulate(self.stub(), {n: X[:, j] for j, n in enumerate(self.genes.names)},
                           {"y": self.genes.dtype})["y"]
         return np.broadcast_to(np.asarray(got), (X.shape[0],)).copy()
+
+    # ---- export (numptx/search/export.py: what each form reads and computes) ----
+    def sympy(self, symbols: Any = None) -> Any:
+        """The formula as a sympy expression over Symbols named like the inputs (or the
+        expressions ``symbols`` maps a name to); sympy: ``pip install "numptx[sympy]"``."""
+        ex = _export()
+        return ex.sympy_of(ex.readable_text(self.program, self.genes), self.genes.names,
+                           dtype=self.genes.dtype, symbols=symbols)
+
+    def latex(self, digits: int = 6) -> str:
+        """The formula as LaTeX (sympy's printer; numbers to ``digits`` significant digits)."""
+        return _export().latex_of(self.sympy(), digits=digits)
+
+    def numpy(self) -> Any:
+        """A picklable NumPy function ``f(X)`` / ``f(x0, x1, ...)`` of the formula, in the
+        genes' dtype (it agrees with :meth:`predict` as numptx/search/formula.py says)."""
+        ex = _export()
+        return ex.NumpyFormula(ex.exact_text(self.program, self.genes), self.genes)
+
+    def ptx_expr(self, name: str = "formula", precision: str = "accurate") -> Any:
+        """The formula as an ``@nx.ptx_expr`` named ``name`` over the inputs: inject it with
+        ``stub(site)``, differentiate it with ``nx.grad``, autotune it."""
+        ex = _export()
+        return ex.ptx_expr_of(ex.exact_text(self.program, self.genes), self.genes, name=name,
+                              precision=precision)
 
     def __repr__(self) -> str:
         try:
