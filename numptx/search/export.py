@@ -103,19 +103,27 @@ def _full_digits(genes: Genes) -> int:
     return 9 if genes.dtype == "f32" else 17
 
 
+def _simplified():
+    """:func:`numptx.search.simplify.simplified` where that module has it, else None."""
+    if importlib.util.find_spec(__package__ + ".simplify") is None:
+        return None
+    return getattr(importlib.import_module(__package__ + ".simplify"), "simplified", None)
+
+
 def exact_text(program: Sequence, genes: Genes) -> str:
-    """The printer's text of ``program`` with round-tripping numbers: it evaluates like the
-    program (what ``numpy()`` and ``ptx_expr()`` read)."""
-    return formula(program, genes, digits=_full_digits(genes))
+    """The text of ``program`` that evaluates like it (``simplified(..., exact=True)``, else
+    the printer's :func:`~numptx.search.formula.formula`), with round-tripping numbers: what
+    ``numpy()`` and ``ptx_expr()`` read."""
+    simplified = _simplified()
+    if simplified is None:
+        return formula(program, genes, digits=_full_digits(genes))
+    return simplified(program, genes, digits=_full_digits(genes), exact=True)
 
 
 def readable_text(program: Sequence, genes: Genes) -> str:
-    """The simplified text of ``program`` (:mod:`numptx.search.simplify` where it exists, else
-    :func:`exact_text`), with round-tripping numbers: what ``sympy()`` reads."""
-    simplified = None
-    if importlib.util.find_spec(__package__ + ".simplify") is not None:
-        simplified = getattr(importlib.import_module(__package__ + ".simplify"), "simplified",
-                             None)
+    """The simplified text of ``program`` (``simplified(...)``, the algebra of real numbers,
+    else :func:`exact_text`), with round-tripping numbers: what ``sympy()`` reads."""
+    simplified = _simplified()
     if simplified is None:
         return exact_text(program, genes)
     return simplified(program, genes, digits=_full_digits(genes))
