@@ -7,7 +7,7 @@ Layout (little-endian)::
 The body is zlib-compressed JSON: the search's state (its settings, the genes, the population
 with Stack PTX programs as :func:`numptx.stack_ptx.dumps` bytes, the random generator's state,
 the history, the data and how it is scored (``evaluate``), the score cache, the constant-fit
-memo and semantic dedup's table of output hashes). :func:`write` writes a
+memo, semantic dedup's table of output hashes and the Pareto front, :mod:`.front`). :func:`write` writes a
 temporary file in the same folder, flushes it to disk, renames it over ``path``
 (``os.replace``) and flushes the folder: a crash leaves the old file or the new one, never half
 of one. The file gets the mode a new file gets (``0o666`` less the umask). A folder that does
@@ -337,7 +337,8 @@ def state_of(search: Any) -> dict:
              "best": cands([search.best])[0] if search.best else None,
              "history": [list(g) for g in search.history], "evaluated": search.evaluated,
              "children_made": search.children_made, "seconds": search.seconds,
-             "improved_at": search.improved_at, "restarts": search.restarts}
+             "improved_at": search.improved_at, "restarts": search.restarts,
+             "front": cands(search.front.entries)}
     if search.island_sizes is not None:
         state["islands"] = list(search.island_sizes)
     if search.learned is not None:         # MAP-Elites' learned basis

@@ -91,7 +91,7 @@ __all__ = ["PREDICTORS", "SearchOptions", "Kind", "KINDS", "FitMethod", "Loss", 
            "REVARY_MAX", "FIT_STEPS_MAX", "FIT_BATCH_MAX", "BINS_MAX", "PROBE_MAX", "check_config",
            "check_float", "check_seed", "check_generations", "SEED_MAX", "FIT_METHODS",
            "SURVIVORS", "Survivors", "Build", "BUILDS", "AUTO_BUILD", "check_build",
-           "resolve_build"]
+           "resolve_build", "MODEL_SELECTIONS", "ModelSelection"]
 
 
 #: how the compiled path's GPU modules are assembled: the values of ``build=``
@@ -156,7 +156,13 @@ DEFAULTS = dict(population=1000, generations=100, tournament=None, elitism=None,
                 fit_steps=12, fit_trials=4, target=None, time_limit=None, bins=None,
                 descriptors=("length", "op_mix"), restart=None, revary=1, semantic_dedup=None,
                 linear_scaling=None, fit_method="auto", input_weights=None, survivors=None,
-                islands=None, migration=10, predictor=False, screen=0.25, explore=0.05)
+                islands=None, migration=10, predictor=False, screen=0.25, explore=0.05,
+                model_selection="best")
+
+#: the rules that pick ``result.model`` from the Pareto front (``model_selection=``;
+#: :mod:`numptx.search.front` defines each)
+MODEL_SELECTIONS = ("best", "accuracy", "mdl")
+ModelSelection = Literal["best", "accuracy", "mdl"]
 
 #: the models ``predictor=`` names (:mod:`numptx.search.screening`; True: "ridge")
 PREDICTORS = ("ridge", "mlp")
@@ -230,6 +236,7 @@ class SearchOptions:
     predictor: Any
     screen: float
     explore: float
+    model_selection: ModelSelection = "best"
     #: the options check_config derived (given as None): :meth:`replace` derives them again
     derived: frozenset[str] = dataclasses.field(default=frozenset(), init=False, repr=False,
                                                 compare=False)
@@ -333,6 +340,11 @@ def _check_choices(where: Kind, cfg: dict) -> None:
     if cfg["fit_method"] not in FIT_METHODS:
         raise SearchError(f"{where}: fit_method={shown(cfg['fit_method'])}: use one of "
                           f"{', '.join(map(repr, FIT_METHODS))}")
+    if cfg["model_selection"] not in MODEL_SELECTIONS:
+        raise SearchError(f"{where}: model_selection={shown(cfg['model_selection'])}: use one "
+                          f"of {', '.join(map(repr, MODEL_SELECTIONS))} ('best': PySR's rule, "
+                          f"'accuracy': the lowest loss, 'mdl': the shortest description; "
+                          f"numptx.search.front)")
     if cfg["survivors"] is None:
         cfg["survivors"] = "plus" if where == "regress" else "children"
     if cfg["survivors"] not in SURVIVORS:

@@ -42,14 +42,16 @@ from . import elites
 from . import operators as O
 from . import semantic
 from .breed import Breeder
-from .config import CACHE_MAX, Device, FitMethod, Kind, Loss, SearchOptions, Survivors, check_seed
+from .config import (CACHE_MAX, Device, FitMethod, Kind, Loss, ModelSelection, SearchOptions,
+                     Survivors, check_seed)
 from .constants import fit_constants
 from .least_squares import fit_least_squares
 from .evaluate import Build, Evaluate, Evaluator
 from .genes import LN2, LOG2E, Genes, check_int
 from .prepare import prepare, prepare_evolve
 from .rescore import Rescore, returned
-from .results import Candidate, Generation, Result, program_key
+from .results import Candidate, Generation, Result, complexities_of, program_key
+from .front import Front, with_front
 from .scaling import written
 from .scorers import Scorer, UserFitness
 from .strategies import Strategy, strategy_for
@@ -101,6 +103,7 @@ class Search:
         self._new_share: float | None = None   # new programs / children, last evaluation
         self.fits: dict[bytes, tuple[list, float]] = {}
         self.best: Candidate | None = None
+        self.front = Front(genes)      # the best program of each complexity (front.py)
         self.evaluated = self.children_made = 0
         self.seconds = 0.0
         self.timings = {"generate": 0.0, "dedup": 0.0, "evaluate": 0.0, "fit": 0.0, "select": 0.0,
@@ -215,6 +218,7 @@ class Search:
         """Fit the constants of the best ``fit_top`` unfitted candidates (in place); the
         predictor (``predictor=``) then learns from the children it let through."""
         self._fit_constants(cands)
+        self.front.offer(cands)
         if self.screen is not None:
             t = self.screen.seconds
             self.screen.learn(cands)
@@ -332,7 +336,7 @@ class Search:
         loss = np.array([c.loss for c in cands])
         if self.cfg.parsimony:       # a large (finite) parsimony gives +inf, not a warning
             with np.errstate(over="ignore"):
-                loss = loss + self.cfg.parsimony * np.array([len(c.program) for c in cands])
+                loss = loss + self.cfg.parsimony * complexities_of(cands)
         return loss
 
     def init_population(self) -> list[Candidate]:
@@ -467,17 +471,16 @@ class Search:
         pop = list(archive.values()) if keeps else \
             written(ev, self.genes, self.population) if ev is not None else \
             list(self.population)
-        return Result(best=best, population=pop, history=list(self.history),
-                      genes=self.genes, generations=len(self.history), stopped=self.stopped,
-                      evaluated=self.evaluated, seconds=self.seconds,
-                      device=ev.device if ev else "template", timings=dict(self.timings),
-                      archive=archive if keeps else None,
-                      seed=self.seed, evaluate=ev.mode if ev else "compile",
-                      rescored=rescored,
-                      semantic_duplicates=self.semantic.hits if self.semantic else 0,
-                      rank_correlations=None if self.screen is None else
-                      list(self.screen.correlations),
-                      _search=self)
+        return with_front(self, Result(
+            best=best, population=pop, history=list(self.history), genes=self.genes,
+            generations=len(self.history), stopped=self.stopped, evaluated=self.evaluated,
+            seconds=self.seconds, device=ev.device if ev else "template",
+            timings=dict(self.timings, front=self.front.seconds),
+            archive=archive if keeps else None, seed=self.seed,
+            evaluate=ev.mode if ev else "compile", rescored=rescored,
+            semantic_duplicates=self.semantic.hits if self.semantic else 0,
+            rank_correlations=None if self.screen is None else list(self.screen.correlations),
+            _search=self))
 
     def rescored(self) -> tuple[Candidate | None, dict, Rescore | None]:
         """(best, archive, rescore): see :func:`numptx.search.rescore.returned`."""
@@ -531,7 +534,7 @@ def regress(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div"), *
             fit_method: FitMethod = "auto", input_weights: bool | None = None,
             survivors: Survivors = "plus", islands: int | None = None, migration: int = 10,
             build: Build = "auto", predictor: Any = False, screen: float = 0.25,
-            explore: float = 0.05,
+            explore: float = 0.05, model_selection: ModelSelection = "best",
             progress: bool | Callable[[Generation], Any] = False) -> Result:
     """Symbolic regression: find a program over the columns of ``X`` (named ``x0..``, or
     ``names``) whose output fits ``y`` under ``loss`` (``mse``, ``mae``, ``rmse``,
@@ -549,11 +552,11 @@ def regress(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div"), *
     ``linear_scaling`` (None: on for mse and rmse when y varies) scores a program by its best
     a + b * program, written into the programs returned (:mod:`numptx.search.scaling`). The
     ``fit_top`` best new programs of each generation get their constants fitted by
-    ``fit_method``: ``"lm"`` (Levenberg–Marquardt on
-    the CPU interpreter, ``fit_steps`` rounds; :mod:`numptx.search.least_squares`; default
-    ``fit_top`` every child), ``"es"`` (:mod:`numptx.search.constants`:
-    ``fit_steps`` rounds of ``fit_trials`` trials; default ``fit_top`` population // 128, from
-    2 to 64) or ``"auto"`` (lm on the CPU for mse, rmse and pearson, else es); 0: off.
+    ``fit_method``: ``"lm"`` (Levenberg–Marquardt on the CPU interpreter, ``fit_steps`` rounds;
+    :mod:`numptx.search.least_squares`; default ``fit_top`` every child), ``"es"``
+    (:mod:`numptx.search.constants`: ``fit_steps`` rounds of ``fit_trials`` trials; default
+    ``fit_top`` population // 128, from 2 to 64) or ``"auto"`` (lm on the CPU for mse, rmse and
+    pearson, else es); 0: off.
     ``input_weights`` (None: on under lm) makes each input gene ``const(1.0) x mul``. Stops
     after ``generations``, at a loss <= ``target`` or after ``time_limit`` seconds.
     ``restart=k``: after k generations without a 1 % better best, start again from a random
@@ -581,20 +584,19 @@ def regress(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div"), *
     generation to stderr; a callable gets each :class:`Generation`. ``predictor`` (True,
     ``"ridge"``, ``"mlp"`` or a :mod:`numptx.learn` model) learns from every scored child and
     screens the next: only the predicted best ``screen`` share of the new children, and a
-    random ``explore`` share of the rest, is scored (:mod:`numptx.search.screening`)."""
-    s = _regression_search("regress", X, y, ops, names=names, dtype=dtype, constants=constants,
-                           loss=loss, device=device, executor=executor, per_module=per_module,
-                           seed=seed, pipeline=pipeline, evaluate=evaluate,
-                           semantic_dedup=semantic_dedup, population=population,
-                           generations=generations,
-                           tournament=tournament, elitism=elitism, parsimony=parsimony,
-                           crossover=crossover, mutation=mutation, max_length=max_length,
-                           init_length=init_length, fit_top=fit_top, fit_steps=fit_steps,
-                           fit_trials=fit_trials, target=target, time_limit=time_limit,
-                           restart=restart, revary=revary, linear_scaling=linear_scaling,
-                           fit_method=fit_method, input_weights=input_weights,
-                           survivors=survivors, islands=islands, migration=migration,
-                           build=build, predictor=predictor, screen=screen, explore=explore)
+    random ``explore`` share of the rest, is scored (:mod:`numptx.search.screening`).
+    ``model_selection`` picks ``result.model`` from ``result.front`` (:mod:`numptx.search.front`)."""
+    s = _regression_search(
+        "regress", X, y, ops, names=names, dtype=dtype, constants=constants, loss=loss,
+        device=device, executor=executor, per_module=per_module, seed=seed, pipeline=pipeline,
+        evaluate=evaluate, semantic_dedup=semantic_dedup, population=population,
+        generations=generations, tournament=tournament, elitism=elitism, parsimony=parsimony,
+        crossover=crossover, mutation=mutation, max_length=max_length, init_length=init_length,
+        fit_top=fit_top, fit_steps=fit_steps, fit_trials=fit_trials, target=target,
+        time_limit=time_limit, restart=restart, revary=revary, linear_scaling=linear_scaling,
+        fit_method=fit_method, input_weights=input_weights, survivors=survivors, islands=islands,
+        migration=migration, build=build, predictor=predictor, screen=screen, explore=explore,
+        model_selection=model_selection)
     return s.run(s.cfg.generations, progress)
 
 

@@ -8,6 +8,7 @@ its :class:`Candidate` s (a program with its loss, as formula, stub and predicti
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -16,7 +17,7 @@ from .. import stack_ptx as sp
 from .genes import Genes
 from .rescore import Rescore
 
-__all__ = ["Result", "Candidate", "Generation", "program_key"]
+__all__ = ["Result", "Candidate", "Generation", "program_key", "complexities_of"]
 
 
 def _formula_mod():
@@ -31,6 +32,22 @@ def _export():
 
 
 # ---- results ------------------------------------------------------------------------------
+def complexities_of(cands: Sequence[Candidate]) -> np.ndarray:
+    """Each candidate's :attr:`~Candidate.complexity` (int64): those not measured yet measured
+    in one batch (:func:`numptx.search.simplify.complexities`) and kept on the candidate."""
+    out = np.array([c.known_complexity if c.known_complexity is not None else -1
+                    for c in cands], np.int64)
+    todo = np.flatnonzero(out < 0).tolist()
+    if todo:
+        import importlib
+        simplify = importlib.import_module(__package__ + ".simplify")
+        got = simplify.complexities([cands[i].program for i in todo], cands[todo[0]].genes)
+        for i, k in zip(todo, got.tolist()):
+            cands[i].remember_complexity(k)
+            out[i] = k
+    return out
+
+
 def program_key(program: Any) -> tuple:
     """A program's identity as its words: each op's encoded bytes, or an input's name (~4 µs a
     program; ``sp.encode`` ~12). Two programs with one key are one program."""
@@ -59,6 +76,9 @@ class Candidate:
     loss: float
     genes: Genes
     fitted: bool = False
+    #: (program, complexity) once measured: :attr:`complexity` (kept while ``program`` is the
+    #: same list; a copy made by ``dataclasses.replace`` measures again)
+    _complexity: tuple | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def formula(self) -> str:
@@ -67,6 +87,25 @@ class Candidate:
     @property
     def length(self) -> int:
         return len(self.program)
+
+    @property
+    def complexity(self) -> int:
+        """The nodes of the simplified expression (:func:`numptx.search.simplify.complexity`:
+        each op that reaches the output, each input, each number), measured once."""
+        k = self.known_complexity
+        if k is None:
+            k = int(complexities_of([self])[0])
+        return k
+
+    @property
+    def known_complexity(self) -> int | None:
+        """:attr:`complexity` when it has been measured for the current program, else None."""
+        memo = self._complexity
+        return memo[1] if memo is not None and memo[0] is self.program else None
+
+    def remember_complexity(self, k: int) -> None:
+        """Keep ``k`` as the complexity of the current program (what the front measured)."""
+        self._complexity = (self.program, int(k))
 
     def stub(self, site: Any = None) -> sp.Stub:
         if site is None:
@@ -134,8 +173,11 @@ class Result:
     probe rows, :mod:`numptx.search.semantic`), ``rank_correlations`` (with ``predictor=``:
     one a generation, the Spearman correlation of the predictor's ranking with the losses of
     the children it let through, None while it learns; :mod:`numptx.search.screening`; else
-    None).
-    ``save(path)`` writes a checkpoint that :func:`resume` continues."""
+    None), ``front`` (the Pareto front: per complexity the lowest loss, simplest first, each
+    loss below the one before; returned as ``best`` is, so ``front[-1]`` has the lowest loss),
+    ``model`` (the entry of the front that ``model_selection`` picks: ``"best"``,
+    ``"accuracy"`` or ``"mdl"``, :mod:`numptx.search.front`; :meth:`select` applies another
+    rule). ``save(path)`` writes a checkpoint that :func:`resume` continues."""
     best: Candidate | None
     population: list[Candidate]
     history: list[Generation]
@@ -152,7 +194,31 @@ class Result:
     rescored: Rescore | None = None
     semantic_duplicates: int = 0
     rank_correlations: list | None = None
+    front: list[Candidate] = field(default_factory=list)
+    model: Candidate | None = None
+    model_selection: str = "best"
     _search: Any = field(default=None, repr=False)
+    _lengths: Any = field(default=None, repr=False)
+
+    def select(self, rule: str) -> Candidate | None:
+        """The entry of :attr:`front` that ``rule`` picks (``"best"``, ``"accuracy"``,
+        ``"mdl"``: :mod:`numptx.search.front`; another is a SearchError); ``"mdl"`` reads the
+        run's data (measured once)::
+
+            r.select("accuracy") is r.front[-1]      # True
+        """
+        import importlib
+        front = importlib.import_module(__package__ + ".front")
+        if front.check_rule(rule) != "mdl" or not self.front:
+            return front.select(self.front, rule)
+        if self._lengths is None:
+            ev = getattr(self._search, "evaluator", None)
+            if ev is None:
+                raise front.SearchError("model_selection='mdl': the description length reads "
+                                        "the run's data, and this result has none (an evolve "
+                                        "run); use 'best' or 'accuracy'")
+            self._lengths = front.description_lengths(self.front, ev)
+        return front.select(self.front, rule, self._lengths)
 
     def save(self, path: Any) -> None:
         """Write the search's state to ``path`` (versioned, checksummed, atomic)."""

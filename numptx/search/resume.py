@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from typing import Any
 
+from .. import stack_ptx as sp
 from .checkpoint import CheckpointError, path_of, read
 from .config import Build, Device, SearchOptions, check_build, check_generations
 from .evaluate import (Evaluate, Evaluator, check_evaluate, check_executor, check_per_module,
@@ -24,7 +25,11 @@ from .sites import site_genes
 from .rescore import user_build
 from .scorers import UserFitness
 
-__all__ = ["resume", "restore"]
+__all__ = ["resume", "restore", "FRONT_MAX"]
+
+#: entries a checkpoint's front may hold: one per complexity, and a program's complexity is
+#: at most its ops and their operands (``max_length`` ops of at most 3 operands each)
+FRONT_MAX = 4 * sp.Limits().max_steps
 
 
 def resume(path: Any, *, generations: int | None = None, device: Device = "auto",
@@ -93,7 +98,10 @@ def restore(path: str | os.PathLike, *, device: str = "auto", executor: Any = No
     device = _check_arguments(device, executor, per_module, template, fitness, descriptors,
                               evaluate, build)
     spath = path_of(path, "resume")
-    f = Fields(read(spath, max_bytes=max_bytes), spath)
+    state = read(spath, max_bytes=max_bytes)
+    # the Pareto front (numptx.search.front): a checkpoint written before it has none
+    front_rows = state.pop("front", [])
+    f = Fields(state, spath)
     kind = f.keys()
     genes = f.genes()
     cfg = f.config(kind, descriptors)
@@ -110,6 +118,11 @@ def restore(path: str | os.PathLike, *, device: str = "auto", executor: Any = No
     if history and best is None:
         f.fail("best", f"null after {len(history)} generations")
     cache, fits = f.cache(), f.fits(progs)
+    front = [progs.row(f"front[{i}]", r) for i, r in
+             enumerate(f.list_("front", front_rows, FRONT_MAX))]
+    for i, (_, loss, _) in enumerate(front):
+        if not abs(loss) < float("inf"):
+            f.fail(f"front[{i}].loss", f"{loss}: a front holds finite losses only")
     try:
         if kind == "evolve":
             if evaluate == "interpret":
@@ -136,6 +149,7 @@ def restore(path: str | os.PathLike, *, device: str = "auto", executor: Any = No
     search.island_sizes = f.islands(cfg, len(population))
     search.archive = _archive(f, search, archive)
     search.best = None if best is None else Candidate(best[0], best[1], genes, best[2])
+    search.front.restore([Candidate(p, v, genes, fit) for p, v, fit in front])
     search.history = [Generation(*g) for g in history]
     for k, v in counters.items():
         setattr(search, k, v)
