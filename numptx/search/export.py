@@ -82,6 +82,7 @@ import importlib
 import importlib.util
 import keyword
 import math
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -139,13 +140,18 @@ def _sympy(what: str):
 
 
 _CLASSES: dict[str, Any] = {}
+_CLASSES_LOCK = threading.Lock()
 
 
 def _rounding_functions(sp) -> dict[str, Any]:
     """sympy functions ``rint`` (half to even) and ``trunc`` (toward zero), made once."""
-    if _CLASSES:
-        return _CLASSES
+    with _CLASSES_LOCK:                                # one class each, in any thread
+        if not _CLASSES:
+            _CLASSES.update(_make_rounding_functions(sp))
+    return _CLASSES
 
+
+def _make_rounding_functions(sp) -> dict[str, Any]:
     def rounding(name: str, to_int, doc: str):
         def eval_(cls, a):
             if a.is_integer or a in (sp.oo, -sp.oo, sp.nan):
@@ -162,9 +168,8 @@ def _rounding_functions(sp) -> dict[str, Any]:
             "__doc__": doc, "__module__": __name__, "eval": classmethod(eval_),
             "fdiff": lambda self, argindex=1: sp.S.Zero, "_numpycode": numpycode})
 
-    _CLASSES["rint"] = rounding("rint", round, "Round half to even (PTX cvt.rni, numpy.rint).")
-    _CLASSES["trunc"] = rounding("trunc", int, "Round toward zero (PTX cvt.rzi, numpy.trunc).")
-    return _CLASSES
+    return {"rint": rounding("rint", round, "Round half to even (PTX cvt.rni, numpy.rint)."),
+            "trunc": rounding("trunc", int, "Round toward zero (PTX cvt.rzi, numpy.trunc).")}
 
 
 def __getattr__(name: str) -> Any:
@@ -337,6 +342,9 @@ class NumpyFormula:
 
 
 # ---- @nx.ptx_expr -----------------------------------------------------------------------------
+_BOUND: Any = None         # what _Checked keeps for a name: that it is bound
+
+
 class _Checked(_Eval):
     """formula.py's syntax checks over the whole text, computing nothing: names are the inputs,
     ``nan``/``inf`` or ``:=`` bindings made before (of names other than those)."""
@@ -353,7 +361,7 @@ class _Checked(_Eval):
             if node.target.id in self.env or node.target.id in RESERVED_NAMES:
                 self.fail(f"{node.target.id!r} is bound with := but names an input or a "
                           f"function")
-            self.env[node.target.id] = None
+            self.env[node.target.id] = _BOUND
 
 
 def _dsl_namespace() -> dict[str, Any]:
@@ -417,7 +425,7 @@ def ptx_expr_of(text: str, genes: Genes, *, name: str = "formula",
     if not isinstance(text, str):
         raise SearchError(f"text={text!r}: give formula text (numptx.search.formula's grammar)")
     tree = _parse(text)
-    _Checked(text, {n: None for n in genes.names}, None).run(tree)   # no other code runs
+    _Checked(text, dict.fromkeys(genes.names, _BOUND), None).run(tree)   # no other code runs
     power = "_pow"
     while power in genes.names:
         power += "_"
