@@ -15,8 +15,8 @@ from numptx.search.formula import evaluate, formula_of_stub
 from numptx.search.genes import LOG2E, OP_NAMES, Genes, SearchError
 
 ALL_F64 = ["add", "sub", "mul", "div", "neg", "abs", "sq", "dup", "inv", "sqrt", "max", "min",
-           "fma"]
-ALL_F32 = ALL_F64 + ["exp", "exp2", "log", "log2", "sin", "cos", "tanh", "sigmoid"]
+           "fma", "sqrtabs", "aq"]
+ALL_F32 = ALL_F64 + ["exp", "exp2", "log", "log2", "sin", "cos", "tanh", "sigmoid", "logabs"]
 
 
 # ---- genes ---------------------------------------------------------------------------------------
@@ -38,7 +38,7 @@ def test_genes_defaults_and_names():
     (dict(ops=["add"], names=["a", "a"]), "unique"),
     (dict(ops=["add"], names=["1x"]), "names="),
     (dict(ops=["add"], names=["exp"]), "reserved"),
-    (dict(ops=["add"], names=["y"]), "reserved"),
+    (dict(ops=["add"], names=["é"]), "ASCII"),          # y is an input name now (issue 26)
     (dict(ops=["add"], names=["_t0"]), "names="),
     (dict(ops=[], n_inputs=1), "ops=(): the op set is empty"),
     (dict(ops="add", n_inputs=1), "ops="),

@@ -35,3 +35,10 @@ from .formula import evaluate  # noqa: E402,F811
 __all__ = ["regress", "map_elites", "evolve", "resume", "Result", "Candidate", "Generation",
            "Rescore", "Descriptor", "DESCRIPTORS", "Genes", "SearchError", "CheckpointError", "formula",
            "FormulaLimitError", "evaluate", "canonical_key", "genes", "operators"]
+
+
+def __getattr__(name: str):   # SymbolicRegressor: scikit-learn is imported when it is asked for
+    if name == "SymbolicRegressor":
+        from .estimator import SymbolicRegressor
+        return SymbolicRegressor
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -41,7 +41,22 @@ sin, cos   sin(a), cos(a)      sin.approx.f32, cos.approx.f32         -
 tanh       tanh(a)             tanh.approx.f32                        -
 sigmoid    1 / (1 + exp(-a))   const -log2(e), mul.rn, ex2.approx,    -
                                const 1, add.rn, rcp.rn
+sqrtabs    sqrt(abs(a))        abs, sqrt.rn                           abs, sqrt.rn
+logabs     log(abs(a))         abs, lg2.approx, const ln(2), mul.rn   -
+aq         a / sqrt(1 + b**2)  dup, mul.rn, const 1, abs, add.rn,     the same in f64
+                               sqrt.rn, div.rn
 =========  ==================  =====================================  ===================
+
+Protected forms (:data:`PROTECTED`): ``sqrtabs``, ``logabs`` and ``aq`` (the analytic
+quotient of Ni, Drieberg and Rockett, 2013, Operon's ``aq``) are the forms of ``sqrt``, ``log``
+and ``div`` that give no NaN for a finite argument: use them where a formula must stay defined
+outside the range it was fitted on (``sqrt(cos(x))`` is NaN wherever cos x < 0,
+``sqrtabs(cos(x))`` is not). ``logabs(0)`` is -inf, as ``log(0)``; ``aq`` is finite everywhere
+(its 1 is a constant the fitting may move, kept positive by the ``abs``: ``a / sqrt(|c| +
+b**2)``, infinite only if the fit drives c to 0 and b is 0). They print as what they compute
+(``sqrt(abs(x))``, ``log(abs(x))``, ``x0/sqrt(x1**2 + 1)``). gplearn's protected operators
+instead switch to a fixed value near a pole (``div`` gives 1 for ``|b| < 0.001``); numptx's
+forms are Operon's, with no branch, so they keep derivatives for the constant fitting.
 
 A full instruction-table name (``"fma.rn.ftz.f32"``, ``"rsqrt.approx.f32"``) is accepted as an op
 too when all its operands and results have the genes' dtype.
@@ -62,7 +77,7 @@ from ..instructions import TABLE
 from ..stack_ptx import Op
 
 __all__ = ["SearchError", "Genes", "OP_NAMES", "DTYPES", "LOG2E", "LN2", "RESERVED_NAMES",
-           "check_int", "shown"]
+           "PROTECTED", "check_int", "shown", "op_dtypes"]
 
 DTYPES = ("f32", "f64")
 LOG2E = 1.4426950408889634
@@ -90,14 +105,24 @@ _MACROS: dict[str, tuple[tuple[str, Any], ...]] = {
     "tanh": (("i", "tanh.approx.{t}"),),
     "sigmoid": (("c", -LOG2E), ("i", "mul.rn.{t}"), ("i", "ex2.approx.{t}"), ("c", 1.0),
                 ("i", "add.rn.{t}"), ("i", "rcp.rn.{t}")),
+    # the protected forms (PROTECTED)
+    "sqrtabs": (("i", "abs.{t}"), ("i", "sqrt.rn.{t}")),
+    "logabs": (("i", "abs.{t}"), ("i", "lg2.approx.{t}"), ("c", LN2), ("i", "mul.rn.{t}")),
+    "aq": (("dup", None), ("i", "mul.rn.{t}"), ("c", 1.0), ("i", "abs.{t}"), ("i", "add.rn.{t}"),
+           ("i", "sqrt.rn.{t}"), ("i", "div.rn.{t}")),
 }
 OP_NAMES: tuple[str, ...] = tuple(_MACROS)
+#: the protected form of each op that can give NaN (or divide by 0) for a finite argument:
+#: ``ops=[PROTECTED.get(o, o) for o in ops]`` protects an op set (module docstring)
+PROTECTED: Mapping[str, str] = {"sqrt": "sqrtabs", "log": "logabs", "div": "aq"}
 _CONST_KINDS = (sp.CONST, sp.CONST64)
 
-# names a formula uses for functions and numbers: an input may not shadow them
+# names a formula uses for functions and numbers: an input may not shadow them. ``y`` is not
+# one: an input named y shares the register %y with the output of a stub compiled without a
+# site (Stack PTX reads every input before it writes the output, so the stub computes the same)
 RESERVED_NAMES = frozenset({"exp", "exp2", "log", "log2", "sin", "cos", "tanh", "sqrt", "abs",
                             "fmax", "fmin", "fma", "copysign", "rint", "trunc", "floor", "ceil",
-                            "sat", "nan", "inf", "y"})
+                            "sat", "nan", "inf"})
 
 
 class SearchError(NumptxError, ValueError):
@@ -158,11 +183,22 @@ def _supports(name: str, dtype: str) -> bool:
         return False
 
 
+def op_dtypes(name: str) -> tuple[str, ...]:
+    """The dtypes of :data:`DTYPES` that op ``name`` (a short name or an instruction-table
+    name) has a form in: ``op_dtypes("sin")`` is ``('f32',)``, ``op_dtypes("add")``
+    ``('f32', 'f64')``; ``()`` for an unknown name."""
+    if name in _MACROS:
+        return tuple(t for t in DTYPES if _supports(name, t))
+    return tuple(t for t in DTYPES if _table_fits(name, t))
+
+
 class Genes:
     """The building blocks of programs for one value type: input, constant and op genes.
 
     ``ops`` are short op names (see the module docstring's table) or full instruction names;
-    ``n_inputs`` gives inputs ``x0..x{n-1}``, or ``names=`` names them (Python identifiers);
+    ``n_inputs`` gives inputs ``x0..x{n-1}``, or ``names=`` names them (ASCII Python
+    identifiers other than the formula's function names; ``y`` too: the output's register
+    ``%y`` is then that input's, read before the output is written);
     ``constants`` are the constant genes random programs draw from (besides random values);
     ``weights=True`` makes each input gene a weighted input, ``const(1.0) x mul`` (Operon's
     leaves: the weight is a constant the local optimizer fits)::
@@ -225,13 +261,15 @@ class Genes:
         if n_inputs is not None and int(n_inputs) != len(names):
             raise SearchError(f"n_inputs={n_inputs} but names= has {len(names)} names")
         for n in names:
-            if not isinstance(n, str) or not n.isidentifier() or keyword.iskeyword(n) \
-                    or n.startswith("_"):
-                raise SearchError(f"names=: {n!r} is not a usable input name (a Python "
-                                  f"identifier not starting with '_')")
+            fix = ("; numptx.search.prepare.input_names(names) maps any names to usable ones, "
+                   "as regress does for a DataFrame's columns")
+            if not isinstance(n, str) or not n.isidentifier() or not n.isascii() \
+                    or keyword.iskeyword(n) or n.startswith("_"):
+                raise SearchError(f"names=: {n!r} is not a usable input name (an ASCII Python "
+                                  f"identifier, not a keyword, not starting with '_'){fix}")
             if n in RESERVED_NAMES:
-                raise SearchError(f"names=: {n!r} is reserved (the output or a formula "
-                                  f"function/number name); pick another input name")
+                raise SearchError(f"names=: {n!r} is reserved (a formula function or number "
+                                  f"name); pick another input name{fix}")
         if len(set(names)) != len(names):
             raise SearchError(f"names={list(names)!r}: input names must be unique")
         return names

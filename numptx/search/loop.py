@@ -454,7 +454,8 @@ class Search:
             if target is not None and self.best is not None and self.best.loss <= target:
                 self.stopped = "target"
                 break
-            if limit is not None and time.perf_counter() - t0 > limit:
+            last = self.history[-1].seconds if self.history else 0.0   # not one that would
+            if limit is not None and time.perf_counter() - t0 + last > limit:   # end past it
                 self.stopped = "time_limit"
                 break
             g = self.step()
@@ -557,8 +558,8 @@ def regress(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div"), *
     (:mod:`numptx.search.constants`: ``fit_steps`` rounds of ``fit_trials`` trials; default
     ``fit_top`` population // 128, from 2 to 64) or ``"auto"`` (lm on the CPU for mse, rmse and
     pearson, else es); 0: off.
-    ``input_weights`` (None: on under lm) makes each input gene ``const(1.0) x mul``. Stops
-    after ``generations``, at a loss <= ``target`` or after ``time_limit`` seconds.
+    ``input_weights`` (None: on under lm) makes each input gene ``const(1.0) x mul``. Stops:
+    ``generations``, a loss <= ``target``, or ``time_limit`` (none starts that would end past it).
     ``restart=k``: after k generations without a 1 % better best, start again from a random
     population (the best found stays the result's; a guard against a population stuck on an
     approximation). ``revary=k``: a child whose canonical key was scored before, or made

@@ -13,9 +13,20 @@ for :func:`numptx.search.evolve`: the genes of the site and the user's fitness):
                                     constants=None, loss="mse", device="cpu", executor=None,
                                     per_module=None, population=200)
     cfg.fit_method, cfg.linear_scaling, cfg.input_weights     # ('lm', True, True)
+
+The input names: ``names=`` when given (each an ASCII identifier that is neither a formula
+function nor a name the fitness kernel uses for itself: else a SearchError with the fix), else a
+pandas DataFrame's column names, mapped by :func:`input_names` where they are not usable as
+they are (a warning lists what was renamed), else ``x0, x1, ...``::
+
+    input_names(["mass (kg)", "v", "class", "2nd", "y"])  # ('mass_kg', 'v', 'class_', 'x2nd', 'y')
 """
 from __future__ import annotations
 
+import keyword
+import re
+import unicodedata
+import warnings
 from collections.abc import Sequence
 from concurrent.futures import Executor
 from typing import Any
@@ -25,12 +36,14 @@ import numpy as np
 from .config import Kind, SearchOptions, check_config
 from .evaluate import (SCALED_LOSSES, Evaluator, check_data, check_evaluate, check_executor,
                        check_per_module, resolve_device)
-from .genes import Genes, SearchError
+from ..jit.populations.fitness import _RESERVED as KERNEL_NAMES
+from .genes import RESERVED_NAMES, Genes, SearchError
 from .rescore import user_build
 from .scorers import UserFitness
 from .sites import site_genes
 
-__all__ = ["prepare", "prepare_evolve", "resolve_fitting", "fit_top_lm"]
+__all__ = ["prepare", "prepare_evolve", "resolve_fitting", "fit_top_lm", "input_names",
+           "data_names"]
 
 
 def prepare(kind: Kind, X: Any, y: Any, ops: Sequence[str], *, names: Sequence[str] | None,
@@ -42,6 +55,7 @@ def prepare(kind: Kind, X: Any, y: Any, ops: Sequence[str], *, names: Sequence[s
     the fitting resolved by :func:`resolve_fitting`) and the evaluator of a ``kind`` search on
     ``X``, ``y``; a bad argument is a :class:`SearchError` naming it."""
     check_evaluate(evaluate, kind)
+    names = data_names(X, names, kind)
     # the dtype follows X (y is cast to it), or dtype= when given
     Xc, yc = check_data(X, y, where=kind, dtype=dtype)
     data_dtype = "f64" if Xc.dtype == np.float64 else "f32"
@@ -62,6 +76,57 @@ def prepare(kind: Kind, X: Any, y: Any, ops: Sequence[str], *, names: Sequence[s
                    per_module=per_module, where=kind, pipeline=pipeline, evaluate=evaluate,
                    rows=genes.rows, linear_scaling=bool(cfg.linear_scaling), build=build)
     return genes, cfg, ev
+
+
+def input_names(columns: Sequence[Any]) -> tuple[str, ...]:
+    """Usable input names for ``columns`` (any names: a DataFrame's columns), in order: each
+    one as it is where it can be (an ASCII identifier that is not a Python keyword, a formula
+    function or number name, or a name the fitness kernel uses: ``cand p t l``, C++ keywords),
+    else made one: accents dropped, other characters outside ``[A-Za-z0-9_]`` as ``_``, no
+    leading ``_``, an ``x`` before a leading digit, a ``_`` after a keyword or reserved name,
+    ``x{j}`` for one left empty (or not a str), ``_2``, ``_3``... after a repeated name::
+
+        input_names(["mass (kg)", "int", "", "a", "a"])   # ('mass_kg', 'int_', 'x2', 'a', 'a_2')
+    """
+    out: list[str] = []
+    for j, c in enumerate(columns):
+        text = unicodedata.normalize("NFKD", c).encode("ascii", "ignore").decode() \
+            if isinstance(c, str) else ""
+        n = re.sub(r"_+", "_", re.sub(r"[^A-Za-z0-9_]", "_", text)).strip("_") or f"x{j}"
+        if n[0].isdigit():
+            n = "x" + n
+        if keyword.iskeyword(n) or n in RESERVED_NAMES or n in KERNEL_NAMES:
+            n += "_"
+        base, k = n, 2
+        while n in out:
+            n, k = f"{base}_{k}", k + 1
+        out.append(n)
+    return tuple(out)
+
+
+def data_names(X: Any, names: Sequence[str] | None, where: str) -> Sequence[str] | None:
+    """The input names of a search on ``X``: ``names`` when given (one the fitness kernel
+    cannot take is a SearchError with the fix), else a DataFrame's string column names through
+    :func:`input_names` (warning about the renamed), else None (``x0, x1, ...``)."""
+    if names is not None:
+        if not isinstance(names, str) and isinstance(names, Sequence):
+            bad = [n for n in names if isinstance(n, str) and n in KERNEL_NAMES]
+            if bad:
+                raise SearchError(f"{where}: names=: {bad[0]!r} is a name the fitness kernel "
+                                  f"uses (cand, p, t, l or a C++ keyword); pick another, or "
+                                  f"use numptx.search.prepare.input_names(names) "
+                                  f"({list(input_names(names))!r})")
+        return names
+    columns = getattr(X, "columns", None)         # pandas (no import): string names only
+    if columns is None or not all(isinstance(c, str) for c in columns):
+        return None
+    mapped = input_names(list(columns))
+    renamed = [f"{c!r} as {n!r}" for c, n in zip(columns, mapped) if c != n]
+    if renamed:
+        warnings.warn(f"{where}: X's columns {', '.join(renamed)} (input names are ASCII "
+                      f"identifiers the formula and the kernel can use; pass names= to choose "
+                      f"them)", stacklevel=5)
+    return mapped
 
 
 def resolve_fitting(cfg: SearchOptions, loss: str, y: np.ndarray, device: str,
