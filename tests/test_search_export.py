@@ -88,9 +88,8 @@ def test_a_recovered_formula_minus_the_target_simplifies_to_zero(target, ops):
 
 def test_numbers_in_sympy():
     names = ["x0"]
-    e = sympy_of("2*x0 + 6.0 - x0*0.5", names)
-    assert e == sympy.Symbol("x0") * sympy.Float(1.5) + 6 or sympy.simplify(
-        e - (sympy.Symbol("x0") * 1.5 + 6)) == 0
+    e = sympy_of("2*x0 + 6.0 - x0*0.5", names)          # sympy combines the like terms
+    assert e == sympy.Float(1.5) * sympy.Symbol("x0") + sympy.Integer(6) and str(e) == "1.5*x0 + 6"
     assert sympy_of("6.0", names) == sympy.Integer(6) and sympy_of("nan", names) is sympy.nan
     assert sympy_of("-inf", names) == -sympy.oo and sympy_of("inf", names) == sympy.oo
     # f32 numbers: the shortest decimal that rounds back to the f32 value
@@ -225,6 +224,21 @@ def test_ptx_expr_matches_predict_bit_for_bit_on_random_programs(ops, dtype):
         got = nx.emulate(e.stub(), {"x0": X[:, 0], "x1": X[:, 1]}, {"out": dtype})["out"]
         got = np.broadcast_to(np.asarray(got), (len(X),))
         assert _bits_equal(got, c.predict(X)), c.numpy().text
+
+
+def test_ptx_expr_multiplies_powers_out_left_to_right():
+    """x**n in the text is ((x*x)*x)*..., each product rounded (formula.evaluate's reading and
+    the program's muls); the DSL's own ** squares repeatedly and rounds differently."""
+    g = Genes(["add", "mul"], 1)
+    X = _data(200, False, seed=4)[:, :1]
+    products = "((x0*x0)*x0)*x0 + (((x0*x0)*x0)*x0)*x0*x0 + sqrt(x0*x0)"
+    want = evaluate(products, X, g)
+    e = ptx_expr_of("x0**4 + x0**5*x0 + sqrt(x0**2)", g)
+    got = nx.emulate(e.stub(), {"x0": X[:, 0]}, {"out": "f32"})["out"]
+    assert _bits_equal(np.asarray(got, np.float32), want)
+    dsl = nx.ptx_expr(lambda x0: x0**4 + x0**5*x0, precision="accurate")
+    squared = nx.emulate(dsl.stub(), {"x0": X[:, 0]}, {"out": "f32"})["out"]
+    assert np.any(squared != evaluate("((x0*x0)*x0)*x0 + (((x0*x0)*x0)*x0)*x0*x0", X, g))
 
 
 # ---- the ptx_expr in a kernel: injected by name, differentiated, autotuned --------------------
