@@ -195,3 +195,31 @@ def test_search_imports_without_sklearn_and_the_estimator_names_the_extra():
                          timeout=300)
     assert res.returncode == 0, res.stderr
     assert 'pip install "numptx[sklearn]"' in res.stdout
+
+
+def test_feynman_example_png_writer_round_trips(tmp_path):
+    """examples/feynman_discovery.py's PNG (no imaging library): the file decodes (chunk
+    layout, CRCs, zlib) to the array drawn. The example itself runs in tests/test_examples.py."""
+    import runpy
+    import struct
+    import zlib
+    ex = runpy.run_path(os.path.join(os.path.dirname(__file__), "..", "examples",
+                                     "feynman_discovery.py"))
+    found = [{"name": "a", "front": [(1, 1.0), (3, 1e-3), (7, 0.0)]},
+             {"name": "b", "front": [(2, 0.5)]}]
+    rgb = ex["draw_numpy"](found, width=64, height=48)
+    assert rgb.shape == (48, 64, 3) and (rgb != 255).any()
+    path = tmp_path / "f.png"
+    ex["write_png"](str(path), rgb)
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    at, chunks = 8, {}
+    while at < len(data):
+        n, = struct.unpack(">I", data[at:at + 4])
+        kind, body = data[at + 4:at + 8], data[at + 8:at + 8 + n]
+        assert struct.unpack(">I", data[at + 8 + n:at + 12 + n])[0] == zlib.crc32(kind + body)
+        chunks[kind] = body
+        at += 12 + n
+    assert struct.unpack(">II", chunks[b"IHDR"][:8]) == (64, 48)
+    raw = np.frombuffer(zlib.decompress(chunks[b"IDAT"]), np.uint8).reshape(48, 1 + 64 * 3)
+    assert (raw[:, 0] == 0).all() and np.array_equal(raw[:, 1:].reshape(48, 64, 3), rgb)
