@@ -205,6 +205,26 @@ def test_the_kept_front_files_only_what_beats_every_simpler_entry():
     assert all(c.program is not add for c in front.entries)
 
 
+def test_a_bounded_front_measures_the_lowest_losses_and_the_shortest_programs():
+    genes = Genes(OPS, 2)
+    x0, x1 = [sp.input("x0")], [sp.input("x1")]
+    mul = [*x0, *x1, *genes.op_words("mul")]
+    long_ = [*x0, *x1, *genes.op_words("mul"), *x0, *genes.op_words("add"), *x1,
+             *genes.op_words("sub")]
+    cands = [Candidate(long_, 0.5, genes), Candidate(mul, 3.0, genes),
+             Candidate(list(long_), 0.7, genes), Candidate(x0, 9.0, genes),
+             Candidate(list(long_), 2.0, genes)]
+    front = fr.Front(genes, lowest=1, shortest=1)
+    front.offer(cands)
+    # measured: the lowest loss (0.5) and the shortest of the rest (x0)
+    assert front.measured == 2
+    assert [c.known_complexity is not None for c in cands] == [True, False, False, True, False]
+    assert [(c.complexity, c.loss) for c in front.entries] == [(1, 9.0), (5, 0.5)]
+    every = fr.Front(genes, lowest=None, shortest=None)
+    every.offer(cands)
+    assert [(c.complexity, c.loss) for c in every.entries] == [(1, 9.0), (3, 3.0), (5, 0.5)]
+
+
 def test_a_candidates_complexity_is_measured_again_for_a_new_program():
     genes = Genes(OPS, 2)
     c = Candidate([sp.input("x0")], 1.0, genes)

@@ -18,8 +18,16 @@ carry::
 What a run offers the front: every new candidate of every generation once its constants are
 fitted (children, and each fresh population), with its loss as scored. A candidate whose loss
 is not finite, or not below the loss of the front's simplest entry when that entry has the
-least complexity there is (1), cannot enter and is not measured; the others are measured in
-one batch a generation (:meth:`Front.offer`; ``timings["front"]`` holds the time it takes).
+least complexity there is (1), cannot enter and is not measured. Of the others, the
+:data:`MEASURE_LOWEST` lowest losses and the :data:`MEASURE_SHORTEST` shortest programs of
+the rest are measured, in one batch a generation (:meth:`Front.offer`; ``timings["front"]``
+holds the time it takes). So the front is exact over the candidates measured: a program of
+middling loss and many dead ops that simplifies to few nodes can be missed (its short
+equivalents are measured when the search makes them). Figures (one CPU core, regress with
+population 1000 on benchmarks/sr_compare.py's Nguyen-7 and Keijzer-12, 5 generations, seeds 0
+and 1): measuring every candidate let through took 48-53 % of the run (0.2-1.5 ms a
+candidate); 32 + 32 took 5.4-7.5 % (38-59 ms a generation) and returned the same front but
+for one or two middle entries.
 
 What :attr:`Result.front` returns: the kept programs as :attr:`Result.best` is returned
 (re-scored by the compiled path where the run was scored by the interpreter, the screening
@@ -83,6 +91,14 @@ __all__ = ["Front", "MODEL_SELECTIONS", "ModelSelection", "BEST_LOSS_RATIO", "ch
 
 #: ``"best"`` considers the entries whose loss is at most this many times the lowest (PySR's)
 BEST_LOSS_RATIO = 1.5
+#: candidates measured per offer (a generation's), of those the loss filter lets through: the
+#: lowest losses (the accurate end of the front) and, of the others, the shortest programs (the
+#: simple end: a program has no more nodes than live words); None: all of them. Measuring a
+#: candidate costs 0.2-1.5 ms today (the module docstring), so measuring all of a population
+#: of 1000 doubled a generation; 32 + 32 cost 5-8 % of it and kept nearly the same front.
+#: Deterministic: the same candidates every run.
+MEASURE_LOWEST: int | None = 32
+MEASURE_SHORTEST: int | None = 32
 
 
 def check_rule(rule: Any, where: str = "model_selection") -> str:
@@ -110,8 +126,9 @@ class Front:
         [c.complexity for c in front.entries]
     """
 
-    def __init__(self, genes: Genes):
-        self.genes = genes
+    def __init__(self, genes: Genes, lowest: int | None = MEASURE_LOWEST,
+                 shortest: int | None = MEASURE_SHORTEST):
+        self.genes, self.lowest, self.shortest = genes, lowest, shortest
         self.entries: list[Candidate] = []
         #: candidates measured (their complexity computed) and the seconds offers took
         self.measured = 0
@@ -124,7 +141,7 @@ class Front:
         t0 = time.perf_counter()
         first = self.entries[0] if self.entries else None
         worst = math.inf if first is None or first.complexity > 1 else first.loss
-        todo = [c for c in cands if c.loss < worst and math.isfinite(c.loss)]
+        todo = self._picked([c for c in cands if c.loss < worst and math.isfinite(c.loss)])
         if todo:
             before = sum(c.known_complexity is None for c in todo)
             cs = complexities_of(todo)
@@ -132,6 +149,17 @@ class Front:
             for c, k in sorted(zip(todo, cs.tolist()), key=lambda t: (t[1], t[0].loss)):
                 self._file(c, k)
         self.seconds += time.perf_counter() - t0
+
+    def _picked(self, todo: list[Candidate]) -> list[Candidate]:
+        """The candidates to measure: all, or the :data:`MEASURE_LOWEST` lowest losses and
+        the :data:`MEASURE_SHORTEST` shortest programs of the others (ties: in order)."""
+        if self.lowest is None or self.shortest is None or \
+                len(todo) <= self.lowest + self.shortest:
+            return todo
+        order = sorted(range(len(todo)), key=lambda i: todo[i].loss)
+        low, rest = order[:self.lowest], order[self.lowest:]
+        short = sorted(rest, key=lambda i: (len(todo[i].program), todo[i].loss, i))
+        return [todo[i] for i in sorted(low + short[:self.shortest])]
 
     def _file(self, c: Candidate, k: int) -> None:
         """Put ``c`` (of complexity ``k``) on the front if it beats every entry of complexity
@@ -242,39 +270,33 @@ def _text(c: Candidate) -> str:
     return show(c.program, c.genes) if show is not None else c.formula
 
 
-def _probes(front: Sequence[Candidate], eps: float) -> tuple[list, list]:
-    """The programs whose outputs the lengths read (each candidate, then each with one of its
-    constants moved by a forward-difference step) and, per candidate, (first row, constants,
-    steps)."""
+def _probes(c: Candidate, eps: float) -> tuple[list, list[float], list[float]]:
+    """The programs whose outputs a length reads (the candidate, then the candidate with each
+    of its constants moved by a forward-difference step), the constants and the steps."""
     from . import operators as O
-    macro = {front[0].genes.round(v) for v in (LOG2E, -LOG2E, LN2)}
-    progs: list[list] = []
-    layout = []
-    for c in front:
-        theta = O.constants_of(c.program)
-        free = [i for i, v in enumerate(theta) if v not in macro]   # the op macros' own: not
-        at = len(progs)
-        progs.append(list(c.program))
-        steps = []
-        for i in free:
-            moved = theta.copy()
-            moved[i] = c.genes.round(theta[i] + math.sqrt(eps) * max(abs(theta[i]), 1.0))
-            steps.append(moved[i] - theta[i])
-            progs.append(O.with_constants(c.program, moved))
-        layout.append((at, [float(theta[i]) for i in free], steps))
-    return progs, layout
+    macro = {c.genes.round(v) for v in (LOG2E, -LOG2E, LN2)}
+    theta = O.constants_of(c.program)
+    free = [i for i, v in enumerate(theta) if v not in macro]   # the op macros' own: not
+    progs, steps = [list(c.program)], []
+    for i in free:
+        moved = theta.copy()
+        moved[i] = c.genes.round(theta[i] + math.sqrt(eps) * max(abs(theta[i]), 1.0))
+        steps.append(moved[i] - theta[i])
+        progs.append(O.with_constants(c.program, moved))
+    return progs, [float(theta[i]) for i in free], steps
 
 
-def _length(c: Candidate, F: np.ndarray, y: np.ndarray, at: int, theta: list, steps: list,
+def _length(c: Candidate, F: np.ndarray, y: np.ndarray, theta: list, steps: list,
             floor: float) -> float:
-    """One candidate's description length (module docstring) from the outputs ``F``."""
-    r = F[at] - y
+    """One candidate's description length (module docstring) from the outputs ``F`` of its
+    :func:`_probes`."""
+    r = F[0] - y
     sse = float(np.sum(r * r))
     var = max(sse / len(y), floor)
     total = 0.5 * len(y) * math.log(2 * math.pi * var) + 0.5 * sse / var
     total += c.complexity * math.log(symbols(_text(c)))
     for j, (t, h) in enumerate(zip(theta, steps)):
-        J = (F[at + 1 + j] - F[at]) / h
+        J = (F[1 + j] - F[0]) / h
         info = float(np.sum(J * J)) / var
         if not (math.isfinite(info) and info > 0):
             continue                             # the output does not read it
@@ -287,22 +309,23 @@ def _length(c: Candidate, F: np.ndarray, y: np.ndarray, at: int, theta: list, st
 
 def description_lengths(front: Sequence[Candidate], evaluator: Any) -> np.ndarray:
     """The minimum description length (nats; module docstring) of each candidate over the
-    evaluator's training data (``evaluator.X``, ``evaluator.y``); NaN where it is not finite
-    (or the formula's text does not parse)."""
+    evaluator's training data (``evaluator.X``, ``evaluator.y``; the interpreter's outputs, a
+    candidate at a time); NaN where it is not finite (or the formula's text does not parse)::
+
+        lengths = description_lengths(front, evaluator)     # the run's Evaluator
+    """
     from .scaling import outputs
-    if not front:
-        return np.empty(0)
     y = np.asarray(evaluator.y, np.float64)
+    out = np.full(len(front), np.nan)
+    if not front:
+        return out
     eps = float(np.finfo(np.float32 if front[0].genes.dtype == "f32" else np.float64).eps)
     floor = (eps * max(float(np.sqrt(np.mean(y * y))), 1e-300)) ** 2
-    progs, layout = _probes(front, eps)
-    with np.errstate(all="ignore"):
-        F = outputs(evaluator, progs)
-    out = np.full(len(front), np.nan)
-    for k, (c, (at, theta, steps)) in enumerate(zip(front, layout)):
+    for k, c in enumerate(front):
+        progs, theta, steps = _probes(c, eps)
         try:
             with np.errstate(all="ignore"):
-                v = _length(c, F, y, at, theta, steps, floor)
+                v = _length(c, outputs(evaluator, progs), y, theta, steps, floor)
         except (SyntaxError, RecursionError, ValueError):
             continue                      # a formula Python's parser cannot read
         out[k] = v if math.isfinite(v) else np.nan

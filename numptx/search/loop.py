@@ -11,7 +11,7 @@
     result.best.formula, result.best.loss, result.history[-1].best
     result.save("run.nxck"); more = search.resume("run.nxck", generations=20)
 
-One generation: tournament selection (penalized loss ``loss + parsimony * ops``), crossover and
+One generation: tournament selection (penalized ``loss + parsimony * complexity``), crossover and
 mutation (:mod:`numptx.search.breed`: the operators of :mod:`numptx.search.operators`, fast),
 deduplication by canonical key (a duplicate is mutated again, up to ``revary`` times; a
 program whose stub equals one already scored reuses that score: nothing is compiled, built or
@@ -542,7 +542,7 @@ def regress(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div"), *
     ``pearson``). Tournament selection of size ``tournament`` (default 5, or the population
     when it is smaller; at most the population) with ``elitism`` elites (default
     1 % of the population; elites only under ``survivors="children"``); ``parsimony`` adds
-    that much loss per op in selection; ``survivors``: ``"plus"`` (the next population is
+    that much loss per node (complexity); ``survivors``: ``"plus"`` (the next population is
     the best ``population`` distinct programs of the parents and the children, Operon's
     keep-best) or ``"children"`` (the elites and the children);
     ``crossover``/``mutation`` are the rates. ``islands=k`` splits the population into k
@@ -586,7 +586,7 @@ def regress(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div"), *
     ``"ridge"``, ``"mlp"`` or a :mod:`numptx.learn` model) learns from every scored child and
     screens the next: only the predicted best ``screen`` share of the new children, and a
     random ``explore`` share of the rest, is scored (:mod:`numptx.search.screening`).
-    ``model_selection`` picks ``result.model`` from ``result.front`` (:mod:`numptx.search.front`)."""
+    ``model_selection`` picks ``result.model`` from ``result.front`` (:mod:`.front`)."""
     s = _regression_search(
         "regress", X, y, ops, names=names, dtype=dtype, constants=constants, loss=loss,
         device=device, executor=executor, per_module=per_module, seed=seed, pipeline=pipeline,
