@@ -258,7 +258,8 @@ def test_ptx_expr_injects_differentiates_and_autotunes(tmp_path):
                    *G2.op_words("add")], 0.0, G2)
     law = c.ptx_expr(name="law")
     assert law.__name__ == "law" and list(law.params) == ["x0", "x1"]
-    tmpl = nx.CudaTemplate(KERNEL, entry="law", arch="sm_90", cache=False)
+    tmpl = nx.CudaTemplate(KERNEL, entry="law", arch="sm_90",
+                           cache=nx.CubinCache(str(tmp_path / "cubins")))
     site = tmpl.sites["law"]
     X = _data(50, False, seed=9)
     vals = {"x0": X[:, 0], "x1": X[:, 1]}
@@ -274,7 +275,8 @@ def test_ptx_expr_injects_differentiates_and_autotunes(tmp_path):
     assert np.array_equal(np.asarray(dv), X[:, 1] + np.float32(1))
     # autotuned against a longer equivalent form
     slow = ptx_expr_of("x0*(x1 + 1) + 0*exp(x1)", G2, name="law")
-    best = nx.autotune(tmpl, [{"law": slow}, {"law": law}], cost="sass", cache_dir=tmp_path)
+    best = nx.autotune(tmpl, [{"law": slow}, {"law": law}], cost="sass",
+                       cache_dir=tmp_path / "tune")
     assert best.index == 1
 
 
