@@ -117,7 +117,7 @@ class MLP:
     random (seeded by ``seed`` and the steps taken), ``k`` rows in all: an update whose cost
     does not grow with the buffer (new rows past ``k``: the latest ``k``)::
 
-        model = MLP(batch=2048, steps=5)    # ~3 ms an update of 1,000 rows over 10,000
+        model = MLP(batch=1024, steps=5)    # ~7 ms an update of 1,000 rows over 10,000
 
     Many small updates with ``batch=`` revisit the buffer as a minibatch optimizer would.
 
