@@ -27,7 +27,6 @@ with no GPU (the formula runs in the stub emulator, :meth:`Candidate.predict`).
 """
 from __future__ import annotations
 
-import inspect
 import logging
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
@@ -112,6 +111,14 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
         self.build, self.predictor, self.screen = build, predictor, screen
         self.explore, self.progress = explore, progress
 
+    def __sklearn_clone__(self) -> SymbolicRegressor:
+        """scikit-learn's clone (``GridSearchCV`` clones per fit), sharing ``executor``: an
+        executor is a pool to share, and cannot be deep-copied."""
+        from sklearn.base import clone
+        params = self.get_params(deep=False)
+        return type(self)(**{k: v if k == "executor" else clone(v, safe=False)
+                             for k, v in params.items()})
+
     # ---- fit, predict, score
     def fit(self, X: Any, y: Any) -> SymbolicRegressor:
         """Search for formulas of the columns of ``X`` that fit ``y`` (``regress``);
@@ -126,16 +133,16 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
         options = self.get_params()
         options.pop("random_state")
         options["dtype"] = self._dtype(X)
-        if "model_selection" not in inspect.signature(regress).parameters:
-            options.pop("model_selection")   # a regress without the option: its best
         result = regress(X, y, seed=self._seed(), names=self.input_names_, **options)
-        front = getattr(result, "front", None)
-        self.equations_ = list(front) if front else [result.best]
-        self.best_ = getattr(result, "model", None) or result.best
+        if result.model is None:
+            raise SearchError(f"SymbolicRegressor.fit: the search stopped ({result.stopped}) "
+                              f"before its first generation, so there is no formula; give "
+                              f"time_limit= more than {self.time_limit!r} s")
+        self.equations_, self.best_ = list(result.front), result.model
         self.history_, self.seed_, self.stopped_ = list(result.history), result.seed, \
             result.stopped
-        log.info("SymbolicRegressor: %s (loss %.6g) after %d generations", self.best_.formula,
-                 self.best_.loss, len(self.history_))
+        log.info("SymbolicRegressor: %s (loss %.6g) after %d generations", result.model.formula,
+                 result.model.loss, len(self.history_))
         return self
 
     def predict(self, X: Any) -> np.ndarray:
