@@ -98,6 +98,42 @@ def test_map_elites_keeps_a_front_too():
     assert r.model is fr.select(r.front, "best")
 
 
+_EVOLVE_SRC = r'''
+extern "C" __global__ void fit(float* out, const float* X, int n) {
+    unsigned cand = blockIdx.y;
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        float t = X[i], p;
+        PTX_INJECT("f", PTX_IN(U32, cand), PTX_IN(F32, t), PTX_OUT(F32, p));
+        out[(size_t)cand * n + i] = p;
+    }
+}'''
+
+
+def test_evolve_keeps_a_front_of_its_fitness_and_has_no_mdl():
+    """evolve's front (packs built for real by NVRTC and nvJitLink, each stub run by the
+    emulator in the fitness): monotone in the fitness, the best on it; "mdl" needs data."""
+    import numptx as nx
+    tmpl = nx.CudaTemplate(_EVOLVE_SRC, entry="fit")
+    site = tmpl.sites["f"]
+    t = np.linspace(-1, 1, 16, dtype=np.float32)
+
+    def fitness(packs):
+        out = []
+        for p in packs:
+            for stub in p.candidates:
+                got = nx.emulate(stub, {site["t"].reg: t, site["cand"].reg: np.uint32(0)},
+                                 [site["p"].reg])[site["p"].reg]
+                out.append(float(np.mean((got - (t * t - t)) ** 2)))
+        return out
+    r = search.evolve(tmpl, "f", fitness, ops=["add", "mul", "sub"], population=16,
+                      generations=3, seed=0)
+    _monotone(r.front)
+    assert r.front[-1].loss == r.best.loss and r.model is fr.select(r.front, "best")
+    with pytest.raises(SearchError, match="'mdl'.*data"):
+        r.select("mdl")
+
+
 def test_results_pickle_with_their_front():
     r = _run(generations=2)
     got = pickle.loads(pickle.dumps(r.front))

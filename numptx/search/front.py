@@ -32,7 +32,9 @@ for one or two middle entries.
 What :attr:`Result.front` returns: the kept programs as :attr:`Result.best` is returned
 (re-scored by the compiled path where the run was scored by the interpreter, the screening
 build or a partial semantic-dedup probe; under linear scaling the scaling written into each
-program, which then carries its plain loss; :func:`numptx.search.rescore.returned`), with
+program, which then carries its plain loss; :func:`numptx.search.rescore.returned`; an
+``evolve(build="fast")`` run's entries keep the screening build's losses, but for ``best``:
+scoring them again would call the user's fitness again), with
 ``best`` among them, measured again (the written scaling adds up to 4 nodes: ``f*b + a``) and
 made a front again: sorted by complexity, each entry's loss strictly below the one before. So
 ``result.front[-1]`` has the lowest loss; it is ``result.best`` unless a simpler program
@@ -339,10 +341,7 @@ def returned_front(search: Any, best: Candidate | None) -> list[Candidate]:
     docstring), ``best`` among them, made a front again."""
     entries = [dataclasses.replace(c, program=list(c.program)) for c in search.front.entries]
     ev = search.evaluator
-    if ev is None:
-        if entries and search.user.build == "fast":
-            got = search.user.score_alone([c.program for c in entries], "full")
-            entries = [dataclasses.replace(c, loss=float(v)) for c, v in zip(entries, got)]
+    if ev is None:          # evolve: scored by the user's fitness, which is not called again
         return pareto(([best] if best is not None else []) + entries)
     from .scaling import written
     sem = search.semantic
