@@ -261,6 +261,16 @@ def test_a_bounded_front_measures_the_lowest_losses_and_the_shortest_programs():
     assert [(c.complexity, c.loss) for c in every.entries] == [(1, 9.0), (3, 3.0), (5, 0.5)]
 
 
+def test_a_program_the_simplifier_refuses_is_left_off_the_front_and_logged(caplog):
+    genes = Genes(OPS, 2)
+    stray = Candidate([sp.input("z")], 0.5, genes)         # an input the genes do not have
+    front = fr.Front(genes)
+    with caplog.at_level("WARNING", logger="numptx.search.front"):
+        front.offer([stray, Candidate([sp.input("x0")], 1.0, genes)])
+    assert [(c.complexity, c.loss) for c in front.entries] == [(1, 1.0)]
+    assert "left off the front" in caplog.text and "'z'" in caplog.text
+
+
 def test_a_candidates_complexity_is_measured_again_for_a_new_program():
     genes = Genes(OPS, 2)
     c = Candidate([sp.input("x0")], 1.0, genes)

@@ -75,6 +75,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import logging
 import math
 import time
 from collections.abc import Sequence
@@ -85,6 +86,8 @@ import numpy as np
 from .config import MODEL_SELECTIONS, ModelSelection
 from .genes import LN2, LOG2E, Genes, SearchError, shown
 from .results import Candidate, complexities_of, program_key
+
+log = logging.getLogger(__name__)
 
 __all__ = ["Front", "MODEL_SELECTIONS", "ModelSelection", "BEST_LOSS_RATIO", "check_rule",
            "pareto", "scores", "select", "symbols", "description_lengths", "returned_front",
@@ -145,10 +148,8 @@ class Front:
         worst = math.inf if first is None or first.complexity > 1 else first.loss
         todo = self._picked([c for c in cands if c.loss < worst and math.isfinite(c.loss)])
         if todo:
-            before = sum(c.known_complexity is None for c in todo)
-            cs = complexities_of(todo)
-            self.measured += before
-            for c, k in sorted(zip(todo, cs.tolist()), key=lambda t: (t[1], t[0].loss)):
+            self.measured += sum(c.known_complexity is None for c in todo)
+            for c, k in sorted(_measured(todo), key=lambda t: (t[1], t[0].loss)):
                 self._file(c, k)
         self.seconds += time.perf_counter() - t0
 
@@ -187,6 +188,21 @@ class Front:
             cs = complexities_of(cands)
             for c, k in sorted(zip(cands, cs.tolist()), key=lambda t: (t[1], t[0].loss)):
                 self._file(c, k)
+
+
+def _measured(cands: list[Candidate]) -> list[tuple[Candidate, int]]:
+    """(candidate, complexity) pairs; a program the simplifier refuses (a SearchError) is left
+    off the front, logged, rather than ending the run."""
+    try:
+        return list(zip(cands, complexities_of(cands).tolist()))
+    except SearchError:
+        out = []
+        for c in cands:
+            try:
+                out.append((c, c.complexity))
+            except SearchError as e:
+                log.warning("numptx.search.front: a program left off the front: %s", e)
+        return out
 
 
 def pareto(cands: Sequence[Candidate]) -> list[Candidate]:
