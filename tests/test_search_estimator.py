@@ -1,6 +1,7 @@
 """numptx.search.SymbolicRegressor (issue 26 item 1): scikit-learn's own estimator checks,
 Pipeline and GridSearchCV, pickling, scikit-learn's conventions for bad input, the options
-kept in step with regress, and the import without scikit-learn."""
+kept in step with regress (the import without scikit-learn: tests/test_search_inputs.py,
+which runs where scikit-learn is not installed)."""
 from __future__ import annotations
 
 import inspect
@@ -191,26 +192,6 @@ def test_random_state_reproduces_a_fit():
     a = SymbolicRegressor(**{**SMALL, "random_state": np.random.RandomState(5)}).fit(X, y)
     b = SymbolicRegressor(**{**SMALL, "random_state": np.random.RandomState(5)}).fit(X, y)
     assert a.seed_ == b.seed_ and a.best_.program == b.best_.program
-
-
-_NO_SKLEARN = """
-import sys
-sys.modules["sklearn"] = None            # import sklearn raises ImportError
-import numptx.search as s
-assert not {"sklearn", "pandas", "sympy"} & {m.split(".")[0] for m in sys.modules
-                                              if sys.modules[m] is not None}, "imported"
-try:
-    s.SymbolicRegressor
-except s.SearchError as e:
-    print(e)
-"""
-
-
-def test_search_imports_without_sklearn_and_the_estimator_names_the_extra():
-    res = subprocess.run([sys.executable, "-c", _NO_SKLEARN], capture_output=True, text=True,
-                         timeout=300)
-    assert res.returncode == 0, res.stderr
-    assert 'pip install "numptx[sklearn]"' in res.stdout
 
 
 def test_feynman_example_png_writer_round_trips(tmp_path):

@@ -1,8 +1,11 @@
 """What a user's data and options meet before a search (issue 26, "Other things that tripped
 the run"): any input name (``y`` included, a DataFrame's columns mapped where they cannot be
-used as they are), float64 data with f32-only ops, protected operators, time_limit."""
+used as they are), float64 data with f32-only ops, protected operators, time_limit, and
+``import numptx.search`` without the optional extras (scikit-learn, pandas, sympy)."""
 from __future__ import annotations
 
+import subprocess
+import sys
 import warnings
 
 import numpy as np
@@ -197,3 +200,24 @@ def test_protected_formulas_evaluate_like_the_stub(dtype):
         c = Candidate(random_program(g, rng, length=(2, 10)), 0.0, g)
         got = evaluate(formula(c.program, g, digits=digits), X, g)
         assert np.array_equal(got, c.predict(X), equal_nan=True), c.formula
+
+
+# ---- optional extras ------------------------------------------------------------------------
+_NO_SKLEARN = """
+import sys
+sys.modules["sklearn"] = None            # import sklearn raises ImportError
+import numptx.search as s
+assert not {"sklearn", "pandas", "sympy"} & {m.split(".")[0] for m in sys.modules
+                                              if sys.modules[m] is not None}, "imported"
+try:
+    s.SymbolicRegressor
+except s.SearchError as e:
+    print(e)
+"""
+
+
+def test_search_imports_without_sklearn_and_the_estimator_names_the_extra():
+    res = subprocess.run([sys.executable, "-c", _NO_SKLEARN], capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert 'pip install "numptx[sklearn]"' in res.stdout
