@@ -18,7 +18,9 @@ See docs/search.md. Modules: :mod:`.genes` (building blocks), :mod:`.operators` 
 compiled path), :mod:`.semantic` (dedup by outputs on probe rows), :mod:`.rescore` (what the
 interpreter scored, re-scored by the compiled path), :mod:`.constants` (the local optimizer), :mod:`.loop` (the searches), :mod:`.config` (options, their defaults and
 bounds), :mod:`.elites` (MAP-Elites), :mod:`.checkpoint` (files), :mod:`.fields` (the checks of
-a checkpoint's fields), :mod:`.resume` (continuing a saved run).
+a checkpoint's fields), :mod:`.resume` (continuing a saved run), :mod:`.estimator`
+(``SymbolicRegressor``, the scikit-learn estimator: ``numptx.search.SymbolicRegressor`` imports
+scikit-learn when it is asked for, so this package imports without it).
 """
 from . import genes, operators, formula as formula_module  # noqa: F401
 from .checkpoint import CheckpointError
