@@ -23,8 +23,10 @@ kept: a -0.0 constant prints as ``-0.0`` (``1/(x*-0.0)`` is not ``1/(x*0)``)::
 The text is a Python expression over the input names, numbers (``nan``, ``inf`` included) and
 the functions ``exp exp2 log log2 sin cos tanh sqrt abs fmax fmin fma copysign rint trunc floor
 ceil sat`` (NumPy's names; ``fma(a, b, c)`` is a*b+c rounded once, ``sat`` clamps to [0, 1] with
-NaN -> 0). A subexpression shared by a large formula is bound once with ``(_t0 := ...)`` so the
-text stays linear in the program size.
+NaN -> 0); ``x**n`` of an int 2 <= n <= 64 is ``((x*x)*x)*...``, rounded after each product
+as the program's ``mul`` s are (:mod:`numptx.search.simplify` prints ``x**3``). A
+subexpression shared by a large formula is bound once with ``(_t0 := ...)`` so the text stays
+linear in the program size.
 
 :func:`evaluate` reads text of at most :data:`MAX_TEXT` characters nested at most
 :data:`MAX_DEPTH` levels (and Python's 200 parentheses) with at most :data:`MAX_NAMES` ``:=``
@@ -453,6 +455,7 @@ _EVAL_FUNCS = {
     "floor": np.floor, "ceil": np.ceil, "sat": _sat,
 }
 _ARITY = {"fmax": 2, "fmin": 2, "copysign": 2, "fma": 3}
+_MAX_POWER = 64      # x**n of an int 3 <= n <= this: n-1 products, left to right
 
 
 class _Eval:
@@ -544,8 +547,12 @@ class _Eval:
                 return a * b
             if isinstance(op, ast.Div):
                 return a / b
-            if isinstance(node.right, ast.Constant) and node.right.value == 2:
-                return a * a
+            n = node.right.value if isinstance(node.right, ast.Constant) else None
+            if n == 2 or (type(n) is int and 3 <= n <= _MAX_POWER):
+                out = a * a             # x**n is ((x*x)*x)*..., as the program's muls round
+                for _ in range(int(n) - 2):
+                    out = out * a
+                return out
             return np.power(a, b)
         f = _EVAL_FUNCS[node.func.id]
         args = np.broadcast_arrays(*args)

@@ -1,61 +1,408 @@
 """Simplified formulas of search programs and their complexity (issue 26, item 3).
 
-:func:`complexity` is the size of a program's simplified expression: the number of distinct
-nodes of the expression the stub's DAG prints as (each operator or function that reaches the
-output, each input, each number; a subexpression the program computes once and uses twice
-counts once)::
+:func:`simplified` prints a program as text in :mod:`numptx.search.formula`'s grammar (so
+:func:`~numptx.search.formula.evaluate` and the exporters read it), in one of two modes:
 
-    from numptx.search.simplify import complexity, complexities
-    complexity(prog, genes)              # an int
-    complexities(progs, genes)           # a numpy int64 array, one per program
+- ``exact=True``: :func:`~numptx.search.formula.formula`'s text (dead ops gone, constants folded
+  with the instruction table's semantics, the op macros as ``exp``/``log``, the signed-zero
+  rules) with two more rewrites that keep every bit: the operands of ``+``, ``*``, ``fmax``,
+  ``fmin`` and the product of ``fma`` in a canonical order, and ``x*x**n`` as ``x**(n+1)``
+  (``evaluate`` computes ``x**n`` as ``((x*x)*x)*...``, left to right, so ``x*(x*x)`` is
+  ``x**3`` bit for bit; ``(x*x)*(x*x)`` rounds differently and stays ``(x**2)**2``). The text
+  evaluates bit for bit like the program wherever ``formula`` does (its docstring lists where
+  not: directed rounding, ``.ftz``, the approximate rows, ``fma``).
+- ``exact=False`` (the default): the algebra of real numbers. Sums and products are flattened
+  across their chains, like terms and like factors merged, constants combined in float64 and
+  printed with ``digits`` digits. These rewrites are *equal in exact arithmetic* but not bit for
+  bit: the result can differ by rounding everywhere, and at x = 0, inf or NaN by more:
 
-(First version: the nodes of :func:`numptx.search.formula.formula`'s simplified DAG.)
+  ===========================================  ============================================
+  rewrite                                      where it differs from the program
+  ===========================================  ============================================
+  ``0.84*x*0.59`` -> ``0.4956*x``              rounding (one product instead of two)
+  ``x/0.5`` -> ``2*x``, ``a - b`` -> ``a + -b``  rounding of the constant's reciprocal
+  ``x + x`` -> ``2*x``, ``x*x*x`` -> ``x**3``   exact (bit for bit)
+  ``x - x`` -> ``0``, ``0*x`` -> ``0``          x = inf or NaN (the program gives NaN)
+  ``x/x`` -> ``1``, ``x*x**-2`` -> ``1/x``      x = 0, inf or NaN (the program gives NaN)
+  ``(x + y) - y`` -> ``x``                     rounding; y = inf or NaN
+  ``(x + 1)*2`` -> ``2*(x + 1)``               exact (bit for bit)
+  ``abs(-2*x)`` -> ``2*abs(x)``, ``abs(x**2)``  -> ``x**2``: exact up to rounding
+  ``fma(a, b, c)`` -> ``a*b + c``              rounding (two roundings for one)
+  ``-0.0`` -> ``0``                            the sign of a zero result
+  ===========================================  ============================================
+
+  Functions of constants fold (in float64, as ``evaluate`` computes them), a function's
+  arguments are simplified but the function is kept (``exp(log(x))`` stays).
+
+Canonical order (both modes, a total order, so programs equal up to the order of commutative
+operands print equal text): numbers, then inputs (in the genes' order), then powers and
+products, then function calls (by name, then arguments), then sums; a sum's number comes last
+(``x0 + 1``), a product's first (``2*x0``)::
+
+    from numptx.search.simplify import simplified, complexity, complexities
+    simplified(prog, genes)                  # 'x0*(0.5*x0 + 0.99999*sin(x1))'
+    simplified(prog, genes, exact=True)      # 'x0*(0.595191*(0.840067*x0) + 0.99999*sin(x1))'
+    complexity(prog, genes)                  # 9
+    complexities(progs, genes)               # numpy int64 array, one per program
+
+:func:`complexity` is the number of distinct nodes of the ``exact=False`` expression as its text
+reads: each input, each number, each operator (``+``, ``-``, ``*``, ``/``, unary ``-``), each
+function call, ``x**n`` one node with its base (``n`` is no node), ``1/x`` one with its
+denominator (the ``1`` is no node); a subexpression that occurs twice (the program computes it
+once and uses it twice, with ``dup``) counts once. So ``x0*(0.5*x0 + 0.99999*sin(x1))`` is 9
+(x0, 0.5, 0.5*x0, 0.99999, x1, sin, 0.99999*sin(x1), +, *), programs that print the same text
+have the same complexity, and a program of the search's op names never counts more than its
+live words (the pushes, dups and instruction words that reach the output).
 """
 from __future__ import annotations
 
+import math
+import threading
 from collections.abc import Sequence
 
 import numpy as np
 
 from .. import stack_ptx as sp
-from .formula import _parse_stub
+from .algebra import CALL, NUM, PROD, SUM, VAR, Alg, fkey, parse_stub
+from .algebra import reachable as reachable_alg
+from .formula import _ATOM, _MUL, _POW, _UNARY, _check_digits, _Dag, _fmt_num, _parse_stub, _Printer
 from .genes import Genes, SearchError
 
-__all__ = ["complexity", "complexities"]
+__all__ = ["simplified", "simplified_of_stub", "complexity", "complexities"]
 
 
+class _Cache:
+    """One genes' algebraic nodes, kept across programs: a search's children share most of
+    their subexpressions with their parents, so most instructions are found in ``memo``
+    (``(what, operand nodes, macro) -> node``) and most roots in ``count``. Results do not
+    depend on what the cache holds (nodes are interned structurally)."""
+
+    def __init__(self, genes: Genes):
+        self.alg = Alg(genes)
+        self.memo: dict[tuple, int] = {}
+        self.low = _Lower(self.alg)
+        self.count: dict[int, int] = {}
+        self.by_text: dict[str, int] = {}
+        self.lock = threading.Lock()
+
+
+_CACHES: dict[tuple, _Cache] = {}
+_CACHE_NODES = 200_000          # a cache past this many nodes is dropped and started afresh
+
+
+def _cache(genes: Genes) -> _Cache:
+    k = (genes.dtype, genes.names)
+    got = _CACHES.get(k)
+    if got is None or len(got.alg.kind) > _CACHE_NODES or len(got.low.dag.nodes) > _CACHE_NODES:
+        if got is None and len(_CACHES) >= 8:
+            _CACHES.clear()
+        got = _CACHES[k] = _Cache(genes)
+    return got
+
+
+def _reachable(dag: _Dag, root: int) -> set[int]:
+    seen, todo = {root}, [root]
+    while todo:
+        op, args, _v = dag.nodes[todo.pop()]
+        if op in ("num", "var"):
+            continue
+        for c in args:
+            if c not in seen:
+                seen.add(c)
+                todo.append(c)
+    return seen
+
+
+# ---- back to text: a DAG the formula printer prints ------------------------------------------------
+class _Nodes:
+    """Interned (op, child ids, value) nodes, as :class:`formula._Dag` holds them for the
+    printer, without its simplification."""
+
+    def __init__(self):
+        self.nodes: list[tuple] = []
+        self._intern: dict[tuple, int] = {}
+
+    def add(self, op: str, args: tuple[int, ...] = (), value=None) -> int:
+        key = (op, args, value)
+        i = self._intern.get(key)
+        if i is None:
+            i = self._intern[key] = len(self.nodes)
+            self.nodes.append(key)
+        return i
+
+    def num(self, v: float) -> int:
+        return self.add("num", (), v)
+
+    def call(self, name: str, *args: int) -> int:
+        return self.add("call", tuple(args), name)
+
+
+class _Lower:
+    """The algebraic form as binary nodes (plus ``pow`` and ``inv``) the formula printer
+    prints, sums and products left to right in canonical order."""
+
+    def __init__(self, alg: Alg):
+        self.alg = alg
+        self.dag = _Nodes()
+        self.memo: dict[int, int] = {}
+
+    def node(self, i: int) -> int:
+        """Node ``i`` lowered (its children already are: :func:`_lowered` goes up the ids)."""
+        got = self.memo.get(i)
+        if got is not None:
+            return got
+        alg, dag = self.alg, self.dag
+        kind, data = alg.kind[i], alg.data[i]
+        if kind == NUM:
+            r = dag.num(math.nan if data == "nan" else data)
+        elif kind == VAR:
+            r = dag.add("var", (), data)
+        elif kind == CALL:
+            r = dag.call(data[0], *[self.node(a) for a in data[1]])
+        elif kind == PROD:
+            r = self.product(1.0, data)
+        else:
+            r = self.sum(*data)
+        self.memo[i] = r
+        return r
+
+    def product(self, coeff: float, factors: tuple) -> int:
+        """``coeff`` times the factors: ``c*a*b**2/(d*e)``; exponents of a common divisor
+        g > 1 as one power, ``(x*y)**2`` (not ``x**2*y**2``), ``(x/y)**2``."""
+        dag = self.dag
+        g = math.gcd(*[e for _b, e in factors]) if len(factors) > 1 else 1
+        if g > 1:
+            inner = self.product(1.0, tuple((b, e // g) for b, e in factors))
+            p = dag.add("pow", (inner,), g)
+            return p if coeff == 1 else dag.add("*", (dag.num(coeff), p))
+        up = [dag.num(coeff)] if coeff != 1 else []
+        down = []
+        for b, e in factors:
+            x = self.node(b)
+            p = x if abs(e) == 1 else dag.add("pow", (x,), abs(e))
+            (up if e > 0 else down).append(p)
+        top = self.chain("*", up)
+        if not down:
+            return top
+        bottom = self.chain("*", down)
+        return dag.add("inv", (bottom,)) if top is None else dag.add("/", (top, bottom))
+
+    def chain(self, op: str, items: list[int]) -> int | None:
+        acc = items[0] if items else None
+        for x in items[1:]:
+            acc = self.dag.add(op, (acc, x))
+        return acc
+
+    def term(self, k: float, m: int) -> int:
+        if k == 1:
+            return self.node(m)
+        if k == -1:
+            return self.dag.add("neg", (self.node(m),))
+        if self.alg.kind[m] == PROD:
+            return self.product(k, self.alg.data[m])
+        return self.dag.add("*", (self.dag.num(k), self.node(m)))
+
+    def sum(self, c: float, terms: tuple) -> int:
+        """The terms in canonical order and the number last (``x - y + 2``), but led by the
+        first term of a positive coefficient (``y - x``), else by the number (``2 - x``),
+        else by a term of a coefficient other than -1 (``-2*y - x``), so no sum starts with
+        a negation it can do without."""
+        dag = self.dag
+        lead = next((j for j, (k, _m) in enumerate(terms) if k > 0), None)
+        if lead is None and c != 0:
+            acc, rest, c = dag.num(c), terms, 0.0
+        else:
+            if lead is None:                     # -4.2*x - y: a number's sign costs no node
+                lead = next((j for j, (k, _m) in enumerate(terms) if k != -1), 0)
+            acc, rest = self.term(*terms[lead]), terms[:lead] + terms[lead + 1:]
+        for k, m in rest:
+            acc = dag.add("-", (acc, self.term(-k, m))) if k < 0 else \
+                dag.add("+", (acc, self.term(k, m)))
+        if c != 0:
+            acc = dag.add("-", (acc, dag.num(-c))) if c < 0 else dag.add("+", (acc, dag.num(c)))
+        return acc
+
+
+class _PowPrinter(_Printer):
+    """:class:`formula._Printer` with ``x**n`` (``pow``, n an int >= 2) and ``1/x`` (``inv``)."""
+
+    def _emit(self, i: int, kids: list[tuple[str, int]]) -> tuple[str, int]:
+        op, _args, v = self.dag.nodes[i]
+        if op == "num" and abs(v) != 1:
+            s = _fmt_num(v, self.digits)
+            d = self.digits
+            while s in ("1", "-1") and d < 17:       # 1.000004*x never prints as 1*x
+                d += 1
+                s = _fmt_num(v, d)
+            return s, _UNARY if s.startswith("-") else _ATOM
+        if op == "pow":
+            t, p = kids[0]
+            return (f"({t})**{v}" if p <= _POW else f"{t}**{v}"), _POW
+        if op == "inv":
+            t, p = kids[0]
+            return (f"1/({t})" if p <= _MUL else f"1/{t}"), _MUL
+        return super()._emit(i, kids)
+
+
+# ---- the exact mode: the printer's DAG in canonical order ------------------------------------------
+_COMMUTATIVE_CALLS = frozenset({"fmax", "fmin"})
+
+
+def _canonical_exact(dag: _Dag, root: int, genes: Genes) -> tuple[_Dag, int]:
+    """``dag`` with commutative operands in canonical order and ``x*x**n`` as ``x**(n+1)``:
+    rewrites that keep every bit (see the module docstring)."""
+    index = {n: j for j, n in enumerate(genes.names)}
+    new = _Dag(genes, False)
+    keys: dict[int, tuple] = {}
+    out: dict[int, int] = {}
+
+    def put(op: str, args: tuple[int, ...], v, key: tuple) -> int:
+        j = new.add(op, args, v)
+        keys.setdefault(j, key)
+        return j
+
+    for i in sorted(_reachable(dag, root)):
+        op, args, v = dag.nodes[i]
+        a = [out[c] for c in args]
+        if op == "num":
+            out[i] = put("num", (), v, (NUM, fkey(v)))
+        elif op == "var":
+            out[i] = put("var", (), v, (VAR, index[v]))
+        elif op == "sq":
+            out[i] = put("pow", (a[0],), 2, (PROD, keys[a[0]], 2))
+        elif op in ("+", "-"):
+            out[i] = _exact_sum(new, keys, put, op, a)
+        elif op == "*":
+            out[i] = _exact_product(keys, put, new, a)
+        elif op == "call":
+            if v in _COMMUTATIVE_CALLS or v == "fma":
+                a[:2] = sorted(a[:2], key=keys.__getitem__)
+            out[i] = put("call", tuple(a), v, (CALL, v, tuple(keys[c] for c in a)))
+        else:
+            out[i] = put(op, tuple(a), v, (SUM, op, tuple(keys[c] for c in a)))
+    return new, out[root]
+
+
+def _exact_product(keys: dict, put, new: _Dag, a: list[int]) -> int:
+    for x, y in ((a[0], a[1]), (a[1], a[0])):
+        ny = new.nodes[y]
+        if ny[0] == "pow" and ny[1][0] == x:             # x * x**n is x**(n+1), bit for bit
+            return put("pow", (x,), ny[2] + 1, (PROD, keys[x], ny[2] + 1))
+    a = sorted(a, key=keys.__getitem__)                 # numbers first: 2*x
+    return put("*", tuple(a), None, (SUM, "*", tuple(keys[c] for c in a)))
+
+
+def _exact_sum(new: _Dag, keys: dict, put, op: str, a: list[int]) -> int:
+    """``a0 + a1`` or ``a0 - a1`` as a sum of two signed terms in canonical order (IEEE's
+    ``a - b`` is ``a + -b`` bit for bit): positive terms first, numbers last, so
+    ``-0.09 + -x``, ``-x - 0.09`` and ``-x + -0.09`` all print ``-x - 0.09``."""
+    terms = []
+    for j, c in enumerate(a):
+        node = new.nodes[c]
+        neg = j == 1 and op == "-"
+        if node[0] == "neg":
+            neg, c = not neg, node[1][0]
+        elif node[0] == "num" and not math.isnan(node[2]) and math.copysign(1.0, node[2]) < 0:
+            neg, c = not neg, put("num", (), -node[2], (NUM, fkey(-node[2])))
+        terms.append((neg, keys[c][0] == NUM, keys[c], c))
+    (n0, _, _, c0), (n1, _, _, c1) = sorted(terms)
+    if n0:
+        v = new.nodes[c0][2]
+        c0 = put("num", (), -v, (NUM, fkey(-v))) if new.nodes[c0][0] == "num" else \
+            put("neg", (c0,), None, (SUM, "neg", (keys[c0],)))
+    sign = "-" if n1 else "+"
+    return put(sign, (c0, c1), None, (SUM, sign, (keys[c0], keys[c1])))
+
+
+# ---- public ----------------------------------------------------------------------------------------
 def _check_genes(genes) -> Genes:
     if not isinstance(genes, Genes):
         raise SearchError(f"genes={genes!r}: give a numptx.search.genes.Genes")
     return genes
 
 
-def _count(text: str, genes: Genes) -> int:
-    dag, root = _parse_stub(text, genes, True)
-    seen = {root}
-    todo = [root]
-    while todo:
-        op, args, _v = dag.nodes[todo.pop()]
-        if op in ("num", "var"):
-            continue
-        for a in args:
-            if a not in seen:
-                seen.add(a)
-                todo.append(a)
-    return len(seen)
+def _stubs(programs, genes: Genes) -> list:
+    if isinstance(programs, (str, bytes)) or not isinstance(programs, Sequence):
+        raise SearchError(f"programs={programs!r}: give a sequence of programs (lists of "
+                          f"Stack PTX ops or sp.encode arrays)")
+    try:
+        return sp.compile_many(list(programs), genes.inputs, genes.outputs)
+    except (sp.ProgramError, TypeError, ValueError) as e:
+        raise SearchError(f"programs: {e}") from None
+
+
+def _lower_fresh(alg: Alg, top: int) -> tuple[_Nodes, int]:
+    """The nodes that ``top`` reaches, lowered into a DAG of their own (for the printer)."""
+    low = _Lower(alg)
+    for i in sorted(reachable_alg(alg, top)):      # children first: node() never recurses
+        low.node(i)
+    return low.dag, low.node(top)
+
+
+def simplified_of_stub(stub, genes: Genes, *, digits: int = 6, exact: bool = False) -> str:
+    """:func:`simplified` of an already compiled stub (``sp.compile(prog, genes.inputs,
+    genes.outputs)`` or ``sp.compile_many``)."""
+    _check_genes(genes)
+    digits = _check_digits(digits)
+    if not isinstance(exact, (bool, np.bool_)):
+        raise SearchError(f"exact={exact!r}: give True (bit-exact rewrites only) or False "
+                          f"(the algebra of real numbers)")
+    if exact:
+        dag, root = _parse_stub(str(stub), genes, True)
+        dag, root = _canonical_exact(dag, root, genes)
+    else:
+        cache = _cache(genes)
+        with cache.lock:
+            top = parse_stub(str(stub), cache.alg, cache.memo)
+            dag, root = _lower_fresh(cache.alg, top)
+    return _PowPrinter(dag, root, digits).emit(root)[0]
+
+
+def simplified(program: Sequence, genes: Genes, *, digits: int = 6, exact: bool = False) -> str:
+    """``program`` as simplified formula text (see the module docstring): ``exact=True`` keeps
+    every bit of :func:`~numptx.search.formula.formula`'s promise, ``exact=False`` applies the
+    algebra of real numbers; ``digits`` significant digits per number::
+
+        simplified(prog, genes)                # 'x0**3 + x0**2 + x0'-like text, canonical
+    """
+    _check_genes(genes)
+    return simplified_of_stub(_stubs([program], genes)[0], genes, digits=digits, exact=exact)
+
+
+def _count(text: str, cache: _Cache) -> int:
+    got = cache.by_text.get(text)
+    if got is not None:
+        return got
+    top = parse_stub(text, cache.alg, cache.memo)
+    got = cache.count.get(top)
+    if got is None:
+        low = cache.low
+        for i in sorted(reachable_alg(cache.alg, top)):
+            if i not in low.memo:
+                low.node(i)
+        got = cache.count[top] = len(_reachable(low.dag, low.memo[top]))
+    if len(cache.by_text) > _CACHE_NODES:
+        cache.by_text.clear()
+    cache.by_text[text] = got
+    return got
 
 
 def complexities(programs: Sequence, genes: Genes) -> np.ndarray:
     """:func:`complexity` of each program (lists of ops or ``sp.encode`` arrays), compiled in
-    one ``sp.compile_many`` batch: an int64 array of ``len(programs)``."""
+    one ``sp.compile_many`` batch: an int64 array of ``len(programs)``. Thread-safe; it keeps
+    the subexpressions it has seen per genes (a bounded cache), so a search's children, which
+    share most of theirs with their parents, cost a few microseconds each."""
     _check_genes(genes)
-    try:
-        stubs = sp.compile_many(list(programs), genes.inputs, genes.outputs)
-    except sp.ProgramError as e:
-        raise SearchError(f"programs: {e}") from None
-    return np.fromiter((_count(str(s), genes) for s in stubs), np.int64, len(stubs))
+    stubs = _stubs(programs, genes)
+    cache = _cache(genes)
+    with cache.lock:
+        return np.fromiter((_count(str(s), cache) for s in stubs), np.int64, len(stubs))
 
 
 def complexity(program: Sequence, genes: Genes) -> int:
-    """The number of nodes of ``program``'s simplified expression (see the module docstring)."""
+    """The number of distinct nodes of ``program``'s simplified (``exact=False``) expression
+    (see the module docstring)::
+
+        complexity(prog, genes)                # 9 for x0*(0.5*x0 + 0.99999*sin(x1))
+    """
     return int(complexities([program], genes)[0])

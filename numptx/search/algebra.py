@@ -1,0 +1,411 @@
+"""The algebraic form of a compiled stub, for :mod:`numptx.search.simplify`.
+
+A stub's statements are read in order into interned nodes of the algebra of real numbers
+(:class:`Alg`): numbers, inputs, function calls, products of int powers and sums of terms with
+coefficients, each with a structural key that orders them canonically. Constant-only
+instructions fold bit-exactly with the instruction table's semantics; the op macros (``exp``:
+``ex2`` of ``x*log2(e)``, ``log``: ``lg2(x)*ln(2)``) are recognised by their exact constants::
+
+    alg, memo = Alg(genes), {}
+    top = parse_stub(str(stub), alg, memo)          # a node of alg
+    alg.kind[top], alg.data[top]
+
+Nodes are interned by structure, so an :class:`Alg` and its ``memo`` may be kept across
+programs (:mod:`numptx.search.simplify` keeps one per genes): what they hold never changes a
+result.
+"""
+from __future__ import annotations
+
+import math
+import re
+import struct
+
+import numpy as np
+
+from ..instructions import TABLE, UnknownInstructionError
+from .formula import _CVT, _FUNCS
+from .genes import LN2, LOG2E, Genes, SearchError
+
+__all__ = ["Alg", "parse_stub", "reachable", "NUM", "VAR", "PROD", "CALL", "SUM", "fkey"]
+
+NUM, VAR, PROD, CALL, SUM = 0, 1, 2, 3, 4     # ranks of the canonical order too
+
+
+_FACTS: dict[tuple, tuple] = {}
+
+
+def _genes_facts(genes: Genes) -> tuple:
+    """(NumPy dtype, input name -> index, log2(e) and ln(2) in the dtype) of ``genes``."""
+    k = (genes.dtype, genes.names)
+    got = _FACTS.get(k)
+    if got is None:
+        if len(_FACTS) > 256:
+            _FACTS.clear()
+        got = _FACTS[k] = (np.float32 if genes.dtype == "f32" else np.float64,
+                           {n: j for j, n in enumerate(genes.names)},
+                           genes.round(LOG2E), genes.round(LN2))
+    return got
+
+
+def fkey(v: float) -> tuple:
+    """A number's place in the total order (NaN last, -0.0 before 0.0)."""
+    if v != v:
+        return (True, 0.0, 1.0)
+    return (False, v, -1.0 if v == 0 and math.copysign(1.0, v) < 0 else 1.0)
+
+
+# ---- the algebraic form ------------------------------------------------------------------------
+class Alg:
+    """Interned algebraic nodes. A node is a number, an input, a call ``(name, args)``, a
+    product ``((base, exponent), ...)`` of nonzero int exponents (no coefficient), or a sum
+    ``(const, ((coeff, mono), ...))`` whose monos are neither numbers nor sums. Each node has a
+    structural key (its place in the canonical order), equal only for equal nodes."""
+
+    def __init__(self, genes: Genes):
+        self.genes = genes
+        self.np, self.index, self.log2e, self.ln2 = _genes_facts(genes)
+        self.kind: list[int] = []
+        self.data: list = []
+        self.key: list[tuple] = []
+        self._intern: dict[tuple, int] = {}
+
+    def _node(self, kind: int, data) -> int:
+        sig = (kind, data)
+        i = self._intern.get(sig)
+        if i is None:
+            i = self._intern[sig] = len(self.kind)
+            self.kind.append(kind)
+            self.data.append(data)
+            self.key.append(self._key(kind, data))
+        return i
+
+    def _key(self, kind: int, data) -> tuple:
+        """A new node's structural key (its children's keys are made)."""
+        key = self.key
+        if kind == NUM:
+            return (NUM, fkey(math.nan if data == "nan" else data))
+        if kind == VAR:
+            return (VAR, self.index[data])
+        if kind == PROD:
+            return (PROD, tuple((key[b], e) for b, e in data))
+        if kind == CALL:
+            return (CALL, data[0], tuple(key[a] for a in data[1]))
+        return (SUM, tuple((key[m], fkey(k)) for k, m in data[1]), fkey(data[0]))
+
+    def num(self, v: float) -> int:
+        v = float(v) + 0.0                       # -0.0 is 0 here (the algebra has no signed zero)
+        return self._node(NUM, v if v == v else "nan")
+
+    def var(self, name: str) -> int:
+        return self._node(VAR, name)
+
+    def finite(self, i: int) -> float | None:
+        """Node ``i``'s value when it is a finite number."""
+        if self.kind[i] == NUM:
+            v = self.data[i]
+            if v != "nan" and math.isfinite(v):
+                return v
+        return None
+
+    # ---- linear form (const, {mono: coeff}) and product form (coeff, {base: exponent})
+    def lin(self, i: int) -> tuple[float, dict[int, float]]:
+        v = self.finite(i)
+        if v is not None:
+            return v, {}
+        if self.kind[i] == SUM:
+            c, terms = self.data[i]
+            return c, {m: k for k, m in terms}
+        return 0.0, {i: 1.0}
+
+    def prodform(self, i: int) -> tuple[float, dict[int, int]]:
+        v = self.finite(i)
+        if v is not None:
+            return v, {}
+        kind, data = self.kind[i], self.data[i]
+        if kind == SUM and data[0] == 0 and len(data[1]) == 1:
+            k, m = data[1][0]
+            return k, (dict(self.data[m]) if self.kind[m] == PROD else {m: 1})
+        if kind == PROD:
+            return 1.0, dict(data)
+        return 1.0, {i: 1}
+
+    def from_lin(self, c: float, terms: dict[int, float]) -> int:
+        if len(terms) == 1:
+            (m, k), = terms.items()
+            if k == 0:
+                return self.num(c)
+            if c == 0 and k == 1:
+                return m
+            return self._node(SUM, (c + 0.0, ((k, m),)))
+        key = self.key
+        items = sorted((key[m], k, m) for m, k in terms.items() if k != 0)
+        if not items:
+            return self.num(c)
+        if c == 0 and len(items) == 1 and items[0][1] == 1:
+            return items[0][2]
+        return self._node(SUM, (c + 0.0, tuple((k, m) for _key, k, m in items)))
+
+    def from_prod(self, coeff: float, factors: dict[int, int]) -> int:
+        if len(factors) == 1:
+            (b, e), = factors.items()
+            if e == 0:
+                return self.num(coeff)
+            mono = b if e == 1 else self._node(PROD, ((b, e),))
+        else:
+            key = self.key
+            items = sorted((key[b], b, e) for b, e in factors.items() if e != 0)
+            if not items:
+                return self.num(coeff)
+            mono = items[0][1] if len(items) == 1 and items[0][2] == 1 else \
+                self._node(PROD, tuple((b, e) for _key, b, e in items))
+        if coeff == 1:
+            return mono
+        if coeff == 0:
+            return self.num(0.0)
+        return self.from_lin(0.0, {mono: coeff})  # 2*(x + 1) stays: distributing adds nodes
+
+    # ---- operations
+    def add(self, a: int, b: int, sign: float = 1.0) -> int:
+        if a == b and sign == 1 and self.kind[a] == SUM and self.finite(a) is None:
+            c, terms = self.data[a]
+            if c != 0 or len(terms) > 1:         # s + s is 2*(x + y), not 2*x + 2*y
+                return self.from_lin(0.0, {a: 2.0})
+        ca, ta = self.lin(a)
+        cb, tb = self.lin(b)
+        for m, k in tb.items():
+            ta[m] = ta.get(m, 0.0) + sign * k
+        return self.from_lin(ca + sign * cb, ta)
+
+    def scale(self, a: int, s: float) -> int:
+        c, terms = self.lin(a)
+        return self.from_lin(c * s, {m: k * s for m, k in terms.items()})
+
+    def mul(self, a: int, b: int) -> int:
+        ca, fa = self.prodform(a)
+        cb, fb = self.prodform(b)
+        for f, e in fb.items():
+            fa[f] = fa.get(f, 0) + e
+        return self.from_prod(ca * cb, fa)
+
+    def inv(self, a: int) -> int:
+        c, f = self.prodform(a)
+        if c == 0:                               # x/0 stays a division by the number 0
+            return self._node(PROD, ((a, -1),))
+        return self.from_prod(1.0 / c, {b: -e for b, e in f.items()})
+
+    def pow(self, a: int, n: int) -> int:
+        c, f = self.prodform(a)
+        try:
+            cn = c ** n
+        except OverflowError:
+            cn = math.copysign(math.inf, c) if n % 2 else math.inf
+        return self.from_prod(cn, {b: e * n for b, e in f.items()})
+
+    def call(self, name: str, args: tuple[int, ...]) -> int:
+        if all(self.finite(a) is not None for a in args):
+            from .formula import _EVAL_FUNCS
+            vals = [np.asarray([self.finite(a)], np.float64) for a in args]
+            with np.errstate(all="ignore"):
+                return self.num(float(np.asarray(_EVAL_FUNCS[name](*vals)).reshape(-1)[0]))
+        if name in ("fmax", "fmin"):
+            if args[0] == args[1]:
+                return args[0]
+            args = tuple(sorted(args, key=lambda a: self.key[a]))
+        if name == "abs":
+            return self._abs(args[0])
+        return self._call(name, args)
+
+    def _call(self, name: str, args: tuple[int, ...]) -> int:
+        return self._node(CALL, (name, args))
+
+    def _abs(self, a: int) -> int:
+        """abs(c*m) is |c|*abs(m), abs(x**2) is x**2, abs(abs(x)) is abs(x); a quotient keeps
+        its number inside (abs(2/x), not 2*abs(1/x): fewer nodes)."""
+        c, f = self.prodform(a)
+        if all(e % 2 == 0 for e in f.values()):
+            return self.mul(self.num(abs(c)), self.from_prod(1.0, f))
+        if any(e < 0 for e in f.values()):
+            return self._call("abs", (self.from_prod(abs(c), f),))
+        mono = self.from_prod(1.0, f)
+        if not (self.kind[mono] == CALL and self.data[mono][0] == "abs"):
+            mono = self._call("abs", (mono,))
+        return self.mul(self.num(abs(c)), mono)
+
+
+# ---- the stub read straight into the algebraic form ---------------------------------------------
+_OPCODES: dict[str, tuple[str, object]] = {}      # opcode -> (what it computes, its table row)
+_FOLDED: dict[tuple, float] = {}                   # (opcode, operand values) -> folded result
+_BINARY = {"add": "add", "sub": "sub", "mul": "mul", "div": "div", "min": "fmin",
+           "max": "fmax"}
+
+
+def _opcode(opcode: str) -> tuple[str, object]:
+    """What a stub's instruction computes, as :func:`formula.formula` prints it."""
+    got = _OPCODES.get(opcode)
+    if got is not None:
+        return got
+    try:
+        row = TABLE.by_opcode(opcode)
+    except UnknownInstructionError:
+        raise SearchError(f"simplified: the stub uses {opcode!r}, which has no formula form") \
+            from None
+    parts = row.name.split(".")
+    base = parts[0]
+    if len(row.results) != 1 or any(w != 1 for w in row.operand_widths):
+        what = ""
+    elif base in _BINARY or base in ("neg", "rcp", "rsqrt", "copysign", "ex2", "lg2", "fma"):
+        what = _BINARY.get(base, base)
+    elif base == "cvt" and parts[1] in _CVT:
+        what = _CVT[parts[1]]
+    else:
+        what = _FUNCS.get(base, "")
+    if not what:
+        raise SearchError(f"simplified: instruction {row.name!r} has no formula form")
+    _OPCODES[opcode] = got = (what, row)
+    return got
+
+
+def _fold(opcode: str, row, values: tuple[float, ...], npt) -> float:
+    """The instruction on constants, with the table's semantics (bit-exact), cached."""
+    key = (opcode, tuple(v.hex() for v in values))
+    got = _FOLDED.get(key)
+    if got is None:
+        if len(_FOLDED) > 65536:
+            _FOLDED.clear()
+        out = row.apply(*[np.asarray([v], npt) for v in values])
+        got = _FOLDED[key] = float(np.asarray(out).reshape(-1)[0])
+    return got
+
+
+def parse_stub(text: str, alg: Alg, memo: dict) -> int:
+    """The algebraic form of a compiled stub (a node of ``alg``; ``memo`` maps (what, operand
+    nodes, macro) to the node an instruction made, kept as long as ``alg``): its statements in
+    order, constant-only instructions folded bit-exactly (the table's semantics), the
+    ``exp``/``log`` macros recognised by their exact constants (``ex2(x*log2(e))``,
+    ``lg2(x)*ln(2)``), the rest built by :class:`Alg`."""
+    regs = _Regs(alg)
+    consts: dict[str, float] = {}                  # register -> its exact constant value
+    scaled: dict[str, tuple] = {}                  # register -> (x, c): x * c, |c| = log2(e)
+    out = None
+    for opcode, rest in _STATEMENT.findall(text):
+        ops = rest.split(", ")
+        if opcode[:4] == "mov.":
+            dest, src = ops
+            if src[0] == "%":
+                if src in consts:
+                    consts[dest] = consts[src]
+                value = regs[src]
+            else:
+                consts[dest] = v = _constant(src)
+                value = alg.num(v)
+            if dest == "%y":
+                out = value
+            regs[dest] = value
+            continue
+        what, row = _opcode(opcode)
+        dest, args = ops[0], ops[1:]
+        consts.pop(dest, None)
+        scaled.pop(dest, None)
+        if all(a in consts for a in args):
+            consts[dest] = v = _fold(opcode, row, tuple(consts[a] for a in args), alg.np)
+            regs[dest] = alg.num(v)
+            continue
+        a = tuple(regs[r] for r in args)
+        if what == "mul":
+            for x, c in ((0, 1), (1, 0)):
+                v = alg.finite(a[c])
+                if v is not None and abs(v) == alg.log2e:
+                    scaled[dest] = (a[x], v)
+        key = (what, a, scaled.get(args[0]) if what == "ex2" else None)
+        got = memo.get(key)
+        if got is None:
+            got = memo[key] = _build(alg, what, a, key[2])
+        regs[dest] = got
+    if out is None:
+        raise SearchError("simplified: the stub writes no output %y")
+    return out
+
+
+_STATEMENT = re.compile(r"^\s*([a-z][\w.]*)\s+([^;]*?)\s*;", re.M)
+_CONSTANTS: dict[str, float] = {}
+
+
+class _Regs(dict):
+    """Registers -> algebraic nodes; an input's register ``%name`` reads as the input."""
+
+    def __init__(self, alg: Alg):
+        super().__init__()
+        self.alg = alg
+
+    def __missing__(self, reg: str) -> int:
+        name = reg[1:]
+        if name not in self.alg.index:
+            raise SearchError(f"simplified: the stub reads {reg!r}, which no instruction wrote")
+        self[reg] = i = self.alg.var(name)
+        return i
+
+
+def _constant(src: str) -> float:
+    """A stub's constant operand (``0f3F800000``, ``0d3FF0000000000000``) as a float."""
+    got = _CONSTANTS.get(src)
+    if got is None:
+        if len(_CONSTANTS) > 65536:
+            _CONSTANTS.clear()
+        try:
+            if src[:2] == "0f" and len(src) == 10:
+                got = struct.unpack(">f", bytes.fromhex(src[2:]))[0]
+            elif src[:2] == "0d" and len(src) == 18:
+                got = struct.unpack(">d", bytes.fromhex(src[2:]))[0]
+        except ValueError:
+            pass
+        if got is None:
+            raise SearchError(f"simplified: unexpected constant {src!r} in the stub")
+        _CONSTANTS[src] = got
+    return got
+
+
+def _build(alg: Alg, what: str, a: tuple[int, ...], scaled: tuple | None) -> int:
+    """One instruction (not all of its operands constants) in algebraic form; ``scaled``: its
+    one operand is ``x*c`` with ``|c|`` log2(e) in the dtype (so ``ex2`` is ``exp(±x)``)."""
+    if what == "mul":
+        for x, c in ((0, 1), (1, 0)):        # lg2(v)*ln(2) is log(v), as the macro builds it
+            if alg.finite(a[c]) == alg.ln2 and alg.kind[a[x]] == CALL \
+                    and alg.data[a[x]][0] == "log2":
+                return alg.call("log", alg.data[a[x]][1])
+        return alg.mul(a[0], a[1])
+    if what == "ex2":
+        if scaled is not None:
+            x, v = scaled
+            return alg.call("exp", (x if v > 0 else alg.scale(x, -1.0),))
+        return alg.call("exp2", a)
+    if what == "lg2":
+        return alg.call("log2", a)
+    if what in ("add", "sub"):
+        return alg.add(a[0], a[1], 1.0 if what == "add" else -1.0)
+    if what == "div":
+        return alg.mul(a[0], alg.inv(a[1]))
+    if what == "neg":
+        return alg.scale(a[0], -1.0)
+    if what == "rcp":
+        return alg.inv(a[0])
+    if what == "rsqrt":
+        return alg.inv(alg.call("sqrt", a))
+    if what == "fma":
+        return alg.add(alg.mul(a[0], a[1]), a[2])
+    if what == "copysign":                       # PTX copysign d, a, b: b with a's sign
+        return alg.call("copysign", (a[1], a[0]))
+    return alg.call(what, a)
+
+
+def reachable(alg: Alg, top: int) -> set[int]:
+    seen, todo = {top}, [top]
+    while todo:
+        i = todo.pop()
+        kind, data = alg.kind[i], alg.data[i]
+        kids = (data[1] if kind == CALL else [b for b, _e in data] if kind == PROD else
+                [m for _k, m in data[1]] if kind == SUM else ())
+        for c in kids:
+            if c not in seen:
+                seen.add(c)
+                todo.append(c)
+    return seen
