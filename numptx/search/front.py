@@ -189,10 +189,8 @@ class Front:
     def restore(self, cands: Sequence[Candidate]) -> None:
         """The entries of a checkpoint (in their order): filed again, measured again."""
         self.entries = []
-        if cands:
-            cs = complexities_of(cands)
-            for c, k in sorted(zip(cands, cs.tolist()), key=lambda t: (t[1], t[0].loss)):
-                self._file(c, k)
+        for c, k in sorted(_measured(list(cands)), key=lambda t: (t[1], t[0].loss)):
+            self._file(c, k)
 
 
 def _measured(cands: list[Candidate]) -> list[tuple[Candidate, int]]:

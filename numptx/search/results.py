@@ -216,7 +216,8 @@ class Result:
             if ev is None:
                 raise front.SearchError("model_selection='mdl': the description length reads "
                                         "the run's data, and this result has none (an evolve "
-                                        "run); use 'best' or 'accuracy'")
+                                        "run, or a Result without its search); use 'best' or "
+                                        "'accuracy'")
             self._lengths = front.description_lengths(self.front, ev)
         return front.select(self.front, rule, self._lengths)
 
