@@ -26,8 +26,8 @@ middling loss and many dead ops that simplifies to few nodes can be missed (its 
 equivalents are measured when the search makes them). Figures (one CPU core, regress with
 population 1000 on benchmarks/sr_compare.py's Nguyen-7 and Keijzer-12, 5 generations, seeds 0
 and 1): measuring every candidate let through took 48-53 % of the run (0.2-1.5 ms a
-candidate); 32 + 32 took 5.4-7.5 % (38-59 ms a generation) and returned the same front but
-for one or two middle entries.
+candidate); 32 + 32 took 5-8 % (38-59 ms a generation) and returned the same front but for
+one or two middle entries; returning the front costs 0.1-0.2 s once a run.
 
 What :attr:`Result.front` returns: the kept programs as :attr:`Result.best` is returned
 (re-scored by the compiled path where the run was scored by the interpreter, the screening
@@ -57,8 +57,10 @@ The rules (:data:`MODEL_SELECTIONS`), each picking one entry of the front:
   A front with a negative loss (an evolve fitness may have any sign) has no log-loss: there
   ``"best"`` is ``"accuracy"``, as PySR falls back to it where it has no scores.
 - ``"mdl"``: the minimum description length of Bartlett, Desmond & Ferreira ("Exhaustive
-  Symbolic Regression", IEEE Trans. Evol. Comput. 2023, arXiv:2211.11461, eq. 7; the form
-  Operon's ``MinimumDescriptionLength`` implements)::
+  Symbolic Regression", IEEE Trans. Evol. Comput. 2023, arXiv:2211.11461), in the form
+  Operon's ``MinimumDescriptionLength`` implements (citing arXiv:2304.06333, sec. 2.2); a
+  front searched for accuracy and size, then selected by description length, is what
+  Kronberger et al. (arXiv:2605.22374) found to generalize best::
 
       L = nll + k log(q) + sum_j log|c_j| + sum_i (log|theta_i| + log(I_ii) / 2 - log(3) / 2)
 
