@@ -318,6 +318,9 @@ def test_the_front_is_saved_and_a_resumed_run_keeps_it_exactly(tmp_path):
     assert [(_words(c.program), c.loss, c.complexity) for c in more.front] == key
     kept = [(_words(c.program), c.loss) for c in full._search.front.entries]
     assert [(_words(c.program), c.loss) for c in more._search.front.entries] == kept
+    # the checkpoint's fields, checked as resume checks them, know the front
+    from numptx.search.fields import Fields
+    assert Fields(checkpoint.read(path), str(path)).keys() == "regress"
     # resumed for no generations: the saved front, as the part run returned it
     again = search.resume(path, generations=0)
     assert [(_words(c.program), c.loss) for c in again.front] == \

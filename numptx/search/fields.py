@@ -36,7 +36,8 @@ _COMMON = ("kind", "seed", "genes", "config", "rng", "population", "archive", "b
 _OPTIONAL = ("cache", "fits", "semantic",     # older checkpoints have none of them
              "islands",                         # a run of one island has none
              "screen",                          # a run without a predictor has none
-             "learned")                         # nor one without learned descriptors
+             "learned",                         # nor one without learned descriptors
+             "front")                           # the Pareto front: checked by resume
 #: what a checkpoint without ``data.evaluate`` (written before it existed) was scored with
 EVALUATE_BEFORE = "compile"
 #: what a checkpoint without ``data.build`` (written before it existed) was assembled with

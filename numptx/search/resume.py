@@ -98,10 +98,7 @@ def restore(path: str | os.PathLike, *, device: str = "auto", executor: Any = No
     device = _check_arguments(device, executor, per_module, template, fitness, descriptors,
                               evaluate, build)
     spath = path_of(path, "resume")
-    state = read(spath, max_bytes=max_bytes)
-    # the Pareto front (numptx.search.front): a checkpoint written before it has none
-    front_rows = state.pop("front", [])
-    f = Fields(state, spath)
+    f = Fields(read(spath, max_bytes=max_bytes), spath)
     kind = f.keys()
     genes = f.genes()
     cfg = f.config(kind, descriptors)
@@ -118,8 +115,9 @@ def restore(path: str | os.PathLike, *, device: str = "auto", executor: Any = No
     if history and best is None:
         f.fail("best", f"null after {len(history)} generations")
     cache, fits = f.cache(), f.fits(progs)
+    # the Pareto front (numptx.search.front): a checkpoint written before it has none
     front = [progs.row(f"front[{i}]", r) for i, r in
-             enumerate(f.list_("front", front_rows, FRONT_MAX))]
+             enumerate(f.list_("front", f.st.get("front", []), FRONT_MAX))]
     for i, (_, loss, _) in enumerate(front):
         if not abs(loss) < float("inf"):
             f.fail(f"front[{i}].loss", f"{loss}: a front holds finite losses only")
