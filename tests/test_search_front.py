@@ -96,6 +96,11 @@ def test_map_elites_keeps_a_front_too():
     _monotone(r.front)
     assert r.front[-1].loss == r.best.loss
     assert r.model is fr.select(r.front, "best")
+    r = search.map_elites(X, y, OPS, batch=60, generations=2, seed=2, device="cpu",
+                          model_selection="accuracy")
+    assert r.model is r.front[-1]
+    with pytest.raises(SearchError, match="map_elites: model_selection='aic'"):
+        search.map_elites(X, y, OPS, batch=60, generations=1, model_selection="aic")
 
 
 _EVOLVE_SRC = r'''

@@ -664,7 +664,7 @@ def map_elites(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div")
                semantic_dedup: int | None = None, linear_scaling: bool | None = None,
                fit_method: FitMethod = "auto", input_weights: bool | None = None,
                build: Build = "auto", predictor: Any = False, screen: float = 0.25,
-               explore: float = 0.05,
+               explore: float = 0.05, model_selection: ModelSelection = "best",
                progress: bool | Callable[[Generation], Any] = False) -> Result:
     """MAP-Elites: an archive keeps the best program of each cell of a behaviour grid; each
     generation makes ``batch`` children of uniformly drawn elites and files each in its cell
@@ -685,7 +685,7 @@ def map_elites(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div")
                            mutation=mutation, max_length=max_length, init_length=init_length,
                            fit_top=fit_top, fit_steps=fit_steps, fit_trials=fit_trials,
                            target=target, time_limit=time_limit, descriptors=descriptors,
-                           bins=bins, elitism=0, revary=revary,
+                           bins=bins, elitism=0, revary=revary, model_selection=model_selection,
                            linear_scaling=linear_scaling, fit_method=fit_method,
                            input_weights=input_weights, build=build, predictor=predictor,
                            screen=screen, explore=explore)
