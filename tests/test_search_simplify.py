@@ -21,6 +21,7 @@ from numptx.search.simplify import complexities, complexity, simplified, simplif
 ALL_F32 = ["add", "sub", "mul", "div", "neg", "abs", "sq", "inv", "sqrt", "max", "min", "fma",
            "exp", "exp2", "log", "log2", "sin", "cos", "tanh", "sigmoid"]
 ALL_F64 = ["add", "sub", "mul", "div", "neg", "abs", "sq", "inv", "sqrt", "max", "min", "fma"]
+PROTECTED = ["add", "sub", "mul", "div", "sqrtabs", "logabs", "aq", "sin", "exp", "dup"]
 G = Genes(["add", "sub", "mul", "div", "neg", "sq", "exp", "sin", "inv", "max", "abs", "fma"], 2)
 
 
@@ -129,7 +130,7 @@ def test_evaluate_reads_integer_powers_as_the_programs_products():
 
 # ---- values kept ---------------------------------------------------------------------------------
 @pytest.mark.parametrize("ops, dtype", [(ALL_F32, "f32"), ([o for o in ALL_F64 if o != "fma"], "f64"),
-                                        (ALL_F32 + ["dup"], "f32")])
+                                        (ALL_F32 + ["dup"], "f32"), (PROTECTED, "f32")])
 def test_exact_mode_matches_the_emulator_bit_for_bit(ops, dtype):
     """Property: on random (and mutated) programs, the exact text evaluates bit for bit like the
     emulated stub (NaN where it is NaN), at ordinary and special inputs (0, -0.0, inf, NaN)."""
@@ -179,7 +180,7 @@ def test_exact_mode_matches_formula_where_formula_is_not_exact():
 
 @pytest.mark.parametrize("ops, dtype, rtol", [
     (ALL_F32, "f32", 1e-4), (ALL_F64, "f64", 1e-9), (ALL_F32 + ["dup"], "f32", 1e-4),
-    (["add", "sub", "mul", "div", "sq", "neg", "inv"], "f64", 1e-9)])
+    (["add", "sub", "mul", "div", "sq", "neg", "inv"], "f64", 1e-9), (PROTECTED, "f32", 1e-4)])
 def test_algebraic_mode_is_close_to_the_emulator_away_from_zero(ops, dtype, rtol):
     """Property: where the inputs avoid 0, inf and NaN ([0.5, 2]) and the program is well
     conditioned (its emulated value moves by less than rtol/10 when the inputs move by 4 ulps:
@@ -232,7 +233,7 @@ def _mp_namespace(mpmath):
 
 @pytest.mark.parametrize("ops, dtype", [(ALL_F32, "f32"), (ALL_F64, "f64"),
                                         (["add", "sub", "mul", "div", "sq", "sin", "exp", "dup"],
-                                         "f32")])
+                                         "f32"), (PROTECTED, "f32")])
 def test_algebraic_mode_is_equal_in_exact_arithmetic(ops, dtype):
     """Property: evaluated with 60-digit arithmetic (mpmath), the exact text and the algebraic
     text (both at 17 digits, so every constant is the program's) agree to 1e-9 wherever the
@@ -303,7 +304,7 @@ def test_programs_equal_up_to_commutative_operands_print_equal_text(ops, dtype):
 
 # ---- complexity ------------------------------------------------------------------------------------
 @pytest.mark.parametrize("ops, dtype", [(ALL_F32, "f32"), (ALL_F32 + ["dup"], "f32"),
-                                        (ALL_F64, "f64")])
+                                        (ALL_F64, "f64"), (PROTECTED + ["fma"], "f32")])
 def test_complexity_is_at_most_the_live_words(ops, dtype):
     """Property: complexity <= the program's live words (pushes and instruction words that
     reach the output; 1 for an empty output) + 1 per live fma (one word, two operations)."""
