@@ -24,10 +24,11 @@ the rest are measured, in one batch a generation (:meth:`Front.offer`; ``timings
 holds the time it takes). So the front is exact over the candidates measured: a program of
 middling loss and many dead ops that simplifies to few nodes can be missed (its short
 equivalents are measured when the search makes them). Figures (one CPU core, regress with
-population 1000 on benchmarks/sr_compare.py's Nguyen-7 and Keijzer-12, 5 generations, seeds 0
-and 1): measuring every candidate let through took 48-53 % of the run (0.2-1.5 ms a
-candidate); 32 + 32 took 5-8 % (38-59 ms a generation) and returned the same front but for
-one or two middle entries; returning the front costs 0.1-0.2 s once a run.
+population 1000 on benchmarks/sr_compare.py's Nguyen-7, 8 generations, seeds 0-2): measuring
+every candidate let through (830-850 a generation) took 48-59 % of the run (0.35-0.6 s a
+generation); 32 + 32 took 6-8 % (33-41 ms a generation) and kept all but 2-3 middle entries of
+12-14 (some a little worse) and the same ``"best"`` model; returning the front costs 0.1-0.2 s
+once a run.
 
 What :attr:`Result.front` returns: the kept programs as :attr:`Result.best` is returned
 (re-scored by the compiled path where the run was scored by the interpreter, the screening
@@ -107,7 +108,7 @@ BEST_LOSS_RATIO = 1.5
 #: lowest losses (the accurate end of the front) and, of the others, the shortest programs (the
 #: simple end: a program has no more nodes than live words); None: all of them. Measuring a
 #: candidate costs 0.2-1.5 ms today (the module docstring), so measuring all of a population
-#: of 1000 doubled a generation; 32 + 32 cost 5-8 % of it and kept nearly the same front.
+#: of 1000 doubled a generation; 32 + 32 cost 6-8 % of it and kept nearly the same front.
 #: Deterministic: the same candidates every run.
 MEASURE_LOWEST: int | None = 32
 MEASURE_SHORTEST: int | None = 32
