@@ -380,6 +380,36 @@ def test_shared_subexpressions_stay_linear():
     assert complexity(prog, g) <= 6 * 30 + 1
 
 
+def test_deep_chains_order_and_count_without_recursion():
+    """Two chains of 1,500 sins summed: the canonical order compares them by a digest past
+    algebra.KEY_DEPTH levels (no RecursionError), in either order of the operands."""
+    g = Genes(["add", "sin"], 2)
+    chain = [sp.instr("sin.approx.f32")] * 1500
+    a = [sp.input("x0"), *chain, sp.input("x1"), *chain, *g.op_words("add")]
+    b = [sp.input("x1"), *chain, sp.input("x0"), *chain, *g.op_words("add")]
+    assert complexity(a, g) == complexity(b, g) == 2 * 1501 + 1
+    for exact in (True, False):
+        text = simplified(a, g, exact=exact)
+        assert text == simplified(b, g, exact=exact) and text.count("sin(") == 3000
+
+
+def test_the_order_of_deep_nodes_is_the_same_in_every_process():
+    """Deep nodes order by a digest of ints and floats only (a str's hash changes with
+    PYTHONHASHSEED): two processes of different hash seeds print one text."""
+    import os
+    import subprocess
+    import sys
+    code = ("from numptx import stack_ptx as sp; from numptx.search.genes import Genes; "
+            "from numptx.search.simplify import simplified; g = Genes(['add', 'sin', 'cos'], 2); "
+            "c = [sp.instr('sin.approx.f32')] * 20; d = [sp.instr('cos.approx.f32')] * 20; "
+            "p = [sp.input('x0'), *c, sp.input('x0'), *d, *g.op_words('add'), sp.input('x1'), "
+            "*c, *g.op_words('add')]; print(simplified(p, g), simplified(p, g, exact=True))")
+    outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           env={**os.environ, "PYTHONHASHSEED": seed}, check=True).stdout
+            for seed in ("1", "2", "3")}
+    assert len(outs) == 1 and "sin(" in outs.pop()
+
+
 def test_simplified_of_stub_equals_simplified():
     progs = _programs(G, 23, 30)
     stubs = sp.compile_many(progs, G.inputs, G.outputs)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import re
 import struct
+import zlib
 
 import numpy as np
 
@@ -26,7 +27,8 @@ from ..instructions import TABLE, UnknownInstructionError
 from .formula import _CVT, _FUNCS
 from .genes import LN2, LOG2E, Genes, SearchError
 
-__all__ = ["Alg", "parse_stub", "reachable", "NUM", "VAR", "PROD", "CALL", "SUM", "fkey"]
+__all__ = ["Alg", "parse_stub", "reachable", "NUM", "VAR", "PROD", "CALL", "SUM", "fkey",
+           "KEY_DEPTH", "digest", "fdig", "sdig", "make_key"]
 
 NUM, VAR, PROD, CALL, SUM = 0, 1, 2, 3, 4     # ranks of the canonical order too
 
@@ -54,6 +56,33 @@ def fkey(v: float) -> tuple:
     return (False, v, -1.0 if v == 0 and math.copysign(1.0, v) < 0 else 1.0)
 
 
+#: a node nested deeper than this is ordered by a digest of its structure, not by its
+#: children's keys, so comparing two keys never recurses deeper than this (a 4,096-op chain)
+KEY_DEPTH = 12
+
+
+def digest(*parts) -> int:
+    """A structural digest, the same in every process: ints, floats and digests only (a str's
+    hash changes with PYTHONHASHSEED, a NaN's with its identity; :func:`fdig`, :func:`sdig`)."""
+    return hash(parts)
+
+
+def fdig(v: float) -> int:
+    """A number's part of a digest (-0.0 and NaN included)."""
+    return 0x7FF8 if v != v else hash((v, math.copysign(1.0, v)))
+
+
+def sdig(name: str) -> int:
+    """A name's part of a digest."""
+    return zlib.crc32(name.encode())
+
+
+def make_key(rank: int, shallow: tuple, depth: int, dig: int) -> tuple:
+    """A node's key: ``(rank, 0, *shallow)`` (its children's keys inside) up to
+    :data:`KEY_DEPTH`, ``(rank, 1, digest)`` deeper."""
+    return (rank, 0, *shallow) if depth <= KEY_DEPTH else (rank, 1, dig)
+
+
 # ---- the algebraic form ------------------------------------------------------------------------
 class Alg:
     """Interned algebraic nodes. A node is a number, an input, a call ``(name, args)``, a
@@ -67,6 +96,8 @@ class Alg:
         self.kind: list[int] = []
         self.data: list = []
         self.key: list[tuple] = []
+        self.depth: list[int] = []
+        self.dig: list[int] = []
         self._intern: dict[tuple, int] = {}
 
     def _node(self, kind: int, data) -> int:
@@ -76,21 +107,34 @@ class Alg:
             i = self._intern[sig] = len(self.kind)
             self.kind.append(kind)
             self.data.append(data)
-            self.key.append(self._key(kind, data))
+            self._key(kind, data)
         return i
 
-    def _key(self, kind: int, data) -> tuple:
-        """A new node's structural key (its children's keys are made)."""
-        key = self.key
+    def _key(self, kind: int, data) -> None:
+        """A new node's structural key, depth and digest (its children's are made)."""
+        key, dep, dig = self.key, self.depth, self.dig
         if kind == NUM:
-            return (NUM, fkey(math.nan if data == "nan" else data))
-        if kind == VAR:
-            return (VAR, self.index[data])
-        if kind == PROD:
-            return (PROD, tuple((key[b], e) for b, e in data))
-        if kind == CALL:
-            return (CALL, data[0], tuple(key[a] for a in data[1]))
-        return (SUM, tuple((key[m], fkey(k)) for k, m in data[1]), fkey(data[0]))
+            v = math.nan if data == "nan" else data
+            shallow, depth, h = (fkey(v),), 0, digest(NUM, fdig(v))
+        elif kind == VAR:
+            j = self.index[data]
+            shallow, depth, h = (j,), 0, digest(VAR, j)
+        elif kind == PROD:
+            shallow = (tuple((key[b], e) for b, e in data),)
+            depth = 1 + max(dep[b] for b, _e in data)
+            h = digest(PROD, *[(dig[b], e) for b, e in data])
+        elif kind == CALL:
+            shallow = (data[0], tuple(key[a] for a in data[1]))
+            depth = 1 + max(dep[a] for a in data[1])
+            h = digest(CALL, sdig(data[0]), *[dig[a] for a in data[1]])
+        else:
+            c, terms = data
+            shallow = (tuple((key[m], fkey(k)) for k, m in terms), fkey(c))
+            depth = 1 + max(dep[m] for _k, m in terms)
+            h = digest(SUM, fdig(c), *[(fdig(k), dig[m]) for k, m in terms])
+        key.append(make_key(kind, shallow, depth, h))
+        dep.append(depth)
+        dig.append(h)
 
     def num(self, v: float) -> int:
         v = float(v) + 0.0                       # -0.0 is 0 here (the algebra has no signed zero)

@@ -84,7 +84,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .. import stack_ptx as sp
-from .algebra import CALL, NUM, PROD, SUM, VAR, Alg, fkey, parse_stub
+from .algebra import CALL, NUM, PROD, SUM, VAR, Alg, digest, fdig, fkey, make_key, parse_stub, sdig
 from .algebra import reachable as reachable_alg
 from .formula import _ATOM, _MUL, _POW, _UNARY, _check_digits, _Dag, _fmt_num, _parse_stub, _Printer
 from .genes import Genes, SearchError
@@ -270,70 +270,91 @@ class _PowPrinter(_Printer):
 _COMMUTATIVE_CALLS = frozenset({"fmax", "fmin"})
 
 
+class _Exact:
+    """The canonical DAG of the exact mode: a :class:`formula._Dag` (no simplification) whose
+    nodes carry structural keys (:func:`algebra.make_key`) for the canonical order."""
+
+    def __init__(self, genes: Genes):
+        self.index = {n: j for j, n in enumerate(genes.names)}
+        self.dag = _Dag(genes, False)
+        self.key: dict[int, tuple] = {}
+        self.depth: dict[int, int] = {}
+        self.dig: dict[int, int] = {}
+
+    def put(self, op: str, args: tuple[int, ...] = (), v=None) -> int:
+        j = self.dag.add(op, args, v)
+        if j not in self.key:
+            key, dig = self.key, self.dig
+            if op == "num":
+                rank, shallow, part = NUM, (fkey(v),), fdig(v)
+            elif op == "var":
+                rank, shallow, part = VAR, (self.index[v],), self.index[v]
+            elif op == "pow":
+                rank, shallow, part = PROD, (key[args[0]], v), v
+            elif op == "call":
+                rank, shallow, part = CALL, (v, tuple(key[c] for c in args)), sdig(v)
+            else:
+                rank, shallow, part = SUM, (op, tuple(key[c] for c in args)), sdig(op)
+            depth = 1 + max(self.depth[c] for c in args) if args else 0
+            h = digest(rank, part, *[dig[c] for c in args])
+            key[j], self.depth[j], dig[j] = make_key(rank, shallow, depth, h), depth, h
+        return j
+
+    def num(self, v: float) -> int:
+        return self.put("num", (), v)
+
+
 def _canonical_exact(dag: _Dag, root: int, genes: Genes) -> tuple[_Dag, int]:
     """``dag`` with commutative operands in canonical order and ``x*x**n`` as ``x**(n+1)``:
     rewrites that keep every bit (see the module docstring)."""
-    index = {n: j for j, n in enumerate(genes.names)}
-    new = _Dag(genes, False)
-    keys: dict[int, tuple] = {}
+    ex = _Exact(genes)
     out: dict[int, int] = {}
-
-    def put(op: str, args: tuple[int, ...], v, key: tuple) -> int:
-        j = new.add(op, args, v)
-        keys.setdefault(j, key)
-        return j
-
     for i in sorted(_reachable(dag, root)):
         op, args, v = dag.nodes[i]
         a = [out[c] for c in args]
-        if op == "num":
-            out[i] = put("num", (), v, (NUM, fkey(v)))
-        elif op == "var":
-            out[i] = put("var", (), v, (VAR, index[v]))
+        if op in ("num", "var"):
+            out[i] = ex.put(op, (), v)
         elif op == "sq":
-            out[i] = put("pow", (a[0],), 2, (PROD, keys[a[0]], 2))
+            out[i] = ex.put("pow", (a[0],), 2)
         elif op in ("+", "-"):
-            out[i] = _exact_sum(new, keys, put, op, a)
+            out[i] = _exact_sum(ex, op, a)
         elif op == "*":
-            out[i] = _exact_product(keys, put, new, a)
+            out[i] = _exact_product(ex, a)
         elif op == "call":
             if v in _COMMUTATIVE_CALLS or v == "fma":
-                a[:2] = sorted(a[:2], key=keys.__getitem__)
-            out[i] = put("call", tuple(a), v, (CALL, v, tuple(keys[c] for c in a)))
+                a[:2] = sorted(a[:2], key=ex.key.__getitem__)
+            out[i] = ex.put("call", tuple(a), v)
         else:
-            out[i] = put(op, tuple(a), v, (SUM, op, tuple(keys[c] for c in a)))
-    return new, out[root]
+            out[i] = ex.put(op, tuple(a), v)
+    return ex.dag, out[root]
 
 
-def _exact_product(keys: dict, put, new: _Dag, a: list[int]) -> int:
+def _exact_product(ex: _Exact, a: list[int]) -> int:
     for x, y in ((a[0], a[1]), (a[1], a[0])):
-        ny = new.nodes[y]
+        ny = ex.dag.nodes[y]
         if ny[0] == "pow" and ny[1][0] == x:             # x * x**n is x**(n+1), bit for bit
-            return put("pow", (x,), ny[2] + 1, (PROD, keys[x], ny[2] + 1))
-    a = sorted(a, key=keys.__getitem__)                 # numbers first: 2*x
-    return put("*", tuple(a), None, (SUM, "*", tuple(keys[c] for c in a)))
+            return ex.put("pow", (x,), ny[2] + 1)
+    return ex.put("*", tuple(sorted(a, key=ex.key.__getitem__)))     # numbers first: 2*x
 
 
-def _exact_sum(new: _Dag, keys: dict, put, op: str, a: list[int]) -> int:
+def _exact_sum(ex: _Exact, op: str, a: list[int]) -> int:
     """``a0 + a1`` or ``a0 - a1`` as a sum of two signed terms in canonical order (IEEE's
     ``a - b`` is ``a + -b`` bit for bit): positive terms first, numbers last, so
     ``-0.09 + -x``, ``-x - 0.09`` and ``-x + -0.09`` all print ``-x - 0.09``."""
     terms = []
     for j, c in enumerate(a):
-        node = new.nodes[c]
+        node = ex.dag.nodes[c]
         neg = j == 1 and op == "-"
         if node[0] == "neg":
             neg, c = not neg, node[1][0]
         elif node[0] == "num" and not math.isnan(node[2]) and math.copysign(1.0, node[2]) < 0:
-            neg, c = not neg, put("num", (), -node[2], (NUM, fkey(-node[2])))
-        terms.append((neg, keys[c][0] == NUM, keys[c], c))
+            neg, c = not neg, ex.num(-node[2])
+        terms.append((neg, ex.key[c][0] == NUM, ex.key[c], c))
     (n0, _, _, c0), (n1, _, _, c1) = sorted(terms)
     if n0:
-        v = new.nodes[c0][2]
-        c0 = put("num", (), -v, (NUM, fkey(-v))) if new.nodes[c0][0] == "num" else \
-            put("neg", (c0,), None, (SUM, "neg", (keys[c0],)))
-    sign = "-" if n1 else "+"
-    return put(sign, (c0, c1), None, (SUM, sign, (keys[c0], keys[c1])))
+        node = ex.dag.nodes[c0]
+        c0 = ex.num(-node[2]) if node[0] == "num" else ex.put("neg", (c0,))
+    return ex.put("-" if n1 else "+", (c0, c1))
 
 
 # ---- public ----------------------------------------------------------------------------------------
