@@ -71,9 +71,10 @@ each stub into the algebraic form (:mod:`numptx.search.algebra`) in Python. It k
 genes, the subexpressions and stub texts it has seen (bounded, thread-safe; results never
 depend on it), so a child that shares subexpressions with its parents costs less; a child
 whose constants were all refitted shares only its constant-free ones. Measured on one CPU
-core of a shared 2-core development machine (CPU time; random programs of 7 op names, 2
-inputs): 45-90 us a program of 5-10 ops, 95-150 of 10-20, 115-215 of 20-40, about 100 for
-children with refitted constants (mean 13.5 ops); ``sp.compile_many`` is 4-13 of it.
+core of a shared 2-core development machine (CPU time, random programs of 4 or 7 op names and
+2 inputs; a 3-million-step Python loop took 0.4-0.7 s of CPU there):
+55-105 us a program of 5-10 ops, 120-160 of 10-20, 160-270 of 20-40, 100-150 for children
+whose constants were all refitted (mean 13.5 ops); ``sp.compile_many`` is 4-13 of it.
 """
 from __future__ import annotations
 
