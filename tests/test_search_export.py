@@ -174,9 +174,6 @@ def test_candidates_over_every_printed_function():
             "rint", "trunc", "floor", "ceil", "sat"} <= seen
 
 
-@pytest.mark.xfail(strict=True, reason="formula.evaluate's sat keeps -0.0 (np.clip); the "
-                   "instruction table's cvt.sat.f32.f32 (the emulator, Candidate.predict) gives "
-                   "+0.0: numpy() inherits it (reported; numptx/search/formula.py is not H4's)")
 def test_evaluate_sat_of_negative_zero():
     g = Genes(["add", "cvt.sat.f32.f32"], 1)
     c = Candidate([sp.input("x0"), *g.op_words("cvt.sat.f32.f32")], 0.0, g)

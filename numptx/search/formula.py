@@ -420,7 +420,9 @@ def _fma(a, b, c):
 
 
 def _sat(a):
-    return np.where(np.isnan(a), a.dtype.type(0), np.clip(a, 0, 1)).astype(a.dtype)
+    # as cvt.sat computes it: NaN -> +0, -0.0 -> +0 (x + 0.0 is +0.0 for either zero)
+    return (np.where(np.isnan(a), a.dtype.type(0), np.clip(a, 0, 1)) + a.dtype.type(0)) \
+        .astype(a.dtype)
 
 
 def _exp(a):
