@@ -73,7 +73,7 @@ depend on it), so a child that shares subexpressions with its parents costs less
 whose constants were all refitted shares only its constant-free ones. Measured on one CPU
 core of a shared 2-core development machine (CPU time, random programs of 4 or 7 op names and
 2 inputs; a 3-million-step Python loop took 0.4-0.7 s of CPU there):
-55-105 us a program of 5-10 ops, 120-160 of 10-20, 160-270 of 20-40, 100-150 for children
+55-105 us a program of 5-10 ops, 110-160 of 10-20, 160-270 of 20-40, 100-150 for children
 whose constants were all refitted (mean 13.5 ops); ``sp.compile_many`` is 4-13 of it.
 """
 from __future__ import annotations
