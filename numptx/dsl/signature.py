@@ -155,11 +155,13 @@ def make_function(name: str, params: dict, impl: Callable, *, defaults: dict | N
     """
     names = list(params)
     for n in [name, *names]:
-        if not (isinstance(n, str) and n.isidentifier() and not keyword.iskeyword(n)
-                and not n.startswith("_impl")):
+        if not (isinstance(n, str) and n.isidentifier() and not keyword.iskeyword(n)):
             raise ValueError(f"make_function: {n!r} is not a usable Python identifier")
-    src = f"def {name}({', '.join(names)}):\n    return _impl({', '.join(names)})\n"
-    ns: dict = {"_impl": impl}
+    call = "_impl"
+    while call in names or call == name:
+        call += "_"
+    src = f"def {name}({', '.join(names)}):\n    return {call}({', '.join(names)})\n"
+    ns: dict = {call: impl}
     where = "<numptx.dsl make_function>" if like is None else like.__code__.co_filename
     exec(compile(src, where, "exec"), ns)      # noqa: S102 - identifiers only, checked above
     fn = ns[name]

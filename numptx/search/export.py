@@ -96,7 +96,6 @@ __all__ = ["sympy_of", "latex_of", "NumpyFormula", "ptx_expr_of", "readable_text
 
 #: how to install sympy, named by the error when it is missing
 SYMPY_EXTRA = 'pip install "numptx[sympy]"'
-_FILENAME = "<numptx.search.export formula>"
 
 
 def _full_digits(genes: Genes) -> int:
@@ -382,24 +381,45 @@ def _power(a: Any, n: int) -> Any:
     return r
 
 
-def _products(tree: ast.Expression, power: str) -> str:
-    """The text of ``tree`` with each ``a**n`` (an int 2 <= n <= 64, which formula.evaluate
-    multiplies out left to right) a call ``power(a, n)``: the DSL's ``**`` squares
-    repeatedly, which rounds differently from n = 4 on."""
-    def call(v):
-        if isinstance(v, ast.BinOp) and isinstance(v.op, ast.Pow) \
-                and isinstance(v.right, ast.Constant) and type(v.right.value) is int \
-                and 2 <= v.right.value <= 64:
-            return ast.Call(ast.Name(power, ast.Load()), [v.left, v.right], [])
-        return v
+class _Traced(_Eval):
+    """Evaluates checked formula text on the DSL's traced values, node by node (formula.py's
+    walk): what the exported ``@nx.ptx_expr`` computes, with no text compiled. ``a**n`` (an
+    int 2 <= n <= 64) is multiplied out left to right as formula.evaluate does (the DSL's
+    ``**`` squares repeatedly, which rounds differently from n = 4 on)."""
 
-    for node in reversed(list(ast.walk(tree))):       # children first; no recursion
-        for field, value in ast.iter_fields(node):
-            if isinstance(value, list):
-                value[:] = [call(v) for v in value]
-            else:
-                setattr(node, field, call(value))
-    return ast.unparse(tree)
+    def __init__(self, text: str, env: dict[str, Any]) -> None:
+        super().__init__(text, env, None)
+        self.funcs = _dsl_namespace()
+
+    def _leaf(self, node):
+        if isinstance(node, ast.Constant):
+            v = node.value
+            return math.inf if isinstance(v, int) and abs(v) > 1e308 else v
+        return self.env[node.id] if node.id in self.env else self.funcs[node.id]
+
+    def _apply(self, node, args: list):
+        if isinstance(node, ast.Expression):
+            return args[0]
+        if isinstance(node, ast.NamedExpr):
+            self.env[node.target.id] = args[0]
+            return args[0]
+        if isinstance(node, ast.UnaryOp):
+            return -args[0] if isinstance(node.op, ast.USub) else args[0]
+        if isinstance(node, ast.BinOp):
+            a, b = args
+            op = node.op
+            if isinstance(op, ast.Add):
+                return a + b
+            if isinstance(op, ast.Sub):
+                return a - b
+            if isinstance(op, ast.Mult):
+                return a * b
+            if isinstance(op, ast.Div):
+                return a / b
+            if type(b) is int and 2 <= b <= 64 and isinstance(node.right, ast.Constant):
+                return _power(a, b)
+            return a ** b
+        return self.funcs[node.func.id](*args)
 
 
 def ptx_expr_of(text: str, genes: Genes, *, name: str = "formula",
@@ -414,6 +434,7 @@ def ptx_expr_of(text: str, genes: Genes, *, name: str = "formula",
     from ..dsl import types as T
     from ..dsl.expr import ptx_expr
     from ..dsl.modes import MODES
+    from ..dsl.signature import make_function
     if not isinstance(genes, Genes):
         raise SearchError(f"genes={genes!r}: give a numptx.search.genes.Genes")
     if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name) \
@@ -426,20 +447,13 @@ def ptx_expr_of(text: str, genes: Genes, *, name: str = "formula",
         raise SearchError(f"text={text!r}: give formula text (numptx.search.formula's grammar)")
     tree = _parse(text)
     _Checked(text, dict.fromkeys(genes.names, _BOUND), None).run(tree)   # no other code runs
-    power = "_pow"
-    while power in genes.names:
-        power += "_"
-    try:
-        body = _products(tree, power) if "**" in text else text
-        code = compile(f"def {name}({', '.join(genes.names)}):\n    return {body}\n",
-                       _FILENAME, "exec")
-    except (SyntaxError, RecursionError, MemoryError, ValueError) as e:
-        raise SearchError(f"ptx_expr: Python cannot compile the formula ({type(e).__name__}: "
-                          f"{e}); inject the program itself: Candidate.stub(site)") from None
-    ns = {**_dsl_namespace(), power: _power}
-    exec(code, ns)                                     # noqa: S102 - text checked by _parse
-    fn = ns[name]
+    names = list(genes.names)
+
+    def traced(*values: Any) -> Any:
+        return _Traced(text, dict(zip(names, values))).run(tree)
+
     t = T.f32 if genes.dtype == "f32" else T.f64
-    fn.__annotations__ = {**{n: t for n in genes.names}, "return": t}
-    fn.__doc__ = f"{name}({', '.join(genes.names)}) = {text} (numptx.search export)"
+    fn = make_function(name, {n: t for n in names}, traced)
+    fn.__annotations__["return"] = t
+    fn.__doc__ = f"{name}({', '.join(names)}) = {text} (numptx.search export)"
     return ptx_expr(fn, precision=precision)
