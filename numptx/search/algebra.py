@@ -24,7 +24,7 @@ import zlib
 import numpy as np
 
 from ..instructions import TABLE, UnknownInstructionError
-from .formula import _CVT, _FUNCS
+from .formula import CVT, FUNCS
 from .genes import LN2, LOG2E, Genes, SearchError
 
 __all__ = ["Alg", "parse_stub", "reachable", "NUM", "VAR", "PROD", "CALL", "SUM", "fkey",
@@ -247,10 +247,10 @@ class Alg:
 
     def call(self, name: str, args: tuple[int, ...]) -> int:
         if all(self.finite(a) is not None for a in args):
-            from .formula import _EVAL_FUNCS
+            from .formula import EVAL_FUNCS
             vals = [np.asarray([self.finite(a)], np.float64) for a in args]
             with np.errstate(all="ignore"):
-                return self.num(float(np.asarray(_EVAL_FUNCS[name](*vals)).reshape(-1)[0]))
+                return self.num(float(np.asarray(EVAL_FUNCS[name](*vals)).reshape(-1)[0]))
         if name in ("fmax", "fmin"):
             if args[0] == args[1]:
                 return args[0]
@@ -299,10 +299,10 @@ def _opcode(opcode: str) -> tuple[str, object]:
         what = ""
     elif base in _BINARY or base in ("neg", "rcp", "rsqrt", "copysign", "ex2", "lg2", "fma"):
         what = _BINARY.get(base, base)
-    elif base == "cvt" and parts[1] in _CVT:
-        what = _CVT[parts[1]]
+    elif base == "cvt" and parts[1] in CVT:
+        what = CVT[parts[1]]
     else:
-        what = _FUNCS.get(base, "")
+        what = FUNCS.get(base, "")
     if not what:
         raise SearchError(f"simplified: instruction {row.name!r} has no formula form")
     _OPCODES[opcode] = got = (what, row)

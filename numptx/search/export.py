@@ -88,7 +88,7 @@ from typing import Any
 
 import numpy as np
 
-from .formula import _Eval, _parse, evaluate, formula
+from .formula import Eval, parse_text, evaluate, formula
 from .genes import RESERVED_NAMES, Genes, SearchError, check_int
 
 __all__ = ["sympy_of", "latex_of", "NumpyFormula", "ptx_expr_of", "readable_text", "exact_text",
@@ -161,7 +161,7 @@ def _make_rounding_functions(sp) -> dict[str, Any]:
             return None
 
         def numpycode(self, printer):
-            return f"{printer._module_format('numpy.' + name)}({printer._print(self.args[0])})"
+            return f"numpy.{name}({printer.doprint(self.args[0])})"     # lambdify's numpy
 
         return type(name, (sp.Function,), {
             "__doc__": doc, "__module__": __name__, "eval": classmethod(eval_),
@@ -194,7 +194,7 @@ def _sympy_functions(sp) -> dict[str, Any]:
             "sat": lambda a: sp.Min(sp.Max(a, 0), 1)}
 
 
-class _ToSympy(_Eval):
+class _ToSympy(Eval):
     """formula.py's evaluator (its syntax checks, no recursion) building sympy objects."""
 
     def __init__(self, text: str, env: dict, sp, f32: bool):
@@ -262,7 +262,7 @@ def sympy_of(text: str, names: Sequence[str], *, dtype: str = "f32",
                 raise SearchError(f"symbols[{k!r}]={v!r}: give a sympy expression, e.g. "
                                   f"sympy.Symbol({k!r}, real=True)")
             env[k] = v
-    return _ToSympy(text, env, sp, dtype == "f32").run(_parse(text))
+    return _ToSympy(text, env, sp, dtype == "f32").run(parse_text(text))
 
 
 def latex_of(expr: Any, *, digits: int = 6) -> str:
@@ -295,7 +295,7 @@ class NumpyFormula:
         if not isinstance(text, str):
             raise SearchError(f"text={text!r}: give formula text (numptx.search.formula's "
                               f"grammar)")
-        _parse(text)                                   # bad text fails here, not at a call
+        parse_text(text)                                   # bad text fails here, not at a call
         self.text, self.genes = text, genes
 
     @property
@@ -344,7 +344,7 @@ class NumpyFormula:
 _BOUND: Any = None         # what _Checked keeps for a name: that it is bound
 
 
-class _Checked(_Eval):
+class _Checked(Eval):
     """formula.py's syntax checks over the whole text, computing nothing: names are the inputs,
     ``nan``/``inf`` or ``:=`` bindings made before (of names other than those)."""
 
@@ -381,7 +381,7 @@ def _power(a: Any, n: int) -> Any:
     return r
 
 
-class _Traced(_Eval):
+class _Traced(Eval):
     """Evaluates checked formula text on the DSL's traced values, node by node (formula.py's
     walk): what the exported ``@nx.ptx_expr`` computes, with no text compiled. ``a**n`` (an
     int 2 <= n <= 64) is multiplied out left to right as formula.evaluate does (the DSL's
@@ -445,7 +445,7 @@ def ptx_expr_of(text: str, genes: Genes, *, name: str = "formula",
         raise SearchError(f"precision={precision!r}: give one of {', '.join(map(repr, MODES))}")
     if not isinstance(text, str):
         raise SearchError(f"text={text!r}: give formula text (numptx.search.formula's grammar)")
-    tree = _parse(text)
+    tree = parse_text(text)
     _Checked(text, dict.fromkeys(genes.names, _BOUND), None).run(tree)   # no other code runs
     names = list(genes.names)
 

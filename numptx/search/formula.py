@@ -90,18 +90,18 @@ class FormulaLimitError(SearchError):
         super().__init__(message)
 
 # precedence levels of the printed text (Python's)
-_ADD, _MUL, _UNARY, _POW, _ATOM = 1, 2, 3, 4, 5
-_BIN = {"+": _ADD, "-": _ADD, "*": _MUL, "/": _MUL}
+_ADD, MUL, UNARY, POW, ATOM = 1, 2, 3, 4, 5
+_BIN = {"+": _ADD, "-": _ADD, "*": MUL, "/": MUL}
 _BIND_SIZE = 40          # a shared subexpression longer than this is bound with :=
 
 # instruction base name -> formula function; binary arithmetic is handled separately
-_FUNCS = {"sqrt": "sqrt", "sin": "sin", "cos": "cos", "tanh": "tanh", "ex2": "exp2",
+FUNCS = {"sqrt": "sqrt", "sin": "sin", "cos": "cos", "tanh": "tanh", "ex2": "exp2",
           "lg2": "log2", "abs": "abs", "min": "fmin", "max": "fmax", "fma": "fma"}
-_CVT = {"rni": "rint", "rzi": "trunc", "rmi": "floor", "rpi": "ceil", "sat": "sat"}
+CVT = {"rni": "rint", "rzi": "trunc", "rmi": "floor", "rpi": "ceil", "sat": "sat"}
 _LINE = re.compile(r"^\s*([\w.]+)\s+(.*?);\s*$")
 
 
-class _Dag:
+class Dag:
     """Interned expression nodes: (op, child ids, value); ids are topologically ordered."""
 
     def __init__(self, genes: Genes, simplify: bool):
@@ -153,14 +153,14 @@ class _Dag:
             return self.binop("/", self.num(1.0), self.call("sqrt", args[0]))
         if base == "copysign":                       # PTX copysign d, a, b: b with a's sign
             return self.call("copysign", args[1], args[0])
-        if base == "cvt" and parts[1] in _CVT:
-            return self.call(_CVT[parts[1]], *args)
+        if base == "cvt" and parts[1] in CVT:
+            return self.call(CVT[parts[1]], *args)
         if base == "ex2":
             return self.exp2(args[0])
         if base in ("min", "max") and self.simplify and args[0] == args[1]:
             return args[0]
-        if base in _FUNCS:
-            return self.call(_FUNCS[base], *args)
+        if base in FUNCS:
+            return self.call(FUNCS[base], *args)
         raise SearchError(f"formula: instruction {row.name!r} has no formula form")
 
     def call(self, name: str, *args: int) -> int:
@@ -242,9 +242,9 @@ def _negative(v: float | None) -> bool:
     return v is not None and not math.isnan(v) and math.copysign(1.0, v) < 0
 
 
-def _parse_stub(text: str, genes: Genes, simplify: bool) -> tuple[_Dag, int]:
+def stub_dag(text: str, genes: Genes, simplify: bool) -> tuple[Dag, int]:
     """The DAG of a compiled stub and its output node."""
-    dag = _Dag(genes, simplify)
+    dag = Dag(genes, simplify)
     regs: dict[str, int] = {f"%{n}": dag.add("var", (), n) for n in genes.names}
     out = None
     for raw in text.splitlines():
@@ -282,7 +282,7 @@ def _parse_stub(text: str, genes: Genes, simplify: bool) -> tuple[_Dag, int]:
     return dag, out
 
 
-def _fmt_num(v: float, digits: int) -> str:
+def fmt_num(v: float, digits: int) -> str:
     if math.isnan(v):
         return "nan"
     if math.isinf(v):
@@ -291,8 +291,8 @@ def _fmt_num(v: float, digits: int) -> str:
     return "-0.0" if s == "-0" else s   # a negative zero keeps its sign: 1/-0.0 is -inf
 
 
-class _Printer:
-    def __init__(self, dag: _Dag, root: int, digits: int):
+class Printer:
+    def __init__(self, dag: Dag, root: int, digits: int):
         self.dag, self.digits = dag, digits
         nodes = dag.nodes
         refs = [0] * len(nodes)
@@ -319,7 +319,7 @@ class _Printer:
             i, ready = todo.pop()
             if not ready:
                 if i in self.bound:
-                    done.append((self.bound[i], _ATOM))
+                    done.append((self.bound[i], ATOM))
                     continue
                 args = nodes[i][1] if nodes[i][0] not in ("num", "var") else ()
                 todo.append((i, True))
@@ -332,7 +332,7 @@ class _Printer:
             if i in self.bind:
                 name = f"_t{len(self.bound)}"
                 self.bound[i] = name
-                text, prec = f"({name} := {text})", _ATOM
+                text, prec = f"({name} := {text})", ATOM
             done.append((text, prec))
         return done[0]
 
@@ -340,18 +340,18 @@ class _Printer:
         """Node ``i`` printed from its children's (text, precedence) ``kids``."""
         op, args, v = self.dag.nodes[i]
         if op == "num":
-            s = _fmt_num(v, self.digits)
-            return s, _UNARY if s.startswith("-") else _ATOM
+            s = fmt_num(v, self.digits)
+            return s, UNARY if s.startswith("-") else ATOM
         if op == "var":
-            return v, _ATOM
+            return v, ATOM
         if op == "call":
-            return f"{v}({', '.join(t for t, _p in kids)})", _ATOM
+            return f"{v}({', '.join(t for t, _p in kids)})", ATOM
         if op == "neg":
             t, p = kids[0]
-            return (f"-({t})" if p < _UNARY else f"-{t}"), _UNARY
+            return (f"-({t})" if p < UNARY else f"-{t}"), UNARY
         if op == "sq":
             t, p = kids[0]
-            return (f"({t})**2" if p <= _POW else f"{t}**2"), _POW
+            return (f"({t})**2" if p <= POW else f"{t}**2"), POW
         prec = _BIN[op]
         (lt, lp), (rt, rp) = kids
         lt = f"({lt})" if lp < prec else lt
@@ -360,7 +360,7 @@ class _Printer:
         return f"{lt}{sep}{op}{sep}{rt}", prec
 
 
-def _check_digits(digits) -> int:
+def check_digits(digits) -> int:
     if isinstance(digits, bool) or not isinstance(digits, (int, np.integer)) \
             or not 1 <= digits <= 17:
         raise SearchError(f"digits={digits!r}: give an int in [1, 17]")
@@ -372,9 +372,9 @@ def formula_of_stub(stub: str, genes: Genes, *, simplify: bool = True, digits: i
     genes.outputs)`` or ``sp.compile_many``)."""
     if not isinstance(genes, Genes):
         raise SearchError(f"genes={genes!r}: give a numptx.search.genes.Genes")
-    digits = _check_digits(digits)
-    dag, root = _parse_stub(str(stub), genes, bool(simplify))
-    return _Printer(dag, root, digits).emit(root)[0]
+    digits = check_digits(digits)
+    dag, root = stub_dag(str(stub), genes, bool(simplify))
+    return Printer(dag, root, digits).emit(root)[0]
 
 
 def _compile(prog, genes: Genes):
@@ -448,7 +448,7 @@ def _row(name: str, swap: bool = False):
     return f
 
 
-_EVAL_FUNCS = {
+EVAL_FUNCS = {
     "exp": _exp, "exp2": _via_f64(np.exp2), "log": _log,
     "log2": _via_f64(np.log2), "sin": _via_f64(np.sin), "cos": _via_f64(np.cos),
     "tanh": _via_f64(np.tanh), "sqrt": np.sqrt, "abs": np.abs, "fmax": _row("max"),
@@ -460,7 +460,7 @@ _ARITY = {"fmax": 2, "fmin": 2, "copysign": 2, "fma": 3}
 _MAX_POWER = 64      # x**n of an int 3 <= n <= this: n-1 products, left to right
 
 
-class _Eval:
+class Eval:
     """Evaluates a parsed formula without recursion (an explicit stack, children left to
     right, so a ``:=`` binds before the names after it read it): no recursion limit to raise,
     in any thread."""
@@ -507,7 +507,7 @@ class _Eval:
             return [node.left, node.right]
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords:
             name = node.func.id
-            if name not in _EVAL_FUNCS:
+            if name not in EVAL_FUNCS:
                 self.fail(f"unknown function {name!r}")
             if len(node.args) != _ARITY.get(name, 1):
                 self.fail(f"{name}() takes {_ARITY.get(name, 1)} arguments")
@@ -556,7 +556,7 @@ class _Eval:
                     out = out * a
                 return out
             return np.power(a, b)
-        f = _EVAL_FUNCS[node.func.id]
+        f = EVAL_FUNCS[node.func.id]
         args = np.broadcast_arrays(*args)
         return np.asarray(f(*[np.asarray(a, self.dtype) for a in args]), self.dtype)
 
@@ -587,11 +587,11 @@ def evaluate(text_or_prog: str | Sequence[sp.Op], X: np.ndarray, genes: Genes) -
     if X.ndim != 2 or X.shape[1] != len(genes.names):
         raise SearchError(f"X: shape {X.shape} does not fit (n, {len(genes.names)}): one column "
                           f"per input {', '.join(genes.names)}")
-    tree = _parse(text)
+    tree = parse_text(text)
     env = {n: X[:, j] for j, n in enumerate(genes.names)}
     try:
         with np.errstate(all="ignore"):  # no recursion: no limit raised (threads share it)
-            out = _Eval(text, env, dtype).run(tree)
+            out = Eval(text, env, dtype).run(tree)
     except MemoryError:
         raise FormulaLimitError(f"evaluate: the formula's values on {X.shape[0]:,} rows do not "
                                 f"fit in memory (evaluate fewer rows at a time)",
@@ -602,7 +602,7 @@ def evaluate(text_or_prog: str | Sequence[sp.Op], X: np.ndarray, genes: Genes) -
 _PARSE_LOCK = threading.Lock()
 
 
-def _parse(text: str) -> ast.Expression:
+def parse_text(text: str) -> ast.Expression:
     """The syntax tree of a formula within :data:`MAX_TEXT` and :data:`MAX_DEPTH`."""
     shown = repr(text) if len(text) <= 80 else f"{text[:60]!r}... ({len(text):,} characters)"
     if len(text) > MAX_TEXT:

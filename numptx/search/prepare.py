@@ -36,7 +36,7 @@ import numpy as np
 from .config import Kind, SearchOptions, check_config
 from .evaluate import (SCALED_LOSSES, Evaluator, check_data, check_evaluate, check_executor,
                        check_per_module, resolve_device)
-from ..jit.populations.fitness import _RESERVED as KERNEL_NAMES
+from ..jit.populations.fitness import RESERVED_NAMES as KERNEL_NAMES
 from .genes import RESERVED_NAMES, Genes, SearchError
 from .rescore import user_build
 from .scorers import UserFitness

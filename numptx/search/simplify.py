@@ -87,7 +87,7 @@ import numpy as np
 from .. import stack_ptx as sp
 from .algebra import CALL, NUM, PROD, SUM, VAR, Alg, digest, fdig, fkey, make_key, parse_stub, sdig
 from .algebra import reachable as reachable_alg
-from .formula import _ATOM, _MUL, _POW, _UNARY, _check_digits, _Dag, _fmt_num, _parse_stub, _Printer
+from .formula import ATOM, MUL, POW, UNARY, check_digits, Dag, fmt_num, stub_dag, Printer
 from .genes import Genes, SearchError
 
 __all__ = ["simplified", "simplified_of_stub", "complexity", "complexities"]
@@ -123,7 +123,7 @@ def _cache(genes: Genes) -> _Cache:
     return got
 
 
-def _reachable(dag: _Dag, root: int) -> set[int]:
+def _reachable(dag: Dag, root: int) -> set[int]:
     seen, todo = {root}, [root]
     while todo:
         op, args, _v = dag.nodes[todo.pop()]
@@ -138,7 +138,7 @@ def _reachable(dag: _Dag, root: int) -> set[int]:
 
 # ---- back to text: a DAG the formula printer prints ------------------------------------------------
 class _Nodes:
-    """Interned (op, child ids, value) nodes, as :class:`formula._Dag` holds them for the
+    """Interned (op, child ids, value) nodes, as :class:`formula.Dag` holds them for the
     printer, without its simplification."""
 
     def __init__(self):
@@ -246,24 +246,24 @@ class _Lower:
         return acc
 
 
-class _PowPrinter(_Printer):
-    """:class:`formula._Printer` with ``x**n`` (``pow``, n an int >= 2) and ``1/x`` (``inv``)."""
+class _PowPrinter(Printer):
+    """:class:`formula.Printer` with ``x**n`` (``pow``, n an int >= 2) and ``1/x`` (``inv``)."""
 
     def _emit(self, i: int, kids: list[tuple[str, int]]) -> tuple[str, int]:
         op, _args, v = self.dag.nodes[i]
         if op == "num" and abs(v) != 1:
-            s = _fmt_num(v, self.digits)
+            s = fmt_num(v, self.digits)
             d = self.digits
             while s in ("1", "-1") and d < 17:       # 1.000004*x never prints as 1*x
                 d += 1
-                s = _fmt_num(v, d)
-            return s, _UNARY if s.startswith("-") else _ATOM
+                s = fmt_num(v, d)
+            return s, UNARY if s.startswith("-") else ATOM
         if op == "pow":
             t, p = kids[0]
-            return (f"({t})**{v}" if p <= _POW else f"{t}**{v}"), _POW
+            return (f"({t})**{v}" if p <= POW else f"{t}**{v}"), POW
         if op == "inv":
             t, p = kids[0]
-            return (f"1/({t})" if p <= _MUL else f"1/{t}"), _MUL
+            return (f"1/({t})" if p <= MUL else f"1/{t}"), MUL
         return super()._emit(i, kids)
 
 
@@ -272,12 +272,12 @@ _COMMUTATIVE_CALLS = frozenset({"fmax", "fmin"})
 
 
 class _Exact:
-    """The canonical DAG of the exact mode: a :class:`formula._Dag` (no simplification) whose
+    """The canonical DAG of the exact mode: a :class:`formula.Dag` (no simplification) whose
     nodes carry structural keys (:func:`algebra.make_key`) for the canonical order."""
 
     def __init__(self, genes: Genes):
         self.index = {n: j for j, n in enumerate(genes.names)}
-        self.dag = _Dag(genes, False)
+        self.dag = Dag(genes, False)
         self.key: dict[int, tuple] = {}
         self.depth: dict[int, int] = {}
         self.dig: dict[int, int] = {}
@@ -305,7 +305,7 @@ class _Exact:
         return self.put("num", (), v)
 
 
-def _canonical_exact(dag: _Dag, root: int, genes: Genes) -> tuple[_Dag, int]:
+def _canonical_exact(dag: Dag, root: int, genes: Genes) -> tuple[Dag, int]:
     """``dag`` with commutative operands in canonical order and ``x*x**n`` as ``x**(n+1)``:
     rewrites that keep every bit (see the module docstring)."""
     ex = _Exact(genes)
@@ -387,12 +387,12 @@ def simplified_of_stub(stub, genes: Genes, *, digits: int = 6, exact: bool = Fal
     """:func:`simplified` of an already compiled stub (``sp.compile(prog, genes.inputs,
     genes.outputs)`` or ``sp.compile_many``)."""
     _check_genes(genes)
-    digits = _check_digits(digits)
+    digits = check_digits(digits)
     if not isinstance(exact, (bool, np.bool_)):
         raise SearchError(f"exact={exact!r}: give True (bit-exact rewrites only) or False "
                           f"(the algebra of real numbers)")
     if exact:
-        dag, root = _parse_stub(str(stub), genes, True)
+        dag, root = stub_dag(str(stub), genes, True)
         dag, root = _canonical_exact(dag, root, genes)
     else:
         cache = _cache(genes)

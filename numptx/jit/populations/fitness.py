@@ -90,7 +90,7 @@ log = logging.getLogger(__name__)
 
 LOSSES = ("mse", "mae", "rmse", "pearson")
 # site variables of the generated kernel and C++ keywords: no column may take these names
-_RESERVED = frozenset("""cand p t l alignas alignof and asm auto bool break case catch char
+RESERVED_NAMES = frozenset("""cand p t l alignas alignof and asm auto bool break case catch char
     class const constexpr continue decltype default delete do double else enum explicit export
     extern false float for friend goto if inline int long mutable namespace new noexcept not
     nullptr operator or private protected public register return short signed sizeof static
@@ -172,7 +172,7 @@ def _check(X: Any, y: Any, loss: Any, names: Sequence[str] | None):
     d = X.shape[1]
     names = tuple(names) if names is not None else tuple(f"x{j}" for j in range(d))
     bad = [n for n in names if not isinstance(n, str) or not n.isidentifier() or
-           not n.isascii() or n in _RESERVED or n.startswith("_nx_")]
+           not n.isascii() or n in RESERVED_NAMES or n.startswith("_nx_")]
     if bad or len(names) != d or len(set(names)) != d:
         raise FitnessError(f"fitness: names= gives {d} distinct identifiers for the columns, "
                            f"none of cand, p, t, l (the kernel's site variables), a C++ keyword "
