@@ -29,6 +29,7 @@ from .genes import Genes, SearchError
 from .elites import DESCRIPTORS, Descriptor
 from .loop import Candidate, Generation, Result, evolve, map_elites, regress
 from .rescore import Rescore
+from .simplify import complexities, complexity, simplified
 from .resume import resume
 # the formula evaluator, again: importing the submodule numptx.search.evaluate (the loop
 # scores through it) set the package's ``evaluate`` to that module
@@ -36,7 +37,8 @@ from .formula import evaluate  # noqa: E402,F811
 
 __all__ = ["regress", "map_elites", "evolve", "resume", "Result", "Candidate", "Generation",
            "Rescore", "Descriptor", "DESCRIPTORS", "Genes", "SearchError", "CheckpointError", "formula",
-           "FormulaLimitError", "evaluate", "canonical_key", "genes", "operators"]
+           "FormulaLimitError", "evaluate", "canonical_key", "genes", "operators", "simplified",
+           "complexity", "complexities"]
 
 
 def __getattr__(name: str):   # SymbolicRegressor: scikit-learn is imported when it is asked for
