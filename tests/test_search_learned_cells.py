@@ -74,6 +74,19 @@ def test_resume_across_a_refit_is_exact(tmp_path):
     assert resumed.best.loss == whole.best.loss
 
 
+def test_resume_takes_descriptors_learned_as_map_elites_does(tmp_path):
+    """resume(descriptors="learned") is the run's own setting, not a refused bare string; other
+    descriptors than the run's are refused naming both."""
+    path = tmp_path / "run.nxck"
+    _run(3).save(path)
+    again = search.resume(path, generations=1, descriptors="learned")
+    assert len(again.history) == 4
+    with pytest.raises(SearchError, match="was run with descriptors"):
+        search.resume(path, generations=1, descriptors=("length", "op_mix"))
+    with pytest.raises(SearchError, match="give a sequence of descriptor"):
+        search.resume(path, generations=1, descriptors="length")
+
+
 def _forge(path, edit):
     """Rewrite a checkpoint's JSON state with ``edit`` (the checksum recomputed)."""
     from numptx.search import checkpoint as ck

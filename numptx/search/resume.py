@@ -41,7 +41,8 @@ def resume(path: Any, *, generations: int | None = None, device: Device = "auto"
     """Continue the search saved at ``path`` (:meth:`Result.save`) for ``generations`` more
     (default: what is left of the original ``generations``). Runs of ``regress`` and
     ``map_elites`` carry their data; an ``evolve`` run needs ``template`` and ``fitness`` again,
-    a MAP-Elites run with user descriptors needs ``descriptors`` again. A missing, corrupted or
+    a MAP-Elites run with user descriptors needs ``descriptors`` again (``"learned"``, as
+    ``map_elites`` takes it, is accepted and checked against the run's). A missing, corrupted or
     mismatched file raises :class:`~numptx.search.checkpoint.CheckpointError` naming it and
     the field at fault; ``max_bytes`` raises the size a body may inflate to (default
     ``checkpoint.MAX_BODY``, for a checkpoint you wrote with that much data). ``evaluate``:
@@ -81,7 +82,8 @@ def _check_arguments(device: Any, executor: Any, per_module: Any, template: Any,
         raise SearchError(f"resume: fitness={fitness!r} is not callable (it takes the built "
                           f"packs and returns one score per candidate)")
     if descriptors is not None and (isinstance(descriptors, (str, bytes))
-                                    or not isinstance(descriptors, Sequence)):
+                                    or not isinstance(descriptors, Sequence)) \
+            and descriptors != "learned":
         raise SearchError(f"resume: descriptors={descriptors!r}: give a sequence of descriptor "
                           f"names or Descriptor tuples")
     return device
@@ -97,6 +99,8 @@ def restore(path: str | os.PathLike, *, device: str = "auto", executor: Any = No
     argument)."""
     device = _check_arguments(device, executor, per_module, template, fitness, descriptors,
                               evaluate, build)
+    if descriptors == "learned":         # as map_elites takes it: the learned axes alone
+        descriptors = ("learned",)
     spath = path_of(path, "resume")
     f = Fields(read(spath, max_bytes=max_bytes), spath)
     kind = f.keys()
