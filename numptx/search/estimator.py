@@ -28,6 +28,7 @@ with no GPU (the formula runs in the stub emulator, :meth:`Candidate.predict`).
 from __future__ import annotations
 
 import logging
+import pickle
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from typing import Any
@@ -119,17 +120,36 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
         return type(self)(**{k: v if k == "executor" else clone(v, safe=False)
                              for k, v in params.items()})
 
+    def __getstate__(self) -> dict:
+        """The pickled state: ``executor`` and ``progress`` are run-time helpers, not the
+        model; one that does not pickle (a pool, a lambda) is left out (None, False)."""
+        state = dict(super().__getstate__())       # a copy: it may be self.__dict__
+        for name, default in (("executor", None), ("progress", False)):
+            try:
+                pickle.dumps(state[name])
+            except (TypeError, AttributeError, pickle.PicklingError):    # a pool; a lambda
+                log.info("SymbolicRegressor: %s= does not pickle: left out", name)
+                state[name] = default
+        return state
+
     # ---- fit, predict, score
     def fit(self, X: Any, y: Any) -> SymbolicRegressor:
         """Search for formulas of the columns of ``X`` that fit ``y`` (``regress``);
         returns self."""
         from .loop import regress
-        from .prepare import input_names
+        from .prepare import input_names, warn_renamed
+        if self.loss == "pearson":
+            raise SearchError("SymbolicRegressor: loss='pearson' scores a formula up to a + b·f, "
+                              "so its formula does not predict y; use loss='mse' (its linear "
+                              "scaling is the same scale-free search, with a and b written "
+                              "into the formula)")
         X, y = validation.validate_data(self, X, y, y_numeric=True, ensure_min_samples=2,
                                         dtype=[np.float64, np.float32])
         names = getattr(self, "feature_names_in_", None)
         self.input_names_ = input_names(list(names)) if names is not None else \
             tuple(f"x{j}" for j in range(X.shape[1]))
+        if names is not None:                    # regress gets them mapped: it cannot warn
+            warn_renamed(list(names), self.input_names_, "SymbolicRegressor.fit", stacklevel=3)
         options = self.get_params()
         options.pop("random_state")
         options["dtype"] = self._dtype(X)

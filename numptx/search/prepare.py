@@ -43,7 +43,7 @@ from .scorers import UserFitness
 from .sites import site_genes
 
 __all__ = ["prepare", "prepare_evolve", "resolve_fitting", "fit_top_lm", "input_names",
-           "data_names"]
+           "data_names", "warn_renamed"]
 
 
 def prepare(kind: Kind, X: Any, y: Any, ops: Sequence[str], *, names: Sequence[str] | None,
@@ -121,12 +121,19 @@ def data_names(X: Any, names: Sequence[str] | None, where: str) -> Sequence[str]
     if columns is None or not all(isinstance(c, str) for c in columns):
         return None
     mapped = input_names(list(columns))
+    warn_renamed(list(columns), mapped, where, stacklevel=6)
+    return mapped
+
+
+def warn_renamed(columns: Sequence[Any], mapped: Sequence[str], where: str,
+                 stacklevel: int) -> None:
+    """Warn (``UserWarning``, at ``stacklevel`` counted from the caller of this function)
+    which of ``columns`` :func:`input_names` renamed (``mapped``); nothing when none was."""
     renamed = [f"{c!r} as {n!r}" for c, n in zip(columns, mapped) if c != n]
     if renamed:
         warnings.warn(f"{where}: X's columns {', '.join(renamed)} (input names are ASCII "
                       f"identifiers the formula and the kernel can use; pass names= to choose "
-                      f"them)", stacklevel=5)
-    return mapped
+                      f"them)", stacklevel=stacklevel)
 
 
 def resolve_fitting(cfg: SearchOptions, loss: str, y: np.ndarray, device: str,

@@ -1,0 +1,73 @@
+"""Adversarial review of issue 26's estimator and inputs (SymbolicRegressor, input names,
+protected ops, time_limit): each test failed before the fix committed with it."""
+from __future__ import annotations
+
+import pickle
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+pytest.importorskip("sklearn")
+
+from numptx.search import SearchError, SymbolicRegressor  # noqa: E402
+
+SMALL = dict(population=48, generations=2, random_state=0, device="cpu")
+
+
+def _data(n: int = 60, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    X = np.random.default_rng(seed).uniform(-1, 1, (n, 2))
+    return X, 3.0 * (X[:, 0] * X[:, 1] + X[:, 1]) + 5.0
+
+
+def test_pearson_loss_is_refused_not_a_silently_wrong_predict():
+    """loss='pearson' scores a formula up to a + b·f, so its formula (x1 + x1*x0 for
+    3(x1 + x1*x0) + 5) predicted y badly: R² -3.4 on the data it fitted with loss 0. The
+    estimator refuses it, naming the option and the fix (mse: the same scale-free search,
+    with a and b written into the formula)."""
+    X, y = _data()
+    with pytest.raises(SearchError, match=r"loss='pearson'.*loss='mse'"):
+        SymbolicRegressor(("add", "mul"), loss="pearson", **SMALL).fit(X, y)
+    m = SymbolicRegressor(("add", "mul"), loss="mse", population=100, generations=10,
+                          random_state=0, device="cpu").fit(X, y)
+    assert m.score(X, y) > 0.999999
+
+
+def test_renamed_dataframe_columns_warn_at_fit():
+    """A DataFrame's columns the formulas cannot use as they are ('mass (kg)', 'ß') are
+    renamed; regress warns which, and so does the estimator's fit (it passed the names to
+    regress already mapped, so no warning was shown and 'ß' became x1 silently). The warning
+    points at the caller of fit, not at numptx."""
+    pd = pytest.importorskip("pandas")
+    X, y = _data()
+    with pytest.warns(UserWarning, match=r"'mass \(kg\)' as 'mass_kg', 'ß' as 'x1'") as rec:
+        m = SymbolicRegressor(("add", "mul"), **SMALL).fit(
+            pd.DataFrame(X, columns=["mass (kg)", "ß"]), y)
+    assert m.input_names_ == ("mass_kg", "x1")
+    assert [w.filename for w in rec if "mass_kg" in str(w.message)] == [__file__]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                  # usable names: no warning
+        SymbolicRegressor(("add", "mul"), **SMALL).fit(pd.DataFrame(X, columns=["a", "y"]), y)
+
+
+def _no_progress(g):
+    return None
+
+
+@pytest.mark.parametrize("what", ["executor", "progress"])
+def test_a_fitted_estimator_pickles_with_an_executor_or_a_lambda(what):
+    """A pool (executor=) and a lambda (progress=) do not pickle, so a fitted estimator that
+    had one did not either (TypeError, PicklingError). They are run-time helpers, not the
+    model: the pickle leaves them out (None, False) and the loaded model predicts the same; a
+    picklable progress function is kept."""
+    X, y = _data()
+    with ThreadPoolExecutor(2) as pool:
+        extra = {"executor": pool} if what == "executor" else {"progress": lambda g: None}
+        m = SymbolicRegressor(("add", "mul"), **extra, **SMALL).fit(X, y)
+        back = pickle.loads(pickle.dumps(m))
+        assert getattr(m, what) is extra[what]           # the fitted one keeps its own
+    assert back.executor is None and back.progress is False
+    assert np.array_equal(back.predict(X), m.predict(X))
+    kept = pickle.loads(pickle.dumps(SymbolicRegressor(progress=_no_progress)))
+    assert kept.progress is _no_progress
