@@ -71,3 +71,17 @@ def test_a_fitted_estimator_pickles_with_an_executor_or_a_lambda(what):
     assert np.array_equal(back.predict(X), m.predict(X))
     kept = pickle.loads(pickle.dumps(SymbolicRegressor(progress=_no_progress)))
     assert kept.progress is _no_progress
+
+
+def test_f32_only_ops_on_f64_data_past_the_f32_range_name_the_op():
+    """float64 X with sin: the estimator runs the search in f32 (sin has no f64 form); X
+    past the f32 range was refused with "rescale the data or use float64 X", and X was
+    float64 already. The error names the op that forced f32 and the fixes that work."""
+    X, y = _data()
+    for big_X, big_y in ((X * 1e39, y), (X, y * 1e39)):
+        with pytest.raises(SearchError, match=r"'sin' has no f64 form.*(X|y) holds values "
+                                              r"past the f32 range.*rescale") as e:
+            SymbolicRegressor(("add", "sin"), **SMALL).fit(big_X, big_y)
+        assert "use float64 X" not in str(e.value)
+    assert SymbolicRegressor(("add", "mul"), **SMALL).fit(X * 1e39, y * 1e39) \
+        .best_.genes.dtype == "f64"                     # no f32-only op: f64, no overflow

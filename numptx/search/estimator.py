@@ -152,7 +152,7 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
             warn_renamed(list(names), self.input_names_, "SymbolicRegressor.fit", stacklevel=3)
         options = self.get_params()
         options.pop("random_state")
-        options["dtype"] = self._dtype(X)
+        options["dtype"] = self._dtype(X, y)
         result = regress(X, y, seed=self._seed(), names=self.input_names_, **options)
         if result.model is None:
             raise SearchError(f"SymbolicRegressor.fit: the search stopped ({result.stopped}) "
@@ -184,16 +184,26 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
         raise SearchError(f"SymbolicRegressor: random_state={rs!r}: give an int, None or a "
                           f"numpy.random.RandomState")
 
-    def _dtype(self, X: np.ndarray) -> str | None:
+    def _dtype(self, X: np.ndarray, y: np.ndarray) -> str | None:
         """The search's dtype: ``dtype`` when given; else f64 for float64 ``X`` when every
-        op has an f64 form, f32 otherwise."""
+        op has an f64 form, f32 otherwise (float64 data past the f32 range is then a
+        SearchError naming the op)."""
         if self.dtype is not None:
             return self.dtype
         ops = [self.ops] if isinstance(self.ops, str) else self.ops
         try:
-            f64 = all("f64" in op_dtypes(op) or not op_dtypes(op) for op in ops)
+            f32 = [op for op in ops if op_dtypes(op) and "f64" not in op_dtypes(op)]
         except TypeError:
             return None                                  # not a list of names: regress says
-        if X.dtype == np.float64 and not f64:
-            log.info("SymbolicRegressor: an op has no f64 form, so the search runs in f32")
-        return "f64" if X.dtype == np.float64 and f64 else "f32"
+        if X.dtype == np.float64 and f32:
+            log.info("SymbolicRegressor: %r has no f64 form, so the search runs in f32", f32[0])
+            top = float(np.finfo(np.float32).max)
+            for what, a in (("X", X), ("y", y)):
+                if a.size and float(np.abs(a).max()) > top:
+                    raise SearchError(f"SymbolicRegressor: op {f32[0]!r} has no f64 form, so "
+                                      f"the search runs in f32, and {what} holds values past "
+                                      f"the f32 range (largest |value| "
+                                      f"{float(np.abs(a).max()):.3g}, the f32 maximum "
+                                      f"{top:.3g}): rescale the data, or leave out the "
+                                      f"f32-only ops to search in f64")
+        return "f64" if X.dtype == np.float64 and not f32 else "f32"
