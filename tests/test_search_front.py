@@ -284,14 +284,20 @@ def test_a_candidates_complexity_is_measured_again_for_a_new_program():
     assert c.known_complexity is None and c.complexity == 3
 
 
-def test_parsimony_still_counts_ops():
-    """Parsimony by complexity measured every program every generation (twice the time of a
-    generation of 1000): it counts the ops, as documented in numptx.search.front."""
+def test_parsimony_counts_the_complexity():
+    """Parsimony charges the front's complexity (front.sizes): measured once a program and
+    only when parsimony > 0; a non-finite loss is not measured."""
     r = _run(generations=2, parsimony=0.5)
     s = r._search
     pop = s.population
-    want = np.array([c.loss for c in pop]) + 0.5 * np.array([len(c.program) for c in pop])
+    want = np.array([c.loss for c in pop]) + 0.5 * complexities(
+        [c.program for c in pop], s.genes).astype(np.float64)
     assert s.penalized(pop).tolist() == want.tolist()
+    assert all(c.known_complexity is not None for c in pop)        # kept on the candidates
+    dead = Candidate(list(pop[0].program), math.inf, s.genes)
+    assert fr.sizes([dead, pop[0], pop[0]]).tolist() == [0.0, pop[0].complexity,
+                                                          pop[0].complexity]
+    assert dead.known_complexity is None
 
 
 # ---- the option and its bad values -----------------------------------------------------------

@@ -65,7 +65,7 @@ BOUNDS: dict[str, tuple[Any, Any, str]] = {
     "generations": (0, GENERATIONS_MAX, "each generation keeps a history row"),
     "tournament": (1, "population", "a tournament draws from the population"),
     "elitism": (0, "population - 1", "the elites are part of the population"),
-    "parsimony": (0.0, "finite", "loss added per op in selection"),
+    "parsimony": (0.0, "finite", "loss added per node of complexity in selection"),
     "crossover": (0.0, 1.0, "a rate"),
     "mutation": (0.0, 1.0, "a rate"),
     "max_length": (1, LENGTH_MAX, "the compiler runs a program's first Limits.max_steps ops"),

@@ -41,10 +41,13 @@ made a front again: sorted by complexity, each entry's loss strictly below the o
 ``result.front[-1]`` has the lowest loss; it is ``result.best`` unless a simpler program
 scores exactly as well once written.
 
-Parsimony (``parsimony=``) still counts a program's ops, not its complexity: it needs every
-program of the population measured, every generation, and with today's 0.2-1.5 ms a program
-that took 0.6-1.0 s a generation of 1000 (against 0.45-0.63 s for the whole generation
-without it; Nguyen-7, one CPU core). Counting nodes there waits for a cheaper measure.
+Parsimony (``parsimony=p``) adds ``p * complexity`` to each candidate's loss in selection
+(:func:`sizes`): the same complexity, measured once a program (kept on its candidate) and
+only when ``p > 0``, so a run without parsimony pays nothing for it (with it, every new
+child is measured: ~150-250 µs each, 1.4-1.8x the CPU of a generation of 1000 on Nguyen-7
+against counting ops, 2026-11-29). A candidate of
+non-finite loss is not measured (its penalized loss is non-finite anyway), and a program the
+simplifier refuses counts its ops.
 
 The rules (:data:`MODEL_SELECTIONS`), each picking one entry of the front:
 
@@ -304,7 +307,10 @@ def _probes(c: Candidate, eps: float) -> tuple[list, list[float], list[float]]:
     progs, steps = [list(c.program)], []
     for i in free:
         moved = theta.copy()
-        moved[i] = c.genes.round(theta[i] + math.sqrt(eps) * max(abs(theta[i]), 1.0))
+        step = math.sqrt(eps) * max(abs(theta[i]), 1.0)
+        moved[i] = c.genes.round(theta[i] + step)
+        if not math.isfinite(moved[i]):         # near the dtype's largest: a backward step
+            moved[i] = c.genes.round(theta[i] - step)
         steps.append(moved[i] - theta[i])
         progs.append(O.with_constants(c.program, moved))
     return progs, [float(theta[i]) for i in free], steps
@@ -394,3 +400,19 @@ def with_front(search: Any, result: Any) -> Any:
     result.model_selection = search.cfg.model_selection
     result.model = result.select(result.model_selection)
     return result
+
+
+def sizes(cands: Sequence[Candidate]) -> np.ndarray:
+    """What parsimony charges each candidate for: its complexity (float64; measured in one
+    batch for those not measured yet, kept on them); 0 for a non-finite loss (not measured);
+    the op count of a program the simplifier refuses."""
+    out = np.zeros(len(cands))
+    pos: dict[int, list[int]] = {}
+    for i, c in enumerate(cands):
+        if math.isfinite(c.loss):
+            out[i] = len(c.program)          # what a refused program keeps
+            pos.setdefault(id(c), []).append(i)
+    firsts = [cands[ix[0]] for ix in pos.values()]
+    for c, k in _measured(firsts):
+        out[pos[id(c)]] = k
+    return out

@@ -11,7 +11,7 @@
     result.best.formula, result.best.loss, result.history[-1].best
     result.save("run.nxck"); more = search.resume("run.nxck", generations=20)
 
-One generation: tournament selection (penalized loss ``loss + parsimony * ops``), crossover and
+One generation: tournament selection (penalized loss ``loss + parsimony * complexity``), crossover and
 mutation (:mod:`numptx.search.breed`: the operators of :mod:`numptx.search.operators`, fast),
 deduplication by canonical key (a duplicate is mutated again, up to ``revary`` times; a
 program whose stub equals one already scored reuses that score: nothing is compiled, built or
@@ -51,7 +51,7 @@ from .genes import LN2, LOG2E, Genes, check_int
 from .prepare import prepare, prepare_evolve
 from .rescore import Rescore, returned
 from .results import Candidate, Generation, Result, program_key
-from .front import Front, with_front
+from .front import Front, sizes as front_sizes, with_front
 from .scaling import written
 from .scorers import Scorer, UserFitness
 from .strategies import Strategy, strategy_for
@@ -335,8 +335,8 @@ class Search:
     def penalized(self, cands: Sequence[Candidate]) -> np.ndarray:
         loss = np.array([c.loss for c in cands])
         if self.cfg.parsimony:       # a large (finite) parsimony gives +inf, not a warning
-            with np.errstate(over="ignore"):    # ops, not complexity: see numptx.search.front
-                loss = loss + self.cfg.parsimony * np.array([len(c.program) for c in cands])
+            with np.errstate(over="ignore", invalid="ignore"):    # complexity: front.sizes
+                loss = loss + self.cfg.parsimony * front_sizes(list(cands))
         return loss
 
     def init_population(self) -> list[Candidate]:
@@ -542,9 +542,9 @@ def regress(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div"), *
     ``pearson``). Tournament selection of size ``tournament`` (default 5, or the population
     when it is smaller; at most the population) with ``elitism`` elites (default
     1 % of the population; elites only under ``survivors="children"``); ``parsimony`` adds
-    that much loss per op in selection; ``survivors``: ``"plus"`` (the next population is
-    the best ``population`` distinct programs of the parents and the children, Operon's
-    keep-best) or ``"children"`` (the elites and the children);
+    that much loss per node of complexity in selection (:mod:`numptx.search.front`);
+    ``survivors``: ``"plus"`` (the next population is the best ``population`` distinct
+    programs of the parents and the children, Operon's keep-best) or ``"children"`` (the elites and the children);
     ``crossover``/``mutation`` are the rates. ``islands=k`` splits the population into k
     subpopulations (each selects and keeps its best on its own; every ``migration``
     generations each sends copies of its 2 best programs to the next, replacing its worst;
