@@ -35,20 +35,22 @@ exp, log         ``exp``, ``log``
 exp2, log2       ``2**a``, ``log(a, 2)`` (= log(a)/log(2))
 sin cos tanh     ``sin``, ``cos``, ``tanh``
 sqrt, abs        ``sqrt``, ``Abs``
-fmax, fmin       ``Max``, ``Min``
+fmax, fmin       ``Max``, ``Min`` (of a ``nan``: the other operand, as PTX's max/min)
 fma(a, b, c)     ``a*b + c``
 copysign(a, b)   ``Piecewise((Abs(a), b >= 0), (-Abs(a), True))``
 floor, ceil      ``floor``, ``ceiling``
 rint, trunc      ``rint``, ``trunc``: functions of this module (round half to even; toward
                  zero), evaluated on numbers, derivative 0, printed by ``sympy.lambdify``
                  as ``numpy.rint``/``numpy.trunc``
-sat(a)           ``Min(Max(a, 0), 1)``
+sat(a)           ``Min(Max(a, 0), 1)`` (``sat(nan)`` is 0, as ``cvt.sat``)
 ===============  ===============================================================
 
 sympy computes in exact real arithmetic, so its expression is the formula's mathematics, not
 its floating-point behaviour: no rounding, no signed zero (``-0.0`` is 0, ``copysign(a, -0.0)``
-is ``Abs(a)``), ``Max``/``Min`` without NumPy's rule that a NaN operand yields the other, and
-``sat`` of NaN undefined (the formula's is 0). sympy's own evaluation simplifies a little
+is ``Abs(a)``), and ``Max``/``Min`` without PTX's rule that a NaN operand yields the other
+where the NaN is a symbol's value (a ``nan`` in the formula is applied: ``fmax(x0, nan)`` is
+``x0``); an operand sympy cannot compare (``zoo``, ``I``) leaves ``Max``/``Min`` unevaluated,
+and what sympy refuses to build is a SearchError. sympy's own evaluation simplifies a little
 (``x0 + x0`` is ``2*x0``); ``sympy.simplify`` is left to the caller, as is
 ``sympy.nsimplify`` to turn fitted floats into rationals.
 
@@ -88,7 +90,7 @@ from typing import Any
 
 import numpy as np
 
-from .formula import Eval, parse_text, evaluate, formula
+from .formula import MAX_POWER, Eval, parse_text, evaluate, formula
 from .genes import RESERVED_NAMES, Genes, SearchError, check_int
 
 __all__ = ["sympy_of", "latex_of", "NumpyFormula", "ptx_expr_of", "readable_text", "exact_text",
@@ -186,12 +188,23 @@ def _sympy_functions(sp) -> dict[str, Any]:
             return sp.Abs(a)                      # a NaN sign is + (as the PTX row gives)
         return sp.Piecewise((sp.Abs(a), b >= 0), (-sp.Abs(a), True))
 
+    def nan_is_the_other(f):
+        def g(a, b):                              # PTX's max/min: a NaN operand gives the other
+            if a is sp.nan or b is sp.nan:
+                return b if a is sp.nan else a
+            try:
+                return f(a, b)
+            except ValueError:                    # zoo, I: not comparable; kept unevaluated
+                return f(a, b, evaluate=False)
+        return g
+
+    fmax, fmin = nan_is_the_other(sp.Max), nan_is_the_other(sp.Min)
     return {"exp": sp.exp, "exp2": lambda a: sp.Integer(2) ** a, "log": sp.log,
             "log2": lambda a: sp.log(a, 2), "sin": sp.sin, "cos": sp.cos, "tanh": sp.tanh,
-            "sqrt": sp.sqrt, "abs": sp.Abs, "fmax": sp.Max, "fmin": sp.Min,
+            "sqrt": sp.sqrt, "abs": sp.Abs, "fmax": fmax, "fmin": fmin,
             "fma": lambda a, b, c: a * b + c, "copysign": copysign, "floor": sp.floor,
             "ceil": sp.ceiling, "rint": rounding["rint"], "trunc": rounding["trunc"],
-            "sat": lambda a: sp.Min(sp.Max(a, 0), 1)}
+            "sat": lambda a: fmin(fmax(a, sp.Integer(0)), sp.Integer(1))}
 
 
 class _ToSympy(Eval):
@@ -262,7 +275,15 @@ def sympy_of(text: str, names: Sequence[str], *, dtype: str = "f32",
                 raise SearchError(f"symbols[{k!r}]={v!r}: give a sympy expression, e.g. "
                                   f"sympy.Symbol({k!r}, real=True)")
             env[k] = v
-    return _ToSympy(text, env, sp, dtype == "f32").run(parse_text(text))
+    tree = parse_text(text)
+    try:
+        return _ToSympy(text, env, sp, dtype == "f32").run(tree)
+    except SearchError:
+        raise
+    except (TypeError, ValueError, ArithmeticError) as e:     # sympy's own refusals
+        shown = text if len(text) <= 80 else f"{text[:60]}... ({len(text):,} characters)"
+        raise SearchError(f"sympy(): sympy cannot build the formula {shown!r} "
+                          f"({type(e).__name__}: {e})") from None
 
 
 def latex_of(expr: Any, *, digits: int = 6) -> str:
@@ -416,7 +437,7 @@ class _Traced(Eval):
                 return a * b
             if isinstance(op, ast.Div):
                 return a / b
-            if type(b) is int and 2 <= b <= 64 and isinstance(node.right, ast.Constant):
+            if type(b) is int and 2 <= b <= MAX_POWER and isinstance(node.right, ast.Constant):
                 return _power(a, b)
             return a ** b
         return self.funcs[node.func.id](*args)

@@ -65,7 +65,7 @@ from ..instructions import TABLE, UnknownInstructionError
 from .genes import LN2, LOG2E, Genes, SearchError
 
 __all__ = ["formula", "formula_of_stub", "evaluate", "canonical_key", "canonical_keys",
-           "FormulaLimitError", "MAX_TEXT", "MAX_DEPTH", "MAX_NAMES"]
+           "FormulaLimitError", "MAX_TEXT", "MAX_DEPTH", "MAX_NAMES", "MAX_POWER"]
 
 #: the longest formula text :func:`evaluate` reads (characters); a printed program of
 #: max_length ops stays far below (shared subexpressions are bound once with :=)
@@ -457,7 +457,10 @@ EVAL_FUNCS = {
     "floor": np.floor, "ceil": np.ceil, "sat": _sat,
 }
 _ARITY = {"fmax": 2, "fmin": 2, "copysign": 2, "fma": 3}
-_MAX_POWER = 64      # x**n of an int 3 <= n <= this: n-1 products, left to right
+#: ``x**n`` of an int 2 <= n <= this is read as n-1 products, left to right (the program's
+#: ``mul`` s); a larger n is ``numpy.power`` (so the simplifier prints no larger power in its
+#: exact text)
+MAX_POWER = 64
 
 
 class Eval:
@@ -550,7 +553,7 @@ class Eval:
             if isinstance(op, ast.Div):
                 return a / b
             n = node.right.value if isinstance(node.right, ast.Constant) else None
-            if n == 2 or (type(n) is int and 3 <= n <= _MAX_POWER):
+            if n == 2 or (type(n) is int and 3 <= n <= MAX_POWER):
                 out = a * a             # x**n is ((x*x)*x)*..., as the program's muls round
                 for _ in range(int(n) - 2):
                     out = out * a

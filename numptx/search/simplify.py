@@ -15,9 +15,11 @@
   and the product of ``fma`` in canonical order (``a - b`` read as ``a + -b``, IEEE's
   definition, so ``-0.09 - x`` and ``-x - 0.09`` are one text), and ``x*x**n`` as ``x**(n+1)``
   (``evaluate`` computes ``x**n`` as ``((x*x)*x)*...``, left to right, so ``x*(x*x)`` is
-  ``x**3`` bit for bit; ``(x*x)*(x*x)`` rounds differently and stays ``(x**2)**2``). The text
-  evaluates bit for bit like the program wherever ``formula``'s does (its docstring lists where
-  not: directed rounding, ``.ftz``, the approximate rows, ``fma`` in f64).
+  ``x**3`` bit for bit, up to ``formula.MAX_POWER`` (64: ``x*x**64`` stays, since evaluate
+  reads a larger power with ``numpy.power``); ``(x*x)*(x*x)`` rounds differently and stays
+  ``(x**2)**2``). The text evaluates bit for bit like the program wherever ``formula``'s does
+  (its docstring lists where not: directed rounding, ``.ftz``, the approximate rows, ``fma``
+  in f64).
 - ``exact=False`` (the default): the algebra of real numbers. Sums and products are flattened
   across their chains, like terms and like factors merged, constants combined in float64 and
   printed with ``digits`` digits (more where a number would print as a bare 1: ``1.000004*x``).
@@ -87,7 +89,8 @@ import numpy as np
 from .. import stack_ptx as sp
 from .algebra import CALL, NUM, PROD, SUM, VAR, Alg, digest, fdig, fkey, make_key, parse_stub, sdig
 from .algebra import reachable as reachable_alg
-from .formula import ATOM, MUL, POW, UNARY, check_digits, Dag, fmt_num, stub_dag, Printer
+from .formula import ATOM, MAX_POWER, MUL, POW, UNARY, Dag, Printer, check_digits, fmt_num, \
+    stub_dag
 from .genes import Genes, SearchError
 
 __all__ = ["simplified", "simplified_of_stub", "complexity", "complexities"]
@@ -333,7 +336,8 @@ def _canonical_exact(dag: Dag, root: int, genes: Genes) -> tuple[Dag, int]:
 def _exact_product(ex: _Exact, a: list[int]) -> int:
     for x, y in ((a[0], a[1]), (a[1], a[0])):
         ny = ex.dag.nodes[y]
-        if ny[0] == "pow" and ny[1][0] == x:             # x * x**n is x**(n+1), bit for bit
+        # x * x**n is x**(n+1), bit for bit, as far as evaluate multiplies powers out
+        if ny[0] == "pow" and ny[1][0] == x and ny[2] < MAX_POWER:
             return ex.put("pow", (x,), ny[2] + 1)
     return ex.put("*", tuple(sorted(a, key=ex.key.__getitem__)))     # numbers first: 2*x
 
