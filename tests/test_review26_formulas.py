@@ -81,3 +81,26 @@ def test_sympy_of_a_candidate_whose_fmax_folds_to_a_nan_or_zoo():
                *g.op_words("inv"), *g.op_words("max")]
     c = Candidate(zoo_max, 0.0, g)
     assert "Max" in str(c.sympy()) and isinstance(c.latex(), str)
+
+
+def test_a_result_pickles_with_its_front_and_model(tmp_path):
+    """A Result pickles (its search, with compiled modules and pools, is left out: 'cannot
+    pickle _cffi_backend.__CDataFromBuf' before the fix): the front, the model and an mdl
+    selection made before pickling come back; what needs the run says so."""
+    import pickle
+
+    from numptx import search
+    rng = np.random.default_rng(1)
+    X = rng.uniform(-2, 2, (64, 1)).astype(np.float32)
+    y = (X[:, 0] * X[:, 0] + 0.5).astype(np.float32)
+    r = search.regress(X, y, ["add", "mul"], population=32, generations=2, seed=0,
+                       model_selection="mdl")
+    got = pickle.loads(pickle.dumps(r))
+    assert [(c.loss, c.complexity, c.formula) for c in got.front] == \
+        [(c.loss, c.complexity, c.formula) for c in r.front]
+    assert got.model.formula == r.model.formula and got.select("mdl").formula == r.model.formula
+    assert got.select("accuracy").formula == r.front[-1].formula
+    assert got.children_per_second == r.children_per_second
+    with pytest.raises(SearchError, match="Result.save"):
+        got.save(tmp_path / "run.nxck")
+    r.save(tmp_path / "run.nxck")                          # the run's own result still saves

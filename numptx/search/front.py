@@ -5,8 +5,8 @@ A run keeps, for each complexity, the program of lowest loss, as long as it is l
 loss of every simpler program kept: a *front* where more complexity always buys a strictly
 lower loss. The complexity of a program is :func:`numptx.search.simplify.complexity`, the
 nodes of its simplified expression (the ops that reach the output, its inputs and numbers),
-so programs that print the same formula have the same complexity whatever dead ops they
-carry::
+so programs that print the same formula (at full precision: :mod:`numptx.search.simplify`)
+have the same complexity whatever dead ops they carry::
 
     r = search.regress(X, y, ["add", "mul", "sin"], seed=0)
     for c in r.front:                     # simplest first, the loss falling

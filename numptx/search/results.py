@@ -223,7 +223,25 @@ class Result:
 
     def save(self, path: Any) -> None:
         """Write the search's state to ``path`` (versioned, checksummed, atomic)."""
+        if self._search is None:
+            from .genes import SearchError
+            raise SearchError("Result.save: this result has no search state (it was "
+                              "unpickled: a pickle keeps the result, not the run); save the "
+                              "run's own result, or pickle it")
         self._search.save(path)
+
+    def __getstate__(self) -> dict:
+        """The pickled state: the result without its search (the run's data, compiled
+        modules and pools, which do not pickle): ``save`` needs the run's own result, and
+        ``select("mdl")`` the description lengths measured before pickling (a run of
+        ``model_selection="mdl"`` has them; ``r.select("mdl")`` before pickling measures
+        them)."""
+        state = dict(self.__dict__)
+        search = state.pop("_search", None)
+        state["_search"] = None
+        state["_children_made"] = getattr(search, "children_made",
+                                          self.__dict__.get("_children_made", 0))
+        return state
 
     @property
     def candidates_per_second(self) -> float:
@@ -234,5 +252,6 @@ class Result:
     @property
     def children_per_second(self) -> float:
         """Children made (generated, deduplicated or scored, selected) per second, end to end."""
-        n = self._search.children_made
+        n = self._search.children_made if self._search is not None else \
+            self.__dict__.get("_children_made", 0)
         return n / self.seconds if self.seconds > 0 else 0.0

@@ -62,8 +62,11 @@ function call, ``x**n`` one node with its base (``n`` is no node), ``1/x`` one w
 denominator (the ``1`` is no node), a negative number one node; a subexpression that occurs
 twice (the program computes it once and uses it twice, with ``dup``) counts once. So
 ``x0*(0.5*x0 + 0.99999*sin(x1))`` is 9 (x0, 0.5, 0.5*x0, 0.99999, x1, sin(x1),
-0.99999*sin(x1), +, *) and programs that print the same text have the same complexity,
-whatever dead ops or lengths they have. A program of the search's op names counts at most its
+0.99999*sin(x1), +, *) and programs that print the same text at full precision
+(``digits=17``: every number round-trips) have the same complexity, whatever dead ops or
+lengths they have. At fewer digits two numbers can print alike and still count as two: the
+default text ``0.5*x0 + 0.5*x1`` is 6 nodes (one number used twice) when both are 0.5, and 7
+when one is 0.500000119. A program of the search's op names counts at most its
 live words (pushes, dups and instruction words that reach the output; 1 for an empty program)
 plus one per ``fma`` (one word, two operations), except where ``dup`` feeds a sum into a sum
 that contains it (``s + (t + s)`` with ``s = x + 1`` merges to ``2*x + t + 2``).
