@@ -85,3 +85,32 @@ def test_f32_only_ops_on_f64_data_past_the_f32_range_name_the_op():
         assert "use float64 X" not in str(e.value)
     assert SymbolicRegressor(("add", "mul"), **SMALL).fit(X * 1e39, y * 1e39) \
         .best_.genes.dtype == "f64"                     # no f32-only op: f64, no overflow
+
+
+def test_a_fitted_aq_stays_one_gene_so_variation_keeps_it_protected():
+    """aq's 1 is a constant the fitting moves; with another value the gene was no longer
+    recognised (Genes.tokens matched its exact words), so crossover and mutation cut inside
+    it and moved its bare sqrt/div elsewhere: a search with only add, mul, aq and sqrtabs
+    returned programs such as sqrt(0.267194*x1 + 1.5955), NaN for x1 < -5.97 (seed 0,
+    population 300, 25 generations). A fitted aq is one gene, and children of programs made
+    of protected ops give no NaN on finite inputs."""
+    from numptx import stack_ptx as sp
+    from numptx.search.genes import Genes
+    from numptx.search.operators import (constants_of, crossover, mutate, random_program,
+                                         with_constants)
+    from numptx.search.results import Candidate
+    g = Genes(["add", "mul", "aq", "sqrtabs"], names=["a", "b"])
+    a, b = sp.input("a"), sp.input("b")
+    aq = with_constants([a, b, *g.op_words("aq")], [2.5])
+    assert g.tokens(aq) == [0, 1, 2, 9]
+    assert g.tokens([*aq, *g.op_words("sqrtabs")]) == [0, 1, 2, 9, 11]
+    rng = np.random.default_rng(0)
+    X = np.concatenate([rng.uniform(-40, 40, (256, 2)), np.zeros((1, 2))]).astype(np.float32)
+    parents = [with_constants(p, rng.uniform(0.5, 3, len(constants_of(p))))
+               for p in (random_program(g, rng, length=(4, 14)) for _ in range(40))]
+    for k in range(600):
+        p, q = parents[k % 40], parents[(7 * k + 3) % 40]
+        child = mutate(crossover(p, q, rng, genes=g), g, rng)
+        with np.errstate(all="ignore"):
+            out = Candidate(child, 0.0, g).predict(X)
+        assert not np.isnan(out).any(), Candidate(child, 0.0, g).formula

@@ -53,7 +53,8 @@ and ``div`` that give no NaN for a finite argument: use them where a formula mus
 outside the range it was fitted on (``sqrt(cos(x))`` is NaN wherever cos x < 0,
 ``sqrtabs(cos(x))`` is not). ``logabs(0)`` is -inf, as ``log(0)``; ``aq`` is finite everywhere
 (its 1 is a constant the fitting may move, kept positive by the ``abs``: ``a / sqrt(|c| +
-b**2)``, infinite only if the fit drives c to 0 and b is 0). They print as what they compute
+b**2)``, infinite only if the fit drives c to 0 and b is 0; with any c it stays one gene,
+which variation never cuts, so no bare ``sqrt`` or ``/`` comes out of it). They print as what they compute
 (``sqrt(abs(x))``, ``log(abs(x))``, ``x0/sqrt(x1**2 + 1)``). gplearn's protected operators
 instead switch to a fixed value near a pole (``div`` gives 1 for ``|b| < 0.001``); numptx's
 forms are Operon's, with no branch, so they keep derivatives for the constant fitting.
@@ -77,7 +78,7 @@ from ..instructions import TABLE
 from ..stack_ptx import Op
 
 __all__ = ["SearchError", "Genes", "OP_NAMES", "DTYPES", "LOG2E", "LN2", "RESERVED_NAMES",
-           "PROTECTED", "check_int", "shown", "op_dtypes"]
+           "PROTECTED", "MACRO_CONSTANTS", "check_int", "shown", "op_dtypes"]
 
 DTYPES = ("f32", "f64")
 LOG2E = 1.4426950408889634
@@ -123,6 +124,19 @@ _CONST_KINDS = (sp.CONST, sp.CONST64)
 RESERVED_NAMES = frozenset({"exp", "exp2", "log", "log2", "sin", "cos", "tanh", "sqrt", "abs",
                             "fmax", "fmin", "fma", "copysign", "rint", "trunc", "floor", "ceil",
                             "sat", "nan", "inf"})
+
+
+#: the op macros' own constants, which the search does not fit (exp: log2 e, log: ln 2)
+MACRO_CONSTANTS = (LOG2E, -LOG2E, LN2)
+
+
+def _matches(prog: Sequence[Op], i: int, parts: tuple) -> bool:
+    """Whether ``prog[i:]`` starts with a macro's ops (``parts``: each op's bytes, None for
+    any constant)."""
+    if i + len(parts) > len(prog):
+        return False
+    return all(prog[i + k].raw == p if p is not None else prog[i + k].word & 0xFF in _CONST_KINDS
+               for k, p in enumerate(parts))
 
 
 class SearchError(NumptxError, ValueError):
@@ -227,11 +241,15 @@ class Genes:
         self.outputs: dict[str, str] = {"y": self.dtype}
         self._words = {name: self._expand(name) for name in self.ops}
         # multi-op genes by their first op's encoded bytes (hashing bytes is far cheaper than
-        # an Op): what tokens() matches, longest first, as (length, all the ops' bytes)
-        self._macros: dict[bytes, list[tuple[int, bytes]]] = {}
+        # an Op): what tokens() matches, longest first, as (length, all the ops' bytes, and
+        # each op's bytes with None for a constant the search fits, aq's 1: any value matches)
+        self._macros: dict[bytes, list[tuple[int, bytes, tuple | None]]] = {}
         for w in sorted(set(self._words.values()), key=len, reverse=True):
             if len(w) > 1 and all(op.raw for op in w):
-                self._macros.setdefault(w[0].raw, []).append((len(w), b"".join(op.raw for op in w)))
+                parts = tuple(None if k and op.word & 0xFF in _CONST_KINDS
+                              and self._fitted_const(op) else op.raw for k, op in enumerate(w))
+                self._macros.setdefault(w[0].raw, []).append(
+                    (len(w), b"".join(op.raw for op in w), parts if None in parts else None))
 
     @property
     def rows(self) -> tuple[str, ...]:
@@ -389,13 +407,19 @@ class Genes:
                 continue
             found = macros.get(prog[i].raw)
             if found:
-                for length, raw in found:
-                    if b"".join([op.raw for op in prog[i:i + length]]) == raw:
+                for length, raw, parts in found:
+                    if b"".join([op.raw for op in prog[i:i + length]]) == raw or \
+                            parts is not None and _matches(prog, i, parts):
                         step = length
                         break
             i += step
             bounds.append(i)
         return bounds
+
+    def _fitted_const(self, op: Op) -> bool:
+        """Whether constant ``op`` of a macro is one the search fits (aq's and sigmoid's 1),
+        not one of the op's own (exp's log2 e, log's ln 2: :data:`MACRO_CONSTANTS`)."""
+        return all(op.raw != self.const(v).raw for v in MACRO_CONSTANTS)
 
     def check_site(self, site: Any, where: str) -> None:
         """Raise :class:`SearchError` (naming ``where`` and the site) unless programs of these
