@@ -104,3 +104,18 @@ def test_a_result_pickles_with_its_front_and_model(tmp_path):
     with pytest.raises(SearchError, match="Result.save"):
         got.save(tmp_path / "run.nxck")
     r.save(tmp_path / "run.nxck")                          # the run's own result still saves
+
+
+def test_complexities_of_candidates_of_different_genes():
+    """Candidates of two runs (an f32 op set with sin, an f64 one) measured together, as
+    front.pareto does for any candidates: each with its own genes. Before the fix all were
+    compiled with the first one's genes: the f64 program 2.5 + x0*x1 measured 1, not 5 (and
+    kept on it), and pareto filed it as the simplest entry."""
+    g32 = Genes(["add", "mul", "sin"], 2)
+    g64 = Genes(["add", "mul"], 2, dtype="f64")
+    a = Candidate([sp.input("x0"), *g32.op_words("sin")], 1.0, g32)
+    b = Candidate([sp.input("x0"), sp.input("x1"), *g64.op_words("mul"), g64.const(2.5),
+                   *g64.op_words("add")], 0.5, g64)
+    from numptx.search.results import complexities_of
+    assert complexities_of([a, b]).tolist() == [2, 5]
+    assert [c.complexity for c in F.pareto([a, b])] == [2, 5]

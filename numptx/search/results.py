@@ -34,13 +34,17 @@ def _export():
 # ---- results ------------------------------------------------------------------------------
 def complexities_of(cands: Sequence[Candidate]) -> np.ndarray:
     """Each candidate's :attr:`~Candidate.complexity` (int64): those not measured yet measured
-    in one batch (:func:`numptx.search.simplify.complexities`) and kept on the candidate."""
+    in one batch per genes (:func:`numptx.search.simplify.complexities`) and kept on the
+    candidate."""
     out = np.array([c.known_complexity if c.known_complexity is not None else -1
                     for c in cands], np.int64)
-    todo = np.flatnonzero(out < 0).tolist()
-    if todo:
+    groups: dict[int, list[int]] = {}          # one batch per genes: each compiles with its own
+    for i in np.flatnonzero(out < 0).tolist():
+        groups.setdefault(id(cands[i].genes), []).append(i)
+    if groups:
         import importlib
         simplify = importlib.import_module(__package__ + ".simplify")
+    for todo in groups.values():
         got = simplify.complexities([cands[i].program for i in todo], cands[todo[0]].genes)
         for i, k in zip(todo, got.tolist()):
             cands[i].remember_complexity(k)
