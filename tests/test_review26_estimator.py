@@ -114,3 +114,21 @@ def test_a_fitted_aq_stays_one_gene_so_variation_keeps_it_protected():
         with np.errstate(all="ignore"):
             out = Candidate(child, 0.0, g).predict(X)
         assert not np.isnan(out).any(), Candidate(child, 0.0, g).formula
+
+
+def test_a_failed_refit_leaves_the_estimator_unfitted():
+    """A refit on 3 columns that fails (time_limit=0: no formula) had already set
+    n_features_in_ = 3 while best_ was the old 2-input model: predict on 3 columns then ran
+    the old formula on the first two, silently. A failed fit leaves no fitted attribute:
+    predict is a NotFittedError."""
+    from sklearn.exceptions import NotFittedError
+    X = np.random.default_rng(0).uniform(-1, 1, (60, 3))
+    y = X[:, 0] * X[:, 1] + X[:, 1]
+    m = SymbolicRegressor(("add", "mul"), **SMALL).fit(X[:, :2], y)
+    with pytest.raises(SearchError, match="before its first generation"):
+        m.set_params(time_limit=0.0).fit(X, y)
+    with pytest.raises(NotFittedError):
+        m.predict(X)
+    assert not [k for k in vars(m) if k.endswith("_")]
+    m.set_params(time_limit=None).fit(X, y)             # a later fit works as ever
+    assert m.n_features_in_ == 3 and m.predict(X).shape == (60,)

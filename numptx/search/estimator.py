@@ -135,7 +135,16 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
     # ---- fit, predict, score
     def fit(self, X: Any, y: Any) -> SymbolicRegressor:
         """Search for formulas of the columns of ``X`` that fit ``y`` (``regress``);
-        returns self."""
+        returns self. A fit that raises leaves the estimator unfitted (no attribute of an
+        earlier fit stays, so ``predict`` is a NotFittedError, not the old formula)."""
+        try:
+            return self._fit(X, y)
+        except BaseException:
+            for name in [k for k in vars(self) if k.endswith("_") and not k.startswith("_")]:
+                delattr(self, name)
+            raise
+
+    def _fit(self, X: Any, y: Any) -> SymbolicRegressor:
         from .loop import regress
         from .prepare import input_names, warn_renamed
         if self.loss == "pearson":
@@ -149,7 +158,7 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
         self.input_names_ = input_names(list(names)) if names is not None else \
             tuple(f"x{j}" for j in range(X.shape[1]))
         if names is not None:                    # regress gets them mapped: it cannot warn
-            warn_renamed(list(names), self.input_names_, "SymbolicRegressor.fit", stacklevel=3)
+            warn_renamed(list(names), self.input_names_, "SymbolicRegressor.fit", stacklevel=4)
         options = self.get_params()
         options.pop("random_state")
         options["dtype"] = self._dtype(X, y)
