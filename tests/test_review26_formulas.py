@@ -119,3 +119,22 @@ def test_complexities_of_candidates_of_different_genes():
     from numptx.search.results import complexities_of
     assert complexities_of([a, b]).tolist() == [2, 5]
     assert [c.complexity for c in F.pareto([a, b])] == [2, 5]
+
+
+@pytest.mark.parametrize("words, want", [
+    (("x0", 5e-324, "x1", "mul", "div"), "x0/(4.94066e-324*x1)"),
+    ((1.7e308, "x1", "mul", 1.7e308, "mul"), "1.7e+308*(1.7e+308*x1)")])
+def test_the_algebraic_text_keeps_constants_whose_product_overflows(words, want):
+    """f64 constants combined in float64: 1/5e-324 and 1.7e308**2 overflow, and the
+    algebraic text (what sympy() reads) said inf*x0/x1 and inf*x1 before the fix, a formula
+    that is inf (or nan) where the program is finite (x1 = 1e300: 2.02e+23*x0)."""
+    g = Genes(["mul", "div"], 2, dtype="f64")
+    prog = [sp.input(w) if isinstance(w, str) and w in g.names else
+            g.const(w) if isinstance(w, float) else g.op_words(w) for w in words]
+    prog = [op for w in prog for op in (w if isinstance(w, list) else [w])]
+    assert simplified(prog, g) == want
+    X = np.array([[1.0, 1e300], [3.0, 1e-310]])
+    ref = Candidate(prog, 0.0, g).predict(X)
+    got = evaluate(simplified(prog, g, digits=17), X, g)
+    ok = np.isfinite(ref)
+    assert ok.any() and np.allclose(got[ok], ref[ok], rtol=1e-12), (got, ref)

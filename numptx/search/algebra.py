@@ -86,7 +86,8 @@ def make_key(rank: int, shallow: tuple, depth: int, dig: int) -> tuple:
 # ---- the algebraic form ------------------------------------------------------------------------
 class Alg:
     """Interned algebraic nodes. A node is a number, an input, a call ``(name, args)``, a
-    product ``((base, exponent), ...)`` of nonzero int exponents (no coefficient), or a sum
+    product ``((base, exponent), ...)`` of nonzero int exponents (no coefficient; a base is a
+number only where combining it would overflow float64: ``1e200*(1e200*x)``), or a sum
     ``(const, ((coeff, mono), ...))`` whose monos are neither numbers nor sums. Each node has a
     structural key (its place in the canonical order), equal only for equal nodes."""
 
@@ -227,14 +228,19 @@ class Alg:
     def mul(self, a: int, b: int) -> int:
         ca, fa = self.prodform(a)
         cb, fb = self.prodform(b)
+        if not math.isfinite(ca * cb) and math.isfinite(ca) and math.isfinite(cb):
+            # 1e200*(1e200*x): the coefficients' product overflows float64, so the two stay
+            # factors (a number may be a base), not inf*x
+            return self._node(PROD, ((a, 2),) if a == b else
+                              tuple(sorted(((a, 1), (b, 1)), key=lambda t: self.key[t[0]])))
         for f, e in fb.items():
             fa[f] = fa.get(f, 0) + e
         return self.from_prod(ca * cb, fa)
 
     def inv(self, a: int) -> int:
         c, f = self.prodform(a)
-        if c == 0:                               # x/0 stays a division by the number 0
-            return self._node(PROD, ((a, -1),))
+        if c == 0 or not math.isfinite(1.0 / c):  # x/0, x/(1e-310*y): stay divisions (1/c
+            return self._node(PROD, ((a, -1),))    # would be 1/0 or overflow float64)
         return self.from_prod(1.0 / c, {b: -e for b, e in f.items()})
 
     def pow(self, a: int, n: int) -> int:

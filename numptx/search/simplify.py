@@ -21,7 +21,8 @@
   (its docstring lists where not: directed rounding, ``.ftz``, the approximate rows, ``fma``
   in f64).
 - ``exact=False`` (the default): the algebra of real numbers. Sums and products are flattened
-  across their chains, like terms and like factors merged, constants combined in float64 and
+  across their chains, like terms and like factors merged, constants combined in float64
+  (where that would overflow, as ``1e200*(1e200*x)`` or ``x/(5e-324*y)``, they stay apart) and
   printed with ``digits`` digits (more where a number would print as a bare 1: ``1.000004*x``).
   These rewrites are *equal in exact arithmetic* but not bit for bit:
 
