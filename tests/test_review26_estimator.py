@@ -132,3 +132,17 @@ def test_a_failed_refit_leaves_the_estimator_unfitted():
     assert not [k for k in vars(m) if k.endswith("_")]
     m.set_params(time_limit=None).fit(X, y)             # a later fit works as ever
     assert m.n_features_in_ == 3 and m.predict(X).shape == (60,)
+
+
+def test_no_finite_loss_is_not_blamed_on_time_limit():
+    """y of 1e200 (finite in float64) gives every candidate an infinite loss (the squared
+    errors overflow), so the search has no model: the error said the search "stopped
+    (generations) before its first generation ... give time_limit= more than None s". It
+    says what happened and the fix (rescale y)."""
+    X, y = _data()
+    with pytest.raises(SearchError, match=r"no formula scored a finite loss in 2 generations"
+                                          r".*rescale") as e:
+        SymbolicRegressor(("add", "mul"), **SMALL).fit(X, y * 1e200)
+    assert "time_limit" not in str(e.value)
+    with pytest.raises(SearchError, match="before its first generation.*time_limit"):
+        SymbolicRegressor(**{**SMALL, "time_limit": 0.0}).fit(X, y)

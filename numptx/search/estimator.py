@@ -163,10 +163,15 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
         options.pop("random_state")
         options["dtype"] = self._dtype(X, y)
         result = regress(X, y, seed=self._seed(), names=self.input_names_, **options)
-        if result.model is None:
+        if result.model is None and not result.history:
             raise SearchError(f"SymbolicRegressor.fit: the search stopped ({result.stopped}) "
                               f"before its first generation, so there is no formula; give "
                               f"time_limit= more than {self.time_limit!r} s")
+        if result.model is None:                 # every loss inf or NaN: none on the front
+            raise SearchError(f"SymbolicRegressor.fit: no formula scored a finite loss in "
+                              f"{len(result.history)} generations (|y| reaches "
+                              f"{float(np.abs(y).max()):.3g}, |X| {float(np.abs(X).max()):.3g}: "
+                              f"squared errors past 1e308 overflow); rescale y (and X)")
         self.equations_, self.best_ = list(result.front), result.model
         self.history_, self.seed_, self.stopped_ = list(result.history), result.seed, \
             result.stopped
