@@ -104,6 +104,8 @@ def test_a_result_pickles_with_its_front_and_model(tmp_path):
     with pytest.raises(SearchError, match="Result.save"):
         got.save(tmp_path / "run.nxck")
     r.save(tmp_path / "run.nxck")                          # the run's own result still saves
+    import copy
+    copy.copy(r).save(tmp_path / "copy.nxck")              # a shallow copy shares the search
 
 
 def test_complexities_of_candidates_of_different_genes():

@@ -247,6 +247,12 @@ class Result:
                                           self.__dict__.get("_children_made", 0))
         return state
 
+    def __copy__(self) -> Result:
+        """A shallow copy shares the search (``save`` works on it), unlike a pickle."""
+        new = object.__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        return new
+
     @property
     def candidates_per_second(self) -> float:
         """Candidates evaluated (scored after dedup, constant-fit trials included) per second
