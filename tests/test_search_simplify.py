@@ -78,6 +78,9 @@ def test_the_issues_examples_print_simplified(g, words, printed, exact, algebrai
     assert simplified(prog, g, exact=True) == exact
     assert simplified(prog, g) == algebraic
     assert complexity(prog, g) == n
+    c = Candidate(prog, 0.0, g)
+    assert c.simplified() == algebraic and c.simplified(exact=True) == exact    # the same text
+    assert c.complexity == n
     X = np.random.default_rng(0).uniform(0.5, 2, size=(32, len(g.names)))
     ref = Candidate(prog, 0.0, g).predict(X)
     assert _same_bits(evaluate(simplified(prog, g, exact=True, digits=9), X, g), ref)

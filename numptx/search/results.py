@@ -88,6 +88,18 @@ class Candidate:
     def formula(self) -> str:
         return _formula_mod().formula(self.program, self.genes)
 
+    def simplified(self, exact: bool = False, digits: int = 6) -> str:
+        """The formula simplified (:func:`numptx.search.simplify.simplified`): by the algebra
+        of real numbers (like terms merged, constants combined, ``x/x`` as 1: equal to the
+        program in exact arithmetic), or with ``exact=True`` only the rewrites that keep every
+        bit (canonical order of commutative operands, ``x**n``)::
+
+            r.best.simplified()        # 'x0*(0.5*x0 + 0.99999*sin(x1))'
+        """
+        import importlib
+        simplify = importlib.import_module(__package__ + ".simplify")
+        return simplify.simplified(self.program, self.genes, exact=exact, digits=digits)
+
     @property
     def length(self) -> int:
         return len(self.program)
