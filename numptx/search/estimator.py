@@ -126,7 +126,7 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
         state = dict(super().__getstate__())       # a copy: it may be self.__dict__
         for name, default in (("executor", None), ("progress", False)):
             try:
-                pickle.dumps(state[name])
+                pickle.dumps(state.get(name))
             except (TypeError, AttributeError, pickle.PicklingError):    # a pool; a lambda
                 log.info("SymbolicRegressor: %s= does not pickle: left out", name)
                 state[name] = default
