@@ -22,8 +22,10 @@ does, and without it is a SearchError naming the extra.
 Scikit-learn's conventions hold: ``predict`` before ``fit`` is a ``NotFittedError``; NaN or
 infinity in ``X`` or ``y`` is a ``ValueError`` ("Input X contains NaN."); ``X`` of another
 width at ``predict`` is a ``ValueError`` naming both widths; a DataFrame's column names are
-``feature_names_in_``. A fitted estimator pickles, and the unpickled one predicts on a machine
-with no GPU (the formula runs in the stub emulator, :meth:`Candidate.predict`).
+``feature_names_in_``; a fit that raises leaves the estimator unfitted. A fitted estimator
+pickles (an ``executor`` or ``progress`` that does not pickle, a pool or a lambda, is left out
+as None or False), and the unpickled one predicts on a machine with no GPU (the formula runs in
+the stub emulator, :meth:`Candidate.predict`).
 """
 from __future__ import annotations
 
@@ -63,7 +65,9 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
     dtype of ``X`` (float64 unless ``X`` is float32) unless an op has no float64 form
     (``sin``, ``exp``, ...: :data:`numptx.search.genes.OP_NAMES`' table), then in float32, X
     cast; ``"f32"``/``"f64"`` choose it. ``model_selection`` ("best", "accuracy" or "mdl")
-    picks ``best_`` from the front, as regress's option documents.
+    picks ``best_`` from the front, as regress's option documents. ``loss="pearson"`` is
+    refused (a SearchError): it fits y only up to a + b·f; ``"mse"`` searches the same way
+    under its linear scaling and writes a and b into the formula.
 
     Fitted attributes:
 
@@ -74,7 +78,8 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
     - ``feature_names_in_``: the column names of a DataFrame ``X`` whose names are all
       strings (else not set, as scikit-learn does);
     - ``input_names_``: the names the formulas use for the columns
-      (:func:`numptx.search.prepare.input_names` of the column names, else ``x0, x1, ...``);
+      (:func:`numptx.search.prepare.input_names` of the column names, else ``x0, x1, ...``;
+      ``fit`` warns which columns it renamed);
     - ``history_``: a :class:`~numptx.search.Generation` per generation;
     - ``seed_``: the seed the search ran with (drawn when ``random_state`` is None);
     - ``stopped_``: why the search stopped (``"generations"``, ``"target"``,
