@@ -14,7 +14,7 @@ from numptx._program.interpret import InterpretError, tapes
 from numptx.jit.populations.fitness_interpret import data_columns
 from numptx.search import least_squares as ls
 from numptx.search.evaluate import Evaluator
-from numptx.search.genes import Genes
+from numptx.search.genes import Genes, op_dtypes
 from numptx.search.operators import random_program
 
 
@@ -283,7 +283,6 @@ def test_a_mark_of_another_width_than_its_parameter_is_refused():
     np.testing.assert_array_equal(a.theta, before)
 
 
-_F32_ONLY = ("sin", "cos", "tanh", "exp", "exp2", "pow2", "log", "log2", "sigmoid")
 
 
 def _random_fit_case(dtype, seed, n_prog=60, rows=300):
@@ -296,7 +295,7 @@ def _random_fit_case(dtype, seed, n_prog=60, rows=300):
     from numptx.search.genes import OP_NAMES
     rng = np.random.default_rng(seed)
     other = "f64" if dtype == "f32" else "f32"
-    g = Genes([o for o in OP_NAMES if dtype == "f32" or o not in _F32_ONLY], 2, weights=True,
+    g = Genes([o for o in OP_NAMES if dtype == "f32" or dtype in op_dtypes(o)], 2, weights=True,
               dtype=dtype)
     progs = []
     for k in range(n_prog):

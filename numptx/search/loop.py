@@ -47,7 +47,7 @@ from .config import (CACHE_MAX, Device, FitMethod, Kind, Loss, ModelSelection, S
 from .constants import fit_constants
 from .least_squares import fit_least_squares
 from .evaluate import Build, Evaluate, Evaluator
-from .genes import LN2, LOG2E, Genes, check_int
+from .genes import MACRO_CONSTANTS, Genes, check_int
 from .prepare import prepare, prepare_evolve
 from .rescore import Rescore, returned
 from .results import Candidate, Generation, Result, program_key
@@ -117,7 +117,7 @@ class Search:
         self.improved_at = 0          # the generation the best last improved by 1 % or more
         self.restarts = 0
         # the op macros' own constants (exp: log2 e, log: ln 2) are not fitted
-        self._macro_constants = [genes.round(v) for v in (LOG2E, -LOG2E, LN2)]
+        self._macro_constants = [genes.round(v) for v in MACRO_CONSTANTS]
 
     # -- scoring --------------------------------------------------------------------------
     @property
