@@ -221,3 +221,17 @@ def test_search_imports_without_sklearn_and_the_estimator_names_the_extra():
                          timeout=300)
     assert res.returncode == 0, res.stderr
     assert 'pip install "numptx[sklearn]"' in res.stdout
+
+
+def test_candidate_predict_refuses_x_of_another_width():
+    """Candidate.predict reads one column per input: another width is a SearchError naming the
+    inputs (it ignored extra columns, and too few were an IndexError)."""
+
+    from numptx.search.genes import Genes
+    from numptx.search.results import Candidate
+    g = Genes(["add"], 2)
+    c = Candidate([sp.input("x0"), sp.input("x1"), *g.op_words("add")], 0.0, g)
+    assert c.predict(np.ones((3, 2))).tolist() == [2.0, 2.0, 2.0]
+    for X in (np.ones((3, 3)), np.ones((3, 1)), np.ones(3), np.ones((2, 2, 2))):
+        with pytest.raises(SearchError, match=r"Candidate.predict: X of shape .*x0, x1"):
+            c.predict(X)

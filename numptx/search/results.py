@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .. import stack_ptx as sp
-from .genes import Genes
+from .genes import Genes, SearchError
 from .rescore import Rescore
 
 __all__ = ["Result", "Candidate", "Generation", "program_key", "complexities_of"]
@@ -134,6 +134,10 @@ class Candidate:
         from ..dsl.emulator import emulate
         X = np.asarray(X, np.float64 if self.genes.dtype == "f64" else np.float32)
         X = X[:, None] if X.ndim == 1 else X
+        d = len(self.genes.names)
+        if X.ndim != 2 or X.shape[1] != d:
+            raise SearchError(f"Candidate.predict: X of shape {X.shape}: give one column per "
+                              f"input, {d} ({', '.join(self.genes.names)}), in that order")
         with np.errstate(all="ignore"):
             got = emulate(self.stub(), {n: X[:, j] for j, n in enumerate(self.genes.names)},
                           {"y": self.genes.dtype})["y"]
