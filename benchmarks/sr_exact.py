@@ -65,7 +65,6 @@ import ast
 import json
 import math
 import multiprocessing
-import re
 import signal
 import sys
 import time
@@ -104,13 +103,13 @@ TRUE: dict[str, str] = {
     "Feynman-II.3.24": "x0/(4*pi*x1**2)",
 }
 
-# the functions of Operon's infix text (pyoperon's InfixFormatter: its Fmin/Fmax nodes print as
-# max/min, ``^`` is a power) and of the true formulas -> sympy's name
+# the functions of Operon's infix text and of the true formulas -> sympy's name. pyoperon's
+# InfixFormatter writes ``^`` for a power, and (pyoperon 0.6.2) "max" for an Fmin node and
+# "min" for an Fmax node: the text is read as written (these runs' operators have neither)
 _FUNCS = {"exp": "exp", "log": "log", "sin": "sin", "cos": "cos", "tan": "tan", "tanh": "tanh",
           "sinh": "sinh", "cosh": "cosh", "asin": "asin", "acos": "acos", "atan": "atan",
           "sqrt": "sqrt", "cbrt": "cbrt", "abs": "Abs", "max": "Max", "min": "Min",
           "floor": "floor", "ceil": "ceiling"}
-_NAME = re.compile(r"x\d+\Z")
 
 
 def _sympy():
