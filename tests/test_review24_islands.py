@@ -54,12 +54,14 @@ def test_a_checkpoint_from_before_islands_resumes_on_one_population(tmp_path):
 
 
 def _cand(value: float, loss: float, length: int = 1, genes=None) -> Candidate:
-    return Candidate([sp.const(value, "f32")] * length, loss, genes)   # type: ignore[arg-type]
+    c = Candidate([sp.const(value, "f32")] * length, loss, genes)   # type: ignore[arg-type]
+    c.remember_complexity(length)     # what parsimony charges (its complexity): as if measured
+    return c
 
 
 def test_migration_ranks_by_the_penalized_loss_selection_uses():
-    # parsimony 1: island b's best is b1 (5 + 1 op = 6); by raw loss it is b's worst, and a
-    # migration by raw loss evicted it for a's long program of loss 0 (0 + 10 ops = 10)
+    # parsimony 1: island b's best is b1 (5 + complexity 1 = 6); by raw loss it is b's worst,
+    # and a migration by raw loss evicted it for a's program of loss 0 (0 + complexity 10)
     s = _run(generations=1, islands=2, parsimony=1.0)._search
     g = s.genes
     a = [_cand(1.0, 0.0, 10, g), _cand(2.0, 1.0, 1, g), _cand(3.0, 2.0, 1, g)]
