@@ -23,14 +23,14 @@ Scikit-learn's conventions hold: ``predict`` before ``fit`` is a ``NotFittedErro
 infinity in ``X`` or ``y`` is a ``ValueError`` ("Input X contains NaN."); ``X`` of another
 width at ``predict`` is a ``ValueError`` naming both widths; a DataFrame's column names are
 ``feature_names_in_``; a fit that raises leaves the estimator unfitted. A fitted estimator
-pickles (an ``executor`` or ``progress`` that does not pickle, a pool or a lambda, is left out
-as None or False), and the unpickled one predicts on a machine with no GPU (the formula runs in
+pickles (its ``executor`` left out as None, a ``progress`` that is not a module-level function,
+a lambda, left out as False), and the unpickled one predicts on a machine with no GPU (the formula runs in
 the stub emulator, :meth:`Candidate.predict`).
 """
 from __future__ import annotations
 
 import logging
-import pickle
+import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from typing import Any
@@ -127,14 +127,16 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
 
     def __getstate__(self) -> dict:
         """The pickled state: ``executor`` and ``progress`` are run-time helpers, not the
-        model; one that does not pickle (a pool, a lambda) is left out (None, False)."""
+        model: an executor (a pool) is left out (None), and so is a ``progress`` callable that
+        is not a module-level function (a lambda, a closure: False). Decided by name, so this
+        package never imports a deserializer (tests/test_search_trust.py)."""
         state = dict(super().__getstate__())       # a copy: it may be self.__dict__
-        for name, default in (("executor", None), ("progress", False)):
-            try:
-                pickle.dumps(state.get(name))
-            except (TypeError, AttributeError, pickle.PicklingError):    # a pool; a lambda
-                log.info("SymbolicRegressor: %s= does not pickle: left out", name)
-                state[name] = default
+        if state.get("executor") is not None:
+            log.info("SymbolicRegressor: executor= is a run-time helper: left out of the pickle")
+            state["executor"] = None
+        if not _by_reference(state.get("progress", False)):
+            log.info("SymbolicRegressor: progress= is not a module-level function: left out")
+            state["progress"] = False
         return state
 
     # ---- fit, predict, score
@@ -226,3 +228,18 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
                                       f"{top:.3g}): rescale the data, or leave out the "
                                       f"f32-only ops to search in f64")
         return "f64" if X.dtype == np.float64 and not f32 else "f32"
+
+
+def _by_reference(obj: Any) -> bool:
+    """Whether ``obj`` pickles by reference: True, False, None, or a module-level function or
+    class found again under its module and qualified name."""
+    if obj is None or isinstance(obj, bool):
+        return True
+    name = getattr(obj, "__qualname__", None)
+    module = sys.modules.get(getattr(obj, "__module__", None) or "")
+    if not isinstance(name, str) or "<" in name or module is None:
+        return False
+    found: Any = module
+    for part in name.split("."):
+        found = getattr(found, part, None)
+    return found is obj
