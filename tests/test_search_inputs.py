@@ -32,7 +32,7 @@ def test_an_input_named_y(evaluate_):
     X = rng.uniform(-1, 1, (200, 2)).astype(np.float32)
     target = X[:, 0] * X[:, 1] + X[:, 0]
     r = search.regress(X, target, ["add", "mul"], names=["y", "x"], evaluate=evaluate_,
-                       population=60, generations=10, seed=0, device="cpu")
+                       population=60, generations=10, fit_top=0, seed=0, device="cpu")
     assert r.best.loss < 1e-10
     assert "y" in r.best.formula and "x" in r.best.formula
     assert np.allclose(r.best.predict(X), target, atol=1e-5)
