@@ -9,7 +9,7 @@ import typing
 from numptx.search.config import Build, Device, FitMethod, Loss, Survivors
 from numptx.search.evaluate import Evaluate
 
-loop = importlib.import_module("numptx.search.loop")
+searches = importlib.import_module("numptx.search.searches")
 resume_mod = importlib.import_module("numptx.search.resume")
 
 
@@ -22,8 +22,8 @@ def test_resume_device_is_the_device_literal():
 def test_the_searches_string_options_are_literals():
     want = {"loss": Loss, "device": Device, "evaluate": Evaluate, "fit_method": FitMethod,
             "build": Build}
-    for fn in (loop.regress, loop.map_elites):
+    for fn in (searches.regress, searches.map_elites):
         hints = typing.get_type_hints(fn)
         assert {k: hints[k] for k in want} == want, fn.__name__
-    assert typing.get_type_hints(loop.regress)["survivors"] == Survivors
-    assert typing.get_type_hints(loop.evolve)["build"] == Build
+    assert typing.get_type_hints(searches.regress)["survivors"] == Survivors
+    assert typing.get_type_hints(searches.evolve)["build"] == Build

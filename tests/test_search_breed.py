@@ -9,6 +9,7 @@ import pytest
 
 from numptx import search
 from numptx import stack_ptx as sp
+from numptx.search import checkpoint as ck
 from numptx.search import operators as O
 from numptx.search.breed import BLOCK, Breeder
 from numptx.search.formula import canonical_keys, formula
@@ -46,10 +47,11 @@ def _generations(genes: Genes, seed: int, n: int = 300, gens: int = 6, **kw):
     return splits, made
 
 
+@pytest.mark.parametrize("variation", ["tree", "linear"])
 @pytest.mark.parametrize("genes", [RISKY, Genes(["add", "sub", "mul", "div", "sq"], 3,
                                                 dtype="f64")], ids=["f32-risky", "f64"])
-def test_children_compile_fit_and_split_as_tokens(genes):
-    splits, made = _generations(genes, 1, n=500, gens=10, revary=1)
+def test_children_compile_fit_and_split_as_tokens(genes, variation):
+    splits, made = _generations(genes, 1, n=500, gens=10, revary=1, variation=variation)
     assert all(len(p) <= 24 for p in made[500:])
     stubs = sp.compile_many(made, genes.inputs, genes.outputs)
     assert len(stubs) == len(made)
@@ -170,3 +172,139 @@ def test_effective_genes_are_those_that_feed_the_output():
                 assert formula(p, g) == formula(q, g)
                 checked += 1
     assert checked > 100
+
+
+# ---- subtree crossover -------------------------------------------------------------------
+def _values(prog, genes, X):
+    return sp.interpret([prog], {n: X[:, i] for i, n in enumerate(genes.names)},
+                        genes.outputs, device="cpu")["y"][0]
+
+
+def test_a_subtree_is_the_genes_that_make_one_value():
+    """_subtree's span, run alone, pushes exactly one value: the root's (a whole expression
+    of the postfix program, as a subtree of the tree is)."""
+    genes = Genes(["add", "mul", "sin", "exp"], 2)
+    b = _breeder(genes, variation="tree")
+    rng = np.random.default_rng(3)
+    u = iter(rng.random(100_000).tolist()).__next__
+    progs = list(b.random_programs(rng, 200, (2, 12)))
+    for prog in progs:
+        g = b.parent(prog)[1]
+        i, j = b._subtree(g, u)
+        assert 0 <= i < j <= len(g)
+        depth = 0
+        for gene in g[i:j]:
+            c, p = b._arity(gene)
+            if depth < c:               # a root whose operands the program never made
+                assert i == 0
+                depth = c
+            depth += p - c
+        assert depth >= 1
+
+
+def test_subtree_crossover_children_compile_fit_and_split_as_tokens():
+    """Children of subtree crossover: within max_length, split as tokens, all compile."""
+    splits, made = _generations(RISKY, 2, n=400, gens=8, revary=1, variation="tree", crossover=1.0)
+    assert all(len(p) <= 24 for p in made[400:])
+    stubs = sp.compile_many(made, RISKY.inputs, RISKY.outputs)
+    assert len(stubs) == len(made)
+    for e in splits:
+        assert [op for x in e[1] for op in x] == e[0]
+        assert list(np.cumsum([0] + [len(x) for x in e[1]])) == RISKY.tokens(e[0])
+
+
+def test_subtree_crossover_swaps_whole_expressions():
+    """(x0 + sin(x1)) crossed with (exp(x0) * x1) gives programs whose values are the first
+    parent's with one of its subexpressions replaced by one of the second's."""
+    genes = Genes(["add", "mul", "sin", "exp"], 2)
+    a = [*genes.input_words("x0"), *genes.input_words("x1"), *genes.op_words("sin"),
+         *genes.op_words("add")]
+    c = [*genes.input_words("x0"), *genes.op_words("exp"), *genes.input_words("x1"),
+         *genes.op_words("mul")]
+    b = _breeder(genes, variation="tree", crossover=1.0, mutation=0.0)
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, (16, 2)).astype(np.float32)
+    x0, x1 = X[:, 0], X[:, 1]
+    sub_c = [x0, np.exp(x0), x1, np.exp(x0) * x1]
+    want = []
+    for s in sub_c:                                  # a's subtree x0, x1, sin(x1), the root
+        want += [s + np.sin(x1), x0 + np.sin(s), x0 + s, s]
+    seen = set()
+    for progs, _ in b.children(rng, [a] * 400, [c] * 400, size=400, scored=set()):
+        for p in progs:
+            v = _values(p, genes, X)
+            hits = [k for k, w in enumerate(want) if np.allclose(v, w, rtol=1e-5, atol=1e-5)]
+            assert hits, formula(p, genes)
+            seen.update(hits)
+    assert len(seen) >= 12                             # most of the 16 swaps are made
+
+
+def test_tree_point_mutations_keep_the_arity():
+    """Under "tree" a point mutation puts a push for a push and an op of as many operands for
+    an op: a mutation-only child of one gene's change has its parent's arity profile."""
+    genes = Genes(["add", "mul", "div", "sin", "exp"], 2)
+    b = _breeder(genes, variation="tree", crossover=0.0, mutation=1.0, max_length=64)
+    rng = np.random.default_rng(5)
+    parents = list(b.random_programs(rng, 300, (3, 10)))
+    profiles = {id(p): [b._arity(x) for x in b.parent(p)[1]] for p in parents}
+    same = changed = 0
+    for progs, _ in b.children(rng, parents, parents, size=300, scored=set()):
+        for a, c in zip(parents, progs):
+            pa, pc = profiles[id(a)], [b._arity(x) for x in b._split(c)[1]]
+            if len(pa) == len(pc) and pa != pc:
+                changed += 1
+            elif pa == pc:
+                same += 1
+    assert same > 100 and changed == 0
+
+
+def _words(prog):
+    return [op.raw or op.name for op in prog]
+
+
+@pytest.mark.parametrize("variation", ["tree", "linear"])
+def test_variation_is_saved_and_resumes_as_it_ran(tmp_path, variation):
+    """A checkpoint holds variation=: 2 generations, saved, resumed for 1, are the 3 of an
+    uninterrupted run; the two variations make other populations."""
+    X = np.random.default_rng(0).uniform(-1, 1, (64, 1)).astype(np.float32)
+    y = X[:, 0] ** 3 + X[:, 0]
+    run = dict(population=60, seed=3, device="cpu", variation=variation)
+    full = search.regress(X, y, ["add", "mul", "sin"], generations=3, **run)
+    part = search.regress(X, y, ["add", "mul", "sin"], generations=2, **run)
+    path = tmp_path / "run.nxck"
+    part.save(path)
+    assert ck.read(str(path))["config"]["variation"] == variation
+    more = search.resume(path, generations=1)
+    assert more._search.cfg.variation == variation
+    assert [_words(c.program) for c in more.population] == \
+        [_words(c.program) for c in full.population]
+    other = search.regress(X, y, ["add", "mul", "sin"], generations=3,
+                           **(run | {"variation": {"tree": "linear", "linear": "tree"}[variation]}))
+    assert [_words(c.program) for c in other.population] != \
+        [_words(c.program) for c in full.population]
+
+
+def test_a_checkpoint_from_before_variation_resumes_linear(tmp_path):
+    X = np.random.default_rng(1).uniform(-1, 1, (64, 1)).astype(np.float32)
+    y = X[:, 0] ** 2 - X[:, 0]
+    run = dict(population=60, seed=4, device="cpu", variation="linear")
+    full = search.regress(X, y, ["add", "sub", "mul"], generations=3, **run)
+    part = search.regress(X, y, ["add", "sub", "mul"], generations=2, **run)
+    path = tmp_path / "old.nxck"
+    part.save(path)
+    st = ck.read(str(path))
+    del st["config"]["variation"]
+    ck.write(str(path), st)
+    more = search.resume(path, generations=1)
+    assert more._search.cfg.variation == "linear"
+    assert [_words(c.program) for c in more.population] == \
+        [_words(c.program) for c in full.population]
+
+
+@pytest.mark.parametrize("bad", ["subtree", None, 1])
+def test_a_bad_variation_is_a_search_error_naming_it(bad):
+    X = np.zeros((8, 1), np.float32)
+    with pytest.raises(SearchError, match="variation="):
+        search.regress(X, X[:, 0], ["add"], variation=bad, device="cpu")
+    with pytest.raises(SearchError, match="variation="):
+        Breeder(Genes(["add"], 1), crossover=0.5, mutation=0.5, max_length=8, variation=bad)

@@ -16,7 +16,7 @@ the evolution of any template's site, with genes, operators and formula printing
 See docs/search.md. Modules: :mod:`.genes` (building blocks), :mod:`.operators` (variation),
 :mod:`.formula` (printing, keys), :mod:`.evaluate` (scoring on CPU/GPU: the interpreter or the
 compiled path), :mod:`.semantic` (dedup by outputs on probe rows), :mod:`.rescore` (what the
-interpreter scored, re-scored by the compiled path), :mod:`.constants` (the local optimizer), :mod:`.loop` (the searches), :mod:`.config` (options, their defaults and
+interpreter scored, re-scored by the compiled path), :mod:`.constants` (the local optimizer), :mod:`.searches` (the search functions), :mod:`.loop` (a run's generations), :mod:`.config` (options, their defaults and
 bounds), :mod:`.elites` (MAP-Elites), :mod:`.checkpoint` (files), :mod:`.fields` (the checks of
 a checkpoint's fields), :mod:`.resume` (continuing a saved run), :mod:`.estimator`
 (``SymbolicRegressor``, the scikit-learn estimator: ``numptx.search.SymbolicRegressor`` imports
@@ -27,7 +27,8 @@ from .checkpoint import CheckpointError
 from .formula import FormulaLimitError, canonical_key, evaluate, formula
 from .genes import Genes, SearchError
 from .elites import DESCRIPTORS, Descriptor
-from .loop import Candidate, Generation, Result, evolve, map_elites, regress
+from .loop import Candidate, Generation, Result
+from .searches import evolve, map_elites, regress
 from .rescore import Rescore
 from .simplify import complexities, complexity, simplified
 from .resume import resume

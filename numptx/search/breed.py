@@ -14,9 +14,11 @@ operators: ``benchmarks/bench_search.py --stages``). What makes it cheap:
 - gene tuples are shared (an input, an op's words, a listed constant); a new constant's op is
   made from the dtype's zero constant (the same op ``sp.const`` gives), once per value.
 
-The odds are those of :func:`operators.crossover` and :func:`operators.mutate` (a mutation
-is a point mutation, an insertion, a deletion or a constant perturbation, uniformly; the
-draws differ, so a seed gives other children than the operators would). Two differences: a
+Under ``variation="linear"`` the odds are those of :func:`operators.crossover` and
+:func:`operators.mutate` (a mutation is a point mutation, an insertion, a deletion or a
+constant perturbation, uniformly; the draws differ, so a seed gives other children than the
+operators would). Under ``"tree"`` (the default) the crossover swaps whole subexpressions and
+a point mutation keeps the gene's arity (:class:`Breeder`). Two differences: a
 child longer than ``max_length`` ops is cut at a gene boundary (a gene is never split), and
 random programs (:meth:`Breeder.random_programs`) come from the same stream.
 
@@ -62,8 +64,9 @@ import numpy as np
 from .. import stack_ptx as sp
 from ..instructions import TABLE
 from ..opkinds import CONST, CONST64, INPUT, INSTR, META, META_OPS
+from .config import VARIATIONS, Variation
 from .formula import canonical_keys
-from .genes import Genes, check_int
+from .genes import Genes, SearchError, check_int
 
 __all__ = ["Breeder", "BLOCK"]
 
@@ -81,14 +84,25 @@ def _uniforms(rng: np.random.Generator) -> Iterator[float]:
 
 class Breeder:
     """Children of parent programs (op lists) with the search's rates: with probability
-    ``crossover`` a two-point crossover at gene boundaries, then with probability
-    ``mutation`` one mutation; else one mutation of the first parent. A mutation is a point
-    mutation, an insertion (not at ``max_length``), a deletion or (programs with constants)
-    a constant perturbation, picked uniformly, as :func:`operators.mutate` picks."""
+    ``crossover`` a crossover, then with probability ``mutation`` one mutation; else one
+    mutation of the first parent. A mutation is a point mutation, an insertion (not at
+    ``max_length``), a deletion or (programs with constants) a constant perturbation, picked
+    uniformly, as :func:`operators.mutate` picks.
+
+    ``variation`` (:data:`numptx.search.config.VARIATIONS`): ``"tree"`` (the searches'
+    default) reads the postfix program as its expression: the crossover replaces a subtree of
+    the first parent (the genes that make one value, :meth:`_subtree`) by one of the second,
+    and a point mutation puts a gene of the same arity (:meth:`_like`); ``"linear"``: a
+    two-point crossover at any gene boundaries, a point mutation puts any gene."""
 
     def __init__(self, genes: Genes, *, crossover: float, mutation: float, max_length: int,
-                 revary: int = 0):
+                 revary: int = 0, variation: Variation = "tree"):
         self.genes, self.crossover, self.mutation = genes, float(crossover), float(mutation)
+        if variation not in VARIATIONS:
+            raise SearchError(f"Breeder: variation={variation!r}: use 'tree' or 'linear'")
+        self.tree = variation == "tree"
+        self.gene_arity: dict[int, tuple] = {}   # id(gene) -> (gene, consumed, produced)
+        self.by_arity: dict[tuple, list[int]] = {}
         self.max_length = check_int("max_length", max_length, 1)
         self.revary = check_int("revary", revary, 0)
         self.inputs = [tuple(genes.input_words(n)) for n in genes.names]
@@ -301,6 +315,95 @@ class Breeder:
             k, m = m, k
         return ga[:i] + gb[k:m] + ga[j:], ta[i] + tb[m] - tb[k] + ta[-1] - ta[j]
 
+    def _arity(self, gene: tuple) -> tuple[int, int]:
+        """(values consumed, values produced) of a gene: its words run on a stack of
+        unknown depth (a word that is neither a push, an instruction nor dup: (0, 0))."""
+        got = self.gene_arity.get(id(gene))
+        if got is not None and got[0] is gene:
+            return got[1], got[2]
+        depth = low = 0
+        arity = self.arity
+        for op in gene:
+            w = op.word
+            a = arity.get(w)
+            if a is None:
+                kind = w & 0xFF
+                if kind in (INPUT, CONST, CONST64):
+                    a = (0, 1)
+                elif kind == INSTR:
+                    row = TABLE[w >> 16]
+                    a = arity[w] = (len(row.operand_types), len(row.result_types))
+                elif kind == META and w >> 16 & 0xFFFF == self.dup_code:
+                    a = arity[w] = (-1, 1)
+                else:
+                    a = (0, 0)
+            if a[0] < 0:                      # dup reads the top and pushes a copy
+                low = min(low, depth - 1)
+                depth += 1
+                continue
+            depth -= a[0]
+            low = min(low, depth)
+            depth += a[1]
+        if len(self.gene_arity) >= _CONSTS_MAX:
+            self.gene_arity.clear()
+        self.gene_arity[id(gene)] = (gene, -low, depth - low)
+        return -low, depth - low
+
+    def _like(self, gene: tuple, u) -> tuple:
+        """A random gene of the same (consumed, produced) as ``gene``: a push for a push, an
+        op of the same arity for an op (a random gene when no other op has it)."""
+        a = self._arity(gene)
+        if a == (0, 1):
+            while True:
+                new = self._gene(u)
+                if self._arity(new) == (0, 1):
+                    return new
+        same = self.by_arity.get(a)
+        if same is None:
+            same = self.by_arity[a] = [i for i, w in enumerate(self.ops) if self._arity(w) == a]
+        if len(same) < 2:
+            return self._gene(u)
+        i = same[int(u() * len(same))]
+        if self.ops_risky[i]:
+            self.hit = True
+        return self.ops[i]
+
+    def _subtree(self, g: list, u) -> tuple[int, int]:
+        """The genes [start, end) of a random subtree of ``g``: its root drawn uniformly, a
+        push redrawn once nine times in ten (Operon's 90 % internal nodes), its start found
+        walking back until the root's operands are all made. (0, 0) for no genes."""
+        count = len(g)
+        if not count:
+            return 0, 0
+        end = int(u() * count)
+        c, p = self._arity(g[end])
+        if c == 0 and u() < 0.9:
+            end = int(u() * count)
+            c, p = self._arity(g[end])
+        need, t = 1 - p + c, end
+        while need > 0 and t > 0:
+            t -= 1
+            c, p = self._arity(g[t])
+            need += c - p
+        return t, end + 1
+
+    def _subtree_crossover(self, ea: list, eb: list, u) -> tuple[list, int]:
+        """A subtree of the first parent replaced by one of the second (tree GP's crossover
+        on the postfix programs); of three draws in the second, the first that keeps the
+        child within max_length ops, else the shortest."""
+        ga, ta, gb, tb = ea[1], ea[2], eb[1], eb[2]
+        i, j = self._subtree(ga, u)
+        room = self.max_length - (ta[-1] - ta[j] + ta[i])
+        best = None
+        for _ in range(3):
+            k, m = self._subtree(gb, u)
+            if best is None or tb[m] - tb[k] < tb[best[1]] - tb[best[0]]:
+                best = (k, m)
+            if tb[m] - tb[k] <= room:
+                break
+        k, m = best
+        return ga[:i] + gb[k:m] + ga[j:], ta[i] + tb[m] - tb[k] + ta[-1] - ta[j]
+
     def _mutate(self, g: list, n: int, u) -> tuple[list, int]:
         # 0 point, 1 insertion (not at max_length), 2 deletion, 3 perturbation (programs with
         # constants): uniform, as operators.mutate picks; the constants are looked for only
@@ -314,10 +417,11 @@ class Breeder:
                 c = choices[int(u() * (len(choices) - 1))]
         count = len(g)
         if c == 0:
-            new = self._gene(u)
             if not count:
+                new = self._gene(u)
                 return [new], len(new)
             t = int(u() * count)
+            new = self._like(g[t], u) if self.tree else self._gene(u)
             return g[:t] + [new] + g[t + 1:], n - len(g[t]) + len(new)
         if c == 1:
             new = self._gene(u)
@@ -365,7 +469,7 @@ class Breeder:
     def _child(self, ea: list, eb: list, c0: float, c1: float, u) -> list:
         self.hit = False
         if c0 < self.crossover:
-            g, n = self._crossover(ea, eb, u)
+            g, n = (self._subtree_crossover if self.tree else self._crossover)(ea, eb, u)
             if n > self.max_length:
                 g, n = self._cut(g)
             if c1 < self.mutation:

@@ -91,7 +91,7 @@ __all__ = ["PREDICTORS", "SearchOptions", "Kind", "KINDS", "FitMethod", "Loss", 
            "REVARY_MAX", "FIT_STEPS_MAX", "FIT_BATCH_MAX", "BINS_MAX", "PROBE_MAX", "check_config",
            "check_float", "check_seed", "check_generations", "SEED_MAX", "FIT_METHODS",
            "SURVIVORS", "Survivors", "Build", "BUILDS", "AUTO_BUILD", "check_build",
-           "resolve_build", "MODEL_SELECTIONS", "ModelSelection"]
+           "resolve_build", "MODEL_SELECTIONS", "ModelSelection", "VARIATIONS", "Variation"]
 
 
 #: how the compiled path's GPU modules are assembled: the values of ``build=``
@@ -157,7 +157,16 @@ DEFAULTS = dict(population=1000, generations=100, tournament=None, elitism=None,
                 descriptors=("length", "op_mix"), restart=None, revary=1, semantic_dedup=None,
                 linear_scaling=None, fit_method="auto", input_weights=None, survivors=None,
                 islands=None, migration=10, predictor=False, screen=0.25, explore=0.05,
-                model_selection="best")
+                model_selection="best", variation="tree")
+
+#: how children are varied (``variation=``, :mod:`numptx.search.breed`): ``"tree"`` reads a
+#: program as the expression it computes: crossover swaps whole subexpressions (tree GP's
+#: subtree crossover) and a point mutation keeps the arity (an input or constant for one, an
+#: op for an op of as many operands); ``"linear"`` cuts anywhere between genes (a two-point
+#: crossover of the op lists; a point mutation puts any gene). Tree solved more runs of the
+#: benchmark's hard problems (benchmarks/README.md, "Tree variation")
+VARIATIONS = ("tree", "linear")
+Variation = Literal["tree", "linear"]
 
 #: the rules that pick ``result.model`` from the Pareto front (``model_selection=``;
 #: :mod:`numptx.search.front` defines each)
@@ -237,6 +246,7 @@ class SearchOptions:
     screen: float
     explore: float
     model_selection: ModelSelection = "best"
+    variation: Variation = "tree"
     #: the options check_config derived (given as None): :meth:`replace` derives them again
     derived: frozenset[str] = dataclasses.field(default=frozenset(), init=False, repr=False,
                                                 compare=False)
@@ -345,6 +355,10 @@ def _check_choices(where: Kind, cfg: dict) -> None:
                           f"of {', '.join(map(repr, MODEL_SELECTIONS))} ('best': PySR's rule, "
                           f"'accuracy': the lowest loss, 'mdl': the shortest description; "
                           f"numptx.search.front)")
+    if cfg["variation"] not in VARIATIONS:
+        raise SearchError(f"{where}: variation={shown(cfg['variation'])}: use 'tree' (subtree "
+                          f"crossover, arity-keeping point mutations) or 'linear' (cuts "
+                          f"anywhere between genes)")
     if cfg["survivors"] is None:
         cfg["survivors"] = "plus" if where == "regress" else "children"
     if cfg["survivors"] not in SURVIVORS:

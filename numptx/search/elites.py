@@ -1,4 +1,4 @@
-"""MAP-Elites (:func:`numptx.search.loop.map_elites`): an archive keeps the best program of each cell of a
+"""MAP-Elites (:func:`numptx.search.searches.map_elites`): an archive keeps the best program of each cell of a
 behaviour grid (:class:`Descriptor` axes; built in: :data:`DESCRIPTORS`)::
 
     from numptx import search

@@ -101,7 +101,8 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
                  fit_method: str = "auto", input_weights: bool | None = None,
                  survivors: str = "plus", islands: int | None = None, migration: int = 10,
                  build: str = "auto", predictor: Any = False, screen: float = 0.25,
-                 explore: float = 0.05, progress: bool | Callable = False):
+                 explore: float = 0.05, variation: str = "tree",
+                 progress: bool | Callable = False):
         self.ops, self.population, self.generations = ops, population, generations
         self.random_state, self.loss, self.model_selection = random_state, loss, model_selection
         self.dtype, self.constants, self.tournament = dtype, constants, tournament
@@ -115,7 +116,7 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
         self.fit_method, self.input_weights = fit_method, input_weights
         self.survivors, self.islands, self.migration = survivors, islands, migration
         self.build, self.predictor, self.screen = build, predictor, screen
-        self.explore, self.progress = explore, progress
+        self.explore, self.variation, self.progress = explore, variation, progress
 
     def __sklearn_clone__(self) -> SymbolicRegressor:
         """scikit-learn's clone (``GridSearchCV`` clones per fit), sharing ``executor``: an
@@ -152,7 +153,7 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
             raise
 
     def _fit(self, X: Any, y: Any) -> SymbolicRegressor:
-        from .loop import regress
+        from .searches import regress
         from .prepare import input_names, warn_renamed
         if self.loss == "pearson":
             raise SearchError("SymbolicRegressor: loss='pearson' scores a formula up to a + b·f, "

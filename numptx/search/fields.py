@@ -131,6 +131,8 @@ class Fields:
         cfg.setdefault("survivors", "children")
         # ... and before islands: one population (not the islands regress derives now)
         cfg.setdefault("islands", 1)
+        # ... and before tree variation: linear
+        cfg.setdefault("variation", "linear")
         # a data run saves the method it resolved "auto" to (check_config bounds fit_trials
         # by the resolved one: "auto" alone would leave fit_top x fit_trials unbounded)
         if kind != "evolve" and cfg["fit_method"] == "auto":
