@@ -14,10 +14,10 @@ operators: ``benchmarks/bench_search.py --stages``). What makes it cheap:
 - gene tuples are shared (an input, an op's words, a listed constant); a new constant's op is
   made from the dtype's zero constant (the same op ``sp.const`` gives), once per value.
 
-Under ``variation="linear"`` the odds are those of :func:`operators.crossover` and
+Under ``variation="linear"`` (the default) the odds are those of :func:`operators.crossover` and
 :func:`operators.mutate` (a mutation is a point mutation, an insertion, a deletion or a
 constant perturbation, uniformly; the draws differ, so a seed gives other children than the
-operators would). Under ``"tree"`` (the default) the crossover swaps whole subexpressions and
+operators would). Under ``"tree"`` the crossover swaps whole subexpressions and
 a point mutation keeps the gene's arity (:class:`Breeder`). Two differences: a
 child longer than ``max_length`` ops is cut at a gene boundary (a gene is never split), and
 random programs (:meth:`Breeder.random_programs`) come from the same stream.
@@ -89,14 +89,15 @@ class Breeder:
     ``max_length``), a deletion or (programs with constants) a constant perturbation, picked
     uniformly, as :func:`operators.mutate` picks.
 
-    ``variation`` (:data:`numptx.search.config.VARIATIONS`): ``"tree"`` (the searches'
-    default) reads the postfix program as its expression: the crossover replaces a subtree of
+    ``variation`` (:data:`numptx.search.config.VARIATIONS`): ``"tree"`` reads the postfix
+    program as its expression: the crossover replaces a subtree of
     the first parent (the genes that make one value, :meth:`_subtree`) by one of the second,
-    and a point mutation puts a gene of the same arity (:meth:`_like`); ``"linear"``: a
-    two-point crossover at any gene boundaries, a point mutation puts any gene."""
+    and a point mutation puts a gene of the same arity (:meth:`_like`); ``"linear"`` (the
+    searches' default): a two-point crossover at any gene boundaries, a point mutation puts
+    any gene."""
 
     def __init__(self, genes: Genes, *, crossover: float, mutation: float, max_length: int,
-                 revary: int = 0, variation: Variation = "tree"):
+                 revary: int = 0, variation: Variation = "linear"):
         self.genes, self.crossover, self.mutation = genes, float(crossover), float(mutation)
         if variation not in VARIATIONS:
             raise SearchError(f"Breeder: variation={variation!r}: use 'tree' or 'linear'")

@@ -49,7 +49,7 @@ def regress(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div"), *
             survivors: Survivors = "plus", islands: int | None = None, migration: int = 10,
             build: Build = "auto", predictor: Any = False, screen: float = 0.25,
             explore: float = 0.05, model_selection: ModelSelection = "best",
-            variation: Variation = "tree", progress: bool | Callable[[Generation], Any] = False) -> Result:
+            variation: Variation = "linear", progress: bool | Callable[[Generation], Any] = False) -> Result:
     """Symbolic regression: find a program over the columns of ``X`` (named ``x0..``, or
     ``names``) whose output fits ``y`` under ``loss`` (``mse``, ``mae``, ``rmse``,
     ``pearson``). Tournament selection of size ``tournament`` (default 5, or the population
@@ -125,7 +125,7 @@ def evolve(template: Any, site: Any, fitness: Callable[[list], Sequence[float]],
            restart: int | None = None, revary: int = 1, executor: Executor | None = None,
            per_module: int | None = None, evaluate: Evaluate = "auto", build: Build = "auto",
            survivors: Survivors | None = None, predictor: Any = False, screen: float = 0.25,
-           explore: float = 0.05, variation: Variation = "tree",
+           explore: float = 0.05, variation: Variation = "linear",
            progress: bool | Callable[[Generation], Any] = False) -> Result:
     """Evolve programs for ``site`` of any ``template`` (``nx.CudaTemplate`` or a numba kernel).
 
@@ -179,7 +179,7 @@ def map_elites(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div")
                fit_method: FitMethod = "auto", input_weights: bool | None = None,
                build: Build = "auto", predictor: Any = False, screen: float = 0.25,
                explore: float = 0.05, model_selection: ModelSelection = "best",
-               variation: Variation = "tree", progress: bool | Callable[[Generation], Any] = False) -> Result:
+               variation: Variation = "linear", progress: bool | Callable[[Generation], Any] = False) -> Result:
     """MAP-Elites: an archive keeps the best program of each cell of a behaviour grid; each
     generation makes ``batch`` children of uniformly drawn elites and files each in its cell
     when it beats the cell's elite. ``descriptors``: built-in names (``length``: program length
