@@ -194,6 +194,16 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
         X = validation.validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
         return self.best_.predict(X)
 
+    def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
+        """R² of ``predict(X)`` against ``y`` (scikit-learn's ``r2_score``), computed in
+        float64: the predictions of an f32 search widened exactly, so data near float32's
+        largest values (``y`` of 1e37) scores without overflowing its squares (scikit-learn
+        would square float32 values in float32, warn, and return NaN)."""
+        from sklearn.metrics import r2_score
+        pred = np.asarray(self.predict(X), dtype=np.float64)
+        return float(r2_score(np.asarray(y, dtype=np.float64), pred,
+                              sample_weight=sample_weight))
+
     # ---- helpers
     def _seed(self) -> int | None:
         """regress's seed from ``random_state``: an int or None as it is, an int drawn from

@@ -24,6 +24,7 @@ they are (a warning lists what was renamed), else ``x0, x1, ...``::
 from __future__ import annotations
 
 import keyword
+import math
 import re
 import unicodedata
 import warnings
@@ -38,12 +39,23 @@ from .evaluate import (SCALED_LOSSES, Evaluator, check_data, check_evaluate, che
                        check_per_module, resolve_device)
 from ..jit.populations.fitness import RESERVED_NAMES as KERNEL_NAMES
 from .genes import RESERVED_NAMES, Genes, SearchError
-from .rescore import user_build
+from .rescore import user_build, user_stacklevel
 from .scorers import UserFitness
 from .sites import site_genes
 
 __all__ = ["prepare", "prepare_evolve", "resolve_fitting", "fit_top_lm", "input_names",
-           "data_names", "warn_renamed"]
+           "data_names", "warn_renamed", "check_scale", "HUGE_ROWS_SCALE", "TINY_SPREAD"]
+
+#: float64's largest finite value and smallest normal one
+_F64_MAX, _F64_TINY = float(np.finfo(np.float64).max), float(np.finfo(np.float64).tiny)
+#: y's largest ``|value|`` on n rows is at most ``HUGE_ROWS_SCALE / sqrt(n)``: the search
+#: squares y's deviations in float64 (its variance, the squared errors of mse, pearson's
+#: moments), and n squares of twice that size stay finite (about 4.7e152 at 200 rows)
+HUGE_ROWS_SCALE = math.sqrt(_F64_MAX / 4)
+#: y's spread (standard deviation) under a squared loss (mse, rmse, pearson, linear scaling)
+#: is at least this: its variance a normal float64 (past 2.2e-308), else the squared errors
+#: underflow and every formula near y scores 0, a constant as well as the answer
+TINY_SPREAD = math.sqrt(_F64_TINY)
 
 
 def prepare(kind: Kind, X: Any, y: Any, ops: Sequence[str], *, names: Sequence[str] | None,
@@ -58,6 +70,7 @@ def prepare(kind: Kind, X: Any, y: Any, ops: Sequence[str], *, names: Sequence[s
     names = data_names(X, names, kind)
     # the dtype follows X (y is cast to it), or dtype= when given
     Xc, yc = check_data(X, y, where=kind, dtype=dtype)
+    check_scale(Xc, yc, loss, kind, names)
     data_dtype = "f64" if Xc.dtype == np.float64 else "f32"
     cfg = check_config(kind, **options)
     if not isinstance(pipeline, bool):
@@ -76,6 +89,61 @@ def prepare(kind: Kind, X: Any, y: Any, ops: Sequence[str], *, names: Sequence[s
                    per_module=per_module, where=kind, pipeline=pipeline, evaluate=evaluate,
                    rows=genes.rows, linear_scaling=bool(cfg.linear_scaling), build=build)
     return genes, cfg, ev
+
+
+def check_scale(X: np.ndarray, y: np.ndarray, loss: str, where: str,
+                names: Sequence[str] | None = None) -> None:
+    """Refuse data whose magnitude the search's float64 sums cannot hold, naming ``y`` and the
+    fix (a :class:`SearchError`), before a NumPy overflow warning or a silent constant:
+
+    - ``y`` past ``HUGE_ROWS_SCALE / sqrt(n)`` (~1e152): its squares overflow; divide y by a
+      power of ten and multiply the formula by it;
+    - ``y`` of spread below :data:`TINY_SPREAD` (~1.5e-154) under a squared loss (mse, rmse,
+      pearson), or below float64's smallest normal number under mae, while not constant: the
+      squared errors underflow to 0 (every formula "fits"); multiply y by a power of ten.
+
+    ``X`` columns past the same limit (or below it, not all 0) only warn (``UserWarning``, at
+    the user's line): a formula that squares or multiplies them overflows (or underflows) and
+    scores inf, but one that divides them may still fit::
+
+        check_scale(X, y, "mse", "regress")       # None, or a SearchError naming y
+    """
+    n = len(y)
+    limit = HUGE_ROWS_SCALE / math.sqrt(n)
+    yy = y.astype(np.float64)
+    top = float(np.abs(yy).max())
+    if top > limit:
+        k = math.floor(math.log10(top))
+        raise SearchError(f"{where}: y reaches |{top:.3g}|: the search squares y's deviations "
+                          f"in float64 (its variance, the squared errors), and past about "
+                          f"{limit:.2g} on {n} rows they overflow; rescale y: search y / 1e{k} "
+                          f"and multiply the formula by 1e{k}")
+    spread = top * float(np.std(yy / top)) if top > 0 else 0.0
+    least = _F64_TINY if loss == "mae" else TINY_SPREAD
+    if 0.0 < spread < least:
+        k = -math.floor(math.log10(spread))
+        raise SearchError(f"{where}: y varies by only {spread:.3g} (its standard deviation): "
+                          f"the search's {'absolute' if loss == 'mae' else 'squared'} errors "
+                          f"of that size underflow float64 (below {least:.2g}), so every "
+                          f"formula near y, a constant too, would score 0; rescale y: search "
+                          f"y * 1e{k} and divide the formula by 1e{k}")
+    _warn_columns(X, limit, where, names)
+
+
+def _warn_columns(X: np.ndarray, limit: float, where: str,
+                  names: Sequence[str] | None) -> None:
+    """Warn which columns of ``X`` are past ``limit`` or, not all 0, below
+    :data:`TINY_SPREAD` in magnitude (see :func:`check_scale`)."""
+    tops = np.abs(X.astype(np.float64)).max(axis=0) if X.size else np.zeros(0)
+    label = list(names) if names is not None else [f"x{j}" for j in range(X.shape[1])]
+    odd = [f"{label[j]} (|{t:.3g}|)" for j, t in enumerate(tops.tolist())
+           if t > limit or 0.0 < t < TINY_SPREAD]
+    if odd:
+        warnings.warn(f"{where}: X's column(s) {', '.join(odd)} lie past float64's squares "
+                      f"(products of them overflow past {limit:.2g} or underflow below "
+                      f"{TINY_SPREAD:.2g}, and a formula doing so scores inf or loses them); "
+                      f"rescale X (each column to about 1) to search them fully",
+                      stacklevel=user_stacklevel(2))
 
 
 def input_names(columns: Sequence[Any]) -> tuple[str, ...]:
@@ -127,13 +195,14 @@ def data_names(X: Any, names: Sequence[str] | None, where: str) -> Sequence[str]
 
 def warn_renamed(columns: Sequence[Any], mapped: Sequence[str], where: str,
                  stacklevel: int) -> None:
-    """Warn (``UserWarning``, at ``stacklevel`` counted from the caller of this function)
-    which of ``columns`` :func:`input_names` renamed (``mapped``); nothing when none was."""
+    """Warn (``UserWarning``, at the user's line: the first frame outside numptx at least
+    ``stacklevel`` out, as ``warnings.warn`` counts them here) which of ``columns``
+    :func:`input_names` renamed (``mapped``); nothing when none was."""
     renamed = [f"{c!r} as {n!r}" for c, n in zip(columns, mapped) if c != n]
     if renamed:
         warnings.warn(f"{where}: X's columns {', '.join(renamed)} (input names are ASCII "
                       f"identifiers the formula and the kernel can use; pass names= to choose "
-                      f"them)", stacklevel=stacklevel)
+                      f"them)", stacklevel=user_stacklevel(stacklevel))
 
 
 def resolve_fitting(cfg: SearchOptions, loss: str, y: np.ndarray, device: str,

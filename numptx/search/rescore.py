@@ -37,6 +37,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
+import sys
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -51,7 +53,8 @@ from .config import check_build
 from .genes import SearchError
 from .scaling import written
 
-__all__ = ["Rescore", "rescore", "returned", "tolerance", "RTOL_GPU", "ATOL_GPU", "user_build"]
+__all__ = ["Rescore", "rescore", "returned", "tolerance", "RTOL_GPU", "ATOL_GPU", "user_build",
+           "user_stacklevel"]
 
 #: relative tolerance on a GPU: two float64 sums of n terms in different orders differ by at
 #: most ~n * 2**-53 relative (2e-12 at 20,000 rows); 1e-9 leaves room for 1e6 rows, well
@@ -59,6 +62,26 @@ __all__ = ["Rescore", "rescore", "returned", "tolerance", "RTOL_GPU", "ATOL_GPU"
 RTOL_GPU = 1e-9
 #: absolute tolerance on a GPU, for losses near 0 (a perfect fit: 1e-15 against 1e-14)
 ATOL_GPU = 1e-12
+
+
+#: the numptx package's folder: frames from files under it are the library's, not the user's
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def user_stacklevel(stacklevel: int = 1) -> int:
+    """The ``stacklevel`` for a ``warnings.warn`` made by the caller of this function that
+    points at the user's line: the first frame, ``stacklevel`` or more out, whose file is not
+    in the numptx package (so the same warning points at the line that called ``regress``, or
+    ``SymbolicRegressor.fit``, or ``resume``, however deep the library's own frames go);
+    ``stacklevel`` itself when every frame out is the library's::
+
+        warnings.warn("...", stacklevel=user_stacklevel())
+    """
+    frame, level = sys._getframe(1), 1          # the caller, the one that warns: level 1
+    while frame is not None and (level < stacklevel or
+                                 os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE)):
+        frame, level = frame.f_back, level + 1
+    return level if frame is not None else stacklevel
 
 
 def tolerance(device: str) -> tuple[float, float]:
@@ -101,7 +124,9 @@ def rescore(evaluator: Any, what: Sequence[str], programs: Sequence[Any],
             probe: tuple[int, int] | None = None) -> Rescore:
     """The compiled path's losses of ``programs`` at the full build
     (``evaluator.score_compiled(build="full")``; not counted in ``evaluated``) against their
-    ``interpreted`` losses (the run's); a warning when some differ. ``probe``: (probe rows,
+    ``interpreted`` losses (the run's); a warning when some differ, at the user's line: the
+    first frame outside numptx at least ``stacklevel`` out (:func:`user_stacklevel`).
+    ``probe``: (probe rows,
     data rows) when semantic dedup ran on a partial probe, which the warning then names as a
     cause."""
     got = evaluator.score_compiled(list(programs), build="full") if len(programs) else \
@@ -131,7 +156,7 @@ def rescore(evaluator: Any, what: Sequence[str], programs: Sequence[Any],
                       f"difference {worst:.3g}; tolerance on the {evaluator.device}: "
                       f"rtol={rtol:g}, atol={atol:g}). The result carries the compiled "
                       f"losses (the full build); result.rescored holds both", NumptxWarning,
-                      stacklevel=stacklevel)
+                      stacklevel=user_stacklevel(stacklevel))
     return Rescore(tuple(what), interp, comp, n_diff, worst, rtol, atol, "full",
                    evaluator.scoring_build)
 
