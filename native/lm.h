@@ -22,7 +22,7 @@
      trial's is never read), as lanes of ONE loaded tape (the parameters' constant slots filled
      per lane, the input rows tiled); the loss
      is the float64 sum of squares of a + b f - y (a, b: the closed-form best when `scaling`,
-     b >= 0 when `positive`, a flat f +inf when `flat` by var_f <= flat_rel * ms(f - mean y); else
+     b >= 0 when `positive`, a flat f +inf when `flat` by var_f <= flat_rel * ms(f) (about 0); else
      a = 0, b = 1). A loss below the best is taken (lambda /= 3), else lambda *= 4; then the
      damped Gauss–Newton step from the best point: J the forward differences (non-finite entries
      0) times b, with a and b joining as columns 1 and f under scaling; A = H + lambda
@@ -180,8 +180,8 @@ static double nxlm__sse(const nxlm_options *o, const double *F, const double *y,
         for (i = 0; i < n; i++) fm += F[i];
         fm /= (double)n;
         for (i = 0; i < n; i++) {
-            double df = F[i] - fm, dq = F[i] - ym;
-            var += df * df; cov += df * (y[i] - ym); ms += dq * dq;
+            double df = F[i] - fm;
+            var += df * df; cov += df * (y[i] - ym); ms += F[i] * F[i];
         }
         b = var > 0 ? cov / var : 0.0;
         if (o->positive && b < 0) b = 0.0;          /* (NaN stays NaN, as np.maximum) */

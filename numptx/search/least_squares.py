@@ -186,7 +186,7 @@ def _sse(F: np.ndarray, y: np.ndarray, scaling: bool, positive: bool = False,
             b = np.where(var > 0, (dF @ (y - y.mean())) / var, 0.0)
             b = np.maximum(b, 0.0) if positive else b
             # a constant f, up to rounding, as the evaluator's reductions judge it
-            varies = ~pearson_flat(var / F.shape[1], ((F - y.mean()) ** 2).mean(axis=1)) \
+            varies = ~pearson_flat(var / F.shape[1], (F * F).mean(axis=1)) \
                 | (not flat)
             a = y.mean() - b * fm[:, 0]
         else:

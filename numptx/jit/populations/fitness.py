@@ -350,7 +350,7 @@ def _score(pred: np.ndarray, t: np.ndarray, loss: Any) -> float:
             s = float(np.mean(np.abs(p - tt)))
         elif loss == "pearson":
             sp_, st = p.std(), tt.std()
-            flat = pearson_flat(sp_ * sp_, np.mean((p - tt.mean()) ** 2))
+            flat = pearson_flat(sp_ * sp_, np.mean(p * p))
             r = float(np.mean((p - p.mean()) * (tt - tt.mean())) / (sp_ * st)) \
                 if sp_ and st and not flat else None
             # (r not finite: moments that overflowed; max(0.0, 1.0 - nan) would be a perfect 0.0)
@@ -596,6 +596,11 @@ def _fitness_gpu(tmpl: SiteTarget, cands: list, X: np.ndarray, y: np.ndarray, lo
                             {i for p in packs for i in p.errors})
 
 
+#: the rounding of a variance taken from the kernel's float64 sums about the target's mean, as
+#: a share of their mean square (64 float64 epsilons)
+SUMS_ROUNDING = 64 * float(np.finfo(np.float64).eps)
+
+
 def losses_from_sums(sums: np.ndarray, y: np.ndarray, loss: str,
                      bad: Iterable[int] = ()) -> np.ndarray:
     """The losses from the fitness kernel's per-candidate sums (``sums[k]``: s0, s1, s2 and
@@ -604,6 +609,7 @@ def losses_from_sums(sums: np.ndarray, y: np.ndarray, loss: str,
     about the target's mean."""
     n = len(y)
     var_t = float(np.asarray(y, np.float64).var())
+    c = float(np.asarray(y, np.float64).mean())         # the kernel's shift (fitness_sums)
     bad = set(bad)
     out = np.full(len(sums), math.inf)
     for k, (s0, s1, s2, nbad) in enumerate(np.asarray(sums, np.float64).tolist()):
@@ -618,7 +624,12 @@ def losses_from_sums(sums: np.ndarray, y: np.ndarray, loss: str,
             vq = s1 / n - mq * mq
             # a variance lost in rounding (constant predictions) is no variance; moments
             # that overflow (NaN) are none either (max(0.0, nan) would score a perfect 0.0)
-            r = (math.nan if pearson_flat(vq, s1 / n) or var_t <= 0
+            ms_p = s1 / n + 2.0 * c * mq + c * c          # p = q + c: E[p^2]
+            # vq = E[q^2] - E[q]^2 cancels: below its rounding (SUMS_ROUNDING of E[q^2]) the
+            # sums cannot tell a variance from none (a prediction of unit scale against a
+            # target at 1e7 + ..., which the interpreter's two-pass moments still resolve)
+            lost = vq <= SUMS_ROUNDING * (s1 / n)
+            r = (math.nan if pearson_flat(vq, ms_p) or lost or var_t <= 0
                  else (s2 / n) / math.sqrt(vq * var_t))
             s = max(0.0, 1.0 - r) if math.isfinite(r) else math.inf
         out[k] = s if math.isfinite(s) else math.inf

@@ -54,16 +54,18 @@ def _dialect_of(c: Any) -> int:
     return (marker_dialect(word) if word is not None else None) or 0
 
 
-#: a prediction whose variance is at most this share of its mean square about the target's
-#: mean is constant up to rounding: its correlation with the target is undefined, and pearson
-#: scores it +inf. One rule for every reduction (the CPU's, the interpreter's and the GPU
-#: kernel's sums), so the paths agree on it
+#: a prediction whose variance is at most this share of its own mean square (about zero) is
+#: constant up to rounding: its correlation with the target is undefined, and pearson scores
+#: it +inf. One rule for every reduction (the CPU's, the interpreter's, the GPU kernel's sums
+#: and the fits'), so the paths agree on it. (About the target's mean, the rule before, a
+#: target of a large offset, y = 1e7 + f(x), made every program of inputs of unit scale
+#: flat: the search returned a constant)
 PEARSON_FLAT = 1e-12
 
 
 def pearson_flat(var_p: Any, ms_q: Any) -> Any:
-    """Whether predictions of variance ``var_p`` and mean square ``ms_q`` about the target's
-    mean are constant up to rounding (:data:`PEARSON_FLAT`); arrays element-wise::
+    """Whether predictions of variance ``var_p`` and mean square ``ms_q`` (their own, about
+    zero) are constant up to rounding (:data:`PEARSON_FLAT`); arrays element-wise::
 
         pearson_flat(0.0, 4.0)          # True
     """
@@ -91,7 +93,7 @@ def losses_of_predictions(pred: np.ndarray, y: np.ndarray, loss: str) -> np.ndar
             sp_, st = p.std(axis=1), tt.std()
             dev = p - p.mean(axis=1, keepdims=True)
             r = np.mean(dev * (tt - tt.mean()), axis=1) / (sp_ * st)
-            flat = pearson_flat(sp_ * sp_, np.mean((p - tt.mean()) ** 2, axis=1))
+            flat = pearson_flat(sp_ * sp_, np.mean(p * p, axis=1))
             # (r not finite: moments that overflowed, no correlation to score)
             s = np.where((sp_ != 0) & (st != 0) & ~flat & np.isfinite(r),
                          np.maximum(0.0, 1.0 - r), np.inf)
