@@ -339,8 +339,9 @@ def _length(c: Candidate, F: np.ndarray, y: np.ndarray, theta: list, steps: list
 
 def description_lengths(front: Sequence[Candidate], evaluator: Any) -> np.ndarray:
     """The minimum description length (nats; module docstring) of each candidate over the
-    evaluator's training data (``evaluator.X``, ``evaluator.y``; the interpreter's outputs, a
-    candidate at a time); NaN where it is not finite (or the formula's text does not parse)::
+    evaluator's training data (``evaluator.X``, ``evaluator.y``; the interpreter's outputs, of
+    all the candidates' probes in one batch); NaN where it is not finite (or the formula's
+    text does not parse)::
 
         lengths = description_lengths(front, evaluator)     # the run's Evaluator
     """
@@ -351,11 +352,14 @@ def description_lengths(front: Sequence[Candidate], evaluator: Any) -> np.ndarra
         return out
     eps = float(np.finfo(np.float32 if front[0].genes.dtype == "f32" else np.float64).eps)
     floor = (eps * max(float(np.sqrt(np.mean(y * y))), 1e-300)) ** 2
-    for k, c in enumerate(front):
-        progs, theta, steps = _probes(c, eps)
+    probes = [_probes(c, eps) for c in front]
+    F = outputs(evaluator, [p for progs, _, _ in probes for p in progs])
+    at = 0
+    for k, (c, (progs, theta, steps)) in enumerate(zip(front, probes)):
+        rows, at = F[at:at + len(progs)], at + len(progs)
         try:
             with np.errstate(all="ignore"):
-                v = _length(c, outputs(evaluator, progs), y, theta, steps, floor)
+                v = _length(c, rows, y, theta, steps, floor)
         except (SyntaxError, RecursionError, ValueError):
             continue                      # a formula Python's parser cannot read
         out[k] = v if math.isfinite(v) else np.nan
@@ -366,22 +370,29 @@ def description_lengths(front: Sequence[Candidate], evaluator: Any) -> np.ndarra
 def returned_front(search: Any, best: Candidate | None) -> list[Candidate]:
     """:attr:`Result.front` of ``search`` (a :class:`numptx.search.loop.Search`) whose
     returned best is ``best``: the entries re-scored and written as ``best`` is (module
-    docstring), ``best`` among them, made a front again."""
-    entries = [dataclasses.replace(c, program=list(c.program)) for c in search.front.entries]
+    docstring), ``best`` among them, made a front again. An entry of the search's own best
+    program is ``best`` itself (written and re-scored once). Under linear scaling the entries
+    are written first and then re-scored once by the compiled path (their scaled losses, which
+    the writing replaces, are not re-scored); the re-score is one batch."""
+    own = None if search.best is None or best is None else program_key(search.best.program)
+    entries = [dataclasses.replace(c, program=list(c.program)) for c in search.front.entries
+               if own is None or program_key(c.program) != own]
     ev = search.evaluator
     if ev is None:          # evolve: scored by the user's fitness, which is not called again
         return pareto(([best] if best is not None else []) + entries)
     from .scaling import written
     sem = search.semantic
     partial = sem is not None and len(sem.rows) < ev.X.shape[0]
-    if entries and (ev.mode == "interpret" or partial or ev.scoring_build == "fast"):
-        got = ev.score_compiled([c.program for c in entries], build="full")
-        entries = [dataclasses.replace(c, loss=float(v)) for c, v in zip(entries, got)]
+    compiled = ev.mode == "interpret" or partial or ev.scoring_build == "fast"
     if entries and ev.linear_scaling:
         entries = written(ev, search.genes, entries)
-        if ev.mode == "interpret" or ev.scoring_build == "fast":
-            got = ev.plain().score_compiled([c.program for c in entries], build="full")
-            entries = [dataclasses.replace(c, loss=float(v)) for c, v in zip(entries, got)]
+        # written scored them as the run does (the interpreter, the screening build); a
+        # partial probe's losses are replaced by written's own scoring
+        compiled = ev.mode == "interpret" or ev.scoring_build == "fast"
+        ev = ev.plain()
+    if entries and compiled:
+        got = ev.score_compiled([c.program for c in entries], build="full")
+        entries = [dataclasses.replace(c, loss=float(v)) for c, v in zip(entries, got)]
     pool = ([best] if best is not None else []) + entries
     seen: set[tuple] = set()
     unique = []

@@ -57,9 +57,18 @@ from .learned_cells import LearnedCells, is_learned
 if typing.TYPE_CHECKING:
     from .screening import Screen
 
-__all__ = ["Search", "Result", "Candidate", "Generation", "check_int"]
+__all__ = ["Search", "Result", "Candidate", "Generation", "check_int", "FINISH_WRITE",
+           "FINISH_WRITE_SECONDS"]
 
 log = logging.getLogger(__name__)
+
+#: a program written with its linear scaling (:func:`numptx.search.scaling.written`: its
+#: outputs, the fit and three losses) costs about this many scorings of it, plus
+#: :data:`FINISH_WRITE_SECONDS` (measured on one core, the CPU interpreter, population 1000:
+#: 0.05 s written against 0.012 ms a program scored at 20 rows; 0.28 s against 0.135 ms at
+#: 5,000 rows)
+FINISH_WRITE = 2.0
+FINISH_WRITE_SECONDS = 3e-5
 
 
 def _formula_mod():
@@ -111,6 +120,12 @@ class Search:
         self.learned: LearnedCells | None = None
         if self.descriptors and evaluator is not None and is_learned(cfg.descriptors):
             self.learned = LearnedCells(genes, evaluator.X, self.descriptors[0].bins, self.seed)
+        #: seconds and programs of this process's scoring (evaluate_chunks): the rate the
+        #: finishing's estimate reads (not checkpointed: a resumed run measures again)
+        self._scoring = [0.0, 0]
+        #: the compiled path's (seconds, programs) of one re-score, timed once when a time limit
+        #: needs it (:meth:`finish_estimate`)
+        self._compiled_rate: tuple[float, int] | None = None
         self.stopped = "generations"
         self.improved_at = 0          # the generation the best last improved by 1 % or more
         self.restarts = 0
@@ -209,7 +224,10 @@ class Search:
         self._gen_evaluated += len(todo)
         made = self.timings["generate"] - gen0 + self.timings["dedup"] - dd0
         self.timings["dedup"] += spent[0]
-        self.timings["evaluate"] += time.perf_counter() - t0 - spent[0] - made
+        took = time.perf_counter() - t0 - spent[0] - made
+        self.timings["evaluate"] += took
+        self._scoring[0] += took
+        self._scoring[1] += len(todo)
         return programs, np.array([self.cache[k] for k in keys])
 
     def fit_constants_of(self, cands: list[Candidate]) -> None:
@@ -446,14 +464,13 @@ class Search:
     # -- running --------------------------------------------------------------------------
     def run(self, generations: int, progress: Any) -> Result:
         t0 = time.perf_counter()
-        target, limit = self.cfg.target, self.cfg.time_limit
+        target = self.cfg.target
         self.stopped = "generations"
         for _ in range(generations):
             if target is not None and self.best is not None and self.best.loss <= target:
                 self.stopped = "target"
                 break
-            last = self.history[-1].seconds if self.history else 0.0   # not one that would
-            if limit is not None and time.perf_counter() - t0 + last > limit:   # end past it
+            if self.out_of_time(time.perf_counter() - t0):
                 self.stopped = "time_limit"
                 break
             g = self.step()
@@ -462,6 +479,77 @@ class Search:
             if target is not None and self.best is not None and self.best.loss <= target:
                 self.stopped = "target"
         return self.result()
+
+    # -- the time limit -------------------------------------------------------------------
+    def out_of_time(self, elapsed: float) -> bool:
+        """Whether a run ``elapsed`` seconds in must stop for ``time_limit``: the next
+        generation (judged to take as long as the last) and then the finishing
+        (:meth:`finish_estimate`) would end past it. The first generation always runs (a
+        result needs one), unless the limit is already past::
+
+            s.out_of_time(0.0)        # False without a time limit
+        """
+        limit = self.cfg.time_limit
+        if limit is None:
+            return False
+        if not self.history:
+            return elapsed > limit
+        return elapsed + self.history[-1].seconds + self.finish_estimate() > limit
+
+    def finish_estimate(self) -> float:
+        """Seconds :meth:`result` is estimated to take (what :meth:`out_of_time` leaves it):
+        the programs it runs through the evaluator (under linear scaling the population, the
+        best, the archive and the front written, :data:`FINISH_WRITE` scorings and
+        :data:`FINISH_WRITE_SECONDS` each; the "mdl" rule's probes) at this run's own seconds
+        per scored program; the front's entries measured again at the front's own rate; and,
+        where the result is re-scored by the compiled path (:mod:`numptx.search.rescore`),
+        its calls at the rate of one such call timed once (:meth:`_compiled_seconds`). The
+        plain evaluator the writing scores with is made here, once, in the run's time. 0
+        before the first generation and for :func:`~numptx.search.searches.evolve` (its
+        finishing re-scores at most the best, by the user's fitness; not estimated)::
+
+            s.finish_estimate()       # e.g. 0.1 (population 1000, 20 rows, one CPU core)
+        """
+        ev = self.evaluator
+        if ev is None or not self.history:
+            return 0.0
+        rate = self._scoring[0] / max(1, self._scoring[1])
+        n_best = 1 + len(self.archive)
+        n_front = len(self.front.entries)
+        n_pop = 0 if self.strategy.keeps_archive else len(self.population)
+        n_write = n_pop + n_best + n_front if ev.linear_scaling else 0
+        if n_write:
+            ev.plain()           # made now (it compiles a kernel), in the run's time
+        runs = FINISH_WRITE * n_write
+        if self.cfg.model_selection == "mdl":
+            runs += sum(1 + len(O.constants_of(c.program)) for c in self.front.entries) + 1
+        front = self.front
+        est = rate * runs + FINISH_WRITE_SECONDS * n_write + \
+            (n_front + 1) * front.seconds / max(1, front.measured)
+        if self._rescores():
+            calls = [n_best, n_front] + ([n_best] if ev.linear_scaling else [])
+            est += sum(self._compiled_seconds(n) for n in calls if n)
+        return est
+
+    def _rescores(self) -> bool:
+        """Whether :meth:`result` re-scores by the compiled path (:mod:`.rescore`)."""
+        ev, sem = self.evaluator, self.semantic
+        return ev is not None and (ev.mode == "interpret" or ev.scoring_build == "fast" or (
+            sem is not None and len(sem.rows) < ev.X.shape[0]))
+
+    def _compiled_seconds(self, n: int) -> float:
+        """The estimated seconds of one compiled re-score of ``n`` programs: one call timed
+        once (the best and up to 7 front entries, at the full build; its losses unused), at
+        least its time per call (a call builds a module on a GPU), else per program."""
+        if self._compiled_rate is None:
+            ev = self.evaluator
+            assert ev is not None and self.best is not None, "after a generation"
+            progs = [self.best.program] + [c.program for c in self.front.entries[:7]]
+            t = time.perf_counter()
+            ev.score_compiled(progs, build="full")
+            self._compiled_rate = (time.perf_counter() - t, len(progs))
+        sec, m = self._compiled_rate
+        return sec * max(1.0, n / m)
 
     def result(self) -> Result:
         best, archive, rescored = self.rescored()

@@ -50,57 +50,57 @@ def regress(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div"), *
             build: Build = "auto", predictor: Any = False, screen: float = 0.25,
             explore: float = 0.05, model_selection: ModelSelection = "best",
             variation: Variation = "linear", progress: bool | Callable[[Generation], Any] = False) -> Result:
-    """Symbolic regression: find a program over the columns of ``X`` (named ``x0..``, or
-    ``names``) whose output fits ``y`` under ``loss`` (``mse``, ``mae``, ``rmse``,
-    ``pearson``). Tournament selection of size ``tournament`` (default 5, or the population
-    when smaller) with ``elitism`` elites (default 1 %; ``survivors="children"``); ``parsimony`` adds
-    that much loss per node of complexity in selection (:mod:`numptx.search.front`);
-    ``survivors``: ``"plus"`` (the next population is the best ``population`` distinct
-    programs of the parents and the children, Operon's keep-best) or ``"children"`` (the elites and the children);
-    ``crossover``/``mutation`` are the rates. ``islands=k`` splits the population into k
-    subpopulations (each selects and keeps its best on its own; every ``migration``
-    generations each sends copies of its 2 best programs to the next, replacing its worst;
-    :class:`numptx.search.strategies.Islands`; needs ``survivors="plus"``; None: one island
-    per 100 programs, at most 4, e.g. 4 for a population of 500; 1 under ``"children"``).
-    ``linear_scaling`` (None: on for mse and rmse when y varies) scores a program by its best
-    a + b * program, written into the programs returned (:mod:`numptx.search.scaling`). The
-    ``fit_top`` best new programs of each generation get their constants fitted by
-    ``fit_method``: ``"lm"`` (Levenberg–Marquardt on the CPU interpreter, ``fit_steps`` rounds;
-    :mod:`numptx.search.least_squares`; default ``fit_top`` every child), ``"es"``
-    (:mod:`numptx.search.constants`: ``fit_steps`` rounds of ``fit_trials`` trials; default
+    """Symbolic regression: find a program over the columns of ``X`` (named ``x0..``, or ``names``)
+    whose output fits ``y`` under ``loss`` (``mse``, ``mae``, ``rmse``, ``pearson``). Tournament
+    selection of size ``tournament`` (default 5, or the population when smaller) with ``elitism``
+    elites (default 1 %; ``survivors="children"``); ``parsimony`` adds that much loss per node of
+    complexity in selection (:mod:`numptx.search.front`); ``survivors``: ``"plus"`` (the next
+    population is the best ``population`` distinct programs of the parents and the children,
+    Operon's keep-best) or ``"children"`` (the elites and the children); ``crossover``/``mutation``
+    are the rates. ``islands=k`` splits the population into k subpopulations (each selects and keeps
+    its best on its own; every ``migration`` generations each sends copies of its 2 best programs to
+    the next, replacing its worst; :class:`numptx.search.strategies.Islands`; needs
+    ``survivors="plus"``; None: one island per 100 programs, at most 4, e.g. 4 for a population of
+    500; 1 under ``"children"``). ``linear_scaling`` (None: on for mse and rmse when y varies)
+    scores a program by its best a + b * program, written into the programs returned
+    (:mod:`numptx.search.scaling`). The ``fit_top`` best new programs of each generation get their
+    constants fitted by ``fit_method``: ``"lm"`` (Levenberg–Marquardt on the CPU interpreter,
+    ``fit_steps`` rounds; :mod:`numptx.search.least_squares`; default ``fit_top`` every child),
+    ``"es"`` (:mod:`numptx.search.constants`: ``fit_steps`` rounds of ``fit_trials`` trials; default
     ``fit_top`` population // 128, from 2 to 64) or ``"auto"`` (lm on the CPU for mse, rmse and
-    pearson, else es); 0: off.
-    ``input_weights`` (None: on under lm) makes each input gene ``const(1.0) x mul``. Stops:
-    ``generations``, a loss <= ``target``, or ``time_limit`` (none starts that would end past it).
+    pearson, else es); 0: off. ``input_weights`` (None: on under lm) makes each input gene
+    ``const(1.0) x mul``. Stops: ``generations``, a loss <= ``target``, or ``time_limit`` seconds:
+    no generation starts that would end past it with the finishing after it (re-scoring, scaling
+    written, front; estimated by ``Search.finish_estimate``); the set-up (0.15 s in a new process),
+    the first generation and one longer than the last stay outside (population 1000, CPU, 5 seeds,
+    ``time_limit=3``: none past it at 20 or 5,000 rows, before up to 0.9 s; docs/search.md).
     ``restart=k``: after k generations without a 1 % better best, start again from a random
     population (the best found stays the result's; a guard against a population stuck on an
-    approximation). ``revary=k``: a child whose canonical key was scored before, or made
-    earlier in the generation, is mutated again at a gene that feeds its output, up to k
-    times, before it is kept as a duplicate (0: kept at once; see :mod:`numptx.search.breed`).
-    ``device``: ``auto`` (a GPU when present), ``cpu`` (the emulator) or ``gpu``; ``executor``
-    (any ``concurrent.futures.Executor``) builds the GPU modules or spreads the CPU emulation.
-    ``pipeline`` (GPU): each chunk of children is compiled and its modules assembled in
-    threads while the next chunk is made (the same losses; False: made first, then built in
-    one batch; a process-pool executor never pipelines). ``evaluate``: ``"interpret"`` (the
-    batch interpreter: no stub, no emulator, no assembly), ``"compile"`` (each program's stub,
-    emulated on the CPU, assembled in modules on a GPU) or ``"auto"`` (the interpreter on the
-    CPU; on a GPU the interpreter up to ``GPU_INTERPRET_MAX_ROWS`` rows, the compiled path
-    above); when the interpreter scored the run, or semantic dedup ran on fewer probe rows
-    than the data has, ``result.best`` is re-scored by the compiled path
-    (``result.rescored``). ``build``: how the compiled path's GPU modules are assembled,
-    ``"fast"`` (-Ofc=max, a screening build: the returned programs re-scored by the full
-    build, ``result.rescored``), ``"full"`` (-O3) or ``"auto"`` (what measured best on the
-    device, ``config.AUTO_BUILD``: full today; :mod:`numptx.search.evaluate`).
-    ``semantic_dedup=k``: a new child whose outputs on k probe rows (drawn with the seed)
-    equal a scored program's takes its loss (0: off; None: 32 where the probe is cheaper
-    than the scoring, see :mod:`numptx.search.semantic`). ``progress``: True prints a line per
-    generation to stderr; a callable gets each :class:`Generation`. ``predictor`` (True,
-    ``"ridge"``, ``"mlp"`` or a :mod:`numptx.learn` model) learns from every scored child and
-    screens the next: only the predicted best ``screen`` share of the new children, and a
-    random ``explore`` share of the rest, is scored (:mod:`numptx.search.screening`).
-    ``model_selection`` picks ``result.model`` from ``result.front`` (:mod:`.front`);
-    ``variation``: ``"tree"`` (subtree crossover, arity-keeping point mutations) or
-    ``"linear"`` (cuts anywhere between genes; :mod:`numptx.search.breed`)."""
+    approximation). ``revary=k``: a child whose canonical key was scored before, or made earlier in
+    the generation, is mutated again at a gene that feeds its output, up to k times, before it is
+    kept as a duplicate (0: kept at once; see :mod:`numptx.search.breed`). ``device``: ``auto`` (a
+    GPU when present), ``cpu`` (the emulator) or ``gpu``; ``executor`` (any
+    ``concurrent.futures.Executor``) builds the GPU modules or spreads the CPU emulation.
+    ``pipeline`` (GPU): each chunk of children is compiled and its modules assembled in threads
+    while the next chunk is made (the same losses; False: made first, then built in one batch; a
+    process-pool executor never pipelines). ``evaluate``: ``"interpret"`` (the batch interpreter: no
+    stub, no emulator, no assembly), ``"compile"`` (each program's stub, emulated on the CPU,
+    assembled in modules on a GPU) or ``"auto"`` (the interpreter on the CPU; on a GPU the
+    interpreter up to ``GPU_INTERPRET_MAX_ROWS`` rows, the compiled path above); when the
+    interpreter scored the run, or semantic dedup ran on fewer probe rows than the data has,
+    ``result.best`` is re-scored by the compiled path (``result.rescored``). ``build``: how the
+    compiled path's GPU modules are assembled, ``"fast"`` (-Ofc=max, a screening build: the returned
+    programs re-scored by the full build, ``result.rescored``), ``"full"`` (-O3) or ``"auto"`` (what
+    measured best on the device, ``config.AUTO_BUILD``: full today; :mod:`numptx.search.evaluate`).
+    ``semantic_dedup=k``: a new child whose outputs on k probe rows (drawn with the seed) equal a
+    scored program's takes its loss (0: off; None: 32 where the probe is cheaper than the scoring,
+    see :mod:`numptx.search.semantic`). ``progress``: True prints a line per generation to stderr; a
+    callable gets each :class:`Generation`. ``predictor`` (True, ``"ridge"``, ``"mlp"`` or a
+    :mod:`numptx.learn` model) learns from every scored child and screens the next: only the
+    predicted best ``screen`` share of the new children, and a random ``explore`` share of the rest,
+    is scored (:mod:`numptx.search.screening`). ``model_selection`` picks ``result.model`` from
+    ``result.front`` (:mod:`.front`); ``variation``: ``"tree"`` (subtree crossover, arity-keeping
+    point mutations) or ``"linear"`` (cuts anywhere between genes; :mod:`numptx.search.breed`)."""
     s = _regression_search(
         "regress", X, y, ops, names=names, dtype=dtype, constants=constants, loss=loss,
         device=device, executor=executor, per_module=per_module, seed=seed, pipeline=pipeline,
