@@ -55,7 +55,8 @@ from .._program.interpret import records, refused, run_cpu, subset, tapes
 from .._program.lm import FitArrays, FitOptions, fit_tapes, fits_natively
 from .._program.ops import ProgramError
 from ..valuetypes import BY_NAME
-from ..jit.populations.fitness_interpret import PEARSON_FLAT, data_columns, pearson_flat
+from ..jit.populations.fitness_interpret import (PEARSON_FLAT, data_columns, flat_share,
+                                                 pearson_flat)
 from .config import FIT_STEPS_MAX
 from .evaluate import Evaluator
 from .genes import SearchError, check_int, shown
@@ -172,12 +173,13 @@ class Variants:
 
 
 def _sse(F: np.ndarray, y: np.ndarray, scaling: bool, positive: bool = False,
-         flat: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+         flat: bool = False, share: float = PEARSON_FLAT) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(sse, a, b) per row of ``F``: the sum of squared residuals of a + b F - y with a, b
     the least-squares best under scaling (else 0 and 1); non-finite rows: +inf.
     ``positive``: b >= 0 (pearson's loss 1 - r is signed: an anti-correlated f is no better
     than a constant, whose sse n var(y) does not move with f). ``flat``: a constant f
-    (no variance) is +inf, as the evaluator's pearson (and scaled) losses score it."""
+    (no variance) is +inf, as the evaluator's pearson (and scaled) losses score it (``share``:
+    the flat rule's, :func:`~numptx.jit.populations.fitness_interpret.flat_share`)."""
     with np.errstate(all="ignore"):
         if scaling:
             fm = F.mean(axis=1, keepdims=True)
@@ -186,7 +188,7 @@ def _sse(F: np.ndarray, y: np.ndarray, scaling: bool, positive: bool = False,
             b = np.where(var > 0, (dF @ (y - y.mean())) / var, 0.0)
             b = np.maximum(b, 0.0) if positive else b
             # a constant f, up to rounding, as the evaluator's reductions judge it
-            varies = ~pearson_flat(var / F.shape[1], (F * F).mean(axis=1)) \
+            varies = ~pearson_flat(var / F.shape[1], (F * F).mean(axis=1), share) \
                 | (not flat)
             a = y.mean() - b * fm[:, 0]
         else:
@@ -378,7 +380,7 @@ def _fit_native(pt: ParameterTapes, evaluator: Any, frees: list, steps: int, sca
         mark_word=pt.slot_word[idx].astype(np.uint32),
         mark_param=pt.slot_param[idx].astype(np.uint32))
     opt = FitOptions(steps=steps, scaling=scaling, positive=evaluator.loss == "pearson",
-                     flat=evaluator.kernel_loss == "pearson", flat_rel=PEARSON_FLAT,
+                     flat=evaluator.kernel_loss == "pearson", flat_rel=flat_share(evaluator.y.dtype),
                      lambda0=_LAMBDA0, root_eps32=_ROOT_EPS32, root_eps64=_ROOT_EPS64)
     made = np.zeros(len(todo), np.uint64)
     sse = fit_tapes(subset(pt.tp, ks), pt.order, pt.n_rows, evaluator.y, arrays, opt, runs=made)
@@ -404,6 +406,7 @@ class _Fit:
         self.y = evaluator.y.astype(np.float64)
         self.positive = evaluator.loss == "pearson"
         self.flat = evaluator.kernel_loss == "pearson"   # a constant output: +inf, as scored
+        self.share = flat_share(evaluator.y.dtype)
 
     def run(self, todo: list[int], programs: list, sse_out: np.ndarray) -> int:
         pt, y, scaling = self.pt, self.y, self.scaling
@@ -435,7 +438,8 @@ class _Fit:
             th = trial[vprog]
             th[pert, vj[pert]] += hv[pert]
             out = var.run(th)
-            sse, a_t, b_t = _sse(out[lay.base], y, scaling, self.positive, self.flat)
+            sse, a_t, b_t = _sse(out[lay.base], y, scaling, self.positive, self.flat,
+                                   self.share)
             took = sse < best_sse
             best_sse = np.where(took, sse, best_sse)
             best_theta[took] = trial[took]

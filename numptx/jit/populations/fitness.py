@@ -71,7 +71,7 @@ from ...dsl.expr import PtxExpr, SiteBinding, output_order
 from ...errors import NumptxError
 from ..errors import LaunchError
 from .fitness_interpret import (GPU_INTERPRET_MAX_ROWS, PEARSON_FLAT, interpret_losses,
-                                is_program, pearson_flat)
+                                flat_share, is_program, pearson_flat)
 from .fitness_checks import Checked, FitnessError, inspect, population
 from .fitness_facts import FLOATS, Facts, Float, program_facts, text_facts
 from .pack import (DEFAULT_PER_MODULE, MAX_CANDIDATES, PER_KERNEL,  # noqa: F401
@@ -350,7 +350,7 @@ def _score(pred: np.ndarray, t: np.ndarray, loss: Any) -> float:
             s = float(np.mean(np.abs(p - tt)))
         elif loss == "pearson":
             sp_, st = p.std(), tt.std()
-            flat = pearson_flat(sp_ * sp_, np.mean(p * p))
+            flat = pearson_flat(sp_ * sp_, np.mean(p * p), flat_share(t.dtype))
             r = float(np.mean((p - p.mean()) * (tt - tt.mean())) / (sp_ * st)) \
                 if sp_ and st and not flat else None
             # (r not finite: moments that overflowed; max(0.0, 1.0 - nan) would be a perfect 0.0)
@@ -610,6 +610,7 @@ def losses_from_sums(sums: np.ndarray, y: np.ndarray, loss: str,
     n = len(y)
     var_t = float(np.asarray(y, np.float64).var())
     c = float(np.asarray(y, np.float64).mean())         # the kernel's shift (fitness_sums)
+    share = flat_share(np.asarray(y).dtype)             # the flat rule's, y of the data's type
     bad = set(bad)
     out = np.full(len(sums), math.inf)
     for k, (s0, s1, s2, nbad) in enumerate(np.asarray(sums, np.float64).tolist()):
@@ -629,7 +630,7 @@ def losses_from_sums(sums: np.ndarray, y: np.ndarray, loss: str,
             # sums cannot tell a variance from none (a prediction of unit scale against a
             # target at 1e7 + ..., which the interpreter's two-pass moments still resolve)
             lost = vq <= SUMS_ROUNDING * (s1 / n)
-            r = (math.nan if pearson_flat(vq, ms_p) or lost or var_t <= 0
+            r = (math.nan if pearson_flat(vq, ms_p, share) or lost or var_t <= 0
                  else (s2 / n) / math.sqrt(vq * var_t))
             s = max(0.0, 1.0 - r) if math.isfinite(r) else math.inf
         out[k] = s if math.isfinite(s) else math.inf

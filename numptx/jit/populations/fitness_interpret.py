@@ -27,7 +27,7 @@ from ..._program.ops import ProgramError, marker_dialect
 
 __all__ = ["interpret_losses", "losses_of_predictions", "is_program", "GpuScorer",
            "register_gpu_scorer", "GPU_INTERPRET_MAX_ROWS", "data_columns", "PEARSON_FLAT",
-           "pearson_flat"]
+           "PEARSON_FLAT_F64", "flat_share", "pearson_flat"]
 
 log = logging.getLogger(__name__)
 
@@ -61,15 +61,29 @@ def _dialect_of(c: Any) -> int:
 #: target of a large offset, y = 1e7 + f(x), made every program of inputs of unit scale
 #: flat: the search returned a constant)
 PEARSON_FLAT = 1e-12
+#: the share on float64 data (a standard deviation of 1e-12 of the root mean square, some
+#: thousands of float64 ulps): float64 resolves what float32 cannot, and an input at a large
+#: offset (x0 = 1e7 + U(0, 1), a variance 1e-15 of its mean square) varies, not constant
+PEARSON_FLAT_F64 = 1e-24
 
 
-def pearson_flat(var_p: Any, ms_q: Any) -> Any:
+def flat_share(dtype: Any) -> float:
+    """The flat rule's share for data of ``dtype``: :data:`PEARSON_FLAT_F64` for float64,
+    :data:`PEARSON_FLAT` otherwise::
+
+        flat_share(np.float64)          # 1e-24
+    """
+    return PEARSON_FLAT_F64 if np.dtype(dtype) == np.float64 else PEARSON_FLAT
+
+
+def pearson_flat(var_p: Any, ms_q: Any, share: float = PEARSON_FLAT) -> Any:
     """Whether predictions of variance ``var_p`` and mean square ``ms_q`` (their own, about
-    zero) are constant up to rounding (:data:`PEARSON_FLAT`); arrays element-wise::
+    zero) are constant up to rounding (at most ``share`` of it: :func:`flat_share` of the
+    data's dtype); arrays element-wise::
 
         pearson_flat(0.0, 4.0)          # True
     """
-    return ~(np.asarray(var_p) > PEARSON_FLAT * np.asarray(ms_q))
+    return ~(np.asarray(var_p) > share * np.asarray(ms_q))
 
 
 def losses_of_predictions(pred: np.ndarray, y: np.ndarray, loss: str) -> np.ndarray:
@@ -93,7 +107,7 @@ def losses_of_predictions(pred: np.ndarray, y: np.ndarray, loss: str) -> np.ndar
             sp_, st = p.std(axis=1), tt.std()
             dev = p - p.mean(axis=1, keepdims=True)
             r = np.mean(dev * (tt - tt.mean()), axis=1) / (sp_ * st)
-            flat = pearson_flat(sp_ * sp_, np.mean(p * p, axis=1))
+            flat = pearson_flat(sp_ * sp_, np.mean(p * p, axis=1), flat_share(y.dtype))
             # (r not finite: moments that overflowed, no correlation to score)
             s = np.where((sp_ != 0) & (st != 0) & ~flat & np.isfinite(r),
                          np.maximum(0.0, 1.0 - r), np.inf)
