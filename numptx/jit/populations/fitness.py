@@ -596,9 +596,12 @@ def _fitness_gpu(tmpl: SiteTarget, cands: list, X: np.ndarray, y: np.ndarray, lo
                             {i for p in packs for i in p.errors})
 
 
-#: the rounding of a variance taken from the kernel's float64 sums about the target's mean, as
-#: a share of their mean square (64 float64 epsilons)
-SUMS_ROUNDING = 64 * float(np.finfo(np.float64).eps)
+#: the least share of their mean square a variance taken from the kernel's float64 sums about
+#: the target's mean must have to be read: its rounding (some epsilons of the mean square) moves
+#: pearson's loss by about epsilon / share, so 1e6 float64 epsilons keep a loss within ~1e-6
+#: of the interpreter's two-pass moments (64 epsilons, before, let y = 3e6 + f(x) score its
+#: exact program 0.0046, the interpreter 2e-16)
+SUMS_ROUNDING = 1e6 * float(np.finfo(np.float64).eps)
 
 
 def losses_from_sums(sums: np.ndarray, y: np.ndarray, loss: str,
@@ -626,8 +629,8 @@ def losses_from_sums(sums: np.ndarray, y: np.ndarray, loss: str,
             # a variance lost in rounding (constant predictions) is no variance; moments
             # that overflow (NaN) are none either (max(0.0, nan) would score a perfect 0.0)
             ms_p = s1 / n + 2.0 * c * mq + c * c          # p = q + c: E[p^2]
-            # vq = E[q^2] - E[q]^2 cancels: below its rounding (SUMS_ROUNDING of E[q^2]) the
-            # sums cannot tell a variance from none (a prediction of unit scale against a
+            # vq = E[q^2] - E[q]^2 cancels: below SUMS_ROUNDING of E[q^2] the sums cannot
+            # tell a variance from its rounding (a prediction of unit scale against a
             # target at 1e7 + ..., which the interpreter's two-pass moments still resolve)
             lost = vq <= SUMS_ROUNDING * (s1 / n)
             r = (math.nan if pearson_flat(vq, ms_p, share) or lost or var_t <= 0
