@@ -418,11 +418,14 @@ class Breeder:
                 c = choices[int(u() * (len(choices) - 1))]
         count = len(g)
         if c == 0:
+            if self.tree and count:              # the gene first: its arity picks the new one
+                t = int(u() * count)
+                new = self._like(g[t], u)
+                return g[:t] + [new] + g[t + 1:], n - len(g[t]) + len(new)
+            new = self._gene(u)                  # (linear: the draws in the order they had)
             if not count:
-                new = self._gene(u)
                 return [new], len(new)
             t = int(u() * count)
-            new = self._like(g[t], u) if self.tree else self._gene(u)
             return g[:t] + [new] + g[t + 1:], n - len(g[t]) + len(new)
         if c == 1:
             new = self._gene(u)
