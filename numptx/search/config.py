@@ -91,7 +91,8 @@ __all__ = ["PREDICTORS", "SearchOptions", "Kind", "KINDS", "FitMethod", "Loss", 
            "REVARY_MAX", "FIT_STEPS_MAX", "FIT_BATCH_MAX", "BINS_MAX", "PROBE_MAX", "check_config",
            "check_float", "check_seed", "check_generations", "SEED_MAX", "FIT_METHODS",
            "SURVIVORS", "Survivors", "Build", "BUILDS", "AUTO_BUILD", "check_build",
-           "resolve_build", "MODEL_SELECTIONS", "ModelSelection", "VARIATIONS", "Variation"]
+           "resolve_build", "MODEL_SELECTIONS", "ModelSelection", "VARIATIONS", "Variation",
+           "first_lengths", "INIT_LENGTH_ONE", "INIT_LENGTH_MORE"]
 
 
 #: how the compiled path's GPU modules are assembled: the values of ``build=``
@@ -152,7 +153,7 @@ ISLANDS_MAX_DEFAULT = 4
 
 #: every option of a run and its default (None: derived from the others in check_config)
 DEFAULTS = dict(population=1000, generations=100, tournament=None, elitism=None, parsimony=0.0,
-                crossover=0.5, mutation=0.9, max_length=64, init_length=(2, 12), fit_top=None,
+                crossover=0.5, mutation=0.9, max_length=64, init_length=None, fit_top=None,
                 fit_steps=12, fit_trials=4, target=None, time_limit=None, bins=None,
                 descriptors=("length", "op_mix"), restart=None, revary=1, semantic_dedup=None,
                 linear_scaling=None, fit_method="auto", input_weights=None, survivors=None,
@@ -226,7 +227,8 @@ class SearchOptions:
     crossover: float
     mutation: float
     max_length: int
-    init_length: tuple[int, int]
+    #: None: :func:`first_lengths` derives it from the inputs
+    init_length: tuple[int, int] | None
     fit_top: int
     fit_steps: int
     fit_trials: int
@@ -464,7 +466,30 @@ def _check_descriptors(cfg: dict) -> None:
     cfg["descriptors"] = tuple(cfg["descriptors"])
 
 
-def _init_length(il: Any) -> tuple[int, int]:
+#: the genes of a first program when ``init_length`` is None: (2, 12) over one input, (2, 24)
+#: over two or more (a program needs genes for each input it uses; on the comparison's
+#: two-input Keijzer-12, 60-s runs, seeds 0-9, (2, 24) solved 6 of 10 against 2 for (2, 12);
+#: on the one-input Nguyen-3/-4 fewer: benchmarks/README.md, "First programs")
+INIT_LENGTH_ONE = (2, 12)
+INIT_LENGTH_MORE = (2, 24)
+
+
+def first_lengths(init_length: tuple[int, int] | None, n_inputs: int) -> tuple[int, int]:
+    """The (low, high) genes of a run's first programs: ``init_length`` when given, else
+    :data:`INIT_LENGTH_ONE` over one input and :data:`INIT_LENGTH_MORE` over more::
+
+        first_lengths(None, 1), first_lengths(None, 3), first_lengths((4, 8), 3)
+        # (2, 12), (2, 24), (4, 8)
+    """
+    if init_length is not None:
+        low, high = init_length
+        return low, high
+    return INIT_LENGTH_ONE if n_inputs <= 1 else INIT_LENGTH_MORE
+
+
+def _init_length(il: Any) -> tuple[int, int] | None:
+    if il is None:
+        return None
     if not (isinstance(il, (tuple, list)) and len(il) == 2):
         raise SearchError(f"init_length={il!r}: give a (low, high) pair of gene counts")
     why = BOUNDS["init_length"][2]

@@ -91,7 +91,7 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
                  loss: str = "mse", model_selection: str = "best", dtype: str | None = None,
                  constants: Sequence[float] | None = None, tournament: int | None = None,
                  elitism: int | None = None, parsimony: float = 0.0, crossover: float = 0.5,
-                 mutation: float = 0.9, max_length: int = 64, init_length: tuple = (2, 12),
+                 mutation: float = 0.9, max_length: int = 64, init_length: tuple | None = None,
                  fit_top: int | None = None, fit_steps: int = 12, fit_trials: int = 4,
                  target: float | None = None, time_limit: float | None = None,
                  restart: int | None = None, revary: int = 1, device: str = "auto",

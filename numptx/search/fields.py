@@ -25,7 +25,7 @@ import numpy as np
 from .. import stack_ptx as sp
 from .checkpoint import FITS_SAVED, CheckpointError, brief, decode_array, decode_program
 from .config import (CACHE_MAX, DEFAULTS, GENERATIONS_MAX, KINDS, Kind, SearchOptions,
-                     check_config, check_seed)
+                     check_config, check_seed, first_lengths)
 from .evaluate import BUILDS, EVALUATE, PER_MODULE_MAX
 from .genes import Genes, SearchError
 
@@ -133,6 +133,8 @@ class Fields:
         cfg.setdefault("islands", 1)
         # ... and before tree variation: linear
         cfg.setdefault("variation", "linear")
+        # ... and before first lengths derived from the inputs: (2, 12) whatever the inputs
+        cfg.setdefault("init_length", [2, 12])
         # a data run saves the method it resolved "auto" to (check_config bounds fit_trials
         # by the resolved one: "auto" alone would leave fit_top x fit_trials unbounded)
         if kind != "evolve" and cfg["fit_method"] == "auto":
@@ -162,9 +164,9 @@ class Fields:
             cfg["descriptors"] = tuple(saved)
         if "init_length" in cfg:
             il = cfg["init_length"]
-            if not isinstance(il, list):
-                self.fail("config", f"init_length={brief(il)}: not a [low, high] pair")
-            cfg["init_length"] = tuple(il)
+            if il is not None and not isinstance(il, list):
+                self.fail("config", f"init_length={brief(il)}: not a [low, high] pair or null")
+            cfg["init_length"] = None if il is None else tuple(il)
         try:                   # the same checks as the API's (a hand-edited file, say)
             return check_config(kind, **cfg)
         except SearchError as e:
@@ -361,7 +363,8 @@ class Programs:
         zero = genes.const(0.0)
         self.const_kind, self.const_tag = zero.kind, zero.word & 0xFFFF
         self.names = set(genes.names)
-        self.max_ops = max(cfg.max_length, cfg.init_length[1] * max(map(len, words)))
+        first = first_lengths(cfg.init_length, len(genes.names))
+        self.max_ops = max(cfg.max_length, first[1] * max(map(len, words)))
 
     def one(self, field: str, text: Any) -> list:
         f = self.f

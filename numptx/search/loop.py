@@ -41,7 +41,7 @@ from . import elites
 from . import operators as O
 from . import semantic
 from .breed import Breeder
-from .config import CACHE_MAX, Kind, SearchOptions
+from .config import CACHE_MAX, Kind, SearchOptions, first_lengths
 from .constants import fit_constants
 from .least_squares import fit_least_squares
 from .evaluate import Evaluator
@@ -360,7 +360,8 @@ class Search:
         size = self._chunk_size(n)
 
         def chunks():          # made as the pipeline asks: the same draws in the same order
-            made = self.breeder.random_programs(self.rng, n, tuple(self.cfg.init_length))
+            made = self.breeder.random_programs(
+                self.rng, n, first_lengths(self.cfg.init_length, len(self.genes.names)))
             for start in range(0, n, size):
                 t0 = time.perf_counter()
                 out = list(itertools.islice(made, size))
