@@ -53,7 +53,9 @@ import numpy as np
 
 from .._program.interpret import records, refused, run_cpu, subset, tapes
 from .._program.lm import FitArrays, FitOptions, fit_tapes, fits_natively
+from .._program.compile import _io_for
 from .._program.ops import ProgramError
+from ..opkinds import CONST
 from ..valuetypes import BY_NAME
 from ..jit.populations.fitness_interpret import (PEARSON_FLAT, data_columns, flat_share,
                                                  pearson_flat)
@@ -67,6 +69,7 @@ STEPS = 10             #: rounds of Levenberg–Marquardt per fit
 _MARK = 4096.0         #: marker constants 4096 + j: exact in f32 and f64 for j < 2**11
 _LAMBDA0 = 1e-3
 _CONST = 1             # STACKPTX_TAPE_CONST
+_OP_CONST = np.uint64(CONST)   # an op word's kind: an inline (32-bit) constant
 _F32_ID, _F64_ID = BY_NAME["f32"].id, BY_NAME["f64"].id
 #: outputs (variant runs x rows) one batch of a fit holds at once (64 MB of float64)
 CHUNK_VALUES = 1 << 23
@@ -85,6 +88,43 @@ def _values(slots: Any) -> np.ndarray:
                      for i, word, wide in slots.at], np.float64)
 
 
+def _marked_batch(programs: Sequence[Sequence[Any]], site: Any) -> tuple | None:
+    """(marked programs, slots, theta) of :class:`ParameterTapes`, read from the batch's words
+    in NumPy: what ``ConstantSlots(p)``, ``_values`` and ``marked(_MARK)`` give one program at
+    a time, for a batch of op lists whose every op is one word (no 64-bit constant; else
+    None, and the per-program path runs). The marked programs are the words a compile at
+    ``site`` encodes the op lists to (its own input words), with each f32 constant j's value
+    replaced by the marker ``_MARK + j``."""
+    from .operators import ConstantSlots
+    name_raw = _io_for(None, None, site).name_words
+    try:
+        parts = [b"".join([op.raw or name_raw[op.name] for op in p]) for p in programs]
+    except (KeyError, AttributeError, TypeError):     # not op lists: the checked path says
+        return None
+    lens = np.fromiter((len(b) >> 3 for b in parts), np.int64, len(parts))
+    if not len(parts) or not np.array_equal(lens, [len(p) for p in programs]):
+        return None
+    words = np.frombuffer(b"".join(parts), np.uint64)
+    starts = np.concatenate([[0], np.cumsum(lens)])
+    pos = np.flatnonzero((words & np.uint64(0xFF) == _OP_CONST)
+                         & ((words >> np.uint64(8)) & np.uint64(0xFF) == _F32_ID))
+    owner = np.searchsorted(starts[1:], pos, "right")
+    counts = np.bincount(owner, minlength=len(parts))
+    first = np.cumsum(counts) - counts
+    j = np.arange(len(pos)) - first[owner]
+    bits = (words[pos] >> np.uint64(32)).astype(np.uint32)
+    theta = bits.view(np.float32).astype(np.float64)
+    mark = (_MARK + j).astype(np.float32).view(np.uint32).astype(np.uint64)
+    marked = words.copy()
+    marked[pos] = (words[pos] & np.uint64(0xFFFF_FFFF)) | (mark << np.uint64(32))
+    cuts = starts[1:-1]
+    local, wlist = (pos - starts[owner]).tolist(), words[pos].tolist()
+    at_of = np.concatenate([[0], np.cumsum(counts)]).tolist()
+    slots = [ConstantSlots.located(p, [(i, w, False) for i, w in zip(local[a:b], wlist[a:b])])
+             for p, a, b in zip(programs, at_of, at_of[1:])]
+    return np.split(marked, cuts), slots, np.split(theta, np.cumsum(counts)[:-1])
+
+
 class ParameterTapes:
     """The tapes of ``programs`` at ``evaluator``'s site with their constants as parameters:
     :meth:`run` gives the outputs over the evaluator's data for any parameter values, with no
@@ -94,11 +134,15 @@ class ParameterTapes:
     def __init__(self, evaluator: Any, programs: Sequence[Sequence[Any]]):
         from .operators import ConstantSlots
         self.ev = evaluator
-        #: per program, where its constants are (what writes the fitted values back)
-        self.slots = [ConstantSlots(p) for p in programs]
-        self.theta = [_values(s) for s in self.slots]
-        marked = [s.marked(_MARK) if len(t) else list(p)
-                  for s, p, t in zip(self.slots, programs, self.theta)]
+        batch = _marked_batch(programs, evaluator.site)
+        if batch is not None:               # the whole batch's words at once (the common case)
+            marked, self.slots, self.theta = batch
+        else:
+            #: per program, where its constants are (what writes the fitted values back)
+            self.slots = [ConstantSlots(p) for p in programs]
+            self.theta = [_values(s) for s in self.slots]
+            marked = [s.marked(_MARK) if len(t) else list(p)
+                      for s, p, t in zip(self.slots, programs, self.theta)]
         n = len(programs)
         self.ok = np.zeros(n, bool)
         try:

@@ -78,6 +78,18 @@ def _formula_mod():
 
 
 # ---- the search state ---------------------------------------------------------------------
+def _exact_key(prog: list, raw: dict[tuple, bytes], names: list[str]) -> bytes:
+    """``sp.encode(prog, names).tobytes()`` (the fit memo's key), joined from the ops' own
+    bytes: ``raw`` holds each input op's word by (word, name), encoded when first met."""
+    try:
+        return b"".join([op.raw or raw[op.word, op.name] for op in prog])
+    except KeyError:
+        for op in prog:
+            if not op.raw and (op.word, op.name) not in raw:
+                raw[op.word, op.name] = sp.encode([op], names).tobytes()
+        return b"".join([op.raw or raw[op.word, op.name] for op in prog])
+
+
 class Search:
     """The state one run carries from generation to generation (and into a checkpoint)."""
 
@@ -109,6 +121,7 @@ class Search:
         self.cache: dict[bytes, float] = {}
         self._new_share: float | None = None   # new programs / children, last evaluation
         self.fits: dict[bytes, tuple[list, float]] = {}
+        self._input_words: dict[tuple, bytes] = {}     # _exact_key's input words, as met
         self.best: Candidate | None = None
         self.front = Front(genes)      # the best program of each complexity (front.py)
         self.evaluated = self.children_made = 0
@@ -251,7 +264,7 @@ class Search:
         same: dict[bytes, list[int]] = {}       # copies of one program take its fit
         names = list(self.genes.names)
         for i in order:
-            exact = sp.encode(cands[i].program, names).tobytes()
+            exact = _exact_key(cands[i].program, self._input_words, names)
             cands[i].fitted = True
             if exact in same:
                 same[exact].append(i)

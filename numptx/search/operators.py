@@ -268,6 +268,15 @@ class ConstantSlots:
                    if ((k := (w := op.word) & 0xFF) == CONST and w >> 8 & 0xFF == 5)
                    or (k == CONST64 and w >> 8 & 0xFF == 6 and op.extra is not None)]
 
+    @classmethod
+    def located(cls, prog: list[Op], at: list[tuple[int, int, bool]]) -> "ConstantSlots":
+        """The slots of ``prog`` (a list of ops, kept, not copied: :meth:`written` copies it)
+        at ``at``, found by the caller as ``__init__`` finds them (the least-squares fit reads
+        a whole batch's words at once), unchecked."""
+        slots = cls.__new__(cls)
+        slots.ops, slots.at = prog, at
+        return slots
+
     def marked(self, base: float) -> list[Op]:
         """``program(base + arange(count))``: constant j set to ``base + j`` (exact in both
         float types for the local optimizer's markers), its ops shared from a cache: the
