@@ -236,4 +236,3 @@ def test_a_large_lm_population_passes_the_trials_bound_that_es_keeps():
     assert cfg.fit_top == 300_000 and cfg.fit_trials == 4
     with pytest.raises(SearchError, match="fit_trials"):
         check_config("regress", population=300_000, fit_top=300_000, fit_method="es")
-
