@@ -12,7 +12,8 @@ instructions fold bit-exactly with the instruction table's semantics; the op mac
 
 Nodes are interned by structure, so an :class:`Alg` and its ``memo`` may be kept across
 programs (:mod:`numptx.search.simplify` keeps one per genes): what they hold never changes a
-result.
+result. A node's key is made when an order first needs it (:meth:`Alg.keyof`): most nodes
+(constants, partial sums) are never compared.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import math
 import re
 import struct
 import zlib
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -96,46 +98,115 @@ number only where combining it would overflow float64: ``1e200*(1e200*x)``), or 
         self.np, self.index, self.log2e, self.ln2 = _genes_facts(genes)
         self.kind: list[int] = []
         self.data: list = []
-        self.key: list[tuple] = []
-        self.depth: list[int] = []
-        self.dig: list[int] = []
-        self._intern: dict[tuple, int] = {}
+        #: node -> its key, depth and digest, made when first asked for (:meth:`keyof`,
+        #: :meth:`digestof`): most nodes are never compared (a sum's partial sums, numbers)
+        self.key: dict[int, tuple] = {}
+        self.depth: dict[int, int] = {}
+        self.dig: dict[int, int] = {}
+        self._intern: tuple[dict, ...] = ({}, {}, {}, {}, {})      # per kind: data -> node
 
     def _node(self, kind: int, data) -> int:
-        sig = (kind, data)
-        i = self._intern.get(sig)
+        intern = self._intern[kind]
+        i = intern.get(data)
         if i is None:
-            i = self._intern[sig] = len(self.kind)
+            i = intern[data] = len(self.kind)
             self.kind.append(kind)
             self.data.append(data)
-            self._key(kind, data)
         return i
 
-    def _key(self, kind: int, data) -> None:
-        """A new node's structural key, depth and digest (its children's are made)."""
-        key, dep, dig = self.key, self.depth, self.dig
-        if kind == NUM:
-            v = math.nan if data == "nan" else data
-            shallow, depth, h = (fkey(v),), 0, digest(NUM, fdig(v))
-        elif kind == VAR:
-            j = self.index[data]
-            shallow, depth, h = (j,), 0, digest(VAR, j)
-        elif kind == PROD:
-            shallow = (tuple((key[b], e) for b, e in data),)
-            depth = 1 + max(dep[b] for b, _e in data)
-            h = digest(PROD, *[(dig[b], e) for b, e in data])
-        elif kind == CALL:
-            shallow = (data[0], tuple(key[a] for a in data[1]))
-            depth = 1 + max(dep[a] for a in data[1])
-            h = digest(CALL, sdig(data[0]), *[dig[a] for a in data[1]])
+    def kids(self, i: int) -> Sequence[int]:
+        """Node ``i``'s children (a sequence of nodes, each made before ``i``)."""
+        kind, data = self.kind[i], self.data[i]
+        if kind == SUM:
+            return [m for _k, m in data[1]]
+        if kind == PROD:
+            return [b for b, _e in data]
+        return data[1] if kind == CALL else ()
+
+    def missing(self, top: int, have: dict) -> list[int]:
+        """The nodes under ``top`` (``top`` too) not in ``have``, children first (ascending
+        ids: a child is made before its parent), without recursion."""
+        seen, todo = {top}, [top]
+        kinds, datas = self.kind, self.data
+        while todo:
+            i = todo.pop()
+            kind = kinds[i]
+            if kind == SUM:
+                kids = [m for _k, m in datas[i][1]]
+            elif kind == PROD:
+                kids = [b for b, _e in datas[i]]
+            elif kind == CALL:
+                kids = datas[i][1]
+            else:
+                continue
+            for c in kids:
+                if c not in have and c not in seen:
+                    seen.add(c)
+                    todo.append(c)
+        return sorted(seen)
+
+    def keyof(self, i: int) -> tuple:
+        """Node ``i``'s structural key (:func:`make_key`: its place in the canonical order),
+        made on first use with those of the nodes under it."""
+        got = self.key.get(i)
+        return got if got is not None else self._fill(i)
+
+    def _fill(self, top: int) -> tuple:
+        """Make the keys and depths of ``top`` and the nodes under it that lack them: keys as
+        :func:`make_key`'s, flattened (fkeys spliced in, a product's or a sum's pairs in one
+        flat tuple): the same order (items compare in turn) in fewer tuples."""
+        key, dep, kids = self.key, self.depth, self.kids
+        for c in kids(top):
+            if c not in key:
+                todo = self.missing(top, key)
+                break
         else:
-            c, terms = data
-            shallow = (tuple((key[m], fkey(k)) for k, m in terms), fkey(c))
-            depth = 1 + max(dep[m] for _k, m in terms)
-            h = digest(SUM, fdig(c), *[(fdig(k), dig[m]) for k, m in terms])
-        key.append(make_key(kind, shallow, depth, h))
-        dep.append(depth)
-        dig.append(h)
+            todo = (top,)
+        for i in todo:
+            kind, data = self.kind[i], self.data[i]
+            if kind == NUM:
+                dep[i], key[i] = 0, (NUM, 0, *fkey(math.nan if data == "nan" else data))
+                continue
+            if kind == VAR:
+                dep[i], key[i] = 0, (VAR, 0, self.index[data])
+                continue
+            if kind == SUM:
+                flat, depth = [], 0
+                for k, m in data[1]:             # fkey inline where k is neither 0 nor NaN
+                    flat += (key[m], False, k, 1.0) if k == k and k != 0 else (key[m], *fkey(k))
+                    depth = max(depth, dep[m])
+                got = (SUM, 0, tuple(flat), *fkey(data[0]))
+            elif kind == CALL:
+                got = (CALL, 0, data[0], tuple([key[a] for a in data[1]]))
+                depth = max([dep[a] for a in data[1]])
+            else:
+                got = (PROD, 0, tuple([x for b, e in data for x in (key[b], e)]))
+                depth = max([dep[b] for b, _e in data])
+            dep[i] = depth = depth + 1
+            key[i] = got if depth <= KEY_DEPTH else (kind, 1, self.digestof(i))
+        return key[top]
+
+    def digestof(self, top: int) -> int:
+        """Node ``top``'s structural digest (:func:`digest`), made on first use with those
+        of the nodes under it."""
+        dig = self.dig
+        got = dig.get(top)
+        if got is not None:
+            return got
+        for i in self.missing(top, dig):
+            kind, data = self.kind[i], self.data[i]
+            if kind == NUM:
+                dig[i] = digest(NUM, fdig(math.nan if data == "nan" else data))
+            elif kind == VAR:
+                dig[i] = digest(VAR, self.index[data])
+            elif kind == PROD:
+                dig[i] = digest(PROD, *[(dig[b], e) for b, e in data])
+            elif kind == CALL:
+                dig[i] = digest(CALL, sdig(data[0]), *[dig[a] for a in data[1]])
+            else:
+                c, terms = data
+                dig[i] = digest(SUM, fdig(c), *[(fdig(k), dig[m]) for k, m in terms])
+        return dig[top]
 
     def num(self, v: float) -> int:
         v = float(v) + 0.0                       # -0.0 is 0 here (the algebra has no signed zero)
@@ -154,25 +225,34 @@ number only where combining it would overflow float64: ``1e200*(1e200*x)``), or 
 
     # ---- linear form (const, {mono: coeff}) and product form (coeff, {base: exponent})
     def lin(self, i: int) -> tuple[float, dict[int, float]]:
-        v = self.finite(i)
-        if v is not None:
-            return v, {}
-        if self.kind[i] == SUM:
-            c, terms = self.data[i]
-            return c, {m: k for k, m in terms}
+        kind, data = self.kind[i], self.data[i]
+        if kind == SUM:
+            return data[0], {m: k for k, m in data[1]}
+        if kind == NUM and data != "nan" and math.isfinite(data):
+            return data, {}
         return 0.0, {i: 1.0}
 
     def prodform(self, i: int) -> tuple[float, dict[int, int]]:
-        v = self.finite(i)
-        if v is not None:
-            return v, {}
         kind, data = self.kind[i], self.data[i]
-        if kind == SUM and data[0] == 0 and len(data[1]) == 1:
-            k, m = data[1][0]
-            return k, (dict(self.data[m]) if self.kind[m] == PROD else {m: 1})
-        if kind == PROD:
+        if kind == SUM:
+            if data[0] == 0 and len(data[1]) == 1:
+                k, m = data[1][0]
+                return k, (dict(self.data[m]) if self.kind[m] == PROD else {m: 1})
+        elif kind == PROD:
             return 1.0, dict(data)
+        elif kind == NUM and data != "nan" and math.isfinite(data):
+            return data, {}
         return 1.0, {i: 1}
+
+    def _order(self, nodes: list[int]) -> list:
+        """Values that sort distinct ``nodes`` as their keys do: their kinds where these all
+        differ (a key starts with its node's kind), else their keys (made where missing)."""
+        kind = self.kind
+        kinds = [kind[m] for m in nodes]
+        if len(set(kinds)) == len(kinds):
+            return kinds
+        key, fill = self.key, self._fill
+        return [key.get(m) or fill(m) for m in nodes]
 
     def from_lin(self, c: float, terms: dict[int, float]) -> int:
         if len(terms) == 1:
@@ -182,13 +262,13 @@ number only where combining it would overflow float64: ``1e200*(1e200*x)``), or 
             if c == 0 and k == 1:
                 return m
             return self._node(SUM, (c + 0.0, ((k, m),)))
-        key = self.key
-        items = sorted((key[m], k, m) for m, k in terms.items() if k != 0)
-        if not items:
+        ms = [m for m, k in terms.items() if k != 0]
+        if not ms:
             return self.num(c)
-        if c == 0 and len(items) == 1 and items[0][1] == 1:
-            return items[0][2]
-        return self._node(SUM, (c + 0.0, tuple((k, m) for _key, k, m in items)))
+        if c == 0 and len(ms) == 1 and terms[ms[0]] == 1:
+            return ms[0]
+        items = sorted([(o, terms[m], m) for o, m in zip(self._order(ms), ms)])
+        return self._node(SUM, (c + 0.0, tuple([(k, m) for _o, k, m in items])))
 
     def from_prod(self, coeff: float, factors: dict[int, int]) -> int:
         if len(factors) == 1:
@@ -197,20 +277,27 @@ number only where combining it would overflow float64: ``1e200*(1e200*x)``), or 
                 return self.num(coeff)
             mono = b if e == 1 else self._node(PROD, ((b, e),))
         else:
-            key = self.key
-            items = sorted((key[b], b, e) for b, e in factors.items() if e != 0)
-            if not items:
+            bs = [b for b, e in factors.items() if e != 0]
+            if not bs:
                 return self.num(coeff)
-            mono = items[0][1] if len(items) == 1 and items[0][2] == 1 else \
-                self._node(PROD, tuple((b, e) for _key, b, e in items))
+            if len(bs) == 1 and factors[bs[0]] == 1:
+                mono = bs[0]
+            else:
+                items = sorted(zip(self._order(bs), bs))
+                mono = self._node(PROD, tuple([(b, factors[b]) for _o, b in items]))
         if coeff == 1:
             return mono
         if coeff == 0:
             return self.num(0.0)
-        return self.from_lin(0.0, {mono: coeff})  # 2*(x + 1) stays: distributing adds nodes
+        return self._node(SUM, (0.0, ((coeff, mono),)))   # from_lin's: 2*(x + 1) stays
 
     # ---- operations
     def add(self, a: int, b: int, sign: float = 1.0) -> int:
+        kind = self.kind
+        if (kind[a] == NUM) != (kind[b] == NUM):   # a number and a non-number
+            got = self._add_number(a, b, sign)
+            if got is not None:
+                return got
         if a == b and sign == 1 and self.kind[a] == SUM and self.finite(a) is None:
             c, terms = self.data[a]
             if c != 0 or len(terms) > 1:         # s + s is 2*(x + y), not 2*x + 2*y
@@ -221,20 +308,58 @@ number only where combining it would overflow float64: ``1e200*(1e200*x)``), or 
             ta[m] = ta.get(m, 0.0) + sign * k
         return self.from_lin(ca + sign * cb, ta)
 
+    def _add_number(self, a: int, b: int, sign: float) -> int | None:
+        """``a + sign*b`` where one of them is a finite number and the other no number, as
+        the general :meth:`add` makes it (the same floats, the same order of the terms:
+        a sum's terms are kept in their order, sorted already), without its dicts and
+        sort; None where it does not apply (or the terms might sort otherwise)."""
+        if self.kind[b] == NUM:
+            v = self.data[b]
+            if v == "nan" or not math.isfinite(v):
+                return None
+            if self.kind[a] != SUM:                # lin(a) is (0.0, {a: 1.0})
+                c = 0.0 + sign * v
+                return a if c == 0 else self._node(SUM, (c + 0.0, ((1.0, a),)))
+            c, terms = self.data[a]
+            c = c + sign * v
+        else:
+            v = self.data[a]
+            if v == "nan" or not math.isfinite(v):
+                return None
+            if self.kind[b] != SUM:                # lin(b) is (0.0, {b: 1.0})
+                k, c = 0.0 + sign * 1.0, v + sign * 0.0
+                return b if c == 0 and k == 1 else self._node(SUM, (c + 0.0, ((k, b),)))
+            c, terms = self.data[b]
+            if sign != 1 and len(terms) > 1:       # -k might break a tie of keys otherwise
+                return None
+            c, terms = v + sign * c, tuple([(0.0 + sign * k, m) for k, m in terms])
+        if c == 0 and len(terms) == 1 and terms[0][0] == 1:
+            return terms[0][1]
+        return self._node(SUM, (c + 0.0, terms))
+
     def scale(self, a: int, s: float) -> int:
         c, terms = self.lin(a)
         return self.from_lin(c * s, {m: k * s for m, k in terms.items()})
 
     def mul(self, a: int, b: int) -> int:
+        kind = self.kind
+        ka, kb = kind[a], kind[b]
+        if ka == NUM and (kb == VAR or kb == CALL) or kb == NUM and (ka == VAR or ka == CALL):
+            n, m = (a, b) if ka == NUM else (b, a)
+            c = self.data[n]
+            if c != "nan" and math.isfinite(c):    # c*m, as from_prod(c, {m: 1}) makes it
+                return m if c == 1 else self.num(0.0) if c == 0 else \
+                    self._node(SUM, (0.0, ((c, m),)))
         ca, fa = self.prodform(a)
         cb, fb = self.prodform(b)
         if not math.isfinite(ca * cb) and math.isfinite(ca) and math.isfinite(cb):
             # 1e200*(1e200*x): the coefficients' product overflows float64, so the two stay
             # factors (a number may be a base), not inf*x
             return self._node(PROD, ((a, 2),) if a == b else
-                              tuple(sorted(((a, 1), (b, 1)), key=lambda t: self.key[t[0]])))
-        for f, e in fb.items():
-            fa[f] = fa.get(f, 0) + e
+                              tuple(sorted(((a, 1), (b, 1)), key=lambda t: self.keyof(t[0]))))
+        if fb:
+            for f, e in fb.items():
+                fa[f] = fa.get(f, 0) + e
         return self.from_prod(ca * cb, fa)
 
     def inv(self, a: int) -> int:
@@ -251,8 +376,13 @@ number only where combining it would overflow float64: ``1e200*(1e200*x)``), or 
             cn = math.copysign(math.inf, c) if n % 2 else math.inf
         return self.from_prod(cn, {b: e * n for b, e in f.items()})
 
-    def call(self, name: str, args: tuple[int, ...]) -> int:
-        if all(self.finite(a) is not None for a in args):
+    def call(self, name: str, args: Sequence[int]) -> int:
+        args = tuple(args)
+        kind = self.kind
+        for a in args:
+            if kind[a] != NUM or self.finite(a) is None:
+                break
+        else:
             from .formula import EVAL_FUNCS
             vals = [np.asarray([self.finite(a)], np.float64) for a in args]
             with np.errstate(all="ignore"):
@@ -260,7 +390,7 @@ number only where combining it would overflow float64: ``1e200*(1e200*x)``), or 
         if name in ("fmax", "fmin"):
             if args[0] == args[1]:
                 return args[0]
-            args = tuple(sorted(args, key=lambda a: self.key[a]))
+            args = tuple(sorted(args, key=self.keyof))
         if name == "abs":
             return self._abs(args[0])
         return self._call(name, args)
@@ -347,8 +477,8 @@ def _fold(opcode: str, row, values: tuple[float, ...], npt) -> float:
 
 
 def parse_stub(text: str, alg: Alg, memo: dict) -> int:
-    """The algebraic form of a compiled stub (a node of ``alg``; ``memo`` maps (what, operand
-    nodes, macro) to the node an instruction made, kept as long as ``alg``): its statements in
+    """The algebraic form of a compiled stub (a node of ``alg``; ``memo`` maps (what, macro,
+    *operand nodes) to the node an instruction made, kept as long as ``alg``): its statements in
     order, constant-only instructions folded bit-exactly (the table's semantics), the
     ``exp``/``log`` macros recognised by their exact constants (``ex2(x*log2(e))``,
     ``lg2(x)*ln(2)``), the rest built by :class:`Alg`."""
@@ -356,39 +486,45 @@ def parse_stub(text: str, alg: Alg, memo: dict) -> int:
     consts: dict[str, float] = {}                  # register -> its exact constant value
     scaled: dict[str, tuple] = {}                  # register -> (x, c): x * c, |c| = log2(e)
     out = None
-    for opcode, rest in _STATEMENT.findall(text):
-        ops = rest.split(", ")
-        if opcode[:4] == "mov.":
-            dest, src = ops
-            if src[0] == "%":
+    node, kind, data = alg._node, alg.kind, alg.data
+    for d in _statements(text):
+        if d[0] is None:                           # mov: (None, dest, source register, value)
+            _, dest, src, v = d
+            if src is not None:
                 if src in consts:
                     consts[dest] = consts[src]
                 value = regs[src]
             else:
-                consts[dest] = v = _constant(src)
-                value = alg.num(v)
+                consts[dest] = v
+                value = node(NUM, v + 0.0 if v == v else "nan")
             if dest == "%y":
                 out = value
             regs[dest] = value
             continue
-        what, row = _opcode(opcode)
-        dest, args = ops[0], ops[1:]
+        if len(d) == 2:                            # (exception, None): a statement unread
+            raise d[0]
+        what, row, opcode, dest, args = d
         consts.pop(dest, None)
-        scaled.pop(dest, None)
-        if all(a in consts for a in args):
-            consts[dest] = v = _fold(opcode, row, tuple(consts[a] for a in args), alg.np)
-            regs[dest] = alg.num(v)
+        if scaled:
+            scaled.pop(dest, None)
+        for r in args:
+            if r not in consts:
+                break
+        else:
+            consts[dest] = v = _fold(opcode, row, tuple([consts[r] for r in args]), alg.np)
+            regs[dest] = node(NUM, v + 0.0 if v == v else "nan")
             continue
-        a = tuple(regs[r] for r in args)
-        if what == "mul":
-            for x, c in ((0, 1), (1, 0)):
-                v = alg.finite(a[c])
-                if v is not None and abs(v) == alg.log2e:
-                    scaled[dest] = (a[x], v)
-        key = (what, a, scaled.get(args[0]) if what == "ex2" else None)
+        a = [regs[r] for r in args]
+        if what == "mul":                          # x*c, c*x with |c| log2(e) (finite)
+            if kind[a[1]] == NUM and data[a[1]] != "nan" and abs(data[a[1]]) == alg.log2e:
+                scaled[dest] = (a[0], data[a[1]])
+            if kind[a[0]] == NUM and data[a[0]] != "nan" and abs(data[a[0]]) == alg.log2e:
+                scaled[dest] = (a[1], data[a[0]])
+        macro = scaled.get(args[0]) if what == "ex2" else None
+        key = (what, macro, *a)
         got = memo.get(key)
         if got is None:
-            got = memo[key] = _build(alg, what, a, key[2])
+            got = memo[key] = _build(alg, what, a, macro)
         regs[dest] = got
     if out is None:
         raise SearchError("simplified: the stub writes no output %y")
@@ -396,7 +532,96 @@ def parse_stub(text: str, alg: Alg, memo: dict) -> int:
 
 
 _STATEMENT = re.compile(r"^\s*([a-z][\w.]*)\s+([^;]*?)\s*;", re.M)
+_LINE = re.compile(r"([a-z][\w.]*)\s+([^;]*?)\s*;")         # one statement, one line
 _CONSTANTS: dict[str, float] = {}
+_LINES: dict[str, tuple] = {}                      # a stub's line -> what parse_stub reads
+_MOV_HEADS: dict[str, str] = {}                    # 'mov.f32 %_s3' -> '%_s3' (its constants')
+_SKIP = ()                                         # a line without a statement
+
+
+def _statements(text: str) -> list[tuple]:
+    """The statements ``_STATEMENT.findall`` finds in a stub, each as :func:`_decode` reads
+    it; one that cannot be read is ``(exception, None)`` and ends the list (parse_stub raises
+    it there). Read line by line, a line's reading cached (a constant's mov by its head), where
+    each line is blank, starts with neither a space nor a statement (``{``, ``.reg ...;``) or
+    is one statement (``add.rn.f32 %_s2, %_s0, %x0;``): there the pattern finds the same."""
+    lines, heads, constant, out = _LINES, _MOV_HEADS, _constant, []
+    try:
+        for line in _body(text).split("\n"):
+            d = lines.get(line)
+            if d is None:
+                k = line.rfind(", ")               # a constant's mov: 'mov.f32 %_s3, 0f3F800000;'
+                src = line[k + 2:-1]
+                dest = heads.get(line[:k]) if line[-1:] == ";" and src.isalnum() else None
+                if dest is not None:
+                    d = (None, dest, None, constant(src))
+                else:
+                    d = _line(line)
+                    if d is None:
+                        return _statements_of(text)
+            if d:
+                out.append(d)
+    except Exception as e:                         # noqa: BLE001 - raised where it was met
+        out.append((e, None))
+    return out
+
+
+def _body(text: str) -> str:
+    """``text`` past its leading lines of declarations (``{``, ``.reg .f32 %_s0;``, ...) when
+    no statement starts on them (each starts with ``{`` or ``.``), else all of it."""
+    i = text.rfind("\n.reg ")
+    if i < 0 or text[:1] not in ("{", "."):
+        return text
+    j = text.find("\n", i + 1)
+    if j < 0 or text.count("\n", 0, j) != text.count("\n.", 0, j):
+        return text
+    return text[j + 1:]
+
+
+def _line(line: str) -> tuple | None:
+    """One line of a stub read (:func:`_statements`): its statement decoded, :data:`_SKIP`,
+    or None where the line is not of the plain forms."""
+    c = line[:1]
+    if not c or not (c.isspace() or "a" <= c <= "z"):
+        got = _SKIP                                # no statement starts on this line
+    else:
+        m = _LINE.fullmatch(line) if "a" <= c <= "z" and line.count(";") == 1 else None
+        if m is None:
+            return None
+        got = _decode(m.group(1), m.group(2))
+        if got[0] is None and got[2] is None:      # a constant's mov: not kept, its head is
+            k = line.rfind(", ")
+            if m.group(2) == got[1] + line[k:-1] and line[k + 2:-1].isalnum():
+                if len(_MOV_HEADS) > 65536:
+                    _MOV_HEADS.clear()
+                _MOV_HEADS[line[:k]] = got[1]
+            return got
+    if len(_LINES) > 65536:
+        _LINES.clear()
+    _LINES[line] = got
+    return got
+
+
+def _statements_of(text: str) -> list[tuple]:
+    """:func:`_statements` read by the pattern (no cache)."""
+    out = []
+    try:
+        for opcode, rest in _STATEMENT.findall(text):
+            out.append(_decode(opcode, rest))
+    except Exception as e:                         # noqa: BLE001 - raised where it was met
+        out.append((e, None))
+    return out
+
+
+def _decode(opcode: str, rest: str) -> tuple:
+    """A statement as :func:`parse_stub` reads it: ``(None, dest, source register or None,
+    constant or None)`` for a ``mov``, else ``(what, table row, opcode, dest, sources)``."""
+    ops = rest.split(", ")
+    if opcode[:4] == "mov.":
+        dest, src = ops
+        return (None, dest, src, None) if src[0] == "%" else (None, dest, None, _constant(src))
+    what, row = _opcode(opcode)
+    return what, row, opcode, ops[0], tuple(ops[1:])
 
 
 class _Regs(dict):
@@ -433,13 +658,13 @@ def _constant(src: str) -> float:
     return got
 
 
-def _build(alg: Alg, what: str, a: tuple[int, ...], scaled: tuple | None) -> int:
+def _build(alg: Alg, what: str, a: list[int], scaled: tuple | None) -> int:
     """One instruction (not all of its operands constants) in algebraic form; ``scaled``: its
     one operand is ``x*c`` with ``|c|`` log2(e) in the dtype (so ``ex2`` is ``exp(±x)``)."""
     if what == "mul":
         for x, c in ((0, 1), (1, 0)):        # lg2(v)*ln(2) is log(v), as the macro builds it
-            if alg.finite(a[c]) == alg.ln2 and alg.kind[a[x]] == CALL \
-                    and alg.data[a[x]][0] == "log2":
+            if alg.kind[a[x]] == CALL and alg.data[a[x]][0] == "log2" \
+                    and alg.finite(a[c]) == alg.ln2:
                 return alg.call("log", alg.data[a[x]][1])
         return alg.mul(a[0], a[1])
     if what == "ex2":
@@ -467,14 +692,5 @@ def _build(alg: Alg, what: str, a: tuple[int, ...], scaled: tuple | None) -> int
 
 
 def reachable(alg: Alg, top: int) -> set[int]:
-    seen, todo = {top}, [top]
-    while todo:
-        i = todo.pop()
-        kind, data = alg.kind[i], alg.data[i]
-        kids = (data[1] if kind == CALL else [b for b, _e in data] if kind == PROD else
-                [m for _k, m in data[1]] if kind == SUM else ())
-        for c in kids:
-            if c not in seen:
-                seen.add(c)
-                todo.append(c)
-    return seen
+    """The nodes under ``top``, ``top`` too."""
+    return set(alg.missing(top, {}))

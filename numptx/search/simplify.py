@@ -74,13 +74,13 @@ that contains it (``s + (t + s)`` with ``s = x + 1`` merges to ``2*x + t + 2``).
 
 Cost: :func:`complexities` compiles its programs in one ``sp.compile_many`` batch and reads
 each stub into the algebraic form (:mod:`numptx.search.algebra`) in Python. It keeps, per
-genes, the subexpressions and stub texts it has seen (bounded, thread-safe; results never
-depend on it), so a child that shares subexpressions with its parents costs less; a child
-whose constants were all refitted shares only its constant-free ones. Measured on one CPU
-core of a shared 2-core development machine (CPU time, random programs of 4 or 7 op names and
-2 inputs; a 3-million-step Python loop took 0.4-0.7 s of CPU there):
-55-105 us a program of 5-10 ops, 110-160 of 10-20, 160-270 of 20-40, 100-150 for children
-whose constants were all refitted (mean 13.5 ops); ``sp.compile_many`` is 4-13 of it.
+genes, the subexpressions, stub lines and texts it has seen (bounded, thread-safe; results
+never depend on it), so a child that shares subexpressions with its parents costs less; a
+child whose constants were all refitted shares only its constant-free ones. Measured on one CPU core of a shared
+2-core development machine (CPU time): the 5,140 programs a 500x80 search's fronts measure
+(in 81 batches, the cache warm from one batch to the next; Keijzer-11, Feynman-I.18.4,
+Nguyen-4) cost 125-165 us a program; 500 final programs on a fresh cache (46-54
+statements each) 175-275 us; ``sp.compile_many`` is about 4 us of it.
 """
 from __future__ import annotations
 
@@ -92,7 +92,6 @@ import numpy as np
 
 from .. import stack_ptx as sp
 from .algebra import CALL, NUM, PROD, SUM, VAR, Alg, digest, fdig, fkey, make_key, parse_stub, sdig
-from .algebra import reachable as reachable_alg
 from .formula import ATOM, MAX_POWER, MUL, POW, UNARY, Dag, Printer, check_digits, fmt_num, \
     stub_dag
 from .genes import Genes, SearchError
@@ -132,11 +131,9 @@ def _cache(genes: Genes) -> _Cache:
 
 def _reachable(dag: Dag, root: int) -> set[int]:
     seen, todo = {root}, [root]
+    nodes = dag.nodes
     while todo:
-        op, args, _v = dag.nodes[todo.pop()]
-        if op in ("num", "var"):
-            continue
-        for c in args:
+        for c in nodes[todo.pop()][1]:           # a number's or an input's args are ()
             if c not in seen:
                 seen.add(c)
                 todo.append(c)
@@ -163,9 +160,6 @@ class _Nodes:
     def num(self, v: float) -> int:
         return self.add("num", (), v)
 
-    def call(self, name: str, *args: int) -> int:
-        return self.add("call", tuple(args), name)
-
 
 class _Lower:
     """The algebraic form as binary nodes (plus ``pow`` and ``inv``) the formula printer
@@ -176,25 +170,30 @@ class _Lower:
         self.dag = _Nodes()
         self.memo: dict[int, int] = {}
 
-    def node(self, i: int) -> int:
-        """Node ``i`` lowered (its children already are: :func:`_lowered` goes up the ids)."""
-        got = self.memo.get(i)
-        if got is not None:
-            return got
-        alg, dag = self.alg, self.dag
-        kind, data = alg.kind[i], alg.data[i]
-        if kind == NUM:
-            r = dag.num(math.nan if data == "nan" else data)
-        elif kind == VAR:
-            r = dag.add("var", (), data)
-        elif kind == CALL:
-            r = dag.call(data[0], *[self.node(a) for a in data[1]])
-        elif kind == PROD:
-            r = self.product(1.0, data)
-        else:
-            r = self.sum(*data)
-        self.memo[i] = r
-        return r
+    def lower(self, ids: Sequence[int]) -> None:
+        """Lower nodes ``ids`` in turn, each after the nodes under it (ascending ids: a
+        child's id is below its parent's); those lowered already are left."""
+        memo, add, kinds, datas = self.memo, self.dag.add, self.alg.kind, self.alg.data
+        for i in ids:
+            if i in memo:
+                continue
+            kind, data = kinds[i], datas[i]
+            if kind == SUM:
+                c, terms = data
+                k, m = terms[0]
+                if c == 0 and len(terms) == 1 and k != 1 and k != -1 and kinds[m] != PROD:
+                    r = add("*", (add("num", (), k), memo[m]))   # as term() makes k*m
+                else:
+                    r = self.sum(c, terms)
+            elif kind == CALL:
+                r = add("call", tuple([memo[a] for a in data[1]]), data[0])
+            elif kind == PROD:
+                r = self.product(1.0, data)
+            elif kind == NUM:
+                r = add("num", (), math.nan if data == "nan" else data)
+            else:
+                r = add("var", (), data)
+            memo[i] = r
 
     def product(self, coeff: float, factors: tuple) -> int:
         """``coeff`` times the factors: ``c*a*b**2/(d*e)``; exponents of a common divisor
@@ -205,10 +204,11 @@ class _Lower:
             inner = self.product(1.0, tuple((b, e // g) for b, e in factors))
             p = dag.add("pow", (inner,), g)
             return p if coeff == 1 else dag.add("*", (dag.num(coeff), p))
-        up = [dag.num(coeff)] if coeff != 1 else []
+        up = [dag.add("num", (), coeff)] if coeff != 1 else []
         down = []
+        memo = self.memo
         for b, e in factors:
-            x = self.node(b)
+            x = memo[b]
             p = x if abs(e) == 1 else dag.add("pow", (x,), abs(e))
             (up if e > 0 else down).append(p)
         top = self.chain("*", up)
@@ -225,31 +225,33 @@ class _Lower:
 
     def term(self, k: float, m: int) -> int:
         if k == 1:
-            return self.node(m)
+            return self.memo[m]
         if k == -1:
-            return self.dag.add("neg", (self.node(m),))
+            return self.dag.add("neg", (self.memo[m],))
         if self.alg.kind[m] == PROD:
             return self.product(k, self.alg.data[m])
-        return self.dag.add("*", (self.dag.num(k), self.node(m)))
+        add = self.dag.add
+        return add("*", (add("num", (), k), self.memo[m]))
 
     def sum(self, c: float, terms: tuple) -> int:
         """The terms in canonical order and the number last (``x - y + 2``), but led by the
         first term of a positive coefficient (``y - x``), else by the number (``2 - x``),
         else by a term of a coefficient other than -1 (``-2*y - x``), so no sum starts with
         a negation it can do without."""
-        dag = self.dag
-        lead = next((j for j, (k, _m) in enumerate(terms) if k > 0), None)
+        add, term = self.dag.add, self.term
+        lead = 0 if terms[0][0] > 0 else next((j for j, (k, _m) in enumerate(terms) if k > 0),
+                                              None)
         if lead is None and c != 0:
-            acc, rest, c = dag.num(c), terms, 0.0
+            acc, rest, c = add("num", (), c), terms, 0.0
         else:
             if lead is None:                     # -4.2*x - y: a number's sign costs no node
                 lead = next((j for j, (k, _m) in enumerate(terms) if k != -1), 0)
-            acc, rest = self.term(*terms[lead]), terms[:lead] + terms[lead + 1:]
+            acc, rest = term(*terms[lead]), terms[:lead] + terms[lead + 1:]
         for k, m in rest:
-            acc = dag.add("-", (acc, self.term(-k, m))) if k < 0 else \
-                dag.add("+", (acc, self.term(k, m)))
+            acc = add("-", (acc, term(-k, m))) if k < 0 else add("+", (acc, term(k, m)))
         if c != 0:
-            acc = dag.add("-", (acc, dag.num(-c))) if c < 0 else dag.add("+", (acc, dag.num(c)))
+            acc = add("-", (acc, add("num", (), -c))) if c < 0 else \
+                add("+", (acc, add("num", (), c)))
         return acc
 
 
@@ -386,9 +388,8 @@ def _stubs(programs, genes: Genes) -> list:
 def _lower_fresh(alg: Alg, top: int) -> tuple[_Nodes, int]:
     """The nodes that ``top`` reaches, lowered into a DAG of their own (for the printer)."""
     low = _Lower(alg)
-    for i in sorted(reachable_alg(alg, top)):      # children first: node() never recurses
-        low.node(i)
-    return low.dag, low.node(top)
+    low.lower(alg.missing(top, {}))                # children first: no recursion
+    return low.dag, low.memo[top]
 
 
 def simplified_of_stub(stub, genes: Genes, *, digits: int = 6, exact: bool = False) -> str:
@@ -429,9 +430,8 @@ def _count(text: str, cache: _Cache) -> int:
     got = cache.count.get(top)
     if got is None:
         low = cache.low
-        for i in sorted(reachable_alg(cache.alg, top)):
-            if i not in low.memo:
-                low.node(i)
+        if top not in low.memo:                    # children first: no recursion
+            low.lower(cache.alg.missing(top, low.memo))
         got = cache.count[top] = len(_reachable(low.dag, low.memo[top]))
     if len(cache.by_text) >= _CACHE_TEXTS:
         cache.by_text.clear()
@@ -447,8 +447,11 @@ def complexities(programs: Sequence, genes: Genes) -> np.ndarray:
     _check_genes(genes)
     stubs = _stubs(programs, genes)
     cache = _cache(genes)
+    out = np.empty(len(stubs), np.int64)
     with cache.lock:
-        return np.fromiter((_count(str(s), cache) for s in stubs), np.int64, len(stubs))
+        for j, s in enumerate(stubs):
+            out[j] = _count(str(s), cache)
+    return out
 
 
 def complexity(program: Sequence, genes: Genes) -> int:
