@@ -88,3 +88,22 @@ def test_exact_key_is_the_encoded_program():
     for p in progs:
         assert _exact_key(p, raw, names) == sp.encode(p, names).tobytes()
     assert set(n for _, n in raw) <= set(names)
+
+
+def test_batch_path_reads_a_signalling_nan_quietly_and_copies_the_programs():
+    from numptx.opkinds import CONST
+    X, y = _data(lambda X: X[:, 0], n=16)
+    ev = Evaluator(X, y, loss="mse", device="cpu", evaluate="interpret")
+    snan = sp.Op(CONST, 5 << 8 | 0x7F800001 << 32)
+    prog = (x(), snan, i("add.rn.f32"), c(2.0), i("mul.rn.f32"))       # a tuple program
+    with np.errstate(all="raise"):
+        pt = ParameterTapes(ev, [prog])
+    assert np.isnan(pt.theta[0][0]) and pt.theta[0][1] == 2.0
+    got = pt.slots[0].written([None, 0x40400000])                     # constant 1 set to 3.0
+    assert isinstance(got, list) and got[1] is snan and got[3] == c(3.0)
+
+
+def test_exact_key_of_a_non_op_is_the_encoders_error():
+    from numptx.search.loop import _exact_key
+    with pytest.raises(sp.ProgramError, match="item 1"):
+        _exact_key([x(), "mul"], {}, ["x0"])

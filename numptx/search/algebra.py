@@ -313,6 +313,8 @@ number only where combining it would overflow float64: ``1e200*(1e200*x)``), or 
         the general :meth:`add` makes it (the same floats, the same order of the terms:
         a sum's terms are kept in their order, sorted already), without its dicts and
         sort; None where it does not apply (or the terms might sort otherwise)."""
+        if sign not in (1.0, -1.0):            # a zero coefficient: the general path drops it
+            return None
         if self.kind[b] == NUM:
             v = self.data[b]
             if v == "nan" or not math.isfinite(v):

@@ -113,14 +113,16 @@ def _marked_batch(programs: Sequence[Sequence[Any]], site: Any) -> tuple | None:
     first = np.cumsum(counts) - counts
     j = np.arange(len(pos)) - first[owner]
     bits = (words[pos] >> np.uint64(32)).astype(np.uint32)
-    theta = bits.view(np.float32).astype(np.float64)
+    with np.errstate(invalid="ignore"):         # a signalling NaN's bits: quiet, as struct does
+        theta = bits.view(np.float32).astype(np.float64)
     mark = (_MARK + j).astype(np.float32).view(np.uint32).astype(np.uint64)
     marked = words.copy()
     marked[pos] = (words[pos] & np.uint64(0xFFFF_FFFF)) | (mark << np.uint64(32))
     cuts = starts[1:-1]
     local, wlist = (pos - starts[owner]).tolist(), words[pos].tolist()
     at_of = np.concatenate([[0], np.cumsum(counts)]).tolist()
-    slots = [ConstantSlots.located(p, [(i, w, False) for i, w in zip(local[a:b], wlist[a:b])])
+    slots = [ConstantSlots.located(list(p), [(i, w, False)   # a copy, as __init__ makes
+                                             for i, w in zip(local[a:b], wlist[a:b])])
              for p, a, b in zip(programs, at_of, at_of[1:])]
     return np.split(marked, cuts), slots, np.split(theta, np.cumsum(counts)[:-1])
 

@@ -81,13 +81,16 @@ def _formula_mod():
 def _exact_key(prog: list, raw: dict[tuple, bytes], names: list[str]) -> bytes:
     """``sp.encode(prog, names).tobytes()`` (the fit memo's key), joined from the ops' own
     bytes: ``raw`` holds each input op's word by (word, name), encoded when first met."""
-    try:
-        return b"".join([op.raw or raw[op.word, op.name] for op in prog])
-    except KeyError:
-        for op in prog:
-            if not op.raw and (op.word, op.name) not in raw:
-                raw[op.word, op.name] = sp.encode([op], names).tobytes()
-        return b"".join([op.raw or raw[op.word, op.name] for op in prog])
+    for _ in range(2):
+        try:
+            return b"".join([op.raw or raw[op.word, op.name] for op in prog])
+        except KeyError:
+            for op in prog:
+                if isinstance(op, sp.Op) and not op.raw and (op.word, op.name) not in raw:
+                    raw[op.word, op.name] = sp.encode([op], names).tobytes()
+        except (AttributeError, TypeError):
+            break
+    return sp.encode(prog, names).tobytes()       # no op somewhere: the encoder names it
 
 
 class Search:

@@ -76,8 +76,8 @@ Cost: :func:`complexities` compiles its programs in one ``sp.compile_many`` batc
 each stub into the algebraic form (:mod:`numptx.search.algebra`) in Python. It keeps, per
 genes, the subexpressions, stub lines and texts it has seen (bounded, thread-safe; results
 never depend on it), so a child that shares subexpressions with its parents costs less; a
-child whose constants were all refitted shares only its constant-free ones. Measured on one CPU core of a shared
-2-core development machine (CPU time): the 5,140 programs a 500x80 search's fronts measure
+child whose constants were all refitted shares only its constant-free ones. Measured on one
+CPU core of a shared 2-core development machine (CPU time): the 5,140 programs a 500x80 search's fronts measure
 (in 81 batches, the cache warm from one batch to the next; Keijzer-11, Feynman-I.18.4,
 Nguyen-4) cost 125-165 us a program; 500 final programs on a fresh cache (46-54
 statements each) 175-275 us; ``sp.compile_many`` is about 4 us of it.
@@ -102,7 +102,7 @@ __all__ = ["simplified", "simplified_of_stub", "complexity", "complexities"]
 class _Cache:
     """One genes' algebraic nodes, kept across programs: a search's children share most of
     their subexpressions with their parents, so most instructions are found in ``memo``
-    (``(what, operand nodes, macro) -> node``) and most roots in ``count``. Results do not
+    (``(what, macro, *operand nodes) -> node``) and most roots in ``count``. Results do not
     depend on what the cache holds (nodes are interned structurally)."""
 
     def __init__(self, genes: Genes):
