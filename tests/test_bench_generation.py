@@ -1,0 +1,19 @@
+"""benchmarks/bench_generation.py runs, and two runs of one checkout report the same
+population (what it compares across checkouts)."""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_bench_generation_reports_the_same_population_twice():
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "bench_generation.py"), "--root", str(ROOT),
+           "--generations", "2", "--problems", "Nguyen-4", "Nguyen-4"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=True).stdout
+    assert f"numptx from {ROOT / 'numptx'}" in out
+    hashes = re.findall(r"Nguyen-4: 2 generations, .* population ([0-9a-f]{12}), CPU", out)
+    assert len(hashes) == 2 and hashes[0] == hashes[1]
