@@ -140,6 +140,12 @@ def _io_for(inputs, outputs, site) -> _IO:
     return io
 
 
+def input_words(site) -> dict[str, bytes]:
+    """Each input name of ``site`` -> the 8 bytes its input op encodes to in a compile at the
+    site (what :func:`batch_words` joins for op lists: a batch read in NumPy matches it)."""
+    return _io_for(None, None, site).name_words
+
+
 def _cache_put(key, io) -> None:
     if len(_io_cache) > 4096:
         _io_cache.clear()

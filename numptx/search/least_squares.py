@@ -53,7 +53,7 @@ import numpy as np
 
 from .._program.interpret import records, refused, run_cpu, subset, tapes
 from .._program.lm import FitArrays, FitOptions, fit_tapes, fits_natively
-from .._program.compile import _io_for
+from .._program.compile import input_words
 from .._program.ops import ProgramError
 from ..opkinds import CONST
 from ..valuetypes import BY_NAME
@@ -96,7 +96,7 @@ def _marked_batch(programs: Sequence[Sequence[Any]], site: Any) -> tuple | None:
     ``site`` encodes the op lists to (its own input words), with each f32 constant j's value
     replaced by the marker ``_MARK + j``."""
     from .operators import ConstantSlots
-    name_raw = _io_for(None, None, site).name_words
+    name_raw = input_words(site)
     try:
         parts = [b"".join([op.raw or name_raw[op.name] for op in p]) for p in programs]
     except (KeyError, AttributeError, TypeError):     # not op lists: the checked path says
