@@ -308,3 +308,31 @@ def test_a_bad_variation_is_a_search_error_naming_it(bad):
         search.regress(X, X[:, 0], ["add"], variation=bad, device="cpu")
     with pytest.raises(SearchError, match="variation="):
         Breeder(Genes(["add"], 1), crossover=0.5, mutation=0.5, max_length=8, variation=bad)
+
+
+def test_auto_variation_is_tree_from_tree_rows_and_linear_below():
+    """regress's default variation="auto": a run over TREE_ROWS rows or more is the tree run of
+    the same seed, one over fewer the linear run, child for child; a resumed "auto" run
+    resolves the same way (its checkpoint holds "auto")."""
+    from numptx.search.config import TREE_ROWS, variation_for
+    assert (variation_for("auto", TREE_ROWS), variation_for("auto", TREE_ROWS - 1),
+            variation_for("auto", None), variation_for("tree", 1),
+            variation_for("linear", 10 ** 6)) == ("tree", "linear", "linear", "tree", "linear")
+    for rows, same in ((TREE_ROWS, "tree"), (TREE_ROWS - 1, "linear")):
+        X = np.random.default_rng(5).uniform(-1, 1, (rows, 1)).astype(np.float32)
+        y = X[:, 0] ** 3 + X[:, 0]
+        pops = {}
+        for v in ("auto", "tree", "linear"):
+            r = search.regress(X, y, ["add", "mul", "sin"], generations=3, population=60,
+                               seed=2, device="cpu", variation=v)
+            pops[v] = [_words(c.program) for c in r.population]
+        assert pops["auto"] == pops[same]
+        assert pops["tree"] != pops["linear"]
+
+
+def test_a_bad_variation_names_the_choices():
+    X = np.zeros((8, 1), np.float32)
+    with pytest.raises(SearchError, match="variation='sideways'.*'auto'.*'tree'.*'linear'"):
+        search.regress(X, X[:, 0], ["add"], variation="sideways", device="cpu")
+    with pytest.raises(SearchError, match="'tree' or 'linear'"):
+        Breeder(Genes(["add"], 1), crossover=0.5, mutation=0.5, max_length=8, variation="auto")

@@ -14,7 +14,7 @@ operators: ``benchmarks/bench_search.py --stages``). What makes it cheap:
 - gene tuples are shared (an input, an op's words, a listed constant); a new constant's op is
   made from the dtype's zero constant (the same op ``sp.const`` gives), once per value.
 
-Under ``variation="linear"`` (the default) the odds are those of :func:`operators.crossover` and
+Under ``variation="linear"`` the odds are those of :func:`operators.crossover` and
 :func:`operators.mutate` (a mutation is a point mutation, an insertion, a deletion or a
 constant perturbation, uniformly; the draws differ, so a seed gives other children than the
 operators would). Under ``"tree"`` the crossover swaps whole subexpressions and
@@ -64,7 +64,7 @@ import numpy as np
 from .. import stack_ptx as sp
 from ..instructions import TABLE
 from ..opkinds import CONST, CONST64, INPUT, INSTR, META, META_OPS
-from .config import VARIATIONS, Variation
+from .config import BREEDS, Breed
 from .formula import canonical_keys
 from .genes import Genes, SearchError, check_int
 
@@ -89,17 +89,18 @@ class Breeder:
     ``max_length``), a deletion or (programs with constants) a constant perturbation, picked
     uniformly, as :func:`operators.mutate` picks.
 
-    ``variation`` (:data:`numptx.search.config.VARIATIONS`): ``"tree"`` reads the postfix
+    ``variation`` (:data:`numptx.search.config.BREEDS`; a search's ``"auto"`` is resolved by
+    :func:`numptx.search.config.variation_for`): ``"tree"`` reads the postfix
     program as its expression: the crossover replaces a subtree of
     the first parent (the genes that make one value, :meth:`_subtree`) by one of the second,
-    and a point mutation puts a gene of the same arity (:meth:`_like`); ``"linear"`` (the
-    searches' default): a two-point crossover at any gene boundaries, a point mutation puts
+    and a point mutation puts a gene of the same arity (:meth:`_like`); ``"linear"``: a
+    two-point crossover at any gene boundaries, a point mutation puts
     any gene."""
 
     def __init__(self, genes: Genes, *, crossover: float, mutation: float, max_length: int,
-                 revary: int = 0, variation: Variation = "linear"):
+                 revary: int = 0, variation: Breed = "linear"):
         self.genes, self.crossover, self.mutation = genes, float(crossover), float(mutation)
-        if variation not in VARIATIONS:
+        if variation not in BREEDS:
             raise SearchError(f"Breeder: variation={variation!r}: use 'tree' or 'linear'")
         self.tree = variation == "tree"
         self.gene_arity: dict[int, tuple] = {}   # id(gene) -> (gene, consumed, produced)

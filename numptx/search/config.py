@@ -92,7 +92,7 @@ __all__ = ["PREDICTORS", "SearchOptions", "Kind", "KINDS", "FitMethod", "Loss", 
            "check_float", "check_seed", "check_generations", "SEED_MAX", "FIT_METHODS",
            "SURVIVORS", "Survivors", "Build", "BUILDS", "AUTO_BUILD", "check_build",
            "resolve_build", "MODEL_SELECTIONS", "ModelSelection", "VARIATIONS", "Variation",
-           "first_lengths", "INIT_LENGTH_ONE", "INIT_LENGTH_MORE"]
+           "BREEDS", "Breed", "TREE_ROWS", "variation_for", "first_lengths", "INIT_LENGTH_ONE", "INIT_LENGTH_MORE"]
 
 
 #: how the compiled path's GPU modules are assembled: the values of ``build=``
@@ -158,18 +158,39 @@ DEFAULTS = dict(population=1000, generations=100, tournament=None, elitism=None,
                 descriptors=("length", "op_mix"), restart=None, revary=1, semantic_dedup=None,
                 linear_scaling=None, fit_method="auto", input_weights=None, survivors=None,
                 islands=None, migration=10, predictor=False, screen=0.25, explore=0.05,
-                model_selection="best", variation="linear")
+                model_selection="best", variation="auto")
 
 #: how children are varied (``variation=``, :mod:`numptx.search.breed`): ``"tree"`` reads a
 #: program as the expression it computes: crossover swaps whole subexpressions (tree GP's
 #: subtree crossover) and a point mutation keeps the arity (an input or constant for one, an
-#: op for an op of as many operands); ``"linear"`` (the default) cuts anywhere between genes
-#: (a two-point crossover of the op lists; a point mutation puts any gene). Tree solved more
-#: of the hard problems at population 1000, and fewer of the comparison's runs at its 500: it
-#: reaches the training stop sooner, on approximations of 20-point problems that do not
-#: generalize (benchmarks/README.md, "Tree variation")
-VARIATIONS = ("tree", "linear")
-Variation = Literal["tree", "linear"]
+#: op for an op of as many operands); ``"linear"`` cuts anywhere between genes (a two-point
+#: crossover of the op lists; a point mutation puts any gene); ``"auto"`` (the default) is
+#: :func:`variation_for`: tree from :data:`TREE_ROWS` training rows, else linear. Tree fits
+#: faster: per generation and per CPU second on the 201-row Keijzer-4 it reaches a 10x lower
+#: loss, and on 20-point problems it reaches the training stop sooner, on approximations that
+#: do not generalize (benchmarks/README.md, "Tree variation" and "Tree on larger data")
+VARIATIONS = ("auto", "tree", "linear")
+Variation = Literal["auto", "tree", "linear"]
+#: what a Breeder takes (``"auto"`` resolved by :func:`variation_for`)
+BREEDS = ("tree", "linear")
+Breed = Literal["tree", "linear"]
+#: the training rows from which ``variation="auto"`` is ``"tree"``: the comparison's
+#: problems have 20 rows (Nguyen, Keijzer-11/-12: linear solved more) or 200-201 (Keijzer-4,
+#: AI-Feynman: tree solved as many or more); the threshold between is not tuned
+TREE_ROWS = 100
+
+
+def variation_for(variation: Variation, rows: int | None) -> Breed:
+    """The variation a run's children get: ``variation`` unless ``"auto"``, which is
+    ``"tree"`` over at least :data:`TREE_ROWS` training rows and ``"linear"`` over fewer or
+    without data (``evolve``'s user fitness)::
+
+        variation_for("auto", 200), variation_for("auto", 20), variation_for("tree", 20)
+        # ('tree', 'linear', 'tree')
+    """
+    if variation == "auto":
+        return "tree" if rows is not None and rows >= TREE_ROWS else "linear"
+    return "tree" if variation == "tree" else "linear"
 
 #: the rules that pick ``result.model`` from the Pareto front (``model_selection=``;
 #: :mod:`numptx.search.front` defines each)
@@ -250,7 +271,7 @@ class SearchOptions:
     screen: float
     explore: float
     model_selection: ModelSelection = "best"
-    variation: Variation = "linear"
+    variation: Variation = "auto"
     #: the options check_config derived (given as None): :meth:`replace` derives them again
     derived: frozenset[str] = dataclasses.field(default=frozenset(), init=False, repr=False,
                                                 compare=False)
@@ -360,9 +381,10 @@ def _check_choices(where: Kind, cfg: dict) -> None:
                           f"'accuracy': the lowest loss, 'mdl': the shortest description; "
                           f"numptx.search.front)")
     if cfg["variation"] not in VARIATIONS:
-        raise SearchError(f"{where}: variation={shown(cfg['variation'])}: use 'tree' (subtree "
-                          f"crossover, arity-keeping point mutations) or 'linear' (cuts "
-                          f"anywhere between genes)")
+        raise SearchError(f"{where}: variation={shown(cfg['variation'])}: use 'auto' (tree from "
+                          f"{TREE_ROWS} training rows, else linear), 'tree' (subtree crossover, "
+                          f"arity-keeping point mutations) or 'linear' (cuts anywhere between "
+                          f"genes)")
     if cfg["survivors"] is None:
         cfg["survivors"] = "plus" if where == "regress" else "children"
     if cfg["survivors"] not in SURVIVORS:

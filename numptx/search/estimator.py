@@ -101,7 +101,7 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
                  fit_method: str = "auto", input_weights: bool | None = None,
                  survivors: str = "plus", islands: int | None = None, migration: int = 10,
                  build: str = "auto", predictor: Any = False, screen: float = 0.25,
-                 explore: float = 0.05, variation: str = "linear",
+                 explore: float = 0.05, variation: str = "auto",
                  progress: bool | Callable = False):
         self.ops, self.population, self.generations = ops, population, generations
         self.random_state, self.loss, self.model_selection = random_state, loss, model_selection

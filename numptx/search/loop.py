@@ -41,7 +41,7 @@ from . import elites
 from . import operators as O
 from . import semantic
 from .breed import Breeder
-from .config import CACHE_MAX, Kind, SearchOptions, first_lengths
+from .config import CACHE_MAX, Kind, SearchOptions, first_lengths, variation_for
 from .constants import fit_constants
 from .least_squares import fit_least_squares
 from .evaluate import Evaluator
@@ -104,7 +104,8 @@ class Search:
         self.rng = np.random.default_rng(self.seed)
         self.breeder = Breeder(genes, crossover=cfg.crossover, mutation=cfg.mutation,
                                max_length=cfg.max_length, revary=cfg.revary,
-                               variation=cfg.variation)
+                               variation=variation_for(cfg.variation, None if evaluator is None
+                                                       else evaluator.X.shape[0]))
         self.evaluator, self.user = evaluator, user
         #: what one generation does (a population, or MAP-Elites' archive)
         self.strategy: Strategy = strategy_for(kind, cfg.islands)

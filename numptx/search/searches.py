@@ -49,7 +49,7 @@ def regress(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div"), *
             survivors: Survivors = "plus", islands: int | None = None, migration: int = 10,
             build: Build = "auto", predictor: Any = False, screen: float = 0.25,
             explore: float = 0.05, model_selection: ModelSelection = "best",
-            variation: Variation = "linear", progress: bool | Callable[[Generation], Any] = False) -> Result:
+            variation: Variation = "auto", progress: bool | Callable[[Generation], Any] = False) -> Result:
     """Symbolic regression: find a program over the columns of ``X`` (named ``x0..``, or ``names``)
     whose output fits ``y`` under ``loss`` (``mse``, ``mae``, ``rmse``, ``pearson``). Tournament
     selection of size ``tournament`` (default 5, or the population when smaller) with ``elitism``
@@ -99,8 +99,8 @@ def regress(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div"), *
     :mod:`numptx.learn` model) learns from every scored child and screens the next: only the
     predicted best ``screen`` share of the new children, and a random ``explore`` share of the rest,
     is scored (:mod:`numptx.search.screening`). ``model_selection`` picks ``result.model`` from
-    ``result.front`` (:mod:`.front`); ``variation``: ``"tree"`` (subtree crossover, arity-keeping
-    point mutations) or ``"linear"`` (cuts anywhere between genes; :mod:`numptx.search.breed`)."""
+    ``result.front`` (:mod:`.front`); ``variation``: ``"auto"`` (tree from 100 rows, else
+    linear), ``"tree"`` or ``"linear"`` (:mod:`numptx.search.breed`, docs/search.md)."""
     s = _regression_search(
         "regress", X, y, ops, names=names, dtype=dtype, constants=constants, loss=loss,
         device=device, executor=executor, per_module=per_module, seed=seed, pipeline=pipeline,
