@@ -15,5 +15,5 @@ def test_bench_generation_reports_the_same_population_twice():
            "--generations", "2", "--problems", "Nguyen-4", "Nguyen-4"]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=True).stdout
     assert f"numptx from {ROOT / 'numptx'}" in out
-    hashes = re.findall(r"Nguyen-4: 2 generations, .* population ([0-9a-f]{12}), CPU", out)
+    hashes = re.findall(r"Nguyen-4: seed 0, 2 generations, .* population ([0-9a-f]{12}), CPU", out)
     assert len(hashes) == 2 and hashes[0] == hashes[1]

@@ -312,8 +312,7 @@ def test_a_bad_variation_is_a_search_error_naming_it(bad):
 
 def test_auto_variation_is_tree_from_tree_rows_and_linear_below():
     """regress's default variation="auto": a run over TREE_ROWS rows or more is the tree run of
-    the same seed, one over fewer the linear run, child for child; a resumed "auto" run
-    resolves the same way (its checkpoint holds "auto")."""
+    the same seed, one over fewer the linear run, child for child."""
     from numptx.search.config import TREE_ROWS, variation_for
     assert (variation_for("auto", TREE_ROWS), variation_for("auto", TREE_ROWS - 1),
             variation_for("auto", None), variation_for("tree", 1),
@@ -331,8 +330,33 @@ def test_auto_variation_is_tree_from_tree_rows_and_linear_below():
 
 
 def test_a_bad_variation_names_the_choices():
+    from numptx.search.config import variation_for
+    for bad in ("Tree", None, 3):
+        with pytest.raises(SearchError, match="variation=.*'auto', 'tree' or 'linear'"):
+            variation_for(bad, 500)
     X = np.zeros((8, 1), np.float32)
     with pytest.raises(SearchError, match="variation='sideways'.*'auto'.*'tree'.*'linear'"):
         search.regress(X, X[:, 0], ["add"], variation="sideways", device="cpu")
     with pytest.raises(SearchError, match="'tree' or 'linear'"):
         Breeder(Genes(["add"], 1), crossover=0.5, mutation=0.5, max_length=8, variation="auto")
+
+
+@pytest.mark.parametrize("rows", [120, 40])
+def test_an_auto_run_saves_the_variation_it_ran_and_resumes_as_it_ran(tmp_path, rows):
+    """The checkpoint of a variation="auto" run holds what "auto" resolved to (tree over 120
+    rows, linear over 40), and 2 generations, saved, resumed for 1, are the 3 of an
+    uninterrupted run (islands and restarts too)."""
+    X = np.random.default_rng(6).uniform(-1, 1, (rows, 1)).astype(np.float32)
+    y = X[:, 0] ** 3 - X[:, 0]
+    for extra in ({}, {"islands": 3}, {"restart": 1}):
+        run = dict(population=60, seed=7, device="cpu") | extra
+        full = search.regress(X, y, ["add", "mul", "sin"], generations=3, **run)
+        part = search.regress(X, y, ["add", "mul", "sin"], generations=2, **run)
+        ran = "tree" if rows >= 100 else "linear"
+        assert part._search.cfg.variation == ran and part._search.breeder.tree == (ran == "tree")
+        path = tmp_path / f"auto{rows}{len(extra)}.nxck"
+        part.save(path)
+        assert ck.read(str(path))["config"]["variation"] == ran
+        more = search.resume(path, generations=1)
+        assert [_words(c.program) for c in more.population] == \
+            [_words(c.program) for c in full.population]

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from .config import Kind, SearchOptions, check_config
+from .config import Kind, SearchOptions, check_config, variation_for
 from .evaluate import (SCALED_LOSSES, Evaluator, check_data, check_evaluate, check_executor,
                        check_per_module, resolve_device)
 from ..jit.populations.fitness import RESERVED_NAMES as KERNEL_NAMES
@@ -210,8 +210,12 @@ def resolve_fitting(cfg: SearchOptions, loss: str, y: np.ndarray, device: str,
     """The options with the constant fitting left to the search (None / "auto") filled in:
     ``linear_scaling`` on for mse and rmse when y varies; ``fit_method`` "lm" on the CPU for
     a least-squares loss (mse, rmse, pearson), else "es"; under lm, ``input_weights`` on and
-    ``fit_top`` :func:`fit_top_lm` unless given (``given``: the options as passed)."""
+    ``fit_top`` :func:`fit_top_lm` unless given (``given``: the options as passed); and
+    ``variation="auto"`` by the training rows (:func:`~numptx.search.config.variation_for`),
+    so a checkpoint holds the variation that ran."""
     change: dict[str, Any] = {}
+    if cfg.variation == "auto":
+        change["variation"] = variation_for("auto", len(y))
     if cfg.linear_scaling is None:
         change["linear_scaling"] = loss in SCALED_LOSSES and bool(y.min() != y.max())
     if cfg.fit_method == "lm" and loss not in (*SCALED_LOSSES, "pearson"):

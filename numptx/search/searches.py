@@ -151,7 +151,8 @@ def evolve(template: Any, site: Any, fitness: Callable[[list], Sequence[float]],
     ``survivors`` (default ``"children"``: a noisy fitness must not keep a lucky score for
     ever; ``"plus"`` as regress). ``predictor`` (with ``survivors="plus"``) screens children
     by their words alone (no data to probe). The other options (selection, rates,
-    ``restart``, ``revary``, ``screen``, ``explore``, ``variation``) are :func:`regress`'s."""
+    ``restart``, ``revary``, ``screen``, ``explore``, ``variation``: ``"linear"`` by default,
+    as "auto" is without data) are :func:`regress`'s."""
     genes, cfg, user = prepare_evolve(
         template, site, fitness, ops=ops, select=select, constants=constants,
         per_module=per_module, executor=executor, evaluate=evaluate, build=build,
@@ -189,7 +190,7 @@ def map_elites(X: Any, y: Any, ops: Sequence[str] = ("add", "sub", "mul", "div")
     axes from the outputs on probe rows, :mod:`numptx.search.learned_cells`); ``bins``
     overrides every axis' count. ``result.archive`` maps cell index tuples to candidates (re-scored by the compiled
     path when the interpreter scored the run, as ``best`` is). Other options as
-    :func:`regress`."""
+    :func:`regress` (``variation`` defaults to ``"linear"`` here)."""
     s = _regression_search("map_elites", X, y, ops, names=names, dtype=dtype,
                            constants=constants, loss=loss, device=device, executor=executor,
                            per_module=per_module, seed=seed, pipeline=pipeline,
