@@ -15,6 +15,12 @@ generation" and "Tree on larger data")::
 
     python benchmarks/bench_generation.py --problems Keijzer-4 --seeds 0 1 2 3 4 5 \
         --generations 60 --numptx-args '{"variation": "linear"}'
+
+Across checkouts, the options must mean the same search in both: regress's default
+``variation="auto"`` (tree from 100 training rows, since 9bcb223) runs I.18.4 and Keijzer-4
+(200-201 rows) as tree where an older checkout runs them linear; pass ``--numptx-args
+'{"variation": "linear"}'`` to compare with one (and drop those problems for a checkout older
+than the option, which refuses it). The seed is ``--seeds``' (data and search alike).
 """
 from __future__ import annotations
 
@@ -36,6 +42,12 @@ def main() -> None:
     ap.add_argument("--numptx-args", default="{}", metavar="JSON",
                     help="more regress arguments, replacing the protocol's")
     args = ap.parse_args()
+    try:
+        extra = json.loads(args.numptx_args)
+    except json.JSONDecodeError as e:
+        ap.error(f"--numptx-args: not JSON ({e})")
+    if not isinstance(extra, dict) or "seed" in extra:
+        ap.error("--numptx-args: give a JSON object of regress arguments (the seed is --seeds')")
     if args.root:
         sys.path.insert(0, os.path.abspath(args.root))
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -44,7 +56,6 @@ def main() -> None:
     import numptx
     from numptx import search
     print(f"numptx from {os.path.dirname(numptx.__file__)}")
-    extra = json.loads(args.numptx_args)
     logs, total = [], 0.0
     for name in args.problems:
         for seed in args.seeds:

@@ -92,7 +92,8 @@ __all__ = ["PREDICTORS", "SearchOptions", "Kind", "KINDS", "FitMethod", "Loss", 
            "check_float", "check_seed", "check_generations", "SEED_MAX", "FIT_METHODS",
            "SURVIVORS", "Survivors", "Build", "BUILDS", "AUTO_BUILD", "check_build",
            "resolve_build", "MODEL_SELECTIONS", "ModelSelection", "VARIATIONS", "Variation",
-           "BREEDS", "Breed", "TREE_ROWS", "variation_for", "first_lengths", "INIT_LENGTH_ONE", "INIT_LENGTH_MORE"]
+           "BREEDS", "Breed", "TREE_ROWS", "variation_for", "first_lengths", "INIT_LENGTH_ONE",
+           "INIT_LENGTH_MORE"]
 
 
 #: how the compiled path's GPU modules are assembled: the values of ``build=``
@@ -166,7 +167,7 @@ DEFAULTS = dict(population=1000, generations=100, tournament=None, elitism=None,
 #: op for an op of as many operands); ``"linear"`` cuts anywhere between genes (a two-point
 #: crossover of the op lists; a point mutation puts any gene); ``"auto"`` (the default) is
 #: :func:`variation_for`: tree from :data:`TREE_ROWS` training rows, else linear. Tree fits
-#: faster: on the 201-row Keijzer-4 its best loss after 60 generations is ~6x lower (~4x at
+#: faster: on the 201-row Keijzer-4 its best loss after 60 generations is ~7x lower (~5x at
 #: equal CPU), and on 20-point problems it reaches the training stop sooner, on
 #: approximations that do not generalize (benchmarks/README.md, "Tree on larger data")
 VARIATIONS = ("auto", "tree", "linear")
