@@ -38,10 +38,10 @@ def _fit_or_regress(how: str, X, y, **kw):
 # ---- warnings point at the caller's line ----------------------------------------------------
 #: semantic dedup on 1 probe row of 100 gives a program another's loss; at this seed the best
 #: returned is one of them, so the compiled re-score differs and warns (numptx.search.rescore);
-#: init_length as it was given when the seed was picked (the default now draws longer programs
-#: over two inputs)
+#: init_length and variation as they were when the seed was picked (the defaults now draw
+#: longer programs over two inputs, and vary them as trees from 100 rows)
 _PIECEWISE = dict(population=100, generations=3, device="cpu", semantic_dedup=1, fit_top=0,
-                  linear_scaling=False, init_length=(2, 12))
+                  linear_scaling=False, init_length=(2, 12), variation="linear")
 _PIECEWISE_OPS = ("add", "sub", "mul", "max", "min", "abs")
 
 
